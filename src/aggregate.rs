@@ -1,0 +1,599 @@
+//! From files to grouped totals, in one parallel pass.
+//!
+//! Every file (or chunk of a large CSV file) is read by its own [`Scan`]:
+//! rows are checked against the contract, every row leaves a dedup entry,
+//! and the rows a [`Selector`] keeps are grouped under file-local interned
+//! keys with their values. After the dedup check, each scan folds its kept
+//! rows (skipping duplicates) into dense per-group [`Totals`], which are
+//! turned into owned [`GroupKey`]s and merged. Totals are integer sums, so
+//! the result does not depend on how the work was split or on thread count.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::error::{BadRecord, Error, Location, Result};
+use crate::records::csv::RowSink;
+use crate::records::dedup::{self, Seen, PARTITIONS};
+use crate::records::files::{Format, InputFile, Inventory};
+use crate::records::{self, Country, Direction, Field, Kind, Product, Record};
+use crate::time::Buckets;
+
+/// Which accounts a pass keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AccountScope {
+    /// Every account.
+    All,
+    /// These accounts.
+    Some(BTreeSet<String>),
+}
+
+impl AccountScope {
+    /// One account.
+    pub fn one(auth_id: &str) -> AccountScope {
+        AccountScope::Some(BTreeSet::from([auth_id.to_owned()]))
+    }
+
+    fn contains(&self, auth_id: &str) -> bool {
+        match self {
+            AccountScope::All => true,
+            AccountScope::Some(set) => set.contains(auth_id),
+        }
+    }
+}
+
+/// A set of products, `other` included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ProductSet(u8);
+
+impl ProductSet {
+    /// All five.
+    pub const ALL: ProductSet = ProductSet(0b1_1111);
+
+    /// The set with `product` added.
+    pub fn with(self, product: Product) -> ProductSet {
+        ProductSet(self.0 | 1 << product as u8)
+    }
+
+    /// Whether `product` is in the set.
+    pub fn contains(self, product: Product) -> bool {
+        self.0 & 1 << product as u8 != 0
+    }
+
+    /// The members, in name order.
+    pub fn iter(self) -> impl Iterator<Item = Product> {
+        Product::ALL.into_iter().filter(move |p| self.contains(*p))
+    }
+}
+
+/// What a pass keeps, and how it buckets time.
+#[derive(Clone, Debug)]
+pub struct Selector {
+    /// Accounts to keep.
+    pub accounts: AccountScope,
+    /// Keep only this subaccount's usage (and no charges).
+    pub subaccount: Option<String>,
+    /// Products to keep; `Other` keeps charges.
+    pub products: ProductSet,
+    /// Country filter, for products that have a country.
+    pub country: Option<Country>,
+    /// Direction filter, for products that have a direction.
+    pub direction: Option<Direction>,
+    /// Error code filter, for messages.
+    pub error_code: Option<String>,
+    /// Hangup cause filter, for calls.
+    pub hangup_cause: Option<String>,
+    /// The window's buckets: rows outside them are not kept.
+    pub buckets: Buckets,
+}
+
+impl Selector {
+    /// The bucket of a record this selector keeps, or `None`.
+    #[inline]
+    pub fn select(&self, record: &Record<'_>) -> Option<u32> {
+        if !self.products.contains(record.product) || !self.accounts.contains(record.auth_id) {
+            return None;
+        }
+        let product = record.product;
+        if product == Product::Other {
+            if self.subaccount.is_some() {
+                return None;
+            }
+        } else {
+            if self.subaccount.as_deref().is_some_and(|s| s != record.subaccount) {
+                return None;
+            }
+            if product.has_country_and_direction() {
+                if self.country.is_some_and(|c| record.country != Some(c)) {
+                    return None;
+                }
+                if self.direction.is_some_and(|d| record.direction != Some(d)) {
+                    return None;
+                }
+            }
+            if product.has_error_code() && self.error_code.as_deref().is_some_and(|c| c != record.code) {
+                return None;
+            }
+            if product.has_hangup_cause() && self.hangup_cause.as_deref().is_some_and(|c| c != record.code) {
+                return None;
+            }
+        }
+        self.buckets.index(record.timestamp.secs)
+    }
+}
+
+/// What to do with a row that breaks the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnBadRow {
+    /// Stop the run with an error naming the row.
+    #[default]
+    Fail,
+    /// Set the row aside with its reason, count it, and go on.
+    SetAside,
+}
+
+/// Summed values of a group. Adding is associative and commutative, so
+/// partial totals merge in any order to the same result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Rows summed.
+    pub records: u64,
+    /// Units: segments, calls, transcriptions, charge units.
+    pub units: u128,
+    /// Duration in nanoseconds.
+    pub duration: i128,
+    /// Amount in nano-units.
+    pub amount: i128,
+    /// Surcharge in nano-units.
+    pub surcharge: i128,
+}
+
+impl Totals {
+    /// `self + other`, or `None` on overflow.
+    pub fn checked_add(&self, other: &Totals) -> Option<Totals> {
+        Some(Totals {
+            records: self.records.checked_add(other.records)?,
+            units: self.units.checked_add(other.units)?,
+            duration: self.duration.checked_add(other.duration)?,
+            amount: self.amount.checked_add(other.amount)?,
+            surcharge: self.surcharge.checked_add(other.surcharge)?,
+        })
+    }
+
+    fn add_row(&mut self, row: &KeptRow) {
+        // Row values are at most i64::MAX / u64::MAX; overflowing an i128
+        // would take more than 2^63 rows.
+        self.records += 1;
+        self.units += row.units as u128;
+        self.duration += row.duration as i128;
+        self.amount += row.amount as i128;
+        self.surcharge += row.surcharge as i128;
+    }
+}
+
+/// The owned key of a group: one output row (or one other-charges item).
+///
+/// The derived order is the report's order: account, bucket, then the
+/// usage sort key of `usage-summary.md` (absent values first).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupKey {
+    /// Parent account.
+    pub account: String,
+    /// Bucket index in the selector's [`Buckets`].
+    pub bucket: u32,
+    /// Product; `Other` for charges.
+    pub product: Product,
+    /// Sub-type, or a charge's description.
+    pub type_: String,
+    /// Subaccount, absent on parent-level rows.
+    pub subaccount: Option<String>,
+    /// Country, absent when empty or not a dimension of the product.
+    pub country: Option<Country>,
+    /// Direction, absent when not a dimension of the product.
+    pub direction: Option<Direction>,
+    /// Error code (messages) or hangup cause (calls); absent otherwise.
+    pub code: Option<String>,
+}
+
+/// Counts of one pass, per kind. `read = used + set_aside + duplicates`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Rows read.
+    pub read: u64,
+    /// Rows that are valid and not duplicates.
+    pub used: u64,
+    /// Rows set aside as bad.
+    pub set_aside: u64,
+    /// Valid rows that repeat an identical earlier row.
+    pub duplicates: u64,
+    /// Used rows the selector kept.
+    pub selected: u64,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, other: Tally) {
+        self.read += other.read;
+        self.used += other.used;
+        self.set_aside += other.set_aside;
+        self.duplicates += other.duplicates;
+        self.selected += other.selected;
+    }
+}
+
+/// The result of a pass over a data directory.
+#[derive(Debug, Default)]
+pub struct Aggregate {
+    /// Totals per group.
+    pub groups: BTreeMap<GroupKey, Totals>,
+    /// Counts per kind.
+    pub tallies: BTreeMap<Kind, Tally>,
+    /// Rows set aside, in file order.
+    pub rejects: Vec<BadRecord>,
+    /// The files read.
+    pub inventory: Inventory,
+}
+
+/// Reads every record file under `data` once and aggregates what
+/// `selector` keeps.
+pub fn aggregate(data: &Path, selector: &Selector, on_bad_row: OnBadRow) -> Result<Aggregate> {
+    let inventory = Inventory::scan(data)?;
+    aggregate_files(inventory, selector, on_bad_row)
+}
+
+/// [`aggregate`] over an inventory already taken.
+pub fn aggregate_files(inventory: Inventory, selector: &Selector, on_bad_row: OnBadRow) -> Result<Aggregate> {
+    let fail_at = AtomicU64::new(u64::MAX);
+    let scanned: Vec<Result<Vec<Scan<'_>>>> = inventory
+        .files
+        .par_iter()
+        .enumerate()
+        .map(|(index, file)| scan_file(file, index as u32, selector, on_bad_row, &fail_at))
+        .collect();
+    let mut scans = Vec::new();
+    let mut first_error: Option<(u64, Error)> = None;
+    for (index, result) in scanned.into_iter().enumerate() {
+        let mut keep_error = |position: u64, error: Error| {
+            if first_error.as_ref().is_none_or(|(p, _)| position < *p) {
+                first_error = Some((position, error));
+            }
+        };
+        match result {
+            Ok(file_scans) => {
+                for mut scan in file_scans {
+                    if let Some(error) = scan.error.take() {
+                        keep_error(position(index as u32, error.location.line), Error::from(error));
+                    }
+                    scans.push(scan);
+                }
+            }
+            Err(error) => keep_error(position(index as u32, 0), error),
+        }
+    }
+    if let Some((_, error)) = first_error {
+        return Err(error);
+    }
+
+    let mut aggregate = Aggregate::default();
+    for kind in Kind::ALL {
+        let kind_scans: Vec<&mut Scan<'_>> = scans.iter_mut().filter(|s| s.kind == kind).collect();
+        let parts = kind_scans.into_iter().map(|s| std::mem::take(&mut s.seen)).collect();
+        let outcome = dedup::check(parts);
+        if let Some((first, second)) = outcome.conflict {
+            return Err(conflict(&inventory, kind, first, second));
+        }
+        for scan in scans.iter_mut().filter(|s| s.kind == kind) {
+            let (file, (first, last)) = (scan.file, scan.lines);
+            scan.duplicates = outcome
+                .duplicates
+                .iter()
+                .filter(|(f, l)| *f == file && (first..=last).contains(l))
+                .map(|(_, l)| *l)
+                .collect();
+        }
+    }
+    let folded: Vec<(BTreeMap<GroupKey, Totals>, Kind, Tally, Vec<BadRecord>)> = scans
+        .into_par_iter()
+        .map(|scan| {
+            let kind = scan.kind;
+            let (groups, tally, rejects) = scan.fold();
+            (groups, kind, tally, rejects)
+        })
+        .collect();
+    for (groups, kind, tally, rejects) in folded {
+        *aggregate.tallies.entry(kind).or_default() += tally;
+        aggregate.rejects.extend(rejects);
+        merge_into(&mut aggregate.groups, groups)?;
+    }
+    aggregate.inventory = inventory;
+    Ok(aggregate)
+}
+
+/// Adds `from` into `into`, group by group.
+pub fn merge_into(into: &mut BTreeMap<GroupKey, Totals>, from: BTreeMap<GroupKey, Totals>) -> Result<()> {
+    for (key, totals) in from {
+        match into.get_mut(&key) {
+            Some(existing) => {
+                *existing = existing
+                    .checked_add(&totals)
+                    .ok_or_else(|| Error::Internal(format!("sum overflow in group {key:?}")))?;
+            }
+            None => {
+                into.insert(key, totals);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn position(file: u32, line: u64) -> u64 {
+    (file as u64) << 40 | line.min((1 << 40) - 1)
+}
+
+fn scan_file<'s>(
+    file: &'s InputFile,
+    index: u32,
+    selector: &'s Selector,
+    on_bad_row: OnBadRow,
+    fail_at: &'s AtomicU64,
+) -> Result<Vec<Scan<'s>>> {
+    if on_bad_row == OnBadRow::Fail && fail_at.load(Ordering::Relaxed) < position(index, 0) {
+        return Ok(Vec::new());
+    }
+    let new_scan = || Scan::new(file, index, selector, on_bad_row, fail_at);
+    match file.format {
+        Format::Parquet => {
+            let mut scan = new_scan();
+            records::parquet::read(file, file.kind, &mut scan)?;
+            Ok(vec![scan])
+        }
+        _ => {
+            let bytes = records::csv::load(file)?;
+            records::csv::read(file, file.kind, &bytes, new_scan)
+        }
+    }
+}
+
+fn conflict(inventory: &Inventory, kind: Kind, first: (u32, u64), second: (u32, u64)) -> Error {
+    let place = |(file, line): (u32, u64)| {
+        let input = &inventory.files[file as usize];
+        Location { file: input.name.clone(), line, is_row: input.format == Format::Parquet }
+    };
+    let input = &inventory.files[first.0 as usize];
+    Error::Conflict {
+        kind: kind.name(),
+        record_id: records::record_id_at(input, first.1).unwrap_or_else(|| "?".to_owned()),
+        first: place(first),
+        second: place(second),
+    }
+}
+
+/// A kept row: its file-local group and its values.
+#[derive(Clone, Copy, Debug)]
+struct KeptRow {
+    group: u32,
+    line: u64,
+    units: u64,
+    duration: i64,
+    amount: i64,
+    surcharge: i64,
+}
+
+/// A group key in file-local interned ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct LocalKey {
+    account: u32,
+    bucket: u32,
+    product: Product,
+    type_: u32,
+    subaccount: u32,
+    country: Option<Country>,
+    direction: Option<Direction>,
+    code: u32,
+}
+
+/// Strings of one scan, interned: id 0 is the empty string.
+#[derive(Debug)]
+struct Interner {
+    ids: FxHashMap<Box<str>, u32>,
+    strings: Vec<Box<str>>,
+}
+
+impl Interner {
+    fn new() -> Interner {
+        let mut interner = Interner { ids: FxHashMap::default(), strings: Vec::new() };
+        interner.intern("");
+        interner
+    }
+
+    #[inline]
+    fn intern(&mut self, text: &str) -> u32 {
+        if let Some(id) = self.ids.get(text) {
+            return *id;
+        }
+        let id = self.strings.len() as u32;
+        self.strings.push(text.into());
+        self.ids.insert(text.into(), id);
+        id
+    }
+
+    fn get(&self, id: u32) -> &str {
+        &self.strings[id as usize]
+    }
+}
+
+/// The per-file (or per-chunk) state of a pass: a [`RowSink`].
+#[derive(Debug)]
+pub struct Scan<'s> {
+    selector: &'s Selector,
+    on_bad_row: OnBadRow,
+    fail_at: &'s AtomicU64,
+    kind: Kind,
+    file: u32,
+    file_name: &'s str,
+    is_parquet: bool,
+    strings: Interner,
+    group_ids: FxHashMap<LocalKey, u32>,
+    groups: Vec<LocalKey>,
+    rows: Vec<KeptRow>,
+    seen: Vec<Vec<Seen>>,
+    read: u64,
+    lines: (u64, u64),
+    rejects: Vec<BadRecord>,
+    error: Option<BadRecord>,
+    duplicates: FxHashSet<u64>,
+}
+
+impl<'s> Scan<'s> {
+    fn new(
+        file: &'s InputFile,
+        index: u32,
+        selector: &'s Selector,
+        on_bad_row: OnBadRow,
+        fail_at: &'s AtomicU64,
+    ) -> Scan<'s> {
+        Scan {
+            selector,
+            on_bad_row,
+            fail_at,
+            kind: file.kind,
+            file: index,
+            file_name: &file.name,
+            is_parquet: file.format == Format::Parquet,
+            strings: Interner::new(),
+            group_ids: FxHashMap::default(),
+            groups: Vec::new(),
+            rows: Vec::new(),
+            seen: (0..PARTITIONS).map(|_| Vec::new()).collect(),
+            read: 0,
+            lines: (u64::MAX, 0),
+            rejects: Vec::new(),
+            error: None,
+            duplicates: FxHashSet::default(),
+        }
+    }
+
+    fn location(&self, line: u64) -> Location {
+        Location { file: self.file_name.to_owned(), line, is_row: self.is_parquet }
+    }
+
+    /// Records a bad row; returns whether to go on.
+    fn reject(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        let bad = BadRecord { location: self.location(line), column: column.to_owned(), value, reason };
+        match self.on_bad_row {
+            OnBadRow::SetAside => {
+                self.rejects.push(bad);
+                true
+            }
+            OnBadRow::Fail => {
+                self.fail_at.fetch_min(position(self.file, line), Ordering::Relaxed);
+                self.error = Some(bad);
+                false
+            }
+        }
+    }
+
+    fn keep(&mut self, record: &Record<'_>, bucket: u32, line: u64) {
+        let product = record.product;
+        let key = LocalKey {
+            account: self.strings.intern(record.auth_id),
+            bucket,
+            product,
+            type_: self.strings.intern(record.type_),
+            subaccount: self.strings.intern(record.subaccount),
+            country: record.country,
+            direction: record.direction,
+            code: self.strings.intern(record.code),
+        };
+        let next = self.groups.len() as u32;
+        let group = *self.group_ids.entry(key).or_insert(next);
+        if group == next {
+            self.groups.push(key);
+        }
+        self.rows.push(KeptRow {
+            group,
+            line,
+            units: record.units,
+            duration: record.duration,
+            amount: record.amount,
+            surcharge: record.surcharge,
+        });
+    }
+
+    /// Folds kept rows into owned groups, skipping duplicates.
+    fn fold(self) -> (BTreeMap<GroupKey, Totals>, Tally, Vec<BadRecord>) {
+        let mut totals = vec![Totals::default(); self.groups.len()];
+        let mut selected = 0;
+        for row in &self.rows {
+            if !self.duplicates.is_empty() && self.duplicates.contains(&row.line) {
+                continue;
+            }
+            totals[row.group as usize].add_row(row);
+            selected += 1;
+        }
+        let mut groups = BTreeMap::new();
+        for (key, totals) in self.groups.iter().zip(totals) {
+            if totals.records == 0 {
+                continue;
+            }
+            let product = key.product;
+            let text = |id: u32| self.strings.get(id).to_owned();
+            let owned = GroupKey {
+                account: text(key.account),
+                bucket: key.bucket,
+                product,
+                type_: text(key.type_),
+                subaccount: (key.subaccount != 0 && product != Product::Other).then(|| text(key.subaccount)),
+                country: key.country.filter(|_| product.has_country_and_direction()),
+                direction: key.direction.filter(|_| product.has_country_and_direction()),
+                code: (product.has_error_code() || product.has_hangup_cause()).then(|| text(key.code)),
+            };
+            groups.insert(owned, totals);
+        }
+        let set_aside = self.rejects.len() as u64;
+        let duplicates = self.duplicates.len() as u64;
+        let tally = Tally {
+            read: self.read,
+            used: self.read - set_aside - duplicates,
+            set_aside,
+            duplicates,
+            selected,
+        };
+        (groups, tally, self.rejects)
+    }
+}
+
+impl RowSink for Scan<'_> {
+    #[inline]
+    fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+        if self.on_bad_row == OnBadRow::Fail
+            && self.read % 1024 == 0
+            && self.fail_at.load(Ordering::Relaxed) < position(self.file, line)
+        {
+            return false;
+        }
+        self.read += 1;
+        self.lines = (self.lines.0.min(line), self.lines.1.max(line));
+        match records::parse_record(self.kind, fields) {
+            Ok(record) => {
+                let seen = Seen::new(record.record_id, record.content_hash(), self.file, line);
+                self.seen[seen.partition()].push(seen);
+                if let Some(bucket) = self.selector.select(&record) {
+                    self.keep(&record, bucket, line);
+                }
+                true
+            }
+            Err(e) => {
+                let column = self.kind.columns()[e.column];
+                self.reject(line, column, e.value, e.reason)
+            }
+        }
+    }
+
+    fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
+        self.read += 1;
+        self.reject(line, "-", value, reason)
+    }
+}

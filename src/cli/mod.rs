@@ -1,0 +1,80 @@
+//! The command line: one module per subcommand, each with its arguments and
+//! `run`. Only this layer prints, reads the clock or the environment, and
+//! uses `anyhow`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod summary;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+use clap::{Parser, Subcommand};
+
+use crate::token::TokenKey;
+
+/// telemeter: usage aggregation and Usage Summary reports.
+#[derive(Debug, Parser)]
+#[command(name = "telemeter", version, about)]
+pub struct Cli {
+    /// Worker threads (default: one per core).
+    #[arg(long, global = true, env = "TELEMETER_THREADS")]
+    pub threads: Option<usize>,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the Usage Summary of one account, as the API returns it.
+    Summary(summary::Args),
+}
+
+/// Runs the command line; the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(threads) = cli.threads {
+        if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build_global() {
+            eprintln!("error: cannot start {threads} threads: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    let outcome = match cli.command {
+        Command::Summary(args) => summary::run(args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+/// Parses `--now`: an RFC 3339 instant.
+pub fn parse_now(text: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("'{text}' is not an RFC 3339 instant (e.g. 2026-11-21T00:00:00Z): {e}"))
+}
+
+/// The page-token key: `TELEMETER_TOKEN_KEY` when set, else the built-in one.
+pub fn token_key() -> TokenKey {
+    match std::env::var("TELEMETER_TOKEN_KEY") {
+        Ok(secret) if !secret.is_empty() => TokenKey::from_secret(&secret),
+        _ => TokenKey::default(),
+    }
+}
+
+/// Writes `text` and a newline to stdout.
+pub fn write_line(out: &mut impl Write, text: &str) -> std::io::Result<()> {
+    out.write_all(text.as_bytes())?;
+    out.write_all(b"\n")
+}

@@ -1,0 +1,35 @@
+//! telemeter: a batch usage-aggregation engine and Usage Summary report
+//! generator for a telephony platform.
+//!
+//! Raw usage records (`records.md`) are read from CSV, compressed CSV or
+//! Parquet, checked, deduplicated, bucketed and summed exactly, and written
+//! as the Usage Summary response of the platform's API (`api.md`).
+//!
+//! Code map, in the order data flows:
+//!
+//! - [`records`]: the raw contract: finding files, reading CSV and Parquet,
+//!   checking each row into a typed [`records::Record`], deduplication.
+//! - [`money`], [`time`]: exact decimals; instants, windows and buckets.
+//! - [`query`], [`token`]: the request: query string to a checked
+//!   [`query::UsageRequest`]; page tokens. Every 400 is raised here.
+//! - [`aggregate`]: one parallel pass from files to grouped totals.
+//! - [`dataset`]: what requests are answered from.
+//! - [`report`]: `build` a [`report::Summary`] and cut it into API pages.
+//! - [`labels`]: `error_reason` labels.
+//! - [`cli`]: the subcommands (the binary is a thin wrapper).
+#![deny(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+#![warn(missing_docs)]
+
+pub mod aggregate;
+pub mod cli;
+pub mod dataset;
+pub mod error;
+pub mod labels;
+pub mod money;
+pub mod query;
+pub mod records;
+pub mod report;
+pub mod time;
+pub mod token;
+
+pub use error::{Error, Result};

@@ -1,0 +1,280 @@
+//! Exact decimal quantities: money and durations.
+//!
+//! Every amount in the contract is a non-negative decimal with at most nine
+//! fractional digits. We hold it as an integer count of nano-units
+//! (1e-9), so parsing, summing and printing are exact: no value ever passes
+//! through floating point. A single record's value is an `i64` of nanos
+//! (up to 9,223,372,036.854775807 units); sums are `i128` with checked adds,
+//! so an overflow is an error, never a wrap.
+
+use std::fmt;
+
+/// Nano-units per whole unit.
+pub const SCALE: i128 = 1_000_000_000;
+
+/// Maximum number of fractional digits the contract allows.
+pub const MAX_FRACTION_DIGITS: usize = 9;
+
+/// An exact decimal, in nano-units.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Amount(i128);
+
+/// Why a decimal string was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecimalError {
+    /// Nothing to parse.
+    Empty,
+    /// A character other than digits and one point (signs and exponents too).
+    NotADecimal,
+    /// More than nine digits after the point.
+    TooManyFractionDigits,
+    /// Does not fit a single record's value.
+    TooLarge,
+}
+
+impl fmt::Display for DecimalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DecimalError::Empty => "is empty; expected a decimal",
+            DecimalError::NotADecimal => {
+                "is not a decimal (expected digits with an optional point: no sign, no exponent)"
+            }
+            DecimalError::TooManyFractionDigits => "has more than 9 digits after the point",
+            DecimalError::TooLarge => "is too large (at most 9223372036.854775807)",
+        })
+    }
+}
+
+impl Amount {
+    /// Zero.
+    pub const ZERO: Amount = Amount(0);
+
+    /// The amount of `nanos` nano-units.
+    pub const fn from_nanos(nanos: i128) -> Amount {
+        Amount(nanos)
+    }
+
+    /// The value in nano-units.
+    pub const fn nanos(self) -> i128 {
+        self.0
+    }
+
+    /// Parses the contract's decimal form: `123`, `0.0085`, `12.500000000`.
+    ///
+    /// No sign, no exponent, no spaces, at most nine fractional digits, and
+    /// digits on both sides of a point. The result fits an `i64` of nanos.
+    pub fn parse(text: &[u8]) -> Result<Amount, DecimalError> {
+        parse_nanos(text).map(|n| Amount(n as i128))
+    }
+
+    /// Builds an amount from an integer `unscaled` with `scale` fractional
+    /// digits (a Parquet DECIMAL), refusing negatives, more than nine digits
+    /// of real precision and values too large for one record.
+    pub fn from_unscaled(unscaled: i128, scale: usize) -> Result<Amount, DecimalError> {
+        if unscaled < 0 {
+            return Err(DecimalError::NotADecimal);
+        }
+        let nanos = if scale <= MAX_FRACTION_DIGITS {
+            unscaled
+                .checked_mul(10i128.pow((MAX_FRACTION_DIGITS - scale) as u32))
+                .ok_or(DecimalError::TooLarge)?
+        } else {
+            let divisor = 10i128
+                .checked_pow((scale - MAX_FRACTION_DIGITS) as u32)
+                .ok_or(DecimalError::TooManyFractionDigits)?;
+            if unscaled % divisor != 0 {
+                return Err(DecimalError::TooManyFractionDigits);
+            }
+            unscaled / divisor
+        };
+        if nanos > i64::MAX as i128 {
+            return Err(DecimalError::TooLarge);
+        }
+        Ok(Amount(nanos))
+    }
+
+    /// `self + other`, or `None` on overflow.
+    pub fn checked_add(self, other: Amount) -> Option<Amount> {
+        self.0.checked_add(other.0).map(Amount)
+    }
+
+    /// The value as a JSON number: a point, no exponent, trailing zeros
+    /// trimmed but at least one fractional digit (`0.0085`, `12.5`, `3.0`).
+    pub fn to_json_number(self) -> String {
+        self.to_string()
+    }
+
+    /// The value with trailing fractional zeros trimmed and no point when it
+    /// is whole (`3`, `12.5`): the form of a decimal string field.
+    pub fn to_plain_string(self) -> String {
+        let s = self.to_string();
+        match s.strip_suffix(".0") {
+            Some(whole) => whole.to_owned(),
+            None => s,
+        }
+    }
+}
+
+/// Parses a decimal into nanos as an `i64`: the hot path of every reader.
+pub fn parse_nanos(text: &[u8]) -> Result<i64, DecimalError> {
+    if text.is_empty() {
+        return Err(DecimalError::Empty);
+    }
+    let (int_part, frac_part) = match memchr::memchr(b'.', text) {
+        Some(dot) => (&text[..dot], Some(&text[dot + 1..])),
+        None => (text, None),
+    };
+    if int_part.is_empty() {
+        return Err(DecimalError::NotADecimal);
+    }
+    let mut whole: i64 = 0;
+    for &b in int_part {
+        if !b.is_ascii_digit() {
+            return Err(DecimalError::NotADecimal);
+        }
+        whole = whole
+            .checked_mul(10)
+            .and_then(|w| w.checked_add((b - b'0') as i64))
+            .ok_or(DecimalError::TooLarge)?;
+    }
+    let mut frac: i64 = 0;
+    if let Some(frac_part) = frac_part {
+        if frac_part.is_empty() {
+            return Err(DecimalError::NotADecimal);
+        }
+        if frac_part.len() > MAX_FRACTION_DIGITS {
+            if frac_part.iter().all(u8::is_ascii_digit) {
+                return Err(DecimalError::TooManyFractionDigits);
+            }
+            return Err(DecimalError::NotADecimal);
+        }
+        for &b in frac_part {
+            if !b.is_ascii_digit() {
+                return Err(DecimalError::NotADecimal);
+            }
+            frac = frac * 10 + (b - b'0') as i64;
+        }
+        frac *= 10i64.pow((MAX_FRACTION_DIGITS - frac_part.len()) as u32);
+    }
+    whole
+        .checked_mul(SCALE as i64)
+        .and_then(|w| w.checked_add(frac))
+        .ok_or(DecimalError::TooLarge)
+}
+
+impl fmt::Display for Amount {
+    /// Writes the number with a point and at least one fractional digit.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let negative = self.0 < 0;
+        let magnitude = self.0.unsigned_abs();
+        let whole = magnitude / SCALE as u128;
+        let mut frac = (magnitude % SCALE as u128) as u64;
+        if negative {
+            f.write_str("-")?;
+        }
+        if frac == 0 {
+            return write!(f, "{whole}.0");
+        }
+        let mut width = MAX_FRACTION_DIGITS;
+        while frac % 10 == 0 {
+            frac /= 10;
+            width -= 1;
+        }
+        write!(f, "{whole}.{frac:0width$}")
+    }
+}
+
+impl std::ops::Add for Amount {
+    type Output = Amount;
+    /// Adds; panics on `i128` overflow, which needs more than 10^20 records
+    /// at the largest value. Hot paths use [`Amount::checked_add`].
+    fn add(self, other: Amount) -> Amount {
+        Amount(self.0 + other.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_and_formats() {
+        let cases: &[(&str, &str)] = &[
+            ("123", "123.0"),
+            ("0.0085", "0.0085"),
+            ("12.500000000", "12.5"),
+            ("0", "0.0"),
+            ("0.000000001", "0.000000001"),
+            ("007.10", "7.1"),
+            ("9223372036.854775807", "9223372036.854775807"),
+        ];
+        for (input, output) in cases {
+            let amount = Amount::parse(input.as_bytes()).unwrap();
+            assert_eq!(amount.to_json_number(), *output, "{input}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_the_contract_refuses() {
+        let cases: &[(&str, DecimalError)] = &[
+            ("", DecimalError::Empty),
+            ("-1", DecimalError::NotADecimal),
+            ("+1", DecimalError::NotADecimal),
+            ("1e3", DecimalError::NotADecimal),
+            ("1.2e3", DecimalError::NotADecimal),
+            (".5", DecimalError::NotADecimal),
+            ("5.", DecimalError::NotADecimal),
+            (" 5", DecimalError::NotADecimal),
+            ("1.2.3", DecimalError::NotADecimal),
+            ("0.0000000001", DecimalError::TooManyFractionDigits),
+            ("9223372036.854775808", DecimalError::TooLarge),
+            ("99999999999999999999", DecimalError::TooLarge),
+            ("NaN", DecimalError::NotADecimal),
+        ];
+        for (input, error) in cases {
+            assert_eq!(Amount::parse(input.as_bytes()), Err(*error), "{input:?}");
+        }
+    }
+
+    #[test]
+    fn a_million_nanos_sum_exactly() {
+        let one = Amount::parse(b"0.000000001").unwrap();
+        let total = (0..1_000_000).fold(Amount::ZERO, |acc, _| acc.checked_add(one).unwrap());
+        assert_eq!(total.to_json_number(), "0.001");
+    }
+
+    #[test]
+    fn from_unscaled_matches_text() {
+        assert_eq!(Amount::from_unscaled(85, 4).unwrap().to_string(), "0.0085");
+        assert_eq!(Amount::from_unscaled(1_250_000_000_000, 12).unwrap().to_string(), "1.25");
+        assert_eq!(
+            Amount::from_unscaled(1_250_000_000_001, 12),
+            Err(DecimalError::TooManyFractionDigits)
+        );
+        assert_eq!(Amount::from_unscaled(-1, 2), Err(DecimalError::NotADecimal));
+        assert_eq!(Amount::from_unscaled(3, 0).unwrap().to_plain_string(), "3");
+    }
+
+    proptest! {
+        #[test]
+        fn text_round_trips(whole in 0u64..9_000_000_000, frac in 0u32..1_000_000_000, digits in 1usize..=9) {
+            let frac = frac as u64 % 10u64.pow(digits as u32);
+            let text = format!("{whole}.{frac:0digits$}");
+            let amount = Amount::parse(text.as_bytes()).unwrap();
+            let again = Amount::parse(amount.to_json_number().as_bytes()).unwrap();
+            prop_assert_eq!(amount, again);
+            let expected = whole as i128 * SCALE + frac as i128 * 10i128.pow((9 - digits) as u32);
+            prop_assert_eq!(amount.nanos(), expected);
+        }
+
+        #[test]
+        fn sums_are_associative(values in proptest::collection::vec(0i64..i64::MAX / 1024, 0..64), split in 0usize..64) {
+            let split = split.min(values.len());
+            let all = values.iter().fold(Amount::ZERO, |a, v| a + Amount::from_nanos(*v as i128));
+            let left = values[..split].iter().fold(Amount::ZERO, |a, v| a + Amount::from_nanos(*v as i128));
+            let right = values[split..].iter().fold(Amount::ZERO, |a, v| a + Amount::from_nanos(*v as i128));
+            prop_assert_eq!(all, left + right);
+        }
+    }
+}

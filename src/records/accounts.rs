@@ -1,0 +1,163 @@
+//! `accounts.csv`: one row per parent account.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono_tz::Tz;
+
+use crate::error::{BadRecord, Error, Location, Result};
+
+/// The currency of an account with no row, or an empty `currency` cell.
+pub const DEFAULT_CURRENCY: &str = "USD";
+
+/// One parent account.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    /// The account id.
+    pub auth_id: String,
+    /// Three upper-case letters.
+    pub currency: String,
+    /// Reporting time zone, when the row names one.
+    pub timezone: Option<Tz>,
+    /// Hex SHA-256 of the auth token, for the server.
+    pub auth_token_sha256: Option<String>,
+    /// Space-separated IPs or CIDR blocks, for the server; empty = any.
+    pub allowed_ips: String,
+}
+
+/// Every account of a data set, by id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Accounts {
+    by_id: BTreeMap<String, Account>,
+}
+
+impl Accounts {
+    /// Reads `DATA/accounts.csv`; a missing file means no rows.
+    pub fn load(data: &Path) -> Result<Accounts> {
+        let path = data.join("accounts.csv");
+        if !path.exists() {
+            return Ok(Accounts::default());
+        }
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        Accounts::parse(&bytes, "accounts.csv")
+    }
+
+    /// Parses the bytes of an accounts file named `name` in messages.
+    pub fn parse(bytes: &[u8], name: &str) -> Result<Accounts> {
+        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        let mut reader = csv::ReaderBuilder::new().from_reader(bytes);
+        let headers = reader.byte_headers().map_err(|e| Error::io(name, e))?.clone();
+        let index = |column: &str| headers.iter().position(|h| h == column.as_bytes());
+        let Some(auth_column) = index("auth_id") else {
+            return Err(Error::io(name, "missing required column 'auth_id'"));
+        };
+        let currency_column = index("currency");
+        let timezone_column = index("timezone");
+        let token_column = index("auth_token_sha256");
+        let ips_column = index("allowed_ips");
+        let mut accounts = Accounts::default();
+        let mut places: BTreeMap<String, u64> = BTreeMap::new();
+        let mut record = csv::ByteRecord::new();
+        loop {
+            match reader.read_byte_record(&mut record) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => return Err(Error::io(name, e)),
+            }
+            let line = record.position().map_or(0, |p| p.line());
+            let location = Location { file: name.to_owned(), line, is_row: false };
+            let cell = |column: Option<usize>, label: &str| -> Result<String> {
+                let Some(column) = column else { return Ok(String::new()) };
+                let bytes = record.get(column).ok_or_else(|| bad(&location, label, "", "is missing (short row)"))?;
+                String::from_utf8(bytes.to_vec()).map_err(|_| bad(&location, label, "", "is not valid UTF-8"))
+            };
+            let auth_id = cell(Some(auth_column), "auth_id")?;
+            if auth_id.is_empty() {
+                return Err(bad(&location, "auth_id", &auth_id, "is empty; expected an id"));
+            }
+            crate::records::check_id(&auth_id).map_err(|reason| bad(&location, "auth_id", &auth_id, reason))?;
+            let mut currency = cell(currency_column, "currency")?;
+            if currency.is_empty() {
+                currency = DEFAULT_CURRENCY.to_owned();
+            } else if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+                return Err(bad(&location, "currency", &currency, "is not a currency (three upper-case letters)"));
+            }
+            let timezone_text = cell(timezone_column, "timezone")?;
+            let timezone = match timezone_text.as_str() {
+                "" => None,
+                zone => Some(
+                    zone.parse::<Tz>()
+                        .map_err(|_| bad(&location, "timezone", zone, "is not an IANA time zone"))?,
+                ),
+            };
+            let token = cell(token_column, "auth_token_sha256")?;
+            let account = Account {
+                auth_id: auth_id.clone(),
+                currency,
+                timezone,
+                auth_token_sha256: (!token.is_empty()).then(|| token.to_ascii_lowercase()),
+                allowed_ips: cell(ips_column, "allowed_ips")?,
+            };
+            if let Some(previous) = accounts.by_id.get(&auth_id) {
+                if *previous != account {
+                    return Err(Error::Io {
+                        path: name.into(),
+                        message: format!(
+                            "account '{auth_id}' has conflicting rows at lines {} and {line}",
+                            places.get(&auth_id).copied().unwrap_or(0)
+                        ),
+                    });
+                }
+                continue;
+            }
+            places.insert(auth_id.clone(), line);
+            accounts.by_id.insert(auth_id, account);
+        }
+        Ok(accounts)
+    }
+
+    /// The account's row, if it has one.
+    pub fn get(&self, auth_id: &str) -> Option<&Account> {
+        self.by_id.get(auth_id)
+    }
+
+    /// The currency of an account: its row's, or `USD`.
+    pub fn currency(&self, auth_id: &str) -> &str {
+        self.get(auth_id).map_or(DEFAULT_CURRENCY, |a| a.currency.as_str())
+    }
+
+    /// Every account with a row, by id.
+    pub fn iter(&self) -> impl Iterator<Item = &Account> {
+        self.by_id.values()
+    }
+}
+
+fn bad(location: &Location, column: &str, value: &str, reason: &str) -> Error {
+    Error::from(BadRecord {
+        location: location.clone(),
+        column: column.to_owned(),
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_currencies_with_defaults() {
+        let accounts = Accounts::parse(b"auth_id,currency,extra\nA1,EUR,x\nA2,,y\nA1,EUR,z\n", "accounts.csv").unwrap();
+        assert_eq!(accounts.currency("A1"), "EUR");
+        assert_eq!(accounts.currency("A2"), "USD");
+        assert_eq!(accounts.currency("nobody"), "USD");
+    }
+
+    #[test]
+    fn refuses_bad_and_conflicting_rows() {
+        let error = Accounts::parse(b"auth_id,currency\nA1,eur\n", "accounts.csv").unwrap_err();
+        assert_eq!(error.to_string(), "accounts.csv:2: column 'currency': 'eur' is not a currency (three upper-case letters)");
+        let error = Accounts::parse(b"auth_id,currency\nA1,EUR\nA1,USD\n", "accounts.csv").unwrap_err();
+        assert!(error.to_string().contains("conflicting rows at lines 2 and 3"), "{error}");
+    }
+}

@@ -1,0 +1,127 @@
+//! Re-delivered rows: identical ones count once, conflicting ones are errors.
+//!
+//! Every row leaves a [`Seen`] entry: a 128-bit hash of its `record_id`, a
+//! hash of its content and its place. Entries are spread over
+//! [`PARTITIONS`] partitions by id hash as they are made, so the check is a
+//! parallel sort per partition: equal ids end up side by side, in file
+//! order, and every one after the first is either a duplicate (same content)
+//! or a conflict (different content).
+
+use rayon::prelude::*;
+use rustc_hash::FxHashSet;
+use xxhash_rust::xxh3::xxh3_128;
+
+/// Number of id-hash partitions.
+pub const PARTITIONS: usize = 64;
+
+/// One row's identity and place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Seen {
+    /// Hash of the record_id (high, low halves).
+    pub id: (u64, u64),
+    /// Index of the file in the inventory.
+    pub file: u32,
+    /// Line or row number within the file.
+    pub line: u64,
+    /// Hash of the row's content.
+    pub content: u64,
+}
+
+impl Seen {
+    /// The entry of a row.
+    pub fn new(record_id: &str, content: u64, file: u32, line: u64) -> Seen {
+        let hash = xxh3_128(record_id.as_bytes());
+        Seen { id: ((hash >> 64) as u64, hash as u64), file, line, content }
+    }
+
+    /// The partition this entry belongs to.
+    pub fn partition(&self) -> usize {
+        (self.id.0 >> 58) as usize % PARTITIONS
+    }
+}
+
+/// What the check found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Places of rows that repeat an earlier identical row: skip them.
+    pub duplicates: FxHashSet<(u32, u64)>,
+    /// The first conflict in file order: (earlier place, later place).
+    pub conflict: Option<((u32, u64), (u32, u64))>,
+}
+
+/// Checks the entries of one kind, given as many lists of partitions.
+pub fn check(parts: Vec<Vec<Vec<Seen>>>) -> Outcome {
+    let mut by_partition: Vec<Vec<Seen>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+    for scan in parts {
+        for (p, entries) in scan.into_iter().enumerate() {
+            if by_partition[p].is_empty() {
+                by_partition[p] = entries;
+            } else {
+                by_partition[p].extend_from_slice(&entries);
+            }
+        }
+    }
+    let results: Vec<(Vec<(u32, u64)>, Option<((u32, u64), (u32, u64))>)> = by_partition
+        .into_par_iter()
+        .map(|mut entries| {
+            entries.sort_unstable_by_key(|e| (e.id, e.file, e.line));
+            let mut duplicates = Vec::new();
+            let mut conflict: Option<((u32, u64), (u32, u64))> = None;
+            let mut first = 0;
+            for i in 1..entries.len() {
+                if entries[i].id != entries[first].id {
+                    first = i;
+                    continue;
+                }
+                let (a, b) = (&entries[first], &entries[i]);
+                if a.content == b.content {
+                    duplicates.push((b.file, b.line));
+                } else {
+                    let found = ((a.file, a.line), (b.file, b.line));
+                    if conflict.is_none_or(|c| found.1 < c.1) {
+                        conflict = Some(found);
+                    }
+                }
+            }
+            (duplicates, conflict)
+        })
+        .collect();
+    let mut outcome = Outcome::default();
+    for (duplicates, conflict) in results {
+        outcome.duplicates.extend(duplicates);
+        if let Some(found) = conflict {
+            if outcome.conflict.is_none_or(|c| found.1 < c.1) {
+                outcome.conflict = Some(found);
+            }
+        }
+    }
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partitioned(entries: &[Seen]) -> Vec<Vec<Seen>> {
+        let mut parts: Vec<Vec<Seen>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+        for e in entries {
+            parts[e.partition()].push(*e);
+        }
+        parts
+    }
+
+    #[test]
+    fn identical_rows_count_once_and_conflicts_name_both_places() {
+        let a = Seen::new("r1", 7, 0, 2);
+        let a_again = Seen::new("r1", 7, 1, 5);
+        let b = Seen::new("r2", 9, 0, 3);
+        let outcome = check(vec![partitioned(&[a, b]), partitioned(&[a_again])]);
+        assert_eq!(outcome.duplicates.len(), 1);
+        assert!(outcome.duplicates.contains(&(1, 5)));
+        assert_eq!(outcome.conflict, None);
+
+        let b_changed = Seen::new("r2", 10, 2, 9);
+        let outcome = check(vec![partitioned(&[a, b]), partitioned(&[b_changed])]);
+        assert_eq!(outcome.conflict, Some(((0, 3), (2, 9))));
+    }
+}

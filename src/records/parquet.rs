@@ -1,0 +1,126 @@
+//! Parquet input, through polars: each contract column may hold its natural
+//! type (timestamp, integer, decimal) or the string form.
+//!
+//! Columns are turned into plain vectors once, then rows are handed to the
+//! same [`RowSink`] as CSV rows, numbered from 1.
+
+use polars::prelude::{Column, DataType, ParquetReader, SerReader, TimeUnit};
+
+use super::csv::RowSink;
+use super::files::InputFile;
+use super::{ColumnType, Field, Kind};
+use crate::error::{Error, Result};
+use crate::time::Instant;
+
+/// One contract column, decoded.
+enum Values<'a> {
+    Null,
+    Text(Vec<Option<&'a str>>),
+    OwnedText(Vec<Option<String>>),
+    Int(Vec<Option<i64>>),
+    Decimal(Vec<Option<i128>>, usize),
+    Time(Vec<Option<i64>>, i128),
+}
+
+impl Values<'_> {
+    fn field(&self, row: usize) -> Field<'_> {
+        match self {
+            Values::Null => Field::Null,
+            Values::Text(v) => v[row].map_or(Field::Null, |s| Field::Text(s.as_bytes())),
+            Values::OwnedText(v) => v[row].as_deref().map_or(Field::Null, |s| Field::Text(s.as_bytes())),
+            Values::Int(v) => v[row].map_or(Field::Null, Field::Int),
+            Values::Decimal(v, scale) => {
+                v[row].map_or(Field::Null, |unscaled| Field::Decimal { unscaled, scale: *scale })
+            }
+            Values::Time(v, nanos_per_unit) => {
+                v[row].map_or(Field::Null, |t| Field::Time(Instant::from_epoch_nanos(t as i128 * nanos_per_unit)))
+            }
+        }
+    }
+}
+
+/// Reads every row of a Parquet file into one sink.
+pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()> {
+    let handle = std::fs::File::open(&file.path).map_err(|e| Error::io(&file.path, e))?;
+    let frame = ParquetReader::new(handle)
+        .finish()
+        .map_err(|e| Error::io(&file.path, format!("not a readable Parquet file: {e}")))?;
+    let mut casts: Vec<Column> = Vec::new();
+    let mut sources: Vec<(&Column, ColumnType, &str)> = Vec::new();
+    for (index, name) in kind.columns().iter().enumerate() {
+        let column = frame.column(name).map_err(|_| {
+            let names: Vec<String> = frame.get_column_names().iter().map(|n| n.to_string()).collect();
+            Error::io(&file.path, format!("missing required column '{name}' (the file has: {})", names.join(", ")))
+        })?;
+        sources.push((column, kind.column_type(index), name));
+    }
+    // Integer columns of any width are widened to Int64 first.
+    for (column, _, _) in &sources {
+        let dtype = column.dtype();
+        if dtype.is_integer() && *dtype != DataType::Int64 {
+            let cast = column
+                .strict_cast(&DataType::Int64)
+                .map_err(|e| Error::io(&file.path, format!("column '{}': {e}", column.name())))?;
+            casts.push(cast);
+        }
+    }
+    let mut cast_iter = casts.iter();
+    let mut columns = Vec::with_capacity(sources.len());
+    for (column, expected, name) in &sources {
+        let column = if column.dtype().is_integer() && *column.dtype() != DataType::Int64 {
+            cast_iter.next().unwrap_or(column)
+        } else {
+            column
+        };
+        columns.push(decode(file, column, *expected, name)?);
+    }
+    let mut fields = [Field::Null; 16];
+    let fields = &mut fields[..columns.len()];
+    for row in 0..frame.height() {
+        for (slot, values) in fields.iter_mut().zip(&columns) {
+            *slot = values.field(row);
+        }
+        if !sink.row(row as u64 + 1, fields) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: &str) -> Result<Values<'a>> {
+    let wrong = |what: &str| {
+        Error::io(&file.path, format!("column '{name}' holds {} values; expected {what}", column.dtype()))
+    };
+    let polars = |e: polars::prelude::PolarsError| Error::io(&file.path, format!("column '{name}': {e}"));
+    let dtype = column.dtype().clone();
+    Ok(match (&dtype, expected) {
+        (DataType::Null, _) => Values::Null,
+        (DataType::String, _) => Values::Text(column.str().map_err(polars)?.iter().collect()),
+        (DataType::Int64, ColumnType::Text) => Values::OwnedText(
+            column.i64().map_err(polars)?.iter().map(|v| v.map(|i| i.to_string())).collect(),
+        ),
+        (DataType::Int64, ColumnType::Count | ColumnType::Decimal) => {
+            Values::Int(column.i64().map_err(polars)?.iter().collect())
+        }
+        (DataType::Decimal(_, scale), ColumnType::Decimal | ColumnType::Count) => {
+            let decimals = column.decimal().map_err(polars)?;
+            Values::Decimal(decimals.physical().iter().collect(), *scale)
+        }
+        (DataType::Datetime(unit, _), ColumnType::Timestamp) => {
+            let nanos_per_unit = match unit {
+                TimeUnit::Nanoseconds => 1,
+                TimeUnit::Microseconds => 1_000,
+                TimeUnit::Milliseconds => 1_000_000,
+            };
+            let times = column.datetime().map_err(polars)?;
+            Values::Time(times.physical().iter().collect(), nanos_per_unit)
+        }
+        (DataType::Float32 | DataType::Float64, ColumnType::Decimal) => {
+            return Err(wrong("a decimal or string column (floating point is not exact)"))
+        }
+        (_, ColumnType::Text) => return Err(wrong("string")),
+        (_, ColumnType::Timestamp) => return Err(wrong("a timestamp or string column")),
+        (_, ColumnType::Decimal) => return Err(wrong("a decimal, integer or string column")),
+        (_, ColumnType::Count) => return Err(wrong("an integer or string column")),
+    })
+}

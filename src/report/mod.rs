@@ -1,0 +1,262 @@
+//! The usage summary: [`build`] turns a data set and a request into a
+//! [`Summary`] (every row of the result, sorted, with its totals), and
+//! [`Summary::page`] cuts the page the API returns.
+//!
+//! `summary`, `report` and the HTTP server all go through [`build`] (or
+//! [`build_many`] for several accounts in one pass) and [`Summary::page`],
+//! so they answer with the same bytes.
+
+pub mod wire;
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+use crate::aggregate::{AccountScope, Aggregate, GroupKey, OnBadRow, Selector, Totals};
+use crate::dataset::Dataset;
+use crate::error::{BadRequest, Error, Result};
+use crate::labels;
+use crate::money::Amount;
+use crate::query::UsageRequest;
+use crate::records::Product;
+use crate::time::{format_instant, Buckets};
+use crate::token::TokenKey;
+use wire::{ChargeItem, Decimal, Meta, Page, UsageItem};
+
+/// The whole result of one account's request, before paging.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// The request answered.
+    pub request: UsageRequest,
+    /// Currency of every amount.
+    pub currency: String,
+    /// The window's buckets; row keys index into them.
+    pub buckets: Buckets,
+    /// Usage rows, in the report's order.
+    pub rows: Vec<(GroupKey, Totals)>,
+    /// Other charges, when the request returns them.
+    pub charges: Option<Vec<(GroupKey, Totals)>>,
+    /// Sum of every usage row.
+    pub usage_spend: Amount,
+    /// Usage plus other charges (when returned).
+    pub total_spend: Amount,
+    /// Usage per subaccount; parent-level rows excluded.
+    pub subaccount_spend: BTreeMap<String, Amount>,
+    content_digest: [u8; 32],
+}
+
+/// The selector of a request over `accounts`.
+pub fn selector(request: &UsageRequest, accounts: AccountScope) -> Selector {
+    let params = &request.params;
+    Selector {
+        accounts,
+        subaccount: params.subaccount_auth.clone(),
+        products: params.products,
+        country: params.country,
+        direction: params.direction,
+        error_code: params.error_code.clone(),
+        hangup_cause: params.hangup_cause.clone(),
+        buckets: request.window.buckets(params.granularity),
+    }
+}
+
+/// Answers one request from `dataset`.
+pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
+    let selector = selector(request, AccountScope::one(&request.auth_id));
+    let aggregate = dataset.aggregate(&selector, OnBadRow::Fail)?;
+    summarize(request, dataset.accounts.currency(&request.auth_id), &selector.buckets, &aggregate)
+}
+
+/// The summary of `request`'s account from an aggregate that holds it.
+pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggregate: &Aggregate) -> Result<Summary> {
+    let overflow = || Error::Internal("sum overflow".to_owned());
+    let mut rows = Vec::new();
+    let mut charges = Vec::new();
+    let mut usage_spend = Amount::ZERO;
+    let mut charge_spend = Amount::ZERO;
+    let mut subaccount_spend: BTreeMap<String, Amount> = BTreeMap::new();
+    let from = GroupKey {
+        account: request.auth_id.clone(),
+        bucket: 0,
+        product: Product::Message,
+        type_: String::new(),
+        subaccount: None,
+        country: None,
+        direction: None,
+        code: None,
+    };
+    for (key, totals) in aggregate.groups.range(from..).take_while(|(k, _)| k.account == request.auth_id) {
+        let amount = Amount::from_nanos(totals.amount);
+        if key.product == Product::Other {
+            charge_spend = charge_spend.checked_add(amount).ok_or_else(overflow)?;
+            charges.push((key.clone(), *totals));
+            continue;
+        }
+        usage_spend = usage_spend.checked_add(amount).ok_or_else(overflow)?;
+        if let Some(subaccount) = &key.subaccount {
+            let spend = subaccount_spend.entry(subaccount.clone()).or_default();
+            *spend = spend.checked_add(amount).ok_or_else(overflow)?;
+        }
+        rows.push((key.clone(), *totals));
+    }
+    let params = &request.params;
+    let charges_returned = params.subaccount_auth.is_none() && params.products.contains(Product::Other);
+    let total_spend = if charges_returned {
+        usage_spend.checked_add(charge_spend).ok_or_else(overflow)?
+    } else {
+        usage_spend
+    };
+    let mut summary = Summary {
+        request: request.clone(),
+        currency: currency.to_owned(),
+        buckets: buckets.clone(),
+        rows,
+        charges: charges_returned.then_some(charges),
+        usage_spend,
+        total_spend,
+        subaccount_spend,
+        content_digest: [0; 32],
+    };
+    summary.content_digest = summary.digest_content();
+    Ok(summary)
+}
+
+impl Summary {
+    /// Number of pages (at least one).
+    pub fn page_count(&self) -> u64 {
+        let size = self.request.params.page_size as u64;
+        (self.rows.len() as u64).div_ceil(size).max(1)
+    }
+
+    /// The page of the request (its token's offset, or page 1).
+    pub fn requested_page(&self, key: &TokenKey) -> Result<Page<'_>, BadRequest> {
+        self.page(self.request.offset, key)
+    }
+
+    /// The page whose first row is `offset`, as the API returns it.
+    pub fn page(&self, offset: u64, key: &TokenKey) -> Result<Page<'_>, BadRequest> {
+        let request = &self.request;
+        let params = &request.params;
+        let n_rows = self.rows.len() as u64;
+        if offset > 0 && offset >= n_rows {
+            return Err(BadRequest::new(
+                "page_token",
+                "invalid page_token: it points past the end of the result (the data changed since it was issued)",
+            ));
+        }
+        let end = (offset + params.page_size as u64).min(n_rows);
+        let first_page = offset == 0;
+        let tz = self.buckets.tz();
+        let span = |bucket: u32| {
+            let (start, end) = self.buckets.span(bucket);
+            (format_instant(start, tz), format_instant(end, tz))
+        };
+        let usage = self.rows[offset as usize..end as usize].iter().map(|(key, totals)| usage_item(key, totals, span(key.bucket))).collect();
+        let other_charges = match (&self.charges, first_page) {
+            (Some(charges), true) => Some(
+                charges
+                    .iter()
+                    .map(|(key, totals)| {
+                        let (from_date, to_date) = span(key.bucket);
+                        ChargeItem {
+                            from_date,
+                            to_date,
+                            description: &key.type_,
+                            total_units: totals.units,
+                            total_amount: Decimal(Amount::from_nanos(totals.amount)),
+                        }
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let scoped = params.subaccount_auth.is_some();
+        let meta = Meta {
+            auth_id: &request.auth_id,
+            subaccount_auth: params.subaccount_auth.as_deref(),
+            granularity: params.granularity.as_str(),
+            from_date: format_instant(request.window.start, tz),
+            to_date: format_instant(request.window.end, tz),
+            timezone: request.timezone_named.then(|| tz.name()),
+            currency: &self.currency,
+            page_size: params.page_size,
+            next_page_token: (end < n_rows).then(|| request.token_at(end, key)),
+            total_spend: first_page.then_some(Decimal(self.total_spend)),
+            total_subaccount_spend: (first_page && scoped).then_some(Decimal(self.usage_spend)),
+            subaccount_spend: (first_page && !scoped).then(|| {
+                self.subaccount_spend.iter().map(|(k, v)| (k.as_str(), Decimal(*v))).collect()
+            }),
+        };
+        Ok(Page { api_id: self.api_id(offset), meta, usage, other_charges })
+    }
+
+    /// Every page, in order, as a client following the tokens would see them.
+    pub fn pages<'s>(&'s self, key: &'s TokenKey) -> impl Iterator<Item = Result<Page<'s>, BadRequest>> + 's {
+        let size = self.request.params.page_size as u64;
+        (0..self.page_count()).map(move |i| self.page(i * size, key))
+    }
+
+    /// A request identifier derived from the request and the result, so
+    /// that the same inputs always give the same bytes.
+    pub fn api_id(&self, offset: u64) -> String {
+        let mut hash = Sha256::new();
+        hash.update(self.request.digest);
+        hash.update(self.request.window.start.to_le_bytes());
+        hash.update(self.request.window.end.to_le_bytes());
+        hash.update(offset.to_le_bytes());
+        hash.update(self.content_digest);
+        uuid_text(&hash.finalize())
+    }
+
+    fn digest_content(&self) -> [u8; 32] {
+        let mut hash = Sha256::new();
+        hash.update(self.currency.as_bytes());
+        let groups = self.rows.iter().chain(self.charges.iter().flatten());
+        for (key, totals) in groups {
+            hash.update(format!("{key:?}{totals:?}\n").as_bytes());
+        }
+        hash.finalize().into()
+    }
+}
+
+fn usage_item<'a>(key: &'a GroupKey, totals: &Totals, (from_date, to_date): (String, String)) -> UsageItem<'a> {
+    let product = key.product;
+    let code = key.code.as_deref();
+    let error_reason = match code {
+        Some(code) if !code.is_empty() && product.has_error_code() => Some(labels::error_code(code)),
+        Some(code) if !code.is_empty() => Some(labels::hangup_cause(code)),
+        _ => None,
+    };
+    UsageItem {
+        from_date,
+        to_date,
+        product: product.as_str(),
+        type_: &key.type_,
+        subaccount_auth: key.subaccount.as_deref(),
+        country: key.country.as_ref().map(|c| c.as_str()),
+        direction: key.direction.map(|d| d.as_str()),
+        total_units: totals.units,
+        duration_seconds: (product != Product::Message).then_some(Decimal(Amount::from_nanos(totals.duration))),
+        total_amount: Decimal(Amount::from_nanos(totals.amount)),
+        surcharge: (product != Product::Transcription).then_some(Decimal(Amount::from_nanos(totals.surcharge))),
+        error_code: code.filter(|_| product.has_error_code()),
+        hangup_cause: code.filter(|_| product.has_hangup_cause()),
+        error_reason,
+    }
+}
+
+/// Formats the first 16 bytes of a hash as a UUID (version 8, RFC 9562).
+pub fn uuid_text(hash: &[u8]) -> String {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&hash[..16]);
+    b[6] = (b[6] & 0x0f) | 0x80;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// A page as JSON text: compact, or indented with `pretty`.
+pub fn to_json<T: serde::Serialize>(value: &T, pretty: bool) -> Result<String> {
+    let text = if pretty { serde_json::to_string_pretty(value) } else { serde_json::to_string(value) };
+    text.map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
+}
