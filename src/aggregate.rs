@@ -87,7 +87,33 @@ pub struct Selector {
     /// Hangup cause filter, for calls.
     pub hangup_cause: Option<String>,
     /// The window's buckets: rows outside them are not kept.
-    pub buckets: Buckets,
+    pub bucketing: Bucketing,
+}
+
+/// The buckets of each account: one set for all, or one per account (each
+/// account's window in its own time zone), with a default for the rest.
+#[derive(Clone, Debug)]
+pub struct Bucketing {
+    /// Buckets of accounts without their own; `None` keeps no other account.
+    pub default: Option<Buckets>,
+    /// Buckets per account.
+    pub by_account: FxHashMap<String, Buckets>,
+}
+
+impl Bucketing {
+    /// The same buckets for every account.
+    pub fn shared(buckets: Buckets) -> Bucketing {
+        Bucketing { default: Some(buckets), by_account: FxHashMap::default() }
+    }
+
+    /// The buckets of `auth_id`.
+    #[inline]
+    pub fn of(&self, auth_id: &str) -> Option<&Buckets> {
+        if self.by_account.is_empty() {
+            return self.default.as_ref();
+        }
+        self.by_account.get(auth_id).or(self.default.as_ref())
+    }
 }
 
 impl Selector {
@@ -121,7 +147,7 @@ impl Selector {
                 return None;
             }
         }
-        self.buckets.index(record.timestamp.secs)
+        self.bucketing.of(record.auth_id)?.index(record.timestamp.secs)
     }
 }
 
@@ -554,13 +580,8 @@ impl<'s> Scan<'s> {
         }
         let set_aside = self.rejects.len() as u64;
         let duplicates = self.duplicates.len() as u64;
-        let tally = Tally {
-            read: self.read,
-            used: self.read - set_aside - duplicates,
-            set_aside,
-            duplicates,
-            selected,
-        };
+        let tally =
+            Tally { read: self.read, used: self.read - set_aside - duplicates, set_aside, duplicates, selected };
         (groups, tally, self.rejects)
     }
 }

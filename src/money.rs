@@ -75,13 +75,10 @@ impl Amount {
             return Err(DecimalError::NotADecimal);
         }
         let nanos = if scale <= MAX_FRACTION_DIGITS {
-            unscaled
-                .checked_mul(10i128.pow((MAX_FRACTION_DIGITS - scale) as u32))
-                .ok_or(DecimalError::TooLarge)?
+            unscaled.checked_mul(10i128.pow((MAX_FRACTION_DIGITS - scale) as u32)).ok_or(DecimalError::TooLarge)?
         } else {
-            let divisor = 10i128
-                .checked_pow((scale - MAX_FRACTION_DIGITS) as u32)
-                .ok_or(DecimalError::TooManyFractionDigits)?;
+            let divisor =
+                10i128.checked_pow((scale - MAX_FRACTION_DIGITS) as u32).ok_or(DecimalError::TooManyFractionDigits)?;
             if unscaled % divisor != 0 {
                 return Err(DecimalError::TooManyFractionDigits);
             }
@@ -132,10 +129,7 @@ pub fn parse_nanos(text: &[u8]) -> Result<i64, DecimalError> {
         if !b.is_ascii_digit() {
             return Err(DecimalError::NotADecimal);
         }
-        whole = whole
-            .checked_mul(10)
-            .and_then(|w| w.checked_add((b - b'0') as i64))
-            .ok_or(DecimalError::TooLarge)?;
+        whole = whole.checked_mul(10).and_then(|w| w.checked_add((b - b'0') as i64)).ok_or(DecimalError::TooLarge)?;
     }
     let mut frac: i64 = 0;
     if let Some(frac_part) = frac_part {
@@ -156,10 +150,7 @@ pub fn parse_nanos(text: &[u8]) -> Result<i64, DecimalError> {
         }
         frac *= 10i64.pow((MAX_FRACTION_DIGITS - frac_part.len()) as u32);
     }
-    whole
-        .checked_mul(SCALE as i64)
-        .and_then(|w| w.checked_add(frac))
-        .ok_or(DecimalError::TooLarge)
+    whole.checked_mul(SCALE as i64).and_then(|w| w.checked_add(frac)).ok_or(DecimalError::TooLarge)
 }
 
 impl fmt::Display for Amount {
@@ -248,10 +239,7 @@ mod tests {
     fn from_unscaled_matches_text() {
         assert_eq!(Amount::from_unscaled(85, 4).unwrap().to_string(), "0.0085");
         assert_eq!(Amount::from_unscaled(1_250_000_000_000, 12).unwrap().to_string(), "1.25");
-        assert_eq!(
-            Amount::from_unscaled(1_250_000_000_001, 12),
-            Err(DecimalError::TooManyFractionDigits)
-        );
+        assert_eq!(Amount::from_unscaled(1_250_000_000_001, 12), Err(DecimalError::TooManyFractionDigits));
         assert_eq!(Amount::from_unscaled(-1, 2), Err(DecimalError::NotADecimal));
         assert_eq!(Amount::from_unscaled(3, 0).unwrap().to_plain_string(), "3");
     }

@@ -121,8 +121,7 @@ impl UsageParams {
                         .ok_or_else(|| bad(key, value, "expected one of hour, day, month, year"))?;
                 }
                 "from_date" | "to_date" => {
-                    let date =
-                        time::parse_date(value).ok_or_else(|| bad(key, value, "expected a date YYYY-MM-DD"))?;
+                    let date = time::parse_date(value).ok_or_else(|| bad(key, value, "expected a date YYYY-MM-DD"))?;
                     if key == "from_date" {
                         params.from_date = Some(date);
                     } else {
@@ -375,10 +374,7 @@ mod tests {
         assert!(UsageRequest::resolve("B", params, day2, None, &key).is_err());
         let mut tampered = token.into_bytes();
         tampered[5] = if tampered[5] == b'A' { b'B' } else { b'A' };
-        let params = UsageParams {
-            page_token: Some(String::from_utf8(tampered).unwrap()),
-            ..UsageParams::default()
-        };
+        let params = UsageParams { page_token: Some(String::from_utf8(tampered).unwrap()), ..UsageParams::default() };
         assert!(UsageRequest::resolve("A", params, day2, None, &key).is_err());
     }
 }

@@ -91,10 +91,7 @@ impl Instant {
 
     /// The instant `nanos` nanoseconds after the epoch (a Parquet timestamp).
     pub fn from_epoch_nanos(nanos: i128) -> Instant {
-        Instant {
-            secs: nanos.div_euclid(1_000_000_000) as i64,
-            nanos: nanos.rem_euclid(1_000_000_000) as u32,
-        }
+        Instant { secs: nanos.div_euclid(1_000_000_000) as i64, nanos: nanos.rem_euclid(1_000_000_000) as u32 }
     }
 
     /// The chrono value of this instant, if chrono can hold it.
@@ -313,9 +310,7 @@ fn describe_span(from: NaiveDate, to: NaiveDate) -> String {
     while months > 0 && from.checked_add_months(chrono::Months::new(months as u32)).is_none_or(|d| d > to) {
         months -= 1;
     }
-    let rest = from
-        .checked_add_months(chrono::Months::new(months as u32))
-        .map_or(0, |d| (to - d).num_days());
+    let rest = from.checked_add_months(chrono::Months::new(months as u32)).map_or(0, |d| (to - d).num_days());
     match rest {
         0 => plural(months as i64, "month"),
         _ => format!("{} and {}", plural(months as i64, "month"), plural(rest, "day")),

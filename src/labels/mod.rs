@@ -40,7 +40,10 @@ mod tests {
     #[test]
     fn labels_come_from_the_shipped_tables() {
         assert_eq!(error_code("30"), "Spam Detected");
-        assert_eq!(error_code("201"), "Outbound Messages from US Toll-Free Numbers to Canadian Destination Numbers Blocked");
+        assert_eq!(
+            error_code("201"),
+            "Outbound Messages from US Toll-Free Numbers to Canadian Destination Numbers Blocked"
+        );
         assert_eq!(error_code("31"), UNKNOWN);
         assert_eq!(hangup_cause("4000"), "Normal Hangup");
         assert_eq!(hangup_cause("3010"), "Busy Line");

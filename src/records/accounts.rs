@@ -85,10 +85,9 @@ impl Accounts {
             let timezone_text = cell(timezone_column, "timezone")?;
             let timezone = match timezone_text.as_str() {
                 "" => None,
-                zone => Some(
-                    zone.parse::<Tz>()
-                        .map_err(|_| bad(&location, "timezone", zone, "is not an IANA time zone"))?,
-                ),
+                zone => {
+                    Some(zone.parse::<Tz>().map_err(|_| bad(&location, "timezone", zone, "is not an IANA time zone"))?)
+                }
             };
             let token = cell(token_column, "auth_token_sha256")?;
             let account = Account {
@@ -156,7 +155,10 @@ mod tests {
     #[test]
     fn refuses_bad_and_conflicting_rows() {
         let error = Accounts::parse(b"auth_id,currency\nA1,eur\n", "accounts.csv").unwrap_err();
-        assert_eq!(error.to_string(), "accounts.csv:2: column 'currency': 'eur' is not a currency (three upper-case letters)");
+        assert_eq!(
+            error.to_string(),
+            "accounts.csv:2: column 'currency': 'eur' is not a currency (three upper-case letters)"
+        );
         let error = Accounts::parse(b"auth_id,currency\nA1,EUR\nA1,USD\n", "accounts.csv").unwrap_err();
         assert!(error.to_string().contains("conflicting rows at lines 2 and 3"), "{error}");
     }

@@ -411,9 +411,7 @@ fn refuse(field: Field<'_>, column: usize, reason: impl Into<String>) -> FieldEr
 fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
     match field {
         Field::Null => Ok(""),
-        Field::Text(bytes) => {
-            std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8"))
-        }
+        Field::Text(bytes) => std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8")),
         _ => Err(refuse(field, column, "is not text")),
     }
 }
@@ -492,9 +490,7 @@ fn count(field: Field<'_>, column: usize) -> Result<u64, FieldError> {
             }
             Ok(value)
         }
-        Field::Decimal { unscaled, scale: 0 } if unscaled >= 0 && unscaled <= u64::MAX as i128 => {
-            Ok(unscaled as u64)
-        }
+        Field::Decimal { unscaled, scale: 0 } if unscaled >= 0 && unscaled <= u64::MAX as i128 => Ok(unscaled as u64),
         _ => Err(refuse(field, column, "is not a count (a non-negative integer)")),
     }
 }
@@ -557,7 +553,18 @@ mod tests {
     #[test]
     fn parses_a_call() {
         let fields = texts(&[
-            "c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "outbound", "US", "61", "0.0170", "0.002", "4000",
+            "c1",
+            "A1",
+            "",
+            "2026-11-20T13:45:01Z",
+            "voice",
+            "pstn",
+            "outbound",
+            "US",
+            "61",
+            "0.0170",
+            "0.002",
+            "4000",
         ]);
         let record = parse_record(Kind::Calls, &fields).unwrap();
         assert_eq!(record.product, Product::Voice);
@@ -570,10 +577,26 @@ mod tests {
     #[test]
     fn names_the_column_at_fault() {
         let cases: &[(Kind, &[&'static str], usize)] = &[
-            (Kind::Calls, &["c1", "A1", "", "2026-11-20T13:45:01Z", "fax", "pstn", "outbound", "US", "1", "1", "0", ""], 4),
-            (Kind::Calls, &["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "out", "US", "1", "1", "0", ""], 6),
-            (Kind::Calls, &["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "inbound", "us", "1", "1", "0", ""], 7),
-            (Kind::Calls, &["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "inbound", "US", "1", "1", "2", ""], 10),
+            (
+                Kind::Calls,
+                &["c1", "A1", "", "2026-11-20T13:45:01Z", "fax", "pstn", "outbound", "US", "1", "1", "0", ""],
+                4,
+            ),
+            (
+                Kind::Calls,
+                &["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "out", "US", "1", "1", "0", ""],
+                6,
+            ),
+            (
+                Kind::Calls,
+                &["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "inbound", "us", "1", "1", "0", ""],
+                7,
+            ),
+            (
+                Kind::Calls,
+                &["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "inbound", "US", "1", "1", "2", ""],
+                10,
+            ),
             (Kind::Messages, &["m1", "A1", "", "2026-11-20", "sms", "inbound", "US", "1", "1", "0", ""], 3),
             (Kind::Messages, &["m1", "A1", "", "2026-11-20T13:45:01Z", "sms", "inbound", "US", "0", "1", "0", ""], 7),
             (Kind::Messages, &["m1", "", "", "2026-11-20T13:45:01Z", "sms", "inbound", "US", "1", "1", "0", ""], 1),

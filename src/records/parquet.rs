@@ -88,17 +88,16 @@ pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()
 }
 
 fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: &str) -> Result<Values<'a>> {
-    let wrong = |what: &str| {
-        Error::io(&file.path, format!("column '{name}' holds {} values; expected {what}", column.dtype()))
-    };
+    let wrong =
+        |what: &str| Error::io(&file.path, format!("column '{name}' holds {} values; expected {what}", column.dtype()));
     let polars = |e: polars::prelude::PolarsError| Error::io(&file.path, format!("column '{name}': {e}"));
     let dtype = column.dtype().clone();
     Ok(match (&dtype, expected) {
         (DataType::Null, _) => Values::Null,
         (DataType::String, _) => Values::Text(column.str().map_err(polars)?.iter().collect()),
-        (DataType::Int64, ColumnType::Text) => Values::OwnedText(
-            column.i64().map_err(polars)?.iter().map(|v| v.map(|i| i.to_string())).collect(),
-        ),
+        (DataType::Int64, ColumnType::Text) => {
+            Values::OwnedText(column.i64().map_err(polars)?.iter().map(|v| v.map(|i| i.to_string())).collect())
+        }
         (DataType::Int64, ColumnType::Count | ColumnType::Decimal) => {
             Values::Int(column.i64().map_err(polars)?.iter().collect())
         }

@@ -8,16 +8,18 @@
 
 pub mod wire;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use chrono::{DateTime, Utc};
+use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 
-use crate::aggregate::{AccountScope, Aggregate, GroupKey, OnBadRow, Selector, Totals};
+use crate::aggregate::{AccountScope, Aggregate, Bucketing, GroupKey, OnBadRow, Selector, Totals};
 use crate::dataset::Dataset;
 use crate::error::{BadRequest, Error, Result};
 use crate::labels;
 use crate::money::Amount;
-use crate::query::UsageRequest;
+use crate::query::{UsageParams, UsageRequest};
 use crate::records::Product;
 use crate::time::{format_instant, Buckets};
 use crate::token::TokenKey;
@@ -45,9 +47,8 @@ pub struct Summary {
     content_digest: [u8; 32],
 }
 
-/// The selector of a request over `accounts`.
-pub fn selector(request: &UsageRequest, accounts: AccountScope) -> Selector {
-    let params = &request.params;
+/// The selector of a request over `accounts`, bucketed by `bucketing`.
+pub fn selector(params: &UsageParams, accounts: AccountScope, bucketing: Bucketing) -> Selector {
     Selector {
         accounts,
         subaccount: params.subaccount_auth.clone(),
@@ -56,15 +57,72 @@ pub fn selector(request: &UsageRequest, accounts: AccountScope) -> Selector {
         direction: params.direction,
         error_code: params.error_code.clone(),
         hangup_cause: params.hangup_cause.clone(),
-        buckets: request.window.buckets(params.granularity),
+        bucketing,
     }
 }
 
 /// Answers one request from `dataset`.
 pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
-    let selector = selector(request, AccountScope::one(&request.auth_id));
+    let buckets = request.window.buckets(request.params.granularity);
+    let selector = selector(&request.params, AccountScope::one(&request.auth_id), Bucketing::shared(buckets.clone()));
     let aggregate = dataset.aggregate(&selector, OnBadRow::Fail)?;
-    summarize(request, dataset.accounts.currency(&request.auth_id), &selector.buckets, &aggregate)
+    summarize(request, dataset.accounts.currency(&request.auth_id), &buckets, &aggregate)
+}
+
+/// Every account's answer to one set of parameters, from a single pass.
+#[derive(Debug)]
+pub struct Batch {
+    /// One summary per account, by account id.
+    pub summaries: BTreeMap<String, Summary>,
+    /// The pass itself: counts, set-aside rows, files read.
+    pub aggregate: Aggregate,
+}
+
+/// Answers `params` for every account in `accounts` (each in its own time
+/// zone, when `accounts.csv` names one and the request does not) in one
+/// pass over `dataset`. With [`AccountScope::All`], every account with a
+/// row in `accounts.csv` or a record in the window is reported.
+pub fn build_many(
+    dataset: &Dataset,
+    params: &UsageParams,
+    accounts: AccountScope,
+    now: DateTime<Utc>,
+    on_bad_row: OnBadRow,
+    key: &TokenKey,
+) -> Result<Batch> {
+    let resolve = |auth_id: &str| {
+        let tz = dataset.accounts.get(auth_id).and_then(|a| a.timezone);
+        UsageRequest::resolve(auth_id, params.clone(), now, tz, key)
+    };
+    let mut named: BTreeSet<String> = match &accounts {
+        AccountScope::All => dataset.accounts.iter().map(|a| a.auth_id.clone()).collect(),
+        AccountScope::Some(set) => set.clone(),
+    };
+    let mut requests = BTreeMap::new();
+    let mut by_account = FxHashMap::default();
+    for auth_id in &named {
+        let request = resolve(auth_id)?;
+        by_account.insert(auth_id.clone(), request.window.buckets(params.granularity));
+        requests.insert(auth_id.clone(), request);
+    }
+    let default_request = resolve("")?;
+    let default = matches!(accounts, AccountScope::All).then(|| default_request.window.buckets(params.granularity));
+    let bucketing = Bucketing { default: default.clone(), by_account };
+    let selector = selector(params, accounts, bucketing);
+    let aggregate = dataset.aggregate(&selector, on_bad_row)?;
+    named.extend(aggregate.groups.keys().map(|k| k.account.clone()));
+    let mut summaries = BTreeMap::new();
+    for auth_id in named {
+        let request = match requests.remove(&auth_id) {
+            Some(request) => request,
+            None => resolve(&auth_id)?,
+        };
+        let buckets =
+            selector.bucketing.of(&auth_id).cloned().unwrap_or_else(|| request.window.buckets(params.granularity));
+        let summary = summarize(&request, dataset.accounts.currency(&auth_id), &buckets, &aggregate)?;
+        summaries.insert(auth_id, summary);
+    }
+    Ok(Batch { summaries, aggregate })
 }
 
 /// The summary of `request`'s account from an aggregate that holds it.
@@ -101,11 +159,8 @@ pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggr
     }
     let params = &request.params;
     let charges_returned = params.subaccount_auth.is_none() && params.products.contains(Product::Other);
-    let total_spend = if charges_returned {
-        usage_spend.checked_add(charge_spend).ok_or_else(overflow)?
-    } else {
-        usage_spend
-    };
+    let total_spend =
+        if charges_returned { usage_spend.checked_add(charge_spend).ok_or_else(overflow)? } else { usage_spend };
     let mut summary = Summary {
         request: request.clone(),
         currency: currency.to_owned(),
@@ -151,7 +206,10 @@ impl Summary {
             let (start, end) = self.buckets.span(bucket);
             (format_instant(start, tz), format_instant(end, tz))
         };
-        let usage = self.rows[offset as usize..end as usize].iter().map(|(key, totals)| usage_item(key, totals, span(key.bucket))).collect();
+        let usage = self.rows[offset as usize..end as usize]
+            .iter()
+            .map(|(key, totals)| usage_item(key, totals, span(key.bucket)))
+            .collect();
         let other_charges = match (&self.charges, first_page) {
             (Some(charges), true) => Some(
                 charges
@@ -183,9 +241,8 @@ impl Summary {
             next_page_token: (end < n_rows).then(|| request.token_at(end, key)),
             total_spend: first_page.then_some(Decimal(self.total_spend)),
             total_subaccount_spend: (first_page && scoped).then_some(Decimal(self.usage_spend)),
-            subaccount_spend: (first_page && !scoped).then(|| {
-                self.subaccount_spend.iter().map(|(k, v)| (k.as_str(), Decimal(*v))).collect()
-            }),
+            subaccount_spend: (first_page && !scoped)
+                .then(|| self.subaccount_spend.iter().map(|(k, v)| (k.as_str(), Decimal(*v))).collect()),
         };
         Ok(Page { api_id: self.api_id(offset), meta, usage, other_charges })
     }
