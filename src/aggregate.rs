@@ -37,7 +37,8 @@ impl AccountScope {
         AccountScope::Some(BTreeSet::from([auth_id.to_owned()]))
     }
 
-    fn contains(&self, auth_id: &str) -> bool {
+    /// Whether `auth_id` is in scope.
+    pub fn contains(&self, auth_id: &str) -> bool {
         match self {
             AccountScope::All => true,
             AccountScope::Some(set) => set.contains(auth_id),
@@ -116,38 +117,71 @@ impl Bucketing {
     }
 }
 
+/// The dimensions a [`Selector`] filters on, borrowed from a raw record or
+/// from a stored rollup row, so that both are filtered by one piece of code.
+#[derive(Clone, Copy, Debug)]
+pub struct Dimensions<'a> {
+    /// Parent account.
+    pub auth_id: &'a str,
+    /// Product; `Other` for charges.
+    pub product: Product,
+    /// Subaccount, empty for parent-level usage.
+    pub subaccount: &'a str,
+    /// Country, `None` when empty.
+    pub country: Option<Country>,
+    /// Direction, where the product has one.
+    pub direction: Option<Direction>,
+    /// Error code or hangup cause; may be empty.
+    pub code: &'a str,
+}
+
 impl Selector {
     /// The bucket of a record this selector keeps, or `None`.
     #[inline]
     pub fn select(&self, record: &Record<'_>) -> Option<u32> {
-        if !self.products.contains(record.product) || !self.accounts.contains(record.auth_id) {
+        let dimensions = Dimensions {
+            auth_id: record.auth_id,
+            product: record.product,
+            subaccount: record.subaccount,
+            country: record.country,
+            direction: record.direction,
+            code: record.code,
+        };
+        if !self.keeps(&dimensions) {
             return None;
         }
-        let product = record.product;
+        self.bucketing.of(record.auth_id)?.index(record.timestamp.secs)
+    }
+
+    /// Whether the account, product and filters keep a row with these
+    /// dimensions (the window is not checked here).
+    #[inline]
+    pub fn keeps(&self, row: &Dimensions<'_>) -> bool {
+        if !self.products.contains(row.product) || !self.accounts.contains(row.auth_id) {
+            return false;
+        }
+        let product = row.product;
         if product == Product::Other {
-            if self.subaccount.is_some() {
-                return None;
+            return self.subaccount.is_none();
+        }
+        if self.subaccount.as_deref().is_some_and(|s| s != row.subaccount) {
+            return false;
+        }
+        if product.has_country_and_direction() {
+            if self.country.is_some_and(|c| row.country != Some(c)) {
+                return false;
             }
-        } else {
-            if self.subaccount.as_deref().is_some_and(|s| s != record.subaccount) {
-                return None;
-            }
-            if product.has_country_and_direction() {
-                if self.country.is_some_and(|c| record.country != Some(c)) {
-                    return None;
-                }
-                if self.direction.is_some_and(|d| record.direction != Some(d)) {
-                    return None;
-                }
-            }
-            if product.has_error_code() && self.error_code.as_deref().is_some_and(|c| c != record.code) {
-                return None;
-            }
-            if product.has_hangup_cause() && self.hangup_cause.as_deref().is_some_and(|c| c != record.code) {
-                return None;
+            if self.direction.is_some_and(|d| row.direction != Some(d)) {
+                return false;
             }
         }
-        self.bucketing.of(record.auth_id)?.index(record.timestamp.secs)
+        if product.has_error_code() && self.error_code.as_deref().is_some_and(|c| c != row.code) {
+            return false;
+        }
+        if product.has_hangup_cause() && self.hangup_cause.as_deref().is_some_and(|c| c != row.code) {
+            return false;
+        }
+        true
     }
 }
 
@@ -222,6 +256,24 @@ pub struct GroupKey {
     pub direction: Option<Direction>,
     /// Error code (messages) or hangup cause (calls); absent otherwise.
     pub code: Option<String>,
+}
+
+impl GroupKey {
+    /// The key of a row with these dimensions, sub-type (or charge
+    /// description) and bucket: fields the product does not have are absent.
+    pub fn new(row: &Dimensions<'_>, type_: &str, bucket: u32) -> GroupKey {
+        let product = row.product;
+        GroupKey {
+            account: row.auth_id.to_owned(),
+            bucket,
+            product,
+            type_: type_.to_owned(),
+            subaccount: (!row.subaccount.is_empty() && product != Product::Other).then(|| row.subaccount.to_owned()),
+            country: row.country.filter(|_| product.has_country_and_direction()),
+            direction: row.direction.filter(|_| product.has_country_and_direction()),
+            code: (product.has_error_code() || product.has_hangup_cause()).then(|| row.code.to_owned()),
+        }
+    }
 }
 
 /// Counts of one pass, per kind. `read = used + set_aside + duplicates`.
@@ -564,19 +616,15 @@ impl<'s> Scan<'s> {
             if totals.records == 0 {
                 continue;
             }
-            let product = key.product;
-            let text = |id: u32| self.strings.get(id).to_owned();
-            let owned = GroupKey {
-                account: text(key.account),
-                bucket: key.bucket,
-                product,
-                type_: text(key.type_),
-                subaccount: (key.subaccount != 0 && product != Product::Other).then(|| text(key.subaccount)),
-                country: key.country.filter(|_| product.has_country_and_direction()),
-                direction: key.direction.filter(|_| product.has_country_and_direction()),
-                code: (product.has_error_code() || product.has_hangup_cause()).then(|| text(key.code)),
+            let dimensions = Dimensions {
+                auth_id: self.strings.get(key.account),
+                product: key.product,
+                subaccount: self.strings.get(key.subaccount),
+                country: key.country,
+                direction: key.direction,
+                code: self.strings.get(key.code),
             };
-            groups.insert(owned, totals);
+            groups.insert(GroupKey::new(&dimensions, self.strings.get(key.type_), key.bucket), totals);
         }
         let set_aside = self.rejects.len() as u64;
         let duplicates = self.duplicates.len() as u64;

@@ -14,6 +14,8 @@
 //!   [`query::UsageRequest`]; page tokens. Every 400 is raised here.
 //! - [`aggregate`]: one parallel pass from files to grouped totals.
 //! - [`dataset`]: what requests are answered from.
+//! - [`store`]: `ingest` once into Parquet records and 15-minute rollups;
+//!   answers from the rollups.
 //! - [`report`]: `build` a [`report::Summary`] and cut it into API pages.
 //! - [`labels`]: `error_reason` labels.
 //! - [`cli`]: the subcommands (the binary is a thin wrapper).
@@ -29,6 +31,7 @@ pub mod money;
 pub mod query;
 pub mod records;
 pub mod report;
+pub mod store;
 pub mod time;
 pub mod token;
 

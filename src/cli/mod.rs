@@ -3,6 +3,7 @@
 //! uses `anyhow`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod ingest;
 pub mod summary;
 
 use std::io::Write;
@@ -30,6 +31,8 @@ pub struct Cli {
 pub enum Command {
     /// Print the Usage Summary of one account, as the API returns it.
     Summary(summary::Args),
+    /// Check and deduplicate a data directory into a store (rollups and records).
+    Ingest(ingest::Args),
 }
 
 /// Runs the command line; the process exit code.
@@ -43,6 +46,7 @@ pub fn main() -> ExitCode {
     }
     let outcome = match cli.command {
         Command::Summary(args) => summary::run(args),
+        Command::Ingest(args) => ingest::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -16,8 +16,11 @@ use crate::report::{self, wire::ErrorBody};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The data directory (records.md).
+    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+    pub data: Option<PathBuf>,
+    /// A store written by `telemeter ingest`, in place of --data.
     #[arg(long)]
-    pub data: PathBuf,
+    pub store: Option<PathBuf>,
     /// The account (the `{auth_id}` of the API path).
     #[arg(long)]
     pub auth_id: String,
@@ -108,7 +111,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(params) => params,
         Err(bad) => return bad_request(&args, &bad),
     };
-    let dataset = Dataset::open(&args.data).context("cannot open the data set")?;
+    let dataset = match (&args.data, &args.store) {
+        (_, Some(store)) => Dataset::open_store(store).context("cannot open the store")?,
+        (Some(data), None) => Dataset::open(data).context("cannot open the data set")?,
+        (None, None) => anyhow::bail!("give --data DIR or --store STORE"),
+    };
     let account_tz = dataset.accounts.get(&args.auth_id).and_then(|a| a.timezone);
     let request = match UsageRequest::resolve(&args.auth_id, params, now, account_tz, &key) {
         Ok(request) => request,

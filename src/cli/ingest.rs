@@ -1,0 +1,77 @@
+//! `telemeter ingest`: check and deduplicate a data directory once into a
+//! store that `summary --store` (and every later command) answers from.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use chrono::Utc;
+
+use crate::aggregate::OnBadRow;
+use crate::records::Kind;
+use crate::store::{self, IngestOptions};
+
+/// Arguments of `ingest`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The data directory to read (records.md).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// The store to add to (created when missing).
+    #[arg(long)]
+    pub store: PathBuf,
+    /// What to do with a row that breaks the contract: stop with an error
+    /// (fail), or write it to STORE/rejected/<ingest>.csv and go on
+    /// (set-aside).
+    #[arg(long, value_enum, default_value = "fail")]
+    pub on_bad_row: BadRowArg,
+    /// Input megabytes read per batch: bounds the rows held in memory.
+    #[arg(long, default_value_t = IngestOptions::DEFAULT_BATCH_BYTES >> 20)]
+    pub batch_mb: u64,
+}
+
+/// `--on-bad-row` values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum BadRowArg {
+    /// Stop at the first bad row, naming file, line and column.
+    Fail,
+    /// Set bad rows aside in the store's rejected file.
+    SetAside,
+}
+
+/// Runs `ingest`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let on_bad_row = match args.on_bad_row {
+        BadRowArg::Fail => OnBadRow::Fail,
+        BadRowArg::SetAside => OnBadRow::SetAside,
+    };
+    let ingest_id = format!("{}-{}", Utc::now().format("%Y%m%dT%H%M%S%3fZ"), std::process::id());
+    let options = IngestOptions { on_bad_row, ingest_id, batch_bytes: args.batch_mb.max(1) << 20 };
+    let report = store::ingest(&args.data, &args.store, &options)
+        .with_context(|| format!("cannot ingest {} into {}", args.data.display(), args.store.display()))?;
+    for kind in Kind::ALL {
+        let t = report.tallies.get(&kind).copied().unwrap_or_default();
+        println!(
+            "{:<15} read {:>10}  used {:>10}  set aside {:>8}  duplicates {:>10}",
+            kind.name(),
+            t.read,
+            t.used,
+            t.set_aside,
+            t.duplicates
+        );
+    }
+    let t = report.total();
+    println!(
+        "{:<15} read {:>10}  used {:>10}  set aside {:>8}  duplicates {:>10}",
+        "total", t.read, t.used, t.set_aside, t.duplicates
+    );
+    if let Some(path) = &report.rejected_file {
+        println!("set-aside rows: {}", path.display());
+    }
+    if report.published {
+        println!("published generation {} (ingest {})", report.generation, report.id);
+    } else {
+        println!("nothing new: the store is unchanged at generation {}", report.generation);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,738 @@
+//! `ingest`: check and deduplicate a data directory once, against what the
+//! store already holds, and publish new record, index and rollup files.
+//!
+//! The input is read kind by kind, in batches of files (at most
+//! [`IngestOptions::batch_bytes`] of input each, in inventory order). Each
+//! batch is read in parallel by the same readers and the same row check as
+//! every other command (`records::csv::read`, `records::parquet::read`,
+//! `records::parse_record`); every valid row leaves its [`Seen`] entry
+//! (record_id hash, content hash, place). The entries are checked, in file
+//! order, against a hash index of every record id stored so far (loaded from
+//! the store's index files, one kind at a time) plus the rows of earlier
+//! batches: an equal id with equal content is a duplicate, with different
+//! content a conflict naming both places. The batch's new rows are then
+//! written as one records file and folded into rollups.
+//!
+//! Memory is bounded by: one batch of rows (about 250 bytes per row), the
+//! dedup index of one kind (32 bytes per stored or new record of that kind,
+//! plus hash-table overhead), and the rollup groups of this ingest and of
+//! the accounts it touches. The index is the part that grows with the
+//! store; see the README for what would bound it (partitioned, sorted index
+//! files merged partition by partition).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::parquet_io::{self, IndexEntry, RecordView};
+use super::{Manifest, RollupRow, FORMAT_VERSION};
+use crate::aggregate::{OnBadRow, Tally, Totals};
+use crate::error::{BadRecord, Error, Location, Result};
+use crate::money::Amount;
+use crate::records::accounts::Accounts;
+use crate::records::csv::RowSink;
+use crate::records::dedup::{Seen, PARTITIONS};
+use crate::records::files::{Format, InputFile, Inventory};
+use crate::records::{self, Country, Direction, Field, Kind, Product};
+
+/// How to ingest.
+#[derive(Clone, Debug)]
+pub struct IngestOptions {
+    /// What to do with a row that breaks the contract.
+    pub on_bad_row: OnBadRow,
+    /// The ingest's id: letters, digits, `-`, `_`, `.`; used in file names.
+    pub ingest_id: String,
+    /// Input bytes per batch (at least one file per batch).
+    pub batch_bytes: u64,
+}
+
+impl IngestOptions {
+    /// Default batch size: 256 MiB of input.
+    pub const DEFAULT_BATCH_BYTES: u64 = 256 << 20;
+}
+
+/// What an ingest did.
+#[derive(Clone, Debug, Default)]
+pub struct IngestReport {
+    /// The ingest's id.
+    pub id: String,
+    /// Input files read.
+    pub files: usize,
+    /// Counts per kind: `read = used + set_aside + duplicates`.
+    pub tallies: BTreeMap<Kind, Tally>,
+    /// Rows set aside, in file order.
+    pub rejects: Vec<BadRecord>,
+    /// Where they were written, when there were any.
+    pub rejected_file: Option<PathBuf>,
+    /// Whether a new generation was published (false when nothing changed).
+    pub published: bool,
+    /// The generation the store answers from afterwards.
+    pub generation: u64,
+}
+
+impl IngestReport {
+    /// The counts of every kind, added.
+    pub fn total(&self) -> Tally {
+        let mut total = Tally::default();
+        for tally in self.tallies.values() {
+            total += *tally;
+        }
+        total
+    }
+}
+
+/// Ingests `data` into `store` (created when missing).
+pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<IngestReport> {
+    let id = &options.ingest_id;
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+        return Err(Error::Internal(format!("ingest id '{id}' must be letters, digits, '-', '_' or '.'")));
+    }
+    std::fs::create_dir_all(store).map_err(|e| Error::io(store, e))?;
+    let lock_path = store.join(".ingest.lock");
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    lock.try_lock().map_err(|_| Error::io(&lock_path, "another ingest is running on this store"))?;
+
+    let old = Manifest::read(store)?.unwrap_or(Manifest { format: FORMAT_VERSION, ..Manifest::default() });
+    let inventory = Inventory::scan(data)?;
+    let accounts_bytes = read_accounts(data)?;
+    let mut run = Run {
+        store,
+        id,
+        options,
+        inventory: &inventory,
+        old: &old,
+        manifest: old.clone(),
+        rollups: Rollups::default(),
+        report: IngestReport { id: id.clone(), files: inventory.files.len(), ..IngestReport::default() },
+        batches: 0,
+    };
+    for kind in Kind::ALL {
+        run.ingest_kind(kind)?;
+    }
+    let mut report = run.report;
+    let mut manifest = run.manifest;
+    let rollups = run.rollups;
+
+    if !report.rejects.is_empty() {
+        let folder = store.join("rejected");
+        std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+        let path = folder.join(format!("{id}.csv"));
+        write_rejects(&path, &report.rejects)?;
+        report.rejected_file = Some(path);
+    }
+
+    let mut changed = report.total().used > 0;
+    if let Some(bytes) = &accounts_bytes {
+        let stored = match &old.accounts_csv {
+            Some(name) => std::fs::read(store.join(name)).ok(),
+            None => None,
+        };
+        if stored.as_ref() != Some(bytes) {
+            let name = format!("accounts/{id}.csv");
+            create_parent(&store.join(&name))?;
+            super::write_synced(&store.join(&name), bytes)?;
+            manifest.accounts_csv = Some(name);
+            changed = true;
+        }
+    }
+    if !changed {
+        report.generation = old.generation;
+        return Ok(report);
+    }
+    rollups.write(store, id, &mut manifest)?;
+    let total = report.total();
+    manifest.generation = old.generation + 1;
+    manifest.sources.extend(inventory.files.iter().map(|f| format!("{} (ingest {id})", f.name)));
+    manifest.ingests.push(super::IngestLog {
+        id: id.clone(),
+        files: inventory.files.len() as u64,
+        read: total.read,
+        used: total.used,
+        set_aside: total.set_aside,
+        duplicates: total.duplicates,
+        rejected: report.rejected_file.as_ref().map(|_| format!("rejected/{id}.csv")),
+    });
+    for folder in ["records", "index", "rollups", "accounts"] {
+        let path = store.join(folder);
+        if path.exists() {
+            super::sync_dir(&path)?;
+        }
+    }
+    manifest.publish(store, id)?;
+    report.published = true;
+    report.generation = manifest.generation;
+    drop(lock);
+    Ok(report)
+}
+
+/// `DATA/accounts.csv`, checked, when there is one.
+fn read_accounts(data: &Path) -> Result<Option<Vec<u8>>> {
+    let path = data.join("accounts.csv");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    Accounts::parse(&bytes, "accounts.csv")?;
+    Ok(Some(bytes))
+}
+
+fn create_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(parent) => std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e)),
+        None => Ok(()),
+    }
+}
+
+fn write_rejects(path: &Path, rejects: &[BadRecord]) -> Result<()> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let io = |e: csv::Error| Error::io(path, e);
+    writer.write_record(["file", "line", "column", "value", "reason"]).map_err(io)?;
+    for bad in rejects {
+        let line =
+            if bad.location.is_row { format!("row {}", bad.location.line) } else { bad.location.line.to_string() };
+        writer.write_record([bad.location.file.as_str(), &line, &bad.column, &bad.value, &bad.reason]).map_err(io)?;
+    }
+    let bytes = writer.into_inner().map_err(|e| Error::io(path, e.to_string()))?;
+    super::write_synced(path, &bytes)
+}
+
+/// The state of one ingest.
+struct Run<'a> {
+    store: &'a Path,
+    id: &'a str,
+    options: &'a IngestOptions,
+    inventory: &'a Inventory,
+    old: &'a Manifest,
+    manifest: Manifest,
+    rollups: Rollups,
+    report: IngestReport,
+    batches: u64,
+}
+
+impl Run<'_> {
+    /// Source number of input file `index` once published.
+    fn source(&self, index: u32) -> u32 {
+        (self.old.sources.len() + index as usize) as u32
+    }
+
+    /// The place a source number and line name in messages.
+    fn place(&self, source: u32, line: u64) -> Location {
+        let base = self.old.sources.len();
+        let name = match (source as usize).checked_sub(base) {
+            Some(i) => self.inventory.files.get(i).map(|f| f.name.clone()),
+            None => self.old.sources.get(source as usize).cloned(),
+        }
+        .unwrap_or_else(|| format!("source #{source}"));
+        let is_row = name.split(" (ingest").next().is_some_and(|n| n.to_ascii_lowercase().ends_with(".parquet"));
+        Location { file: name, line, is_row }
+    }
+
+    fn ingest_kind(&mut self, kind: Kind) -> Result<()> {
+        let files: Vec<(u32, &InputFile)> = self
+            .inventory
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.kind == kind)
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        let mut kind_files = self.old.kind(kind);
+        if files.is_empty() {
+            self.report.tallies.insert(kind, Tally::default());
+            return Ok(());
+        }
+        let mut index = DedupIndex::new();
+        for name in &kind_files.index {
+            parquet_io::read_index(&self.store.join(name), |entry| index.insert_stored(entry))?;
+        }
+        let mut tally = Tally::default();
+        let mut amount = match kind_files.amount.as_str() {
+            "" => Amount::ZERO,
+            text => Amount::parse(text.as_bytes())
+                .map_err(|e| Error::Internal(format!("manifest amount of {kind} '{text}': {e}")))?,
+        };
+        let mut new_entries: Vec<IndexEntry> = Vec::new();
+        for batch in batches(&files, self.options.batch_bytes) {
+            let mut chunks = self.read_batch(kind, batch)?;
+            let duplicates = self.dedup(kind, &mut index, &chunks)?;
+            let mut views = Vec::new();
+            for (c, chunk) in chunks.iter_mut().enumerate() {
+                tally.read += chunk.read;
+                tally.set_aside += chunk.rejects.len() as u64;
+                self.report.rejects.append(&mut chunk.rejects);
+                for (r, row) in chunk.rows.iter().enumerate() {
+                    if duplicates.contains(&(c as u32, r as u32)) {
+                        tally.duplicates += 1;
+                        continue;
+                    }
+                    let view = chunk.view(row);
+                    self.rollups.add(&view)?;
+                    amount = amount
+                        .checked_add(Amount::from_nanos(view.amount as i128))
+                        .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
+                    new_entries.push(IndexEntry {
+                        id: row.seen.id,
+                        content: row.seen.content,
+                        source: self.source(row.seen.file),
+                        line: row.seen.line,
+                    });
+                    views.push(view);
+                }
+            }
+            tally.used += views.len() as u64;
+            if !views.is_empty() {
+                let name = format!("records/{}/{}-{:05}.parquet", kind.name(), self.id, self.batches);
+                self.batches += 1;
+                let path = self.store.join(&name);
+                create_parent(&path)?;
+                parquet_io::write_records(&path, kind, &views)?;
+                kind_files.records.push(name);
+            }
+        }
+        if !new_entries.is_empty() {
+            let name = format!("index/{}/{}.parquet", kind.name(), self.id);
+            let path = self.store.join(&name);
+            create_parent(&path)?;
+            parquet_io::write_index(&path, &new_entries)?;
+            kind_files.index.push(name);
+        }
+        kind_files.count += tally.used;
+        kind_files.amount = amount.to_string();
+        self.manifest.kinds.insert(kind.name().to_owned(), kind_files);
+        self.report.tallies.insert(kind, tally);
+        Ok(())
+    }
+
+    /// Reads the files of one batch in parallel; the first bad row (in file
+    /// order) is an error unless rows are set aside.
+    fn read_batch(&self, kind: Kind, batch: &[(u32, &InputFile)]) -> Result<Vec<Chunk>> {
+        let on_bad_row = self.options.on_bad_row;
+        let read: Vec<Result<Vec<Chunk>>> = batch
+            .par_iter()
+            .map(|&(index, file)| {
+                let new_chunk = || Chunk::new(kind, index, file, on_bad_row);
+                match file.format {
+                    Format::Parquet => {
+                        let mut chunk = new_chunk();
+                        records::parquet::read(file, kind, &mut chunk)?;
+                        Ok(vec![chunk])
+                    }
+                    _ => {
+                        let bytes = records::csv::load(file)?;
+                        records::csv::read(file, kind, &bytes, new_chunk)
+                    }
+                }
+            })
+            .collect();
+        let mut chunks = Vec::new();
+        for file_chunks in read {
+            for mut chunk in file_chunks? {
+                if let Some(error) = chunk.error.take() {
+                    return Err(error.into());
+                }
+                chunks.push(chunk);
+            }
+        }
+        Ok(chunks)
+    }
+
+    /// Checks every row of a batch against the index, in file order; the
+    /// rows that repeat a known identical row, as (chunk, row).
+    fn dedup(&self, kind: Kind, index: &mut DedupIndex, chunks: &[Chunk]) -> Result<rustc_hash::FxHashSet<(u32, u32)>> {
+        let mut parts: Vec<Vec<(Seen, u32, u32)>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+        for (c, chunk) in chunks.iter().enumerate() {
+            for (r, row) in chunk.rows.iter().enumerate() {
+                parts[row.seen.partition()].push((row.seen, c as u32, r as u32));
+            }
+        }
+        let base = self.old.sources.len() as u32;
+        type Found = (Vec<(u32, u32)>, Option<((u32, u64), (u32, u64), u32, u32)>);
+        let found: Vec<Found> = index
+            .parts
+            .par_iter_mut()
+            .zip(parts)
+            .map(|(map, mut entries)| {
+                entries.sort_unstable_by_key(|(s, _, _)| (s.file, s.line));
+                let mut duplicates = Vec::new();
+                let mut conflict = None;
+                for (seen, c, r) in entries {
+                    let place = (base + seen.file, seen.line);
+                    match map.get(&seen.id) {
+                        None => {
+                            map.insert(seen.id, (seen.content, place));
+                        }
+                        Some((content, _)) if *content == seen.content => duplicates.push((c, r)),
+                        Some((_, first)) => {
+                            conflict = Some((*first, place, c, r));
+                            break;
+                        }
+                    }
+                }
+                (duplicates, conflict)
+            })
+            .collect();
+        let mut duplicates = rustc_hash::FxHashSet::default();
+        let mut first_conflict: Option<((u32, u64), (u32, u64), u32, u32)> = None;
+        for (dups, conflict) in found {
+            duplicates.extend(dups);
+            if let Some(c) = conflict {
+                if first_conflict.is_none_or(|f| c.1 < f.1) {
+                    first_conflict = Some(c);
+                }
+            }
+        }
+        if let Some((first, second, c, r)) = first_conflict {
+            let chunk = &chunks[c as usize];
+            let record_id = chunk.view(&chunk.rows[r as usize]).record_id.to_owned();
+            return Err(Error::Conflict {
+                kind: kind.name(),
+                record_id,
+                first: self.place(first.0, first.1),
+                second: self.place(second.0, second.1),
+            });
+        }
+        Ok(duplicates)
+    }
+}
+
+/// Splits files into batches of at most `limit` input bytes (at least one
+/// file each).
+fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> Vec<&'f [(u32, &'a InputFile)]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, (_, file)) in files.iter().enumerate() {
+        if i > start && bytes + file.size > limit {
+            out.push(&files[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += file.size;
+    }
+    if start < files.len() {
+        out.push(&files[start..]);
+    }
+    out
+}
+
+/// Every record id known to this ingest, for one kind, spread over the
+/// same partitions as [`Seen`]: id hash -> (content hash, (source, line)).
+struct DedupIndex {
+    parts: Vec<FxHashMap<(u64, u64), (u64, (u32, u64))>>,
+}
+
+impl DedupIndex {
+    fn new() -> DedupIndex {
+        DedupIndex { parts: (0..PARTITIONS).map(|_| FxHashMap::default()).collect() }
+    }
+
+    fn insert_stored(&mut self, entry: IndexEntry) {
+        let partition = (entry.id.0 >> 58) as usize % PARTITIONS;
+        self.parts[partition].insert(entry.id, (entry.content, (entry.source, entry.line)));
+    }
+}
+
+/// A string in a chunk's arena: offset and length.
+type Span = (u32, u32);
+
+/// One valid row, its text in the chunk's arena.
+#[derive(Clone, Copy, Debug)]
+struct Row {
+    seen: Seen,
+    record_id: Span,
+    auth_id: Span,
+    subaccount: Span,
+    type_: Span,
+    code: Span,
+    secs: i64,
+    nanos: u32,
+    product: Product,
+    direction: Option<Direction>,
+    country: Option<Country>,
+    units: u64,
+    duration: i64,
+    amount: i64,
+    surcharge: i64,
+}
+
+/// The rows of one file or CSV chunk: a [`RowSink`].
+struct Chunk {
+    kind: Kind,
+    file: u32,
+    file_name: String,
+    is_parquet: bool,
+    on_bad_row: OnBadRow,
+    arena: String,
+    rows: Vec<Row>,
+    read: u64,
+    rejects: Vec<BadRecord>,
+    error: Option<BadRecord>,
+}
+
+impl Chunk {
+    fn new(kind: Kind, file: u32, input: &InputFile, on_bad_row: OnBadRow) -> Chunk {
+        Chunk {
+            kind,
+            file,
+            file_name: input.name.clone(),
+            is_parquet: input.format == Format::Parquet,
+            on_bad_row,
+            arena: String::new(),
+            rows: Vec::new(),
+            read: 0,
+            rejects: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn keep(&mut self, text: &str) -> Option<Span> {
+        let start = u32::try_from(self.arena.len()).ok()?;
+        let length = u32::try_from(text.len()).ok()?;
+        start.checked_add(length)?;
+        self.arena.push_str(text);
+        Some((start, length))
+    }
+
+    fn text(&self, (start, length): Span) -> &str {
+        self.arena.get(start as usize..(start + length) as usize).unwrap_or("")
+    }
+
+    fn view(&self, row: &Row) -> RecordView<'_> {
+        RecordView {
+            record_id: self.text(row.record_id),
+            auth_id: self.text(row.auth_id),
+            subaccount: self.text(row.subaccount),
+            secs: row.secs,
+            nanos: row.nanos,
+            product: row.product,
+            type_: self.text(row.type_),
+            direction: row.direction,
+            country: row.country,
+            units: row.units,
+            duration: row.duration,
+            amount: row.amount,
+            surcharge: row.surcharge,
+            code: self.text(row.code),
+            source_file: &self.file_name,
+            source_line: row.seen.line,
+        }
+    }
+
+    fn reject(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        let location = Location { file: self.file_name.clone(), line, is_row: self.is_parquet };
+        let bad = BadRecord { location, column: column.to_owned(), value, reason };
+        match self.on_bad_row {
+            OnBadRow::SetAside => {
+                self.rejects.push(bad);
+                true
+            }
+            OnBadRow::Fail => {
+                self.error = Some(bad);
+                false
+            }
+        }
+    }
+}
+
+impl RowSink for Chunk {
+    fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+        self.read += 1;
+        let record = match records::parse_record(self.kind, fields) {
+            Ok(record) => record,
+            Err(e) => {
+                let column = self.kind.columns()[e.column];
+                return self.reject(line, column, e.value, e.reason);
+            }
+        };
+        let spans = (|| {
+            Some((
+                self.keep(record.record_id)?,
+                self.keep(record.auth_id)?,
+                self.keep(record.subaccount)?,
+                self.keep(record.type_)?,
+                self.keep(record.code)?,
+            ))
+        })();
+        let Some((record_id, auth_id, subaccount, type_, code)) = spans else {
+            let reason = "does not fit the ingest's 4 GiB text buffer for one file; split the file".to_owned();
+            return self.reject(line, "-", String::new(), reason);
+        };
+        self.rows.push(Row {
+            seen: Seen::new(record.record_id, record.content_hash(), self.file, line),
+            record_id,
+            auth_id,
+            subaccount,
+            type_,
+            code,
+            secs: record.timestamp.secs,
+            nanos: record.timestamp.nanos,
+            product: record.product,
+            direction: record.direction,
+            country: record.country,
+            units: record.units,
+            duration: record.duration,
+            amount: record.amount,
+            surcharge: record.surcharge,
+        });
+        true
+    }
+
+    fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
+        self.read += 1;
+        self.reject(line, "-", value, reason)
+    }
+}
+
+/// A rollup key in interned ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct RollupKey {
+    account: u32,
+    subaccount: u32,
+    slot: i64,
+    product: Product,
+    type_: u32,
+    country: Option<Country>,
+    direction: Option<Direction>,
+    code: u32,
+}
+
+/// The rollups of this ingest's new rows.
+#[derive(Default)]
+struct Rollups {
+    ids: FxHashMap<Box<str>, u32>,
+    strings: Vec<Box<str>>,
+    groups: FxHashMap<RollupKey, Totals>,
+}
+
+impl Rollups {
+    fn intern(&mut self, text: &str) -> u32 {
+        if let Some(id) = self.ids.get(text) {
+            return *id;
+        }
+        let id = self.strings.len() as u32;
+        self.strings.push(text.into());
+        self.ids.insert(text.into(), id);
+        id
+    }
+
+    fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
+        let key = RollupKey {
+            account: self.intern(row.auth_id),
+            subaccount: self.intern(row.subaccount),
+            slot: super::slot_of(row.secs),
+            product: row.product,
+            type_: self.intern(row.type_),
+            country: row.country,
+            direction: row.direction,
+            code: self.intern(row.code),
+        };
+        let add = Totals {
+            records: 1,
+            units: row.units as u128,
+            duration: row.duration as i128,
+            amount: row.amount as i128,
+            surcharge: row.surcharge as i128,
+        };
+        let totals = self.groups.entry(key).or_default();
+        *totals = totals.checked_add(&add).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
+        Ok(())
+    }
+
+    /// Merges the new groups into each touched account's rollups and writes
+    /// one new file per touched account.
+    fn write(self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
+        let mut by_account: BTreeMap<&str, Vec<(RollupKey, Totals)>> = BTreeMap::new();
+        for (key, totals) in self.groups {
+            by_account.entry(&self.strings[key.account as usize]).or_default().push((key, totals));
+        }
+        let text = |id: u32| self.strings[id as usize].to_string();
+        let written: Vec<Result<(String, String)>> = by_account
+            .into_par_iter()
+            .map(|(account, groups)| {
+                let mut merged: BTreeMap<RollupOrder, Totals> = BTreeMap::new();
+                if let Some(file) = manifest.rollups.get(account) {
+                    for row in parquet_io::read_rollups(&store.join(file))? {
+                        let (order, totals) = RollupOrder::of(row);
+                        merged.insert(order, totals);
+                    }
+                }
+                for (key, totals) in groups {
+                    let order = RollupOrder {
+                        slot: key.slot,
+                        product: key.product,
+                        type_: text(key.type_),
+                        subaccount: text(key.subaccount),
+                        country: key.country,
+                        direction: key.direction,
+                        code: text(key.code),
+                    };
+                    let entry = merged.entry(order).or_default();
+                    *entry = entry
+                        .checked_add(&totals)
+                        .ok_or_else(|| Error::Internal(format!("rollup sum overflow for account {account}")))?;
+                }
+                let rows: Vec<RollupRow> = merged.into_iter().map(|(o, t)| o.into_row(account, t)).collect();
+                let name = format!("rollups/{}/{id}.parquet", account_folder(account));
+                let path = store.join(&name);
+                create_parent(&path)?;
+                parquet_io::write_rollups(&path, &rows)?;
+                Ok((account.to_owned(), name))
+            })
+            .collect();
+        for result in written {
+            let (account, name) = result?;
+            manifest.rollups.insert(account, name);
+        }
+        Ok(())
+    }
+}
+
+/// A rollup row's key in file order: slot first, then the report's order.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct RollupOrder {
+    slot: i64,
+    product: Product,
+    type_: String,
+    subaccount: String,
+    country: Option<Country>,
+    direction: Option<Direction>,
+    code: String,
+}
+
+impl RollupOrder {
+    fn of(row: RollupRow) -> (RollupOrder, Totals) {
+        let order = RollupOrder {
+            slot: row.slot,
+            product: row.product,
+            type_: row.type_,
+            subaccount: row.subaccount,
+            country: row.country,
+            direction: row.direction,
+            code: row.code,
+        };
+        (order, row.totals)
+    }
+
+    fn into_row(self, account: &str, totals: Totals) -> RollupRow {
+        RollupRow {
+            auth_id: account.to_owned(),
+            subaccount: self.subaccount,
+            slot: self.slot,
+            product: self.product,
+            type_: self.type_,
+            country: self.country,
+            direction: self.direction,
+            code: self.code,
+            totals,
+        }
+    }
+}
+
+/// A file-name-safe folder for an account: a readable prefix and a hash
+/// (ids may hold any character but control characters).
+fn account_folder(account: &str) -> String {
+    let readable: String =
+        account.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(40).collect();
+    let hash = xxhash_rust::xxh3::xxh3_64(account.as_bytes());
+    format!("{readable}-{hash:016x}")
+}

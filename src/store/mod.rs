@@ -1,0 +1,319 @@
+//! The ingested store: records checked and deduplicated once, kept as
+//! Parquet, with 15-minute rollups that every report is answered from.
+//!
+//! Layout of `STORE/` (every path below is relative to it):
+//!
+//! ```text
+//! manifest.json                       the one published pointer (see below)
+//! accounts/<ingest>.csv               accounts.csv as of an ingest
+//! records/<kind>/<ingest>-<n>.parquet normalized records, contract columns in
+//!                                     natural types (timestamp ns UTC,
+//!                                     DECIMAL(38,9) money), plus source_file
+//!                                     and source_line for audit
+//! index/<kind>/<ingest>.parquet       dedup index: record_id hash -> content
+//!                                     hash and place (source, line)
+//! rollups/<account>/<ingest>.parquet  one file per account: every rollup row
+//!                                     of the account, sorted by slot
+//! rejected/<ingest>.csv               rows set aside by an ingest
+//! ```
+//!
+//! Published files are never modified. An ingest writes new files, then
+//! publishes them by writing `manifest.json.tmp-<ingest>` and renaming it over
+//! `manifest.json` (atomic on POSIX file systems). Readers read the manifest
+//! once and only open files it lists, so a crash or a kill at any point
+//! leaves the previous generation answering; files of an unpublished ingest
+//! are orphans that the next ingest ignores (and may overwrite).
+//!
+//! Rollups are keyed by (auth_id, subaccount, slot, product, type, country,
+//! direction, error_code, hangup_cause), slot = the 15-minute UTC slot start,
+//! with integer counts and DECIMAL(38,9) sums; charges are product `other`
+//! with their description as type. Every time zone in use today has an
+//! offset that is a multiple of 15 minutes, so every report bucket is a
+//! union of slots; when a request's buckets are not (a historical offset),
+//! it is answered from the stored records instead ([`Store::aggregate`]).
+
+pub mod ingest;
+mod parquet_io;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use crate::aggregate::{self, Aggregate, Dimensions, GroupKey, OnBadRow, Selector, Tally, Totals};
+use crate::error::{Error, Result};
+use crate::records::accounts::Accounts;
+use crate::records::files::{Format, InputFile, Inventory};
+use crate::records::Kind;
+
+pub use ingest::{ingest, IngestOptions, IngestReport};
+
+/// The slot width of rollups, in seconds.
+pub const SLOT_SECONDS: i64 = 900;
+
+/// The manifest's file name.
+pub const MANIFEST: &str = "manifest.json";
+
+/// The version of the layout this code writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The published state of a store: every file of the current generation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Layout version ([`FORMAT_VERSION`]).
+    pub format: u32,
+    /// Number of ingests published so far.
+    pub generation: u64,
+    /// The accounts file, when an ingest found one.
+    pub accounts_csv: Option<String>,
+    /// Input files of every published ingest, as named in messages; the
+    /// dedup index refers to them by position.
+    pub sources: Vec<String>,
+    /// Files and counts per record kind, by kind name.
+    pub kinds: BTreeMap<String, KindFiles>,
+    /// The rollup file of each account.
+    pub rollups: BTreeMap<String, String>,
+    /// What each published ingest did, oldest first.
+    pub ingests: Vec<IngestLog>,
+}
+
+/// The files of one record kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindFiles {
+    /// Normalized record files.
+    pub records: Vec<String>,
+    /// Dedup index files.
+    pub index: Vec<String>,
+    /// Records stored.
+    pub count: u64,
+    /// Sum of their amounts, exact.
+    pub amount: String,
+}
+
+/// One published ingest.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngestLog {
+    /// The ingest's id (also in its file names).
+    pub id: String,
+    /// Input files read.
+    pub files: u64,
+    /// Rows read, used, set aside and duplicates, over every kind.
+    pub read: u64,
+    /// Rows stored.
+    pub used: u64,
+    /// Rows set aside.
+    pub set_aside: u64,
+    /// Rows that repeat a stored or earlier row.
+    pub duplicates: u64,
+    /// The rejected-rows file, when rows were set aside.
+    pub rejected: Option<String>,
+}
+
+impl Manifest {
+    /// Reads `STORE/manifest.json`; `None` when the store has none yet.
+    pub fn read(store: &Path) -> Result<Option<Manifest>> {
+        let path = store.join(MANIFEST);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let manifest: Manifest =
+            serde_json::from_slice(&bytes).map_err(|e| Error::io(&path, format!("not a store manifest: {e}")))?;
+        if manifest.format != FORMAT_VERSION {
+            return Err(Error::io(
+                &path,
+                format!("store format {} is not supported (this build reads {FORMAT_VERSION})", manifest.format),
+            ));
+        }
+        Ok(Some(manifest))
+    }
+
+    /// Publishes this manifest atomically: a temporary file, synced, renamed
+    /// over `manifest.json`, then the directory synced.
+    pub fn publish(&self, store: &Path, ingest_id: &str) -> Result<()> {
+        let text =
+            serde_json::to_vec_pretty(self).map_err(|e| Error::Internal(format!("cannot write manifest: {e}")))?;
+        let temporary = store.join(format!("{MANIFEST}.tmp-{ingest_id}"));
+        write_synced(&temporary, &text)?;
+        let path = store.join(MANIFEST);
+        std::fs::rename(&temporary, &path).map_err(|e| Error::io(&path, e))?;
+        sync_dir(store)
+    }
+
+    /// The files of `kind` (empty when none are stored).
+    pub fn kind(&self, kind: Kind) -> KindFiles {
+        self.kinds.get(kind.name()).cloned().unwrap_or_default()
+    }
+}
+
+/// Writes `bytes` to `path` and syncs the file to disk.
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    file.write_all(bytes).map_err(|e| Error::io(path, e))?;
+    file.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// Syncs a directory, so that a rename in it is durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    match std::fs::File::open(dir) {
+        Ok(handle) => handle.sync_all().map_err(|e| Error::io(dir, e)),
+        Err(e) => Err(Error::io(dir, e)),
+    }
+}
+
+/// A store opened for reading: its manifest, read once.
+#[derive(Clone, Debug)]
+pub struct Store {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// The generation this handle answers from.
+    pub manifest: Manifest,
+}
+
+impl Store {
+    /// Opens a store written by [`ingest`].
+    pub fn open(dir: &Path) -> Result<Store> {
+        match Manifest::read(dir)? {
+            Some(manifest) => Ok(Store { dir: dir.to_owned(), manifest }),
+            None => Err(Error::io(dir, format!("not a telemeter store (no {MANIFEST}; run `telemeter ingest` first)"))),
+        }
+    }
+
+    /// The accounts copied in by the latest ingest.
+    pub fn accounts(&self) -> Result<Accounts> {
+        match &self.manifest.accounts_csv {
+            Some(name) => {
+                let path = self.dir.join(name);
+                let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+                Accounts::parse(&bytes, "accounts.csv")
+            }
+            None => Ok(Accounts::default()),
+        }
+    }
+
+    /// The stored record files, as an inventory the raw engine can read.
+    pub fn record_files(&self) -> Result<Inventory> {
+        let mut inventory = Inventory::default();
+        for kind in Kind::ALL {
+            for name in self.manifest.kind(kind).records {
+                let path = self.dir.join(&name);
+                let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+                inventory.files.push(InputFile { kind, path, name, format: Format::Parquet, size });
+            }
+        }
+        Ok(inventory)
+    }
+
+    /// What `selector` keeps, summed: from the rollups when every bucket of
+    /// the selector is a union of 15-minute slots, otherwise from the stored
+    /// records. Tallies count stored records (read = used; `selected` = the
+    /// records behind the kept groups); the inventory is empty (no input
+    /// files are read).
+    pub fn aggregate(&self, selector: &Selector) -> Result<Aggregate> {
+        if !slots_fit(selector) {
+            return aggregate::aggregate_files(self.record_files()?, selector, OnBadRow::Fail);
+        }
+        let mut groups: FxHashMap<GroupKey, Totals> = FxHashMap::default();
+        let mut selected: BTreeMap<Kind, u64> = BTreeMap::new();
+        for (account, file) in &self.manifest.rollups {
+            if !selector.accounts.contains(account) {
+                continue;
+            }
+            let Some(buckets) = selector.bucketing.of(account) else { continue };
+            let rows = parquet_io::read_rollups(&self.dir.join(file))?;
+            for row in &rows {
+                let dimensions = Dimensions {
+                    auth_id: &row.auth_id,
+                    product: row.product,
+                    subaccount: &row.subaccount,
+                    country: row.country,
+                    direction: row.direction,
+                    code: &row.code,
+                };
+                if !selector.keeps(&dimensions) {
+                    continue;
+                }
+                let Some(bucket) = buckets.index(row.slot) else { continue };
+                *selected.entry(kind_of(row.product)).or_default() += row.totals.records;
+                let key = GroupKey::new(&dimensions, &row.type_, bucket);
+                match groups.get_mut(&key) {
+                    Some(existing) => {
+                        *existing = existing
+                            .checked_add(&row.totals)
+                            .ok_or_else(|| Error::Internal(format!("sum overflow in group {key:?}")))?;
+                    }
+                    None => {
+                        groups.insert(key, row.totals);
+                    }
+                }
+            }
+        }
+        let mut result = Aggregate { groups: groups.into_iter().collect(), ..Aggregate::default() };
+        for kind in Kind::ALL {
+            let count = self.manifest.kind(kind).count;
+            let tally = Tally {
+                read: count,
+                used: count,
+                set_aside: 0,
+                duplicates: 0,
+                selected: selected.get(&kind).copied().unwrap_or(0),
+            };
+            result.tallies.insert(kind, tally);
+        }
+        Ok(result)
+    }
+}
+
+/// The record kind a product's rows come from.
+fn kind_of(product: crate::records::Product) -> Kind {
+    use crate::records::Product;
+    match product {
+        Product::Message => Kind::Messages,
+        Product::Transcription => Kind::Transcriptions,
+        Product::Voice | Product::Zentrunk => Kind::Calls,
+        Product::Other => Kind::Charges,
+    }
+}
+
+/// Whether every bucket boundary of the selector falls on a slot boundary,
+/// so that each slot lies inside one bucket (or outside the window).
+fn slots_fit(selector: &Selector) -> bool {
+    let bucketing = &selector.bucketing;
+    bucketing.default.iter().chain(bucketing.by_account.values()).all(|buckets| {
+        (0..buckets.len() as u32).all(|i| {
+            let (start, end) = buckets.span(i);
+            start.rem_euclid(SLOT_SECONDS) == 0 && end.rem_euclid(SLOT_SECONDS) == 0
+        })
+    })
+}
+
+/// The 15-minute slot that holds `secs`.
+pub fn slot_of(secs: i64) -> i64 {
+    secs - secs.rem_euclid(SLOT_SECONDS)
+}
+
+/// One stored rollup row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RollupRow {
+    /// Parent account.
+    pub auth_id: String,
+    /// Subaccount, empty for parent-level usage (and charges).
+    pub subaccount: String,
+    /// Slot start, UTC seconds.
+    pub slot: i64,
+    /// Product (`Other` for charges).
+    pub product: crate::records::Product,
+    /// Sub-type, or a charge's description.
+    pub type_: String,
+    /// Country, `None` when empty.
+    pub country: Option<crate::records::Country>,
+    /// Direction, for products that have one.
+    pub direction: Option<crate::records::Direction>,
+    /// Error code (messages) or hangup cause (calls); empty otherwise.
+    pub code: String,
+    /// Summed values.
+    pub totals: Totals,
+}
