@@ -18,6 +18,8 @@
 //!   answers from the rollups.
 //! - [`report`]: `build` a [`report::Summary`] and cut it into API pages.
 //! - [`labels`]: `error_reason` labels.
+//! - [`resources`]: SIP endpoints, registrations and recordings in SQLite.
+//! - [`server`]: the HTTP API over the same `build` and the resources.
 //! - [`cli`]: the subcommands (the binary is a thin wrapper).
 #![deny(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 #![warn(missing_docs)]
@@ -31,6 +33,8 @@ pub mod money;
 pub mod query;
 pub mod records;
 pub mod report;
+pub mod resources;
+pub mod server;
 pub mod store;
 pub mod time;
 pub mod token;

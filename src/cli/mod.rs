@@ -4,6 +4,8 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod ingest;
+pub mod loadtest;
+pub mod serve;
 pub mod summary;
 
 use std::io::Write;
@@ -31,6 +33,11 @@ pub struct Cli {
 pub enum Command {
     /// Print the Usage Summary of one account, as the API returns it.
     Summary(summary::Args),
+    /// Serve the HTTP API (usage summary, endpoints, recordings).
+    Serve(serve::Args),
+    /// Load-test a running server on loopback (bounded; see docs/server.md).
+    #[command(hide = true)]
+    Loadtest(loadtest::Args),
     /// Check and deduplicate a data directory into a store (rollups and records).
     Ingest(ingest::Args),
 }
@@ -46,6 +53,8 @@ pub fn main() -> ExitCode {
     }
     let outcome = match cli.command {
         Command::Summary(args) => summary::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Loadtest(args) => loadtest::run(args),
         Command::Ingest(args) => ingest::run(args),
     };
     match outcome {

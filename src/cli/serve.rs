@@ -1,0 +1,151 @@
+//! `telemeter serve`: the HTTP API on a socket, until SIGTERM or ctrl-c.
+//!
+//! With `--store STORE` the usage summary reads the store's rollups and the
+//! resources come from `STORE/resources.sqlite` (written by `ingest`). With
+//! `--data DIR` the usage summary reads the raw files and the resources are
+//! loaded from DIR into `--db` (default: a file under the state directory,
+//! never inside DIR) at startup.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use chrono::{DateTime, Utc};
+
+use crate::dataset::Dataset;
+use crate::resources::{self, Store};
+use crate::server::auth::Credentials;
+use crate::server::rate::{RateLimiter, SystemClock};
+use crate::server::{self, Server, DEFAULT_SIP_DOMAIN, RATE_LIMIT, RATE_WINDOW};
+
+/// Arguments of `serve`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["data", "store"])))]
+pub struct Args {
+    /// A store written by `telemeter ingest` (rollups + resources.sqlite).
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// A raw data directory (small data sets): records are read per request.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// With --data: the SQLite file the resources are loaded into (default:
+    /// $TELEMETER_STATE_DIR, else $XDG_STATE_HOME/telemeter, else
+    /// ~/.local/state/telemeter, then resources-<hash of DIR>.sqlite).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Address to listen on (port 0 picks a free port; the log says which).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Domain of the endpoints' `sip_uri`.
+    #[arg(long, default_value = DEFAULT_SIP_DOMAIN)]
+    pub sip_domain: String,
+    /// Take the client address from this header (right-most entry), e.g.
+    /// X-Forwarded-For; only behind a proxy that sets it.
+    #[arg(long)]
+    pub trust_proxy_header: Option<String>,
+    /// A fixed "now", RFC 3339 (tests); default: the clock.
+    #[arg(long, value_parser = super::parse_now)]
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// Runs `serve`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (dataset, db) = match (&args.store, &args.data) {
+        (Some(store), _) => {
+            let dataset = Dataset::open_store(store).context("cannot open the store")?;
+            (dataset, store.join("resources.sqlite"))
+        }
+        (None, Some(data)) => {
+            let dataset = Dataset::open(data).context("cannot open the data directory")?;
+            let db = match &args.db {
+                Some(db) => db.clone(),
+                None => default_db(data)?,
+            };
+            let stats = resources::load(data, &db).context("cannot load endpoints, registrations and recordings")?;
+            log(&serde_json::json!({
+                "event": "loaded", "db": db.display().to_string(), "endpoints": stats.endpoints,
+                "registrations": stats.registrations, "recordings": stats.recordings,
+                "deleted_skipped": stats.deleted_skipped,
+            }));
+            (dataset, db)
+        }
+        (None, None) => bail!("give --store or --data"),
+    };
+    let credentials = Credentials::from_accounts(&dataset.accounts).map_err(anyhow::Error::msg)?;
+    if credentials.n_with_tokens() == 0 {
+        log(
+            &serde_json::json!({"event": "warning", "message": "no account has an auth_token_sha256: every request will be refused with 401"}),
+        );
+    }
+    let resources = Store::open(&db).with_context(|| format!("cannot open {}", db.display()))?;
+    let server = Arc::new(Server {
+        dataset: Arc::new(dataset),
+        resources: Arc::new(resources),
+        credentials,
+        rate: RateLimiter::new(RATE_LIMIT, RATE_WINDOW, Arc::new(SystemClock::default())),
+        token_key: super::token_key(),
+        sip_domain: args.sip_domain,
+        trust_proxy_header: args.trust_proxy_header,
+        fixed_now: args.now,
+        log: Arc::new(|line: &str| eprintln!("{line}")),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start tokio")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let addr = listener.local_addr()?;
+        log(&serde_json::json!({"event": "listening", "addr": addr.to_string()}));
+        let app = server::app(server).into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("server failed")?;
+        log(&serde_json::json!({"event": "stopped"}));
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn log(value: &serde_json::Value) {
+    eprintln!("{value}");
+}
+
+/// Waits for ctrl-c or SIGTERM; in-flight requests then finish.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    log(&serde_json::json!({"event": "shutting down"}));
+}
+
+/// The default database of `--data DIR`: one file per data directory under
+/// the state directory.
+fn default_db(data: &Path) -> anyhow::Result<PathBuf> {
+    use sha2::Digest;
+    let state =
+        match (std::env::var_os("TELEMETER_STATE_DIR"), std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME")) {
+            (Some(dir), _, _) => PathBuf::from(dir),
+            (None, Some(xdg), _) => PathBuf::from(xdg).join("telemeter"),
+            (None, None, Some(home)) => PathBuf::from(home).join(".local/state/telemeter"),
+            (None, None, None) => bail!("no state directory: give --db PATH (or set TELEMETER_STATE_DIR)"),
+        };
+    let canonical = data.canonicalize().with_context(|| format!("cannot resolve {}", data.display()))?;
+    let hash = sha2::Sha256::digest(canonical.to_string_lossy().as_bytes());
+    let name: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(state.join(format!("resources-{name}.sqlite")))
+}

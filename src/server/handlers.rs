@@ -1,0 +1,185 @@
+//! The operations of api.md section 4, one function each.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+
+use super::error::ApiError;
+use super::{json_response, ApiId, Server};
+use crate::query::{UsageParams, UsageRequest};
+use crate::report;
+use crate::resources::wire::{EndpointBody, ListMeta, RecordingBody, RecordingItem, RecordingList};
+use crate::resources::ListQuery;
+
+/// The OpenAPI document, written by hand to match this module.
+const OPENAPI: &str = include_str!("openapi.json");
+
+type Peer = ConnectInfo<SocketAddr>;
+
+pub(super) async fn healthz() -> Response {
+    json_response(StatusCode::OK, r#"{"status":"ok"}"#.to_owned())
+}
+
+pub(super) async fn openapi() -> Response {
+    json_response(StatusCode::OK, OPENAPI.to_owned())
+}
+
+pub(super) async fn not_found() -> ApiError {
+    ApiError::not_found()
+}
+
+pub(super) async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+}
+
+fn path<T>(extracted: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    extracted.map(|Path(value)| value).map_err(|_| ApiError::not_found())
+}
+
+fn now_us(server: &Server) -> i64 {
+    server.now().timestamp_micros()
+}
+
+/// Runs `work` on the blocking pool; a panic or a cancelled task is a 502.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::upstream(format!("worker failed: {e}")))?
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ApiError> {
+    report::to_json(value, false).map_err(ApiError::from)
+}
+
+/// `GET /v1/Account/{auth_id}/UsageSummary/`
+pub(super) async fn usage_summary(
+    State(server): State<Arc<Server>>,
+    Extension(ApiId(api_id)): Extension<ApiId>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    auth_id: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let auth_id = path(auth_id)?;
+    server.authorize(&auth_id, &headers, peer)?;
+    if let Err(wait) = server.rate.admit(&auth_id) {
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        return Err(ApiError {
+            retry_after: Some(seconds.max(1)),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate limit exceeded: 20 requests per 60 seconds; retry later",
+            )
+        });
+    }
+    let params = UsageParams::parse_query(query.as_deref().unwrap_or(""))?;
+    let account_tz = server.dataset.accounts.get(&auth_id).and_then(|a| a.timezone);
+    let request = UsageRequest::resolve(&auth_id, params, server.now(), account_tz, &server.token_key)?;
+    let text = blocking(move || {
+        let summary = report::build(&server.dataset, &request)?;
+        let mut page = summary.requested_page(&server.token_key)?;
+        page.api_id = api_id;
+        to_json(&page)
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, text))
+}
+
+/// `GET /v1/Account/{auth_id}/Endpoint/{endpoint_id}/`
+pub(super) async fn endpoint(
+    State(server): State<Arc<Server>>,
+    Extension(ApiId(api_id)): Extension<ApiId>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    ids: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let (auth_id, endpoint_id) = path(ids)?;
+    server.authorize(&auth_id, &headers, peer)?;
+    let now = now_us(&server);
+    let text = blocking(move || {
+        let store = &server.resources;
+        let endpoint = store.endpoint(&auth_id, &endpoint_id)?.ok_or_else(ApiError::not_found)?;
+        let registration = store.active_registration(&endpoint_id, now)?;
+        to_json(&EndpointBody::new(&endpoint, registration.as_ref(), &api_id, &server.sip_domain))
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, text))
+}
+
+/// `GET /v1/Account/{auth_id}/Recording/{recording_id}/`
+pub(super) async fn recording(
+    State(server): State<Arc<Server>>,
+    Extension(ApiId(api_id)): Extension<ApiId>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    ids: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let (auth_id, recording_id) = path(ids)?;
+    server.authorize(&auth_id, &headers, peer)?;
+    let now = now_us(&server);
+    let text = blocking(move || {
+        let recording = server.resources.recording(&auth_id, &recording_id)?.ok_or_else(ApiError::not_found)?;
+        to_json(&RecordingBody::new(&recording, &api_id, now))
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, text))
+}
+
+/// `GET /v1/Account/{auth_id}/Recording/`
+pub(super) async fn list_recordings(
+    State(server): State<Arc<Server>>,
+    Extension(ApiId(api_id)): Extension<ApiId>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    auth_id: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let auth_id = path(auth_id)?;
+    server.authorize(&auth_id, &headers, peer)?;
+    let list = ListQuery::parse(query.as_deref().unwrap_or(""), now_us(&server))?;
+    let text = blocking(move || {
+        let (total, rows) = server.resources.list_recordings(&auth_id, &list)?;
+        let link = |offset: u64| {
+            let mut query = form_urlencoded::Serializer::new(String::new());
+            for (key, value) in &list.filters {
+                query.append_pair(key, value);
+            }
+            query.append_pair("limit", &list.limit.to_string());
+            query.append_pair("offset", &offset.to_string());
+            format!("/v1/Account/{auth_id}/Recording/?{}", query.finish())
+        };
+        let limit = u64::from(list.limit);
+        let meta = ListMeta {
+            limit: list.limit,
+            offset: list.offset,
+            total_count: total,
+            next: (list.offset.saturating_add(limit) < total).then(|| link(list.offset + limit)),
+            previous: (list.offset > 0).then(|| link(list.offset.saturating_sub(limit))),
+        };
+        to_json(&RecordingList { api_id: &api_id, meta, objects: rows.iter().map(RecordingItem::new).collect() })
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, text))
+}
+
+/// `DELETE /v1/Account/{auth_id}/Recording/{recording_id}/`
+pub(super) async fn delete_recording(
+    State(server): State<Arc<Server>>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    ids: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let (auth_id, recording_id) = path(ids)?;
+    server.authorize(&auth_id, &headers, peer)?;
+    let now = now_us(&server);
+    let deleted = blocking(move || Ok(server.resources.delete_recording(&auth_id, &recording_id, now)?)).await?;
+    if !deleted {
+        return Err(ApiError::not_found());
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

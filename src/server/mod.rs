@@ -1,0 +1,169 @@
+//! The HTTP API (api.md): usage summary, SIP endpoints and recordings, with
+//! Basic auth, IP allowlists and the usage summary's rate limit.
+//!
+//! [`app`] builds the router from a shared [`Server`], so that unit tests
+//! drive it without a socket and `telemeter serve` runs it on one. The
+//! usage summary goes through the same [`crate::query`] and
+//! [`crate::report::build`] as `telemeter summary`, on the blocking pool
+//! (never on the async threads); the resources come from SQLite
+//! ([`crate::resources::Store`]).
+//!
+//! Every response carries a fresh random `api_id` (UUID v4), made by the
+//! request middleware, which also writes every error body and one log line
+//! per request (method, path, status, latency, api_id; never a header).
+
+pub mod allowlist;
+pub mod auth;
+pub mod client;
+pub mod error;
+mod handlers;
+pub mod rate;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use chrono::{DateTime, Utc};
+
+use crate::dataset::Dataset;
+use crate::resources::Store;
+use crate::token::TokenKey;
+use auth::{Credentials, Refusal};
+use error::{ApiError, PendingError};
+use rate::RateLimiter;
+
+/// Usage summary requests per account per window.
+pub const RATE_LIMIT: usize = 20;
+/// The rate limit's window.
+pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+/// The SIP domain of `sip_uri` when none is configured.
+pub const DEFAULT_SIP_DOMAIN: &str = "sip.telemeter.local";
+
+/// Where log lines go (stderr in `telemeter serve`).
+pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Everything a request is answered from, shared by every worker.
+pub struct Server {
+    /// Usage records and accounts.
+    pub dataset: Arc<Dataset>,
+    /// Endpoints, registrations and recordings.
+    pub resources: Arc<Store>,
+    /// Account credentials and allowlists.
+    pub credentials: Credentials,
+    /// The usage summary's limiter.
+    pub rate: RateLimiter,
+    /// Page-token key (the same as `summary`'s).
+    pub token_key: TokenKey,
+    /// Domain of `sip_uri`.
+    pub sip_domain: String,
+    /// Header naming the client address (set behind a trusted proxy).
+    pub trust_proxy_header: Option<String>,
+    /// A fixed "now" (tests); `None` reads the clock.
+    pub fixed_now: Option<DateTime<Utc>>,
+    /// The request log.
+    pub log: LogSink,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("dataset", &self.dataset.dir).field("sip_domain", &self.sip_domain).finish()
+    }
+}
+
+impl Server {
+    /// Now: the fixed instant, or the clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.fixed_now.unwrap_or_else(Utc::now)
+    }
+
+    /// The client's address: the socket peer, or the right-most entry of
+    /// the trusted proxy header (the address the proxy itself saw). `None`
+    /// when the header is present but unreadable.
+    pub fn client_ip(&self, headers: &HeaderMap, peer: SocketAddr) -> Option<IpAddr> {
+        let Some(name) = &self.trust_proxy_header else { return Some(peer.ip()) };
+        let values: Vec<&HeaderValue> = headers.get_all(name.as_str()).iter().collect();
+        let Some(last) = values.last() else { return Some(peer.ip()) };
+        let text = last.to_str().ok()?;
+        let entry = text.rsplit(',').next()?.trim();
+        entry.parse::<IpAddr>().ok().or_else(|| entry.parse::<SocketAddr>().ok().map(|s| s.ip()))
+    }
+
+    /// 401/403 unless the request may act for `auth_id`.
+    pub fn authorize(&self, auth_id: &str, headers: &HeaderMap, peer: SocketAddr) -> Result<(), ApiError> {
+        let authorization = headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes);
+        match self.credentials.check(auth_id, authorization, self.client_ip(headers, peer)) {
+            Ok(()) => Ok(()),
+            Err(Refusal::Unauthorized) => Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid auth ID or auth token")),
+            Err(Refusal::Forbidden) => {
+                Err(ApiError::new(StatusCode::FORBIDDEN, "request from an IP address that is not allowed"))
+            }
+        }
+    }
+}
+
+/// The request identifier of one request.
+#[derive(Clone, Debug)]
+pub struct ApiId(pub String);
+
+/// The router of the whole API over `server`.
+pub fn app(server: Arc<Server>) -> Router {
+    let account = "/v1/Account/{auth_id}";
+    let mut router =
+        Router::new().route("/healthz", get(handlers::healthz)).route("/openapi.json", get(handlers::openapi));
+    let routes = [
+        (format!("{account}/UsageSummary"), get(handlers::usage_summary)),
+        (format!("{account}/Endpoint/{{endpoint_id}}"), get(handlers::endpoint)),
+        (format!("{account}/Recording"), get(handlers::list_recordings)),
+        (format!("{account}/Recording/{{recording_id}}"), get(handlers::recording).delete(handlers::delete_recording)),
+    ];
+    for (path, route) in routes {
+        router = router.route(&format!("{path}/"), route.clone()).route(&path, route);
+    }
+    router
+        .fallback(handlers::not_found)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .layer(middleware::from_fn_with_state(server.clone(), requests))
+        .with_state(server)
+}
+
+/// Gives the request its `api_id`, writes error bodies, logs the request.
+async fn requests(State(server): State<Arc<Server>>, mut request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let api_id = uuid::Uuid::new_v4().to_string();
+    request.extensions_mut().insert(ApiId(api_id.clone()));
+    let method = request.method().to_string();
+    let path = request.uri().path().to_owned();
+    let mut response = next.run(request).await;
+    let mut detail = None;
+    if let Some(pending) = response.extensions_mut().remove::<PendingError>() {
+        detail = pending.detail;
+        let body = serde_json::json!({ "api_id": api_id, "error": pending.message });
+        let (parts, _) = response.into_parts();
+        response = Response::from_parts(parts, Body::from(body.to_string()));
+    }
+    let mut line = serde_json::json!({
+        "time": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "method": method,
+        "path": path,
+        "status": response.status().as_u16(),
+        "latency_ms": (started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0,
+        "api_id": api_id,
+    });
+    if let (Some(detail), Some(map)) = (detail, line.as_object_mut()) {
+        map.insert("error".to_owned(), serde_json::Value::String(detail));
+    }
+    (server.log)(&line.to_string());
+    response
+}
+
+/// A JSON body with status 200.
+fn json_response(status: StatusCode, text: String) -> Response {
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], text).into_response()
+}
