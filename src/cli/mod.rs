@@ -5,6 +5,7 @@
 
 pub mod ingest;
 pub mod loadtest;
+pub mod report;
 pub mod serve;
 pub mod summary;
 
@@ -40,6 +41,8 @@ pub enum Command {
     Loadtest(loadtest::Args),
     /// Check and deduplicate a data directory into a store (rollups and records).
     Ingest(ingest::Args),
+    /// Write every account's report (JSON pages, CSV, HTML) to a folder.
+    Report(report::Args),
 }
 
 /// Runs the command line; the process exit code.
@@ -56,6 +59,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Loadtest(args) => loadtest::run(args),
         Command::Ingest(args) => ingest::run(args),
+        Command::Report(args) => report::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -6,6 +6,9 @@
 //! [`build_many`] for several accounts in one pass) and [`Summary::page`],
 //! so they answer with the same bytes.
 
+pub mod batch;
+pub mod csv_out;
+pub mod html;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,3 +2,5 @@
 
 mod differential;
 mod generate;
+mod report;
+mod timezones;

@@ -1,0 +1,240 @@
+//! `telemeter report`: the nightly job. Every account's report (JSON pages,
+//! CSV, HTML) from one pass over the data, written atomically to a folder,
+//! with progress on stderr.
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::aggregate::{AccountScope, OnBadRow};
+use crate::dataset::Dataset;
+use crate::query::UsageParams;
+use crate::report::batch::{self, Progress, ReportRequest};
+use crate::Error;
+
+/// Arguments of `report`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The data directory (records.md).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// The output folder; replaced as a whole when the run succeeds.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// `all`, or a comma-separated list of account ids.
+    #[arg(long, default_value = "all")]
+    pub accounts: String,
+    /// The usage summary query string applied to every account (no page_token).
+    #[arg(long, default_value = "")]
+    pub query: String,
+    /// "Now" for the date defaults, RFC 3339 (default: the clock).
+    #[arg(long, value_parser = super::parse_now)]
+    pub now: Option<DateTime<Utc>>,
+    /// What to do with a row that breaks the records contract.
+    #[arg(long, value_enum, default_value = "fail")]
+    pub on_bad_row: BadRowArg,
+    /// Print nothing but errors.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `--on-bad-row`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BadRowArg {
+    /// Stop with an error naming the row.
+    Fail,
+    /// Write it to rejected.csv and go on.
+    SetAside,
+}
+
+/// Runs `report`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let key = super::token_key();
+    let params = match UsageParams::parse_query(&args.query) {
+        Ok(params) => params,
+        Err(bad) => return bad_request(&bad.message),
+    };
+    if params.page_token.is_some() {
+        return bad_request("invalid page_token: report writes every page; leave page_token out of --query");
+    }
+    let accounts = match parse_accounts(&args.accounts) {
+        Ok(accounts) => accounts,
+        Err(message) => return bad_request(&message),
+    };
+    let dataset = Dataset::open(&args.data).context("cannot open the data set")?;
+    let request = ReportRequest {
+        params: &params,
+        query: &args.query,
+        accounts: &accounts,
+        now: args.now.unwrap_or_else(Utc::now),
+        now_given: args.now.is_some(),
+        on_bad_row: match args.on_bad_row {
+            BadRowArg::Fail => OnBadRow::Fail,
+            BadRowArg::SetAside => OnBadRow::SetAside,
+        },
+    };
+    let display = Display::new(args.quiet);
+    let outcome = batch::write_reports(&dataset, &request, &key, &args.out, &|p| display.show(p));
+    display.finish();
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(Error::BadRequest(bad)) => return bad_request(&bad.message),
+        Err(error) => return Err(error).context(format!("no report written to {}", args.out.display())),
+    };
+    if !args.quiet {
+        let spend: Vec<String> =
+            outcome.spend.iter().map(|(currency, amount)| format!("{currency} {amount}")).collect();
+        let spend = if spend.is_empty() { "0".to_owned() } else { spend.join(", ") };
+        let set_aside = match outcome.counts.set_aside {
+            0 => String::new(),
+            n => format!(", {n} set aside (rejected.csv)"),
+        };
+        eprintln!(
+            "report: {} accounts, {} usage rows from {} records used of {} read{set_aside}, spend {spend}, {:.2} s -> {}",
+            outcome.accounts,
+            outcome.usage_rows,
+            outcome.counts.used,
+            outcome.counts.read,
+            started.elapsed().as_secs_f64(),
+            args.out.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_accounts(text: &str) -> Result<AccountScope, String> {
+    if text == "all" {
+        return Ok(AccountScope::All);
+    }
+    let ids: BTreeSet<String> = text.split(',').map(str::to_owned).collect();
+    if ids.iter().any(String::is_empty) {
+        return Err(format!("invalid --accounts '{text}': expected all or a comma-separated list of account ids"));
+    }
+    Ok(AccountScope::Some(ids))
+}
+
+fn bad_request(message: &str) -> anyhow::Result<ExitCode> {
+    eprintln!("error: {message}");
+    Ok(ExitCode::from(2))
+}
+
+/// How progress is shown: a bar on a terminal, plain lines otherwise,
+/// nothing with `--quiet`.
+enum Display {
+    Quiet,
+    Bar(Mutex<Option<ProgressBar>>),
+    Lines(Mutex<LineState>),
+}
+
+struct LineState {
+    started: Instant,
+    last: Instant,
+    writing_since: Instant,
+}
+
+/// Seconds between two plain progress lines.
+const LINE_EVERY: Duration = Duration::from_secs(2);
+
+impl Display {
+    fn new(quiet: bool) -> Display {
+        if quiet {
+            Display::Quiet
+        } else if std::io::stderr().is_terminal() {
+            Display::Bar(Mutex::new(None))
+        } else {
+            let now = Instant::now();
+            Display::Lines(Mutex::new(LineState { started: now, last: now, writing_since: now }))
+        }
+    }
+
+    fn show(&self, progress: Progress) {
+        match self {
+            Display::Quiet => {}
+            Display::Bar(bar) => {
+                let Ok(mut bar) = bar.lock() else { return };
+                show_bar(&mut bar, progress);
+            }
+            Display::Lines(state) => {
+                let Ok(mut state) = state.lock() else { return };
+                show_line(&mut state, progress);
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Display::Bar(bar) = self {
+            if let Ok(mut bar) = bar.lock() {
+                if let Some(bar) = bar.take() {
+                    bar.finish_and_clear();
+                }
+            }
+        }
+    }
+}
+
+fn show_bar(bar: &mut Option<ProgressBar>, progress: Progress) {
+    match progress {
+        Progress::Reading { files, bytes } => {
+            let spinner = ProgressBar::new_spinner();
+            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} [{elapsed}]") {
+                spinner.set_style(style);
+            }
+            spinner.set_message(format!("reading {files} files ({})", indicatif::HumanBytes(bytes)));
+            spinner.enable_steady_tick(Duration::from_millis(120));
+            *bar = Some(spinner);
+        }
+        Progress::Writing { rows_read, accounts } => {
+            if let Some(spinner) = bar.take() {
+                spinner.finish_and_clear();
+            }
+            let writing = ProgressBar::new(accounts as u64);
+            let template = "{spinner} writing accounts [{bar:30.cyan/blue}] {pos}/{len} {per_sec} ETA {eta} ({msg})";
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                writing.set_style(style.progress_chars("=> "));
+            }
+            writing.set_message(format!("{rows_read} rows read"));
+            writing.enable_steady_tick(Duration::from_millis(120));
+            *bar = Some(writing);
+        }
+        Progress::AccountDone { done, .. } => {
+            if let Some(bar) = bar {
+                bar.set_position(done as u64);
+            }
+        }
+    }
+}
+
+fn show_line(state: &mut LineState, progress: Progress) {
+    let now = Instant::now();
+    match progress {
+        Progress::Reading { files, bytes } => {
+            eprintln!("report: reading {files} files ({})", indicatif::HumanBytes(bytes));
+        }
+        Progress::Writing { rows_read, accounts } => {
+            eprintln!(
+                "report: read {rows_read} rows in {:.1} s; writing {accounts} accounts",
+                state.started.elapsed().as_secs_f64()
+            );
+            state.writing_since = now;
+            state.last = now;
+        }
+        Progress::AccountDone { done, total } => {
+            if done < total && now.duration_since(state.last) < LINE_EVERY {
+                return;
+            }
+            state.last = now;
+            let seconds = now.duration_since(state.writing_since).as_secs_f64().max(1e-9);
+            let rate = done as f64 / seconds;
+            let eta = (total - done) as f64 / rate.max(1e-9);
+            eprintln!("report: {done}/{total} accounts written ({rate:.1}/s, ETA {eta:.0} s)");
+        }
+    }
+}

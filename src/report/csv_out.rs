@@ -1,0 +1,178 @@
+//! Spreadsheet output of a report: `usage.csv`, `other_charges.csv` and
+//! `rejected.csv`.
+//!
+//! The usage and charge files are written from the same wire items as the
+//! JSON pages, so every cell is the exact text of the JSON value (no number
+//! is reformatted). Fields the JSON omits are empty cells; the header uses
+//! the api.md field names in the api.md order.
+
+use crate::error::{BadRecord, Error, Result};
+use crate::report::wire::{ChargeItem, UsageItem};
+
+/// Columns of `usage.csv`: the usage item fields of api.md section 2.3.
+pub const USAGE_COLUMNS: [&str; 14] = [
+    "from_date",
+    "to_date",
+    "product",
+    "type",
+    "subaccount_auth",
+    "country",
+    "direction",
+    "total_units",
+    "duration_seconds",
+    "total_amount",
+    "surcharge",
+    "error_code",
+    "hangup_cause",
+    "error_reason",
+];
+
+/// Columns of `other_charges.csv`: the other_charges item fields.
+pub const CHARGE_COLUMNS: [&str; 5] = ["from_date", "to_date", "description", "total_units", "total_amount"];
+
+/// Columns of `rejected.csv`.
+pub const REJECT_COLUMNS: [&str; 5] = ["file", "line", "column", "value", "reason"];
+
+/// `usage.csv`: one header, then one line per usage row.
+pub fn usage_csv<'a>(items: impl IntoIterator<Item = &'a UsageItem<'a>>) -> Result<Vec<u8>> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    write(&mut writer, USAGE_COLUMNS)?;
+    for item in items {
+        let text = |d: Option<crate::report::wire::Decimal>| d.map(|d| d.0.to_json_number()).unwrap_or_default();
+        let record = [
+            item.from_date.clone(),
+            item.to_date.clone(),
+            item.product.to_owned(),
+            item.type_.to_owned(),
+            item.subaccount_auth.unwrap_or_default().to_owned(),
+            item.country.unwrap_or_default().to_owned(),
+            item.direction.unwrap_or_default().to_owned(),
+            item.total_units.to_string(),
+            text(item.duration_seconds),
+            item.total_amount.0.to_json_number(),
+            text(item.surcharge),
+            item.error_code.unwrap_or_default().to_owned(),
+            item.hangup_cause.unwrap_or_default().to_owned(),
+            item.error_reason.unwrap_or_default().to_owned(),
+        ];
+        write(&mut writer, record)?;
+    }
+    finish(writer)
+}
+
+/// `other_charges.csv`: one header, then one line per item (only the header
+/// when the request does not return other charges).
+pub fn charges_csv<'a>(items: impl IntoIterator<Item = &'a ChargeItem<'a>>) -> Result<Vec<u8>> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    write(&mut writer, CHARGE_COLUMNS)?;
+    for item in items {
+        let record = [
+            item.from_date.clone(),
+            item.to_date.clone(),
+            item.description.to_owned(),
+            item.total_units.to_string(),
+            item.total_amount.0.to_json_number(),
+        ];
+        write(&mut writer, record)?;
+    }
+    finish(writer)
+}
+
+/// `rejected.csv`: every row set aside, in file order. `line` is the CSV
+/// line (the header is line 1) or the Parquet row.
+pub fn rejected_csv(rejects: &[BadRecord]) -> Result<Vec<u8>> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    write(&mut writer, REJECT_COLUMNS)?;
+    for bad in rejects {
+        let record = [
+            bad.location.file.clone(),
+            bad.location.line.to_string(),
+            bad.column.clone(),
+            bad.value.clone(),
+            bad.reason.clone(),
+        ];
+        write(&mut writer, record)?;
+    }
+    finish(writer)
+}
+
+fn write<I, T>(writer: &mut csv::Writer<Vec<u8>>, record: I) -> Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: AsRef<[u8]>,
+{
+    writer.write_record(record).map_err(|e| Error::Internal(format!("cannot write CSV: {e}")))
+}
+
+fn finish(writer: csv::Writer<Vec<u8>>) -> Result<Vec<u8>> {
+    writer.into_inner().map_err(|e| Error::Internal(format!("cannot write CSV: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Location;
+    use crate::money::Amount;
+    use crate::report::wire::Decimal;
+
+    fn amount(text: &str) -> Decimal {
+        Decimal(Amount::parse(text.as_bytes()).unwrap())
+    }
+
+    #[test]
+    fn omitted_fields_are_empty_cells_and_numbers_keep_their_json_text() {
+        let message = UsageItem {
+            from_date: "2026-11-20T00:00:00Z".into(),
+            to_date: "2026-11-21T00:00:00Z".into(),
+            product: "message",
+            type_: "sms",
+            subaccount_auth: None,
+            country: Some("US"),
+            direction: Some("outbound"),
+            total_units: 3,
+            duration_seconds: None,
+            total_amount: amount("0.0255"),
+            surcharge: amount("0").into(),
+            error_code: Some("30"),
+            hangup_cause: None,
+            error_reason: Some("Spam Detected"),
+        };
+        let transcription = UsageItem {
+            product: "transcription",
+            type_: "standard, \"quoted\"",
+            subaccount_auth: Some("SA1"),
+            country: None,
+            direction: None,
+            total_units: 1,
+            duration_seconds: Some(amount("12.500")),
+            total_amount: amount("3"),
+            surcharge: None,
+            error_code: None,
+            error_reason: None,
+            ..message
+        };
+        let text = String::from_utf8(usage_csv([&message, &transcription]).unwrap()).unwrap();
+        assert_eq!(
+            text,
+            "from_date,to_date,product,type,subaccount_auth,country,direction,total_units,duration_seconds,\
+             total_amount,surcharge,error_code,hangup_cause,error_reason\n\
+             2026-11-20T00:00:00Z,2026-11-21T00:00:00Z,message,sms,,US,outbound,3,,0.0255,0.0,30,,Spam Detected\n\
+             2026-11-20T00:00:00Z,2026-11-21T00:00:00Z,transcription,\"standard, \"\"quoted\"\"\",SA1,,,1,12.5,3.0,,,,\n"
+        );
+    }
+
+    #[test]
+    fn charges_and_rejects_have_their_headers_even_when_empty() {
+        assert_eq!(charges_csv([]).unwrap(), b"from_date,to_date,description,total_units,total_amount\n");
+        let bad = BadRecord {
+            location: Location { file: "calls/a.csv".into(), line: 7, is_row: false },
+            column: "amount".into(),
+            value: "1e3".into(),
+            reason: "is not a decimal".into(),
+        };
+        assert_eq!(
+            String::from_utf8(rejected_csv(&[bad]).unwrap()).unwrap(),
+            "file,line,column,value,reason\ncalls/a.csv,7,amount,1e3,is not a decimal\n"
+        );
+    }
+}

@@ -1,0 +1,761 @@
+//! `report.html` and `index.html`: one self-contained page per account (inline
+//! CSS and hand-written SVG; no script, no network), and an index linking them.
+//!
+//! Every number printed is the exact decimal of the JSON pages (amounts are
+//! summed as integers of nano-units and written with [`Amount`]'s `Display`,
+//! which is the JSON form). Floating point is used only for the geometry of
+//! bars, never for text.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::aggregate::{GroupKey, Totals};
+use crate::error::{Error, Result};
+use crate::labels;
+use crate::money::Amount;
+use crate::query::UsageParams;
+use crate::records::Product;
+use crate::report::wire::{ChargeItem, UsageItem};
+use crate::report::Summary;
+use crate::time::{format_instant, Granularity};
+
+/// What one account's page is drawn from.
+#[derive(Debug)]
+pub struct AccountPage<'a> {
+    /// The account's whole result.
+    pub summary: &'a Summary,
+    /// Every usage row, as the JSON pages carry them.
+    pub usage: &'a [&'a UsageItem<'a>],
+    /// Other charges as page 1 carries them, when returned.
+    pub charges: Option<&'a [ChargeItem<'a>]>,
+    /// The request's query string, as given.
+    pub query: &'a str,
+}
+
+/// One line of `index.html`.
+#[derive(Debug)]
+pub struct IndexEntry<'a> {
+    /// The account.
+    pub auth_id: &'a str,
+    /// Its folder, relative to the output directory.
+    pub dir: &'a str,
+    /// Its currency.
+    pub currency: &'a str,
+    /// Its time zone.
+    pub timezone: &'a str,
+    /// Window start and end, as in `meta`.
+    pub window: (String, String),
+    /// Usage rows.
+    pub rows: usize,
+    /// `meta.total_spend`.
+    pub total_spend: Amount,
+}
+
+/// Counts shown at the top of `index.html`.
+#[derive(Debug, Default)]
+pub struct IndexCounts {
+    /// Rows read.
+    pub read: u64,
+    /// Rows used.
+    pub used: u64,
+    /// Rows set aside.
+    pub set_aside: u64,
+    /// Duplicate rows.
+    pub duplicates: u64,
+}
+
+/// Product colours, in [`Product`] order (message, transcription, voice,
+/// zentrunk, other charges).
+const COLOURS: [&str; 5] = ["#3b6fb6", "#a86fb0", "#e8862e", "#4e9f5b", "#9a9a9a"];
+
+const CSS: &str = r#"
+:root{--ink:#1d2433;--muted:#5c677d;--line:#e3e7ee;--card:#fff;--bg:#f4f6fa;--accent:#3b6fb6}
+*{box-sizing:border-box}
+body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--ink);background:var(--bg)}
+main{max-width:1180px;margin:0 auto;padding:24px 20px 48px}
+header{margin-bottom:18px}
+h1{font-size:26px;margin:0 0 4px;word-break:break-all}
+h2{font-size:17px;margin:0 0 12px}
+.sub{color:var(--muted);font-size:14px}
+.sub code{font-size:13px;background:#e9edf4;padding:1px 5px;border-radius:4px;word-break:break-all}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(170px,1fr));gap:12px;margin:16px 0 20px}
+.card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:12px 14px}
+.card .k{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}
+.card .v{font-size:22px;font-weight:650;margin-top:2px;font-variant-numeric:tabular-nums;word-break:break-all}
+.card .v small{font-size:13px;font-weight:500;color:var(--muted)}
+.card.main{border-color:var(--accent);box-shadow:inset 4px 0 0 var(--accent)}
+section{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin:0 0 16px}
+.grid2{display:grid;grid-template-columns:1fr 1fr;gap:16px}
+.grid2>section{margin:0}
+.scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
+table{border-collapse:collapse;width:100%;font-size:13.5px}
+th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
+th{color:var(--muted);font-weight:600;font-size:12px;text-transform:uppercase;letter-spacing:.03em}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+tfoot td{font-weight:650;border-top:2px solid var(--ink);border-bottom:0}
+td.bar{width:30%;min-width:80px}
+.bar span{display:block;height:10px;border-radius:5px;background:var(--accent);min-width:2px}
+.label{color:var(--muted);white-space:normal;min-width:160px}
+.legend{display:flex;flex-wrap:wrap;gap:6px 16px;margin:0 0 8px;font-size:13px;color:var(--muted)}
+.legend i{display:inline-block;width:11px;height:11px;border-radius:3px;margin-right:5px;vertical-align:-1px}
+.empty{color:var(--muted);font-style:italic;margin:4px 0}
+svg{display:block;width:100%;height:auto}
+svg text{font:11px system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:#5c677d}
+.usage td{font-size:12.5px}
+a{color:var(--accent)}
+footer{color:var(--muted);font-size:12px;margin-top:20px}
+@media (max-width:760px){.grid2{grid-template-columns:1fr}main{padding:14px 10px 32px}section{padding:12px 10px}h1{font-size:21px}.card .v{font-size:19px}td.bar{min-width:50px}}
+"#;
+
+/// Appends formatted text to a `String` (which cannot fail).
+macro_rules! w {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = write!($out, $($arg)*);
+    }};
+}
+
+/// The page of one account.
+pub fn account_report(page: &AccountPage<'_>) -> Result<String> {
+    let summary = page.summary;
+    let request = &summary.request;
+    let tz = summary.buckets.tz();
+    let stats = Stats::of(summary)?;
+    let mut out = String::with_capacity(16 * 1024 + page.usage.len() * 400);
+    let title = format!("Usage report: {}", request.auth_id);
+    head(&mut out, &title);
+    w!(out, "<header><h1>{}</h1>", esc(&request.auth_id));
+    w!(
+        out,
+        "<div class=\"sub\">{} &rarr; {} &middot; {} &middot; by {}",
+        esc(&format_instant(request.window.start, tz)),
+        esc(&format_instant(request.window.end, tz)),
+        esc(tz.name()),
+        request.params.granularity.as_str()
+    );
+    if let Some(subaccount) = &request.params.subaccount_auth {
+        w!(out, " &middot; subaccount {}", esc(subaccount));
+    }
+    if !page.query.is_empty() {
+        w!(out, " &middot; query <code>{}</code>", esc(page.query));
+    }
+    out.push_str("</div></header>\n");
+
+    // Totals.
+    let currency = esc(&summary.currency);
+    out.push_str("<div class=\"cards\">");
+    card(&mut out, "main", "Total spend", &format!("{} <small>{currency}</small>", summary.total_spend));
+    card(&mut out, "", "Usage", &format!("{} <small>{currency}</small>", summary.usage_spend));
+    match &summary.charges {
+        Some(_) => card(&mut out, "", "Other charges", &format!("{} <small>{currency}</small>", stats.charge_spend)),
+        None => card(&mut out, "", "Other charges", "<small>not requested</small>"),
+    }
+    card(&mut out, "", "Usage rows", &page.usage.len().to_string());
+    card(&mut out, "", "Records", &stats.records.to_string());
+    card(&mut out, "", "Currency", &currency);
+    out.push_str("</div>\n");
+
+    spend_over_time(&mut out, summary, &stats)?;
+
+    out.push_str("<div class=\"grid2\">");
+    dimension_table(&mut out, "By country", "Country", &stats.by_country, &summary.currency);
+    dimension_table(&mut out, "By direction", "Direction", &stats.by_direction, &summary.currency);
+    out.push_str("</div>\n");
+    type_table(&mut out, &stats, &summary.currency);
+
+    out.push_str("<div class=\"grid2\">");
+    subaccount_table(&mut out, summary)?;
+    charges_table(&mut out, page.charges, summary.charges.is_some(), &stats, &summary.currency);
+    out.push_str("</div>\n");
+
+    out.push_str("<div class=\"grid2\">");
+    codes_table(&mut out, "Top message error codes", "Segments", &stats.error_codes, &summary.currency);
+    codes_table(&mut out, "Top hangup causes", "Calls", &stats.hangup_causes, &summary.currency);
+    out.push_str("</div>\n");
+
+    usage_table(&mut out, page.usage)?;
+    w!(
+        out,
+        "<footer>Generated by telemeter from the same data and request as the JSON pages in this folder; \
+         amounts are exact and in {currency}. <a href=\"../index.html\">All accounts</a></footer>\n"
+    );
+    out.push_str("</main></body></html>\n");
+    Ok(out)
+}
+
+/// `index.html`: every account with its total spend.
+pub fn index(entries: &[IndexEntry<'_>], params: &UsageParams, query: &str, counts: &IndexCounts) -> Result<String> {
+    let mut out = String::with_capacity(4096 + entries.len() * 300);
+    head(&mut out, "Usage reports");
+    out.push_str("<header><h1>Usage reports</h1><div class=\"sub\">");
+    w!(out, "{} accounts &middot; by {}", entries.len(), params.granularity.as_str());
+    if !query.is_empty() {
+        w!(out, " &middot; query <code>{}</code>", esc(query));
+    }
+    out.push_str("</div></header>\n<div class=\"cards\">");
+    let mut by_currency: BTreeMap<&str, i128> = BTreeMap::new();
+    for entry in entries {
+        add(by_currency.entry(entry.currency).or_default(), entry.total_spend.nanos())?;
+    }
+    for (currency, nanos) in &by_currency {
+        card(
+            &mut out,
+            "main",
+            "Total spend",
+            &format!("{} <small>{}</small>", Amount::from_nanos(*nanos), esc(currency)),
+        );
+    }
+    card(&mut out, "", "Rows read", &counts.read.to_string());
+    card(&mut out, "", "Used", &counts.used.to_string());
+    card(&mut out, "", "Set aside", &counts.set_aside.to_string());
+    card(&mut out, "", "Duplicates", &counts.duplicates.to_string());
+    out.push_str("</div>\n<section><h2>Accounts</h2><div class=\"scroll\"><table><thead><tr>");
+    out.push_str("<th>Account</th><th>Window</th><th>Time zone</th><th class=\"n\">Rows</th><th class=\"n\">Total spend</th><th>Currency</th></tr></thead><tbody>");
+    for entry in entries {
+        w!(
+            out,
+            "<tr><td><a href=\"{}/report.html\">{}</a></td><td>{} &rarr; {}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            esc(&href(entry.dir)),
+            esc(entry.auth_id),
+            esc(&entry.window.0),
+            esc(&entry.window.1),
+            esc(entry.timezone),
+            entry.rows,
+            entry.total_spend,
+            esc(entry.currency)
+        );
+    }
+    out.push_str("</tbody></table></div></section>\n");
+    out.push_str("<footer>Generated by telemeter. Every account folder holds the JSON pages, usage.csv, other_charges.csv and report.html; manifest.json lists the inputs and the reconciliation.</footer>\n");
+    out.push_str("</main></body></html>\n");
+    Ok(out)
+}
+
+/// Sums of one account's rows along the dimensions the page shows.
+#[derive(Debug, Default)]
+struct Stats {
+    records: u64,
+    charge_spend: Amount,
+    /// Per bucket, spend per product (index = `Product as usize`).
+    by_bucket: Vec<[i128; 5]>,
+    by_country: BTreeMap<String, Dim>,
+    by_direction: BTreeMap<String, Dim>,
+    by_type: BTreeMap<(Product, String), Dim>,
+    error_codes: BTreeMap<String, Dim>,
+    hangup_causes: BTreeMap<String, Dim>,
+}
+
+/// Units and money of one value of a dimension.
+#[derive(Debug, Default, Clone, Copy)]
+struct Dim {
+    segments: u128,
+    calls: u128,
+    units: u128,
+    duration: i128,
+    amount: i128,
+}
+
+impl Dim {
+    fn add(&mut self, product: Product, totals: &Totals) -> Result<()> {
+        let units = |a: &mut u128, b: u128| -> Result<()> {
+            *a = a.checked_add(b).ok_or_else(overflow)?;
+            Ok(())
+        };
+        match product {
+            Product::Message => units(&mut self.segments, totals.units)?,
+            Product::Voice | Product::Zentrunk => units(&mut self.calls, totals.units)?,
+            _ => {}
+        }
+        units(&mut self.units, totals.units)?;
+        add(&mut self.duration, totals.duration)?;
+        add(&mut self.amount, totals.amount)
+    }
+}
+
+impl Stats {
+    fn of(summary: &Summary) -> Result<Stats> {
+        let mut stats = Stats { by_bucket: vec![[0; 5]; summary.buckets.len()], ..Stats::default() };
+        let rows = summary.rows.iter().map(|r| (r, false));
+        let charges = summary.charges.iter().flatten().map(|r| (r, true));
+        for ((key, totals), is_charge) in rows.chain(charges) {
+            stats.records += totals.records;
+            if let Some(bucket) = stats.by_bucket.get_mut(key.bucket as usize) {
+                add(&mut bucket[key.product as usize], totals.amount)?;
+            }
+            if is_charge {
+                stats.charge_spend =
+                    stats.charge_spend.checked_add(Amount::from_nanos(totals.amount)).ok_or_else(overflow)?;
+                continue;
+            }
+            stats.add_row(key, totals)?;
+        }
+        Ok(stats)
+    }
+
+    fn add_row(&mut self, key: &GroupKey, totals: &Totals) -> Result<()> {
+        let product = key.product;
+        if product.has_country_and_direction() {
+            let country = key.country.as_ref().map_or("(none)", |c| c.as_str()).to_owned();
+            self.by_country.entry(country).or_default().add(product, totals)?;
+            let direction = key.direction.map_or("(none)", |d| d.as_str()).to_owned();
+            self.by_direction.entry(direction).or_default().add(product, totals)?;
+        }
+        self.by_type.entry((product, key.type_.clone())).or_default().add(product, totals)?;
+        if let Some(code) = key.code.as_deref().filter(|c| !c.is_empty()) {
+            let table = if product.has_error_code() { &mut self.error_codes } else { &mut self.hangup_causes };
+            table.entry(code.to_owned()).or_default().add(product, totals)?;
+        }
+        Ok(())
+    }
+}
+
+fn spend_over_time(out: &mut String, summary: &Summary, stats: &Stats) -> Result<()> {
+    out.push_str("<section><h2>Spend over time, by product</h2>");
+    let present: Vec<usize> = (0..5).filter(|p| stats.by_bucket.iter().any(|b| b[*p] != 0)).collect();
+    out.push_str("<div class=\"legend\">");
+    for p in &present {
+        w!(out, "<span><i style=\"background:{}\"></i>{}</span>", COLOURS[*p], product_label(*p));
+    }
+    out.push_str("</div>");
+    if present.is_empty() {
+        out.push_str("<p class=\"empty\">No spend in this window.</p></section>\n");
+        return Ok(());
+    }
+    let mut totals = Vec::with_capacity(stats.by_bucket.len());
+    for bucket in &stats.by_bucket {
+        let mut sum = 0i128;
+        for v in bucket {
+            add(&mut sum, *v)?;
+        }
+        totals.push(sum);
+    }
+    let max = totals.iter().copied().max().unwrap_or(0).max(1);
+    let step = nice_step(max);
+    let top = (max + step - 1) / step * step;
+    let (width, height) = (960.0_f64, 300.0_f64);
+    let (left, right, top_pad, bottom) = (64.0, 12.0, 10.0, 42.0);
+    let plot_w = width - left - right;
+    let plot_h = height - top_pad - bottom;
+    let n = stats.by_bucket.len().max(1);
+    let slot = plot_w / n as f64;
+    let bar_w = (slot * 0.78).max(1.0);
+    let y = |nanos: i128| top_pad + plot_h - plot_h * (nanos as f64 / top as f64);
+    w!(
+        out,
+        "<svg viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"Spend per {} by product\">",
+        summary.request.params.granularity.as_str()
+    );
+    let mut tick = 0i128;
+    while tick <= top {
+        let ty = y(tick);
+        w!(out, "<line x1=\"{left}\" x2=\"{}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" stroke=\"#e3e7ee\"/>", width - right);
+        w!(
+            out,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left - 6.0,
+            ty + 4.0,
+            Amount::from_nanos(tick).to_plain_string()
+        );
+        tick += step;
+    }
+    let tz = summary.buckets.tz();
+    let granularity = summary.request.params.granularity;
+    let label_every = n.div_ceil(12);
+    for (i, bucket) in stats.by_bucket.iter().enumerate() {
+        let x = left + slot * i as f64 + (slot - bar_w) / 2.0;
+        let (start, end) = summary.buckets.span(i as u32);
+        let mut title = format!("{} to {}", format_instant(start, tz), format_instant(end, tz));
+        let mut base = 0i128;
+        let mut rects = String::new();
+        for p in &present {
+            let value = bucket[*p];
+            if value == 0 {
+                continue;
+            }
+            let (y0, y1) = (y(base), y(base + value));
+            w!(
+                rects,
+                "<rect x=\"{x:.2}\" y=\"{y1:.2}\" width=\"{bar_w:.2}\" height=\"{:.2}\" fill=\"{}\"/>",
+                (y0 - y1).max(0.5),
+                COLOURS[*p]
+            );
+            w!(title, "\n{}: {}", product_label(*p), Amount::from_nanos(value));
+            base += value;
+        }
+        w!(title, "\ntotal: {}", Amount::from_nanos(totals[i]));
+        w!(out, "<g><title>{}</title>{rects}</g>", esc(&title));
+        if i % label_every == 0 {
+            w!(
+                out,
+                "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                x + bar_w / 2.0,
+                height - bottom + 16.0,
+                esc(&bucket_label(start, tz, granularity))
+            );
+        }
+    }
+    w!(out, "<line x1=\"{left}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#1d2433\"/>", width - right, y(0), y(0));
+    w!(out, "<text x=\"{left}\" y=\"{}\">{}</text>", height - 6.0, esc(&axis_note(granularity, tz.name())));
+    out.push_str("</svg></section>\n");
+    Ok(())
+}
+
+fn dimension_table(out: &mut String, title: &str, column: &str, rows: &BTreeMap<String, Dim>, currency: &str) {
+    w!(out, "<section><h2>{title}</h2>");
+    if rows.is_empty() {
+        out.push_str("<p class=\"empty\">No message, voice or zentrunk usage.</p></section>");
+        return;
+    }
+    let mut sorted: Vec<(&String, &Dim)> = rows.iter().collect();
+    sorted.sort_by(|a, b| b.1.amount.cmp(&a.1.amount).then(a.0.cmp(b.0)));
+    let max = sorted.iter().map(|(_, d)| d.amount).max().unwrap_or(0);
+    w!(
+        out,
+        "<div class=\"scroll\"><table><thead><tr><th>{column}</th><th class=\"n\">Segments</th><th class=\"n\">Calls</th>\
+         <th class=\"n\">Spend ({})</th><th></th></tr></thead><tbody>",
+        esc(currency)
+    );
+    for (name, dim) in sorted {
+        w!(
+            out,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
+            esc(name),
+            dim.segments,
+            dim.calls,
+            Amount::from_nanos(dim.amount),
+            bar(dim.amount, max, None)
+        );
+    }
+    out.push_str("</tbody></table></div></section>");
+}
+
+fn type_table(out: &mut String, stats: &Stats, currency: &str) {
+    out.push_str("<section><h2>By product and type</h2>");
+    if stats.by_type.is_empty() {
+        out.push_str("<p class=\"empty\">No usage in this window.</p></section>\n");
+        return;
+    }
+    let max = stats.by_type.values().map(|d| d.amount).max().unwrap_or(0);
+    w!(
+        out,
+        "<div class=\"scroll\"><table><thead><tr><th>Product</th><th>Type</th><th class=\"n\">Units</th><th>Unit</th>\
+         <th class=\"n\">Duration (s)</th><th class=\"n\">Spend ({})</th><th></th></tr></thead><tbody>",
+        esc(currency)
+    );
+    for ((product, type_), dim) in &stats.by_type {
+        let (unit, has_duration) = match product {
+            Product::Message => ("segments", false),
+            Product::Voice | Product::Zentrunk => ("calls", true),
+            Product::Transcription => ("transcriptions", true),
+            Product::Other => ("units", false),
+        };
+        let duration = if has_duration { Amount::from_nanos(dim.duration).to_string() } else { String::new() };
+        w!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{unit}</td><td class=\"n\">{duration}</td>\
+             <td class=\"n\">{}</td>{}</tr>",
+            product.as_str(),
+            esc(type_),
+            dim.units,
+            Amount::from_nanos(dim.amount),
+            bar(dim.amount, max, Some(COLOURS[*product as usize]))
+        );
+    }
+    out.push_str("</tbody></table></div></section>\n");
+}
+
+fn subaccount_table(out: &mut String, summary: &Summary) -> Result<()> {
+    out.push_str("<section><h2>Spend per subaccount</h2>");
+    if let Some(subaccount) = &summary.request.params.subaccount_auth {
+        w!(
+            out,
+            "<p>Scoped to subaccount <b>{}</b>: {} {}</p></section>",
+            esc(subaccount),
+            summary.usage_spend,
+            esc(&summary.currency)
+        );
+        return Ok(());
+    }
+    let mut subaccounts_total = 0i128;
+    for spend in summary.subaccount_spend.values() {
+        add(&mut subaccounts_total, spend.nanos())?;
+    }
+    let parent = summary.usage_spend.nanos().checked_sub(subaccounts_total).ok_or_else(overflow)?;
+    let mut rows: Vec<(String, i128, bool)> =
+        summary.subaccount_spend.iter().map(|(k, v)| (esc(k), v.nanos(), false)).collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    rows.push(("parent account (no subaccount)".to_owned(), parent, true));
+    let max = rows.iter().map(|r| r.1).max().unwrap_or(0);
+    w!(
+        out,
+        "<div class=\"scroll\"><table><thead><tr><th>Subaccount</th><th class=\"n\">Spend ({})</th><th></th></tr></thead><tbody>",
+        esc(&summary.currency)
+    );
+    for (name, nanos, is_parent) in &rows {
+        let name = if *is_parent { format!("<i>{name}</i>") } else { name.clone() };
+        w!(
+            out,
+            "<tr><td>{name}</td><td class=\"n\">{}</td>{}</tr>",
+            Amount::from_nanos(*nanos),
+            bar(*nanos, max, None)
+        );
+    }
+    w!(
+        out,
+        "</tbody><tfoot><tr><td>Usage total</td><td class=\"n\">{}</td><td></td></tr></tfoot></table></div></section>",
+        summary.usage_spend
+    );
+    Ok(())
+}
+
+fn charges_table(out: &mut String, charges: Option<&[ChargeItem<'_>]>, returned: bool, stats: &Stats, currency: &str) {
+    out.push_str("<section><h2>Other charges</h2>");
+    let items = match charges {
+        Some(items) if returned => items,
+        _ => {
+            out.push_str("<p class=\"empty\">Not part of this request (scoped to a subaccount, or product excludes other).</p></section>");
+            return;
+        }
+    };
+    if items.is_empty() {
+        out.push_str("<p class=\"empty\">No other charges in this window.</p></section>");
+        return;
+    }
+    w!(
+        out,
+        "<div class=\"scroll\"><table><thead><tr><th>From</th><th>Description</th><th class=\"n\">Units</th>\
+         <th class=\"n\">Amount ({})</th></tr></thead><tbody>",
+        esc(currency)
+    );
+    let mut units = 0u128;
+    for item in items {
+        units = units.saturating_add(item.total_units);
+        w!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&item.from_date),
+            esc(item.description),
+            item.total_units,
+            item.total_amount.0
+        );
+    }
+    w!(
+        out,
+        "</tbody><tfoot><tr><td>Total</td><td></td><td class=\"n\">{units}</td><td class=\"n\">{}</td></tr></tfoot></table></div></section>",
+        stats.charge_spend
+    );
+}
+
+fn codes_table(out: &mut String, title: &str, unit: &str, codes: &BTreeMap<String, Dim>, currency: &str) {
+    w!(out, "<section><h2>{title}</h2>");
+    if codes.is_empty() {
+        out.push_str("<p class=\"empty\">None in this window.</p></section>");
+        return;
+    }
+    let is_message = unit == "Segments";
+    let mut sorted: Vec<(&String, &Dim)> = codes.iter().collect();
+    sorted.sort_by(|a, b| b.1.units.cmp(&a.1.units).then(b.1.amount.cmp(&a.1.amount)).then(a.0.cmp(b.0)));
+    let shown = sorted.len().min(10);
+    let max = sorted.iter().map(|(_, d)| d.units).max().unwrap_or(0);
+    w!(
+        out,
+        "<div class=\"scroll\"><table><thead><tr><th>Code</th><th>Label</th><th class=\"n\">{unit}</th>\
+         <th class=\"n\">Spend ({})</th><th></th></tr></thead><tbody>",
+        esc(currency)
+    );
+    for (code, dim) in &sorted[..shown] {
+        let label = if is_message { labels::error_code(code) } else { labels::hangup_cause(code) };
+        w!(
+            out,
+            "<tr><td>{}</td><td class=\"label\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
+            esc(code),
+            esc(label),
+            dim.units,
+            Amount::from_nanos(dim.amount),
+            bar(dim.units.min(i128::MAX as u128) as i128, max.min(i128::MAX as u128) as i128, Some("#c0504d"))
+        );
+    }
+    out.push_str("</tbody></table></div>");
+    if sorted.len() > shown {
+        w!(out, "<p class=\"empty\">{} more codes in usage.csv.</p>", sorted.len() - shown);
+    }
+    out.push_str("</section>");
+}
+
+fn usage_table(out: &mut String, usage: &[&UsageItem<'_>]) -> Result<()> {
+    w!(out, "<section><h2>Usage rows ({})</h2>", usage.len());
+    if usage.is_empty() {
+        out.push_str("<p class=\"empty\">No usage rows.</p></section>\n");
+        return Ok(());
+    }
+    out.push_str("<div class=\"scroll\"><table class=\"usage\"><thead><tr>");
+    for column in crate::report::csv_out::USAGE_COLUMNS {
+        let numeric = matches!(column, "total_units" | "duration_seconds" | "total_amount" | "surcharge");
+        w!(out, "<th{}>{}</th>", if numeric { " class=\"n\"" } else { "" }, column.replace('_', " "));
+    }
+    out.push_str("</tr></thead><tbody>\n");
+    let (mut units, mut duration, mut amount, mut surcharge) = (0u128, 0i128, 0i128, 0i128);
+    for item in usage {
+        units = units.checked_add(item.total_units).ok_or_else(overflow)?;
+        if let Some(d) = item.duration_seconds {
+            add(&mut duration, d.0.nanos())?;
+        }
+        add(&mut amount, item.total_amount.0.nanos())?;
+        if let Some(s) = item.surcharge {
+            add(&mut surcharge, s.0.nanos())?;
+        }
+        let text = |v: Option<&str>| v.map(esc).unwrap_or_default();
+        let number = |d: Option<crate::report::wire::Decimal>| d.map(|d| d.0.to_string()).unwrap_or_default();
+        w!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td class=\"label\">{}</td></tr>\n",
+            esc(&item.from_date),
+            esc(&item.to_date),
+            item.product,
+            esc(item.type_),
+            text(item.subaccount_auth),
+            text(item.country),
+            text(item.direction),
+            item.total_units,
+            number(item.duration_seconds),
+            item.total_amount.0,
+            number(item.surcharge),
+            text(item.error_code),
+            text(item.hangup_cause),
+            text(item.error_reason)
+        );
+    }
+    w!(
+        out,
+        "</tbody><tfoot><tr><td colspan=\"7\">Total ({} rows)</td><td class=\"n\">{units}</td><td class=\"n\">{}</td>\
+         <td class=\"n\">{}</td><td class=\"n\">{}</td><td colspan=\"3\"></td></tr></tfoot></table></div></section>\n",
+        usage.len(),
+        Amount::from_nanos(duration),
+        Amount::from_nanos(amount),
+        Amount::from_nanos(surcharge)
+    );
+    Ok(())
+}
+
+fn head(out: &mut String, title: &str) {
+    w!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>{CSS}</style></head><body><main>\n",
+        esc(title)
+    );
+}
+
+fn card(out: &mut String, class: &str, key: &str, value: &str) {
+    w!(out, "<div class=\"card {class}\"><div class=\"k\">{key}</div><div class=\"v\">{value}</div></div>");
+}
+
+/// A table cell with a bar of `value / max` of its width.
+fn bar(value: i128, max: i128, colour: Option<&str>) -> String {
+    let share = if max > 0 { (value.max(0) as f64 / max as f64 * 100.0).clamp(0.0, 100.0) } else { 0.0 };
+    let style = colour.map(|c| format!(";background:{c}")).unwrap_or_default();
+    format!("<td class=\"bar\"><span style=\"width:{share:.1}%{style}\"></span></td>")
+}
+
+/// A round step (1, 2 or 5 times a power of ten, in nanos) giving about
+/// four grid lines up to `max`.
+fn nice_step(max: i128) -> i128 {
+    let rough = (max / 4).max(1);
+    let mut power = 1i128;
+    while power.saturating_mul(10) <= rough {
+        power *= 10;
+    }
+    for factor in [1, 2, 5, 10] {
+        let step = power.saturating_mul(factor);
+        if step >= rough {
+            return step;
+        }
+    }
+    power.saturating_mul(10)
+}
+
+fn bucket_label(start: i64, tz: chrono_tz::Tz, granularity: Granularity) -> String {
+    let Some(utc) = chrono::DateTime::from_timestamp(start, 0) else { return String::new() };
+    let local = utc.with_timezone(&tz);
+    let format = match granularity {
+        Granularity::Hour => "%d %H:%M",
+        Granularity::Day => "%b %d",
+        Granularity::Month => "%b %Y",
+        Granularity::Year => "%Y",
+    };
+    local.format(format).to_string()
+}
+
+fn axis_note(granularity: Granularity, tz: &str) -> String {
+    format!("one bar per {}, local time {tz}; hover a bar for exact amounts", granularity.as_str())
+}
+
+fn product_label(index: usize) -> &'static str {
+    match index {
+        0 => "message",
+        1 => "transcription",
+        2 => "voice",
+        3 => "zentrunk",
+        _ => "other charges",
+    }
+}
+
+fn add(sum: &mut i128, value: i128) -> Result<()> {
+    *sum = sum.checked_add(value).ok_or_else(overflow)?;
+    Ok(())
+}
+
+fn overflow() -> Error {
+    Error::Internal("sum overflow while drawing the report".to_owned())
+}
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A folder name as a relative URL path segment (`%` and other unsafe
+/// bytes percent-encoded).
+fn href(dir: &str) -> String {
+    let mut out = String::with_capacity(dir.len());
+    for b in dir.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
+            out.push(b as char);
+        } else {
+            w!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_and_encodes_links() {
+        assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(href("A%2FB c"), "A%252FB%20c");
+    }
+
+    #[test]
+    fn grid_steps_are_round_numbers() {
+        let unit = 1_000_000_000i128;
+        assert_eq!(nice_step(10 * unit), 5 * unit);
+        assert_eq!(nice_step(100 * unit), 50 * unit);
+        assert_eq!(nice_step(7 * unit / 100), 2 * unit / 100);
+        assert_eq!(nice_step(1), 1);
+    }
+}

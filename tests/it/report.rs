@@ -1,0 +1,637 @@
+//! `telemeter report` through the binary: pages byte-identical to `summary`,
+//! CSV and HTML carrying the JSON's exact numbers, the manifest's hashes,
+//! counts and reconciliation, atomic and repeatable output, bad rows set
+//! aside, progress output, and a headless-Chromium screenshot of a report.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::value::RawValue;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The binary under test.
+pub fn telemeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_telemeter"))
+}
+
+/// Runs the binary; the output.
+pub fn run(args: &[&str]) -> Output {
+    telemeter().args(args).output().expect("run telemeter")
+}
+
+/// Runs the binary and insists on exit 0.
+pub fn run_ok(args: &[&str]) -> Output {
+    let output = run(args);
+    assert!(
+        output.status.success(),
+        "telemeter {args:?} failed ({:?}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Writes `DATA/<path>` with `text`, creating folders.
+pub fn put(data: &Path, path: &str, text: &str) {
+    let path = data.join(path);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+/// A small deterministic generator (64-bit LCG), so the data set needs no
+/// fixtures and the expected totals are computed while writing it.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// Writes `nanos` as a contract decimal (up to nine fractional digits).
+fn decimal(nanos: u64) -> String {
+    let whole = nanos / 1_000_000_000;
+    let frac = nanos % 1_000_000_000;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let text = format!("{whole}.{frac:09}");
+    text.trim_end_matches('0').to_owned()
+}
+
+/// Writes `nanos` the way the JSON writes amounts (`12.5`, `3.0`).
+pub fn json_decimal(nanos: i128) -> String {
+    let whole = nanos / 1_000_000_000;
+    let frac = nanos % 1_000_000_000;
+    if frac == 0 {
+        return format!("{whole}.0");
+    }
+    format!("{whole}.{frac:09}").trim_end_matches('0').to_owned()
+}
+
+/// Accounts of the sample: id, currency, time zone.
+pub const ACCOUNTS: [(&str, &str, &str); 4] = [
+    ("MA100001", "USD", "America/New_York"),
+    ("MA200002", "EUR", "Europe/London"),
+    ("MA300003", "INR", "Asia/Kolkata"),
+    ("MA400004", "USD", ""),
+];
+
+/// The window that holds every sample record in every account's zone.
+pub const SAMPLE_QUERY: &str = "granularity=day&from_date=2026-10-19&to_date=2026-11-11&page_size=40";
+/// "Now" of every sample run.
+pub const NOW: &str = "2026-11-21T06:00:00Z";
+
+/// Writes a sample data set (four accounts in four zones, all products,
+/// subaccounts, error codes, hangup causes, charges, a re-delivered file)
+/// and returns the expected total spend of each account in nanos.
+pub fn write_sample(data: &Path, scale: u64) -> BTreeMap<String, i128> {
+    let mut rng = Lcg(20261121);
+    let mut expected: BTreeMap<String, i128> = BTreeMap::new();
+    let mut accounts = String::from("auth_id,currency,timezone\n");
+    for (id, currency, tz) in ACCOUNTS {
+        let _ = writeln!(accounts, "{id},{currency},{tz}");
+        expected.insert(id.to_owned(), 0);
+    }
+    put(data, "accounts.csv", &accounts);
+    // Records between 2026-10-20T12:00Z and 2026-11-09T12:00Z.
+    let start = 1_792_497_600u64; // 2026-10-20T12:00:00Z
+    let span = 20 * 86_400;
+    let timestamp = |rng: &mut Lcg| {
+        let secs = start + rng.below(span);
+        let (days, rest) = (secs / 86_400, secs % 86_400);
+        let date = civil(days as i64);
+        format!("{date}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+    };
+    let subaccounts = ["", "", "SA-north", "SA-south", "SA-west"];
+    let countries = ["US", "US", "US", "CA", "GB", "IN", "DE", "BR"];
+
+    let mut calls = String::from(
+        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n",
+    );
+    for i in 0..300 * scale {
+        let (id, ..) = ACCOUNTS[rng.below(4) as usize];
+        let zentrunk = rng.below(4) == 0;
+        let (product, type_) =
+            if zentrunk { ("zentrunk", "sip") } else { ("voice", rng.pick(&["pstn", "pstn", "app"])) };
+        let country = if zentrunk && rng.below(3) == 0 { "" } else { rng.pick(&countries) };
+        let seconds = rng.below(1800) * 1_000_000_000 + rng.below(10) * 100_000_000;
+        let amount = rng.below(40_000) * 100_000;
+        let surcharge = amount / 10 / 100_000 * 100_000;
+        let cause = rng.pick(&["4000", "4000", "4000", "4000", "3010", "3000", "3020", "2000", "1010", "9999"]);
+        let _ = writeln!(
+            calls,
+            "C{i:06},{id},{},{},{product},{type_},{},{country},{},{},{},{cause}",
+            rng.pick(&subaccounts),
+            timestamp(&mut rng),
+            rng.pick(&["inbound", "outbound", "outbound"]),
+            decimal(seconds),
+            decimal(amount),
+            decimal(surcharge)
+        );
+        *expected.get_mut(id).expect("account") += amount as i128;
+    }
+    put(data, "calls/2026/calls.csv", &calls);
+    // Re-delivered: the first 20 lines again, identical: duplicates.
+    let again: Vec<&str> = calls.lines().take(21).collect();
+    put(data, "calls/2026/calls-redelivered.csv", &(again.join("\n") + "\n"));
+
+    let mut messages = String::from(
+        "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\n",
+    );
+    for i in 0..400 * scale {
+        let (id, ..) = ACCOUNTS[rng.below(4) as usize];
+        let segments = 1 + rng.below(3);
+        let amount = segments * (rng.below(90) + 10) * 100_000;
+        let code = rng.pick(&["", "", "", "", "", "", "30", "30", "200", "450", "900", "77"]);
+        let _ = writeln!(
+            messages,
+            "M{i:06},{id},{},{},{},{},{},{segments},{},{},{code}",
+            rng.pick(&subaccounts),
+            timestamp(&mut rng),
+            rng.pick(&["sms", "sms", "sms", "mms"]),
+            rng.pick(&["inbound", "outbound", "outbound"]),
+            rng.pick(&countries),
+            decimal(amount),
+            decimal(amount / 20 / 100_000 * 100_000)
+        );
+        *expected.get_mut(id).expect("account") += amount as i128;
+    }
+    put(data, "messages/messages.csv", &messages);
+
+    let mut transcriptions = String::from("record_id,auth_id,subaccount_auth,timestamp,type,duration_seconds,amount\n");
+    for i in 0..60 * scale {
+        let (id, ..) = ACCOUNTS[rng.below(4) as usize];
+        let amount = rng.below(5000) * 1_000_000 + 1;
+        let _ = writeln!(
+            transcriptions,
+            "T{i:06},{id},{},{},standard,{},{}",
+            rng.pick(&subaccounts),
+            timestamp(&mut rng),
+            decimal(rng.below(600_000) * 1_000_000),
+            decimal(amount)
+        );
+        *expected.get_mut(id).expect("account") += amount as i128;
+    }
+    put(data, "transcriptions/transcriptions.csv", &transcriptions);
+
+    let mut charges = String::from("record_id,auth_id,timestamp,description,units,amount\n");
+    for i in 0..12 * scale {
+        let (id, ..) = ACCOUNTS[rng.below(4) as usize];
+        let amount = (rng.below(2000) + 1) * 10_000_000;
+        let _ = writeln!(
+            charges,
+            "X{i:06},{id},{},{},{},{}",
+            timestamp(&mut rng),
+            rng.pick(&["Number Charges", "CNAM Lookup", "Other Charges"]),
+            1 + rng.below(5),
+            decimal(amount)
+        );
+        *expected.get_mut(id).expect("account") += amount as i128;
+    }
+    put(data, "charges/charges.csv", &charges);
+    expected
+}
+
+/// `YYYY-MM-DD` of a day count since 1970-01-01.
+fn civil(days: i64) -> String {
+    let date = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch") + chrono::Days::new(days as u64);
+    date.to_string()
+}
+
+/// Every file under `dir`, by relative path, with its bytes.
+pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let name = path.strip_prefix(root).expect("prefix").to_string_lossy().into_owned();
+                out.insert(name, std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn report(data: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["report", "--data", data.to_str().expect("utf-8"), "--out", out.to_str().expect("utf-8")];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn sample_report(dir: &Path) -> (PathBuf, PathBuf, BTreeMap<String, i128>) {
+    let data = dir.join("data");
+    let expected = write_sample(&data, 1);
+    let out = dir.join("out");
+    let output = report(&data, &out, &["--query", SAMPLE_QUERY, "--now", NOW]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    (data, out, expected)
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("read")).expect("json")
+}
+
+fn page_files(dir: &Path) -> Vec<PathBuf> {
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("page-")))
+        .collect();
+    pages.sort();
+    pages
+}
+
+#[test]
+fn pages_are_byte_identical_to_summary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, out, _) = sample_report(dir.path());
+    let data = data.to_str().expect("utf-8");
+    for (id, ..) in ACCOUNTS {
+        let pages = page_files(&out.join(id));
+        assert!(pages.len() >= 2, "{id}: the sample should need several pages, got {}", pages.len());
+        for (i, name) in pages.iter().enumerate() {
+            assert_eq!(name.file_name().expect("name").to_string_lossy(), format!("page-{:04}.json", i + 1));
+        }
+        // Page by page, following the tokens as a client would.
+        let mut query = SAMPLE_QUERY.to_owned();
+        for page in &pages {
+            let expected = std::fs::read(page).expect("page");
+            let summary = run_ok(&["summary", "--data", data, "--auth-id", id, "--query", &query, "--now", NOW]);
+            assert_eq!(
+                String::from_utf8_lossy(&summary.stdout),
+                String::from_utf8_lossy(&expected),
+                "{id} {}",
+                page.display()
+            );
+            let value: Value = serde_json::from_slice(&expected).expect("json");
+            if let Some(token) = value["meta"]["next_page_token"].as_str() {
+                query = format!("{SAMPLE_QUERY}&page_token={token}");
+            }
+        }
+        // And all at once.
+        let all =
+            run_ok(&["summary", "--data", data, "--auth-id", id, "--query", SAMPLE_QUERY, "--now", NOW, "--all-pages"]);
+        let joined: Vec<u8> = pages.iter().flat_map(|p| std::fs::read(p).expect("page")).collect();
+        assert_eq!(all.stdout, joined, "{id}: --all-pages");
+    }
+}
+
+/// One usage item with every value as its raw JSON text.
+type RawItem = BTreeMap<String, Box<RawValue>>;
+
+fn raw_items(page: &Path, array: &str) -> Vec<RawItem> {
+    let text = std::fs::read_to_string(page).expect("page");
+    let mut top: BTreeMap<String, Box<RawValue>> = serde_json::from_str(&text).expect("json");
+    match top.remove(array) {
+        Some(raw) => serde_json::from_str(raw.get()).expect("array"),
+        None => Vec::new(),
+    }
+}
+
+/// The CSV cell text of a raw JSON value: strings decoded, numbers as written.
+fn cell(raw: Option<&Box<RawValue>>) -> String {
+    match raw {
+        None => String::new(),
+        Some(raw) if raw.get().starts_with('"') => serde_json::from_str(raw.get()).expect("string"),
+        Some(raw) => raw.get().to_owned(),
+    }
+}
+
+#[test]
+fn csv_files_carry_every_row_with_the_json_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, out, _) = sample_report(dir.path());
+    let columns = [
+        "from_date",
+        "to_date",
+        "product",
+        "type",
+        "subaccount_auth",
+        "country",
+        "direction",
+        "total_units",
+        "duration_seconds",
+        "total_amount",
+        "surcharge",
+        "error_code",
+        "hangup_cause",
+        "error_reason",
+    ];
+    for (id, ..) in ACCOUNTS {
+        let account = out.join(id);
+        let items: Vec<RawItem> = page_files(&account).iter().flat_map(|p| raw_items(p, "usage")).collect();
+        let mut reader = csv::Reader::from_path(account.join("usage.csv")).expect("usage.csv");
+        let header: Vec<String> = reader.headers().expect("header").iter().map(str::to_owned).collect();
+        assert_eq!(header, columns);
+        let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("row")).collect();
+        assert_eq!(rows.len(), items.len(), "{id}: one CSV line per usage row");
+        for (row, item) in rows.iter().zip(&items) {
+            for key in item.keys() {
+                assert!(columns.contains(&key.as_str()), "unexpected field {key}");
+            }
+            let expected: Vec<String> = columns.iter().map(|c| cell(item.get(*c))).collect();
+            let actual: Vec<String> = row.iter().map(str::to_owned).collect();
+            assert_eq!(actual, expected, "{id}");
+        }
+        let charges = raw_items(&account.join("page-0001.json"), "other_charges");
+        let mut reader = csv::Reader::from_path(account.join("other_charges.csv")).expect("other_charges.csv");
+        let header: Vec<String> = reader.headers().expect("header").iter().map(str::to_owned).collect();
+        assert_eq!(header, ["from_date", "to_date", "description", "total_units", "total_amount"]);
+        let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("row")).collect();
+        assert_eq!(rows.len(), charges.len());
+        assert!(!charges.is_empty(), "{id}: the sample has charges for every account");
+        for (row, item) in rows.iter().zip(&charges) {
+            let expected: Vec<String> = header.iter().map(|c| cell(item.get(c))).collect();
+            assert_eq!(row.iter().collect::<Vec<_>>(), expected);
+        }
+    }
+}
+
+#[test]
+fn manifest_hashes_inputs_counts_rows_and_reconciles() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, out, expected) = sample_report(dir.path());
+    let manifest = json(&out.join("manifest.json"));
+    assert_eq!(manifest["generator"], "telemeter report");
+    assert_eq!(manifest["request"]["query"], SAMPLE_QUERY);
+    assert_eq!(manifest["request"]["now"], NOW);
+    assert_eq!(manifest["request"]["accounts"], "all");
+
+    // Inputs: every file with its size and SHA-256, computed here.
+    let inputs = manifest["inputs"].as_array().expect("inputs");
+    let names: Vec<&str> = inputs.iter().map(|i| i["file"].as_str().expect("file")).collect();
+    assert_eq!(
+        names,
+        [
+            "accounts.csv",
+            "calls/2026/calls-redelivered.csv",
+            "calls/2026/calls.csv",
+            "messages/messages.csv",
+            "transcriptions/transcriptions.csv",
+            "charges/charges.csv"
+        ]
+    );
+    for input in inputs {
+        let bytes = std::fs::read(data.join(input["file"].as_str().expect("file"))).expect("input");
+        assert_eq!(input["size"], bytes.len() as u64);
+        let hex: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(input["sha256"], hex);
+    }
+
+    // Counts: 300 + 20 re-delivered calls, 400 messages, 60 transcriptions, 12 charges.
+    let counts = &manifest["counts"];
+    assert_eq!(counts["calls"]["read"], 320);
+    assert_eq!(counts["calls"]["duplicates"], 20);
+    assert_eq!(counts["calls"]["used"], 300);
+    assert_eq!(counts["all"]["read"], 320 + 400 + 60 + 12);
+    assert_eq!(counts["all"]["used"], 300 + 400 + 60 + 12);
+    assert_eq!(counts["all"]["set_aside"], 0);
+    assert_eq!(counts["all"]["selected"], 300 + 400 + 60 + 12);
+
+    // Per account: the totals computed while generating the data, equal to
+    // page 1's total_spend, and the reconciliation of the run.
+    let accounts = manifest["accounts"].as_array().expect("accounts");
+    assert_eq!(accounts.len(), 4);
+    let mut sum = 0i128;
+    for account in accounts {
+        let id = account["auth_id"].as_str().expect("id");
+        let total = expected[id];
+        sum += total;
+        let text = |v: &Value| v.to_string();
+        assert_eq!(text(&account["total_spend"]), json_decimal(total), "{id}");
+        let page1 = json(&out.join(id).join("page-0001.json"));
+        assert_eq!(text(&page1["meta"]["total_spend"]), json_decimal(total), "{id}");
+        assert_eq!(account["reconciled"], true);
+        let tz = ACCOUNTS.iter().find(|a| a.0 == id).expect("account").2;
+        assert_eq!(account["timezone"], if tz.is_empty() { "UTC" } else { tz });
+    }
+    let reconciliation = &manifest["reconciliation"];
+    assert_eq!(reconciliation["ok"], true);
+    assert_eq!(reconciliation["sum_of_account_total_spend"].to_string(), json_decimal(sum));
+    assert_eq!(reconciliation["sum_of_selected_records"].to_string(), json_decimal(sum));
+    assert_eq!(reconciliation["selected_records"], 772);
+}
+
+#[test]
+fn output_is_repeatable_and_replaced_atomically() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, out, _) = sample_report(dir.path());
+    let first = tree(&out);
+    assert!(first.contains_key("index.html") && first.contains_key("manifest.json"));
+    for (id, ..) in ACCOUNTS {
+        for file in ["usage.csv", "other_charges.csv", "report.html", "page-0001.json"] {
+            assert!(first.contains_key(&format!("{id}/{file}")), "{id}/{file}");
+        }
+    }
+    // The same run again, over the first: identical bytes, nothing left beside.
+    let again = report(&data, &out, &["--query", SAMPLE_QUERY, "--now", NOW, "--quiet"]);
+    assert!(again.status.success());
+    assert!(again.stderr.is_empty(), "--quiet prints nothing: {}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(tree(&out), first);
+    let leftovers: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // A failing run (a bad row, --on-bad-row fail) leaves the old report as it was.
+    put(&data, "messages/bad.csv", "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\nB1,MA100001,,2026-10-21T00:00:00Z,sms,outbound,US,1,1e3,0,\n");
+    let failed = report(&data, &out, &["--query", SAMPLE_QUERY, "--now", NOW]);
+    assert_eq!(failed.status.code(), Some(1));
+    let message = String::from_utf8_lossy(&failed.stderr);
+    assert!(message.contains("messages/bad.csv:2") && message.contains("amount"), "{message}");
+    assert_eq!(tree(&out), first);
+
+    // Never replaces a folder that is not a report.
+    let other = dir.path().join("precious");
+    put(&other, "notes.txt", "keep me");
+    let refused = report(&data, &other, &["--query", SAMPLE_QUERY, "--now", NOW, "--on-bad-row", "set-aside"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("refusing to replace"));
+    assert_eq!(std::fs::read_to_string(other.join("notes.txt")).expect("notes"), "keep me");
+}
+
+#[test]
+fn bad_rows_are_set_aside_and_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let expected = write_sample(&data, 1);
+    put(
+        &data,
+        "messages/bad.csv",
+        "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\n\
+         B1,MA100001,,2026-10-21T00:00:00Z,sms,outbound,US,1,1e3,0,\n\
+         B2,MA100001,,2026-10-21T00:00:00Z,sms,sideways,US,1,0.5,0,\n\
+         B3,MA100001,,2026-10-21T00:00:00Z,sms,outbound,US,1,0.5,0,\n",
+    );
+    let out = dir.path().join("out");
+    let output = report(&data, &out, &["--query", SAMPLE_QUERY, "--now", NOW, "--on-bad-row", "set-aside"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let rejected = std::fs::read_to_string(out.join("rejected.csv")).expect("rejected.csv");
+    let mut lines = rejected.lines();
+    assert_eq!(lines.next(), Some("file,line,column,value,reason"));
+    let rest: Vec<&str> = lines.collect();
+    assert_eq!(rest.len(), 2, "{rejected}");
+    assert!(rest[0].starts_with("messages/bad.csv,2,amount,1e3,"), "{}", rest[0]);
+    assert!(rest[1].starts_with("messages/bad.csv,3,direction,sideways,"), "{}", rest[1]);
+    let manifest = json(&out.join("manifest.json"));
+    for (kind, counts) in manifest["counts"].as_object().expect("counts") {
+        let n = |k: &str| counts[k].as_u64().expect("count");
+        assert_eq!(n("read"), n("used") + n("set_aside") + n("duplicates"), "{kind}");
+    }
+    assert_eq!(manifest["counts"]["messages"]["set_aside"], 2);
+    assert_eq!(manifest["counts"]["messages"]["used"], 401);
+    assert_eq!(manifest["rejected_file"], "rejected.csv");
+    // B3 is good and counts: 0.5 more for MA100001.
+    let total = expected["MA100001"] + 500_000_000;
+    assert_eq!(json(&out.join("MA100001/page-0001.json"))["meta"]["total_spend"].to_string(), json_decimal(total));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("2 set aside"), "{stderr}");
+}
+
+#[test]
+fn progress_is_plain_lines_when_not_a_terminal_and_ends_with_a_summary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_sample(&data, 1);
+    let out = dir.path().join("out");
+    let output = report(&data, &out, &["--query", SAMPLE_QUERY, "--now", NOW, "--accounts", "MA200002,MA300003"]);
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("report: reading 5 files"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "no terminal escapes in plain mode: {stderr:?}");
+    let last = stderr.lines().last().expect("summary line");
+    assert!(last.starts_with("report: 2 accounts, "), "{last}");
+    assert!(last.contains("spend EUR ") && last.contains("INR ") && last.contains(" s -> "), "{last}");
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .expect("out")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(names, ["MA200002", "MA300003", "index.html", "manifest.json"]);
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn bad_requests_exit_2_and_write_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_sample(&data, 1);
+    let out = dir.path().join("out");
+    for (query, needle) in [
+        ("granularity=week", "invalid granularity 'week'"),
+        ("timezone=Mars/Olympus", "invalid timezone 'Mars/Olympus'"),
+        ("page_token=abc", "page_token"),
+        ("granularity=hour&from_date=2026-10-01&to_date=2026-11-01", "use granularity 'day'"),
+    ] {
+        let output = report(&data, &out, &["--query", query, "--now", NOW]);
+        assert_eq!(output.status.code(), Some(2), "{query}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains(needle), "{query}");
+        assert!(!out.exists(), "{query}");
+    }
+    let output = report(&data, &out, &["--accounts", "A,,B", "--now", NOW]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+/// The digits of every number of the JSON pages appear in report.html.
+#[test]
+fn html_is_self_contained_and_shows_the_json_numbers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, out, _) = sample_report(dir.path());
+    for (id, currency, _) in ACCOUNTS {
+        let html = std::fs::read_to_string(out.join(id).join("report.html")).expect("report.html");
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        for forbidden in ["<script", "http://", "https://", "<link", "@import", "url("] {
+            assert!(!html.contains(forbidden), "{id}: {forbidden}");
+        }
+        assert!(html.contains("<svg") && html.contains("<rect"), "{id}: a chart");
+        let page1 = std::fs::read_to_string(out.join(id).join("page-0001.json")).expect("page");
+        let mut meta: BTreeMap<String, Box<RawValue>> = serde_json::from_str(
+            &serde_json::from_str::<BTreeMap<String, Box<RawValue>>>(&page1).expect("page")["meta"].get().to_owned(),
+        )
+        .expect("meta");
+        let total = meta.remove("total_spend").expect("total").get().to_owned();
+        assert!(html.contains(&format!("{total} <small>{currency}</small>")), "{id}: total {total}");
+        let items: Vec<RawItem> = page_files(&out.join(id)).iter().flat_map(|p| raw_items(p, "usage")).collect();
+        let mut rows = html.split("<tbody>\n").nth(1).expect("usage table").split("</tr>\n");
+        for item in &items {
+            let row = rows.next().expect("a row per usage item");
+            for key in ["total_amount", "total_units", "duration_seconds", "surcharge"] {
+                if let Some(value) = item.get(key) {
+                    assert!(row.contains(&format!(">{}</td>", value.get())), "{id}: {key} {} in {row}", value.get());
+                }
+            }
+        }
+        for label in ["Spam Detected", "Busy Line", "Normal Hangup"] {
+            assert!(html.contains(label), "{id}: label {label}");
+        }
+    }
+    let index = std::fs::read_to_string(out.join("index.html")).expect("index.html");
+    for (id, ..) in ACCOUNTS {
+        assert!(index.contains(&format!("<a href=\"{id}/report.html\">{id}</a>")), "{id}");
+    }
+}
+
+/// Headless Chromium renders the sample report to a PNG (runs where
+/// `/usr/bin/chromium` is installed, e.g. in CI; elsewhere it says so and
+/// passes). `TELEMETER_SCREENSHOT=path.png` keeps the picture.
+#[test]
+fn chromium_renders_the_report() {
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.exists() {
+        eprintln!("skipped: /usr/bin/chromium is not installed (apt-get install chromium)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, out, _) = sample_report(dir.path());
+    for (width, height, name) in [(1280u32, 2000u32, "laptop.png"), (400, 1800, "phone.png")] {
+        let png = dir.path().join(name);
+        let profile = dir.path().join(format!("profile-{name}"));
+        let page = format!("file://{}", out.join("MA100001").join("report.html").display());
+        let status = Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("--screenshot={}", png.display()))
+            .arg(format!("--window-size={width},{height}"))
+            .arg(&page)
+            .output()
+            .expect("run chromium");
+        assert!(status.status.success(), "chromium failed: {}", String::from_utf8_lossy(&status.stderr));
+        let bytes = std::fs::read(&png).expect("screenshot written");
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+        let size = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        assert_eq!((size(16), size(20)), (width, height), "IHDR dimensions");
+        // A blank page compresses to a few kilobytes; charts and tables do not.
+        assert!(bytes.len() > 40_000, "{name}: only {} bytes", bytes.len());
+        if let Ok(keep) = std::env::var("TELEMETER_SCREENSHOT") {
+            std::fs::copy(&png, format!("{keep}.{name}")).expect("keep screenshot");
+        }
+    }
+}
