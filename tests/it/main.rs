@@ -4,3 +4,4 @@ mod differential;
 mod generate;
 mod report;
 mod timezones;
+mod store;

@@ -1,0 +1,419 @@
+//! `telemeter ingest` and `summary --store`, through the binary: answers
+//! byte-identical to `summary --data` (time zones, filters, subaccounts,
+//! pages, a zone whose offset is not a multiple of 15 minutes), idempotent
+//! re-ingests, incremental days, conflicts naming both places, failed and
+//! killed ingests leaving the store as it was, set-aside counts that add up.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The binary under test.
+fn telemeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_telemeter"))
+}
+
+fn run(args: &[&str]) -> Output {
+    telemeter().args(args).output().expect("run telemeter")
+}
+
+fn put(dir: &Path, path: &str, text: &str) {
+    let path = dir.join(path);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// A 64-bit LCG: deterministic data without fixtures.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+const ACCOUNTS: &str = "auth_id,currency,timezone\nA1,USD,\nA2,EUR,Asia/Kolkata\nA4,INR,Asia/Kathmandu\n";
+
+/// Instants from 2026-10-30 to 2026-11-23 (both DST changes of New York
+/// are near), at any second.
+fn instant(rng: &mut Lcg) -> String {
+    let start = 1_793_318_400i64; // 2026-10-30T00:00:00Z
+    let secs = start + rng.below(24 * 86_400) as i64;
+    let date = chrono::DateTime::from_timestamp(secs, 0).expect("instant");
+    match rng.below(3) {
+        0 => date.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        1 => date.with_timezone(&chrono::FixedOffset::east_opt(19_800).expect("offset")).to_rfc3339(),
+        _ => date.format("%Y-%m-%d %H:%M:%S.250").to_string(),
+    }
+}
+
+/// Writes `n` rows of every kind under `dir`, ids prefixed with `tag`.
+fn write_data(dir: &Path, tag: &str, seed: u64, n: usize) {
+    let mut rng = Lcg(seed);
+    let accounts = ["A1", "A1", "A2", "A3", "A4"];
+    let subaccounts = ["", "", "S1", "S2"];
+    let countries = ["US", "IN", "DE", ""];
+    let mut calls = String::from(
+        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n",
+    );
+    let mut messages = String::from(
+        "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\n",
+    );
+    let mut transcriptions = String::from("record_id,auth_id,subaccount_auth,timestamp,type,duration_seconds,amount\n");
+    let mut charges = String::from("record_id,auth_id,timestamp,description,units,amount\n");
+    for i in 0..n {
+        let account = rng.pick(&accounts);
+        calls.push_str(&format!(
+            "{tag}c{i},{account},{},{},{},{},{},{},{}.{:03},0.{:04},0.000{},{}\n",
+            rng.pick(&subaccounts),
+            instant(&mut rng),
+            rng.pick(&["voice", "voice", "zentrunk"]),
+            rng.pick(&["pstn", "sip", "app"]),
+            rng.pick(&["inbound", "outbound"]),
+            rng.pick(&countries),
+            rng.below(600),
+            rng.below(1000),
+            rng.below(10_000) + 10,
+            rng.below(10),
+            rng.pick(&["4000", "4000", "3010", ""]),
+        ));
+        messages.push_str(&format!(
+            "{tag}m{i},{},{},{},{},{},{},{},0.00{},0.000{},{}\n",
+            rng.pick(&accounts),
+            rng.pick(&subaccounts),
+            instant(&mut rng),
+            rng.pick(&["sms", "mms"]),
+            rng.pick(&["inbound", "outbound"]),
+            rng.pick(&countries),
+            rng.below(3) + 1,
+            rng.below(90) + 10,
+            rng.below(10),
+            rng.pick(&["", "", "30001", "30007"]),
+        ));
+        if i % 3 == 0 {
+            transcriptions.push_str(&format!(
+                "{tag}t{i},{},{},{},standard,{}.5,0.0{}\n",
+                rng.pick(&accounts),
+                rng.pick(&subaccounts),
+                instant(&mut rng),
+                rng.below(300),
+                rng.below(90) + 10,
+            ));
+        }
+        if i % 5 == 0 {
+            charges.push_str(&format!(
+                "{tag}x{i},{},{},{},{},0.{}\n",
+                rng.pick(&accounts),
+                instant(&mut rng),
+                rng.pick(&["Number Charges", "CNAM Lookup"]),
+                rng.below(4),
+                rng.below(90) + 10,
+            ));
+        }
+    }
+    // A few records in 1971, when Africa/Monrovia's offset was -00:44:30.
+    calls.push_str(&format!("{tag}old1,A1,,1971-06-01T10:07:00Z,voice,pstn,inbound,LR,10,0.5,0,4000\n"));
+    calls.push_str(&format!("{tag}old2,A1,,1971-06-01T23:50:00Z,voice,pstn,inbound,LR,10,0.25,0,4000\n"));
+    // Local 00:00:20 on June 2nd, in the slot that starts 23:45:30 local on
+    // June 1st: only the stored records can place it.
+    calls.push_str(&format!("{tag}old3,A1,,1971-06-02T00:44:50Z,voice,pstn,inbound,LR,10,0.125,0,4000\n"));
+    put(dir, &format!("calls/{tag}.csv"), &calls);
+    put(dir, &format!("messages/{tag}.csv"), &messages);
+    put(dir, &format!("transcriptions/{tag}.csv"), &transcriptions);
+    put(dir, &format!("charges/{tag}.csv"), &charges);
+}
+
+/// The queries every store is checked with.
+const QUERIES: &[&str] = &[
+    "from_date=2026-10-29&to_date=2026-11-24&granularity=day",
+    "from_date=2026-11-18&to_date=2026-11-21&granularity=hour&page_size=7",
+    "from_date=2026-11-18&to_date=2026-11-21&granularity=hour&timezone=Asia/Kolkata",
+    "from_date=2026-11-18&to_date=2026-11-21&granularity=hour&timezone=Asia/Kathmandu&page_size=50",
+    "from_date=2026-10-31&to_date=2026-11-03&granularity=hour&timezone=America/New_York",
+    "from_date=2026-10-01&to_date=2026-12-01&granularity=month&timezone=America/New_York",
+    "from_date=2026-01-01&to_date=2027-01-01&granularity=year",
+    "from_date=2026-10-29&to_date=2026-11-24&granularity=day&product=voice,message&country=US",
+    "from_date=2026-10-29&to_date=2026-11-24&granularity=day&direction=inbound&product=all",
+    "from_date=2026-10-29&to_date=2026-11-24&granularity=day&subaccount_auth=S1",
+    "from_date=2026-10-29&to_date=2026-11-24&granularity=day&error_code=30001&product=message",
+    "from_date=2026-10-29&to_date=2026-11-24&granularity=day&hangup_cause=4000&page_size=3",
+    "from_date=2026-11-01&to_date=2026-11-24&granularity=day&product=other",
+    "granularity=day",
+    "from_date=1971-01-01&to_date=1972-01-01&granularity=year&timezone=Africa/Monrovia",
+    "from_date=1971-06-01&to_date=1971-06-03&granularity=hour&timezone=Africa/Monrovia",
+];
+
+/// Every page of one query, from `--data` or `--store`.
+fn summary(source: &str, path: &Path, account: &str, query: &str) -> Output {
+    run(&[
+        "summary",
+        source,
+        s(path),
+        "--auth-id",
+        account,
+        "--query",
+        query,
+        "--now",
+        "2026-11-23T06:00:00Z",
+        "--all-pages",
+    ])
+}
+
+/// Asserts that `store` answers every query like `data`, byte for byte.
+fn assert_same_answers(data: &Path, store: &Path, accounts: &[&str]) {
+    let mut compared = 0;
+    for account in accounts {
+        for query in QUERIES {
+            let expected = summary("--data", data, account, query);
+            let actual = summary("--store", store, account, query);
+            assert_eq!(
+                expected.status.code(),
+                actual.status.code(),
+                "{account} {query}: {}",
+                String::from_utf8_lossy(&actual.stderr)
+            );
+            assert!(expected.status.success(), "{account} {query}: {}", String::from_utf8_lossy(&expected.stderr));
+            assert_eq!(
+                String::from_utf8_lossy(&expected.stdout),
+                String::from_utf8_lossy(&actual.stdout),
+                "{account} {query}"
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, accounts.len() * QUERIES.len());
+}
+
+fn ingest(data: &Path, store: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["ingest", "--data", s(data), "--store", s(store)];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// The `total` line's counts: read, used, set aside, duplicates.
+fn totals(output: &Output) -> (u64, u64, u64, u64) {
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().find(|l| l.starts_with("total")).expect("total line");
+    let numbers: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    (numbers[0], numbers[1], numbers[2], numbers[3])
+}
+
+fn manifest(store: &Path) -> String {
+    std::fs::read_to_string(store.join("manifest.json")).expect("manifest")
+}
+
+/// Every answer of the store, for comparing a store with itself later.
+fn answers(store: &Path) -> Vec<Vec<u8>> {
+    ["A1", "A2"].iter().flat_map(|a| QUERIES[..4].iter().map(|q| summary("--store", store, a, q).stdout)).collect()
+}
+
+#[test]
+fn store_answers_byte_identical_to_raw_data() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let data = temp.path().join("data");
+    write_data(&data, "d", 7, 400);
+    put(&data, "accounts.csv", ACCOUNTS);
+    let store = temp.path().join("store");
+    let output = ingest(&data, &store, &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let (read, used, set_aside, duplicates) = totals(&output);
+    // 400 calls and 3 old ones, 400 messages, 134 transcriptions, 80 charges.
+    assert_eq!((read, used, set_aside, duplicates), (1017, 1017, 0, 0));
+    assert_same_answers(&data, &store, &["A1", "A2", "A3", "A4", "nobody"]);
+}
+
+#[test]
+fn store_answers_like_sample_data() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_data");
+    if !sample.join("calls").exists() {
+        return; // sample_data/ is written by another part of the project.
+    }
+    let temp = tempfile::tempdir().expect("tempdir");
+    let store = temp.path().join("store");
+    let output = ingest(&sample, &store, &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = std::fs::read_to_string(sample.join("accounts.csv")).unwrap_or_default();
+    let mut accounts: Vec<&str> = text.lines().skip(1).filter_map(|l| l.split(',').next()).collect();
+    accounts.push("nobody");
+    assert_same_answers(&sample, &store, &accounts);
+}
+
+#[test]
+fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (day1, day2, both) = (temp.path().join("day1"), temp.path().join("day2"), temp.path().join("both"));
+    write_data(&day1, "a", 1, 150);
+    write_data(&day2, "b", 2, 150);
+    write_data(&both, "a", 1, 150);
+    write_data(&both, "b", 2, 150);
+    for dir in [&day1, &day2, &both] {
+        put(dir, "accounts.csv", ACCOUNTS);
+    }
+    let store = temp.path().join("store");
+    let first = ingest(&day1, &store, &[]);
+    assert!(first.status.success());
+    let before = manifest(&store);
+    let again = ingest(&day1, &store, &[]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let (read, used, set_aside, duplicates) = totals(&again);
+    assert_eq!((used, set_aside, duplicates), (0, 0, read));
+    assert_eq!(totals(&first).0, read);
+    assert_eq!(manifest(&store), before, "a re-ingest must not change the store");
+    assert_same_answers(&day1, &store, &["A1", "A2"]);
+
+    let second = ingest(&day2, &store, &[]);
+    assert!(second.status.success(), "{}", String::from_utf8_lossy(&second.stderr));
+    assert_eq!(totals(&second).1, totals(&first).1, "day 2 has as many rows as day 1, none duplicates");
+    assert_same_answers(&both, &store, &["A1", "A2", "A4"]);
+    // Day 1 and day 2 together, once more: all duplicates.
+    let all = ingest(&both, &store, &[]);
+    let (read, used, _, duplicates) = totals(&all);
+    assert_eq!((used, duplicates), (0, read));
+    assert_same_answers(&both, &store, &["A1"]);
+}
+
+#[test]
+fn a_conflicting_record_is_an_error_naming_both_places() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (first, second) = (temp.path().join("first"), temp.path().join("second"));
+    let header =
+        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
+    put(&first, "calls/monday.csv", &format!("{header}c1,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n"));
+    put(
+        &second,
+        "calls/later/tuesday.csv",
+        &format!(
+            "{header}c9,A1,,2026-11-21T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n\
+             c1,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.018,0,4000\n"
+        ),
+    );
+    let store = temp.path().join("store");
+    assert!(ingest(&first, &store, &[]).status.success());
+    let before = manifest(&store);
+    let output = ingest(&second, &store, &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'c1'"), "{stderr}");
+    assert!(stderr.contains("calls/monday.csv (ingest "), "{stderr}");
+    assert!(stderr.contains("):2"), "{stderr}");
+    assert!(stderr.contains("calls/later/tuesday.csv:3"), "{stderr}");
+    assert_eq!(manifest(&store), before);
+}
+
+#[test]
+fn a_failed_or_killed_ingest_leaves_the_store_as_it_was() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (good, bad, big) = (temp.path().join("good"), temp.path().join("bad"), temp.path().join("big"));
+    write_data(&good, "g", 3, 100);
+    put(&good, "accounts.csv", ACCOUNTS);
+    let store = temp.path().join("store");
+    assert!(ingest(&good, &store, &[]).status.success());
+    let (before, answers_before) = (manifest(&store), answers(&store));
+
+    // New calls and messages are read and written first; a bad charge
+    // (the last kind) then fails the run.
+    write_data(&bad, "n", 4, 100);
+    put(&bad, "charges/zz.csv", "record_id,auth_id,timestamp,description,units,amount\nz1,A1,2026-11-20T00:00:00Z,CNAM,1,0\n");
+    let output = ingest(&bad, &store, &["--batch-mb", "1"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("charges/zz.csv:2: column 'amount'"), "{stderr}");
+    let orphans = walk(&store.join("records")).len();
+    assert!(orphans > 4, "the failed run wrote files before failing ({orphans})");
+    assert_eq!(manifest(&store), before);
+    assert_eq!(answers(&store), answers_before);
+
+    // Killed mid-run: one batch per file, killed as soon as it has written
+    // its first records file.
+    for i in 0..8 {
+        write_data(&big, &format!("k{i}"), 10 + i, 3000);
+    }
+    let known = walk(&store.join("records")).len();
+    let mut child = telemeter()
+        .args(["ingest", "--data", s(&big), "--store", s(&store), "--batch-mb", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ingest");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while walk(&store.join("records")).len() == known && std::time::Instant::now() < deadline {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let finished = child.try_wait().expect("wait").is_some();
+    child.kill().ok();
+    child.wait().expect("reap");
+    if !finished {
+        assert_eq!(manifest(&store), before, "a killed ingest published nothing");
+        assert_eq!(answers(&store), answers_before);
+    }
+    // The next ingest still works on top of the orphans.
+    let output = ingest(&bad, &store, &["--on-bad-row", "set-aside"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn set_aside_rows_are_counted_and_written_with_their_reason() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (clean, dirty) = (temp.path().join("clean"), temp.path().join("dirty"));
+    write_data(&clean, "c", 5, 60);
+    write_data(&dirty, "c", 5, 60);
+    for dir in [&clean, &dirty] {
+        put(dir, "accounts.csv", ACCOUNTS);
+    }
+    let header =
+        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
+    // Two bad rows, one duplicate of a row of calls/c.csv, one good row.
+    let extra = format!(
+        "{header}e1,A1,,2026-11-20T13:45:01Z,fax,pstn,outbound,US,61,0.017,0,4000\n\
+         e2,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,usa,61,0.017,0,4000\n\
+         e3,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n"
+    );
+    put(&dirty, "calls/extra.csv", &extra);
+    put(&clean, "calls/extra.csv", &format!("{header}e3,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n"));
+    put(&dirty, "calls/repeat.csv", &format!("{header}e3,A1,,2026-11-20 13:45:01,voice,pstn,outbound,US,61.0,0.0170,0,4000\n"));
+    let store = temp.path().join("store");
+    let failed = ingest(&dirty, &store, &[]);
+    assert_eq!(failed.status.code(), Some(1), "bad rows fail by default");
+    assert!(!store.join("manifest.json").exists());
+    let output = ingest(&dirty, &store, &["--on-bad-row", "set-aside"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let (read, used, set_aside, duplicates) = totals(&output);
+    assert_eq!(read, used + set_aside + duplicates);
+    assert_eq!((set_aside, duplicates), (2, 1));
+    let rejected = walk(&store.join("rejected"));
+    assert_eq!(rejected.len(), 1);
+    let text = std::fs::read_to_string(&rejected[0]).expect("rejected file");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "file,line,column,value,reason");
+    assert!(lines[1].starts_with("calls/extra.csv,2,product,fax,"), "{text}");
+    assert!(lines[2].starts_with("calls/extra.csv,3,country,usa,"), "{text}");
+    assert_eq!(lines.len(), 3);
+    assert_same_answers(&clean, &store, &["A1", "A2"]);
+}
