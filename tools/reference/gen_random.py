@@ -40,7 +40,8 @@ CURRENCIES = ["USD", "EUR", "INR", "GBP", ""]
 COUNTRIES = ["", "US", "GB", "IN", "NP", "DE"]
 HANGUP = ["", "4000", "3010", "0", "5020", "9999", "NORMAL_CLEARING"]
 ERRORS = ["", "30", "1000", "450", "31", "X1"]
-DESCRIPTIONS = ["Number Charges", "CNAM Lookup", "Other Charges", 'Porting, "express"', "Zz último cargo"]
+DESCRIPTIONS = ["Number Charges", "CNAM Lookup", "Other Charges", 'Porting, "express"', "Zz último cargo",
+                "Two-line\ncharge"]
 OFFSETS = ["Z", "+00:00", "", "+05:30", "-08:00", "+05:45", "-05:00", "+01:00", "-03:30"]
 
 
@@ -123,7 +124,8 @@ def add_months(d: dt.date, n: int) -> dt.date:
 
 
 class Gen:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, scale: int = 1):
+        self.scale = scale
         self.r = random.Random(seed)
         self.seed = seed
         self.n = 0
@@ -155,7 +157,7 @@ class Gen:
         r = self.r
         out = {"calls": [], "messages": [], "transcriptions": [], "charges": []}
         for a in accs:
-            for _ in range(r.randint(10, 70)):
+            for _ in range(r.randint(10, 70) * self.scale):
                 secs, nanos = rand_instant(r)
                 sub = r.choice([""] + a["subs"]) if a["subs"] and r.random() < 0.6 else ""
                 amount = rand_decimal(r)
@@ -168,7 +170,7 @@ class Gen:
                     "billed_seconds": rand_decimal(r, 600), "amount": amount,
                     "surcharge": part(amount, r.choice([0, 0, 1, "0.5", "0.125"])),
                     "hangup_cause": r.choice(HANGUP)})
-            for _ in range(r.randint(10, 70)):
+            for _ in range(r.randint(10, 70) * self.scale):
                 secs, nanos = rand_instant(r)
                 sub = r.choice([""] + a["subs"]) if a["subs"] and r.random() < 0.6 else ""
                 amount = rand_decimal(r, 2)
@@ -221,7 +223,7 @@ class Gen:
             folder = out / kind
             folder.mkdir(exist_ok=True)
             r.shuffle(rows)
-            nfiles = r.randint(1, 3)
+            nfiles = 1 if self.scale > 1 else r.randint(1, 3)  # large files: split in chunks by the engine
             chunks = [rows[i::nfiles] for i in range(nfiles)]
             # re-deliveries: some rows again in another file, in other textual forms
             dups = [x for x in rows if r.random() < 0.12]
@@ -352,8 +354,11 @@ class Gen:
                     to = day + dt.timedelta(days=r.randint(1, 500))
                 if edge > 0.97:
                     frm, to = to, frm  # from after to: 400
-                pairs.append(("from_date", frm.isoformat()))
-                pairs.append(("to_date", to.isoformat()))
+                one_sided = r.random()
+                if one_sided > 0.05:  # else: to_date only, from_date defaults to today - 7 days
+                    pairs.append(("from_date", frm.isoformat()))
+                if one_sided < 0.95 or one_sided > 0.97:  # else: from_date only, to_date defaults to today
+                    pairs.append(("to_date", to.isoformat()))
             p = r.random()
             if edge_dates:
                 pass  # edge queries keep their products and time zone simple
@@ -413,8 +418,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--queries", type=Path)
     ap.add_argument("--count", type=int, default=25)
+    ap.add_argument("--scale", type=int, default=1, help="multiply the number of calls and messages")
     args = ap.parse_args()
-    g = Gen(args.seed)
+    g = Gen(args.seed, args.scale)
     accs = g.accounts()
     recs = g.records(accs)
     g.write(args.out, accs, recs)

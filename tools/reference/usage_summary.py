@@ -91,7 +91,7 @@ ID_MAX = 128
 DECIMAL_RE = re.compile(r"^[0-9]+(\.[0-9]{1,9})?$")
 COUNT_RE = re.compile(r"^[0-9]+$")
 TS_RE = re.compile(
-    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})?$")
+    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})?$")
 COUNTRY_RE = re.compile(r"^[A-Z]{2}$")
 CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
@@ -136,7 +136,7 @@ def parse_instant(value: str, column: str = "timestamp") -> tuple[int, int]:
     frac = m.group(7)
     nanos = int((frac[1:] + "000000000")[:9]) if frac else 0
     off = m.group(8)
-    if off in (None, "Z"):
+    if off in (None, "Z", "z"):  # RFC 3339 5.6: "T" and "Z" may be lower case
         offset = 0
     else:
         oh, om = int(off[1:3]), int(off[4:6])
