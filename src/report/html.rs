@@ -81,30 +81,34 @@ h2{font-size:17px;margin:0 0 12px}
 .cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(170px,1fr));gap:12px;margin:16px 0 20px}
 .card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:12px 14px}
 .card .k{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}
-.card .v{font-size:22px;font-weight:650;margin-top:2px;font-variant-numeric:tabular-nums;word-break:break-all}
+.card .v{font-size:21px;font-weight:650;margin-top:2px;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}
+.card.long .v{font-size:17px;padding-top:3px}
 .card .v small{font-size:13px;font-weight:500;color:var(--muted)}
-.card.main{border-color:var(--accent);box-shadow:inset 4px 0 0 var(--accent)}
+.card.main{border-color:var(--accent);box-shadow:inset 4px 0 0 var(--accent);grid-column:span 2}
 section{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin:0 0 16px}
-.grid2{display:grid;grid-template-columns:1fr 1fr;gap:16px}
-.grid2>section{margin:0}
+.grid2{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px;margin:0 0 16px}
+.grid2>section{margin:0;min-width:0}
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
 table{border-collapse:collapse;width:100%;font-size:13.5px}
 th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
 th{color:var(--muted);font-weight:600;font-size:12px;text-transform:uppercase;letter-spacing:.03em}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 tfoot td{font-weight:650;border-top:2px solid var(--ink);border-bottom:0}
-td.bar{width:30%;min-width:80px}
+td.bar{width:24%;min-width:60px}
 .bar span{display:block;height:10px;border-radius:5px;background:var(--accent);min-width:2px}
-.label{color:var(--muted);white-space:normal;min-width:160px}
+.label{color:var(--muted);white-space:normal;min-width:140px}
 .legend{display:flex;flex-wrap:wrap;gap:6px 16px;margin:0 0 8px;font-size:13px;color:var(--muted)}
 .legend i{display:inline-block;width:11px;height:11px;border-radius:3px;margin-right:5px;vertical-align:-1px}
 .empty{color:var(--muted);font-style:italic;margin:4px 0}
 svg{display:block;width:100%;height:auto}
-svg text{font:11px system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:#5c677d}
+svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:#5c677d}
+svg.narrow{display:none}
+.note{color:var(--muted);font-size:12px;margin:6px 0 0}
 .usage td{font-size:12.5px}
+.usage th,.usage td{padding:4px 6px}
 a{color:var(--accent)}
 footer{color:var(--muted);font-size:12px;margin-top:20px}
-@media (max-width:760px){.grid2{grid-template-columns:1fr}main{padding:14px 10px 32px}section{padding:12px 10px}h1{font-size:21px}.card .v{font-size:19px}td.bar{min-width:50px}}
+@media (max-width:760px){.grid2{grid-template-columns:minmax(0,1fr)}.cards{grid-template-columns:1fr 1fr}.card.main{grid-column:1/-1}svg.wide{display:none}svg.narrow{display:block}th,td{padding:4px 5px}td.bar{min-width:36px;width:auto}main{padding:14px 10px 32px}section{padding:12px 10px}h1{font-size:21px}.card .v{font-size:19px}td.bar{min-width:50px}}
 "#;
 
 /// Appends formatted text to a `String` (which cannot fail).
@@ -144,14 +148,13 @@ pub fn account_report(page: &AccountPage<'_>) -> Result<String> {
     let currency = esc(&summary.currency);
     out.push_str("<div class=\"cards\">");
     card(&mut out, "main", "Total spend", &format!("{} <small>{currency}</small>", summary.total_spend));
-    card(&mut out, "", "Usage", &format!("{} <small>{currency}</small>", summary.usage_spend));
+    card(&mut out, "", &format!("Usage &middot; {currency}"), &summary.usage_spend.to_string());
     match &summary.charges {
-        Some(_) => card(&mut out, "", "Other charges", &format!("{} <small>{currency}</small>", stats.charge_spend)),
+        Some(_) => card(&mut out, "", &format!("Other charges &middot; {currency}"), &stats.charge_spend.to_string()),
         None => card(&mut out, "", "Other charges", "<small>not requested</small>"),
     }
     card(&mut out, "", "Usage rows", &page.usage.len().to_string());
     card(&mut out, "", "Records", &stats.records.to_string());
-    card(&mut out, "", "Currency", &currency);
     out.push_str("</div>\n");
 
     spend_over_time(&mut out, summary, &stats)?;
@@ -328,11 +331,35 @@ fn spend_over_time(out: &mut String, summary: &Summary, stats: &Stats) -> Result
         }
         totals.push(sum);
     }
+    let tz = summary.buckets.tz();
+    let granularity = summary.request.params.granularity;
+    let wide = Layout { class: "wide", width: 960.0, height: 300.0, left: 64.0, labels: 12, font: 11.0 };
+    let narrow = Layout { class: "narrow", width: 420.0, height: 280.0, left: 44.0, labels: 5, font: 12.0 };
+    for layout in [wide, narrow] {
+        bar_chart(out, summary, stats, &present, &totals, &layout);
+    }
+    w!(out, "<p class=\"note\">{}</p>", esc(&axis_note(granularity, tz.name(), &summary.currency)));
+    out.push_str("</section>\n");
+    Ok(())
+}
+
+/// The size of one drawing of the spend chart.
+struct Layout {
+    class: &'static str,
+    width: f64,
+    height: f64,
+    left: f64,
+    labels: usize,
+    font: f64,
+}
+
+/// One stacked bar per bucket; amounts are exact in the tooltips and axis.
+fn bar_chart(out: &mut String, summary: &Summary, stats: &Stats, present: &[usize], totals: &[i128], layout: &Layout) {
     let max = totals.iter().copied().max().unwrap_or(0).max(1);
     let step = nice_step(max);
     let top = (max + step - 1) / step * step;
-    let (width, height) = (960.0_f64, 300.0_f64);
-    let (left, right, top_pad, bottom) = (64.0, 12.0, 10.0, 42.0);
+    let Layout { width, height, left, font, .. } = *layout;
+    let (right, top_pad, bottom) = (10.0, 10.0, 26.0);
     let plot_w = width - left - right;
     let plot_h = height - top_pad - bottom;
     let n = stats.by_bucket.len().max(1);
@@ -341,7 +368,9 @@ fn spend_over_time(out: &mut String, summary: &Summary, stats: &Stats) -> Result
     let y = |nanos: i128| top_pad + plot_h - plot_h * (nanos as f64 / top as f64);
     w!(
         out,
-        "<svg viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"Spend per {} by product\">",
+        "<svg class=\"{}\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"Spend per {} by product\" \
+         style=\"font-size:{font}px\">",
+        layout.class,
         summary.request.params.granularity.as_str()
     );
     let mut tick = 0i128;
@@ -359,14 +388,14 @@ fn spend_over_time(out: &mut String, summary: &Summary, stats: &Stats) -> Result
     }
     let tz = summary.buckets.tz();
     let granularity = summary.request.params.granularity;
-    let label_every = n.div_ceil(12);
+    let label_every = n.div_ceil(layout.labels);
     for (i, bucket) in stats.by_bucket.iter().enumerate() {
         let x = left + slot * i as f64 + (slot - bar_w) / 2.0;
         let (start, end) = summary.buckets.span(i as u32);
         let mut title = format!("{} to {}", format_instant(start, tz), format_instant(end, tz));
         let mut base = 0i128;
         let mut rects = String::new();
-        for p in &present {
+        for p in present {
             let value = bucket[*p];
             if value == 0 {
                 continue;
@@ -394,9 +423,7 @@ fn spend_over_time(out: &mut String, summary: &Summary, stats: &Stats) -> Result
         }
     }
     w!(out, "<line x1=\"{left}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#1d2433\"/>", width - right, y(0), y(0));
-    w!(out, "<text x=\"{left}\" y=\"{}\">{}</text>", height - 6.0, esc(&axis_note(granularity, tz.name())));
-    out.push_str("</svg></section>\n");
-    Ok(())
+    out.push_str("</svg>");
 }
 
 fn dimension_table(out: &mut String, title: &str, column: &str, rows: &BTreeMap<String, Dim>, currency: &str) {
@@ -648,7 +675,9 @@ fn head(out: &mut String, title: &str) {
 }
 
 fn card(out: &mut String, class: &str, key: &str, value: &str) {
-    w!(out, "<div class=\"card {class}\"><div class=\"k\">{key}</div><div class=\"v\">{value}</div></div>");
+    let visible = value.split('<').next().unwrap_or_default().trim().len();
+    let long = if class != "main" && visible > 10 { " long" } else { "" };
+    w!(out, "<div class=\"card {class}{long}\"><div class=\"k\">{key}</div><div class=\"v\">{value}</div></div>");
 }
 
 /// A table cell with a bar of `value / max` of its width.
@@ -687,8 +716,11 @@ fn bucket_label(start: i64, tz: chrono_tz::Tz, granularity: Granularity) -> Stri
     local.format(format).to_string()
 }
 
-fn axis_note(granularity: Granularity, tz: &str) -> String {
-    format!("one bar per {}, local time {tz}; hover a bar for exact amounts", granularity.as_str())
+fn axis_note(granularity: Granularity, tz: &str, currency: &str) -> String {
+    format!(
+        "Amounts in {currency}; one bar per {}, local time {tz}. Hover a bar for its exact amounts.",
+        granularity.as_str()
+    )
 }
 
 fn product_label(index: usize) -> &'static str {
