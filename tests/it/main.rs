@@ -3,5 +3,6 @@
 mod differential;
 mod generate;
 mod report;
+mod server;
 mod timezones;
 mod store;
