@@ -1,8 +1,11 @@
 //! The integration tests: one binary, one module per area.
 
+mod common;
 mod differential;
+mod errors;
 mod generate;
 mod report;
 mod server;
 mod timezones;
 mod store;
+mod summary;

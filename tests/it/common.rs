@@ -1,0 +1,113 @@
+//! Helpers shared by the integration tests: the binary under test, a run with
+//! its exit code and both streams, the sample data set, temporary data
+//! directories and golden files.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// "Now" of every golden request over `sample_data/`.
+pub const NOW: &str = "2026-11-21T12:00:00Z";
+
+/// The binary under test.
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_telemeter")
+}
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `sample_data/`.
+pub fn sample_data() -> PathBuf {
+    root().join("sample_data")
+}
+
+/// What one run of the binary did.
+#[derive(Debug)]
+pub struct Run {
+    /// The exit code (`-1` when killed by a signal).
+    pub code: i32,
+    /// Standard output, as text.
+    pub stdout: String,
+    /// Standard error, as text.
+    pub stderr: String,
+}
+
+impl Run {
+    /// Asserts exit 0 and returns stdout.
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "expected success; stderr:\n{}\nstdout:\n{}", self.stderr, self.stdout);
+        &self.stdout
+    }
+}
+
+/// Runs the binary with `args`. Never accepts a panic, whatever the outcome.
+pub fn telemeter(args: &[&str]) -> Run {
+    let output = Command::new(binary())
+        .args(args)
+        .env_remove("TELEMETER_THREADS")
+        .env_remove("TELEMETER_TOKEN_KEY")
+        .output()
+        .expect("start telemeter");
+    let run = Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+    };
+    assert!(!run.stderr.contains("panicked"), "telemeter {args:?} panicked:\n{}", run.stderr);
+    assert!(run.code >= 0, "telemeter {args:?} was killed by a signal:\n{}", run.stderr);
+    run
+}
+
+/// Runs `telemeter summary --data DATA --auth-id AUTH_ID --query QUERY
+/// --now NOW` followed by `extra`.
+pub fn summary(data: &Path, auth_id: &str, query: &str, extra: &[&str]) -> Run {
+    let data = data.to_str().expect("UTF-8 path");
+    let mut args = vec!["summary", "--data", data, "--auth-id", auth_id, "--query", query, "--now", NOW];
+    args.extend_from_slice(extra);
+    telemeter(&args)
+}
+
+/// A fresh temporary directory.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("create a temporary directory")
+}
+
+/// Writes `dir/relative` with `bytes`, creating folders.
+pub fn write(dir: &Path, relative: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(relative);
+    std::fs::create_dir_all(path.parent().expect("a parent folder")).expect("create folders");
+    std::fs::write(&path, bytes).expect("write a file");
+    path
+}
+
+/// Gzip-compresses `bytes`.
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).expect("gzip");
+    encoder.finish().expect("gzip")
+}
+
+/// Compares `actual` with `tests/golden/<name>`, or rewrites the file when
+/// `UPDATE_GOLDEN=1`.
+pub fn golden(name: &str, actual: &str) {
+    let path = root().join("tests").join("golden").join(name);
+    if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().expect("golden folder")).expect("create tests/golden");
+        std::fs::write(&path, actual).expect("write a golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()));
+    if expected != actual {
+        let first_difference = expected.bytes().zip(actual.bytes()).take_while(|(a, b)| a == b).count();
+        panic!(
+            "{} differs from the output at byte {first_difference}\n--- expected\n{expected}\n--- actual\n{actual}",
+            path.display()
+        );
+    }
+}
