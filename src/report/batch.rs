@@ -415,10 +415,7 @@ fn reconcile(batch: &Batch, written: &[Written]) -> Result<Reconciliation> {
     }
     let mut groups_sum = 0i128;
     let mut group_records = 0u64;
-    for (key, totals) in &batch.aggregate.groups {
-        if key.product == Product::Other && !batch.summaries.get(&key.account).is_some_and(|s| s.charges.is_some()) {
-            continue;
-        }
+    for totals in batch.aggregate.groups.values() {
         groups_sum = groups_sum.checked_add(totals.amount).ok_or_else(overflow)?;
         group_records += totals.records;
     }

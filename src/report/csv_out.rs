@@ -138,6 +138,8 @@ mod tests {
             error_reason: Some("Spam Detected"),
         };
         let transcription = UsageItem {
+            from_date: message.from_date.clone(),
+            to_date: message.to_date.clone(),
             product: "transcription",
             type_: "standard, \"quoted\"",
             subaccount_auth: Some("SA1"),
@@ -148,8 +150,8 @@ mod tests {
             total_amount: amount("3"),
             surcharge: None,
             error_code: None,
+            hangup_cause: None,
             error_reason: None,
-            ..message
         };
         let text = String::from_utf8(usage_csv([&message, &transcription]).unwrap()).unwrap();
         assert_eq!(
