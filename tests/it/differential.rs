@@ -9,6 +9,11 @@
 //! concatenated `usage` of all pages, page-1 `meta` (totals, currency, window,
 //! time zone), `other_charges`, the paging structure, and the 400s.
 //!
+//! The engine reads a copy of the data set in which some files were turned
+//! into `.csv.zst` or Parquet (string columns or natural types), so that
+//! every input form of records.md is compared; the reference (standard
+//! library only) reads the CSV / gzip originals.
+//!
 //! Knobs: `TELEMETER_DIFF_SEEDS` (`N` = seeds 1..=N, or `A..B`, or a single
 //! `=S`), `TELEMETER_DIFF_QUERIES` (requests per seed).
 
@@ -58,9 +63,11 @@ fn queries_per_seed() -> u64 {
 
 /// One seed: generate, run every request through the binary, compare.
 /// `Err` carries the comparison report.
-fn run_seed(seed: u64, count: u64, scale: u64) -> Result<String, String> {
+/// `other_forms`: the engine reads `.csv.zst` and Parquet copies of some files.
+fn run_seed(seed: u64, count: u64, scale: u64, other_forms: bool) -> Result<String, String> {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
+    let engine_data = dir.path().join("engine-data");
     let cases = dir.path().join("cases.jsonl");
     let actual = dir.path().join("actual.jsonl");
     let reference = reference_dir();
@@ -85,13 +92,25 @@ fn run_seed(seed: u64, count: u64, scale: u64) -> Result<String, String> {
         return Err(format!("gen_random.py failed: {}", String::from_utf8_lossy(&generated.stderr)));
     }
 
+    let mut forms = String::new();
+    let engine_data = if other_forms {
+        let [same, zst, text, typed] = engine_copy(&data, &engine_data, seed);
+        forms = format!(
+            " [engine input: {same} files as generated, {zst} .csv.zst, {text} Parquet (strings), \
+                          {typed} Parquet (typed)]"
+        );
+        engine_data
+    } else {
+        data.clone()
+    };
+
     let mut lines = String::new();
     for line in std::fs::read_to_string(&cases).expect("cases file").lines() {
         let case: serde_json::Value = serde_json::from_str(line).expect("case is JSON");
         let text = |key: &str| case[key].as_str().expect("case field").to_owned();
         let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
             .args(["summary", "--all-pages", "--data"])
-            .arg(&data)
+            .arg(&engine_data)
             .args(["--auth-id", &text("auth_id"), "--query", &text("query"), "--now", &text("now")])
             .env_remove("TELEMETER_TOKEN_KEY")
             .output()
@@ -106,7 +125,7 @@ fn run_seed(seed: u64, count: u64, scale: u64) -> Result<String, String> {
     }
     std::fs::write(&actual, lines).expect("write actual");
 
-    let label = format!("seed {seed} scale {scale}");
+    let label = format!("seed {seed} scale {scale}{forms}");
     let compared = python(&[
         reference.join("usage_summary.py").as_os_str(),
         "compare".as_ref(),
@@ -132,13 +151,138 @@ fn run_seed(seed: u64, count: u64, scale: u64) -> Result<String, String> {
     }
 }
 
+/// How the engine's copy of one record file is written.
+#[derive(Clone, Copy, Debug)]
+enum Form {
+    Same,
+    Zstd,
+    ParquetText,
+    ParquetTyped,
+}
+
+/// Copies the data set `src` to `dst`, turning about three files in four
+/// into `.csv.zst` or Parquet (deterministic in the seed and the path).
+/// Returns how many files of each form it wrote.
+fn engine_copy(src: &Path, dst: &Path, seed: u64) -> [usize; 4] {
+    let mut written = [0; 4];
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read data dir") {
+            let path = entry.expect("dir entry").path();
+            let relative = path.strip_prefix(src).expect("inside the data dir").to_path_buf();
+            if path.is_dir() {
+                std::fs::create_dir_all(dst.join(&relative)).expect("mkdir");
+                stack.push(path);
+                continue;
+            }
+            let name = relative.to_string_lossy().into_owned();
+            let hash = name.bytes().fold(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+            });
+            let form = if name == "accounts.csv" {
+                Form::Same
+            } else {
+                [Form::Same, Form::Zstd, Form::ParquetText, Form::ParquetTyped][(hash >> 32) as usize % 4]
+            };
+            let raw = std::fs::read(&path).expect("read data file");
+            let text = if name.ends_with(".gz") {
+                let mut out = Vec::new();
+                std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut out).expect("gunzip");
+                out
+            } else {
+                raw.clone()
+            };
+            let stem = name.strip_suffix(".csv.gz").or_else(|| name.strip_suffix(".csv")).expect("a CSV file");
+            let target = |suffix: &str| {
+                let target = dst.join(format!("{stem}{suffix}"));
+                assert!(!target.exists(), "{} written twice", target.display());
+                target
+            };
+            written[form as usize] += 1;
+            match form {
+                Form::Same => std::fs::write(dst.join(&relative), &raw).expect("copy"),
+                Form::Zstd => {
+                    std::fs::write(target(".csv.zst"), zstd::encode_all(&text[..], 3).expect("zstd")).expect("write")
+                }
+                Form::ParquetText => write_parquet(&text, &target(".parquet"), false),
+                Form::ParquetTyped => write_parquet(&text, &target(".parquet"), true),
+            }
+        }
+    }
+    written
+}
+
+/// Writes the rows of a CSV file as Parquet: all-string columns, or natural
+/// types (Datetime(ns, UTC), Decimal(38, 9), Int64, null for empty text).
+fn write_parquet(csv_bytes: &[u8], target: &Path, typed: bool) {
+    use polars::prelude::{
+        Column, DataFrame, Int128Chunked, Int64Chunked, IntoColumn, IntoSeries, NamedFrom, ParquetWriter, Series,
+        TimeUnit, TimeZone,
+    };
+    let mut reader = csv::Reader::from_reader(csv_bytes);
+    let headers: Vec<String> = reader.headers().expect("CSV header").iter().map(str::to_owned).collect();
+    let rows: Vec<Vec<String>> =
+        reader.records().map(|r| r.expect("CSV row").iter().map(str::to_owned).collect()).collect();
+    let mut columns = Vec::new();
+    for (i, header) in headers.iter().enumerate() {
+        let cells: Vec<&str> = rows.iter().map(|r| r[i].as_str()).collect();
+        let column: Column = match header.as_str() {
+            _ if !typed => Series::new(header.into(), cells).into_column(),
+            "timestamp" => Int64Chunked::from_vec(header.into(), cells.iter().map(|t| epoch_nanos(t)).collect())
+                .into_datetime(TimeUnit::Nanoseconds, Some(TimeZone::UTC))
+                .into_series()
+                .into_column(),
+            "billed_seconds" | "amount" | "surcharge" | "duration_seconds" => {
+                Int128Chunked::from_vec(header.into(), cells.iter().map(|d| decimal_nanos(d)).collect())
+                    .into_decimal(38, 9)
+                    .expect("decimal column")
+                    .into_series()
+                    .into_column()
+            }
+            "segments" | "units" => {
+                Int64Chunked::from_vec(header.into(), cells.iter().map(|c| c.parse().expect("count")).collect())
+                    .into_series()
+                    .into_column()
+            }
+            _ => {
+                let text: Vec<Option<&str>> = cells.iter().map(|c| (!c.is_empty()).then_some(*c)).collect();
+                Series::new(header.into(), text).into_column()
+            }
+        };
+        columns.push(column);
+    }
+    let mut frame = DataFrame::new(rows.len(), columns).expect("data frame");
+    let file = std::fs::File::create(target).expect("create Parquet file");
+    ParquetWriter::new(file).finish(&mut frame).expect("write Parquet");
+}
+
+/// A record timestamp (RFC 3339, `T` or space, offset optional) as Unix nanoseconds.
+fn epoch_nanos(text: &str) -> i64 {
+    let mut text = text.replacen(' ', "T", 1);
+    if !(text.ends_with('Z') || text.get(19..).is_some_and(|tail| tail.contains(['+', '-']))) {
+        text.push('Z');
+    }
+    chrono::DateTime::parse_from_rfc3339(&text)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .timestamp_nanos_opt()
+        .expect("instant in range")
+}
+
+/// A decimal string as an integer of 1e-9 units.
+fn decimal_nanos(text: &str) -> i128 {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let whole: i128 = whole.parse().expect("whole part");
+    let fraction: i128 = format!("{fraction:0<9}").parse().expect("fraction");
+    whole * 1_000_000_000 + fraction
+}
+
 #[test]
 fn summary_agrees_with_the_reference_implementation() {
     let started = Instant::now();
     let count = queries_per_seed();
     let mut failures = Vec::new();
     for seed in seeds() {
-        match run_seed(seed, count, 1) {
+        match run_seed(seed, count, 1, true) {
             Ok(report) => eprint!("{report}"),
             Err(report) => failures.push(report),
         }
@@ -152,7 +296,7 @@ fn large_files_agree_with_the_reference_implementation() {
     // Files above the engine's 4 MiB chunk size are parsed in parallel chunks;
     // quoted fields with newlines must not confuse the split.
     let started = Instant::now();
-    if let Err(report) = run_seed(1_000_003, 6, 400) {
+    if let Err(report) = run_seed(1_000_003, 6, 400, false) {
         panic!("telemeter disagrees with tools/reference on large files:\n\n{report}");
     }
     eprintln!("differential (large files): {:.1} s", started.elapsed().as_secs_f64());

@@ -38,9 +38,9 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 ZONES = ["UTC", "America/New_York", "Europe/London", "Asia/Kolkata", "Asia/Kathmandu"]
 CURRENCIES = ["USD", "EUR", "INR", "GBP", ""]
 COUNTRIES = ["", "US", "GB", "IN", "NP", "DE"]
-HANGUP = ["", "4000", "3010", "0", "5020", "9999", "NORMAL_CLEARING"]
+HANGUP = ["", "4000", "3010", "0", "5020", "9999", "NORMAL_CLEARING", "40"]
 ERRORS = ["", "30", "1000", "450", "31", "X1"]
-DESCRIPTIONS = ["Number Charges", "CNAM Lookup", "Other Charges", 'Porting, "express"', "Zz último cargo",
+DESCRIPTIONS = ["Number Charges", "CNAM Lookup", "Other Charges", 'Porting, "express"', "Zz último cargo", "Number charges",
                 "Two-line\ncharge"]
 OFFSETS = ["Z", "+00:00", "", "+05:30", "-08:00", "+05:45", "-05:00", "+01:00", "-03:30"]
 
@@ -165,7 +165,7 @@ class Gen:
                 out["calls"].append({
                     "record_id": self.rid("c"), "auth_id": a["auth_id"], "subaccount_auth": sub,
                     "ts": (secs, nanos), "product": product,
-                    "type": r.choice(["pstn", "app"] if product == "voice" else ["sip", "pstn"]),
+                    "type": r.choice(["pstn", "app", "PSTN"] if product == "voice" else ["sip", "pstn"]),
                     "direction": r.choice(["inbound", "outbound"]), "country": r.choice(COUNTRIES),
                     "billed_seconds": rand_decimal(r, 600), "amount": amount,
                     "surcharge": part(amount, r.choice([0, 0, 1, "0.5", "0.125"])),

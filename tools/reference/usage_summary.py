@@ -245,8 +245,15 @@ def load(data: Path) -> tuple[dict, dict[str, list[dict]]]:
                 raise DataError(f"accounts.csv: currency {cur!r}")
             tz_name = row.get("timezone") or ""
             if tz_name:
-                zone(tz_name)  # must exist
-            accounts[auth] = {"currency": cur, "timezone": tz_name or None}
+                try:
+                    zone(tz_name)  # must exist
+                except BadRequest:
+                    raise DataError(f"accounts.csv: unknown time zone {tz_name!r}") from None
+            account = {"currency": cur, "timezone": tz_name or None}
+            if accounts.get(auth, account) != account:
+                # spec silent; the engine refuses conflicting rows too
+                raise DataError(f"accounts.csv: conflicting rows for {auth!r}")
+            accounts[auth] = account
     records: dict[str, list[dict]] = {}
     for kind in KINDS:
         seen: dict[str, tuple[tuple, str]] = {}
@@ -257,7 +264,10 @@ def load(data: Path) -> tuple[dict, dict[str, list[dict]]]:
             if not (path.name.endswith(".csv") or path.name.endswith(".csv.gz")):
                 continue  # .parquet, .csv.zst: not handled by the reference
             reader = csv.DictReader(io.StringIO(read_csv_text(path), newline=""))
-            missing = [c for c in COLUMNS[kind] if c not in (reader.fieldnames or [])]
+            names = reader.fieldnames or []
+            if len(set(names)) != len(names):
+                raise DataError(f"{path}: a column appears twice in the header")  # spec silent; ambiguous
+            missing = [c for c in COLUMNS[kind] if c not in names]
             if missing:
                 raise DataError(f"{path}: missing column(s) {missing}")
             for line, row in enumerate(reader, start=2):
