@@ -633,3 +633,69 @@ fn chromium_renders_the_report() {
         }
     }
 }
+
+/// The report of `sample_data/` over its whole time span, against the
+/// totals hand-computed in `sample_data/README.md`, and file for file
+/// against `tests/golden/report/sample/` (rewritten with `UPDATE_GOLDEN=1`).
+#[test]
+fn sample_data_report_matches_hand_totals_and_golden_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let data = root.join("sample_data");
+    let golden = root.join("tests/golden/report/sample");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    let query = "granularity=month&from_date=2026-10-01&to_date=2026-12-01&page_size=10";
+    let output = report(&data, &out, &["--query", query, "--now", "2026-11-21T12:00:00Z", "--quiet"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+
+    // sample_data/README.md: "Hand-computed totals over the whole data".
+    let manifest = json(&out.join("manifest.json"));
+    let totals: BTreeMap<String, String> = manifest["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .map(|a| (a["auth_id"].as_str().expect("id").to_owned(), a["total_spend"].to_string()))
+        .collect();
+    let hand: BTreeMap<String, String> = [("MA001", "7.06"), ("MB002", "1.16"), ("MC003", "0.818"), ("MD004", "0.0")]
+        .map(|(a, t)| (a.to_owned(), t.to_owned()))
+        .into();
+    assert_eq!(totals, hand);
+    let ma001 = &manifest["accounts"][0];
+    assert_eq!(ma001["usage_spend"].to_string(), "0.98");
+    assert_eq!(ma001["other_charges_spend"].to_string(), "6.08");
+    assert_eq!(ma001["subaccount_spend"].to_string(), r#"{"SA_ALPHA":0.117,"SA_BETA":0.236,"SA_GAMMA":0.056}"#);
+    assert_eq!(manifest["accounts"][1]["currency"], "EUR");
+    assert_eq!(manifest["accounts"][1]["subaccount_spend"].to_string(), r#"{"SB_ONE":0.13}"#);
+    assert_eq!(manifest["spend_by_currency"].to_string(), r#"{"EUR":1.16,"USD":7.878}"#);
+    // Row counts (read / duplicates / unique): calls 28 / 3 / 25, messages
+    // 23 / 2 / 21, transcriptions 8 / 1 / 7, charges 10 / 1 / 9.
+    for (kind, read, duplicates, used) in
+        [("calls", 28, 3, 25), ("messages", 23, 2, 21), ("transcriptions", 8, 1, 7), ("charges", 10, 1, 9)]
+    {
+        let counts = &manifest["counts"][kind];
+        assert_eq!(
+            (&counts["read"], &counts["duplicates"], &counts["used"]),
+            (&read.into(), &duplicates.into(), &used.into())
+        );
+    }
+    assert_eq!(manifest["reconciliation"]["sum_of_selected_records"].to_string(), "9.038");
+
+    let actual = tree(&out);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        let _ = std::fs::remove_dir_all(&golden);
+        for (name, bytes) in &actual {
+            let path = golden.join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, bytes).expect("write golden");
+        }
+    }
+    let expected = tree(&golden);
+    assert_eq!(actual.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>(), "files");
+    for (name, bytes) in &actual {
+        assert!(
+            *bytes == expected[name],
+            "{name} differs from tests/golden/report/sample/{name} (UPDATE_GOLDEN=1 rewrites it):\n{}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+}
