@@ -53,7 +53,10 @@ fn malformed_parameters_are_400s_naming_parameter_value_and_what_is_allowed() {
         ),
         ("direction=up", "invalid direction 'up': expected inbound or outbound"),
         ("direction=Inbound", "invalid direction 'Inbound': expected inbound or outbound"),
-        ("country=usa", "invalid country 'usa': expected an ISO-3166-1 alpha-2 code of two upper-case letters, e.g. US"),
+        (
+            "country=usa",
+            "invalid country 'usa': expected an ISO-3166-1 alpha-2 code of two upper-case letters, e.g. US",
+        ),
         ("country=us", "invalid country 'us': expected an ISO-3166-1 alpha-2 code of two upper-case letters, e.g. US"),
         ("page_size=0", "invalid page_size '0': expected an integer from 1 to 1000"),
         ("page_size=1001", "invalid page_size '1001': expected an integer from 1 to 1000"),
@@ -76,8 +79,16 @@ fn malformed_parameters_are_400s_naming_parameter_value_and_what_is_allowed() {
 
 #[test]
 fn the_window_must_be_ordered() {
-    refused("MA001", "from_date=2026-11-10&to_date=2026-11-10", "from_date 2026-11-10 must be before to_date 2026-11-10");
-    refused("MA001", "from_date=2026-11-11&to_date=2026-11-10", "from_date 2026-11-11 must be before to_date 2026-11-10");
+    refused(
+        "MA001",
+        "from_date=2026-11-10&to_date=2026-11-10",
+        "from_date 2026-11-10 must be before to_date 2026-11-10",
+    );
+    refused(
+        "MA001",
+        "from_date=2026-11-11&to_date=2026-11-10",
+        "from_date 2026-11-11 must be before to_date 2026-11-10",
+    );
     // A from_date after the default to_date (today, from --now).
     refused("MA001", "from_date=2026-12-01", "from_date 2026-12-01 must be before to_date 2026-11-21");
 }
@@ -182,7 +193,13 @@ fn bad_data(files: &[(&str, &[u8])]) -> String {
         write(dir.path(), path, bytes);
     }
     let run = summary(dir.path(), "A1", "from_date=2026-11-01&to_date=2026-11-21", &[]);
-    assert_eq!(run.code, 1, "files {:?}: exit code; stdout {}", files.iter().map(|f| f.0).collect::<Vec<_>>(), run.stdout);
+    assert_eq!(
+        run.code,
+        1,
+        "files {:?}: exit code; stdout {}",
+        files.iter().map(|f| f.0).collect::<Vec<_>>(),
+        run.stdout
+    );
     assert_eq!(run.stdout, "", "nothing on stdout");
     assert!(run.stderr.starts_with("error: ") && run.stderr.ends_with('\n') && run.stderr.lines().count() == 1);
     run.stderr.trim_end().trim_start_matches("error: ").to_owned()
@@ -190,7 +207,8 @@ fn bad_data(files: &[(&str, &[u8])]) -> String {
 
 const CALLS: &str = "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n\
                      c1,A1,,2026-11-20T10:00:00Z,voice,pstn,outbound,US,60,0.0130,0.0010,4000\n";
-const MESSAGES: &str = "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\n\
+const MESSAGES: &str =
+    "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\n\
                         m1,A1,,2026-11-20T10:00:00Z,sms,outbound,US,1,0.0050,0.0005,\n";
 const TRANSCRIPTIONS: &str = "record_id,auth_id,subaccount_auth,timestamp,type,duration_seconds,amount\n\
                               t1,A1,,2026-11-20T10:00:00Z,standard,60,0.05\n";
@@ -289,7 +307,10 @@ fn bad_records_stop_the_run_naming_file_line_column_and_value() {
 
 #[test]
 fn a_missing_required_column_names_file_and_column() {
-    let message = bad_data(&[("charges/x.csv", b"record_id,auth_id,timestamp,units,amount\nx1,A1,2026-11-20T00:00:00Z,2,0.01\n")]);
+    let message = bad_data(&[(
+        "charges/x.csv",
+        b"record_id,auth_id,timestamp,units,amount\nx1,A1,2026-11-20T00:00:00Z,2,0.01\n",
+    )]);
     assert!(message.contains("charges/x.csv: missing required column 'description'"), "{message}");
     assert!(message.contains("record_id, auth_id, timestamp, units, amount"), "{message}");
 }

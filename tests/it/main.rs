@@ -6,6 +6,6 @@ mod errors;
 mod generate;
 mod report;
 mod server;
-mod timezones;
 mod store;
 mod summary;
+mod timezones;

@@ -264,8 +264,8 @@ fn whole_data_totals_match_the_readme() {
 /// Decimal(38, 9), nulls for empty text) or all-string columns.
 fn parquet_copy(out: &Path, typed: bool) {
     use polars::prelude::{
-        Column, DataFrame, Int128Chunked, Int64Chunked, IntoColumn, IntoSeries, NamedFrom, ParquetWriter,
-        Series, TimeUnit, TimeZone,
+        Column, DataFrame, Int128Chunked, Int64Chunked, IntoColumn, IntoSeries, NamedFrom, ParquetWriter, Series,
+        TimeUnit, TimeZone,
     };
     use std::io::Read;
 
