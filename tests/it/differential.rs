@@ -14,8 +14,8 @@
 //! every input form of records.md is compared; the reference (standard
 //! library only) reads the CSV / gzip originals.
 //!
-//! Knobs: `TELEMETER_DIFF_SEEDS` (`N` = seeds 1..=N, or `A..B`, or a single
-//! `=S`), `TELEMETER_DIFF_QUERIES` (requests per seed).
+//! Knobs: `TELEMETER_DIFF_SEEDS` (`N` = seeds 1..=N, `A..B`, or a list `A,B,C`;
+//! one seed: `42..42`), `TELEMETER_DIFF_QUERIES` (requests per seed).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -39,15 +39,15 @@ fn python(args: &[&std::ffi::OsStr]) -> Output {
     }
 }
 
-fn env_u64(name: &str) -> Option<String> {
+fn env_text(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 /// The seeds to run, from `TELEMETER_DIFF_SEEDS` or the default.
 fn seeds() -> Vec<u64> {
-    let Some(text) = env_u64("TELEMETER_DIFF_SEEDS") else { return (1..=DEFAULT_SEEDS).collect() };
-    if let Some(single) = text.strip_prefix('=') {
-        return vec![single.trim().parse().expect("TELEMETER_DIFF_SEEDS=<=S>")];
+    let Some(text) = env_text("TELEMETER_DIFF_SEEDS") else { return (1..=DEFAULT_SEEDS).collect() };
+    if text.contains(',') {
+        return text.split(',').map(|s| s.trim().parse().expect("TELEMETER_DIFF_SEEDS=<A,B,C>")).collect();
     }
     if let Some((a, b)) = text.split_once("..") {
         let a: u64 = a.trim().parse().expect("TELEMETER_DIFF_SEEDS=<A..B>");
@@ -58,7 +58,7 @@ fn seeds() -> Vec<u64> {
 }
 
 fn queries_per_seed() -> u64 {
-    env_u64("TELEMETER_DIFF_QUERIES").map_or(DEFAULT_QUERIES, |v| v.trim().parse().expect("TELEMETER_DIFF_QUERIES"))
+    env_text("TELEMETER_DIFF_QUERIES").map_or(DEFAULT_QUERIES, |v| v.trim().parse().expect("TELEMETER_DIFF_QUERIES"))
 }
 
 /// One seed: generate, run every request through the binary, compare.
