@@ -111,3 +111,19 @@ pub fn golden(name: &str, actual: &str) {
         );
     }
 }
+
+/// Writes a Parquet file of all-string columns: `(name, values)` pairs.
+pub fn write_string_parquet(path: &Path, columns: &[(&str, &[&str])]) {
+    use polars::prelude::{Column, DataFrame, IntoColumn, NamedFrom, Series};
+    let height = columns.first().map_or(0, |(_, values)| values.len());
+    let columns: Vec<Column> =
+        columns.iter().map(|(name, values)| Series::new((*name).into(), *values).into_column()).collect();
+    write_frame(path, DataFrame::new(height, columns).expect("a frame"));
+}
+
+/// Writes a polars frame as a Parquet file, creating folders.
+pub fn write_frame(path: &Path, mut frame: polars::prelude::DataFrame) {
+    std::fs::create_dir_all(path.parent().expect("a parent folder")).expect("create folders");
+    let file = std::fs::File::create(path).expect("create a Parquet file");
+    polars::prelude::ParquetWriter::new(file).finish(&mut frame).expect("write Parquet");
+}

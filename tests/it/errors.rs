@@ -413,3 +413,74 @@ fn hostile_inputs_never_panic() {
     let run = summary(dir.path(), "A1", "", &[]);
     assert_eq!(run.code, 1, "{run:?}");
 }
+
+const MESSAGE_COLUMNS: [&str; 11] = [
+    "record_id",
+    "auth_id",
+    "subaccount_auth",
+    "timestamp",
+    "type",
+    "direction",
+    "country",
+    "segments",
+    "amount",
+    "surcharge",
+    "error_code",
+];
+
+/// A string-column Parquet messages file of `rows`.
+fn message_parquet(path: &std::path::Path, rows: &[[&str; 11]]) {
+    let columns: Vec<Vec<&str>> = (0..11).map(|i| rows.iter().map(|r| r[i]).collect()).collect();
+    let named: Vec<(&str, &[&str])> = MESSAGE_COLUMNS.iter().zip(&columns).map(|(n, v)| (*n, v.as_slice())).collect();
+    crate::common::write_string_parquet(path, &named);
+}
+
+#[test]
+fn bad_parquet_rows_are_named_by_row() {
+    let good = ["m1", "A1", "", "2026-11-20T10:00:00Z", "sms", "outbound", "US", "1", "0.5", "0", ""];
+    let bad = ["m2", "A1", "", "2026-11-20T10:00:00Z", "sms", "outbound", "US", "1", "1.2e3", "0", ""];
+    let dir = temp_dir();
+    message_parquet(&dir.path().join("messages/2026/m.parquet"), &[good, bad]);
+    let run = summary(dir.path(), "A1", "", &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.stderr,
+        "error: messages/2026/m.parquet: row 2: column 'amount': '1.2e3' is not a decimal \
+         (expected digits with an optional point: no sign, no exponent)\n"
+    );
+
+    // A conflict between a CSV line and a Parquet row names both.
+    let dir = temp_dir();
+    write(dir.path(), "messages/a.csv", MESSAGES);
+    let changed = ["m1", "A1", "", "2026-11-20T10:00:00Z", "sms", "outbound", "US", "2", "0.0050", "0.0005", ""];
+    message_parquet(&dir.path().join("messages/b.parquet"), &[changed]);
+    let run = summary(dir.path(), "A1", "", &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.stderr,
+        "error: conflicting duplicate messages record_id 'm1': messages/a.csv:2 and messages/b.parquet: row 1 differ\n"
+    );
+
+    // Floating-point money is refused, naming the column.
+    use polars::prelude::{Column, DataFrame, IntoColumn, NamedFrom, Series};
+    let dir = temp_dir();
+    let mut columns: Vec<Column> = MESSAGE_COLUMNS
+        .iter()
+        .zip(good)
+        .filter(|(name, _)| **name != "amount")
+        .map(|(name, value)| Series::new((*name).into(), [value]).into_column())
+        .collect();
+    columns.push(Series::new("amount".into(), [0.5f64]).into_column());
+    crate::common::write_frame(&dir.path().join("messages/f.parquet"), DataFrame::new(1, columns).expect("frame"));
+    let run = summary(dir.path(), "A1", "", &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("messages/f.parquet") && run.stderr.contains("column 'amount'"), "{}", run.stderr);
+    assert!(run.stderr.contains("floating point is not exact"), "{}", run.stderr);
+
+    // A file that is not Parquet at all.
+    let dir = temp_dir();
+    write(dir.path(), "transcriptions/t.parquet", "not parquet");
+    let run = summary(dir.path(), "A1", "", &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("transcriptions/t.parquet: not a readable Parquet file"), "{}", run.stderr);
+}
