@@ -391,3 +391,32 @@ fn walk_count(dir: &Path, suffix: &str) -> usize {
     }
     n
 }
+
+/// Runs a request over `sample_data/` with another "now".
+fn at_now(now: &str, query: &str) -> Value {
+    let data = sample_data();
+    let data = data.to_str().expect("UTF-8 path");
+    let args = ["summary", "--data", data, "--auth-id", "MA001", "--query", query, "--now", now];
+    json(common::telemeter(&args).ok())
+}
+
+#[test]
+fn defaults_follow_the_utc_day_of_now_and_do_not_drift_between_pages() {
+    // 02:00+05:00 on the 21st is 21:00Z on the 20th: today is the 20th.
+    let meta = &at_now("2026-11-21T02:00:00+05:00", "")["meta"];
+    assert_eq!(
+        (meta["from_date"].as_str(), meta["to_date"].as_str()),
+        (Some("2026-11-13T00:00:00Z"), Some("2026-11-20T00:00:00Z"))
+    );
+
+    // Page 1 just before midnight, page 2 just after: the window stays.
+    let first = at_now("2026-11-21T23:59:59Z", "page_size=5");
+    let token = first["meta"]["next_page_token"].as_str().expect("a token").to_owned();
+    let encoded: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
+    let second = at_now("2026-11-22T00:00:01Z", &format!("page_size=5&page_token={encoded}"));
+    assert_eq!(second["meta"]["from_date"], "2026-11-14T00:00:00Z");
+    assert_eq!(second["meta"]["to_date"], "2026-11-21T00:00:00Z");
+    let all = json(&stdout_of("MA001", "page_size=1000", &[]));
+    let expected: Vec<Value> = all["usage"].as_array().expect("usage")[5..10].to_vec();
+    assert_eq!(second["usage"].as_array().expect("usage"), &expected);
+}
