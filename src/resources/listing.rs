@@ -251,7 +251,7 @@ pub fn parse_add_time(text: &str) -> Option<(i64, i64)> {
 mod tests {
     use super::*;
 
-    const NOW: i64 = 1_763_683_200_000_000; // 2026-11-21T00:00:00Z
+    const NOW: i64 = 1_795_219_200_000_000; // 2026-11-21T00:00:00Z
 
     fn error(query: &str) -> String {
         ListQuery::parse(query, NOW).unwrap_err().message

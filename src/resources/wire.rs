@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(storage_days(0, DAY_US - 1), 1);
         assert_eq!(storage_days(0, DAY_US), 2);
         assert_eq!(storage_days(DAY_US, 0), 1);
-        assert_eq!(format_add_time(1_763_646_301_123_456), "2026-11-20 13:45:01.123456+00:00");
+        assert_eq!(format_add_time(1_795_182_301_123_456), "2026-11-20 13:45:01.123456+00:00");
     }
 
     #[test]

@@ -167,3 +167,80 @@ async fn requests(State(server): State<Arc<Server>>, mut request: Request, next:
 fn json_response(status: StatusCode, text: String) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], text).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::extract::connect_info::MockConnectInfo;
+    use std::sync::Mutex;
+    use tower::ServiceExt;
+
+    fn server(logs: Arc<Mutex<Vec<String>>>) -> (tempfile::TempDir, Arc<Server>) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let token = auth::token_sha256_hex("tok");
+        std::fs::write(d.join("accounts.csv"), format!("auth_id,auth_token_sha256,allowed_ips\nA,{token},\n")).unwrap();
+        std::fs::write(
+            d.join("endpoints.csv"),
+            "endpoint_id,auth_id,sub_account,alias,username,password_md5,application_id\n\
+             E1,A,,Desk,desk,5EBE2294ECD0E0F08EAB7690D2A6EE69,\n",
+        )
+        .unwrap();
+        let db = d.join("db.sqlite");
+        crate::resources::load(d, &db).unwrap();
+        let dataset = Dataset::open(d).unwrap();
+        let server = Server {
+            credentials: Credentials::from_accounts(&dataset.accounts).unwrap(),
+            dataset: Arc::new(dataset),
+            resources: Arc::new(Store::open(&db).unwrap()),
+            rate: RateLimiter::new(RATE_LIMIT, RATE_WINDOW, Arc::new(rate::SystemClock::default())),
+            token_key: TokenKey::default(),
+            sip_domain: DEFAULT_SIP_DOMAIN.to_owned(),
+            trust_proxy_header: None,
+            fixed_now: DateTime::parse_from_rfc3339("2026-11-21T00:00:00Z").ok().map(|t| t.with_timezone(&Utc)),
+            log: Arc::new(move |line: &str| logs.lock().unwrap().push(line.to_owned())),
+        };
+        (dir, Arc::new(server))
+    }
+
+    async fn call(app: Router, method: &str, uri: &str, auth: Option<&str>) -> (StatusCode, HeaderMap, String) {
+        let mut request = Request::builder().method(method).uri(uri);
+        if let Some(auth) = auth {
+            request = request.header(header::AUTHORIZATION, auth);
+        }
+        let response = app.oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, headers, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn answers_without_a_socket_and_logs_each_request_once() {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (_dir, server) = server(logs.clone());
+        let app = app(server).layer(MockConnectInfo(SocketAddr::from(([127, 0, 0, 1], 4000))));
+        let auth = "Basic QTp0b2s="; // A:tok
+        let (status, _, body) = call(app.clone(), "GET", "/v1/Account/A/Endpoint/E1", Some(auth)).await;
+        assert_eq!(status, StatusCode::OK);
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["password"], "5ebe2294ecd0e0f08eab7690d2a6ee69");
+        let api_id = body["api_id"].as_str().unwrap();
+        assert_eq!(uuid::Uuid::parse_str(api_id).unwrap().get_version_num(), 4);
+        let (status, headers, body) = call(app.clone(), "GET", "/v1/Account/A/Endpoint/E2/", Some(auth)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+        let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["error"], "not found");
+        let (status, _, _) = call(app.clone(), "GET", "/v1/Account/A/Endpoint/E1/", Some("Basic QTp0b2sy")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let (status, _, body) = call(app, "PATCH", "/v1/Account/A/Endpoint/E1/", Some(auth)).await;
+        assert_eq!((status, body.contains("method not allowed")), (StatusCode::METHOD_NOT_ALLOWED, true));
+        let logs = logs.lock().unwrap();
+        assert_eq!(logs.len(), 4);
+        let first: serde_json::Value = serde_json::from_str(&logs[0]).unwrap();
+        assert_eq!((first["api_id"].as_str(), first["status"].as_u64()), (Some(api_id), Some(200)));
+        assert!(logs[1].contains(error["api_id"].as_str().unwrap()));
+        assert!(logs.iter().all(|l| !l.contains("QTp0b2s") && !l.contains("tok\"")));
+    }
+}
