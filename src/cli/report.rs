@@ -130,7 +130,7 @@ fn bad_request(message: &str) -> anyhow::Result<ExitCode> {
 /// nothing with `--quiet`.
 enum Display {
     Quiet,
-    Bar(Mutex<Option<ProgressBar>>),
+    Bar(Mutex<Option<(ProgressBar, Instant)>>),
     Lines(Mutex<LineState>),
 }
 
@@ -172,7 +172,7 @@ impl Display {
     fn finish(&self) {
         if let Display::Bar(bar) = self {
             if let Ok(mut bar) = bar.lock() {
-                if let Some(bar) = bar.take() {
+                if let Some((bar, _)) = bar.take() {
                     bar.finish_and_clear();
                 }
             }
@@ -180,7 +180,7 @@ impl Display {
     }
 }
 
-fn show_bar(bar: &mut Option<ProgressBar>, progress: Progress) {
+fn show_bar(bar: &mut Option<(ProgressBar, Instant)>, progress: Progress) {
     match progress {
         Progress::Reading { files, bytes } => {
             let spinner = ProgressBar::new_spinner();
@@ -189,24 +189,30 @@ fn show_bar(bar: &mut Option<ProgressBar>, progress: Progress) {
             }
             spinner.set_message(format!("reading {files} files ({})", indicatif::HumanBytes(bytes)));
             spinner.enable_steady_tick(Duration::from_millis(120));
-            *bar = Some(spinner);
+            *bar = Some((spinner, Instant::now()));
         }
         Progress::Writing { rows_read, accounts } => {
-            if let Some(spinner) = bar.take() {
-                spinner.finish_and_clear();
+            if let Some((spinner, started)) = bar.take() {
+                if let Ok(style) = ProgressStyle::with_template("{msg}") {
+                    spinner.set_style(style);
+                }
+                spinner
+                    .finish_with_message(format!("read {rows_read} rows in {:.1} s", started.elapsed().as_secs_f64()));
             }
             let writing = ProgressBar::new(accounts as u64);
-            let template = "{spinner} writing accounts [{bar:30.cyan/blue}] {pos}/{len} {per_sec} ETA {eta} ({msg})";
+            let template = "{spinner} writing [{bar:24.cyan/blue}] {pos}/{len} accounts, {msg}, ETA {eta}";
             if let Ok(style) = ProgressStyle::with_template(template) {
                 writing.set_style(style.progress_chars("=> "));
             }
-            writing.set_message(format!("{rows_read} rows read"));
+            writing.set_message("0.0/s");
             writing.enable_steady_tick(Duration::from_millis(120));
-            *bar = Some(writing);
+            *bar = Some((writing, Instant::now()));
         }
         Progress::AccountDone { done, .. } => {
-            if let Some(bar) = bar {
+            if let Some((bar, started)) = bar {
                 bar.set_position(done as u64);
+                let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                bar.set_message(format!("{rate:.1}/s"));
             }
         }
     }
