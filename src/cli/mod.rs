@@ -7,8 +7,6 @@ pub mod ingest;
 pub mod loadtest;
 pub mod report;
 pub mod serve;
-pub mod loadtest;
-pub mod serve;
 pub mod summary;
 
 use std::io::Write;
