@@ -699,3 +699,41 @@ fn sample_data_report_matches_hand_totals_and_golden_files() {
         );
     }
 }
+
+/// An account id is never a path: `../x`, `a/b` and `index.html` become
+/// percent-encoded folder names inside OUT, linked from index.html.
+#[test]
+fn account_ids_cannot_escape_the_output_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut text = String::from(
+        "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\n",
+    );
+    for (i, id) in ["../escape", "a/b", "index.html", ".hidden", "<b>x</b>"].iter().enumerate() {
+        text.push_str(&format!("M{i},\"{id}\",,2026-11-20T10:00:00Z,sms,outbound,US,1,0.5,0,\n"));
+    }
+    put(&data, "messages/m.csv", &text);
+    let out = dir.path().join("nested").join("out");
+    let output = report(&data, &out, &["--query", "from_date=2026-11-20&to_date=2026-11-21", "--now", NOW]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .expect("out")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["%2E.%2Fescape", "%2Ehidden", "%3Cb%3Ex%3C%2Fb%3E", "a%2Fb", "index%2Ehtml", "index.html", "manifest.json"]
+    );
+    assert!(!dir.path().join("nested").join("escape").exists());
+    let siblings: Vec<String> = std::fs::read_dir(dir.path().join("nested"))
+        .expect("nested")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(siblings, ["out"]);
+    let index = std::fs::read_to_string(out.join("index.html")).expect("index");
+    assert!(index.contains("<a href=\"%252E.%252Fescape/report.html\">../escape</a>"), "{index}");
+    assert!(index.contains("&lt;b&gt;x&lt;/b&gt;") && !index.contains("<b>x</b>"));
+    let page = json(&out.join("a%2Fb").join("page-0001.json"));
+    assert_eq!(page["meta"]["auth_id"], "a/b");
+}
