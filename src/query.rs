@@ -335,7 +335,9 @@ mod tests {
         assert!(error("country=us").starts_with("invalid country 'us'"));
         assert_eq!(error("page_size=0"), "invalid page_size '0': expected an integer from 1 to 1000");
         assert!(error("page_size=1001").starts_with("invalid page_size '1001'"));
-        assert!(error("page_size=+5").starts_with("invalid page_size '+5'"));
+        // `+` is a space in a query string; `%2B` is a plus sign.
+        assert!(error("page_size=+5").starts_with("invalid page_size ' 5'"));
+        assert!(error("page_size=%2B5").starts_with("invalid page_size '+5'"));
         assert!(error("from_date=2026-02-30").starts_with("invalid from_date '2026-02-30'"));
         assert!(error("to_date=26-01-01").starts_with("invalid to_date '26-01-01'"));
         assert!(error("product=voice,fax").starts_with("invalid product 'fax'"));
