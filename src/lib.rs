@@ -20,6 +20,7 @@
 //! - [`labels`]: `error_reason` labels.
 //! - [`resources`]: SIP endpoints, registrations and recordings in SQLite.
 //! - [`server`]: the HTTP API over the same `build` and the resources.
+//! - [`generate`]: synthetic data sets in the records contract, at scale.
 //! - [`cli`]: the subcommands (the binary is a thin wrapper).
 #![deny(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 #![warn(missing_docs)]
@@ -28,6 +29,7 @@ pub mod aggregate;
 pub mod cli;
 pub mod dataset;
 pub mod error;
+pub mod generate;
 pub mod labels;
 pub mod money;
 pub mod query;

@@ -3,6 +3,7 @@
 //! uses `anyhow`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod generate;
 pub mod ingest;
 pub mod loadtest;
 pub mod report;
@@ -43,6 +44,8 @@ pub enum Command {
     Ingest(ingest::Args),
     /// Write every account's report (JSON pages, CSV, HTML) to a folder.
     Report(report::Args),
+    /// Write a synthetic data set (records.md) for benchmarks and demos.
+    Generate(generate::Args),
 }
 
 /// Runs the command line; the process exit code.
@@ -60,6 +63,7 @@ pub fn main() -> ExitCode {
         Command::Loadtest(args) => loadtest::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Report(args) => report::run(args),
+        Command::Generate(args) => generate::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -1,0 +1,121 @@
+//! `telemeter generate`: write a synthetic data set (see [`crate::generate`]).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use chrono::NaiveDate;
+
+use crate::generate::{self, OutputFormat, Spec};
+
+/// Arguments of `generate`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The data directory to write (created; must be empty unless --force).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Call rows, re-delivered duplicates included.
+    #[arg(long, default_value_t = 100_000)]
+    pub calls: u64,
+    /// Message rows, re-delivered duplicates included.
+    #[arg(long, default_value_t = 50_000)]
+    pub messages: u64,
+    /// Transcription rows, re-delivered duplicates included.
+    #[arg(long, default_value_t = 10_000)]
+    pub transcriptions: u64,
+    /// Charge rows, re-delivered duplicates included.
+    #[arg(long, default_value_t = 1_000)]
+    pub charges: u64,
+    /// Parent accounts (Zipf-sized: a few big ones and a long tail).
+    #[arg(long, default_value_t = 20)]
+    pub accounts: u32,
+    /// Subaccounts of each account.
+    #[arg(long, default_value_t = 3)]
+    pub subaccounts: u32,
+    /// First day of the window, YYYY-MM-DD (UTC).
+    #[arg(long, default_value = "2026-08-01", value_parser = parse_start)]
+    pub start: NaiveDate,
+    /// Days in the window.
+    #[arg(long, default_value_t = 30)]
+    pub days: u32,
+    /// Seed: the same seed (and arguments) gives the same bytes.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// File format: csv, csv.gz, csv.zst or parquet.
+    #[arg(long, default_value = "csv", value_parser = parse_format)]
+    pub format: OutputFormat,
+    /// Files per kind.
+    #[arg(long, default_value_t = 4)]
+    pub files: u32,
+    /// Share of rows that re-deliver an earlier identical row (0 to 0.5).
+    #[arg(long, default_value_t = 0.01)]
+    pub duplicates: f64,
+    /// Replace the data set files (accounts.csv and the four record folders)
+    /// of a non-empty --out.
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn parse_start(text: &str) -> Result<NaiveDate, String> {
+    crate::time::parse_date(text).ok_or_else(|| format!("'{text}' is not a date (YYYY-MM-DD)"))
+}
+
+fn parse_format(text: &str) -> Result<OutputFormat, String> {
+    OutputFormat::parse(text).ok_or_else(|| format!("'{text}' is not a format (csv, csv.gz, csv.zst or parquet)"))
+}
+
+/// Runs `generate`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let spec = Spec {
+        rows: [args.calls, args.messages, args.transcriptions, args.charges],
+        accounts: args.accounts,
+        subaccounts: args.subaccounts,
+        start: args.start,
+        days: args.days,
+        seed: args.seed,
+        format: args.format,
+        files: args.files,
+        duplicates: args.duplicates,
+    };
+    if let Err(message) = spec.check() {
+        eprintln!("error: {message}");
+        return Ok(ExitCode::from(2));
+    }
+    prepare(&args.out, args.force)?;
+    let started = std::time::Instant::now();
+    let written = generate::generate(&spec, &args.out)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let rows: u64 = written.rows.iter().sum();
+    let duplicates: u64 = written.duplicates.iter().sum();
+    println!(
+        "wrote {rows} rows ({duplicates} re-delivered duplicates) in {} files, {:.1} MiB, to {} in {seconds:.2} s",
+        written.files.len(),
+        written.bytes() as f64 / (1024.0 * 1024.0),
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Creates `out`, or empties the data set parts of it with `force`.
+fn prepare(out: &Path, force: bool) -> anyhow::Result<()> {
+    if out.exists() {
+        let mut entries = std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?;
+        if entries.next().is_some() {
+            if !force {
+                bail!("{} is not empty (use --force to replace its data set)", out.display());
+            }
+            let accounts = out.join("accounts.csv");
+            if accounts.exists() {
+                std::fs::remove_file(&accounts).with_context(|| format!("cannot remove {}", accounts.display()))?;
+            }
+            for kind in crate::records::Kind::ALL {
+                let folder = out.join(kind.name());
+                if folder.exists() {
+                    std::fs::remove_dir_all(&folder).with_context(|| format!("cannot remove {}", folder.display()))?;
+                }
+            }
+        }
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    Ok(())
+}

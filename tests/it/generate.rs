@@ -1,0 +1,147 @@
+//! `telemeter generate`: deterministic for a seed on any thread count, valid
+//! under the records contract, and its re-delivered rows count as duplicates.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::NaiveDate;
+use telemeter::aggregate::{AccountScope, Bucketing, OnBadRow, ProductSet, Selector};
+use telemeter::dataset::Dataset;
+use telemeter::generate::{self, OutputFormat, Spec};
+use telemeter::records::Kind;
+use telemeter::time::{Granularity, Window};
+
+fn spec(format: OutputFormat) -> Spec {
+    Spec {
+        rows: [6_000, 3_000, 800, 150],
+        accounts: 9,
+        subaccounts: 3,
+        start: NaiveDate::from_ymd_opt(2026, 3, 25).expect("a date"),
+        days: 12,
+        seed: 42,
+        format,
+        files: 3,
+        duplicates: 0.03,
+    }
+}
+
+/// Every file under `dir`, by relative path.
+fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).expect("readable") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let name = path.strip_prefix(dir).expect("inside").to_string_lossy().into_owned();
+                files.insert(name, std::fs::read(&path).expect("readable"));
+            }
+        }
+    }
+    files
+}
+
+fn generate_with_threads(spec: &Spec, threads: usize) -> (tempfile::TempDir, generate::Written) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
+    let written = pool.install(|| generate::generate(spec, dir.path())).expect("generated");
+    (dir, written)
+}
+
+#[test]
+fn same_seed_gives_the_same_bytes_on_any_thread_count() {
+    for format in [OutputFormat::Csv, OutputFormat::CsvGz] {
+        let (one, _) = generate_with_threads(&spec(format), 1);
+        let (four, _) = generate_with_threads(&spec(format), 4);
+        let (a, b) = (contents(one.path()), contents(four.path()));
+        assert_eq!(a.len(), 1 + 4 * 3, "accounts.csv and 3 files per kind");
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+        for (name, bytes) in &a {
+            assert!(b[name] == *bytes, "{name} differs between 1 and 4 threads ({format:?})");
+        }
+    }
+}
+
+#[test]
+fn another_seed_gives_other_data() {
+    let (a, _) = generate_with_threads(&spec(OutputFormat::Csv), 2);
+    let (b, _) = generate_with_threads(&Spec { seed: 43, ..spec(OutputFormat::Csv) }, 2);
+    let (a, b) = (contents(a.path()), contents(b.path()));
+    assert_ne!(a["calls/part-000.csv"], b["calls/part-000.csv"]);
+    assert_ne!(a["accounts.csv"], b["accounts.csv"]);
+}
+
+#[test]
+fn generated_data_passes_validation_and_duplicates_count_as_duplicates() {
+    for format in [OutputFormat::Csv, OutputFormat::CsvZst, OutputFormat::Parquet] {
+        let spec = spec(format);
+        let (dir, written) = generate_with_threads(&spec, 2);
+        let dataset = Dataset::open(dir.path()).expect("accounts.csv is valid");
+        let window = Window::new(
+            spec.start,
+            spec.start + chrono::Days::new(spec.days as u64),
+            Granularity::Day,
+            chrono_tz::Tz::UTC,
+        )
+        .expect("a window");
+        let selector = Selector {
+            accounts: AccountScope::All,
+            subaccount: None,
+            products: ProductSet::ALL,
+            country: None,
+            direction: None,
+            error_code: None,
+            hangup_cause: None,
+            bucketing: Bucketing::shared(window.buckets(Granularity::Day)),
+        };
+        // Fail on the first bad row: every row must be valid.
+        let aggregate = dataset.aggregate(&selector, OnBadRow::Fail).expect("every row is valid");
+        for kind in Kind::ALL {
+            let tally = aggregate.tallies[&kind];
+            let k = kind as usize;
+            assert_eq!(tally.read, spec.rows[k], "{format:?} {kind}");
+            assert_eq!(written.rows[k], spec.rows[k]);
+            let expected_duplicates = (spec.rows[k] as f64 * spec.duplicates).round() as u64;
+            assert!(expected_duplicates > 0);
+            assert_eq!(written.duplicates[k], expected_duplicates);
+            assert_eq!(tally.duplicates, expected_duplicates, "{format:?} {kind}: re-deliveries are duplicates");
+            assert_eq!(tally.set_aside, 0);
+            assert_eq!(tally.used, spec.rows[k] - expected_duplicates);
+            // Every timestamp falls inside the window.
+            assert_eq!(tally.selected, tally.used, "{format:?} {kind}: rows outside the window");
+        }
+        let accounts: std::collections::BTreeSet<&str> = aggregate.groups.keys().map(|k| k.account.as_str()).collect();
+        assert!(accounts.len() > 3, "traffic spreads over accounts");
+        let currencies: std::collections::BTreeSet<&str> =
+            dataset.accounts.iter().map(|a| a.currency.as_str()).collect();
+        assert!(currencies.len() > 1, "several currencies: {currencies:?}");
+        let sip_without_country =
+            aggregate.groups.keys().any(|k| k.type_ == "sip" && k.country.is_none() && k.product.as_str() == "voice");
+        assert!(sip_without_country, "SIP calls have no country");
+        let subaccount_rows = aggregate.groups.keys().filter(|k| k.subaccount.is_some()).count();
+        assert!(subaccount_rows > 0, "some usage is on subaccounts");
+    }
+}
+
+#[test]
+fn account_sizes_are_skewed() {
+    let spec = Spec { rows: [20_000, 0, 0, 0], accounts: 30, duplicates: 0.0, ..spec(OutputFormat::Csv) };
+    let (dir, _) = generate_with_threads(&spec, 2);
+    let mut per_account: BTreeMap<String, u64> = BTreeMap::new();
+    for (name, bytes) in contents(dir.path()) {
+        if !name.starts_with("calls") {
+            continue;
+        }
+        for line in String::from_utf8(bytes).expect("utf-8").lines().skip(1) {
+            let account = line.split(',').nth(1).expect("an auth_id");
+            *per_account.entry(account.to_owned()).or_default() += 1;
+        }
+    }
+    let mut sizes: Vec<u64> = per_account.values().copied().collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    let top3: u64 = sizes.iter().take(3).sum();
+    assert!(top3 * 100 / 20_000 >= 30, "the three biggest accounts carry at least 30 %: {sizes:?}");
+    assert!(sizes[sizes.len() - 1] * 20 < sizes[0], "a long tail: {sizes:?}");
+}
