@@ -70,6 +70,9 @@ pub struct IngestReport {
     pub published: bool,
     /// The generation the store answers from afterwards.
     pub generation: u64,
+    /// What was loaded into `STORE/resources.sqlite` (endpoints,
+    /// registrations, recordings).
+    pub resources: crate::resources::LoadStats,
 }
 
 impl IngestReport {
@@ -122,6 +125,10 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
         write_rejects(&path, &report.rejects)?;
         report.rejected_file = Some(path);
     }
+
+    // SQLite's own transaction makes this load atomic; it is idempotent, and
+    // recordings deleted through the API stay deleted.
+    report.resources = crate::resources::load(data, &store.join(super::RESOURCES_DB))?;
 
     let mut changed = report.total().used > 0;
     if let Some(bytes) = &accounts_bytes {

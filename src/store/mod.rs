@@ -15,6 +15,9 @@
 //! rollups/<account>/<ingest>.parquet  one file per account: every rollup row
 //!                                     of the account, sorted by slot
 //! rejected/<ingest>.csv               rows set aside by an ingest
+//! resources.sqlite                    endpoints, registrations, recordings
+//!                                     (crate::resources; updated in place by
+//!                                     its own SQLite transactions)
 //! ```
 //!
 //! Published files are never modified. An ingest writes new files, then
@@ -54,6 +57,10 @@ pub const SLOT_SECONDS: i64 = 900;
 
 /// The manifest's file name.
 pub const MANIFEST: &str = "manifest.json";
+
+/// The resources database (endpoints, registrations, recordings), written
+/// by `crate::resources::load` at every ingest and by the server.
+pub const RESOURCES_DB: &str = "resources.sqlite";
 
 /// The version of the layout this code writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -216,42 +223,44 @@ impl Store {
         if !slots_fit(selector) {
             return aggregate::aggregate_files(self.record_files()?, selector, OnBadRow::Fail);
         }
-        let mut groups: FxHashMap<GroupKey, Totals> = FxHashMap::default();
+        let mut groups: BTreeMap<GroupKey, Totals> = BTreeMap::new();
         let mut selected: BTreeMap<Kind, u64> = BTreeMap::new();
         for (account, file) in &self.manifest.rollups {
             if !selector.accounts.contains(account) {
                 continue;
             }
             let Some(buckets) = selector.bucketing.of(account) else { continue };
-            let rows = parquet_io::read_rollups(&self.dir.join(file))?;
-            for row in &rows {
+            // Rows are summed under borrowed keys first: owned keys are made
+            // once per output group, not once per rollup row.
+            let mut local: FxHashMap<LocalKey<'_>, Totals> = FxHashMap::default();
+            let path = self.dir.join(file);
+            let frame = parquet_io::read_rollup_frame(&path)?;
+            parquet_io::for_each_rollup_in(&path, &frame, |row| {
                 let dimensions = Dimensions {
-                    auth_id: &row.auth_id,
+                    auth_id: row.auth_id,
                     product: row.product,
-                    subaccount: &row.subaccount,
+                    subaccount: row.subaccount,
                     country: row.country,
                     direction: row.direction,
-                    code: &row.code,
+                    code: row.code,
                 };
                 if !selector.keeps(&dimensions) {
-                    continue;
+                    return Ok(());
                 }
-                let Some(bucket) = buckets.index(row.slot) else { continue };
+                let Some(bucket) = buckets.index(row.slot) else { return Ok(()) };
                 *selected.entry(kind_of(row.product)).or_default() += row.totals.records;
-                let key = GroupKey::new(&dimensions, &row.type_, bucket);
-                match groups.get_mut(&key) {
-                    Some(existing) => {
-                        *existing = existing
-                            .checked_add(&row.totals)
-                            .ok_or_else(|| Error::Internal(format!("sum overflow in group {key:?}")))?;
-                    }
-                    None => {
-                        groups.insert(key, row.totals);
-                    }
-                }
+                let key = LocalKey { dimensions: DimensionsKey::of(&dimensions), type_: row.type_, bucket };
+                let totals = local.entry(key).or_default();
+                *totals = totals.checked_add(&row.totals).ok_or_else(|| overflow(account))?;
+                Ok(())
+            })?;
+            for (key, totals) in local {
+                let group = GroupKey::new(&key.dimensions.borrow(), key.type_, key.bucket);
+                let entry = groups.entry(group).or_default();
+                *entry = entry.checked_add(&totals).ok_or_else(|| overflow(account))?;
             }
         }
-        let mut result = Aggregate { groups: groups.into_iter().collect(), ..Aggregate::default() };
+        let mut result = Aggregate { groups, ..Aggregate::default() };
         for kind in Kind::ALL {
             let count = self.manifest.kind(kind).count;
             let tally = Tally {
@@ -264,6 +273,53 @@ impl Store {
             result.tallies.insert(kind, tally);
         }
         Ok(result)
+    }
+}
+
+fn overflow(account: &str) -> Error {
+    Error::Internal(format!("sum overflow in the rollups of account {account}"))
+}
+
+/// A group key borrowing its text from a rollup file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct LocalKey<'a> {
+    dimensions: DimensionsKey<'a>,
+    type_: &'a str,
+    bucket: u32,
+}
+
+/// [`Dimensions`] as a hash key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct DimensionsKey<'a> {
+    auth_id: &'a str,
+    product: crate::records::Product,
+    subaccount: &'a str,
+    country: Option<crate::records::Country>,
+    direction: Option<crate::records::Direction>,
+    code: &'a str,
+}
+
+impl<'a> DimensionsKey<'a> {
+    fn of(d: &Dimensions<'a>) -> DimensionsKey<'a> {
+        DimensionsKey {
+            auth_id: d.auth_id,
+            product: d.product,
+            subaccount: d.subaccount,
+            country: d.country,
+            direction: d.direction,
+            code: d.code,
+        }
+    }
+
+    fn borrow(&self) -> Dimensions<'a> {
+        Dimensions {
+            auth_id: self.auth_id,
+            product: self.product,
+            subaccount: self.subaccount,
+            country: self.country,
+            direction: self.direction,
+            code: self.code,
+        }
     }
 }
 

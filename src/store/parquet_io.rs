@@ -276,11 +276,76 @@ pub fn write_rollups(path: &Path, rows: &[RollupRow]) -> Result<()> {
     write_frame(path, &mut frame)
 }
 
-/// Reads every rollup row of a file.
+/// One rollup row as read, borrowing its text from the file's columns.
+#[derive(Clone, Copy, Debug)]
+pub struct RollupRef<'a> {
+    /// Parent account.
+    pub auth_id: &'a str,
+    /// Subaccount, empty for parent-level rows.
+    pub subaccount: &'a str,
+    /// Slot start, UTC seconds.
+    pub slot: i64,
+    /// Product.
+    pub product: Product,
+    /// Sub-type or description.
+    pub type_: &'a str,
+    /// Country.
+    pub country: Option<Country>,
+    /// Direction.
+    pub direction: Option<Direction>,
+    /// Error code or hangup cause, as the product has.
+    pub code: &'a str,
+    /// Summed values.
+    pub totals: Totals,
+}
+
+impl RollupRef<'_> {
+    /// The owned row.
+    pub fn to_row(&self) -> RollupRow {
+        RollupRow {
+            auth_id: self.auth_id.to_owned(),
+            subaccount: self.subaccount.to_owned(),
+            slot: self.slot,
+            product: self.product,
+            type_: self.type_.to_owned(),
+            country: self.country,
+            direction: self.direction,
+            code: self.code.to_owned(),
+            totals: self.totals,
+        }
+    }
+}
+
+/// Reads every rollup row of a file, owned.
 pub fn read_rollups(path: &Path) -> Result<Vec<RollupRow>> {
-    let frame = read_frame(path, &ROLLUP_COLUMNS)?;
+    let mut rows = Vec::new();
+    for_each_rollup(path, |row| {
+        rows.push(row.to_row());
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+/// Hands every rollup row of a file to `each`, in file order.
+pub fn for_each_rollup(path: &Path, each: impl FnMut(RollupRef<'_>) -> Result<()>) -> Result<()> {
+    let frame = read_rollup_frame(path)?;
+    for_each_rollup_in(path, &frame, each)
+}
+
+/// The columns of a rollup file.
+pub fn read_rollup_frame(path: &Path) -> Result<DataFrame> {
+    read_frame(path, &ROLLUP_COLUMNS)
+}
+
+/// Hands every rollup row of `frame` (read from `path`) to `each`, borrowing
+/// text from the frame.
+pub fn for_each_rollup_in<'f>(
+    path: &Path,
+    frame: &'f DataFrame,
+    mut each: impl FnMut(RollupRef<'f>) -> Result<()>,
+) -> Result<()> {
     let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
-    let text = |name: &str| -> Result<Vec<&str>> {
+    let text = |name: &str| -> Result<Vec<&'f str>> {
         let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
         column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
     };
@@ -302,9 +367,9 @@ pub fn read_rollups(path: &Path) -> Result<Vec<RollupRow>> {
         (text("country")?, text("direction")?, text("error_code")?, text("hangup_cause")?);
     let (records, units) = (int("records")?, int("units")?);
     let (duration, amount, surcharge) = (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
-    let mut rows = Vec::with_capacity(frame.height());
     for i in 0..frame.height() {
-        let product = Product::parse(product[i]).ok_or_else(|| broken(format!("unknown product '{}'", product[i])))?;
+        let product =
+            Product::parse(product[i]).ok_or_else(|| broken(format!("unknown product '{}'", product[i])))?;
         let code = if product.has_error_code() {
             error_code[i]
         } else if product.has_hangup_cause() {
@@ -323,15 +388,15 @@ pub fn read_rollups(path: &Path) -> Result<Vec<RollupRow>> {
         if records[i] < 0 || units[i] < 0 {
             return Err(broken("negative count".to_owned()));
         }
-        rows.push(RollupRow {
-            auth_id: auth[i].to_owned(),
-            subaccount: sub[i].to_owned(),
+        each(RollupRef {
+            auth_id: auth[i],
+            subaccount: sub[i],
             slot: slot[i],
             product,
-            type_: type_[i].to_owned(),
+            type_: type_[i],
             country,
             direction,
-            code: code.to_owned(),
+            code,
             totals: Totals {
                 records: records[i] as u64,
                 units: units[i] as u128,
@@ -339,7 +404,7 @@ pub fn read_rollups(path: &Path) -> Result<Vec<RollupRow>> {
                 amount: amount[i],
                 surcharge: surcharge[i],
             },
-        });
+        })?;
     }
-    Ok(rows)
+    Ok(())
 }
