@@ -355,7 +355,7 @@ impl Run<'_> {
             }
         }
         let base = self.old.sources.len() as u32;
-        type Found = (Vec<(u32, u32)>, Option<((u32, u64), (u32, u64), u32, u32)>);
+        type Found = (Vec<(u32, u32)>, Option<Clash>);
         let found: Vec<Found> = index
             .parts
             .par_iter_mut()
@@ -368,11 +368,11 @@ impl Run<'_> {
                     let place = (base + seen.file, seen.line);
                     match map.get(&seen.id) {
                         None => {
-                            map.insert(seen.id, (seen.content, place));
+                            map.insert(seen.id, (seen.content, pack(place)));
                         }
                         Some((content, _)) if *content == seen.content => duplicates.push((c, r)),
                         Some((_, first)) => {
-                            conflict = Some((*first, place, c, r));
+                            conflict = Some((unpack(*first), place, c, r));
                             break;
                         }
                     }
@@ -381,7 +381,7 @@ impl Run<'_> {
             })
             .collect();
         let mut duplicates = rustc_hash::FxHashSet::default();
-        let mut first_conflict: Option<((u32, u64), (u32, u64), u32, u32)> = None;
+        let mut first_conflict: Option<Clash> = None;
         for (dups, conflict) in found {
             duplicates.extend(dups);
             if let Some(c) = conflict {
@@ -404,6 +404,10 @@ impl Run<'_> {
     }
 }
 
+/// A conflict found: the stored or earlier place, the later place, and the
+/// later row's (chunk, row).
+type Clash = ((u32, u64), (u32, u64), u32, u32);
+
 /// Splits files into batches of at most `limit` input bytes (at least one
 /// file each).
 fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> Vec<&'f [(u32, &'a InputFile)]> {
@@ -423,9 +427,19 @@ fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> Vec<&'f [(u
 }
 
 /// Every record id known to this ingest, for one kind, spread over the
-/// same partitions as [`Seen`]: id hash -> (content hash, (source, line)).
+/// same partitions as [`Seen`]: id hash -> (content hash, packed place).
+/// 32 bytes an entry, plus the hash table's slack.
 struct DedupIndex {
-    parts: Vec<FxHashMap<(u64, u64), (u64, (u32, u64))>>,
+    parts: Vec<FxHashMap<(u64, u64), (u64, u64)>>,
+}
+
+/// A (source, line) place in one word: the line in the low 40 bits.
+fn pack((source, line): (u32, u64)) -> u64 {
+    (source as u64) << 40 | line.min((1 << 40) - 1)
+}
+
+fn unpack(place: u64) -> (u32, u64) {
+    ((place >> 40) as u32, place & ((1 << 40) - 1))
 }
 
 impl DedupIndex {
@@ -435,7 +449,7 @@ impl DedupIndex {
 
     fn insert_stored(&mut self, entry: IndexEntry) {
         let partition = (entry.id.0 >> 58) as usize % PARTITIONS;
-        self.parts[partition].insert(entry.id, (entry.content, (entry.source, entry.line)));
+        self.parts[partition].insert(entry.id, (entry.content, pack((entry.source, entry.line))));
     }
 }
 

@@ -301,7 +301,7 @@ pub struct RollupRef<'a> {
 
 impl RollupRef<'_> {
     /// The owned row.
-    pub fn to_row(&self) -> RollupRow {
+    pub fn to_row(self) -> RollupRow {
         RollupRow {
             auth_id: self.auth_id.to_owned(),
             subaccount: self.subaccount.to_owned(),
@@ -368,8 +368,7 @@ pub fn for_each_rollup_in<'f>(
     let (records, units) = (int("records")?, int("units")?);
     let (duration, amount, surcharge) = (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
     for i in 0..frame.height() {
-        let product =
-            Product::parse(product[i]).ok_or_else(|| broken(format!("unknown product '{}'", product[i])))?;
+        let product = Product::parse(product[i]).ok_or_else(|| broken(format!("unknown product '{}'", product[i])))?;
         let code = if product.has_error_code() {
             error_code[i]
         } else if product.has_hangup_cause() {

@@ -288,7 +288,11 @@ fn a_conflicting_record_is_an_error_naming_both_places() {
     let (first, second) = (temp.path().join("first"), temp.path().join("second"));
     let header =
         "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
-    put(&first, "calls/monday.csv", &format!("{header}c1,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n"));
+    put(
+        &first,
+        "calls/monday.csv",
+        &format!("{header}c1,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n"),
+    );
     put(
         &second,
         "calls/later/tuesday.csv",
@@ -323,7 +327,11 @@ fn a_failed_or_killed_ingest_leaves_the_store_as_it_was() {
     // New calls and messages are read and written first; a bad charge
     // (the last kind) then fails the run.
     write_data(&bad, "n", 4, 100);
-    put(&bad, "charges/zz.csv", "record_id,auth_id,timestamp,description,units,amount\nz1,A1,2026-11-20T00:00:00Z,CNAM,1,0\n");
+    put(
+        &bad,
+        "charges/zz.csv",
+        "record_id,auth_id,timestamp,description,units,amount\nz1,A1,2026-11-20T00:00:00Z,CNAM,1,0\n",
+    );
     let output = ingest(&bad, &store, &["--batch-mb", "1"]);
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -396,8 +404,16 @@ fn set_aside_rows_are_counted_and_written_with_their_reason() {
          e3,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n"
     );
     put(&dirty, "calls/extra.csv", &extra);
-    put(&clean, "calls/extra.csv", &format!("{header}e3,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n"));
-    put(&dirty, "calls/repeat.csv", &format!("{header}e3,A1,,2026-11-20 13:45:01,voice,pstn,outbound,US,61.0,0.0170,0,4000\n"));
+    put(
+        &clean,
+        "calls/extra.csv",
+        &format!("{header}e3,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n"),
+    );
+    put(
+        &dirty,
+        "calls/repeat.csv",
+        &format!("{header}e3,A1,,2026-11-20 13:45:01,voice,pstn,outbound,US,61.0,0.0170,0,4000\n"),
+    );
     let store = temp.path().join("store");
     let failed = ingest(&dirty, &store, &[]);
     assert_eq!(failed.status.code(), Some(1), "bad rows fail by default");
