@@ -30,7 +30,8 @@ fn reference_dir() -> PathBuf {
 
 /// Runs python3; fails with a clear message when it is not installed.
 fn python(args: &[&std::ffi::OsStr]) -> Output {
-    match Command::new("python3").args(args).output() {
+    // No __pycache__ beside the scripts in the source tree.
+    match Command::new("python3").args(args).env("PYTHONDONTWRITEBYTECODE", "1").output() {
         Ok(output) => output,
         Err(e) => panic!(
             "the differential test needs python3 (3.11+, standard library only) on PATH to run \
