@@ -422,3 +422,40 @@ fn defaults_follow_the_utc_day_of_now_and_do_not_drift_between_pages() {
     let expected: Vec<Value> = all["usage"].as_array().expect("usage")[5..10].to_vec();
     assert_eq!(second["usage"].as_array().expect("usage"), &expected);
 }
+
+/// A million transcriptions of 0.000000001 each, in four files (one of
+/// them gzip, each big enough to be read in several chunks): the sums are
+/// exactly 0.001, with one thread or several.
+#[test]
+fn a_million_nanos_sum_exactly_through_the_binary() {
+    let dir = temp_dir();
+    let header = "record_id,auth_id,subaccount_auth,timestamp,type,duration_seconds,amount\n";
+    for part in 0..4 {
+        let mut text = String::with_capacity(250_000 * 70 + header.len());
+        text.push_str(header);
+        for i in 0..250_000 {
+            text.push_str(&format!("t{part}_{i},A1,,2026-11-20T10:00:00Z,standard,0.000000001,0.000000001\n"));
+        }
+        if part == 3 {
+            common::write(dir.path(), "transcriptions/part3.csv.gz", common::gzip(text.as_bytes()));
+        } else {
+            common::write(dir.path(), &format!("transcriptions/part{part}.csv"), text);
+        }
+    }
+    let run = |threads: &str| {
+        let data = dir.path().to_str().expect("UTF-8 path").to_owned();
+        let args = ["--threads", threads, "summary", "--data", &data, "--auth-id", "A1", "--now", NOW];
+        common::telemeter(&args).ok().to_owned()
+    };
+    let many = run("4");
+    assert!(
+        many.contains(
+            "\"usage\":[{\"from_date\":\"2026-11-20T00:00:00Z\",\"to_date\":\"2026-11-21T00:00:00Z\",\
+             \"product\":\"transcription\",\"type\":\"standard\",\"total_units\":1000000,\
+             \"duration_seconds\":0.001,\"total_amount\":0.001}]"
+        ),
+        "{many}"
+    );
+    assert!(many.contains("\"total_spend\":0.001,"), "{many}");
+    assert_eq!(run("1"), many);
+}
