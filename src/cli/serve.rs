@@ -1,7 +1,8 @@
 //! `telemeter serve`: the HTTP API on a socket, until SIGTERM or ctrl-c.
 //!
 //! With `--store STORE` the usage summary reads the store's rollups and the
-//! resources come from `STORE/resources.sqlite` (written by `ingest`). With
+//! resources come from `STORE/resources.sqlite` (written by `ingest`; or
+//! loaded at startup from `--data DIR` when both are given). With only
 //! `--data DIR` the usage summary reads the raw files and the resources are
 //! loaded from DIR into `--db` (default: a file under the state directory,
 //! never inside DIR) at startup.
@@ -22,12 +23,14 @@ use crate::server::{self, Server, DEFAULT_SIP_DOMAIN, RATE_LIMIT, RATE_WINDOW};
 
 /// Arguments of `serve`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["data", "store"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(true).args(["data", "store"])))]
 pub struct Args {
     /// A store written by `telemeter ingest` (rollups + resources.sqlite).
     #[arg(long)]
     pub store: Option<PathBuf>,
-    /// A raw data directory (small data sets): records are read per request.
+    /// A raw data directory (small data sets): records are read per request
+    /// and the resources loaded into --db at startup. With --store, only
+    /// the resources are loaded from it (into STORE/resources.sqlite).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// With --data: the SQLite file the resources are loaded into (default:
@@ -54,8 +57,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (dataset, db) = match (&args.store, &args.data) {
         (Some(store), _) => {
-            let dataset = Dataset::open_store(store).context("cannot open the store")?;
-            (dataset, store.join("resources.sqlite"))
+            (Dataset::open_store(store).context("cannot open the store")?, store.join("resources.sqlite"))
         }
         (None, Some(data)) => {
             let dataset = Dataset::open(data).context("cannot open the data directory")?;
@@ -63,16 +65,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Some(db) => db.clone(),
                 None => default_db(data)?,
             };
-            let stats = resources::load(data, &db).context("cannot load endpoints, registrations and recordings")?;
-            log(&serde_json::json!({
-                "event": "loaded", "db": db.display().to_string(), "endpoints": stats.endpoints,
-                "registrations": stats.registrations, "recordings": stats.recordings,
-                "deleted_skipped": stats.deleted_skipped,
-            }));
             (dataset, db)
         }
         (None, None) => bail!("give --store or --data"),
     };
+    if let Some(data) = &args.data {
+        let stats = resources::load(data, &db).context("cannot load endpoints, registrations and recordings")?;
+        log(&serde_json::json!({
+            "event": "loaded", "db": db.display().to_string(), "endpoints": stats.endpoints,
+            "registrations": stats.registrations, "recordings": stats.recordings,
+            "deleted_skipped": stats.deleted_skipped,
+        }));
+    }
     let credentials = Credentials::from_accounts(&dataset.accounts).map_err(anyhow::Error::msg)?;
     if credentials.n_with_tokens() == 0 {
         log(
