@@ -616,6 +616,77 @@ fn swap_into_place(staging: &Path, out: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::{Aggregate, GroupKey, Totals};
+    use crate::query::UsageRequest;
+    use crate::report::summarize;
+
+    /// A batch of one account `A` with one usage row of 1.5 and one charge of 2.25.
+    fn one_account_batch() -> Batch {
+        let now = DateTime::parse_from_rfc3339("2026-11-21T00:00:00Z").unwrap().with_timezone(&Utc);
+        let request = UsageRequest::resolve("A", UsageParams::default(), now, None, &TokenKey::default()).unwrap();
+        let buckets = request.window.buckets(request.params.granularity);
+        let mut aggregate = Aggregate::default();
+        let key = |product: Product, type_: &str| GroupKey {
+            account: "A".into(),
+            bucket: 0,
+            product,
+            type_: type_.into(),
+            subaccount: None,
+            country: None,
+            direction: None,
+            code: None,
+        };
+        let totals = |amount: i128| Totals { records: 1, units: 1, duration: 0, amount, surcharge: 0 };
+        aggregate.groups.insert(key(Product::Transcription, "standard"), totals(1_500_000_000));
+        aggregate.groups.insert(key(Product::Other, "Number Charges"), totals(2_250_000_000));
+        aggregate
+            .tallies
+            .insert(crate::records::Kind::Transcriptions, Tally { read: 1, used: 1, selected: 1, ..Tally::default() });
+        aggregate
+            .tallies
+            .insert(crate::records::Kind::Charges, Tally { read: 1, used: 1, selected: 1, ..Tally::default() });
+        let summary = summarize(&request, "USD", &buckets, &aggregate).unwrap();
+        Batch { summaries: BTreeMap::from([("A".to_owned(), summary)]), aggregate }
+    }
+
+    #[test]
+    fn reconciliation_holds_and_fails_on_one_nano_of_difference() {
+        let batch = one_account_batch();
+        let dir = tempfile::tempdir().unwrap();
+        let summary = &batch.summaries["A"];
+        let written = write_account("A", summary, "", &TokenKey::default(), dir.path()).unwrap();
+        assert_eq!(written.total_spend, Amount::from_nanos(3_750_000_000));
+        let check = reconcile(&batch, std::slice::from_ref(&written)).unwrap();
+        assert!(check.ok);
+        assert_eq!(check.sum_of_selected_records, Decimal(Amount::from_nanos(3_750_000_000)));
+
+        let mut off = written;
+        off.total_spend = Amount::from_nanos(3_750_000_001);
+        let error = reconcile(&batch, &[off]).unwrap_err().to_string();
+        assert!(error.contains("reconciliation failed"), "{error}");
+
+        // A group the accounts do not account for (e.g. a lost account) fails too.
+        let mut extra = one_account_batch();
+        let written = write_account("A", &extra.summaries["A"], "", &TokenKey::default(), &dir.path().join("x")).err();
+        assert!(written.is_some(), "the account folder's parent must exist");
+        let dir2 = tempfile::tempdir().unwrap();
+        let written = write_account("A", &extra.summaries["A"], "", &TokenKey::default(), dir2.path()).unwrap();
+        let mut lost = extra.aggregate.groups.keys().next().unwrap().clone();
+        lost.account = "B".into();
+        extra.aggregate.groups.insert(lost, Totals { records: 1, units: 1, duration: 0, amount: 1, surcharge: 0 });
+        assert!(reconcile(&extra, &[written]).is_err());
+    }
+
+    #[test]
+    fn counts_must_add_up() {
+        let mut batch = one_account_batch();
+        assert_eq!(check_counts(&batch).unwrap().read, 2);
+        batch
+            .aggregate
+            .tallies
+            .insert(crate::records::Kind::Calls, Tally { read: 3, used: 1, duplicates: 1, ..Tally::default() });
+        assert!(check_counts(&batch).unwrap_err().to_string().contains("do not add up"));
+    }
 
     #[test]
     fn account_folders_are_safe_names() {
