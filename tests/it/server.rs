@@ -99,13 +99,16 @@ struct Server {
 
 impl Server {
     fn start(data: &Path, db: &Path, listen: &str, extra: &[&str]) -> Server {
+        let mut args = vec!["--data".into(), data.as_os_str().to_owned(), "--db".into(), db.as_os_str().to_owned()];
+        args.extend(extra.iter().map(Into::into));
+        Server::start_with(listen, &args)
+    }
+
+    fn start_with(listen: &str, args: &[std::ffi::OsString]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_telemeter"))
-            .args(["serve", "--data"])
-            .arg(data)
-            .arg("--db")
-            .arg(db)
+            .arg("serve")
+            .args(args)
             .args(["--listen", listen, "--now", NOW, "--sip-domain", "sip.example.com"])
-            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -441,6 +444,43 @@ fn usage_summary_is_the_summary_commands_answer() {
         400,
         "use granularity 'day'",
     );
+}
+
+#[test]
+fn usage_summary_from_an_ingested_store() {
+    let data = data_dir();
+    let store = data.path().join("store");
+    let ingest = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        .args(["ingest", "--data"])
+        .arg(data.path())
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(ingest.status.success(), "{}", String::from_utf8_lossy(&ingest.stderr));
+    let server = Server::start_with(
+        "127.0.0.1:0",
+        &["--store".into(), store.as_os_str().to_owned(), "--data".into(), data.path().as_os_str().to_owned()],
+    );
+    let mut c = server.client();
+    let auth = basic(A, "token-a");
+    let query = "granularity=day&from_date=2026-11-15&to_date=2026-11-21";
+    let response = get(&mut c, &format!("/v1/Account/{A}/UsageSummary/?{query}"), &auth);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        .args(["summary", "--data"])
+        .arg(data.path())
+        .args(["--auth-id", A, "--query", query, "--now", NOW])
+        .output()
+        .unwrap();
+    let cli: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut served = json(&response);
+    served["api_id"] = cli["api_id"].clone();
+    assert_eq!(served, cli);
+    assert_eq!(served["usage"].as_array().unwrap().len(), 3);
+    // The resources were loaded into the store's database.
+    assert_eq!(get(&mut c, &format!("/v1/Account/{A}/Endpoint/E1/"), &auth).status, 200);
+    assert!(store.join("resources.sqlite").exists());
 }
 
 #[test]
