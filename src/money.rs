@@ -167,7 +167,7 @@ impl fmt::Display for Amount {
             return write!(f, "{whole}.0");
         }
         let mut width = MAX_FRACTION_DIGITS;
-        while frac % 10 == 0 {
+        while frac.is_multiple_of(10) {
             frac /= 10;
             width -= 1;
         }

@@ -40,13 +40,16 @@ impl Seen {
     }
 }
 
+/// Two places `(file, line)`: an earlier row and a later one.
+pub type PlacePair = ((u32, u64), (u32, u64));
+
 /// What the check found.
 #[derive(Debug, Default)]
 pub struct Outcome {
     /// Places of rows that repeat an earlier identical row: skip them.
     pub duplicates: FxHashSet<(u32, u64)>,
     /// The first conflict in file order: (earlier place, later place).
-    pub conflict: Option<((u32, u64), (u32, u64))>,
+    pub conflict: Option<PlacePair>,
 }
 
 /// Checks the entries of one kind, given as many lists of partitions.
@@ -61,12 +64,12 @@ pub fn check(parts: Vec<Vec<Vec<Seen>>>) -> Outcome {
             }
         }
     }
-    let results: Vec<(Vec<(u32, u64)>, Option<((u32, u64), (u32, u64))>)> = by_partition
+    let results: Vec<(Vec<(u32, u64)>, Option<PlacePair>)> = by_partition
         .into_par_iter()
         .map(|mut entries| {
             entries.sort_unstable_by_key(|e| (e.id, e.file, e.line));
             let mut duplicates = Vec::new();
-            let mut conflict: Option<((u32, u64), (u32, u64))> = None;
+            let mut conflict: Option<PlacePair> = None;
             let mut first = 0;
             for i in 1..entries.len() {
                 if entries[i].id != entries[first].id {
