@@ -106,10 +106,17 @@ fn run_seed(seed: u64, count: u64, scale: u64, other_forms: bool) -> Result<Stri
     };
 
     let mut lines = String::new();
-    for line in std::fs::read_to_string(&cases).expect("cases file").lines() {
+    for (index, line) in std::fs::read_to_string(&cases).expect("cases file").lines().enumerate() {
         let case: serde_json::Value = serde_json::from_str(line).expect("case is JSON");
         let text = |key: &str| case[key].as_str().expect("case field").to_owned();
-        let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_telemeter"));
+        // the same bytes with one thread, a few and the default
+        match index % 3 {
+            0 => command.env("TELEMETER_THREADS", "1"),
+            1 => command.env("TELEMETER_THREADS", "3"),
+            _ => command.env_remove("TELEMETER_THREADS"),
+        };
+        let output = command
             .args(["summary", "--all-pages", "--data"])
             .arg(&engine_data)
             .args(["--auth-id", &text("auth_id"), "--query", &text("query"), "--now", &text("now")])
