@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use super::parquet_io::RollupRef;
 use super::parquet_io::{self, IndexEntry, RecordView};
-use super::{Manifest, RollupRow, FORMAT_VERSION};
+use super::{Manifest, FORMAT_VERSION};
 use crate::aggregate::{OnBadRow, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
@@ -660,92 +661,115 @@ impl Rollups {
     }
 
     /// Merges the new groups into each touched account's rollups and writes
-    /// one new file per touched account.
+    /// one new file per touched account and grain.
     fn write(self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
         let mut by_account: BTreeMap<&str, Vec<(RollupKey, Totals)>> = BTreeMap::new();
-        for (key, totals) in self.groups {
-            by_account.entry(&self.strings[key.account as usize]).or_default().push((key, totals));
+        for (key, totals) in &self.groups {
+            by_account.entry(&self.strings[key.account as usize]).or_default().push((*key, *totals));
         }
-        let text = |id: u32| self.strings[id as usize].to_string();
-        let written: Vec<Result<(String, String)>> = by_account
+        let jobs: Vec<(&str, i64, &Vec<(RollupKey, Totals)>)> = by_account
+            .iter()
+            .flat_map(|(account, groups)| super::GRAINS.iter().map(move |grain| (*account, *grain, groups)))
+            .collect();
+        let written: Vec<Result<(String, i64, String)>> = jobs
             .into_par_iter()
-            .map(|(account, groups)| {
-                let mut merged: BTreeMap<RollupOrder, Totals> = BTreeMap::new();
-                if let Some(file) = manifest.rollups.get(account) {
-                    for row in parquet_io::read_rollups(&store.join(file))? {
-                        let (order, totals) = RollupOrder::of(row);
-                        merged.insert(order, totals);
-                    }
-                }
-                for (key, totals) in groups {
-                    let order = RollupOrder {
-                        slot: key.slot,
-                        product: key.product,
-                        type_: text(key.type_),
-                        subaccount: text(key.subaccount),
-                        country: key.country,
-                        direction: key.direction,
-                        code: text(key.code),
-                    };
-                    let entry = merged.entry(order).or_default();
-                    *entry = entry
-                        .checked_add(&totals)
-                        .ok_or_else(|| Error::Internal(format!("rollup sum overflow for account {account}")))?;
-                }
-                let rows: Vec<RollupRow> = merged.into_iter().map(|(o, t)| o.into_row(account, t)).collect();
-                let name = format!("rollups/{}/{id}.parquet", account_folder(account));
+            .map(|(account, grain, groups)| {
+                let previous = manifest.rollups.get(account).and_then(|files| files.get(&grain));
+                let name = format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account));
                 let path = store.join(&name);
                 create_parent(&path)?;
-                parquet_io::write_rollups(&path, &rows)?;
-                Ok((account.to_owned(), name))
+                self.merge_and_write(account, grain, groups, previous.map(|p| store.join(p)).as_deref(), &path)?;
+                Ok((account.to_owned(), grain, name))
             })
             .collect();
         for result in written {
-            let (account, name) = result?;
-            manifest.rollups.insert(account, name);
+            let (account, grain, name) = result?;
+            manifest.rollups.entry(account).or_default().insert(grain, name);
         }
         Ok(())
     }
-}
 
-/// A rollup row's key in file order: slot first, then the report's order.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct RollupOrder {
-    slot: i64,
-    product: Product,
-    type_: String,
-    subaccount: String,
-    country: Option<Country>,
-    direction: Option<Direction>,
-    code: String,
-}
-
-impl RollupOrder {
-    fn of(row: RollupRow) -> (RollupOrder, Totals) {
-        let order = RollupOrder {
-            slot: row.slot,
-            product: row.product,
-            type_: row.type_,
-            subaccount: row.subaccount,
-            country: row.country,
-            direction: row.direction,
-            code: row.code,
-        };
-        (order, row.totals)
-    }
-
-    fn into_row(self, account: &str, totals: Totals) -> RollupRow {
-        RollupRow {
-            auth_id: account.to_owned(),
-            subaccount: self.subaccount,
-            slot: self.slot,
-            product: self.product,
-            type_: self.type_,
-            country: self.country,
-            direction: self.direction,
-            code: self.code,
-            totals,
+    /// Writes to `path` the rollups of `account` at `grain`: `groups` summed
+    /// into the rows of the `previous` file.
+    fn merge_and_write(
+        &self,
+        account: &str,
+        grain: i64,
+        groups: &[(RollupKey, Totals)],
+        previous: Option<&Path>,
+        path: &Path,
+    ) -> Result<()> {
+        let overflow = || Error::Internal(format!("rollup sum overflow for account {account}"));
+        let mut merged: FxHashMap<RollupKey, Totals> = FxHashMap::default();
+        for (key, totals) in groups {
+            let key = RollupKey { slot: key.slot - key.slot.rem_euclid(grain), ..*key };
+            let entry = merged.entry(key).or_default();
+            *entry = entry.checked_add(totals).ok_or_else(overflow)?;
         }
+        // Strings of the previous file that this ingest has not seen get ids
+        // after the ingest's own.
+        let mut extra: Vec<Box<str>> = Vec::new();
+        let mut extra_ids: FxHashMap<Box<str>, u32> = FxHashMap::default();
+        let base = self.strings.len() as u32;
+        let mut id_of = |text: &str| -> u32 {
+            if let Some(id) = self.ids.get(text).or_else(|| extra_ids.get(text)) {
+                return *id;
+            }
+            let id = base + extra.len() as u32;
+            extra.push(text.into());
+            extra_ids.insert(text.into(), id);
+            id
+        };
+        let account_id = id_of(account);
+        if let Some(previous) = previous {
+            parquet_io::for_each_rollup(previous, |row| {
+                let key = RollupKey {
+                    account: account_id,
+                    subaccount: id_of(row.subaccount),
+                    slot: row.slot,
+                    product: row.product,
+                    type_: id_of(row.type_),
+                    country: row.country,
+                    direction: row.direction,
+                    code: id_of(row.code),
+                };
+                let entry = merged.entry(key).or_default();
+                *entry = entry.checked_add(&row.totals).ok_or_else(overflow)?;
+                Ok(())
+            })?;
+        }
+        let text = |id: u32| -> &str {
+            match (id as usize).checked_sub(base as usize) {
+                Some(i) => &extra[i],
+                None => &self.strings[id as usize],
+            }
+        };
+        let mut rows: Vec<(RollupKey, Totals)> = merged.into_iter().collect();
+        // Slot first (so row-group statistics can skip by time), then the
+        // report's order.
+        rows.sort_unstable_by(|(a, _), (b, _)| {
+            (a.slot, a.product)
+                .cmp(&(b.slot, b.product))
+                .then_with(|| text(a.type_).cmp(text(b.type_)))
+                .then_with(|| text(a.subaccount).cmp(text(b.subaccount)))
+                .then_with(|| (a.country, a.direction).cmp(&(b.country, b.direction)))
+                .then_with(|| text(a.code).cmp(text(b.code)))
+        });
+        let refs: Vec<RollupRef<'_>> = rows
+            .iter()
+            .map(|(key, totals)| RollupRef {
+                auth_id: account,
+                subaccount: text(key.subaccount),
+                slot: key.slot,
+                product: key.product,
+                type_: text(key.type_),
+                country: key.country,
+                direction: key.direction,
+                code: text(key.code),
+                totals: *totals,
+            })
+            .collect();
+        parquet_io::write_rollups(path, &refs)
     }
 }
 

@@ -12,8 +12,10 @@
 //!                                     and source_line for audit
 //! index/<kind>/<ingest>.parquet       dedup index: record_id hash -> content
 //!                                     hash and place (source, line)
-//! rollups/<account>/<ingest>.parquet  one file per account: every rollup row
-//!                                     of the account, sorted by slot
+//! rollups/<account>/<ingest>-<g>s.parquet
+//!                                     one file per account and grain g (900,
+//!                                     3600, 86400 s): every rollup row of the
+//!                                     account at that grain, sorted by slot
 //! rejected/<ingest>.csv               rows set aside by an ingest
 //! resources.sqlite                    endpoints, registrations, recordings
 //!                                     (crate::resources; updated in place by
@@ -52,8 +54,16 @@ use crate::records::Kind;
 
 pub use ingest::{ingest, IngestOptions, IngestReport};
 
-/// The slot width of rollups, in seconds.
+/// The finest rollup slot, in seconds: every report bucket is a union of
+/// them (in every zone whose offset is a multiple of 15 minutes).
 pub const SLOT_SECONDS: i64 = 900;
+
+/// The rollup grains kept, finest first: the same rows summed by 15-minute,
+/// hour and day UTC slots. A request is answered from the coarsest grain
+/// that divides every one of its bucket boundaries (day for UTC days and
+/// months, hour for whole-hour zones, 15 minutes for +05:30 or +05:45), so
+/// that a long window reads few rows.
+pub const GRAINS: [i64; 3] = [SLOT_SECONDS, 3600, 86_400];
 
 /// The manifest's file name.
 pub const MANIFEST: &str = "manifest.json";
@@ -63,7 +73,7 @@ pub const MANIFEST: &str = "manifest.json";
 pub const RESOURCES_DB: &str = "resources.sqlite";
 
 /// The version of the layout this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The published state of a store: every file of the current generation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,8 +89,8 @@ pub struct Manifest {
     pub sources: Vec<String>,
     /// Files and counts per record kind, by kind name.
     pub kinds: BTreeMap<String, KindFiles>,
-    /// The rollup file of each account.
-    pub rollups: BTreeMap<String, String>,
+    /// The rollup files of each account, by grain in seconds.
+    pub rollups: BTreeMap<String, BTreeMap<i64, String>>,
     /// What each published ingest did, oldest first.
     pub ingests: Vec<IngestLog>,
 }
@@ -220,15 +230,18 @@ impl Store {
     /// records behind the kept groups); the inventory is empty (no input
     /// files are read).
     pub fn aggregate(&self, selector: &Selector) -> Result<Aggregate> {
-        if !slots_fit(selector) {
+        let Some(grain) = coarsest_grain(selector) else {
             return aggregate::aggregate_files(self.record_files()?, selector, OnBadRow::Fail);
-        }
+        };
         let mut groups: BTreeMap<GroupKey, Totals> = BTreeMap::new();
         let mut selected: BTreeMap<Kind, u64> = BTreeMap::new();
-        for (account, file) in &self.manifest.rollups {
+        for (account, files) in &self.manifest.rollups {
             if !selector.accounts.contains(account) {
                 continue;
             }
+            let Some(file) = files.get(&grain) else {
+                return Err(Error::io(&self.dir, format!("no {grain}-second rollups of account {account}")));
+            };
             let Some(buckets) = selector.bucketing.of(account) else { continue };
             // Rows are summed under borrowed keys first: owned keys are made
             // once per output group, not once per rollup row.
@@ -334,14 +347,17 @@ fn kind_of(product: crate::records::Product) -> Kind {
     }
 }
 
-/// Whether every bucket boundary of the selector falls on a slot boundary,
-/// so that each slot lies inside one bucket (or outside the window).
-fn slots_fit(selector: &Selector) -> bool {
+/// The coarsest grain that divides every bucket boundary of the selector,
+/// so that each rollup slot lies inside one bucket (or outside the window);
+/// `None` when not even 15-minute slots do.
+fn coarsest_grain(selector: &Selector) -> Option<i64> {
     let bucketing = &selector.bucketing;
-    bucketing.default.iter().chain(bucketing.by_account.values()).all(|buckets| {
-        (0..buckets.len() as u32).all(|i| {
-            let (start, end) = buckets.span(i);
-            start.rem_euclid(SLOT_SECONDS) == 0 && end.rem_euclid(SLOT_SECONDS) == 0
+    GRAINS.iter().rev().copied().find(|grain| {
+        bucketing.default.iter().chain(bucketing.by_account.values()).all(|buckets| {
+            (0..buckets.len() as u32).all(|i| {
+                let (start, end) = buckets.span(i);
+                start.rem_euclid(*grain) == 0 && end.rem_euclid(*grain) == 0
+            })
         })
     })
 }
@@ -349,27 +365,4 @@ fn slots_fit(selector: &Selector) -> bool {
 /// The 15-minute slot that holds `secs`.
 pub fn slot_of(secs: i64) -> i64 {
     secs - secs.rem_euclid(SLOT_SECONDS)
-}
-
-/// One stored rollup row.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RollupRow {
-    /// Parent account.
-    pub auth_id: String,
-    /// Subaccount, empty for parent-level usage (and charges).
-    pub subaccount: String,
-    /// Slot start, UTC seconds.
-    pub slot: i64,
-    /// Product (`Other` for charges).
-    pub product: crate::records::Product,
-    /// Sub-type, or a charge's description.
-    pub type_: String,
-    /// Country, `None` when empty.
-    pub country: Option<crate::records::Country>,
-    /// Direction, for products that have one.
-    pub direction: Option<crate::records::Direction>,
-    /// Error code (messages) or hangup cause (calls); empty otherwise.
-    pub code: String,
-    /// Summed values.
-    pub totals: Totals,
 }

@@ -9,7 +9,6 @@ use polars::prelude::{
     ParquetReader, ParquetWriter, SerReader, TimeUnit, TimeZone,
 };
 
-use super::RollupRow;
 use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Kind, Product};
@@ -82,8 +81,9 @@ fn to_i64(value: u64, what: &str) -> Result<i64> {
 fn write_frame(path: &Path, frame: &mut DataFrame) -> Result<()> {
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     let mut writer = std::io::BufWriter::new(file);
+    // Snappy: fast to write and read, and every Parquet reader has it.
     ParquetWriter::new(&mut writer)
-        .with_compression(ParquetCompression::Zstd(None))
+        .with_compression(ParquetCompression::Snappy)
         .with_row_group_size(Some(ROW_GROUP_ROWS))
         .finish(frame)
         .map_err(polars_error(path))?;
@@ -222,10 +222,10 @@ const ROLLUP_COLUMNS: [&str; 14] = [
 
 /// Writes rollup rows (already sorted). `slot_start` is UTC seconds since
 /// the epoch; absent dimensions are empty strings.
-pub fn write_rollups(path: &Path, rows: &[RollupRow]) -> Result<()> {
-    fn code_if(row: &RollupRow, has: bool) -> &str {
+pub fn write_rollups(path: &Path, rows: &[RollupRef<'_>]) -> Result<()> {
+    fn code_if<'a>(row: &RollupRef<'a>, has: bool) -> &'a str {
         if has {
-            row.code.as_str()
+            row.code
         } else {
             ""
         }
@@ -239,11 +239,11 @@ pub fn write_rollups(path: &Path, rows: &[RollupRow]) -> Result<()> {
     let countries: Vec<String> =
         rows.iter().map(|r| r.country.map_or(String::new(), |c| c.as_str().to_owned())).collect();
     let columns = vec![
-        text_column(ROLLUP_COLUMNS[0], rows.iter().map(|r| r.auth_id.as_str()).collect()),
-        text_column(ROLLUP_COLUMNS[1], rows.iter().map(|r| r.subaccount.as_str()).collect()),
+        text_column(ROLLUP_COLUMNS[0], rows.iter().map(|r| r.auth_id).collect()),
+        text_column(ROLLUP_COLUMNS[1], rows.iter().map(|r| r.subaccount).collect()),
         int_column(ROLLUP_COLUMNS[2], rows.iter().map(|r| r.slot).collect()),
         text_column(ROLLUP_COLUMNS[3], rows.iter().map(|r| r.product.as_str()).collect()),
-        text_column(ROLLUP_COLUMNS[4], rows.iter().map(|r| r.type_.as_str()).collect()),
+        text_column(ROLLUP_COLUMNS[4], rows.iter().map(|r| r.type_).collect()),
         Column::new(ROLLUP_COLUMNS[5].into(), countries),
         text_column(ROLLUP_COLUMNS[6], rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())).collect()),
         text_column(ROLLUP_COLUMNS[7], rows.iter().map(|r| code_if(r, r.product.has_error_code())).collect()),
@@ -297,33 +297,6 @@ pub struct RollupRef<'a> {
     pub code: &'a str,
     /// Summed values.
     pub totals: Totals,
-}
-
-impl RollupRef<'_> {
-    /// The owned row.
-    pub fn to_row(self) -> RollupRow {
-        RollupRow {
-            auth_id: self.auth_id.to_owned(),
-            subaccount: self.subaccount.to_owned(),
-            slot: self.slot,
-            product: self.product,
-            type_: self.type_.to_owned(),
-            country: self.country,
-            direction: self.direction,
-            code: self.code.to_owned(),
-            totals: self.totals,
-        }
-    }
-}
-
-/// Reads every rollup row of a file, owned.
-pub fn read_rollups(path: &Path) -> Result<Vec<RollupRow>> {
-    let mut rows = Vec::new();
-    for_each_rollup(path, |row| {
-        rows.push(row.to_row());
-        Ok(())
-    })?;
-    Ok(rows)
 }
 
 /// Hands every rollup row of a file to `each`, in file order.
