@@ -447,21 +447,22 @@ fn usage_summary_is_the_summary_commands_answer() {
 }
 
 #[test]
-fn usage_summary_from_an_ingested_store() {
+fn serves_an_ingested_store_and_deletes_survive_re_ingest() {
     let data = data_dir();
     let store = data.path().join("store");
-    let ingest = Command::new(env!("CARGO_BIN_EXE_telemeter"))
-        .args(["ingest", "--data"])
-        .arg(data.path())
-        .arg("--store")
-        .arg(&store)
-        .output()
-        .unwrap();
-    assert!(ingest.status.success(), "{}", String::from_utf8_lossy(&ingest.stderr));
-    let server = Server::start_with(
-        "127.0.0.1:0",
-        &["--store".into(), store.as_os_str().to_owned(), "--data".into(), data.path().as_os_str().to_owned()],
-    );
+    let ingest = || {
+        let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+            .args(["ingest", "--data"])
+            .arg(data.path())
+            .arg("--store")
+            .arg(&store)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    };
+    ingest();
+    let serve = || Server::start_with("127.0.0.1:0", &["--store".into(), store.as_os_str().to_owned()]);
+    let server = serve();
     let mut c = server.client();
     let auth = basic(A, "token-a");
     let query = "granularity=day&from_date=2026-11-15&to_date=2026-11-21";
@@ -478,9 +479,14 @@ fn usage_summary_from_an_ingested_store() {
     served["api_id"] = cli["api_id"].clone();
     assert_eq!(served, cli);
     assert_eq!(served["usage"].as_array().unwrap().len(), 3);
-    // The resources were loaded into the store's database.
+    // ingest loaded the resources into the store's database.
     assert_eq!(get(&mut c, &format!("/v1/Account/{A}/Endpoint/E1/"), &auth).status, 200);
-    assert!(store.join("resources.sqlite").exists());
+    let path = format!("/v1/Account/{A}/Recording/R1/");
+    assert_eq!(c.request("DELETE", &path, &[("Authorization", &auth)]).unwrap().status, 204);
+    server.stop();
+    ingest();
+    let server = serve();
+    assert_error(&get(&mut server.client(), &path, &auth), 404, "not found");
 }
 
 #[test]
