@@ -160,14 +160,14 @@ pub fn account_report(page: &AccountPage<'_>) -> Result<String> {
     spend_over_time(&mut out, summary, &stats)?;
 
     out.push_str("<div class=\"grid2\">");
-    dimension_table(&mut out, "By country", "Country", &stats.by_country, &summary.currency);
-    dimension_table(&mut out, "By direction", "Direction", &stats.by_direction, &summary.currency);
+    dimension_table(&mut out, "By country", "Country", &stats.by_country, &summary.currency)?;
+    dimension_table(&mut out, "By direction", "Direction", &stats.by_direction, &summary.currency)?;
     out.push_str("</div>\n");
     type_table(&mut out, &stats, &summary.currency);
 
     out.push_str("<div class=\"grid2\">");
     subaccount_table(&mut out, summary)?;
-    charges_table(&mut out, page.charges, summary.charges.is_some(), &stats, &summary.currency);
+    charges_table(&mut out, page.charges, summary.charges.is_some(), &stats, &summary.currency)?;
     out.push_str("</div>\n");
 
     out.push_str("<div class=\"grid2\">");
@@ -426,11 +426,17 @@ fn bar_chart(out: &mut String, summary: &Summary, stats: &Stats, present: &[usiz
     out.push_str("</svg>");
 }
 
-fn dimension_table(out: &mut String, title: &str, column: &str, rows: &BTreeMap<String, Dim>, currency: &str) {
+fn dimension_table(
+    out: &mut String,
+    title: &str,
+    column: &str,
+    rows: &BTreeMap<String, Dim>,
+    currency: &str,
+) -> Result<()> {
     w!(out, "<section><h2>{title}</h2>");
     if rows.is_empty() {
         out.push_str("<p class=\"empty\">No message, voice or zentrunk usage.</p></section>");
-        return;
+        return Ok(());
     }
     let mut sorted: Vec<(&String, &Dim)> = rows.iter().collect();
     sorted.sort_by(|a, b| b.1.amount.cmp(&a.1.amount).then(a.0.cmp(b.0)));
@@ -441,11 +447,21 @@ fn dimension_table(out: &mut String, title: &str, column: &str, rows: &BTreeMap<
          <th class=\"n\">Spend ({})</th><th></th></tr></thead><tbody>",
         esc(currency)
     );
-    for (name, dim) in sorted {
+    // The top rows, then the rest summed into one (exactly) so the table stays short.
+    let shown = if sorted.len() > TOP_ROWS + 1 { TOP_ROWS } else { sorted.len() };
+    let mut rest = Dim::default();
+    for (_, dim) in &sorted[shown..] {
+        rest.segments = rest.segments.checked_add(dim.segments).ok_or_else(overflow)?;
+        rest.calls = rest.calls.checked_add(dim.calls).ok_or_else(overflow)?;
+        add(&mut rest.amount, dim.amount)?;
+    }
+    let rest_label = format!("<i>{} others</i>", sorted.len() - shown);
+    let rows = sorted[..shown].iter().map(|(name, dim)| (esc(name), **dim));
+    let rows = rows.chain((shown < sorted.len()).then_some((rest_label, rest)));
+    for (name, dim) in rows {
         w!(
             out,
-            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
-            esc(name),
+            "<tr><td>{name}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
             dim.segments,
             dim.calls,
             Amount::from_nanos(dim.amount),
@@ -453,7 +469,11 @@ fn dimension_table(out: &mut String, title: &str, column: &str, rows: &BTreeMap<
         );
     }
     out.push_str("</tbody></table></div></section>");
+    Ok(())
 }
+
+/// Rows of a dimension table before the rest is summed into one.
+const TOP_ROWS: usize = 12;
 
 fn type_table(out: &mut String, stats: &Stats, currency: &str) {
     out.push_str("<section><h2>By product and type</h2>");
@@ -534,18 +554,24 @@ fn subaccount_table(out: &mut String, summary: &Summary) -> Result<()> {
     Ok(())
 }
 
-fn charges_table(out: &mut String, charges: Option<&[ChargeItem<'_>]>, returned: bool, stats: &Stats, currency: &str) {
+fn charges_table(
+    out: &mut String,
+    charges: Option<&[ChargeItem<'_>]>,
+    returned: bool,
+    stats: &Stats,
+    currency: &str,
+) -> Result<()> {
     out.push_str("<section><h2>Other charges</h2>");
     let items = match charges {
         Some(items) if returned => items,
         _ => {
             out.push_str("<p class=\"empty\">Not part of this request (scoped to a subaccount, or product excludes other).</p></section>");
-            return;
+            return Ok(());
         }
     };
     if items.is_empty() {
         out.push_str("<p class=\"empty\">No other charges in this window.</p></section>");
-        return;
+        return Ok(());
     }
     w!(
         out,
@@ -555,7 +581,7 @@ fn charges_table(out: &mut String, charges: Option<&[ChargeItem<'_>]>, returned:
     );
     let mut units = 0u128;
     for item in items {
-        units = units.saturating_add(item.total_units);
+        units = units.checked_add(item.total_units).ok_or_else(overflow)?;
         w!(
             out,
             "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
@@ -570,6 +596,7 @@ fn charges_table(out: &mut String, charges: Option<&[ChargeItem<'_>]>, returned:
         "</tbody><tfoot><tr><td>Total</td><td></td><td class=\"n\">{units}</td><td class=\"n\">{}</td></tr></tfoot></table></div></section>",
         stats.charge_spend
     );
+    Ok(())
 }
 
 fn codes_table(out: &mut String, title: &str, unit: &str, codes: &BTreeMap<String, Dim>, currency: &str) {
