@@ -55,6 +55,11 @@ pub struct Args {
 
 /// Runs `serve`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(name) = &args.trust_proxy_header {
+        if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            bail!("--trust-proxy-header '{name}' is not an HTTP header name");
+        }
+    }
     let (dataset, db) = match (&args.store, &args.data) {
         (Some(store), _) => {
             (Dataset::open_store(store).context("cannot open the store")?, store.join("resources.sqlite"))
