@@ -617,6 +617,23 @@ fn routing_errors_health_and_openapi() {
         assert!(paths.contains_key(path), "{path}");
     }
     assert!(paths["/v1/Account/{auth_id}/Recording/{recording_id}/"]["delete"]["responses"]["204"].is_object());
+    // Exactly the server's operations, each documented with the statuses it answers.
+    let operations: Vec<String> = paths
+        .iter()
+        .flat_map(|(path, item)| item.as_object().unwrap().keys().map(move |method| format!("{method} {path}")))
+        .collect();
+    assert_eq!(operations.len(), 7, "{operations:?}");
+    for (path, method, statuses) in [
+        ("/v1/Account/{auth_id}/UsageSummary/", "get", &["200", "400", "401", "403", "429", "502"][..]),
+        ("/v1/Account/{auth_id}/Endpoint/{endpoint_id}/", "get", &["200", "401", "403", "404", "502"]),
+        ("/v1/Account/{auth_id}/Recording/", "get", &["200", "400", "401", "403", "502"]),
+        ("/v1/Account/{auth_id}/Recording/{recording_id}/", "get", &["200", "401", "403", "404", "502"]),
+        ("/v1/Account/{auth_id}/Recording/{recording_id}/", "delete", &["204", "401", "403", "404", "502"]),
+    ] {
+        let responses = paths[path][method]["responses"].as_object().unwrap();
+        let documented: Vec<&str> = responses.keys().map(String::as_str).collect();
+        assert_eq!(documented, statuses, "{method} {path}");
+    }
     // Every request is logged once with its fields.
     let logs = server.logs_when(|logs| logs.iter().filter(|l| l.contains("\"method\"")).count() >= 9);
     let requests: Vec<Value> = logs
