@@ -50,8 +50,8 @@ pub struct IngestOptions {
 }
 
 impl IngestOptions {
-    /// Default batch size: 256 MiB of input.
-    pub const DEFAULT_BATCH_BYTES: u64 = 256 << 20;
+    /// Default batch size: 128 MiB of input.
+    pub const DEFAULT_BATCH_BYTES: u64 = 128 << 20;
 }
 
 /// What an ingest did.
@@ -220,11 +220,6 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Source number of input file `index` once published.
-    fn source(&self, index: u32) -> u32 {
-        (self.old.sources.len() + index as usize) as u32
-    }
-
     /// The place a source number and line name in messages.
     fn place(&self, source: u32, line: u64) -> Location {
         let base = self.old.sources.len();
@@ -265,29 +260,26 @@ impl Run<'_> {
         for batch in batches(&files, self.options.batch_bytes) {
             let mut chunks = self.read_batch(kind, batch)?;
             let duplicates = self.dedup(kind, &mut index, &chunks)?;
-            let mut views = Vec::new();
-            for (c, chunk) in chunks.iter_mut().enumerate() {
+            for chunk in chunks.iter_mut() {
                 tally.read += chunk.read;
                 tally.set_aside += chunk.rejects.len() as u64;
                 self.report.rejects.append(&mut chunk.rejects);
-                for (r, row) in chunk.rows.iter().enumerate() {
-                    if duplicates.contains(&(c as u32, r as u32)) {
-                        tally.duplicates += 1;
-                        continue;
-                    }
-                    let view = chunk.view(row);
-                    self.rollups.add(&view)?;
-                    amount = amount
-                        .checked_add(Amount::from_nanos(view.amount as i128))
-                        .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
-                    new_entries.push(IndexEntry {
-                        id: row.seen.id,
-                        content: row.seen.content,
-                        source: self.source(row.seen.file),
-                        line: row.seen.line,
-                    });
-                    views.push(view);
-                }
+            }
+            // Each chunk folds its new rows on its own thread; the partial
+            // rollups are then merged through a small id translation table.
+            let base = self.old.sources.len() as u32;
+            let folds: Vec<Result<ChunkFold>> =
+                chunks.par_iter().enumerate().map(|(c, chunk)| chunk.fold(c as u32, &duplicates, base)).collect();
+            let mut views = Vec::new();
+            for (chunk, fold) in chunks.iter().zip(folds) {
+                let fold = fold?;
+                tally.duplicates += fold.duplicates;
+                amount = amount
+                    .checked_add(Amount::from_nanos(fold.amount))
+                    .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
+                self.rollups.merge(fold.rollups)?;
+                new_entries.extend(fold.entries);
+                views.extend(fold.kept.iter().map(|&r| chunk.view(&chunk.rows[r as usize])));
             }
             tally.used += views.len() as u64;
             if !views.is_empty() {
@@ -540,6 +532,28 @@ impl Chunk {
         }
     }
 
+    /// The new rows of this chunk (those not in `duplicates`), folded.
+    fn fold(&self, chunk: u32, duplicates: &rustc_hash::FxHashSet<(u32, u32)>, base: u32) -> Result<ChunkFold> {
+        let mut fold = ChunkFold::default();
+        for (r, row) in self.rows.iter().enumerate() {
+            if !duplicates.is_empty() && duplicates.contains(&(chunk, r as u32)) {
+                fold.duplicates += 1;
+                continue;
+            }
+            let view = self.view(row);
+            fold.rollups.add(&view)?;
+            fold.amount += view.amount as i128;
+            fold.entries.push(IndexEntry {
+                id: row.seen.id,
+                content: row.seen.content,
+                source: base + row.seen.file,
+                line: row.seen.line,
+            });
+            fold.kept.push(r as u32);
+        }
+        Ok(fold)
+    }
+
     fn reject(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
         let location = Location { file: self.file_name.clone(), line, is_row: self.is_parquet };
         let bad = BadRecord { location, column: column.to_owned(), value, reason };
@@ -605,6 +619,18 @@ impl RowSink for Chunk {
     }
 }
 
+/// The new rows of one chunk, folded.
+#[derive(Default)]
+struct ChunkFold {
+    rollups: Rollups,
+    /// Sum of amounts; a chunk holds far fewer than 2^64 rows of at most
+    /// i64::MAX each, so this cannot overflow.
+    amount: i128,
+    entries: Vec<IndexEntry>,
+    kept: Vec<u32>,
+    duplicates: u64,
+}
+
 /// A rollup key in interned ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct RollupKey {
@@ -637,6 +663,24 @@ impl Rollups {
         id
     }
 
+    /// Adds the groups of `other` (interned on its own).
+    fn merge(&mut self, other: Rollups) -> Result<()> {
+        let ids: Vec<u32> = other.strings.iter().map(|text| self.intern(text)).collect();
+        let id = |local: u32| ids[local as usize];
+        for (key, totals) in other.groups {
+            let key = RollupKey {
+                account: id(key.account),
+                subaccount: id(key.subaccount),
+                type_: id(key.type_),
+                code: id(key.code),
+                ..key
+            };
+            let entry = self.groups.entry(key).or_default();
+            *entry = entry.checked_add(&totals).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
+        }
+        Ok(())
+    }
+
     fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
         let key = RollupKey {
             account: self.intern(row.auth_id),
@@ -662,14 +706,16 @@ impl Rollups {
 
     /// Merges the new groups into each touched account's rollups and writes
     /// one new file per touched account and grain.
-    fn write(self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
-        let mut by_account: BTreeMap<&str, Vec<(RollupKey, Totals)>> = BTreeMap::new();
-        for (key, totals) in &self.groups {
-            by_account.entry(&self.strings[key.account as usize]).or_default().push((*key, *totals));
-        }
-        let jobs: Vec<(&str, i64, &Vec<(RollupKey, Totals)>)> = by_account
+    fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
+        let mut groups: Vec<(RollupKey, Totals)> = std::mem::take(&mut self.groups).into_iter().collect();
+        groups.sort_unstable_by_key(|(key, _)| key.account);
+        let by_account: Vec<&[(RollupKey, Totals)]> = groups.chunk_by(|a, b| a.0.account == b.0.account).collect();
+        let jobs: Vec<(&str, i64, &[(RollupKey, Totals)])> = by_account
             .iter()
-            .flat_map(|(account, groups)| super::GRAINS.iter().map(move |grain| (*account, *grain, groups)))
+            .flat_map(|groups| {
+                let account = &*self.strings[groups[0].0.account as usize];
+                super::GRAINS.iter().map(move |grain| (account, *grain, *groups))
+            })
             .collect();
         let written: Vec<Result<(String, i64, String)>> = jobs
             .into_par_iter()
