@@ -231,7 +231,7 @@ class Gen:
                 chunks.append(dups)
             for i, chunk in enumerate(chunks):
                 name = [f"part{i}", f"2026/{i:02d}/day", f"x/y/part{i}"][r.randint(0, 2)]
-                gz = r.random() < 0.35
+                gz = r.random() < 0.35 and (self.scale == 1 or i > 0)  # large files: the first chunk plain
                 path = folder / (name + (".csv.gz" if gz else ".csv"))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 text = self.csv_text(kind, chunk)
@@ -255,6 +255,11 @@ class Gen:
                 if a["row"]:
                     w.writerow([a.get(c, "") for c in cols])
 
+    def extra_value(self) -> str:
+        """A value for an ignored extra column; sometimes quoted, with a line break."""
+        r = self.r
+        return str(r.randint(0, 99)) if r.random() < 0.7 else f'batch {r.randint(0, 99)},\n"re-sent"'
+
     def csv_text(self, kind: str, chunk) -> str:
         r = self.r
         rows = [self.render_row(kind, rec) for rec in chunk]
@@ -263,7 +268,7 @@ class Gen:
             from usage_summary import COLUMNS  # noqa: PLC0415
             cols = list(COLUMNS[kind])
         r.shuffle(cols)
-        extra = r.random() < 0.3
+        extra = r.random() < 0.3 or self.scale > 1
         if extra:
             cols.insert(r.randint(0, len(cols)), "export_batch")
         buf = io.StringIO()
@@ -271,7 +276,7 @@ class Gen:
                        lineterminator=r.choice(["\n", "\r\n"]))
         w.writerow(cols)
         for row in rows:
-            w.writerow([row.get(c, str(r.randint(0, 99))) for c in cols])
+            w.writerow([row.get(c, self.extra_value()) for c in cols])
         return buf.getvalue()
 
     def edge_window(self, account, pairs, gran: str):
