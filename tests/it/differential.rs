@@ -150,11 +150,18 @@ fn run_seed(seed: u64, count: u64, scale: u64, other_forms: bool) -> Result<Stri
     if compared.status.success() {
         Ok(report)
     } else {
+        // Keep the failing data set for a look by hand.
+        let engine_dir = engine_data.strip_prefix(dir.path()).map(Path::to_path_buf).unwrap_or_default();
+        let kept = dir.keep();
+        let (reference_data, engine_data) = (kept.join("data"), kept.join(engine_dir));
         Err(format!(
-            "{report}\nreproduce: python3 tools/reference/gen_random.py --seed {seed} --scale {scale} --out /tmp/d{seed} \
-             --queries /tmp/d{seed}.jsonl --count {count}; then run the case above with \
-             `telemeter summary --all-pages --data /tmp/d{seed} ...` and \
-             `python3 tools/reference/usage_summary.py summary --data /tmp/d{seed} ...`"
+            "{report}\nkept: the generated data set {reference}, the engine's copy {engine}; rerun a case with \
+             `target/debug/telemeter summary --all-pages --data {engine} --auth-id .. --query '..' --now ..` and \
+             `python3 tools/reference/usage_summary.py summary --data {reference} --auth-id .. --query '..' --now ..`; \
+             regenerate with `python3 tools/reference/gen_random.py --seed {seed} --scale {scale} --out DIR \
+             --queries FILE --count {count}`",
+            reference = reference_data.display(),
+            engine = engine_data.display(),
         ))
     }
 }
