@@ -28,6 +28,10 @@ pub struct Args {
     /// Input megabytes read per batch: bounds the rows held in memory.
     #[arg(long, default_value_t = IngestOptions::DEFAULT_BATCH_BYTES >> 20)]
     pub batch_mb: u64,
+    /// Rollup groups held in memory before they are spilled to disk
+    /// (about 200 bytes each): bounds the rollups' memory.
+    #[arg(long, default_value_t = IngestOptions::DEFAULT_MAX_ROLLUP_GROUPS)]
+    pub max_rollup_groups: usize,
 }
 
 /// `--on-bad-row` values.
@@ -46,7 +50,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         BadRowArg::SetAside => OnBadRow::SetAside,
     };
     let ingest_id = format!("{}-{}", Utc::now().format("%Y%m%dT%H%M%S%3fZ"), std::process::id());
-    let options = IngestOptions { on_bad_row, ingest_id, batch_bytes: args.batch_mb.max(1) << 20 };
+    let options = IngestOptions {
+        on_bad_row,
+        ingest_id,
+        batch_bytes: args.batch_mb.max(1) << 20,
+        max_rollup_groups: args.max_rollup_groups.max(1),
+    };
     let report = store::ingest(&args.data, &args.store, &options)
         .with_context(|| format!("cannot ingest {} into {}", args.data.display(), args.store.display()))?;
     for kind in Kind::ALL {

@@ -47,11 +47,17 @@ pub struct IngestOptions {
     pub ingest_id: String,
     /// Input bytes per batch (at least one file per batch).
     pub batch_bytes: u64,
+    /// Rollup groups held in memory before they are spilled to partial
+    /// files (about 200 bytes each).
+    pub max_rollup_groups: usize,
 }
 
 impl IngestOptions {
     /// Default batch size: 128 MiB of input.
     pub const DEFAULT_BATCH_BYTES: u64 = 128 << 20;
+
+    /// Default rollup groups in memory: about 200 MB.
+    pub const DEFAULT_MAX_ROLLUP_GROUPS: usize = 1 << 20;
 }
 
 /// What an ingest did.
@@ -149,6 +155,7 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
         report.generation = old.generation;
         return Ok(report);
     }
+    let partials: Vec<PathBuf> = rollups.spilled.values().flatten().cloned().collect();
     rollups.write(store, id, &mut manifest)?;
     let total = report.total();
     manifest.generation = old.generation + 1;
@@ -169,6 +176,10 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
         }
     }
     manifest.publish(store, id)?;
+    for partial in partials {
+        // Unpublished scratch files of this run; a leftover is harmless.
+        let _ = std::fs::remove_file(partial);
+    }
     report.published = true;
     report.generation = manifest.generation;
     drop(lock);
@@ -278,6 +289,9 @@ impl Run<'_> {
                     .checked_add(Amount::from_nanos(fold.amount))
                     .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
                 self.rollups.merge(fold.rollups)?;
+                if self.rollups.groups.len() >= self.options.max_rollup_groups {
+                    self.rollups.spill(self.store, self.id)?;
+                }
                 new_entries.extend(fold.entries);
                 views.extend(fold.kept.iter().map(|&r| chunk.view(&chunk.rows[r as usize])));
             }
@@ -650,6 +664,9 @@ struct Rollups {
     ids: FxHashMap<Box<str>, u32>,
     strings: Vec<Box<str>>,
     groups: FxHashMap<RollupKey, Totals>,
+    /// Partial files written by [`Rollups::spill`], by account.
+    spilled: BTreeMap<String, Vec<PathBuf>>,
+    spills: u32,
 }
 
 impl Rollups {
@@ -707,24 +724,30 @@ impl Rollups {
     /// Merges the new groups into each touched account's rollups and writes
     /// one new file per touched account and grain.
     fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
-        let mut groups: Vec<(RollupKey, Totals)> = std::mem::take(&mut self.groups).into_iter().collect();
-        groups.sort_unstable_by_key(|(key, _)| key.account);
-        let by_account: Vec<&[(RollupKey, Totals)]> = groups.chunk_by(|a, b| a.0.account == b.0.account).collect();
-        let jobs: Vec<(&str, i64, &[(RollupKey, Totals)])> = by_account
+        let groups = self.take_by_account();
+        let spilled = std::mem::take(&mut self.spilled);
+        let mut accounts: BTreeMap<&str, &[(RollupKey, Totals)]> = BTreeMap::new();
+        for slice in &groups {
+            accounts.insert(&self.strings[slice[0].0.account as usize], slice);
+        }
+        for account in spilled.keys() {
+            accounts.entry(account).or_insert(&[]);
+        }
+        let jobs: Vec<(&str, i64, &[(RollupKey, Totals)])> = accounts
             .iter()
-            .flat_map(|groups| {
-                let account = &*self.strings[groups[0].0.account as usize];
-                super::GRAINS.iter().map(move |grain| (account, *grain, *groups))
-            })
+            .flat_map(|(account, groups)| super::GRAINS.iter().map(move |grain| (*account, *grain, *groups)))
             .collect();
         let written: Vec<Result<(String, i64, String)>> = jobs
             .into_par_iter()
             .map(|(account, grain, groups)| {
-                let previous = manifest.rollups.get(account).and_then(|files| files.get(&grain));
+                let mut inputs: Vec<PathBuf> = spilled.get(account).cloned().unwrap_or_default();
+                if let Some(previous) = manifest.rollups.get(account).and_then(|files| files.get(&grain)) {
+                    inputs.push(store.join(previous));
+                }
                 let name = format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account));
                 let path = store.join(&name);
                 create_parent(&path)?;
-                self.merge_and_write(account, grain, groups, previous.map(|p| store.join(p)).as_deref(), &path)?;
+                self.merge_and_write(account, grain, groups, &inputs, &path)?;
                 Ok((account.to_owned(), grain, name))
             })
             .collect();
@@ -735,14 +758,46 @@ impl Rollups {
         Ok(())
     }
 
+    /// The in-memory groups, moved out and cut by account.
+    fn take_by_account(&mut self) -> Vec<Vec<(RollupKey, Totals)>> {
+        let mut groups: Vec<(RollupKey, Totals)> = std::mem::take(&mut self.groups).into_iter().collect();
+        groups.sort_unstable_by_key(|(key, _)| key.account);
+        groups.chunk_by(|a, b| a.0.account == b.0.account).map(<[_]>::to_vec).collect()
+    }
+
+    /// Writes the in-memory groups to one partial file per account (finest
+    /// grain, not published; merged by [`Rollups::write`]) and forgets them,
+    /// so that rollup memory stays bounded by
+    /// [`IngestOptions::max_rollup_groups`].
+    fn spill(&mut self, store: &Path, id: &str) -> Result<()> {
+        let groups = self.take_by_account();
+        let n = self.spills;
+        self.spills += 1;
+        let written: Vec<Result<(String, PathBuf)>> = groups
+            .par_iter()
+            .map(|slice| {
+                let account = &*self.strings[slice[0].0.account as usize];
+                let path = store.join(format!("rollups/{}/{id}-part-{n:05}.parquet", account_folder(account)));
+                create_parent(&path)?;
+                self.merge_and_write(account, super::SLOT_SECONDS, slice, &[], &path)?;
+                Ok((account.to_owned(), path))
+            })
+            .collect();
+        for result in written {
+            let (account, path) = result?;
+            self.spilled.entry(account).or_default().push(path);
+        }
+        Ok(())
+    }
+
     /// Writes to `path` the rollups of `account` at `grain`: `groups` summed
-    /// into the rows of the `previous` file.
+    /// with the rows of the `inputs` files (of this grain or finer).
     fn merge_and_write(
         &self,
         account: &str,
         grain: i64,
         groups: &[(RollupKey, Totals)],
-        previous: Option<&Path>,
+        inputs: &[PathBuf],
         path: &Path,
     ) -> Result<()> {
         let overflow = || Error::Internal(format!("rollup sum overflow for account {account}"));
@@ -767,12 +822,12 @@ impl Rollups {
             id
         };
         let account_id = id_of(account);
-        if let Some(previous) = previous {
-            parquet_io::for_each_rollup(previous, |row| {
+        for input in inputs {
+            parquet_io::for_each_rollup(input, |row| {
                 let key = RollupKey {
                     account: account_id,
                     subaccount: id_of(row.subaccount),
-                    slot: row.slot,
+                    slot: row.slot - row.slot.rem_euclid(grain),
                     product: row.product,
                     type_: id_of(row.type_),
                     country: row.country,
