@@ -249,6 +249,50 @@ fn store_answers_like_sample_data() {
 }
 
 #[test]
+fn store_answers_like_generated_data_in_every_format() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    for format in ["csv.gz", "parquet"] {
+        let data = temp.path().join(format!("data-{format}"));
+        let output = run(&[
+            "generate",
+            "--out",
+            s(&data),
+            "--calls",
+            "6000",
+            "--messages",
+            "3000",
+            "--transcriptions",
+            "600",
+            "--charges",
+            "200",
+            "--accounts",
+            "4",
+            "--start",
+            "2026-10-28",
+            "--days",
+            "20",
+            "--format",
+            format,
+            "--files",
+            "3",
+            "--duplicates",
+            "0.05",
+        ]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let store = temp.path().join(format!("store-{format}"));
+        let output = ingest(&data, &store, &[]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let (read, used, set_aside, duplicates) = totals(&output);
+        assert_eq!(read, used + set_aside + duplicates);
+        assert!(duplicates > 0, "the generator re-delivers rows");
+        let text = std::fs::read_to_string(data.join("accounts.csv")).expect("accounts.csv");
+        let accounts: Vec<&str> = text.lines().skip(1).filter_map(|l| l.split(',').next()).take(3).collect();
+        assert!(!accounts.is_empty());
+        assert_same_answers(&data, &store, &accounts);
+    }
+}
+
+#[test]
 fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
     let temp = tempfile::tempdir().expect("tempdir");
     let (day1, day2, both) = (temp.path().join("day1"), temp.path().join("day2"), temp.path().join("both"));
