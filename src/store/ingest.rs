@@ -645,6 +645,9 @@ struct ChunkFold {
     duplicates: u64,
 }
 
+/// Rollup groups of one account.
+type Groups<'a> = &'a [(RollupKey, Totals)];
+
 /// A rollup key in interned ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct RollupKey {
@@ -726,14 +729,14 @@ impl Rollups {
     fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
         let groups = self.take_by_account();
         let spilled = std::mem::take(&mut self.spilled);
-        let mut accounts: BTreeMap<&str, &[(RollupKey, Totals)]> = BTreeMap::new();
+        let mut accounts: BTreeMap<&str, Groups<'_>> = BTreeMap::new();
         for slice in &groups {
             accounts.insert(&self.strings[slice[0].0.account as usize], slice);
         }
         for account in spilled.keys() {
             accounts.entry(account).or_insert(&[]);
         }
-        let jobs: Vec<(&str, i64, &[(RollupKey, Totals)])> = accounts
+        let jobs: Vec<(&str, i64, Groups<'_>)> = accounts
             .iter()
             .flat_map(|(account, groups)| super::GRAINS.iter().map(move |grain| (*account, *grain, *groups)))
             .collect();

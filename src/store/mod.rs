@@ -233,7 +233,9 @@ impl Store {
         let Some(grain) = coarsest_grain(selector) else {
             return aggregate::aggregate_files(self.record_files()?, selector, OnBadRow::Fail);
         };
-        let mut groups: BTreeMap<GroupKey, Totals> = BTreeMap::new();
+        // Rows are summed per account under borrowed keys, then the owned
+        // keys are sorted once and the map is built from the sorted list.
+        let mut groups: Vec<(GroupKey, Totals)> = Vec::new();
         let mut selected: BTreeMap<Kind, u64> = BTreeMap::new();
         for (account, files) in &self.manifest.rollups {
             if !selector.accounts.contains(account) {
@@ -267,13 +269,23 @@ impl Store {
                 *totals = totals.checked_add(&row.totals).ok_or_else(|| overflow(account))?;
                 Ok(())
             })?;
-            for (key, totals) in local {
-                let group = GroupKey::new(&key.dimensions.borrow(), key.type_, key.bucket);
-                let entry = groups.entry(group).or_default();
-                *entry = entry.checked_add(&totals).ok_or_else(|| overflow(account))?;
+            groups.extend(
+                local
+                    .into_iter()
+                    .map(|(key, totals)| (GroupKey::new(&key.dimensions.borrow(), key.type_, key.bucket), totals)),
+            );
+        }
+        groups.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut merged: Vec<(GroupKey, Totals)> = Vec::with_capacity(groups.len());
+        for (key, totals) in groups {
+            match merged.last_mut() {
+                Some((last, sum)) if *last == key => {
+                    *sum = sum.checked_add(&totals).ok_or_else(|| overflow(&key.account))?;
+                }
+                _ => merged.push((key, totals)),
             }
         }
-        let mut result = Aggregate { groups, ..Aggregate::default() };
+        let mut result = Aggregate { groups: merged.into_iter().collect(), ..Aggregate::default() };
         for kind in Kind::ALL {
             let count = self.manifest.kind(kind).count;
             let tally = Tally {
