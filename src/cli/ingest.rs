@@ -74,11 +74,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "{:<15} read {:>10}  used {:>10}  set aside {:>8}  duplicates {:>10}",
         "total", t.read, t.used, t.set_aside, t.duplicates
     );
-    let r = &report.resources;
-    println!(
-        "resources       endpoints {}  registrations {}  recordings {} ({} deleted earlier, skipped)",
-        r.endpoints, r.registrations, r.recordings, r.deleted_skipped
-    );
+    match &report.resources {
+        Some(r) => println!(
+            "resources       endpoints {}  registrations {}  recordings {} ({} deleted earlier, skipped)",
+            r.endpoints, r.registrations, r.recordings, r.deleted_skipped
+        ),
+        None => println!("resources       no endpoints.csv, registrations.csv or recordings/: left as they were"),
+    }
     if let Some(path) = &report.rejected_file {
         println!("set-aside rows: {}", path.display());
     }

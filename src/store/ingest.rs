@@ -78,8 +78,8 @@ pub struct IngestReport {
     /// The generation the store answers from afterwards.
     pub generation: u64,
     /// What was loaded into `STORE/resources.sqlite` (endpoints,
-    /// registrations, recordings).
-    pub resources: crate::resources::LoadStats,
+    /// registrations, recordings), when the data directory has any of them.
+    pub resources: Option<crate::resources::LoadStats>,
 }
 
 impl IngestReport {
@@ -134,8 +134,13 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
     }
 
     // SQLite's own transaction makes this load atomic; it is idempotent, and
-    // recordings deleted through the API stay deleted.
-    report.resources = crate::resources::load(data, &store.join(super::RESOURCES_DB))?;
+    // recordings deleted through the API stay deleted. A load replaces the
+    // tables with the files' rows, so a data directory without any resource
+    // input (a day of records only) leaves them as they are.
+    let has_resources = ["endpoints.csv", "registrations.csv", "recordings"].iter().any(|n| data.join(n).exists());
+    if has_resources {
+        report.resources = Some(crate::resources::load(data, &store.join(super::RESOURCES_DB))?);
+    }
 
     let mut changed = report.total().used > 0;
     if let Some(bytes) = &accounts_bytes {

@@ -293,6 +293,29 @@ fn store_answers_like_generated_data_in_every_format() {
 }
 
 #[test]
+fn ingest_loads_resources_and_a_records_only_day_keeps_them() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_data");
+    if !sample.join("endpoints.csv").exists() {
+        return; // sample_data/ is written by another part of the project.
+    }
+    let temp = tempfile::tempdir().expect("tempdir");
+    let store = temp.path().join("store");
+    let output = ingest(&sample, &store, &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let endpoint = |store: &Path| {
+        let db = telemeter::resources::Store::open(&store.join("resources.sqlite")).expect("open resources");
+        db.endpoint("MA001", "EP_DESK").expect("query").map(|e| e.username)
+    };
+    assert_eq!(endpoint(&store).as_deref(), Some("frontdesk"));
+    let day = temp.path().join("day");
+    write_data(&day, "r", 9, 20);
+    let output = ingest(&day, &store, &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("left as they were"));
+    assert_eq!(endpoint(&store).as_deref(), Some("frontdesk"), "a records-only day keeps the resources");
+}
+
+#[test]
 fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
     let temp = tempfile::tempdir().expect("tempdir");
     let (day1, day2, both) = (temp.path().join("day1"), temp.path().join("day2"), temp.path().join("both"));
