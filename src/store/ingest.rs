@@ -13,12 +13,18 @@
 //! content a conflict naming both places. The batch's new rows are then
 //! written as one records file and folded into rollups.
 //!
-//! Memory is bounded by: one batch of rows (about 250 bytes per row), the
-//! dedup index of one kind (32 bytes per stored or new record of that kind,
-//! plus hash-table overhead), and the rollup groups of this ingest and of
-//! the accounts it touches. The index is the part that grows with the
-//! store; see the README for what would bound it (partitioned, sorted index
-//! files merged partition by partition).
+//! Memory, and what bounds it:
+//!
+//! - one batch: its rows (about 250 bytes each, plus the CSV bytes), its
+//!   records and index entries (written before the next batch);
+//! - rollup groups: at most [`IngestOptions::max_rollup_groups`] while
+//!   reading (then spilled to partial files); at publish, each touched
+//!   account's groups at one grain (two accounts at a time), so the largest
+//!   account's distinct keys;
+//! - the dedup index of one kind: 32 bytes per record of that kind already
+//!   stored or new, plus hash-table slack. This part grows with the store;
+//!   bounding it needs the index partitioned on disk by id hash and checked
+//!   partition by partition (not done).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -272,7 +278,6 @@ impl Run<'_> {
             text => Amount::parse(text.as_bytes())
                 .map_err(|e| Error::Internal(format!("manifest amount of {kind} '{text}': {e}")))?,
         };
-        let mut new_entries: Vec<IndexEntry> = Vec::new();
         for batch in batches(&files, self.options.batch_bytes) {
             let mut chunks = self.read_batch(kind, batch)?;
             let duplicates = self.dedup(kind, &mut index, &chunks)?;
@@ -287,6 +292,7 @@ impl Run<'_> {
             let folds: Vec<Result<ChunkFold>> =
                 chunks.par_iter().enumerate().map(|(c, chunk)| chunk.fold(c as u32, &duplicates, base)).collect();
             let mut views = Vec::new();
+            let mut new_entries: Vec<IndexEntry> = Vec::new();
             for (chunk, fold) in chunks.iter().zip(folds) {
                 let fold = fold?;
                 tally.duplicates += fold.duplicates;
@@ -302,20 +308,20 @@ impl Run<'_> {
             }
             tally.used += views.len() as u64;
             if !views.is_empty() {
+                // The batch's records and their index entries, written now so
+                // that neither is held past the batch.
                 let name = format!("records/{}/{}-{:05}.parquet", kind.name(), self.id, self.batches);
-                self.batches += 1;
                 let path = self.store.join(&name);
                 create_parent(&path)?;
                 parquet_io::write_records(&path, kind, &views)?;
                 kind_files.records.push(name);
+                let name = format!("index/{}/{}-{:05}.parquet", kind.name(), self.id, self.batches);
+                let path = self.store.join(&name);
+                create_parent(&path)?;
+                parquet_io::write_index(&path, &new_entries)?;
+                kind_files.index.push(name);
+                self.batches += 1;
             }
-        }
-        if !new_entries.is_empty() {
-            let name = format!("index/{}/{}.parquet", kind.name(), self.id);
-            let path = self.store.join(&name);
-            create_parent(&path)?;
-            parquet_io::write_index(&path, &new_entries)?;
-            kind_files.index.push(name);
         }
         kind_files.count += tally.used;
         kind_files.amount = amount.to_string();

@@ -10,7 +10,7 @@
 //!                                     natural types (timestamp ns UTC,
 //!                                     DECIMAL(38,9) money), plus source_file
 //!                                     and source_line for audit
-//! index/<kind>/<ingest>.parquet       dedup index: record_id hash -> content
+//! index/<kind>/<ingest>-<n>.parquet   dedup index: record_id hash -> content
 //!                                     hash and place (source, line)
 //! rollups/<account>/<ingest>-<g>s.parquet
 //!                                     one file per account and grain g (900,
