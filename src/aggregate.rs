@@ -362,28 +362,64 @@ pub fn aggregate_files(inventory: Inventory, selector: &Selector, on_bad_row: On
         if let Some((first, second)) = outcome.conflict {
             return Err(conflict(&inventory, kind, first, second));
         }
+        // Each scan takes the duplicate lines of its own file and line range.
+        let mut by_file: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
+        for (file, line) in outcome.duplicates {
+            by_file.entry(file).or_default().push(line);
+        }
+        for lines in by_file.values_mut() {
+            lines.sort_unstable();
+        }
         for scan in scans.iter_mut().filter(|s| s.kind == kind) {
-            let (file, (first, last)) = (scan.file, scan.lines);
-            scan.duplicates = outcome
-                .duplicates
-                .iter()
-                .filter(|(f, l)| *f == file && (first..=last).contains(l))
-                .map(|(_, l)| *l)
-                .collect();
+            let (first, last) = scan.lines;
+            if let Some(lines) = by_file.get(&scan.file) {
+                let from = lines.partition_point(|l| *l < first);
+                let to = lines.partition_point(|l| *l <= last);
+                scan.duplicates = lines[from..to].iter().copied().collect();
+            }
         }
     }
-    let folded: Vec<(BTreeMap<GroupKey, Totals>, Kind, Tally, Vec<BadRecord>)> = scans
-        .into_par_iter()
-        .map(|scan| {
-            let kind = scan.kind;
-            let (groups, tally, rejects) = scan.fold();
-            (groups, kind, tally, rejects)
-        })
-        .collect();
-    for (groups, kind, tally, rejects) in folded {
-        *aggregate.tallies.entry(kind).or_default() += tally;
-        aggregate.rejects.extend(rejects);
-        merge_into(&mut aggregate.groups, groups)?;
+    let folded: Vec<Folded> = scans.into_par_iter().map(Scan::fold).collect();
+    // Scans merge under one interner, keyed by plain ids; keys own their
+    // strings only once, at the end.
+    let mut strings = Interner::new();
+    let mut merged: FxHashMap<LocalKey, Totals> = FxHashMap::default();
+    for folded in folded {
+        *aggregate.tallies.entry(folded.kind).or_default() += folded.tally;
+        aggregate.rejects.extend(folded.rejects);
+        let ids: Vec<u32> = folded.strings.strings.iter().map(|text| strings.intern(text)).collect();
+        for (key, totals) in folded.groups {
+            let key = LocalKey {
+                account: ids[key.account as usize],
+                type_: ids[key.type_ as usize],
+                subaccount: ids[key.subaccount as usize],
+                code: ids[key.code as usize],
+                ..key
+            };
+            match merged.entry(key) {
+                std::collections::hash_map::Entry::Occupied(mut entry) => {
+                    let sum = entry.get().checked_add(&totals).ok_or_else(|| {
+                        Error::Internal(format!("sum overflow in group {:?}", strings.group_key(&key)))
+                    })?;
+                    *entry.get_mut() = sum;
+                }
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    entry.insert(totals);
+                }
+            }
+        }
+    }
+    for (key, totals) in merged {
+        match aggregate.groups.entry(strings.group_key(&key)) {
+            std::collections::btree_map::Entry::Occupied(mut entry) => {
+                let sum = entry.get().checked_add(&totals);
+                let sum = sum.ok_or_else(|| Error::Internal(format!("sum overflow in group {:?}", entry.key())))?;
+                *entry.get_mut() = sum;
+            }
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(totals);
+            }
+        }
     }
     aggregate.inventory = inventory;
     Ok(aggregate)
@@ -428,11 +464,26 @@ fn scan_file<'s>(
             Ok(vec![scan])
         }
         _ => {
-            let bytes = records::csv::load(file)?;
-            records::csv::read(file, file.kind, &bytes, new_scan)
+            // File buffers are reused: a fresh buffer of a big file costs a
+            // page fault (and a zeroed page) per 4 KiB, as much as reading it.
+            let mut bytes = BUFFERS.lock().map(|mut pool| pool.pop().unwrap_or_default()).unwrap_or_default();
+            let scans = records::csv::load_into(file, &mut bytes)
+                .and_then(|()| records::csv::read(file, file.kind, &bytes, new_scan));
+            if let Ok(mut pool) = BUFFERS.lock() {
+                if pool.len() < rayon::current_num_threads() + 1 && bytes.capacity() <= MAX_SPARE_BUFFER {
+                    pool.push(bytes);
+                }
+            }
+            scans
         }
     }
 }
+
+/// The largest file buffer kept for reuse.
+const MAX_SPARE_BUFFER: usize = 512 << 20;
+
+/// Spare file buffers, kept between files and between passes.
+static BUFFERS: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
 fn conflict(inventory: &Inventory, kind: Kind, first: (u32, u64), second: (u32, u64)) -> Error {
     let place = |(file, line): (u32, u64)| {
@@ -472,6 +523,15 @@ struct LocalKey {
     code: u32,
 }
 
+/// A scan's totals per group, in its own string ids.
+struct Folded {
+    kind: Kind,
+    groups: Vec<(LocalKey, Totals)>,
+    strings: Interner,
+    tally: Tally,
+    rejects: Vec<BadRecord>,
+}
+
 /// Strings of one scan, interned: id 0 is the empty string.
 #[derive(Debug)]
 struct Interner {
@@ -499,6 +559,19 @@ impl Interner {
 
     fn get(&self, id: u32) -> &str {
         &self.strings[id as usize]
+    }
+
+    /// The owned key of a key in this interner's ids.
+    fn group_key(&self, key: &LocalKey) -> GroupKey {
+        let dimensions = Dimensions {
+            auth_id: self.get(key.account),
+            product: key.product,
+            subaccount: self.get(key.subaccount),
+            country: key.country,
+            direction: key.direction,
+            code: self.get(key.code),
+        };
+        GroupKey::new(&dimensions, self.get(key.type_), key.bucket)
     }
 }
 
@@ -600,8 +673,8 @@ impl<'s> Scan<'s> {
         });
     }
 
-    /// Folds kept rows into owned groups, skipping duplicates.
-    fn fold(self) -> (BTreeMap<GroupKey, Totals>, Tally, Vec<BadRecord>) {
+    /// Folds kept rows into groups, skipping duplicates.
+    fn fold(self) -> Folded {
         let mut totals = vec![Totals::default(); self.groups.len()];
         let mut selected = 0;
         for row in &self.rows {
@@ -611,26 +684,12 @@ impl<'s> Scan<'s> {
             totals[row.group as usize].add_row(row);
             selected += 1;
         }
-        let mut groups = BTreeMap::new();
-        for (key, totals) in self.groups.iter().zip(totals) {
-            if totals.records == 0 {
-                continue;
-            }
-            let dimensions = Dimensions {
-                auth_id: self.strings.get(key.account),
-                product: key.product,
-                subaccount: self.strings.get(key.subaccount),
-                country: key.country,
-                direction: key.direction,
-                code: self.strings.get(key.code),
-            };
-            groups.insert(GroupKey::new(&dimensions, self.strings.get(key.type_), key.bucket), totals);
-        }
+        let groups = self.groups.iter().copied().zip(totals).filter(|(_, totals)| totals.records > 0).collect();
         let set_aside = self.rejects.len() as u64;
         let duplicates = self.duplicates.len() as u64;
         let tally =
             Tally { read: self.read, used: self.read - set_aside - duplicates, set_aside, duplicates, selected };
-        (groups, tally, self.rejects)
+        Folded { kind: self.kind, groups, strings: self.strings, tally, rejects: self.rejects }
     }
 }
 

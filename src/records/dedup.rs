@@ -54,14 +54,17 @@ pub struct Outcome {
 
 /// Checks the entries of one kind, given as many lists of partitions.
 pub fn check(parts: Vec<Vec<Vec<Seen>>>) -> Outcome {
-    let mut by_partition: Vec<Vec<Seen>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+    // Each partition is allocated once, at its final size.
+    let mut sizes = [0usize; PARTITIONS];
+    for scan in &parts {
+        for (p, entries) in scan.iter().enumerate() {
+            sizes[p % PARTITIONS] += entries.len();
+        }
+    }
+    let mut by_partition: Vec<Vec<Seen>> = sizes.iter().map(|&n| Vec::with_capacity(n)).collect();
     for scan in parts {
         for (p, entries) in scan.into_iter().enumerate() {
-            if by_partition[p].is_empty() {
-                by_partition[p] = entries;
-            } else {
-                by_partition[p].extend_from_slice(&entries);
-            }
+            by_partition[p % PARTITIONS].extend_from_slice(&entries);
         }
     }
     let results: Vec<(Vec<(u32, u64)>, Option<PlacePair>)> = by_partition
