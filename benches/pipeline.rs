@@ -109,8 +109,9 @@ fn dedup_entries(rows: u64) -> Vec<Vec<Seen>> {
         }
     }
     let (file, bytes) = calls_file(rows);
-    let sinks = records::csv::read(&file, Kind::Calls, &bytes, || Entries((0..PARTITIONS).map(|_| Vec::new()).collect()))
-        .expect("readable");
+    let sinks =
+        records::csv::read(&file, Kind::Calls, &bytes, || Entries((0..PARTITIONS).map(|_| Vec::new()).collect()))
+            .expect("readable");
     let mut parts: Vec<Vec<Seen>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
     for sink in sinks {
         for (p, entries) in sink.0.into_iter().enumerate() {
