@@ -870,9 +870,9 @@ impl Rollups {
                 .then_with(|| (a.country, a.direction).cmp(&(b.country, b.direction)))
                 .then_with(|| text(a.code).cmp(text(b.code)))
         });
-        let refs: Vec<RollupRef<'_>> = rows
-            .iter()
-            .map(|(key, totals)| RollupRef {
+        let row = |i: usize| {
+            let (key, totals) = &rows[i];
+            RollupRef {
                 auth_id: account,
                 subaccount: text(key.subaccount),
                 slot: key.slot,
@@ -882,9 +882,9 @@ impl Rollups {
                 direction: key.direction,
                 code: text(key.code),
                 totals: *totals,
-            })
-            .collect();
-        parquet_io::write_rollups(path, &refs)
+            }
+        };
+        parquet_io::write_rollups(path, rows.len(), row)
     }
 }
 

@@ -222,7 +222,42 @@ const ROLLUP_COLUMNS: [&str; 14] = [
 
 /// Writes rollup rows (already sorted). `slot_start` is UTC seconds since
 /// the epoch; absent dimensions are empty strings.
-pub fn write_rollups(path: &Path, rows: &[RollupRef<'_>]) -> Result<()> {
+///
+/// Rows are turned into columns one row group at a time (`row(i)` for
+/// `i < n_rows`), so writing holds one row group of columns, not the file.
+pub fn write_rollups<'a>(path: &Path, n_rows: usize, row: impl Fn(usize) -> RollupRef<'a>) -> Result<()> {
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut out = std::io::BufWriter::new(file);
+    let mut writer = None;
+    let mut start = 0;
+    loop {
+        let end = (start + ROW_GROUP_ROWS).min(n_rows);
+        let rows: Vec<RollupRef<'a>> = (start..end).map(&row).collect();
+        let frame = rollup_frame(path, &rows)?;
+        if writer.is_none() {
+            let batched = ParquetWriter::new(&mut out)
+                .with_compression(ParquetCompression::Snappy)
+                .batched(frame.schema())
+                .map_err(polars_error(path))?;
+            writer = Some(batched);
+        }
+        if let Some(batched) = &mut writer {
+            batched.write_batch(&frame).map_err(polars_error(path))?;
+        }
+        start = end;
+        if start >= n_rows {
+            break;
+        }
+    }
+    if let Some(batched) = writer {
+        batched.finish().map_err(polars_error(path))?;
+    }
+    let file = out.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
+    file.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// The columns of some rollup rows.
+fn rollup_frame(path: &Path, rows: &[RollupRef<'_>]) -> Result<DataFrame> {
     fn code_if<'a>(row: &RollupRef<'a>, has: bool) -> &'a str {
         if has {
             row.code
@@ -272,8 +307,7 @@ pub fn write_rollups(path: &Path, rows: &[RollupRef<'_>]) -> Result<()> {
             rows.iter().map(|r| nanos(r.totals.surcharge, "surcharge")).collect::<Result<Vec<_>>>()?,
         )?,
     ];
-    let mut frame = DataFrame::new(rows.len(), columns).map_err(polars_error(path))?;
-    write_frame(path, &mut frame)
+    DataFrame::new(rows.len(), columns).map_err(polars_error(path))
 }
 
 /// One rollup row as read, borrowing its text from the file's columns.
