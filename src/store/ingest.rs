@@ -896,3 +896,41 @@ fn account_folder(account: &str) -> String {
     let hash = xxhash_rust::xxh3::xxh3_64(account.as_bytes());
     format!("{readable}-{hash:016x}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_pack_into_one_word_and_back() {
+        for place in [(0, 0), (0, 1), (7, 123_456), (u32::from(u16::MAX), (1 << 40) - 1)] {
+            assert_eq!(unpack(pack(place)), place);
+        }
+    }
+
+    #[test]
+    fn batches_hold_at_most_the_limit_but_at_least_one_file() {
+        let file = |size: u64| InputFile {
+            kind: Kind::Calls,
+            path: PathBuf::new(),
+            name: String::new(),
+            format: Format::Csv,
+            size,
+        };
+        let files = [file(5), file(5), file(20), file(1), file(1)];
+        let indexed: Vec<(u32, &InputFile)> = files.iter().enumerate().map(|(i, f)| (i as u32, f)).collect();
+        let sizes: Vec<usize> = batches(&indexed, 10).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [2, 1, 2]);
+        assert_eq!(batches(&indexed, 1).len(), 5);
+        assert_eq!(batches(&indexed[..0], 10).len(), 0);
+    }
+
+    #[test]
+    fn account_folders_are_safe_and_distinct() {
+        let a = account_folder("MA001");
+        let b = account_folder("../MA001/x");
+        assert!(a.starts_with("MA001-"));
+        assert!(!b.contains('/') && !b.contains('.'));
+        assert_ne!(account_folder("a b"), account_folder("a_b"));
+    }
+}

@@ -378,3 +378,51 @@ fn coarsest_grain(selector: &Selector) -> Option<i64> {
 pub fn slot_of(secs: i64) -> i64 {
     secs - secs.rem_euclid(SLOT_SECONDS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::{AccountScope, Bucketing, ProductSet};
+    use crate::time::{parse_date, Granularity, Window};
+    use chrono_tz::Tz;
+
+    fn selector(from: &str, to: &str, granularity: Granularity, tz: &str) -> Selector {
+        let tz: Tz = tz.parse().unwrap();
+        let window = Window::new(parse_date(from).unwrap(), parse_date(to).unwrap(), granularity, tz).unwrap();
+        Selector {
+            accounts: AccountScope::All,
+            subaccount: None,
+            products: ProductSet::ALL,
+            country: None,
+            direction: None,
+            error_code: None,
+            hangup_cause: None,
+            bucketing: Bucketing::shared(window.buckets(granularity)),
+        }
+    }
+
+    #[test]
+    fn requests_read_the_coarsest_grain_their_buckets_allow() {
+        let cases = [
+            ("2026-11-01", "2026-11-08", Granularity::Day, "UTC", Some(86_400)),
+            ("2026-01-01", "2026-12-01", Granularity::Month, "UTC", Some(86_400)),
+            ("2026-11-01", "2026-11-03", Granularity::Hour, "UTC", Some(3600)),
+            ("2026-10-31", "2026-11-03", Granularity::Hour, "America/New_York", Some(3600)),
+            ("2026-11-01", "2026-11-08", Granularity::Day, "Asia/Kolkata", Some(900)),
+            ("2026-11-01", "2026-11-03", Granularity::Hour, "Asia/Kathmandu", Some(900)),
+            ("1971-06-01", "1971-06-03", Granularity::Day, "Africa/Monrovia", None),
+        ];
+        for (from, to, granularity, tz, grain) in cases {
+            assert_eq!(coarsest_grain(&selector(from, to, granularity, tz)), grain, "{from} {to} {granularity:?} {tz}");
+        }
+    }
+
+    #[test]
+    fn slots_start_on_quarter_hours_before_and_after_the_epoch() {
+        assert_eq!(slot_of(0), 0);
+        assert_eq!(slot_of(899), 0);
+        assert_eq!(slot_of(900), 900);
+        assert_eq!(slot_of(-1), -900);
+        assert_eq!(slot_of(1_795_700_701), 1_795_700_700 - 1_795_700_700 % 900);
+    }
+}
