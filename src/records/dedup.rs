@@ -43,6 +43,9 @@ impl Seen {
 /// Two places `(file, line)`: an earlier row and a later one.
 pub type PlacePair = ((u32, u64), (u32, u64));
 
+/// One partition's duplicates and its first conflict.
+type PartitionOutcome = (Vec<(u32, u64)>, Option<PlacePair>);
+
 /// What the check found.
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -67,7 +70,7 @@ pub fn check(parts: Vec<Vec<Vec<Seen>>>) -> Outcome {
             by_partition[p % PARTITIONS].extend_from_slice(&entries);
         }
     }
-    let results: Vec<(Vec<(u32, u64)>, Option<PlacePair>)> = by_partition
+    let results: Vec<PartitionOutcome> = by_partition
         .into_par_iter()
         .map(|mut entries| {
             entries.sort_unstable_by_key(|e| (e.id, e.file, e.line));

@@ -269,13 +269,34 @@ impl Summary {
     }
 
     fn digest_content(&self) -> [u8; 32] {
-        let mut hash = Sha256::new();
-        hash.update(self.currency.as_bytes());
-        let groups = self.rows.iter().chain(self.charges.iter().flatten());
-        for (key, totals) in groups {
-            hash.update(format!("{key:?}{totals:?}\n").as_bytes());
+        // Fed field by field (length-prefixed text, little-endian integers):
+        // this runs over every row of a result, so no per-row formatting.
+        let mut hash = xxhash_rust::xxh3::Xxh3::new();
+        let text = |h: &mut xxhash_rust::xxh3::Xxh3, value: Option<&str>| match value {
+            Some(v) => {
+                h.update(&(v.len() as u64 + 1).to_le_bytes());
+                h.update(v.as_bytes());
+            }
+            None => h.update(&0u64.to_le_bytes()),
+        };
+        text(&mut hash, Some(&self.currency));
+        for (key, totals) in self.rows.iter().chain(self.charges.iter().flatten()) {
+            hash.update(&key.bucket.to_le_bytes());
+            hash.update(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
+            text(&mut hash, Some(&key.type_));
+            text(&mut hash, key.subaccount.as_deref());
+            text(&mut hash, key.country.as_ref().map(|c| c.as_str()));
+            text(&mut hash, key.code.as_deref());
+            hash.update(&totals.records.to_le_bytes());
+            hash.update(&totals.units.to_le_bytes());
+            hash.update(&totals.duration.to_le_bytes());
+            hash.update(&totals.amount.to_le_bytes());
+            hash.update(&totals.surcharge.to_le_bytes());
         }
-        hash.finalize().into()
+        let digest = hash.digest128().to_le_bytes();
+        let mut out = [0u8; 32];
+        out[..16].copy_from_slice(&digest);
+        out
     }
 }
 
