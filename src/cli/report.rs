@@ -23,8 +23,11 @@ use crate::Error;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The data directory (records.md).
+    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+    pub data: Option<PathBuf>,
+    /// A store written by `telemeter ingest`, in place of --data.
     #[arg(long)]
-    pub data: PathBuf,
+    pub store: Option<PathBuf>,
     /// The output folder; replaced as a whole when the run succeeds.
     #[arg(long)]
     pub out: PathBuf,
@@ -69,7 +72,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(accounts) => accounts,
         Err(message) => return bad_request(&message),
     };
-    let dataset = Dataset::open(&args.data).context("cannot open the data set")?;
+    let dataset = match (&args.data, &args.store) {
+        (_, Some(store)) => Dataset::open_store(store).context("cannot open the store")?,
+        (Some(data), None) => Dataset::open(data).context("cannot open the data set")?,
+        (None, None) => anyhow::bail!("give --data DIR or --store STORE"),
+    };
     let request = ReportRequest {
         params: &params,
         query: &args.query,
