@@ -122,6 +122,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(bad) => return bad_request(&args, &bad),
     };
     let summary = report::build(&dataset, &request)?;
+    if let Some(data) = &args.data {
+        // Files in record folders that no reader takes are not data: say so.
+        for name in crate::records::files::Inventory::scan(data)?.ignored {
+            eprintln!("warning: {name}: not a record file (.csv, .csv.gz, .csv.zst, .parquet); skipped");
+        }
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.all_pages {
