@@ -737,7 +737,7 @@ impl RowSink for Scan<'_> {
     #[inline]
     fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
         if self.on_bad_row == OnBadRow::Fail
-            && self.read % 1024 == 0
+            && self.read.is_multiple_of(1024)
             && self.fail_at.load(Ordering::Relaxed) < position(self.file, line)
         {
             return false;

@@ -434,7 +434,7 @@ impl Plan {
         };
         let r = rng.next_u64();
         let slot = pick(&self.slots, r as u32) as u32;
-        let second_of_hour = (((r >> 32) & 0xffff_ffff) * 3600 >> 32) as u32;
+        let second_of_hour = ((((r >> 32) & 0xffff_ffff) * 3600) >> 32) as u32;
         let mut row = Row {
             id,
             account: account as u32,
