@@ -635,6 +635,8 @@ pub struct Scan<'s> {
     rejects: Vec<BadRecord>,
     error: Option<BadRecord>,
     duplicates: FxHashSet<u64>,
+    /// Buckets per account string id, once looked up.
+    account_buckets: Vec<Option<Option<&'s Buckets>>>,
 }
 
 impl<'s> Scan<'s> {
@@ -663,6 +665,7 @@ impl<'s> Scan<'s> {
             rejects: Vec::new(),
             error: None,
             duplicates: FxHashSet::default(),
+            account_buckets: Vec::new(),
         }
     }
 
@@ -686,10 +689,26 @@ impl<'s> Scan<'s> {
         }
     }
 
-    fn keep(&mut self, record: &Record<'_>, bucket: u32, line: u64) {
+    /// The buckets of the account with string id `account`.
+    #[inline]
+    fn buckets_of(&mut self, account: u32) -> Option<&'s Buckets> {
+        let index = account as usize;
+        if index >= self.account_buckets.len() {
+            self.account_buckets.resize(index + 1, None);
+        }
+        if let Some(buckets) = self.account_buckets[index] {
+            return buckets;
+        }
+        let selector: &'s Selector = self.selector;
+        let buckets = selector.bucketing.of(self.strings.get(account));
+        self.account_buckets[index] = Some(buckets);
+        buckets
+    }
+
+    fn keep(&mut self, record: &Record<'_>, account: u32, bucket: u32, line: u64) {
         let product = record.product;
         let key = LocalKey {
-            account: self.strings.intern(record.auth_id),
+            account,
             bucket,
             product,
             type_: self.strings.intern(record.type_),
@@ -748,8 +767,22 @@ impl RowSink for Scan<'_> {
             Ok(record) => {
                 let seen = Seen::new(record.record_id, record.content_hash(), self.file, line);
                 self.seen[seen.partition()].push(seen);
-                if let Some(bucket) = self.selector.select(&record) {
-                    self.keep(&record, bucket, line);
+                // `Selector::select`, with the account's buckets looked up
+                // once per scan and account rather than once per row.
+                let dimensions = Dimensions {
+                    auth_id: record.auth_id,
+                    product: record.product,
+                    subaccount: record.subaccount,
+                    country: record.country,
+                    direction: record.direction,
+                    code: record.code,
+                };
+                if self.selector.keeps(&dimensions) {
+                    let account = self.strings.intern(record.auth_id);
+                    let bucket = self.buckets_of(account).and_then(|b| b.index(record.timestamp.secs));
+                    if let Some(bucket) = bucket {
+                        self.keep(&record, account, bucket, line);
+                    }
                 }
                 true
             }
