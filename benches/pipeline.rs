@@ -175,6 +175,7 @@ fn selector(window: &Window) -> Selector {
         error_code: None,
         hangup_cause: None,
         bucketing: Bucketing::shared(window.buckets(Granularity::Day)),
+        bytes_read: None,
     }
 }
 

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -89,6 +90,8 @@ pub struct Selector {
     pub hangup_cause: Option<String>,
     /// The window's buckets: rows outside them are not kept.
     pub bucketing: Bucketing,
+    /// Bytes of input files fully read so far, for progress display.
+    pub bytes_read: Option<Arc<AtomicU64>>,
 }
 
 /// The buckets of each account: one set for all, or one per account (each
@@ -328,7 +331,13 @@ pub fn aggregate_files(inventory: Inventory, selector: &Selector, on_bad_row: On
         .files
         .par_iter()
         .enumerate()
-        .map(|(index, file)| scan_file(file, index as u32, selector, on_bad_row, &fail_at))
+        .map(|(index, file)| {
+            let scanned = scan_file(file, index as u32, selector, on_bad_row, &fail_at);
+            if let Some(counter) = &selector.bytes_read {
+                counter.fetch_add(file.size, Ordering::Relaxed);
+            }
+            scanned
+        })
         .collect();
     let mut scans = Vec::new();
     let mut first_error: Option<(u64, Error)> = None;

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -87,9 +88,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             BadRowArg::Fail => OnBadRow::Fail,
             BadRowArg::SetAside => OnBadRow::SetAside,
         },
+        bytes_read: Some(Arc::new(AtomicU64::new(0))),
     };
     let display = Display::new(args.quiet);
-    let outcome = batch::write_reports(&dataset, &request, &key, &args.out, &|p| display.show(p));
+    let reading_done = AtomicBool::new(false);
+    let outcome = std::thread::scope(|scope| {
+        // Polls the pass's byte counter so the read phase shows rate and ETA.
+        if let (false, Some(counter)) = (args.quiet, &request.bytes_read) {
+            let (display, reading_done) = (&display, &reading_done);
+            scope.spawn(move || {
+                while !reading_done.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    display.show(Progress::Read { bytes: counter.load(Ordering::Relaxed) });
+                }
+            });
+        }
+        let outcome = batch::write_reports(&dataset, &request, &key, &args.out, &|p| {
+            if matches!(p, Progress::Writing { .. }) {
+                reading_done.store(true, Ordering::Relaxed);
+            }
+            display.show(p)
+        });
+        reading_done.store(true, Ordering::Relaxed);
+        outcome
+    });
     display.finish();
     let outcome = match outcome {
         Ok(outcome) => outcome,
@@ -143,6 +165,8 @@ enum Display {
 
 struct LineState {
     started: Instant,
+    reading_total: u64,
+    reading: bool,
     last: Instant,
     writing_since: Instant,
 }
@@ -158,7 +182,13 @@ impl Display {
             Display::Bar(Mutex::new(None))
         } else {
             let now = Instant::now();
-            Display::Lines(Mutex::new(LineState { started: now, last: now, writing_since: now }))
+            Display::Lines(Mutex::new(LineState {
+                started: now,
+                reading_total: 0,
+                reading: false,
+                last: now,
+                writing_since: now,
+            }))
         }
     }
 
@@ -190,13 +220,22 @@ impl Display {
 fn show_bar(bar: &mut Option<(ProgressBar, Instant)>, progress: Progress) {
     match progress {
         Progress::Reading { files, bytes } => {
-            let spinner = ProgressBar::new_spinner();
-            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} [{elapsed}]") {
-                spinner.set_style(style);
+            let reading = ProgressBar::new(bytes);
+            let template =
+                "{spinner} reading {msg} [{bar:24.cyan/blue}] {bytes}/{total_bytes}, {bytes_per_sec}, ETA {eta}";
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                reading.set_style(style.progress_chars("=> "));
             }
-            spinner.set_message(format!("reading {files} files ({})", indicatif::HumanBytes(bytes)));
-            spinner.enable_steady_tick(Duration::from_millis(120));
-            *bar = Some((spinner, Instant::now()));
+            reading.set_message(format!("{files} files"));
+            reading.enable_steady_tick(Duration::from_millis(120));
+            *bar = Some((reading, Instant::now()));
+        }
+        Progress::Read { bytes } => {
+            if let Some((bar, _)) = bar {
+                if bar.length().is_some_and(|total| bytes <= total) {
+                    bar.set_position(bytes);
+                }
+            }
         }
         Progress::Writing { rows_read, accounts } => {
             if let Some((spinner, started)) = bar.take() {
@@ -230,6 +269,24 @@ fn show_line(state: &mut LineState, progress: Progress) {
     match progress {
         Progress::Reading { files, bytes } => {
             eprintln!("report: reading {files} files ({})", indicatif::HumanBytes(bytes));
+            state.reading_total = bytes;
+            state.reading = true;
+            state.last = now;
+        }
+        Progress::Read { bytes } => {
+            if !state.reading || now.duration_since(state.last) < LINE_EVERY {
+                return;
+            }
+            state.last = now;
+            let seconds = now.duration_since(state.started).as_secs_f64().max(1e-9);
+            let rate = bytes as f64 / seconds;
+            let eta = state.reading_total.saturating_sub(bytes) as f64 / rate.max(1.0);
+            eprintln!(
+                "report: read {} of {} ({}/s, ETA {eta:.0} s)",
+                indicatif::HumanBytes(bytes),
+                indicatif::HumanBytes(state.reading_total),
+                indicatif::HumanBytes(rate as u64)
+            );
         }
         Progress::Writing { rows_read, accounts } => {
             eprintln!(
@@ -237,6 +294,7 @@ fn show_line(state: &mut LineState, progress: Progress) {
                 state.started.elapsed().as_secs_f64()
             );
             state.writing_since = now;
+            state.reading = false;
             state.last = now;
         }
         Progress::AccountDone { done, total } => {

@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rayon::prelude::*;
@@ -52,6 +53,8 @@ pub struct ReportRequest<'a> {
     pub now_given: bool,
     /// Fail on a bad row, or set it aside.
     pub on_bad_row: OnBadRow,
+    /// Counts input bytes as the pass reads them, for progress display.
+    pub bytes_read: Option<Arc<AtomicU64>>,
 }
 
 /// A step of the run, for progress display.
@@ -62,6 +65,11 @@ pub enum Progress {
         /// Record files.
         files: usize,
         /// Their total size.
+        bytes: u64,
+    },
+    /// Input bytes read so far during the pass.
+    Read {
+        /// Bytes of files fully read.
         bytes: u64,
     },
     /// The pass is done; writing this many accounts starts.
@@ -107,7 +115,18 @@ pub fn write_reports(
     let bytes = inventory.files.iter().map(|f| f.size).sum();
     progress(Progress::Reading { files: inventory.files.len(), bytes });
     let (batch, inputs) = rayon::join(
-        || build_many(dataset, request.params, request.accounts.clone(), request.now, request.on_bad_row, key),
+        || {
+            let bytes_read = request.bytes_read.clone();
+            build_many(
+                dataset,
+                request.params,
+                request.accounts.clone(),
+                request.now,
+                request.on_bad_row,
+                key,
+                bytes_read,
+            )
+        },
         || hash_inputs(&dataset.dir, &inventory),
     );
     let (batch, inputs) = (batch?, inputs?);

@@ -12,6 +12,8 @@ pub mod html;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use rustc_hash::FxHashMap;
@@ -61,6 +63,7 @@ pub fn selector(params: &UsageParams, accounts: AccountScope, bucketing: Bucketi
         error_code: params.error_code.clone(),
         hangup_cause: params.hangup_cause.clone(),
         bucketing,
+        bytes_read: None,
     }
 }
 
@@ -85,6 +88,7 @@ pub struct Batch {
 /// zone, when `accounts.csv` names one and the request does not) in one
 /// pass over `dataset`. With [`AccountScope::All`], every account with a
 /// row in `accounts.csv` or a record in the window is reported.
+/// `bytes_read`, when given, counts input bytes as files are read.
 pub fn build_many(
     dataset: &Dataset,
     params: &UsageParams,
@@ -92,6 +96,7 @@ pub fn build_many(
     now: DateTime<Utc>,
     on_bad_row: OnBadRow,
     key: &TokenKey,
+    bytes_read: Option<Arc<AtomicU64>>,
 ) -> Result<Batch> {
     let resolve = |auth_id: &str| {
         let tz = dataset.accounts.get(auth_id).and_then(|a| a.timezone);
@@ -111,7 +116,8 @@ pub fn build_many(
     let default_request = resolve("")?;
     let default = matches!(accounts, AccountScope::All).then(|| default_request.window.buckets(params.granularity));
     let bucketing = Bucketing { default: default.clone(), by_account };
-    let selector = selector(params, accounts, bucketing);
+    let mut selector = selector(params, accounts, bucketing);
+    selector.bytes_read = bytes_read;
     let aggregate = dataset.aggregate(&selector, on_bad_row)?;
     named.extend(aggregate.groups.keys().map(|k| k.account.clone()));
     let mut summaries = BTreeMap::new();

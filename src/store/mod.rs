@@ -398,6 +398,7 @@ mod tests {
             error_code: None,
             hangup_cause: None,
             bucketing: Bucketing::shared(window.buckets(granularity)),
+            bytes_read: None,
         }
     }
 

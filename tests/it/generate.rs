@@ -95,6 +95,7 @@ fn generated_data_passes_validation_and_duplicates_count_as_duplicates() {
             error_code: None,
             hangup_cause: None,
             bucketing: Bucketing::shared(window.buckets(Granularity::Day)),
+            bytes_read: None,
         };
         // Fail on the first bad row: every row must be valid.
         let aggregate = dataset.aggregate(&selector, OnBadRow::Fail).expect("every row is valid");
