@@ -15,7 +15,7 @@ use std::path::Path;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use telemeter::aggregate::{self, AccountScope, Bucketing, OnBadRow, ProductSet, Selector};
+use telemeter::aggregate::{self, Bucketing, OnBadRow, Selector};
 use telemeter::dataset::Dataset;
 use telemeter::generate::{FilePlan, OutputFormat, Plan, Spec};
 use telemeter::query::{UsageParams, UsageRequest};
@@ -166,17 +166,7 @@ fn data_set() -> DataSet {
 }
 
 fn selector(window: &Window) -> Selector {
-    Selector {
-        accounts: AccountScope::All,
-        subaccount: None,
-        products: ProductSet::ALL,
-        country: None,
-        direction: None,
-        error_code: None,
-        hangup_cause: None,
-        bucketing: Bucketing::shared(window.buckets(Granularity::Day)),
-        bytes_read: None,
-    }
+    Selector::everything(Bucketing::shared(window.buckets(Granularity::Day)))
 }
 
 fn aggregate_and_end_to_end(c: &mut Criterion) {

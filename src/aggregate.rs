@@ -139,6 +139,21 @@ pub struct Dimensions<'a> {
 }
 
 impl Selector {
+    /// Keeps every account, product and dimension, bucketed by `bucketing`.
+    pub fn everything(bucketing: Bucketing) -> Selector {
+        Selector {
+            accounts: AccountScope::All,
+            subaccount: None,
+            products: ProductSet::ALL,
+            country: None,
+            direction: None,
+            error_code: None,
+            hangup_cause: None,
+            bucketing,
+            bytes_read: None,
+        }
+    }
+
     /// The bucket of a record this selector keeps, or `None`.
     #[inline]
     pub fn select(&self, record: &Record<'_>) -> Option<u32> {

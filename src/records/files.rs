@@ -99,7 +99,8 @@ impl Inventory {
     }
 }
 
-fn walk(folder: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// Every regular file below `folder`, recursively, skipping hidden folders.
+pub fn walk(folder: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let entries = std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(folder, e))?;

@@ -360,7 +360,7 @@ fn read_recordings(data: &Path) -> Result<(RecordingsById, u64)> {
     let folder = data.join("recordings");
     let mut files = Vec::new();
     if folder.is_dir() {
-        walk(&folder, &mut files)?;
+        crate::records::files::walk(&folder, &mut files)?;
     }
     files.sort();
     let mut out: RecordingsById = BTreeMap::new();
@@ -448,22 +448,6 @@ fn recording_row(index: &[Option<usize>; 16], row: &[String], location: &Locatio
         end,
         add_time_us: instant_us(location.clone(), "add_time", cell(15))?,
     })
-}
-
-fn walk(folder: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))? {
-        let entry = entry.map_err(|e| Error::io(folder, e))?;
-        let path = entry.path();
-        let file_type = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.file_type();
-        if file_type.is_dir() {
-            if !entry.file_name().to_string_lossy().starts_with('.') {
-                walk(&path, out)?;
-            }
-        } else if file_type.is_file() {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -382,24 +382,14 @@ pub fn slot_of(secs: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::{AccountScope, Bucketing, ProductSet};
+    use crate::aggregate::Bucketing;
     use crate::time::{parse_date, Granularity, Window};
     use chrono_tz::Tz;
 
     fn selector(from: &str, to: &str, granularity: Granularity, tz: &str) -> Selector {
         let tz: Tz = tz.parse().unwrap();
         let window = Window::new(parse_date(from).unwrap(), parse_date(to).unwrap(), granularity, tz).unwrap();
-        Selector {
-            accounts: AccountScope::All,
-            subaccount: None,
-            products: ProductSet::ALL,
-            country: None,
-            direction: None,
-            error_code: None,
-            hangup_cause: None,
-            bucketing: Bucketing::shared(window.buckets(granularity)),
-            bytes_read: None,
-        }
+        Selector::everything(Bucketing::shared(window.buckets(granularity)))
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::NaiveDate;
-use telemeter::aggregate::{AccountScope, Bucketing, OnBadRow, ProductSet, Selector};
+use telemeter::aggregate::{Bucketing, OnBadRow, Selector};
 use telemeter::dataset::Dataset;
 use telemeter::generate::{self, OutputFormat, Spec};
 use telemeter::records::Kind;
@@ -86,17 +86,7 @@ fn generated_data_passes_validation_and_duplicates_count_as_duplicates() {
             chrono_tz::Tz::UTC,
         )
         .expect("a window");
-        let selector = Selector {
-            accounts: AccountScope::All,
-            subaccount: None,
-            products: ProductSet::ALL,
-            country: None,
-            direction: None,
-            error_code: None,
-            hangup_cause: None,
-            bucketing: Bucketing::shared(window.buckets(Granularity::Day)),
-            bytes_read: None,
-        };
+        let selector = Selector::everything(Bucketing::shared(window.buckets(Granularity::Day)));
         // Fail on the first bad row: every row must be valid.
         let aggregate = dataset.aggregate(&selector, OnBadRow::Fail).expect("every row is valid");
         for kind in Kind::ALL {
