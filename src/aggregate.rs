@@ -4,8 +4,9 @@
 //! rows are checked against the contract, every row leaves a dedup entry,
 //! and the rows a [`Selector`] keeps are grouped under file-local interned
 //! keys with their values. After the dedup check, each scan folds its kept
-//! rows (skipping duplicates) into dense per-group [`Totals`], which are
-//! turned into owned [`GroupKey`]s and merged. Totals are integer sums, so
+//! rows (skipping duplicates) into dense per-group [`Totals`]; the scans'
+//! strings go into one shared interner, groups merge under integer keys, and
+//! owned [`GroupKey`]s are built once at the end. Totals are integer sums, so
 //! the result does not depend on how the work was split or on thread count.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,10 +2,11 @@
 //!
 //! Every row leaves a [`Seen`] entry: a 128-bit hash of its `record_id`, a
 //! hash of its content and its place. Entries are spread over
-//! [`PARTITIONS`] partitions by id hash as they are made, so the check is a
-//! parallel sort per partition: equal ids end up side by side, in file
-//! order, and every one after the first is either a duplicate (same content)
-//! or a conflict (different content).
+//! [`PARTITIONS`] partitions by id hash as they are made, so the check runs
+//! in parallel per partition. A partition whose entries arrive in file order
+//! (as a pass makes them) is checked with one hash map from id to its first
+//! entry; any other order is sorted first. Every entry after an id's first
+//! is either a duplicate (same content) or a conflict (different content).
 
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
