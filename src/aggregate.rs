@@ -139,6 +139,20 @@ pub struct Dimensions<'a> {
     pub code: &'a str,
 }
 
+impl<'a> Dimensions<'a> {
+    /// The dimensions of a checked record.
+    pub fn of(record: &Record<'a>) -> Dimensions<'a> {
+        Dimensions {
+            auth_id: record.auth_id,
+            product: record.product,
+            subaccount: record.subaccount,
+            country: record.country,
+            direction: record.direction,
+            code: record.code,
+        }
+    }
+}
+
 impl Selector {
     /// Keeps every account, product and dimension, bucketed by `bucketing`.
     pub fn everything(bucketing: Bucketing) -> Selector {
@@ -158,15 +172,7 @@ impl Selector {
     /// The bucket of a record this selector keeps, or `None`.
     #[inline]
     pub fn select(&self, record: &Record<'_>) -> Option<u32> {
-        let dimensions = Dimensions {
-            auth_id: record.auth_id,
-            product: record.product,
-            subaccount: record.subaccount,
-            country: record.country,
-            direction: record.direction,
-            code: record.code,
-        };
-        if !self.keeps(&dimensions) {
+        if !self.keeps(&Dimensions::of(record)) {
             return None;
         }
         self.bucketing.of(record.auth_id)?.index(record.timestamp.secs)
@@ -586,22 +592,24 @@ struct Folded {
     rejects: Vec<BadRecord>,
 }
 
-/// Strings of one scan, interned: id 0 is the empty string.
-#[derive(Debug)]
-struct Interner {
+/// Strings interned to dense `u32` ids, in the order first seen.
+#[derive(Debug, Default)]
+pub(crate) struct Interner {
     ids: FxHashMap<Box<str>, u32>,
     strings: Vec<Box<str>>,
 }
 
 impl Interner {
+    /// An interner whose id 0 is the empty string (as scans expect).
     fn new() -> Interner {
-        let mut interner = Interner { ids: FxHashMap::default(), strings: Vec::new() };
+        let mut interner = Interner::default();
         interner.intern("");
         interner
     }
 
+    /// The id of `text`, interning it if new.
     #[inline]
-    fn intern(&mut self, text: &str) -> u32 {
+    pub(crate) fn intern(&mut self, text: &str) -> u32 {
         if let Some(id) = self.ids.get(text) {
             return *id;
         }
@@ -611,8 +619,24 @@ impl Interner {
         id
     }
 
-    fn get(&self, id: u32) -> &str {
+    /// The string of `id`.
+    pub(crate) fn get(&self, id: u32) -> &str {
         &self.strings[id as usize]
+    }
+
+    /// The id of `text`, if interned.
+    pub(crate) fn lookup(&self, text: &str) -> Option<u32> {
+        self.ids.get(text).copied()
+    }
+
+    /// Number of strings.
+    pub(crate) fn len(&self) -> usize {
+        self.strings.len()
+    }
+
+    /// The strings, by id.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
+        self.strings.iter().map(|s| &**s)
     }
 
     /// The rank of each string id in byte order of the strings.
@@ -794,15 +818,7 @@ impl RowSink for Scan<'_> {
                 self.seen[seen.partition()].push(seen);
                 // `Selector::select`, with the account's buckets looked up
                 // once per scan and account rather than once per row.
-                let dimensions = Dimensions {
-                    auth_id: record.auth_id,
-                    product: record.product,
-                    subaccount: record.subaccount,
-                    country: record.country,
-                    direction: record.direction,
-                    code: record.code,
-                };
-                if self.selector.keeps(&dimensions) {
+                if self.selector.keeps(&Dimensions::of(&record)) {
                     let account = self.strings.intern(record.auth_id);
                     let bucket = self.buckets_of(account).and_then(|b| b.index(record.timestamp.secs));
                     if let Some(bucket) = bucket {

@@ -35,7 +35,7 @@ use rustc_hash::FxHashMap;
 use super::parquet_io::RollupRef;
 use super::parquet_io::{self, IndexEntry, RecordView};
 use super::{Manifest, FORMAT_VERSION};
-use crate::aggregate::{OnBadRow, Tally, Totals};
+use crate::aggregate::{Interner, OnBadRow, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
 use crate::records::accounts::Accounts;
@@ -675,8 +675,7 @@ struct RollupKey {
 /// The rollups of this ingest's new rows.
 #[derive(Default)]
 struct Rollups {
-    ids: FxHashMap<Box<str>, u32>,
-    strings: Vec<Box<str>>,
+    strings: Interner,
     groups: FxHashMap<RollupKey, Totals>,
     /// Partial files written by [`Rollups::spill`], by account.
     spilled: BTreeMap<String, Vec<PathBuf>>,
@@ -684,19 +683,9 @@ struct Rollups {
 }
 
 impl Rollups {
-    fn intern(&mut self, text: &str) -> u32 {
-        if let Some(id) = self.ids.get(text) {
-            return *id;
-        }
-        let id = self.strings.len() as u32;
-        self.strings.push(text.into());
-        self.ids.insert(text.into(), id);
-        id
-    }
-
     /// Adds the groups of `other` (interned on its own).
     fn merge(&mut self, other: Rollups) -> Result<()> {
-        let ids: Vec<u32> = other.strings.iter().map(|text| self.intern(text)).collect();
+        let ids: Vec<u32> = other.strings.iter().map(|text| self.strings.intern(text)).collect();
         let id = |local: u32| ids[local as usize];
         for (key, totals) in other.groups {
             let key = RollupKey {
@@ -714,14 +703,14 @@ impl Rollups {
 
     fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
         let key = RollupKey {
-            account: self.intern(row.auth_id),
-            subaccount: self.intern(row.subaccount),
+            account: self.strings.intern(row.auth_id),
+            subaccount: self.strings.intern(row.subaccount),
             slot: super::slot_of(row.secs),
             product: row.product,
-            type_: self.intern(row.type_),
+            type_: self.strings.intern(row.type_),
             country: row.country,
             direction: row.direction,
-            code: self.intern(row.code),
+            code: self.strings.intern(row.code),
         };
         let add = Totals {
             records: 1,
@@ -742,7 +731,7 @@ impl Rollups {
         let spilled = std::mem::take(&mut self.spilled);
         let mut accounts: BTreeMap<&str, Groups<'_>> = BTreeMap::new();
         for slice in &groups {
-            accounts.insert(&self.strings[slice[0].0.account as usize], slice);
+            accounts.insert(self.strings.get(slice[0].0.account), slice);
         }
         for account in spilled.keys() {
             accounts.entry(account).or_insert(&[]);
@@ -790,7 +779,7 @@ impl Rollups {
         let written: Vec<Result<(String, PathBuf)>> = groups
             .par_iter()
             .map(|slice| {
-                let account = &*self.strings[slice[0].0.account as usize];
+                let account = self.strings.get(slice[0].0.account);
                 let path = store.join(format!("rollups/{}/{id}-part-{n:05}.parquet", account_folder(account)));
                 create_parent(&path)?;
                 self.merge_and_write(account, super::SLOT_SECONDS, slice, &[], &path)?;
@@ -827,8 +816,8 @@ impl Rollups {
         let mut extra_ids: FxHashMap<Box<str>, u32> = FxHashMap::default();
         let base = self.strings.len() as u32;
         let mut id_of = |text: &str| -> u32 {
-            if let Some(id) = self.ids.get(text).or_else(|| extra_ids.get(text)) {
-                return *id;
+            if let Some(id) = self.strings.lookup(text).or_else(|| extra_ids.get(text).copied()) {
+                return id;
             }
             let id = base + extra.len() as u32;
             extra.push(text.into());
@@ -856,7 +845,7 @@ impl Rollups {
         let text = |id: u32| -> &str {
             match (id as usize).checked_sub(base as usize) {
                 Some(i) => &extra[i],
-                None => &self.strings[id as usize],
+                None => self.strings.get(id),
             }
         };
         let mut rows: Vec<(RollupKey, Totals)> = merged.into_iter().collect();
