@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 
+use crate::dataset::Dataset;
 use crate::token::TokenKey;
 
 /// telemeter: usage aggregation and Usage Summary reports.
@@ -81,6 +82,16 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error
         .chain()
         .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+/// Opens `--store STORE` or `--data DIR`, whichever was given.
+pub fn open_dataset(data: Option<&std::path::Path>, store: Option<&std::path::Path>) -> anyhow::Result<Dataset> {
+    use anyhow::Context;
+    match (data, store) {
+        (_, Some(store)) => Dataset::open_store(store).context("cannot open the store"),
+        (Some(data), None) => Dataset::open(data).context("cannot open the data set"),
+        (None, None) => anyhow::bail!("give --data DIR or --store STORE"),
+    }
 }
 
 /// Parses `--now`: an RFC 3339 instant.

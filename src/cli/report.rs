@@ -15,7 +15,6 @@ use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::aggregate::{AccountScope, OnBadRow};
-use crate::dataset::Dataset;
 use crate::query::UsageParams;
 use crate::report::batch::{self, Progress, ReportRequest};
 use crate::Error;
@@ -73,11 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(accounts) => accounts,
         Err(message) => return bad_request(&message),
     };
-    let dataset = match (&args.data, &args.store) {
-        (_, Some(store)) => Dataset::open_store(store).context("cannot open the store")?,
-        (Some(data), None) => Dataset::open(data).context("cannot open the data set")?,
-        (None, None) => anyhow::bail!("give --data DIR or --store STORE"),
-    };
+    let dataset = super::open_dataset(args.data.as_deref(), args.store.as_deref())?;
     let request = ReportRequest {
         params: &params,
         query: &args.query,

@@ -4,10 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use chrono::{DateTime, Utc};
 
-use crate::dataset::Dataset;
 use crate::error::BadRequest;
 use crate::query::{UsageParams, UsageRequest};
 use crate::report::{self, wire::ErrorBody};
@@ -111,11 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(params) => params,
         Err(bad) => return bad_request(&args, &bad),
     };
-    let dataset = match (&args.data, &args.store) {
-        (_, Some(store)) => Dataset::open_store(store).context("cannot open the store")?,
-        (Some(data), None) => Dataset::open(data).context("cannot open the data set")?,
-        (None, None) => anyhow::bail!("give --data DIR or --store STORE"),
-    };
+    let dataset = super::open_dataset(args.data.as_deref(), args.store.as_deref())?;
     let account_tz = dataset.accounts.get(&args.auth_id).and_then(|a| a.timezone);
     let request = match UsageRequest::resolve(&args.auth_id, params, now, account_tz, &key) {
         Ok(request) => request,
