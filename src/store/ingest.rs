@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::parquet_io::RollupRef;
 use super::parquet_io::{self, IndexEntry, RecordView};
+use super::rollup::{self, RollupRef};
 use super::{Manifest, FORMAT_VERSION};
 use crate::aggregate::{Interner, OnBadRow, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
@@ -826,7 +826,7 @@ impl Rollups {
         };
         let account_id = id_of(account);
         for input in inputs {
-            parquet_io::for_each_rollup(input, |row| {
+            rollup::for_each_rollup(input, |row| {
                 let key = RollupKey {
                     account: account_id,
                     subaccount: id_of(row.subaccount),
@@ -873,7 +873,7 @@ impl Rollups {
                 totals: *totals,
             }
         };
-        parquet_io::write_rollups(path, rows.len(), row)
+        rollup::write_rollups(path, rows.len(), row)
     }
 }
 

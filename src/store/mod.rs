@@ -39,6 +39,7 @@
 
 pub mod ingest;
 mod parquet_io;
+mod rollup;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -249,8 +250,8 @@ impl Store {
             // once per output group, not once per rollup row.
             let mut local: FxHashMap<LocalKey<'_>, Totals> = FxHashMap::default();
             let path = self.dir.join(file);
-            let frame = parquet_io::read_rollup_frame(&path)?;
-            parquet_io::for_each_rollup_in(&path, &frame, |row| {
+            let frame = rollup::read_rollup_frame(&path)?;
+            rollup::for_each_rollup_in(&path, &frame, |row| {
                 let dimensions = Dimensions {
                     auth_id: row.auth_id,
                     product: row.product,

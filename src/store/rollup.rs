@@ -1,0 +1,226 @@
+//! Rollup files: one account's rows at one grain, keyed by (auth_id,
+//! subaccount, slot, product, type, country, direction, error_code,
+//! hangup_cause), integer counts and DECIMAL(38,9) sums. Written by ingest
+//! ([`write_rollups`]), read by [`super::Store::aggregate`] and by ingest
+//! when it merges a new ingest into an account's files.
+
+use std::path::Path;
+
+use polars::prelude::{Column, DataFrame, DataType, ParquetCompression, ParquetWriter};
+
+use super::parquet_io::{decimal_column, int_column, polars_error, read_frame, text_column, to_i64, ROW_GROUP_ROWS};
+use crate::aggregate::Totals;
+use crate::error::{Error, Result};
+use crate::records::{Country, Direction, Product};
+
+const ROLLUP_COLUMNS: [&str; 14] = [
+    "auth_id",
+    "subaccount_auth",
+    "slot_start",
+    "product",
+    "type",
+    "country",
+    "direction",
+    "error_code",
+    "hangup_cause",
+    "records",
+    "units",
+    "duration_seconds",
+    "amount",
+    "surcharge",
+];
+
+/// Writes rollup rows (already sorted). `slot_start` is UTC seconds since
+/// the epoch; absent dimensions are empty strings.
+///
+/// Rows are turned into columns one row group at a time (`row(i)` for
+/// `i < n_rows`), so writing holds one row group of columns, not the file.
+pub fn write_rollups<'a>(path: &Path, n_rows: usize, row: impl Fn(usize) -> RollupRef<'a>) -> Result<()> {
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut out = std::io::BufWriter::new(file);
+    let mut writer = None;
+    let mut start = 0;
+    loop {
+        let end = (start + ROW_GROUP_ROWS).min(n_rows);
+        let rows: Vec<RollupRef<'a>> = (start..end).map(&row).collect();
+        let frame = rollup_frame(path, &rows)?;
+        if writer.is_none() {
+            let batched = ParquetWriter::new(&mut out)
+                .with_compression(ParquetCompression::Snappy)
+                .batched(frame.schema())
+                .map_err(polars_error(path))?;
+            writer = Some(batched);
+        }
+        if let Some(batched) = &mut writer {
+            batched.write_batch(&frame).map_err(polars_error(path))?;
+        }
+        start = end;
+        if start >= n_rows {
+            break;
+        }
+    }
+    if let Some(batched) = writer {
+        batched.finish().map_err(polars_error(path))?;
+    }
+    let file = out.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
+    file.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// The columns of some rollup rows.
+fn rollup_frame(path: &Path, rows: &[RollupRef<'_>]) -> Result<DataFrame> {
+    fn code_if<'a>(row: &RollupRef<'a>, has: bool) -> &'a str {
+        if has {
+            row.code
+        } else {
+            ""
+        }
+    }
+    let nanos = |value: i128, name: &str| -> Result<i128> {
+        if value.unsigned_abs() >= 10u128.pow(38) {
+            return Err(Error::Internal(format!("{name} sum {value} does not fit DECIMAL(38,9)")));
+        }
+        Ok(value)
+    };
+    let countries: Vec<String> =
+        rows.iter().map(|r| r.country.map_or(String::new(), |c| c.as_str().to_owned())).collect();
+    let columns = vec![
+        text_column(ROLLUP_COLUMNS[0], rows.iter().map(|r| r.auth_id).collect()),
+        text_column(ROLLUP_COLUMNS[1], rows.iter().map(|r| r.subaccount).collect()),
+        int_column(ROLLUP_COLUMNS[2], rows.iter().map(|r| r.slot).collect()),
+        text_column(ROLLUP_COLUMNS[3], rows.iter().map(|r| r.product.as_str()).collect()),
+        text_column(ROLLUP_COLUMNS[4], rows.iter().map(|r| r.type_).collect()),
+        Column::new(ROLLUP_COLUMNS[5].into(), countries),
+        text_column(ROLLUP_COLUMNS[6], rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())).collect()),
+        text_column(ROLLUP_COLUMNS[7], rows.iter().map(|r| code_if(r, r.product.has_error_code())).collect()),
+        text_column(ROLLUP_COLUMNS[8], rows.iter().map(|r| code_if(r, r.product.has_hangup_cause())).collect()),
+        int_column(
+            ROLLUP_COLUMNS[9],
+            rows.iter().map(|r| to_i64(r.totals.records, "records")).collect::<Result<Vec<_>>>()?,
+        ),
+        int_column(
+            ROLLUP_COLUMNS[10],
+            rows.iter()
+                .map(|r| u64::try_from(r.totals.units).map_err(|_| Error::Internal("units overflow".into())))
+                .map(|u| u.and_then(|u| to_i64(u, "units")))
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        decimal_column(
+            ROLLUP_COLUMNS[11],
+            rows.iter().map(|r| nanos(r.totals.duration, "duration")).collect::<Result<Vec<_>>>()?,
+        )?,
+        decimal_column(
+            ROLLUP_COLUMNS[12],
+            rows.iter().map(|r| nanos(r.totals.amount, "amount")).collect::<Result<Vec<_>>>()?,
+        )?,
+        decimal_column(
+            ROLLUP_COLUMNS[13],
+            rows.iter().map(|r| nanos(r.totals.surcharge, "surcharge")).collect::<Result<Vec<_>>>()?,
+        )?,
+    ];
+    DataFrame::new(rows.len(), columns).map_err(polars_error(path))
+}
+
+/// One rollup row as read, borrowing its text from the file's columns.
+#[derive(Clone, Copy, Debug)]
+pub struct RollupRef<'a> {
+    /// Parent account.
+    pub auth_id: &'a str,
+    /// Subaccount, empty for parent-level rows.
+    pub subaccount: &'a str,
+    /// Slot start, UTC seconds.
+    pub slot: i64,
+    /// Product.
+    pub product: Product,
+    /// Sub-type or description.
+    pub type_: &'a str,
+    /// Country.
+    pub country: Option<Country>,
+    /// Direction.
+    pub direction: Option<Direction>,
+    /// Error code or hangup cause, as the product has.
+    pub code: &'a str,
+    /// Summed values.
+    pub totals: Totals,
+}
+
+/// Hands every rollup row of a file to `each`, in file order.
+pub fn for_each_rollup(path: &Path, each: impl FnMut(RollupRef<'_>) -> Result<()>) -> Result<()> {
+    let frame = read_rollup_frame(path)?;
+    for_each_rollup_in(path, &frame, each)
+}
+
+/// The columns of a rollup file.
+pub fn read_rollup_frame(path: &Path) -> Result<DataFrame> {
+    read_frame(path, &ROLLUP_COLUMNS)
+}
+
+/// Hands every rollup row of `frame` (read from `path`) to `each`, borrowing
+/// text from the frame.
+pub fn for_each_rollup_in<'f>(
+    path: &Path,
+    frame: &'f DataFrame,
+    mut each: impl FnMut(RollupRef<'f>) -> Result<()>,
+) -> Result<()> {
+    let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
+    let text = |name: &str| -> Result<Vec<&'f str>> {
+        let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
+        column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
+    };
+    let int = |name: &str| -> Result<Vec<i64>> {
+        let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
+        column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
+    };
+    let decimal = |name: &str| -> Result<Vec<i128>> {
+        let column = frame.column(name).map_err(polars_error(path))?;
+        if *column.dtype() != DataType::Decimal(38, 9) {
+            return Err(broken(format!("'{name}' is {}, not decimal(38, 9)", column.dtype())));
+        }
+        let values = column.decimal().map_err(polars_error(path))?;
+        values.physical().iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
+    };
+    let (auth, sub, slot, product, type_) =
+        (text("auth_id")?, text("subaccount_auth")?, int("slot_start")?, text("product")?, text("type")?);
+    let (country, direction, error_code, hangup) =
+        (text("country")?, text("direction")?, text("error_code")?, text("hangup_cause")?);
+    let (records, units) = (int("records")?, int("units")?);
+    let (duration, amount, surcharge) = (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
+    for i in 0..frame.height() {
+        let product = Product::parse(product[i]).ok_or_else(|| broken(format!("unknown product '{}'", product[i])))?;
+        let code = if product.has_error_code() {
+            error_code[i]
+        } else if product.has_hangup_cause() {
+            hangup[i]
+        } else {
+            ""
+        };
+        let country = match country[i] {
+            "" => None,
+            text => Some(Country::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad country '{text}'")))?),
+        };
+        let direction = match direction[i] {
+            "" => None,
+            text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad direction '{text}'")))?),
+        };
+        if records[i] < 0 || units[i] < 0 {
+            return Err(broken("negative count".to_owned()));
+        }
+        each(RollupRef {
+            auth_id: auth[i],
+            subaccount: sub[i],
+            slot: slot[i],
+            product,
+            type_: type_[i],
+            country,
+            direction,
+            code,
+            totals: Totals {
+                records: records[i] as u64,
+                units: units[i] as u128,
+                duration: duration[i],
+                amount: amount[i],
+                surcharge: surcharge[i],
+            },
+        })?;
+    }
+    Ok(())
+}
