@@ -31,10 +31,12 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
-use super::parquet_io::{self, IndexEntry, RecordView};
+use super::index::{self, Filter, IndexEntry, IndexFile};
+use super::parquet_io::{self, RecordView};
 use super::rollup::{self, RollupRef};
-use super::{Manifest, FORMAT_VERSION};
+use super::{KindFiles, Manifest, FORMAT_VERSION};
 use crate::aggregate::{Interner, OnBadRow, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
@@ -56,6 +58,12 @@ pub struct IngestOptions {
     /// Rollup groups held in memory before they are spilled to partial
     /// files (about 200 bytes each).
     pub max_rollup_groups: usize,
+    /// Size of the record-id filter, in bytes (fixed, whatever the store
+    /// holds; a fuller filter only sends more rows to the exact check).
+    pub filter_bytes: u64,
+    /// Candidate rows (ids the filter may have seen) held before they are
+    /// checked exactly against the index, in bytes.
+    pub pending_bytes: u64,
 }
 
 impl IngestOptions {
@@ -64,6 +72,13 @@ impl IngestOptions {
 
     /// Default rollup groups in memory: about 200 MB.
     pub const DEFAULT_MAX_ROLLUP_GROUPS: usize = 1 << 20;
+
+    /// Default filter size: 256 MiB (about 1 false candidate in 5,000 rows
+    /// with 100 million ids stored).
+    pub const DEFAULT_FILTER_BYTES: u64 = 256 << 20;
+
+    /// Default candidate budget: 128 MiB (about a million rows).
+    pub const DEFAULT_PENDING_BYTES: u64 = 128 << 20;
 }
 
 /// What an ingest did.
@@ -263,71 +278,268 @@ impl Run<'_> {
             .filter(|(_, f)| f.kind == kind)
             .map(|(i, f)| (i as u32, f))
             .collect();
-        let mut kind_files = self.old.kind(kind);
         if files.is_empty() {
             self.report.tallies.insert(kind, Tally::default());
             return Ok(());
         }
-        let mut index = DedupIndex::new();
-        for name in &kind_files.index {
-            parquet_io::read_index(&self.store.join(name), |entry| index.insert_stored(entry))?;
+        let base = self.old.sources.len() as u64;
+        if base + self.inventory.files.len() as u64 > u64::from(index::MAX_SOURCE) {
+            return Err(Error::Internal(format!("a store holds at most {} input files", index::MAX_SOURCE)));
         }
-        let mut tally = Tally::default();
-        let mut amount = match kind_files.amount.as_str() {
+        let files_of_kind = self.old.kind(kind);
+        let amount = match files_of_kind.amount.as_str() {
             "" => Amount::ZERO,
             text => Amount::parse(text.as_bytes())
                 .map_err(|e| Error::Internal(format!("manifest amount of {kind} '{text}': {e}")))?,
         };
+        let stored: Vec<IndexFile> =
+            files_of_kind.index.iter().map(|name| IndexFile::open(&self.store.join(name))).collect::<Result<_>>()?;
+        let mut filter = Filter::new(self.options.filter_bytes);
+        load_filter(&mut filter, &stored)?;
+        let mut state = KindState {
+            kind,
+            files: files_of_kind,
+            index: stored,
+            filter,
+            pending: Pending::default(),
+            tally: Tally::default(),
+            amount,
+        };
         for batch in batches(&files, self.options.batch_bytes) {
             let mut chunks = self.read_batch(kind, batch)?;
-            let duplicates = self.dedup(kind, &mut index, &chunks)?;
+            let marks = self.dedup(&mut state, &chunks)?;
             for chunk in chunks.iter_mut() {
-                tally.read += chunk.read;
-                tally.set_aside += chunk.rejects.len() as u64;
+                state.tally.read += chunk.read;
+                state.tally.set_aside += chunk.rejects.len() as u64;
                 self.report.rejects.append(&mut chunk.rejects);
             }
             // Each chunk folds its new rows on its own thread; the partial
             // rollups are then merged through a small id translation table.
-            let base = self.old.sources.len() as u32;
+            let base = base as u32;
             let folds: Vec<Result<ChunkFold>> =
-                chunks.par_iter().enumerate().map(|(c, chunk)| chunk.fold(c as u32, &duplicates, base)).collect();
+                chunks.par_iter().zip(&marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
             let mut views = Vec::new();
-            let mut new_entries: Vec<IndexEntry> = Vec::new();
-            for (chunk, fold) in chunks.iter().zip(folds) {
+            let mut entries: Vec<IndexEntry> = Vec::new();
+            for ((chunk, fold), marks) in chunks.iter().zip(folds).zip(&marks) {
                 let fold = fold?;
-                tally.duplicates += fold.duplicates;
-                amount = amount
-                    .checked_add(Amount::from_nanos(fold.amount))
-                    .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
+                state.tally.duplicates += fold.duplicates;
+                state.add_amount(fold.amount)?;
                 self.rollups.merge(fold.rollups)?;
                 if self.rollups.groups.len() >= self.options.max_rollup_groups {
                     self.rollups.spill(self.store, self.id)?;
                 }
-                new_entries.extend(fold.entries);
+                entries.extend(fold.entries);
                 views.extend(fold.kept.iter().map(|&r| chunk.view(&chunk.rows[r as usize])));
+                for (row, mark) in chunk.rows.iter().zip(marks) {
+                    if *mark == Mark::Candidate {
+                        state.pending.push(&chunk.arena, row);
+                    }
+                }
             }
-            tally.used += views.len() as u64;
-            if !views.is_empty() {
-                // The batch's records and their index entries, written now so
-                // that neither is held past the batch.
-                let name = format!("records/{}/{}-{:05}.parquet", kind.name(), self.id, self.batches);
-                let path = self.store.join(&name);
-                create_parent(&path)?;
-                parquet_io::write_records(&path, kind, &views)?;
-                kind_files.records.push(name);
-                let name = format!("index/{}/{}-{:05}.parquet", kind.name(), self.id, self.batches);
-                let path = self.store.join(&name);
-                create_parent(&path)?;
-                parquet_io::write_index(&path, &new_entries)?;
-                kind_files.index.push(name);
-                self.batches += 1;
+            self.write_new(&mut state, &views, &mut entries)?;
+            drop(views);
+            drop(chunks);
+            if state.pending.bytes() >= self.options.pending_bytes {
+                self.resolve(&mut state)?;
             }
         }
-        kind_files.count += tally.used;
-        kind_files.amount = amount.to_string();
-        self.manifest.kinds.insert(kind.name().to_owned(), kind_files);
-        self.report.tallies.insert(kind, tally);
+        self.resolve(&mut state)?;
+        state.files.count += state.tally.used;
+        state.files.amount = state.amount.to_string();
+        self.manifest.kinds.insert(kind.name().to_owned(), state.files);
+        self.report.tallies.insert(kind, state.tally);
         Ok(())
+    }
+
+    /// Writes new rows of `kind` as one records file and their entries as
+    /// one index file (nothing when there are none).
+    fn write_new(&mut self, state: &mut KindState, views: &[RecordView<'_>], entries: &mut [IndexEntry]) -> Result<()> {
+        state.tally.used += views.len() as u64;
+        if views.is_empty() {
+            return Ok(());
+        }
+        let kind = state.kind;
+        let name = format!("records/{}/{}-{:05}.parquet", kind.name(), self.id, self.batches);
+        let path = self.store.join(&name);
+        create_parent(&path)?;
+        let index_name = format!("index/{}/{}-{:05}.idx", kind.name(), self.id, self.batches);
+        let index_path = self.store.join(&index_name);
+        create_parent(&index_path)?;
+        let (records, index) =
+            rayon::join(|| parquet_io::write_records(&path, kind, views), || index::write_index(&index_path, entries));
+        records?;
+        index?;
+        state.files.records.push(name);
+        state.files.index.push(index_name);
+        state.index.push(IndexFile::open(&index_path)?);
+        self.batches += 1;
+        Ok(())
+    }
+
+    /// Checks every row of a batch in file order: against the rows of the
+    /// batch exactly, and against every id stored or seen earlier through
+    /// the filter. Rows the filter may have seen are marked candidates (so
+    /// are the later rows of the batch with their id), to be checked exactly
+    /// by [`Run::resolve`].
+    fn dedup(&self, state: &mut KindState, chunks: &[Chunk]) -> Result<Vec<Vec<Mark>>> {
+        let mut parts: Vec<Vec<(Seen, u32, u32)>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+        for (c, chunk) in chunks.iter().enumerate() {
+            for (r, row) in chunk.rows.iter().enumerate() {
+                parts[row.seen.partition()].push((row.seen, c as u32, r as u32));
+            }
+        }
+        let base = self.old.sources.len() as u32;
+        type Found = (Vec<(u32, u32, Mark)>, Option<Clash>);
+        let found: Vec<Found> = state
+            .filter
+            .parts_mut()
+            .zip(parts)
+            .map(|(mut filter, mut entries)| {
+                entries.sort_unstable_by_key(|(s, _, _)| (s.file, s.line));
+                let mut first: FxHashMap<(u64, u64), (u64, u64, bool)> =
+                    FxHashMap::with_capacity_and_hasher(entries.len(), Default::default());
+                let mut marks = Vec::new();
+                let mut conflict = None;
+                for (seen, c, r) in entries {
+                    let place = (base + seen.file, seen.line);
+                    match first.entry(seen.id) {
+                        Entry::Vacant(slot) => {
+                            let candidate = filter.check_and_insert(seen.id);
+                            slot.insert((seen.content, index::pack(place), candidate));
+                            if candidate {
+                                marks.push((c, r, Mark::Candidate));
+                            }
+                        }
+                        Entry::Occupied(slot) => match *slot.get() {
+                            (_, _, true) => marks.push((c, r, Mark::Candidate)),
+                            (content, _, false) if content == seen.content => marks.push((c, r, Mark::Duplicate)),
+                            (_, earlier, false) => {
+                                conflict = Some((index::unpack(earlier), place, c, r));
+                                break;
+                            }
+                        },
+                    }
+                }
+                (marks, conflict)
+            })
+            .collect();
+        let mut out: Vec<Vec<Mark>> = chunks.iter().map(|chunk| vec![Mark::New; chunk.rows.len()]).collect();
+        let mut first_conflict: Option<Clash> = None;
+        for (marks, conflict) in found {
+            for (c, r, mark) in marks {
+                out[c as usize][r as usize] = mark;
+            }
+            if let Some(c) = conflict {
+                if first_conflict.is_none_or(|f| c.1 < f.1) {
+                    first_conflict = Some(c);
+                }
+            }
+        }
+        if let Some((first, second, c, r)) = first_conflict {
+            let chunk = &chunks[c as usize];
+            let record_id = chunk.view(&chunk.rows[r as usize]).record_id.to_owned();
+            return Err(self.conflict(state.kind, record_id, first, second));
+        }
+        Ok(out)
+    }
+
+    fn conflict(&self, kind: Kind, record_id: String, first: (u32, u64), second: (u32, u64)) -> Error {
+        Error::Conflict {
+            kind: kind.name(),
+            record_id,
+            first: self.place(first.0, first.1),
+            second: self.place(second.0, second.1),
+        }
+    }
+
+    /// Checks the pending candidates exactly, partition by partition: each
+    /// partition's candidates are hashed, and that partition of every index
+    /// file (stored, and written by this ingest so far) is streamed past
+    /// them. The new ones are then stored like any batch's new rows.
+    fn resolve(&mut self, state: &mut KindState) -> Result<()> {
+        let pending = std::mem::take(&mut state.pending);
+        if pending.rows.is_empty() {
+            return Ok(());
+        }
+        let mut parts: Vec<Vec<u32>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+        for (i, row) in pending.rows.iter().enumerate() {
+            parts[row.seen.partition()].push(i as u32);
+        }
+        let base = self.old.sources.len() as u32;
+        let index_files = &state.index;
+        let rows = &pending.rows;
+        type Found = (Vec<u32>, u64, Option<((u32, u64), (u32, u64), u32)>);
+        let found: Vec<Result<Found>> = parts
+            .into_par_iter()
+            .enumerate()
+            .map(|(p, mine)| {
+                if mine.is_empty() {
+                    return Ok((Vec::new(), 0, None));
+                }
+                // Candidates come in file order; an index holds one entry per id.
+                let mut known: FxHashMap<(u64, u64), Option<(u64, u64)>> =
+                    FxHashMap::with_capacity_and_hasher(mine.len(), Default::default());
+                for &i in &mine {
+                    known.insert(rows[i as usize].seen.id, None);
+                }
+                for file in index_files {
+                    file.for_each_in(p, |entry| {
+                        if let Some(slot) = known.get_mut(&entry.id) {
+                            *slot = Some((entry.content, entry.place));
+                        }
+                    })?;
+                }
+                let (mut new, mut duplicates) = (Vec::new(), 0);
+                for &i in &mine {
+                    let seen = rows[i as usize].seen;
+                    let place = (base + seen.file, seen.line);
+                    let Some(slot) = known.get_mut(&seen.id) else { continue };
+                    match *slot {
+                        None => {
+                            *slot = Some((seen.content, index::pack(place)));
+                            new.push(i);
+                        }
+                        Some((content, _)) if content == seen.content => duplicates += 1,
+                        Some((_, earlier)) => return Ok((new, duplicates, Some((index::unpack(earlier), place, i)))),
+                    }
+                }
+                Ok((new, duplicates, None))
+            })
+            .collect();
+        let mut new: Vec<u32> = Vec::new();
+        let mut first_conflict: Option<((u32, u64), (u32, u64), u32)> = None;
+        for result in found {
+            let (part_new, duplicates, conflict) = result?;
+            new.extend(part_new);
+            state.tally.duplicates += duplicates;
+            if let Some(c) = conflict {
+                if first_conflict.is_none_or(|f| c.1 < f.1) {
+                    first_conflict = Some(c);
+                }
+            }
+        }
+        if let Some((first, second, i)) = first_conflict {
+            let record_id = pending.view(&pending.rows[i as usize], "").record_id.to_owned();
+            return Err(self.conflict(state.kind, record_id, first, second));
+        }
+        new.sort_unstable();
+        let names: Vec<&str> = self.inventory.files.iter().map(|f| f.name.as_str()).collect();
+        let mut views = Vec::with_capacity(new.len());
+        let mut entries = Vec::with_capacity(new.len());
+        let mut amount = 0i128;
+        for &i in &new {
+            let row = &pending.rows[i as usize];
+            let view = pending.view(row, names.get(row.seen.file as usize).copied().unwrap_or(""));
+            self.rollups.add(&view)?;
+            amount += view.amount as i128;
+            entries.push(row.entry(base));
+            views.push(view);
+        }
+        state.add_amount(amount)?;
+        if self.rollups.groups.len() >= self.options.max_rollup_groups {
+            self.rollups.spill(self.store, self.id)?;
+        }
+        self.write_new(state, &views, &mut entries)
     }
 
     /// Reads the files of one batch in parallel; the first bad row (in file
@@ -362,64 +574,6 @@ impl Run<'_> {
         }
         Ok(chunks)
     }
-
-    /// Checks every row of a batch against the index, in file order; the
-    /// rows that repeat a known identical row, as (chunk, row).
-    fn dedup(&self, kind: Kind, index: &mut DedupIndex, chunks: &[Chunk]) -> Result<rustc_hash::FxHashSet<(u32, u32)>> {
-        let mut parts: Vec<Vec<(Seen, u32, u32)>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
-        for (c, chunk) in chunks.iter().enumerate() {
-            for (r, row) in chunk.rows.iter().enumerate() {
-                parts[row.seen.partition()].push((row.seen, c as u32, r as u32));
-            }
-        }
-        let base = self.old.sources.len() as u32;
-        type Found = (Vec<(u32, u32)>, Option<Clash>);
-        let found: Vec<Found> = index
-            .parts
-            .par_iter_mut()
-            .zip(parts)
-            .map(|(map, mut entries)| {
-                entries.sort_unstable_by_key(|(s, _, _)| (s.file, s.line));
-                let mut duplicates = Vec::new();
-                let mut conflict = None;
-                for (seen, c, r) in entries {
-                    let place = (base + seen.file, seen.line);
-                    match map.get(&seen.id) {
-                        None => {
-                            map.insert(seen.id, (seen.content, pack(place)));
-                        }
-                        Some((content, _)) if *content == seen.content => duplicates.push((c, r)),
-                        Some((_, first)) => {
-                            conflict = Some((unpack(*first), place, c, r));
-                            break;
-                        }
-                    }
-                }
-                (duplicates, conflict)
-            })
-            .collect();
-        let mut duplicates = rustc_hash::FxHashSet::default();
-        let mut first_conflict: Option<Clash> = None;
-        for (dups, conflict) in found {
-            duplicates.extend(dups);
-            if let Some(c) = conflict {
-                if first_conflict.is_none_or(|f| c.1 < f.1) {
-                    first_conflict = Some(c);
-                }
-            }
-        }
-        if let Some((first, second, c, r)) = first_conflict {
-            let chunk = &chunks[c as usize];
-            let record_id = chunk.view(&chunk.rows[r as usize]).record_id.to_owned();
-            return Err(Error::Conflict {
-                kind: kind.name(),
-                record_id,
-                first: self.place(first.0, first.1),
-                second: self.place(second.0, second.1),
-            });
-        }
-        Ok(duplicates)
-    }
 }
 
 /// A conflict found: the stored or earlier place, the later place, and the
@@ -444,30 +598,94 @@ fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> Vec<&'f [(u
     out
 }
 
-/// Every record id known to this ingest, for one kind, spread over the
-/// same partitions as [`Seen`]: id hash -> (content hash, packed place).
-/// 32 bytes an entry, plus the hash table's slack.
-struct DedupIndex {
-    parts: Vec<FxHashMap<(u64, u64), (u64, u64)>>,
+/// What the batch check decided about a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mark {
+    /// The first of its id anywhere: stored now.
+    New,
+    /// Repeats an earlier identical row of the batch: skipped.
+    Duplicate,
+    /// Its id may be stored or seen in an earlier batch: checked exactly
+    /// later ([`Run::resolve`]).
+    Candidate,
 }
 
-/// A (source, line) place in one word: the line in the low 40 bits.
-fn pack((source, line): (u32, u64)) -> u64 {
-    (source as u64) << 40 | line.min((1 << 40) - 1)
+/// The state of one kind during an ingest.
+struct KindState {
+    kind: Kind,
+    /// The kind's files: the stored ones, then this ingest's.
+    files: KindFiles,
+    /// Every index file of the kind, stored and new, opened.
+    index: Vec<IndexFile>,
+    filter: Filter,
+    pending: Pending,
+    tally: Tally,
+    /// Sum of the amounts stored, old and new.
+    amount: Amount,
 }
 
-fn unpack(place: u64) -> (u32, u64) {
-    ((place >> 40) as u32, place & ((1 << 40) - 1))
+impl KindState {
+    fn add_amount(&mut self, nanos: i128) -> Result<()> {
+        self.amount = self
+            .amount
+            .checked_add(Amount::from_nanos(nanos))
+            .ok_or_else(|| Error::Internal(format!("sum overflow of {} amounts", self.kind)))?;
+        Ok(())
+    }
 }
 
-impl DedupIndex {
-    fn new() -> DedupIndex {
-        DedupIndex { parts: (0..PARTITIONS).map(|_| FxHashMap::default()).collect() }
+/// Adds every stored id to the filter, partition by partition in parallel
+/// (one partition of every index file at a time).
+fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -> Result<()> {
+    let loaded: Vec<Result<()>> = filter
+        .parts_mut()
+        .enumerate()
+        .map(|(p, mut part)| {
+            for file in stored {
+                file.for_each_in(p, |entry| {
+                    part.check_and_insert(entry.id);
+                })?;
+            }
+            Ok(())
+        })
+        .collect();
+    loaded.into_iter().collect()
+}
+
+/// Candidate rows waiting for their exact check, their text in one arena.
+#[derive(Default)]
+struct Pending {
+    arena: String,
+    rows: Vec<Row>,
+}
+
+impl Pending {
+    /// Copies `row` (its text in `arena`) in.
+    fn push(&mut self, arena: &str, row: &Row) {
+        let mut keep = |(start, length): Span| -> Span {
+            let text = arena.get(start as usize..(start + length) as usize).unwrap_or("");
+            let at = self.arena.len() as u32;
+            self.arena.push_str(text);
+            (at, length)
+        };
+        let row = Row {
+            record_id: keep(row.record_id),
+            auth_id: keep(row.auth_id),
+            subaccount: keep(row.subaccount),
+            type_: keep(row.type_),
+            code: keep(row.code),
+            ..*row
+        };
+        self.rows.push(row);
     }
 
-    fn insert_stored(&mut self, entry: IndexEntry) {
-        let partition = (entry.id.0 >> 58) as usize % PARTITIONS;
-        self.parts[partition].insert(entry.id, (entry.content, pack((entry.source, entry.line))));
+    /// Memory held, about.
+    fn bytes(&self) -> u64 {
+        (self.arena.len() + self.rows.len() * std::mem::size_of::<Row>()) as u64
+    }
+
+    fn view<'a>(&'a self, row: &Row, source_file: &'a str) -> RecordView<'a> {
+        row.view(&self.arena, source_file)
     }
 }
 
@@ -492,6 +710,41 @@ struct Row {
     duration: i64,
     amount: i64,
     surcharge: i64,
+}
+
+impl Row {
+    /// The row, its text in `arena`.
+    fn view<'a>(&self, arena: &'a str, source_file: &'a str) -> RecordView<'a> {
+        let text = |(start, length): Span| arena.get(start as usize..(start + length) as usize).unwrap_or("");
+        RecordView {
+            record_id: text(self.record_id),
+            auth_id: text(self.auth_id),
+            subaccount: text(self.subaccount),
+            secs: self.secs,
+            nanos: self.nanos,
+            product: self.product,
+            type_: text(self.type_),
+            direction: self.direction,
+            country: self.country,
+            units: self.units,
+            duration: self.duration,
+            amount: self.amount,
+            surcharge: self.surcharge,
+            code: text(self.code),
+            source_file,
+            source_line: self.seen.line,
+        }
+    }
+
+    /// The row's index entry; `base` is the number of sources stored before
+    /// this ingest.
+    fn entry(&self, base: u32) -> IndexEntry {
+        IndexEntry {
+            id: self.seen.id,
+            content: self.seen.content,
+            place: index::pack((base + self.seen.file, self.seen.line)),
+        }
+    }
 }
 
 /// The rows of one file or CSV chunk: a [`RowSink`].
@@ -532,48 +785,26 @@ impl Chunk {
         Some((start, length))
     }
 
-    fn text(&self, (start, length): Span) -> &str {
-        self.arena.get(start as usize..(start + length) as usize).unwrap_or("")
-    }
-
     fn view(&self, row: &Row) -> RecordView<'_> {
-        RecordView {
-            record_id: self.text(row.record_id),
-            auth_id: self.text(row.auth_id),
-            subaccount: self.text(row.subaccount),
-            secs: row.secs,
-            nanos: row.nanos,
-            product: row.product,
-            type_: self.text(row.type_),
-            direction: row.direction,
-            country: row.country,
-            units: row.units,
-            duration: row.duration,
-            amount: row.amount,
-            surcharge: row.surcharge,
-            code: self.text(row.code),
-            source_file: &self.file_name,
-            source_line: row.seen.line,
-        }
+        row.view(&self.arena, &self.file_name)
     }
 
-    /// The new rows of this chunk (those not in `duplicates`), folded.
-    fn fold(&self, chunk: u32, duplicates: &rustc_hash::FxHashSet<(u32, u32)>, base: u32) -> Result<ChunkFold> {
+    /// The new rows of this chunk (marked [`Mark::New`]), folded.
+    fn fold(&self, marks: &[Mark], base: u32) -> Result<ChunkFold> {
         let mut fold = ChunkFold::default();
-        for (r, row) in self.rows.iter().enumerate() {
-            if !duplicates.is_empty() && duplicates.contains(&(chunk, r as u32)) {
-                fold.duplicates += 1;
-                continue;
+        for (r, (row, mark)) in self.rows.iter().zip(marks).enumerate() {
+            match mark {
+                Mark::New => {}
+                Mark::Duplicate => {
+                    fold.duplicates += 1;
+                    continue;
+                }
+                Mark::Candidate => continue,
             }
             let view = self.view(row);
             fold.rollups.add(&view)?;
             fold.amount += view.amount as i128;
-            fold.entries.push(IndexEntry {
-                id: row.seen.id,
-                content: row.seen.content,
-                source: base + row.seen.file,
-                line: row.seen.line,
-            });
+            fold.entries.push(row.entry(base));
             fold.kept.push(r as u32);
         }
         Ok(fold)
@@ -889,13 +1120,6 @@ fn account_folder(account: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn places_pack_into_one_word_and_back() {
-        for place in [(0, 0), (0, 1), (7, 123_456), (u32::from(u16::MAX), (1 << 40) - 1)] {
-            assert_eq!(unpack(pack(place)), place);
-        }
-    }
 
     #[test]
     fn batches_hold_at_most_the_limit_but_at_least_one_file() {

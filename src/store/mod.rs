@@ -10,8 +10,9 @@
 //!                                     natural types (timestamp ns UTC,
 //!                                     DECIMAL(38,9) money), plus source_file
 //!                                     and source_line for audit
-//! index/<kind>/<ingest>-<n>.parquet   dedup index: record_id hash -> content
-//!                                     hash and place (source, line)
+//! index/<kind>/<ingest>-<n>.idx       dedup index: record_id hash -> content
+//!                                     hash and place (source, line), grouped
+//!                                     by id-hash partition (see `index.rs`)
 //! rollups/<account>/<ingest>-<g>s.parquet
 //!                                     one file per account and grain g (900,
 //!                                     3600, 86400 s): every rollup row of the
@@ -37,6 +38,7 @@
 //! union of slots; when a request's buckets are not (a historical offset),
 //! it is answered from the stored records instead ([`Store::aggregate`]).
 
+mod index;
 pub mod ingest;
 mod parquet_io;
 mod rollup;
@@ -74,7 +76,7 @@ pub const MANIFEST: &str = "manifest.json";
 pub const RESOURCES_DB: &str = "resources.sqlite";
 
 /// The version of the layout this code writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The published state of a store: every file of the current generation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

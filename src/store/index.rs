@@ -1,0 +1,281 @@
+//! The dedup index on disk, split by record-id hash, and the fixed-size
+//! filter that lets `ingest` check most rows without reading it.
+//!
+//! An index file holds the entries (record_id hash, content hash, place) of
+//! the rows one ingest step stored, grouped by id-hash partition (the same
+//! [`PARTITIONS`] as `records::dedup`), with a table of where each partition
+//! starts, so that a reader streams one partition of every file without
+//! holding any file whole:
+//!
+//! ```text
+//! b"TMIDX001"                      magic, 8 bytes
+//! u64 partitions (P)
+//! (P + 1) x u64                    entry offsets: partition p is entries [o[p], o[p+1])
+//! entries, 32 bytes each:          id_hi, id_lo, content, place (source << 40 | line)
+//! ```
+//!
+//! All integers little-endian. `source` is the position in
+//! [`super::Manifest::sources`] (below 2^24), `line` the line or Parquet row
+//! (capped at 2^40 - 1, as in messages).
+//!
+//! [`Filter`] is a blocked Bloom filter over record-id hashes, one slice per
+//! partition, of a size fixed by the caller: a row whose id it has never seen
+//! is new for certain; the others ("candidates") are checked exactly against
+//! the index later. Its false-positive rate grows with the ids it holds, so a
+//! larger store costs more exact checks, never more memory.
+
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::records::dedup::PARTITIONS;
+
+const MAGIC: &[u8; 8] = b"TMIDX001";
+const ENTRY_BYTES: usize = 32;
+/// Entries read per call while streaming a partition (1 MiB).
+const READ_ENTRIES: usize = 32 * 1024;
+
+/// One dedup index entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// `record_id` hash, high and low halves.
+    pub id: (u64, u64),
+    /// Content hash.
+    pub content: u64,
+    /// Place: [`pack`]ed (source, line).
+    pub place: u64,
+}
+
+impl IndexEntry {
+    /// The id-hash partition (as `records::dedup::Seen::partition`).
+    pub fn partition(&self) -> usize {
+        partition_of(self.id)
+    }
+}
+
+/// The partition of a record-id hash.
+pub fn partition_of(id: (u64, u64)) -> usize {
+    (id.0 >> 58) as usize % PARTITIONS
+}
+
+/// The largest source number a place can hold.
+pub const MAX_SOURCE: u32 = (1 << 24) - 1;
+
+/// A (source, line) place in one word: the line in the low 40 bits.
+pub fn pack((source, line): (u32, u64)) -> u64 {
+    (source as u64) << 40 | line.min((1 << 40) - 1)
+}
+
+/// The (source, line) of a packed place.
+pub fn unpack(place: u64) -> (u32, u64) {
+    ((place >> 40) as u32, place & ((1 << 40) - 1))
+}
+
+/// Writes `entries` (in any order; sorted here by partition) to a new index
+/// file at `path`, synced to disk.
+pub fn write_index(path: &Path, entries: &mut [IndexEntry]) -> Result<()> {
+    entries.sort_by_key(IndexEntry::partition);
+    let mut offsets = vec![0u64; PARTITIONS + 1];
+    for entry in entries.iter() {
+        offsets[entry.partition() + 1] += 1;
+    }
+    for p in 0..PARTITIONS {
+        offsets[p + 1] += offsets[p];
+    }
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let io = |e: std::io::Error| Error::io(path, e);
+    out.write_all(MAGIC).map_err(io)?;
+    out.write_all(&(PARTITIONS as u64).to_le_bytes()).map_err(io)?;
+    for offset in &offsets {
+        out.write_all(&offset.to_le_bytes()).map_err(io)?;
+    }
+    for entry in entries.iter() {
+        let mut bytes = [0u8; ENTRY_BYTES];
+        bytes[0..8].copy_from_slice(&entry.id.0.to_le_bytes());
+        bytes[8..16].copy_from_slice(&entry.id.1.to_le_bytes());
+        bytes[16..24].copy_from_slice(&entry.content.to_le_bytes());
+        bytes[24..32].copy_from_slice(&entry.place.to_le_bytes());
+        out.write_all(&bytes).map_err(io)?;
+    }
+    let file = out.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
+    file.sync_all().map_err(io)
+}
+
+/// An index file opened for reading: its partition table.
+#[derive(Debug)]
+pub struct IndexFile {
+    path: PathBuf,
+    file: std::fs::File,
+    offsets: Vec<u64>,
+}
+
+impl IndexFile {
+    /// Opens an index file and reads its partition table.
+    pub fn open(path: &Path) -> Result<IndexFile> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let broken = |what: &str| Error::io(path, format!("not a store index file: {what}"));
+        let mut head = [0u8; 16];
+        file.read_exact_at(&mut head, 0).map_err(|_| broken("too short"))?;
+        if &head[..8] != MAGIC {
+            return Err(broken("bad magic"));
+        }
+        let partitions = u64::from_le_bytes(head[8..16].try_into().map_err(|_| broken("header"))?);
+        if partitions != PARTITIONS as u64 {
+            return Err(broken(&format!("{partitions} partitions, this build uses {PARTITIONS}")));
+        }
+        let mut table = vec![0u8; (PARTITIONS + 1) * 8];
+        file.read_exact_at(&mut table, 16).map_err(|_| broken("too short"))?;
+        let offsets: Vec<u64> =
+            table.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
+        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let expected = Self::data_start() + offsets[PARTITIONS] * ENTRY_BYTES as u64;
+        if offsets.windows(2).any(|w| w[0] > w[1]) || size != expected {
+            return Err(broken("partition table does not match the file size"));
+        }
+        Ok(IndexFile { path: path.to_owned(), file, offsets })
+    }
+
+    fn data_start() -> u64 {
+        16 + (PARTITIONS as u64 + 1) * 8
+    }
+
+    /// Entries in the file.
+    #[cfg(test)]
+    fn len(&self) -> u64 {
+        self.offsets[PARTITIONS]
+    }
+
+    /// Hands every entry of partition `p` to `each`, reading 1 MiB at a time.
+    pub fn for_each_in(&self, p: usize, mut each: impl FnMut(IndexEntry)) -> Result<()> {
+        let (mut next, end) = (self.offsets[p], self.offsets[p + 1]);
+        let mut buffer = vec![0u8; READ_ENTRIES.min((end - next) as usize) * ENTRY_BYTES];
+        while next < end {
+            let n = READ_ENTRIES.min((end - next) as usize);
+            let bytes = &mut buffer[..n * ENTRY_BYTES];
+            let at = Self::data_start() + next * ENTRY_BYTES as u64;
+            self.file.read_exact_at(bytes, at).map_err(|e| Error::io(&self.path, e))?;
+            for b in bytes.chunks_exact(ENTRY_BYTES) {
+                let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+                each(IndexEntry { id: (word(0), word(8)), content: word(16), place: word(24) });
+            }
+            next += n as u64;
+        }
+        Ok(())
+    }
+}
+
+/// A blocked Bloom filter over record-id hashes: one slice per partition,
+/// 64-byte blocks, 8 bits set per id in one block (one cache line per check).
+pub struct Filter {
+    parts: Vec<Vec<u64>>,
+}
+
+/// Words per block (one 64-byte cache line).
+const BLOCK_WORDS: usize = 8;
+
+impl Filter {
+    /// A filter of about `bytes` bytes in all (at least one block per
+    /// partition).
+    pub fn new(bytes: u64) -> Filter {
+        let blocks = ((bytes / 64) as usize / PARTITIONS).max(1);
+        Filter { parts: (0..PARTITIONS).map(|_| vec![0u64; blocks * BLOCK_WORDS]).collect() }
+    }
+
+    /// The slices of every partition, for parallel use (partition p holds
+    /// only ids of partition p).
+    pub fn parts_mut(&mut self) -> impl rayon::iter::IndexedParallelIterator<Item = FilterPart<'_>> {
+        use rayon::prelude::*;
+        self.parts.par_iter_mut().map(|words| FilterPart { words })
+    }
+}
+
+/// The filter slice of one partition.
+pub struct FilterPart<'a> {
+    words: &'a mut [u64],
+}
+
+impl FilterPart<'_> {
+    /// Adds `id`; returns whether it may have been added before (false:
+    /// certainly not).
+    pub fn check_and_insert(&mut self, id: (u64, u64)) -> bool {
+        let blocks = self.words.len() / BLOCK_WORDS;
+        // The partition took the top bits of id.0; the block and the bit
+        // positions come from id.1, and the step from the rest of id.0.
+        let block = ((id.1 >> 32) % blocks as u64) as usize * BLOCK_WORDS;
+        let (mut position, step) = ((id.1 as u32) & 511, ((id.0 as u32) & 511) | 1);
+        let mut seen = true;
+        for _ in 0..8 {
+            let (word, bit) = (block + (position as usize >> 6), position & 63);
+            let mask = 1u64 << bit;
+            seen &= self.words[word] & mask != 0;
+            self.words[word] |= mask;
+            position = (position + step) & 511;
+        }
+        seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(i: u64) -> (u64, u64) {
+        let hash = xxhash_rust::xxh3::xxh3_128(&i.to_le_bytes());
+        ((hash >> 64) as u64, hash as u64)
+    }
+
+    #[test]
+    fn places_pack_into_one_word_and_back() {
+        for place in [(0, 0), (0, 1), (7, 123_456), (MAX_SOURCE, (1 << 40) - 1)] {
+            assert_eq!(unpack(pack(place)), place);
+        }
+    }
+
+    #[test]
+    fn index_files_hand_back_each_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.idx");
+        let mut entries: Vec<IndexEntry> =
+            (0..5000).map(|i| IndexEntry { id: id(i), content: i * 3, place: pack((i as u32 % 7, i)) }).collect();
+        write_index(&path, &mut entries.clone()).unwrap();
+        let file = IndexFile::open(&path).unwrap();
+        assert_eq!(file.len(), 5000);
+        let mut read = Vec::new();
+        for p in 0..PARTITIONS {
+            file.for_each_in(p, |e| {
+                assert_eq!(e.partition(), p);
+                read.push(e);
+            })
+            .unwrap();
+        }
+        read.sort_by_key(|e| e.content);
+        entries.sort_by_key(|e| e.content);
+        assert_eq!(read, entries);
+
+        let empty = dir.path().join("empty.idx");
+        write_index(&empty, &mut []).unwrap();
+        assert_eq!(IndexFile::open(&empty).unwrap().len(), 0);
+        std::fs::write(&empty, b"TMIDX001").unwrap();
+        assert!(IndexFile::open(&empty).is_err());
+    }
+
+    #[test]
+    fn the_filter_never_forgets_and_rarely_errs() {
+        let mut filter = Filter::new(64 * PARTITIONS as u64 * 256);
+        let mut parts: Vec<FilterPart<'_>> = filter.parts.iter_mut().map(|words| FilterPart { words }).collect();
+        let n = 100_000;
+        for i in 0..n {
+            let id = id(i);
+            parts[partition_of(id)].check_and_insert(id);
+        }
+        for i in 0..n {
+            let id = id(i);
+            assert!(parts[partition_of(id)].check_and_insert(id), "no false negatives");
+        }
+        // 100,000 ids in 1 MiB: about 84 bits an id.
+        let false_positives = (n..2 * n).filter(|&i| parts[partition_of(id(i))].check_and_insert(id(i))).count() as u64;
+        assert!(false_positives < n / 1000, "{false_positives} false positives");
+    }
+}
