@@ -33,11 +33,12 @@ pub struct Args {
     #[arg(long, default_value_t = IngestOptions::DEFAULT_MAX_ROLLUP_GROUPS)]
     pub max_rollup_groups: usize,
     /// Megabytes of the record-id filter that spares most rows an exact
-    /// look-up in the store's index (fixed, whatever the store holds).
+    /// look-up in the store's index (fixed, whatever the store holds; 0: the
+    /// smallest, for tests).
     #[arg(long, default_value_t = IngestOptions::DEFAULT_FILTER_BYTES >> 20)]
     pub filter_mb: u64,
     /// Megabytes of rows whose id the filter may have seen, held before they
-    /// are checked exactly against the index.
+    /// are checked exactly against the index (0: after every batch).
     #[arg(long, default_value_t = IngestOptions::DEFAULT_PENDING_BYTES >> 20)]
     pub pending_mb: u64,
 }
@@ -63,8 +64,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ingest_id,
         batch_bytes: args.batch_mb.max(1) << 20,
         max_rollup_groups: args.max_rollup_groups.max(1),
-        filter_bytes: args.filter_mb.max(1) << 20,
-        pending_bytes: args.pending_mb.max(1) << 20,
+        filter_bytes: args.filter_mb << 20,
+        pending_bytes: args.pending_mb << 20,
     };
     let report = store::ingest(&args.data, &args.store, &options)
         .with_context(|| format!("cannot ingest {} into {}", args.data.display(), args.store.display()))?;

@@ -6,25 +6,35 @@
 //! batch is read in parallel by the same readers and the same row check as
 //! every other command (`records::csv::read`, `records::parquet::read`,
 //! `records::parse_record`); every valid row leaves its [`Seen`] entry
-//! (record_id hash, content hash, place). The entries are checked, in file
-//! order, against a hash index of every record id stored so far (loaded from
-//! the store's index files, one kind at a time) plus the rows of earlier
-//! batches: an equal id with equal content is a duplicate, with different
-//! content a conflict naming both places. The batch's new rows are then
-//! written as one records file and folded into rollups.
+//! (record_id hash, content hash, place).
+//!
+//! Dedup, in file order: the rows of a batch are checked against each other
+//! exactly, and against everything stored or seen in earlier batches through
+//! a fixed-size filter of record-id hashes (`index::Filter`, loaded from the
+//! store's index files at the start of each kind). A row whose id the filter
+//! has never seen is new for certain and is written with its batch. The
+//! others ("candidates": real repeats and a few false positives) wait in a
+//! buffer; when it is full, and at the end of the kind, they are checked
+//! exactly, id-hash partition by partition, by streaming that partition of
+//! every index file (stored, and written by this ingest so far) past a hash
+//! of the partition's candidates: an equal id with equal content is a
+//! duplicate, with different content a conflict naming both places. New
+//! rows are written as one records file and one index file per batch, and
+//! folded into rollups.
 //!
 //! Memory, and what bounds it:
 //!
-//! - one batch: its rows (about 250 bytes each, plus the CSV bytes), its
-//!   records and index entries (written before the next batch);
+//! - one batch: its rows (about 250 bytes each, plus the CSV bytes of its
+//!   files: a batch holds at least one whole file), its records and index
+//!   entries (written before the next batch);
+//! - the record-id filter: [`IngestOptions::filter_bytes`], fixed;
+//! - candidates: [`IngestOptions::pending_bytes`], then one partition's
+//!   candidates in a hash map during the exact check (the index itself is
+//!   streamed, 1 MiB at a time per thread);
 //! - rollup groups: at most [`IngestOptions::max_rollup_groups`] while
 //!   reading (then spilled to partial files); at publish, each touched
 //!   account's groups at one grain (two accounts at a time), so the largest
-//!   account's distinct keys;
-//! - the dedup index of one kind: 32 bytes per record of that kind already
-//!   stored or new, plus hash-table slack. This part grows with the store;
-//!   bounding it needs the index partitioned on disk by id hash and checked
-//!   partition by partition (not done).
+//!   account's distinct keys.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -468,7 +478,7 @@ impl Run<'_> {
         let base = self.old.sources.len() as u32;
         let index_files = &state.index;
         let rows = &pending.rows;
-        type Found = (Vec<u32>, u64, Option<((u32, u64), (u32, u64), u32)>);
+        type Found = (Vec<u32>, u64, Option<PendingClash>);
         let found: Vec<Result<Found>> = parts
             .into_par_iter()
             .enumerate()
@@ -507,7 +517,7 @@ impl Run<'_> {
             })
             .collect();
         let mut new: Vec<u32> = Vec::new();
-        let mut first_conflict: Option<((u32, u64), (u32, u64), u32)> = None;
+        let mut first_conflict: Option<PendingClash> = None;
         for result in found {
             let (part_new, duplicates, conflict) = result?;
             new.extend(part_new);
@@ -579,6 +589,10 @@ impl Run<'_> {
 /// A conflict found: the stored or earlier place, the later place, and the
 /// later row's (chunk, row).
 type Clash = ((u32, u64), (u32, u64), u32, u32);
+
+/// A conflict found among the candidates: the earlier place, the later
+/// place, and the later row's position in [`Pending::rows`].
+type PendingClash = ((u32, u64), (u32, u64), u32);
 
 /// Splits files into batches of at most `limit` input bytes (at least one
 /// file each).

@@ -4,6 +4,7 @@ mod common;
 mod differential;
 mod errors;
 mod generate;
+mod ingest;
 mod report;
 mod server;
 mod store;
