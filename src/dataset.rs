@@ -36,6 +36,19 @@ impl Dataset {
         Ok(Dataset { dir: dir.to_owned(), accounts: store.accounts()?, store: Some(store) })
     }
 
+    /// One account's rows in the report's order, when the data set can
+    /// give them without a pass (a store whose rollups answer `selector`).
+    pub(crate) fn account_rows(
+        &self,
+        selector: &Selector,
+        account: &str,
+    ) -> Result<Option<crate::store::answer::AccountRows>> {
+        match &self.store {
+            Some(store) => store.account_rows(selector, account),
+            None => Ok(None),
+        }
+    }
+
     /// One pass over every record, keeping what `selector` keeps.
     /// A store's rows were checked at ingest: `on_bad_row` applies to raw
     /// data only.

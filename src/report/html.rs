@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::aggregate::{GroupKey, Totals};
+use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 use crate::labels;
 use crate::money::Amount;
@@ -289,12 +289,12 @@ impl Stats {
                     stats.charge_spend.checked_add(Amount::from_nanos(totals.amount)).ok_or_else(overflow)?;
                 continue;
             }
-            stats.add_row(key, totals)?;
+            stats.add_row(&key, totals)?;
         }
         Ok(stats)
     }
 
-    fn add_row(&mut self, key: &GroupKey, totals: &Totals) -> Result<()> {
+    fn add_row(&mut self, key: &super::RowKey<'_>, totals: &Totals) -> Result<()> {
         let product = key.product;
         if product.has_country_and_direction() {
             let country = key.country.as_ref().map_or("(none)", |c| c.as_str()).to_owned();
@@ -302,8 +302,8 @@ impl Stats {
             let direction = key.direction.map_or("(none)", |d| d.as_str()).to_owned();
             self.by_direction.entry(direction).or_default().add(product, totals)?;
         }
-        self.by_type.entry((product, key.type_.clone())).or_default().add(product, totals)?;
-        if let Some(code) = key.code.as_deref().filter(|c| !c.is_empty()) {
+        self.by_type.entry((product, key.type_.to_owned())).or_default().add(product, totals)?;
+        if let Some(code) = key.code.filter(|c| !c.is_empty()) {
             let table = if product.has_error_code() { &mut self.error_codes } else { &mut self.hangup_causes };
             table.entry(code.to_owned()).or_default().add(product, totals)?;
         }

@@ -9,6 +9,7 @@
 pub mod batch;
 pub mod csv_out;
 pub mod html;
+pub(crate) mod rows;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,8 @@ use crate::query::{UsageParams, UsageRequest};
 use crate::records::Product;
 use crate::time::{format_instant, Buckets};
 use crate::token::TokenKey;
+use rows::{PackedKey, Strings};
+pub use rows::{RowKey, Rows};
 use wire::{ChargeItem, Decimal, Meta, Page, UsageItem};
 
 /// The whole result of one account's request, before paging.
@@ -40,9 +43,9 @@ pub struct Summary {
     /// The window's buckets; row keys index into them.
     pub buckets: Buckets,
     /// Usage rows, in the report's order.
-    pub rows: Vec<(GroupKey, Totals)>,
+    pub rows: Rows,
     /// Other charges, when the request returns them.
-    pub charges: Option<Vec<(GroupKey, Totals)>>,
+    pub charges: Option<Rows>,
     /// Sum of every usage row.
     pub usage_spend: Amount,
     /// Usage plus other charges (when returned).
@@ -71,8 +74,12 @@ pub fn selector(params: &UsageParams, accounts: AccountScope, bucketing: Bucketi
 pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
     let buckets = request.window.buckets(request.params.granularity);
     let selector = selector(&request.params, AccountScope::one(&request.auth_id), Bucketing::shared(buckets.clone()));
+    let currency = dataset.accounts.currency(&request.auth_id);
+    if let Some((strings, rows)) = dataset.account_rows(&selector, &request.auth_id)? {
+        return summarize_rows(request, currency, &buckets, strings, rows);
+    }
     let aggregate = dataset.aggregate(&selector, OnBadRow::Fail)?;
-    summarize(request, dataset.accounts.currency(&request.auth_id), &buckets, &aggregate)
+    summarize(request, currency, &buckets, &aggregate)
 }
 
 /// Every account's answer to one set of parameters, from a single pass.
@@ -136,12 +143,6 @@ pub fn build_many(
 
 /// The summary of `request`'s account from an aggregate that holds it.
 pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggregate: &Aggregate) -> Result<Summary> {
-    let overflow = || Error::Internal("sum overflow".to_owned());
-    let mut rows = Vec::new();
-    let mut charges = Vec::new();
-    let mut usage_spend = Amount::ZERO;
-    let mut charge_spend = Amount::ZERO;
-    let mut subaccount_spend: BTreeMap<String, Amount> = BTreeMap::new();
     let from = GroupKey {
         account: request.auth_id.clone(),
         bucket: 0,
@@ -152,20 +153,56 @@ pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggr
         direction: None,
         code: None,
     };
-    for (key, totals) in aggregate.groups.range(from..).take_while(|(k, _)| k.account == request.auth_id) {
+    let mut strings = Strings::default();
+    let rows: Vec<(PackedKey, Totals)> = aggregate
+        .groups
+        .range(from..)
+        .take_while(|(k, _)| k.account == request.auth_id)
+        .map(|(key, totals)| (rows::pack(key, &mut strings), *totals))
+        .collect();
+    summarize_rows(request, currency, buckets, strings.into_table(), rows)
+}
+
+/// The summary of `request`'s account from its rows in the report's order
+/// (usage and other charges together), their text in `strings`.
+pub(crate) fn summarize_rows(
+    request: &UsageRequest,
+    currency: &str,
+    buckets: &Buckets,
+    strings: Arc<[Box<str>]>,
+    sorted: Vec<(PackedKey, Totals)>,
+) -> Result<Summary> {
+    let overflow = || Error::Internal("sum overflow".to_owned());
+    let mut usage = sorted;
+    let mut charges = Vec::new();
+    let mut usage_spend = Amount::ZERO;
+    let mut charge_spend = Amount::ZERO;
+    // Per subaccount id, then by name once at the end.
+    let mut by_subaccount: FxHashMap<u32, Amount> = FxHashMap::default();
+    let mut overflowed = false;
+    let mut add = |sum: &mut Amount, amount: Amount| match sum.checked_add(amount) {
+        Some(total) => *sum = total,
+        None => overflowed = true,
+    };
+    // In place: the usage rows stay where they are, charges move out.
+    usage.retain(|(key, totals)| {
         let amount = Amount::from_nanos(totals.amount);
         if key.product == Product::Other {
-            charge_spend = charge_spend.checked_add(amount).ok_or_else(overflow)?;
-            charges.push((key.clone(), *totals));
-            continue;
+            add(&mut charge_spend, amount);
+            charges.push((*key, *totals));
+            return false;
         }
-        usage_spend = usage_spend.checked_add(amount).ok_or_else(overflow)?;
-        if let Some(subaccount) = &key.subaccount {
-            let spend = subaccount_spend.entry(subaccount.clone()).or_default();
-            *spend = spend.checked_add(amount).ok_or_else(overflow)?;
+        add(&mut usage_spend, amount);
+        if key.subaccount != rows::ABSENT {
+            add(by_subaccount.entry(key.subaccount).or_default(), amount);
         }
-        rows.push((key.clone(), *totals));
+        true
+    });
+    if overflowed {
+        return Err(overflow());
     }
+    let subaccount_spend =
+        by_subaccount.into_iter().map(|(id, spend)| (strings[id as usize].to_string(), spend)).collect();
     let params = &request.params;
     let charges_returned = params.subaccount_auth.is_none() && params.products.contains(Product::Other);
     let total_spend =
@@ -174,8 +211,8 @@ pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggr
         request: request.clone(),
         currency: currency.to_owned(),
         buckets: buckets.clone(),
-        rows,
-        charges: charges_returned.then_some(charges),
+        rows: Rows::new(strings.clone(), usage),
+        charges: charges_returned.then(|| Rows::new(strings, charges)),
         usage_spend,
         total_spend,
         subaccount_spend,
@@ -215,8 +252,9 @@ impl Summary {
             let (start, end) = self.buckets.span(bucket);
             (format_instant(start, tz), format_instant(end, tz))
         };
-        let usage = self.rows[offset as usize..end as usize]
-            .iter()
+        let usage = self
+            .rows
+            .range(offset as usize, end as usize)
             .map(|(key, totals)| usage_item(key, totals, span(key.bucket)))
             .collect();
         let other_charges = match (&self.charges, first_page) {
@@ -228,7 +266,7 @@ impl Summary {
                         ChargeItem {
                             from_date,
                             to_date,
-                            description: &key.type_,
+                            description: key.type_,
                             total_units: totals.units,
                             total_amount: Decimal(Amount::from_nanos(totals.amount)),
                         }
@@ -289,10 +327,10 @@ impl Summary {
         for (key, totals) in self.rows.iter().chain(self.charges.iter().flatten()) {
             hash.update(&key.bucket.to_le_bytes());
             hash.update(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
-            text(&mut hash, Some(&key.type_));
-            text(&mut hash, key.subaccount.as_deref());
-            text(&mut hash, key.country.as_ref().map(|c| c.as_str()));
-            text(&mut hash, key.code.as_deref());
+            text(&mut hash, Some(key.type_));
+            text(&mut hash, key.subaccount);
+            text(&mut hash, key.country.map(|c| c.as_str()));
+            text(&mut hash, key.code);
             hash.update(&totals.records.to_le_bytes());
             hash.update(&totals.units.to_le_bytes());
             hash.update(&totals.duration.to_le_bytes());
@@ -306,9 +344,9 @@ impl Summary {
     }
 }
 
-fn usage_item<'a>(key: &'a GroupKey, totals: &Totals, (from_date, to_date): (String, String)) -> UsageItem<'a> {
+fn usage_item<'a>(key: RowKey<'a>, totals: &Totals, (from_date, to_date): (String, String)) -> UsageItem<'a> {
     let product = key.product;
-    let code = key.code.as_deref();
+    let code = key.code;
     let error_reason = match code {
         Some(code) if !code.is_empty() && product.has_error_code() => Some(labels::error_code(code)),
         Some(code) if !code.is_empty() => Some(labels::hangup_cause(code)),
@@ -318,9 +356,9 @@ fn usage_item<'a>(key: &'a GroupKey, totals: &Totals, (from_date, to_date): (Str
         from_date,
         to_date,
         product: product.as_str(),
-        type_: &key.type_,
-        subaccount_auth: key.subaccount.as_deref(),
-        country: key.country.as_ref().map(|c| c.as_str()),
+        type_: key.type_,
+        subaccount_auth: key.subaccount,
+        country: key.country.map(|c| c.as_str()),
         direction: key.direction.map(|d| d.as_str()),
         total_units: totals.units,
         duration_seconds: (product != Product::Message).then_some(Decimal(Amount::from_nanos(totals.duration))),

@@ -38,6 +38,7 @@
 //! union of slots; when a request's buckets are not (a historical offset),
 //! it is answered from the stored records instead ([`Store::aggregate`]).
 
+pub(crate) mod answer;
 mod index;
 pub mod ingest;
 mod parquet_io;
@@ -225,6 +226,25 @@ impl Store {
             }
         }
         Ok(inventory)
+    }
+
+    /// The rows of `account` that `selector` keeps, in the report's order,
+    /// straight from the account's rollup file: `None` when the selector's
+    /// buckets are not unions of rollup slots (then [`Store::aggregate`]
+    /// reads the stored records).
+    pub(crate) fn account_rows(&self, selector: &Selector, account: &str) -> Result<Option<answer::AccountRows>> {
+        let Some(grain) = coarsest_grain(selector) else { return Ok(None) };
+        let none = || Ok(Some((Vec::new().into(), Vec::new())));
+        if !selector.accounts.contains(account) {
+            return none();
+        }
+        let (Some(buckets), Some(files)) = (selector.bucketing.of(account), self.manifest.rollups.get(account)) else {
+            return none();
+        };
+        let Some(file) = files.get(&grain) else {
+            return Err(Error::io(&self.dir, format!("no {grain}-second rollups of account {account}")));
+        };
+        answer::account_rows(&self.dir.join(file), account, grain, selector, buckets).map(Some)
     }
 
     /// What `selector` keeps, summed: from the rollups when every bucket of

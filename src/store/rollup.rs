@@ -6,7 +6,9 @@
 
 use std::path::Path;
 
-use polars::prelude::{Column, DataFrame, DataType, ParquetCompression, ParquetWriter};
+use polars::prelude::{
+    Column, DataFrame, DataType, ParallelStrategy, ParquetCompression, ParquetReader, ParquetWriter, SerReader,
+};
 
 use super::parquet_io::{decimal_column, int_column, polars_error, read_frame, text_column, to_i64, ROW_GROUP_ROWS};
 use crate::aggregate::Totals;
@@ -220,6 +222,140 @@ pub fn for_each_rollup_in<'f>(
                 amount: amount[i],
                 surcharge: surcharge[i],
             },
+        })?;
+    }
+    Ok(())
+}
+
+/// One rollup row as a request reads it: `auth_id` is left unread (a file
+/// holds one account, named by the manifest) and text is not parsed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RowText<'f> {
+    pub subaccount: &'f str,
+    pub slot: i64,
+    pub product: &'f str,
+    pub type_: &'f str,
+    pub country: &'f str,
+    pub direction: &'f str,
+    pub error_code: &'f str,
+    pub hangup_cause: &'f str,
+    pub records: i64,
+    pub units: i64,
+    pub duration: i128,
+    pub amount: i128,
+    pub surcharge: i128,
+}
+
+/// Hands every row of a rollup file to `each`, in file order, reading the
+/// columns a request needs (all but `auth_id`) one row group at a time, so
+/// that memory holds one row group's columns, not the file's.
+pub(crate) fn for_each_row(path: &Path, mut each: impl FnMut(RowText<'_>) -> Result<()>) -> Result<()> {
+    let open = || std::fs::File::open(path).map_err(|e| Error::io(path, e));
+    let mut reader = ParquetReader::new(open()?);
+    let metadata = reader.get_metadata().map_err(polars_error(path))?.clone();
+    let columns: Vec<String> = ROLLUP_COLUMNS[1..].iter().map(|c| c.to_string()).collect();
+    let mut offset = 0;
+    for row_group in &metadata.row_groups {
+        let n_rows = row_group.num_rows();
+        let mut reader = ParquetReader::new(open()?)
+            .with_columns(Some(columns.clone()))
+            .with_slice(Some((offset, n_rows)))
+            .read_parallel(ParallelStrategy::Columns);
+        reader.set_metadata(metadata.clone());
+        let frame = reader.finish().map_err(polars_error(path))?;
+        for_each_row_in(path, &frame, &mut each)?;
+        offset += n_rows;
+    }
+    Ok(())
+}
+
+/// Hands every row of `frame` (columns of a rollup file at `path`) to
+/// `each`, borrowing text from the frame.
+fn for_each_row_in<'f>(
+    path: &Path,
+    frame: &'f DataFrame,
+    mut each: impl FnMut(RowText<'f>) -> Result<()>,
+) -> Result<()> {
+    let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
+    let no_nulls = |name: &str, nulls: usize| {
+        if nulls > 0 {
+            return Err(broken(format!("null in '{name}'")));
+        }
+        Ok(())
+    };
+    let text = |name: &str| -> Result<_> {
+        let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
+        no_nulls(name, column.null_count())?;
+        Ok(column.downcast_iter().flat_map(|array| array.values_iter()))
+    };
+    let int = |name: &str| -> Result<_> {
+        let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
+        no_nulls(name, column.null_count())?;
+        Ok(column.downcast_iter().flat_map(|array| array.values().iter().copied()))
+    };
+    let decimal = |name: &str| -> Result<_> {
+        let column = frame.column(name).map_err(polars_error(path))?;
+        if *column.dtype() != DataType::Decimal(38, 9) {
+            return Err(broken(format!("'{name}' is {}, not decimal(38, 9)", column.dtype())));
+        }
+        let values = column.decimal().map_err(polars_error(path))?.physical();
+        no_nulls(name, values.null_count())?;
+        Ok(values.downcast_iter().flat_map(|array| array.values().iter().copied()))
+    };
+    let (mut subaccount, mut slot, mut product, mut type_) =
+        (text("subaccount_auth")?, int("slot_start")?, text("product")?, text("type")?);
+    let (mut country, mut direction, mut error_code, mut hangup_cause) =
+        (text("country")?, text("direction")?, text("error_code")?, text("hangup_cause")?);
+    let (mut records, mut units) = (int("records")?, int("units")?);
+    let (mut duration, mut amount, mut surcharge) =
+        (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
+    for _ in 0..frame.height() {
+        let (
+            Some(subaccount),
+            Some(slot),
+            Some(product),
+            Some(type_),
+            Some(country),
+            Some(direction),
+            Some(error_code),
+            Some(hangup_cause),
+            Some(records),
+            Some(units),
+            Some(duration),
+            Some(amount),
+            Some(surcharge),
+        ) = (
+            subaccount.next(),
+            slot.next(),
+            product.next(),
+            type_.next(),
+            country.next(),
+            direction.next(),
+            error_code.next(),
+            hangup_cause.next(),
+            records.next(),
+            units.next(),
+            duration.next(),
+            amount.next(),
+            surcharge.next(),
+        )
+        else {
+            return Err(broken("columns of different lengths".to_owned()));
+        };
+        each(RowText {
+            subaccount,
+            slot,
+            product,
+            type_,
+            country,
+            direction,
+            error_code,
+            hangup_cause,
+            records,
+            units,
+            duration,
+            amount,
+            surcharge,
         })?;
     }
     Ok(())

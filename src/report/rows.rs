@@ -1,0 +1,166 @@
+//! The rows of one account's result, compact: each key's text is an id into
+//! one string table shared by the usage rows and the other charges, so a
+//! result of hundreds of thousands of rows holds each distinct subaccount,
+//! type and code once instead of an owned copy per row. Pages, digests and
+//! reports borrow the text ([`RowKey`]); nothing is copied per row.
+
+use std::sync::Arc;
+
+use crate::aggregate::{GroupKey, Totals};
+use crate::records::{Country, Direction, Product};
+
+/// No string: the id of an absent subaccount or code.
+pub(crate) const ABSENT: u32 = u32::MAX;
+
+/// A row's key in string ids: [`GroupKey`] without the account (one account
+/// per result), text as ids into the result's string table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PackedKey {
+    /// Bucket index.
+    pub bucket: u32,
+    /// Sub-type or charge description.
+    pub type_: u32,
+    /// Subaccount, or [`ABSENT`].
+    pub subaccount: u32,
+    /// Error code or hangup cause, or [`ABSENT`].
+    pub code: u32,
+    /// Product.
+    pub product: Product,
+    /// Country.
+    pub country: Option<Country>,
+    /// Direction.
+    pub direction: Option<Direction>,
+}
+
+/// One row's key, borrowing its text from the result: the fields of
+/// [`GroupKey`] but the account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowKey<'a> {
+    /// Bucket index in the summary's buckets.
+    pub bucket: u32,
+    /// Product; `Other` for charges.
+    pub product: Product,
+    /// Sub-type, or a charge's description.
+    pub type_: &'a str,
+    /// Subaccount, absent on parent-level rows.
+    pub subaccount: Option<&'a str>,
+    /// Country, absent when empty or not a dimension of the product.
+    pub country: Option<&'a Country>,
+    /// Direction, absent when not a dimension of the product.
+    pub direction: Option<Direction>,
+    /// Error code (messages) or hangup cause (calls); absent otherwise.
+    pub code: Option<&'a str>,
+}
+
+impl RowKey<'_> {
+    /// The owned key of this row of `account`.
+    pub fn to_group_key(&self, account: &str) -> GroupKey {
+        GroupKey {
+            account: account.to_owned(),
+            bucket: self.bucket,
+            product: self.product,
+            type_: self.type_.to_owned(),
+            subaccount: self.subaccount.map(str::to_owned),
+            country: self.country.copied(),
+            direction: self.direction,
+            code: self.code.map(str::to_owned),
+        }
+    }
+}
+
+/// Rows in the report's order, with their totals.
+#[derive(Clone, Debug, Default)]
+pub struct Rows {
+    strings: Arc<[Box<str>]>,
+    rows: Vec<(PackedKey, Totals)>,
+}
+
+impl Rows {
+    /// Rows over `strings` (every id of `rows` indexes it).
+    pub(crate) fn new(strings: Arc<[Box<str>]>, rows: Vec<(PackedKey, Totals)>) -> Rows {
+        Rows { strings, rows }
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The rows from `start` to `end` (exclusive), in order.
+    pub fn range(&self, start: usize, end: usize) -> impl Iterator<Item = (RowKey<'_>, &Totals)> + '_ {
+        self.rows[start..end].iter().map(|(key, totals)| (self.key(key), totals))
+    }
+
+    /// Every row, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (RowKey<'_>, &Totals)> + '_ {
+        self.range(0, self.rows.len())
+    }
+
+    fn text(&self, id: u32) -> Option<&str> {
+        (id != ABSENT).then(|| &*self.strings[id as usize])
+    }
+
+    fn key<'a>(&'a self, key: &'a PackedKey) -> RowKey<'a> {
+        RowKey {
+            bucket: key.bucket,
+            product: key.product,
+            type_: self.text(key.type_).unwrap_or(""),
+            subaccount: self.text(key.subaccount),
+            country: key.country.as_ref(),
+            direction: key.direction,
+            code: self.text(key.code),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Rows {
+    type Item = (RowKey<'a>, &'a Totals);
+    type IntoIter = Box<dyn Iterator<Item = (RowKey<'a>, &'a Totals)> + 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+/// A string table built as rows are added: each distinct text once.
+#[derive(Debug, Default)]
+pub(crate) struct Strings {
+    ids: rustc_hash::FxHashMap<Box<str>, u32>,
+    strings: Vec<Box<str>>,
+}
+
+impl Strings {
+    /// The id of `text`, adding it if new.
+    pub fn intern(&mut self, text: &str) -> u32 {
+        if let Some(id) = self.ids.get(text) {
+            return *id;
+        }
+        let id = self.strings.len() as u32;
+        self.strings.push(text.into());
+        self.ids.insert(text.into(), id);
+        id
+    }
+
+    /// The table, for [`Rows::new`].
+    pub fn into_table(self) -> Arc<[Box<str>]> {
+        self.strings.into()
+    }
+}
+
+/// The packed key of an owned key, its text interned in `strings`.
+pub(crate) fn pack(key: &GroupKey, strings: &mut Strings) -> PackedKey {
+    PackedKey {
+        bucket: key.bucket,
+        type_: strings.intern(&key.type_),
+        subaccount: key.subaccount.as_deref().map_or(ABSENT, |s| strings.intern(s)),
+        code: key.code.as_deref().map_or(ABSENT, |s| strings.intern(s)),
+        product: key.product,
+        country: key.country,
+        direction: key.direction,
+    }
+}

@@ -1,0 +1,231 @@
+//! One account's request answered from its rollup file: the rows of the
+//! result in the report's order, ready for `report::summarize_rows`, with
+//! no owned key per row and no string compared per row.
+//!
+//! The file's text columns are interned once per distinct value (a row
+//! whose value equals the previous row's skips even the hash), rows are
+//! folded per bucket on integer keys, and the rows of each bucket are put
+//! in the report's order by the byte-order ranks of the file's few distinct
+//! strings. A rollup file is sorted by slot, so the buckets come one after
+//! the other; when a bucket is one slot of the grain (a UTC day from the
+//! day grain, an hour from the hour grain), its rows are already in the
+//! report's order and the sort is a check.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::rollup::{self, RowText};
+use crate::aggregate::{AccountScope, Dimensions, Selector, Totals};
+use crate::error::{Error, Result};
+use crate::records::{Country, Direction, Product};
+use crate::report::rows::{PackedKey, ABSENT};
+use crate::time::Buckets;
+
+/// The rows of a result in the report's order, their text by id.
+pub(crate) type AccountRows = (Arc<[Box<str>]>, Vec<(PackedKey, Totals)>);
+
+/// The rows `selector` keeps from `account`'s rollup file at `grain`
+/// seconds, bucketed by `buckets` (every bucket a union of whole slots).
+pub(crate) fn account_rows(
+    path: &Path,
+    account: &str,
+    grain: i64,
+    selector: &Selector,
+    buckets: &Buckets,
+) -> Result<AccountRows> {
+    let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
+    let overflow = || Error::Internal(format!("sum overflow in the rollups of account {account}"));
+    // The file holds one account: the account is checked once, not per row.
+    let row_selector = Selector { accounts: AccountScope::All, bytes_read: None, ..selector.clone() };
+    let mut strings = Dictionary::default();
+    let mut out: Vec<(PackedKey, Totals)> = Vec::new();
+    // Start of each bucket's rows in `out`, and the bucket.
+    let mut segments: Vec<(usize, u32)> = Vec::new();
+    let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
+    let mut current: Option<(u32, i64, i64, bool)> = None;
+    let mut last_product: Option<Product> = None;
+    rollup::for_each_row(path, |row: RowText<'_>| {
+        let slot = row.slot;
+        let (bucket, folds) = match current {
+            Some((bucket, start, end, folds)) if slot >= start && slot < end => (bucket, folds),
+            _ => {
+                let Some(bucket) = buckets.index(slot) else { return Ok(()) };
+                let (start, end) = buckets.span(bucket);
+                // A bucket of one slot takes each row as it comes; a wider
+                // one sums its slots' rows under one key.
+                let folds = end - start != grain;
+                current = Some((bucket, start, end, folds));
+                segments.push((out.len(), bucket));
+                by_key.clear();
+                (bucket, folds)
+            }
+        };
+        let product = match last_product {
+            Some(last) if last.as_str() == row.product => last,
+            _ => Product::parse(row.product).ok_or_else(|| broken(format!("unknown product '{}'", row.product)))?,
+        };
+        last_product = Some(product);
+        let code = if product.has_error_code() {
+            row.error_code
+        } else if product.has_hangup_cause() {
+            row.hangup_cause
+        } else {
+            ""
+        };
+        let country = match row.country {
+            "" => None,
+            text => Some(Country::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad country '{text}'")))?),
+        };
+        let direction = match row.direction {
+            "" => None,
+            text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad direction '{text}'")))?),
+        };
+        let dimensions = Dimensions { auth_id: account, product, subaccount: row.subaccount, country, direction, code };
+        if !row_selector.keeps(&dimensions) {
+            return Ok(());
+        }
+        if row.records < 0 || row.units < 0 {
+            return Err(broken("negative count".to_owned()));
+        }
+        let totals = Totals {
+            records: row.records as u64,
+            units: row.units as u128,
+            duration: row.duration,
+            amount: row.amount,
+            surcharge: row.surcharge,
+        };
+        // The fields `GroupKey::new` keeps, as ids.
+        let has_place = product.has_country_and_direction();
+        let key = PackedKey {
+            bucket,
+            type_: strings.id(Column::Type, row.type_),
+            subaccount: if row.subaccount.is_empty() || product == Product::Other {
+                ABSENT
+            } else {
+                strings.id(Column::Subaccount, row.subaccount)
+            },
+            code: if product.has_error_code() || product.has_hangup_cause() {
+                strings.id(Column::Code, code)
+            } else {
+                ABSENT
+            },
+            product,
+            country: country.filter(|_| has_place),
+            direction: direction.filter(|_| has_place),
+        };
+        if folds {
+            match by_key.entry(order_key(&key, |id| id)) {
+                std::collections::hash_map::Entry::Occupied(entry) => {
+                    let sum = &mut out[*entry.get() as usize].1;
+                    *sum = sum.checked_add(&totals).ok_or_else(overflow)?;
+                    return Ok(());
+                }
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    entry.insert(out.len() as u32);
+                }
+            }
+        }
+        out.push((key, totals));
+        Ok(())
+    })?;
+    // Each bucket's rows in the report's order (string ids by byte order),
+    // then equal keys summed (when a file held two rows of one group).
+    let (table, ranks) = strings.ranked();
+    let mut ends: Vec<usize> = segments.iter().skip(1).map(|s| s.0).collect();
+    ends.push(out.len());
+    let monotone = segments.windows(2).all(|w| w[0].1 < w[1].1);
+    if monotone {
+        for ((start, _), end) in segments.iter().zip(ends) {
+            out[*start..end].sort_unstable_by_key(|(key, _)| order_key(key, |id| ranks[id as usize]));
+        }
+    } else {
+        // Not sorted by slot: one sort of everything.
+        out.sort_unstable_by_key(|(key, _)| (key.bucket, order_key(key, |id| ranks[id as usize])));
+    }
+    let mut overflowed = false;
+    out.dedup_by(|(key, totals), (kept, sum)| {
+        if key != kept {
+            return false;
+        }
+        match sum.checked_add(totals) {
+            Some(total) => *sum = total,
+            None => overflowed = true,
+        }
+        true
+    });
+    if overflowed {
+        return Err(overflow());
+    }
+    Ok((table, out))
+}
+
+/// A key ordered as the report orders rows within a bucket (product, type,
+/// subaccount, country, direction, code; absent first), text ids mapped to
+/// ranks by `rank`.
+#[inline]
+fn order_key(key: &PackedKey, rank: impl Fn(u32) -> u32) -> u128 {
+    let text = |id: u32| if id == ABSENT { 0 } else { rank(id) as u128 + 1 };
+    let country = key.country.map_or(0, |c| {
+        let b = c.as_str().as_bytes();
+        1 + ((b[0] as u128) << 8 | b[1] as u128)
+    });
+    let direction = key.direction.map_or(0, |d| 1 + d as u128);
+    // 3 + 33 + 33 + 17 + 2 + 33 bits.
+    (key.product as u128) << 118
+        | text(key.type_) << 85
+        | text(key.subaccount) << 52
+        | country << 35
+        | direction << 33
+        | text(key.code)
+}
+
+/// Which column a text came from (each keeps its last value).
+#[derive(Clone, Copy)]
+enum Column {
+    Type,
+    Subaccount,
+    Code,
+}
+
+/// The distinct strings of a file, interned as they come.
+#[derive(Default)]
+struct Dictionary {
+    ids: FxHashMap<Box<str>, u32>,
+    strings: Vec<Box<str>>,
+    /// Per column, 1 + the id of its last value (0: none yet).
+    last: [u32; 3],
+}
+
+impl Dictionary {
+    #[inline]
+    fn id(&mut self, column: Column, text: &str) -> u32 {
+        let last = &mut self.last[column as usize];
+        if *last != 0 && *self.strings[*last as usize - 1] == *text {
+            return *last - 1;
+        }
+        let id = match self.ids.get(text) {
+            Some(id) => *id,
+            None => {
+                let id = self.strings.len() as u32;
+                self.strings.push(text.into());
+                self.ids.insert(text.into(), id);
+                id
+            }
+        };
+        *last = id + 1;
+        id
+    }
+
+    /// The strings as a table, and each id's rank in byte order.
+    fn ranked(self) -> (Arc<[Box<str>]>, Vec<u32>) {
+        let mut order: Vec<u32> = (0..self.strings.len() as u32).collect();
+        order.sort_unstable_by(|a, b| self.strings[*a as usize].cmp(&self.strings[*b as usize]));
+        let mut ranks = vec![0; order.len()];
+        for (rank, id) in order.into_iter().enumerate() {
+            ranks[id as usize] = rank as u32;
+        }
+        (self.strings.into(), ranks)
+    }
+}
