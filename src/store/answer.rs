@@ -46,7 +46,8 @@ pub(crate) fn account_rows(
     let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
     let mut current: Option<(u32, i64, i64, bool)> = None;
     let mut last_product: Option<Product> = None;
-    rollup::for_each_row(path, |row: RowText<'_>| {
+    let window = (buckets.span(0).0, buckets.span(buckets.len().saturating_sub(1) as u32).1);
+    rollup::for_each_row(path, window, |row: RowText<'_>| {
         let slot = row.slot;
         let (bucket, folds) = match current {
             Some((bucket, start, end, folds)) if slot >= start && slot < end => (bucket, folds),

@@ -241,6 +241,9 @@ impl Store {
         let (Some(buckets), Some(files)) = (selector.bucketing.of(account), self.manifest.rollups.get(account)) else {
             return none();
         };
+        if buckets.is_empty() {
+            return none();
+        }
         let Some(file) = files.get(&grain) else {
             return Err(Error::io(&self.dir, format!("no {grain}-second rollups of account {account}")));
         };

@@ -248,8 +248,14 @@ pub(crate) struct RowText<'f> {
 
 /// Hands every row of a rollup file to `each`, in file order, reading the
 /// columns a request needs (all but `auth_id`) one row group at a time, so
-/// that memory holds one row group's columns, not the file's.
-pub(crate) fn for_each_row(path: &Path, mut each: impl FnMut(RowText<'_>) -> Result<()>) -> Result<()> {
+/// that memory holds one row group's columns, not the file's. Row groups
+/// whose slots all lie outside `[window.0, window.1)` are skipped after
+/// reading their `slot_start` column alone.
+pub(crate) fn for_each_row(
+    path: &Path,
+    window: (i64, i64),
+    mut each: impl FnMut(RowText<'_>) -> Result<()>,
+) -> Result<()> {
     let open = || std::fs::File::open(path).map_err(|e| Error::io(path, e));
     let mut reader = ParquetReader::new(open()?);
     let metadata = reader.get_metadata().map_err(polars_error(path))?.clone();
@@ -257,12 +263,25 @@ pub(crate) fn for_each_row(path: &Path, mut each: impl FnMut(RowText<'_>) -> Res
     let mut offset = 0;
     for row_group in &metadata.row_groups {
         let n_rows = row_group.num_rows();
-        let mut reader = ParquetReader::new(open()?)
-            .with_columns(Some(columns.clone()))
-            .with_slice(Some((offset, n_rows)))
-            .read_parallel(ParallelStrategy::Columns);
-        reader.set_metadata(metadata.clone());
-        let frame = reader.finish().map_err(polars_error(path))?;
+        let read = |columns: Vec<String>| -> Result<DataFrame> {
+            let mut reader = ParquetReader::new(open()?)
+                .with_columns(Some(columns))
+                .with_slice(Some((offset, n_rows)))
+                .read_parallel(ParallelStrategy::Columns);
+            reader.set_metadata(metadata.clone());
+            reader.finish().map_err(polars_error(path))
+        };
+        let slots = read(vec![ROLLUP_COLUMNS[2].to_owned()])?;
+        let slots = slots.column(ROLLUP_COLUMNS[2]).and_then(|c| c.i64()).map_err(polars_error(path))?;
+        let (min, max) = slots
+            .downcast_iter()
+            .flat_map(|array| array.values().iter().copied())
+            .fold((i64::MAX, i64::MIN), |(min, max), slot| (min.min(slot), max.max(slot)));
+        if max < window.0 || min >= window.1 {
+            offset += n_rows;
+            continue;
+        }
+        let frame = read(columns.clone())?;
         for_each_row_in(path, &frame, &mut each)?;
         offset += n_rows;
     }
