@@ -9,7 +9,9 @@
 //!   20 000 transcriptions and 2 000 charges (20 accounts, 30 days, CSV,
 //!   4 files per kind) in a temporary directory;
 //! - render: page 1 and the JSON of the biggest account's 30-day daily
-//!   summary of that data set.
+//!   summary of that data set;
+//! - store: that summary from a store ingested from the same data set
+//!   (ingested once, outside the timed loop).
 
 use std::path::Path;
 
@@ -24,6 +26,7 @@ use telemeter::records::dedup::{self, Seen, PARTITIONS};
 use telemeter::records::files::{Format, InputFile};
 use telemeter::records::{self, Field, Kind};
 use telemeter::report;
+use telemeter::store::IngestOptions;
 use telemeter::time::{Granularity, Window};
 use telemeter::token::TokenKey;
 
@@ -190,6 +193,27 @@ fn aggregate_and_end_to_end(c: &mut Criterion) {
     group.bench_function("summary_one_account_30_days_322k_rows", |b| {
         b.iter(|| {
             let summary = report::build(&data.dataset, &data.request).expect("built");
+            let page = summary.requested_page(&data.key).expect("a page");
+            report::to_json(&page, false).expect("json").len()
+        })
+    });
+    group.finish();
+
+    let store_dir = tempfile::tempdir().expect("a temp dir");
+    let options = IngestOptions {
+        on_bad_row: OnBadRow::Fail,
+        ingest_id: "bench".to_owned(),
+        batch_bytes: IngestOptions::DEFAULT_BATCH_BYTES,
+        max_rollup_groups: IngestOptions::DEFAULT_MAX_ROLLUP_GROUPS,
+    };
+    telemeter::store::ingest(dir, store_dir.path(), &options).expect("ingested");
+    let mut group = c.benchmark_group("store");
+    group.sample_size(20);
+    group.bench_function("summary_one_account_30_days_from_store", |b| {
+        b.iter(|| {
+            // Opened in the loop, as every `summary --store` run opens it.
+            let store = Dataset::open_store(store_dir.path()).expect("opens");
+            let summary = report::build(&store, &data.request).expect("built");
             let page = summary.requested_page(&data.key).expect("a page");
             report::to_json(&page, false).expect("json").len()
         })

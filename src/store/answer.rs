@@ -230,3 +230,51 @@ impl Dictionary {
         (self.strings.into(), ranks)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::rows::Rows;
+
+    /// Keys sorted by [`order_key`] over ranked ids come out in the order
+    /// of their owned [`crate::aggregate::GroupKey`]s (the report's order).
+    #[test]
+    fn order_keys_sort_like_group_keys() {
+        let mut strings = Dictionary::default();
+        let texts = ["sms", "", "S2", "voice", "S1", "4000", "30007", "Number Charges", "mms", "3010"];
+        let ids: Vec<u32> = texts.iter().map(|t| strings.id(Column::Type, t)).collect();
+        let id = |text: &str| ids[texts.iter().position(|t| *t == text).unwrap()];
+        let (table, ranks) = strings.ranked();
+        let us = Country::parse(b"US");
+        let de = Country::parse(b"DE");
+        let key = |product, type_: &str, sub: Option<&str>, country, direction, code: Option<&str>| PackedKey {
+            bucket: 0,
+            type_: id(type_),
+            subaccount: sub.map_or(ABSENT, id),
+            code: code.map_or(ABSENT, id),
+            product,
+            country,
+            direction,
+        };
+        let (inbound, outbound) = (Some(Direction::Inbound), Some(Direction::Outbound));
+        let mut keys = vec![
+            key(Product::Voice, "voice", Some("S2"), us, inbound, Some("4000")),
+            key(Product::Voice, "voice", None, us, inbound, Some("4000")),
+            key(Product::Voice, "voice", Some("S1"), None, outbound, Some("")),
+            key(Product::Voice, "voice", Some("S1"), de, outbound, Some("3010")),
+            key(Product::Voice, "voice", Some("S1"), de, inbound, Some("4000")),
+            key(Product::Message, "sms", None, us, outbound, Some("30007")),
+            key(Product::Message, "sms", None, us, outbound, Some("")),
+            key(Product::Message, "mms", Some("S2"), None, inbound, Some("")),
+            key(Product::Transcription, "", None, None, None, None),
+            key(Product::Other, "Number Charges", None, None, None, None),
+            key(Product::Zentrunk, "voice", None, us, inbound, Some("")),
+        ];
+        keys.sort_unstable_by_key(|k| order_key(k, |id| ranks[id as usize]));
+        let rows = Rows::new(table, keys.into_iter().map(|k| (k, Totals::default())).collect());
+        let owned: Vec<_> = rows.iter().map(|(key, _)| key.to_group_key("A")).collect();
+        let mut sorted = owned.clone();
+        sorted.sort();
+        assert_eq!(owned, sorted);
+    }
+}

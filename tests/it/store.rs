@@ -138,6 +138,8 @@ const QUERIES: &[&str] = &[
     "from_date=2026-10-29&to_date=2026-11-24&granularity=day",
     "from_date=2026-11-18&to_date=2026-11-21&granularity=hour&page_size=7",
     "from_date=2026-11-18&to_date=2026-11-21&granularity=hour&timezone=Asia/Kolkata",
+    "from_date=2026-10-29&to_date=2026-11-24&granularity=day&timezone=Asia/Kolkata&page_size=40",
+    "from_date=2026-10-01&to_date=2026-12-01&granularity=month",
     "from_date=2026-11-18&to_date=2026-11-21&granularity=hour&timezone=Asia/Kathmandu&page_size=50",
     "from_date=2026-10-31&to_date=2026-11-03&granularity=hour&timezone=America/New_York",
     "from_date=2026-10-01&to_date=2026-12-01&granularity=month&timezone=America/New_York",
