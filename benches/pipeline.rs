@@ -205,6 +205,8 @@ fn aggregate_and_end_to_end(c: &mut Criterion) {
         ingest_id: "bench".to_owned(),
         batch_bytes: IngestOptions::DEFAULT_BATCH_BYTES,
         max_rollup_groups: IngestOptions::DEFAULT_MAX_ROLLUP_GROUPS,
+        filter_bytes: IngestOptions::DEFAULT_FILTER_BYTES,
+        pending_bytes: IngestOptions::DEFAULT_PENDING_BYTES,
     };
     telemeter::store::ingest(dir, store_dir.path(), &options).expect("ingested");
     let mut group = c.benchmark_group("store");
