@@ -56,48 +56,22 @@ pub struct Outcome {
     pub conflict: Option<PlacePair>,
 }
 
-/// Checks the entries of one kind, given as many lists of partitions.
+/// Checks the entries of one kind, given as many lists of partitions (one
+/// list per scan, scans in file order).
 pub fn check(parts: Vec<Vec<Vec<Seen>>>) -> Outcome {
-    // Each partition is allocated once, at its final size.
-    let mut sizes = [0usize; PARTITIONS];
-    for scan in &parts {
-        for (p, entries) in scan.iter().enumerate() {
-            sizes[p % PARTITIONS] += entries.len();
-        }
-    }
-    let mut by_partition: Vec<Vec<Seen>> = sizes.iter().map(|&n| Vec::with_capacity(n)).collect();
-    for scan in parts {
-        for (p, entries) in scan.into_iter().enumerate() {
-            by_partition[p % PARTITIONS].extend_from_slice(&entries);
-        }
-    }
-    let results: Vec<PartitionOutcome> = by_partition
+    // Partition `p` is the `p`-th list of every scan, taken in scan order:
+    // read where the scans left them, not copied into one list first (a copy
+    // of every entry that ran on one thread and faulted in fresh pages).
+    let results: Vec<PartitionOutcome> = (0..PARTITIONS)
         .into_par_iter()
-        .map(|mut entries| {
-            let in_place_order = entries.windows(2).all(|w| (w[0].file, w[0].line) <= (w[1].file, w[1].line));
-            if in_place_order && entries.len() < u32::MAX as usize {
-                return check_in_place_order(&entries);
+        .map(|p| {
+            let lists: Vec<&[Seen]> =
+                parts.iter().filter_map(|scan| scan.get(p)).map(|l| &l[..]).filter(|l| !l.is_empty()).collect();
+            if in_place_order(&lists) {
+                check_in_place_order(lists.iter().flat_map(|l| l.iter()), lists.iter().map(|l| l.len()).sum())
+            } else {
+                check_sorted(lists.concat())
             }
-            entries.sort_unstable_by_key(|e| (e.id, e.file, e.line));
-            let mut duplicates = Vec::new();
-            let mut conflict: Option<PlacePair> = None;
-            let mut first = 0;
-            for i in 1..entries.len() {
-                if entries[i].id != entries[first].id {
-                    first = i;
-                    continue;
-                }
-                let (a, b) = (&entries[first], &entries[i]);
-                if a.content == b.content {
-                    duplicates.push((b.file, b.line));
-                } else {
-                    let found = ((a.file, a.line), (b.file, b.line));
-                    if conflict.is_none_or(|c| found.1 < c.1) {
-                        conflict = Some(found);
-                    }
-                }
-            }
-            (duplicates, conflict)
         })
         .collect();
     let mut outcome = Outcome::default();
@@ -112,22 +86,29 @@ pub fn check(parts: Vec<Vec<Vec<Seen>>>) -> Outcome {
     outcome
 }
 
+/// Whether the entries of `lists`, read one list after the other, come in
+/// (file, line) order.
+fn in_place_order(lists: &[&[Seen]]) -> bool {
+    let place = |e: &Seen| (e.file, e.line);
+    lists.iter().all(|l| l.windows(2).all(|w| place(&w[0]) <= place(&w[1])))
+        && lists.windows(2).all(|w| place(&w[0][w[0].len() - 1]) <= place(&w[1][0]))
+}
+
 /// The check of one partition whose entries come in file order (as a pass
 /// makes them): the first entry of an id is its earliest, so one hash map
 /// from id to first entry replaces the sort, at the same outcome.
-#[allow(clippy::type_complexity)]
-fn check_in_place_order(entries: &[Seen]) -> (Vec<(u32, u64)>, Option<((u32, u64), (u32, u64))>) {
-    let mut first: rustc_hash::FxHashMap<(u64, u64), u32> =
-        rustc_hash::FxHashMap::with_capacity_and_hasher(entries.len(), Default::default());
+fn check_in_place_order<'e>(entries: impl Iterator<Item = &'e Seen>, n_entries: usize) -> PartitionOutcome {
+    let mut first: rustc_hash::FxHashMap<(u64, u64), &Seen> =
+        rustc_hash::FxHashMap::with_capacity_and_hasher(n_entries, Default::default());
     let mut duplicates = Vec::new();
-    let mut conflict: Option<((u32, u64), (u32, u64))> = None;
-    for (i, entry) in entries.iter().enumerate() {
+    let mut conflict: Option<PlacePair> = None;
+    for entry in entries {
         match first.entry(entry.id) {
             std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(i as u32);
+                slot.insert(entry);
             }
             std::collections::hash_map::Entry::Occupied(slot) => {
-                let earlier = &entries[*slot.get() as usize];
+                let earlier = *slot.get();
                 if earlier.content == entry.content {
                     duplicates.push((entry.file, entry.line));
                 } else {
@@ -136,6 +117,30 @@ fn check_in_place_order(entries: &[Seen]) -> (Vec<(u32, u64)>, Option<((u32, u64
                         conflict = Some(found);
                     }
                 }
+            }
+        }
+    }
+    (duplicates, conflict)
+}
+
+/// The check of one partition in any order: sorted by id, then place.
+fn check_sorted(mut entries: Vec<Seen>) -> PartitionOutcome {
+    entries.sort_unstable_by_key(|e| (e.id, e.file, e.line));
+    let mut duplicates = Vec::new();
+    let mut conflict: Option<PlacePair> = None;
+    let mut first = 0;
+    for i in 1..entries.len() {
+        if entries[i].id != entries[first].id {
+            first = i;
+            continue;
+        }
+        let (a, b) = (&entries[first], &entries[i]);
+        if a.content == b.content {
+            duplicates.push((b.file, b.line));
+        } else {
+            let found = ((a.file, a.line), (b.file, b.line));
+            if conflict.is_none_or(|c| found.1 < c.1) {
+                conflict = Some(found);
             }
         }
     }
