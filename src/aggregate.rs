@@ -496,6 +496,9 @@ fn scan_file<'s>(
             Ok(vec![scan])
         }
         _ => {
+            if let Some(map) = records::csv::map(file) {
+                return records::csv::read(file, file.kind, &map, new_scan);
+            }
             // File buffers are reused: a fresh buffer of a big file costs a
             // page fault (and a zeroed page) per 4 KiB, as much as reading it.
             let mut bytes = BUFFERS.lock().map(|mut pool| pool.pop().unwrap_or_default()).unwrap_or_default();

@@ -42,6 +42,34 @@ pub fn load(file: &InputFile) -> Result<Vec<u8>> {
     }
 }
 
+/// A plain CSV file mapped into memory, or `None` when it is compressed or
+/// cannot be mapped (the caller reads it with [`load_into`] instead, which
+/// also reports any error). Mapping saves copying the file into a buffer
+/// and faulting in fresh pages for it.
+pub fn map(file: &InputFile) -> Option<memmap2::Mmap> {
+    if file.format != Format::Csv {
+        return None;
+    }
+    let handle = std::fs::File::open(&file.path).ok()?;
+    let map = map_read_only(&handle).ok()?;
+    // Only a hint: the file is read front to back.
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Some(map)
+}
+
+/// The one place the crate uses `unsafe`.
+#[allow(unsafe_code)]
+fn map_read_only(handle: &std::fs::File) -> std::io::Result<memmap2::Mmap> {
+    // SAFETY: the map is read-only and private, and is read only while the
+    // returned value lives. Its bytes could change under us only if another
+    // process wrote or truncated the file during the run (a truncation
+    // would fault with SIGBUS). Input files are complete before a run
+    // starts and are not modified while telemeter reads them: that is a
+    // precondition of every command that reads a data directory (read()
+    // would see a mix of old and new bytes in that case too).
+    unsafe { memmap2::MmapOptions::new().populate().map(handle) }
+}
+
 /// [`load`] into `out` (cleared first), reusing its allocation.
 pub fn load_into(file: &InputFile, out: &mut Vec<u8>) -> Result<()> {
     out.clear();
