@@ -191,6 +191,8 @@ fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], widt
     // follows RFC 4180 exactly as before.
     let mut commas: Vec<usize> = Vec::with_capacity(width + 1);
     let mut slow = SlowPath::new();
+    // One UTF-8 check for the whole chunk, not one per field.
+    let chunk_text = std::str::from_utf8(chunk).ok();
     let (mut pos, mut line) = (0usize, first_line);
     while pos < chunk.len() {
         let rest = &chunk[pos..];
@@ -204,7 +206,8 @@ fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], widt
             line += 1;
             continue;
         }
-        if !split_commas(text, &mut commas) {
+        let shape = split_commas(text, &mut commas);
+        if shape == Line::Quoted {
             let (consumed, go_on) = slow.record(rest, line, columns, width, sink);
             line += memchr::memchr_iter(b'\n', &rest[..consumed]).count() as u64;
             pos += consumed.max(1);
@@ -219,10 +222,29 @@ fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], widt
             sink.malformed(line, shown, format!("has {n_fields} fields; the header has {width}"))
         } else {
             let mut fields = [Field::Null; 16];
-            for (slot, &index) in fields.iter_mut().zip(columns) {
+            let field = |index: usize| {
                 let start = if index == 0 { 0 } else { commas[index - 1] + 1 };
                 let stop = if index == commas.len() { text.len() } else { commas[index] };
-                *slot = Field::Text(&text[start..stop]);
+                &text[start..stop]
+            };
+            // A printable line is a slice of the chunk's text (cut at ASCII
+            // bytes, so at character boundaries) or, in a chunk that is not
+            // all UTF-8, checked on its own.
+            let line_text = match (shape, chunk_text) {
+                (Line::Printable, Some(chunk_text)) => Some(&chunk_text[pos..pos + text.len()]),
+                (Line::Printable, None) => std::str::from_utf8(text).ok(),
+                _ => None,
+            };
+            if let Some(text) = line_text {
+                for (slot, &index) in fields.iter_mut().zip(columns) {
+                    let start = if index == 0 { 0 } else { commas[index - 1] + 1 };
+                    let stop = if index == commas.len() { text.len() } else { commas[index] };
+                    *slot = Field::Ascii(&text[start..stop]);
+                }
+            } else {
+                for (slot, &index) in fields.iter_mut().zip(columns) {
+                    *slot = Field::Text(field(index));
+                }
             }
             sink.row(line, &fields[..columns.len()])
         };
@@ -234,21 +256,33 @@ fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], widt
     }
 }
 
-/// Collects the positions of the commas of `line`; `false` (and the
-/// positions so far) when it holds a quote or a carriage return. Eight bytes
-/// at a time: a SWAR scan beats a vectorised search restarted at every one
-/// of a dozen commas on a short line.
-fn split_commas(line: &[u8], commas: &mut Vec<usize>) -> bool {
+/// What [`split_commas`] found a line to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Line {
+    /// Every byte printable ASCII (`0x20..=0x7e`), no quote: its fields
+    /// are [`Field::Ascii`].
+    Printable,
+    /// No quote and no carriage return, but other bytes (non-ASCII, control
+    /// characters): its fields are [`Field::Text`], checked field by field.
+    Text,
+    /// A quote or a carriage return: a record for a real CSV parser.
+    Quoted,
+}
+
+/// Collects the positions of the commas of `line` and tells what bytes it
+/// holds (the positions are complete unless it is [`Line::Quoted`]). Eight
+/// bytes at a time: a SWAR scan beats a vectorised search restarted at every
+/// one of a dozen commas on a short line.
+fn split_commas(line: &[u8], commas: &mut Vec<usize>) -> Line {
     commas.clear();
     let mut words = line.chunks_exact(8);
     let mut base = 0;
+    let mut odd = 0u64;
     for word in &mut words {
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(word);
         let word = u64::from_le_bytes(bytes);
-        if bytes_equal(word, b'"') | bytes_equal(word, b'\r') != 0 {
-            return false;
-        }
+        odd |= bytes_equal(word, b'"') | not_printable(word);
         let mut found = bytes_equal(word, b',');
         while found != 0 {
             commas.push(base + (found.trailing_zeros() / 8) as usize);
@@ -256,14 +290,35 @@ fn split_commas(line: &[u8], commas: &mut Vec<usize>) -> bool {
         }
         base += 8;
     }
+    let mut odd = odd != 0;
     for (i, &b) in words.remainder().iter().enumerate() {
         match b {
             b',' => commas.push(base + i),
-            b'"' | b'\r' => return false,
-            _ => {}
+            b'"' => odd = true,
+            0x20..=0x7e => {}
+            _ => odd = true,
         }
     }
-    true
+    if !odd {
+        Line::Printable
+    } else if memchr::memchr2(b'"', b'\r', line).is_some() {
+        Line::Quoted
+    } else {
+        Line::Text
+    }
+}
+
+/// A non-zero value when some byte of `word` is outside `0x20..=0x7e`.
+#[inline]
+fn not_printable(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A byte below 0x20 (exact as a whole: a borrow only follows such a
+    // byte); a byte of 0x7f (its low seven bits plus one carry into the high
+    // bit) or 0x80 and above (the high bit set).
+    let below = word.wrapping_sub(0x20 * ONES) & !word & HIGH;
+    let above = (((word & !HIGH) + ONES) | word) & HIGH;
+    below | above
 }
 
 /// The high bit of each byte of `word` that equals `byte`, and no other bit.
@@ -352,11 +407,15 @@ mod tests {
             "x,y,\u{e9}t\u{e9},,z,0.5,2026-11-20T13:45:01Z",
         ] {
             let expected: Vec<usize> = line.bytes().enumerate().filter(|(_, b)| *b == b',').map(|(i, _)| i).collect();
-            assert!(split_commas(line.as_bytes(), &mut commas), "{line}");
+            let shape = if line.is_ascii() { Line::Printable } else { Line::Text };
+            assert_eq!(split_commas(line.as_bytes(), &mut commas), shape, "{line}");
             assert_eq!(commas, expected, "{line}");
         }
-        for line in ["a,\"b\"", "abcdefghijklmno\"", "a\rb", "abcdefgh,ijklmnopq\r"] {
-            assert!(!split_commas(line.as_bytes(), &mut commas), "{line:?}");
+        for line in ["a,\"b\"", "abcdefghijklmno\"", "a\rb", "abcdefgh,ijklmnopq\r", "\u{e9},\"x\""] {
+            assert_eq!(split_commas(line.as_bytes(), &mut commas), Line::Quoted, "{line:?}");
+        }
+        for line in ["a\tb", "abcdefgh,ijk\u{7f}", "\u{0}", "abcdefgh\u{1f}", "caf\u{e9},x,y,z,1,2,3"] {
+            assert_eq!(split_commas(line.as_bytes(), &mut commas), Line::Text, "{line:?}");
         }
     }
 

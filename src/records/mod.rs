@@ -222,6 +222,10 @@ pub enum Field<'a> {
     Null,
     /// Text, as in CSV or a Parquet string column.
     Text(&'a [u8]),
+    /// Text the reader found to be printable ASCII (every byte in
+    /// `0x20..=0x7e`): valid UTF-8 without control characters, so the
+    /// checks for those are already done.
+    Ascii(&'a str),
     /// A Parquet integer.
     Int(i64),
     /// A Parquet DECIMAL: `unscaled * 10^-scale`.
@@ -235,12 +239,23 @@ pub enum Field<'a> {
     Time(Instant),
 }
 
-impl Field<'_> {
+impl<'a> Field<'a> {
+    /// The bytes of a text field ([`Field::Text`] or [`Field::Ascii`]).
+    #[inline]
+    pub fn text_bytes(&self) -> Option<&'a [u8]> {
+        match *self {
+            Field::Text(bytes) => Some(bytes),
+            Field::Ascii(text) => Some(text.as_bytes()),
+            _ => None,
+        }
+    }
+
     /// The value as a person would read it, for messages.
     pub fn display(&self) -> String {
         match self {
             Field::Null => String::new(),
             Field::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            Field::Ascii(t) => (*t).to_owned(),
             Field::Int(i) => i.to_string(),
             Field::Decimal { unscaled, scale } => {
                 let s = unscaled.abs().to_string();
@@ -433,6 +448,8 @@ pub fn parse_record<'a>(kind: Kind, fields: &[Field<'a>]) -> Result<Record<'a>, 
     Ok(record)
 }
 
+#[cold]
+#[inline(never)]
 fn refuse(field: Field<'_>, column: usize, reason: impl Into<String>) -> FieldError {
     FieldError { column, value: field.display(), reason: reason.into() }
 }
@@ -441,6 +458,7 @@ fn refuse(field: Field<'_>, column: usize, reason: impl Into<String>) -> FieldEr
 fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
     match field {
         Field::Null => Ok(""),
+        Field::Ascii(text) => Ok(text),
         Field::Text(bytes) => std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8")),
         _ => Err(refuse(field, column, "is not text")),
     }
@@ -448,6 +466,11 @@ fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
 
 #[inline]
 fn optional_id(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
+    if let Field::Ascii(value) = field {
+        if value.len() <= MAX_ID_BYTES {
+            return Ok(value);
+        }
+    }
     let value = text(field, column)?;
     if value.is_empty() {
         return Ok(value);
@@ -458,6 +481,11 @@ fn optional_id(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
 
 #[inline]
 fn id(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
+    if let Field::Ascii(value) = field {
+        if !value.is_empty() && value.len() <= MAX_ID_BYTES {
+            return Ok(value);
+        }
+    }
     let value = text(field, column)?;
     if value.is_empty() {
         return Err(refuse(field, column, "is empty; expected an id"));
@@ -486,6 +514,7 @@ fn timestamp(field: Field<'_>, column: usize) -> Result<Instant, FieldError> {
     match field {
         Field::Time(t) => Ok(t),
         Field::Text(bytes) => Instant::parse(bytes).map_err(|e| refuse(field, column, e.to_string())),
+        Field::Ascii(text) => Instant::parse(text.as_bytes()).map_err(|e| refuse(field, column, e.to_string())),
         Field::Null => Err(refuse(field, column, "is empty; expected a timestamp")),
         _ => Err(refuse(field, column, "is not a timestamp")),
     }
@@ -495,6 +524,7 @@ fn timestamp(field: Field<'_>, column: usize) -> Result<Instant, FieldError> {
 fn decimal(field: Field<'_>, column: usize) -> Result<i64, FieldError> {
     let nanos = match field {
         Field::Text(bytes) => money::parse_nanos(bytes).map(|n| n as i128),
+        Field::Ascii(text) => money::parse_nanos(text.as_bytes()).map(|n| n as i128),
         Field::Int(i) if i >= 0 => Ok(i as i128 * money::SCALE),
         Field::Decimal { unscaled, scale } => Amount::from_unscaled(unscaled, scale).map(Amount::nanos),
         Field::Null => Err(money::DecimalError::Empty),
@@ -518,18 +548,18 @@ fn surcharge(field: Field<'_>, column: usize, amount: i64) -> Result<i64, FieldE
 
 #[inline]
 fn count(field: Field<'_>, column: usize) -> Result<u64, FieldError> {
+    if let Some(bytes) = field.text_bytes().filter(|b| !b.is_empty() && b.iter().all(u8::is_ascii_digit)) {
+        let mut value: u64 = 0;
+        for &b in bytes {
+            value = value
+                .checked_mul(10)
+                .and_then(|v| v.checked_add((b - b'0') as u64))
+                .ok_or_else(|| refuse(field, column, "is too large for a count"))?;
+        }
+        return Ok(value);
+    }
     match field {
         Field::Int(i) if i >= 0 => Ok(i as u64),
-        Field::Text(bytes) if !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit) => {
-            let mut value: u64 = 0;
-            for &b in bytes {
-                value = value
-                    .checked_mul(10)
-                    .and_then(|v| v.checked_add((b - b'0') as u64))
-                    .ok_or_else(|| refuse(field, column, "is too large for a count"))?;
-            }
-            Ok(value)
-        }
         Field::Decimal { unscaled, scale: 0 } if unscaled >= 0 && unscaled <= u64::MAX as i128 => Ok(unscaled as u64),
         _ => Err(refuse(field, column, "is not a count (a non-negative integer)")),
     }
@@ -537,22 +567,21 @@ fn count(field: Field<'_>, column: usize) -> Result<u64, FieldError> {
 
 #[inline]
 fn direction(field: Field<'_>, column: usize) -> Result<Direction, FieldError> {
-    match field {
-        Field::Text(bytes) => {
-            Direction::parse(bytes).ok_or_else(|| refuse(field, column, "is not a direction (inbound or outbound)"))
-        }
-        _ => Err(refuse(field, column, "is not a direction (inbound or outbound)")),
-    }
+    field
+        .text_bytes()
+        .and_then(Direction::parse)
+        .ok_or_else(|| refuse(field, column, "is not a direction (inbound or outbound)"))
 }
 
 #[inline]
 fn country(field: Field<'_>, column: usize) -> Result<Option<Country>, FieldError> {
-    match field {
-        Field::Null | Field::Text(b"") => Ok(None),
-        Field::Text(bytes) => Country::parse(bytes).map(Some).ok_or_else(|| {
+    match field.text_bytes() {
+        Some(b"") => Ok(None),
+        Some(bytes) => Country::parse(bytes).map(Some).ok_or_else(|| {
             refuse(field, column, "is not a country (two upper-case letters, ISO 3166-1 alpha-2, or empty)")
         }),
-        _ => Err(refuse(field, column, "is not a country")),
+        None if matches!(field, Field::Null) => Ok(None),
+        None => Err(refuse(field, column, "is not a country")),
     }
 }
 
