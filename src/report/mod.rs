@@ -248,9 +248,16 @@ impl Summary {
         let end = (offset + params.page_size as u64).min(n_rows);
         let first_page = offset == 0;
         let tz = self.buckets.tz();
-        let span = |bucket: u32| {
-            let (start, end) = self.buckets.span(bucket);
-            (format_instant(start, tz), format_instant(end, tz))
+        // Rows come bucket by bucket, so a page formats about one span.
+        let mut last: Option<(u32, (String, String))> = None;
+        let mut span = |bucket: u32| match &last {
+            Some((b, text)) if *b == bucket => text.clone(),
+            _ => {
+                let (start, end) = self.buckets.span(bucket);
+                let text = (format_instant(start, tz), format_instant(end, tz));
+                last = Some((bucket, text.clone()));
+                text
+            }
         };
         let usage = self
             .rows
