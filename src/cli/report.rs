@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::aggregate::{AccountScope, OnBadRow};
 use crate::query::UsageParams;
-use crate::report::batch::{self, Progress, ReportRequest};
+use crate::report::batch::{self, Formats, Progress, ReportRequest};
 use crate::Error;
 
 /// Arguments of `report`.
@@ -43,6 +43,10 @@ pub struct Args {
     /// What to do with a row that breaks the records contract.
     #[arg(long, value_enum, default_value = "fail")]
     pub on_bad_row: BadRowArg,
+    /// Which files each account gets: a comma-separated subset of json (the
+    /// pages), csv (usage.csv, other_charges.csv) and html (report.html).
+    #[arg(long, default_value = "json,csv,html")]
+    pub formats: String,
     /// Print nothing but errors.
     #[arg(long)]
     pub quiet: bool,
@@ -72,6 +76,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(accounts) => accounts,
         Err(message) => return bad_request(&message),
     };
+    let formats = match Formats::parse(&args.formats) {
+        Ok(formats) => formats,
+        Err(message) => return bad_request(&message),
+    };
     let dataset = super::open_dataset(args.data.as_deref(), args.store.as_deref())?;
     let request = ReportRequest {
         params: &params,
@@ -84,6 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             BadRowArg::SetAside => OnBadRow::SetAside,
         },
         bytes_read: Some(Arc::new(AtomicU64::new(0))),
+        formats,
     };
     let display = Display::new(args.quiet);
     let reading_done = AtomicBool::new(false);
@@ -269,7 +278,7 @@ fn show_line(state: &mut LineState, progress: Progress) {
             state.last = now;
         }
         Progress::Read { bytes } => {
-            if !state.reading || now.duration_since(state.last) < LINE_EVERY {
+            if !state.reading || bytes == 0 || now.duration_since(state.last) < LINE_EVERY {
                 return;
             }
             state.last = now;

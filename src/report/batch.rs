@@ -9,10 +9,11 @@
 //! callback and `now` comes in as a value.
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::fs::File;
+use std::io::{BufWriter, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rayon::prelude::*;
@@ -26,7 +27,7 @@ use crate::money::Amount;
 use crate::query::UsageParams;
 use crate::records::files::Inventory;
 use crate::records::Product;
-use crate::report::wire::{Decimal, Page};
+use crate::report::wire::Decimal;
 use crate::report::{build_many, csv_out, html, to_json, Batch, Summary};
 use crate::time::format_instant;
 use crate::token::TokenKey;
@@ -55,6 +56,58 @@ pub struct ReportRequest<'a> {
     pub on_bad_row: OnBadRow,
     /// Counts input bytes as the pass reads them, for progress display.
     pub bytes_read: Option<Arc<AtomicU64>>,
+    /// Which files each account gets.
+    pub formats: Formats,
+}
+
+/// Which files each account's folder gets: the JSON pages, `usage.csv` and
+/// `other_charges.csv`, `report.html`. `index.html` and `manifest.json`
+/// are always written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Formats {
+    /// `page-0001.json`, ...
+    pub json: bool,
+    /// `usage.csv` and `other_charges.csv`.
+    pub csv: bool,
+    /// `report.html`.
+    pub html: bool,
+}
+
+impl Formats {
+    /// Every file (the default).
+    pub const ALL: Formats = Formats { json: true, csv: true, html: true };
+
+    /// `json,csv,html` or any non-empty subset, in any order.
+    pub fn parse(text: &str) -> std::result::Result<Formats, String> {
+        let mut formats = Formats { json: false, csv: false, html: false };
+        for name in text.split(',') {
+            match name.trim() {
+                "json" => formats.json = true,
+                "csv" => formats.csv = true,
+                "html" => formats.html = true,
+                _ => {
+                    return Err(format!(
+                        "invalid --formats '{text}': expected a comma-separated list of json, csv and html"
+                    ))
+                }
+            }
+        }
+        Ok(formats)
+    }
+
+    /// The names of the formats written, in the order json, csv, html.
+    pub fn names(self) -> Vec<&'static str> {
+        [(self.json, "json"), (self.csv, "csv"), (self.html, "html")]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect()
+    }
+}
+
+impl Default for Formats {
+    fn default() -> Formats {
+        Formats::ALL
+    }
 }
 
 /// A step of the run, for progress display.
@@ -111,6 +164,7 @@ pub fn write_reports(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Outcome> {
     check_replaceable(out)?;
+    remove_stale(out);
     let inventory = Inventory::scan(&dataset.dir)?;
     let bytes = inventory.files.iter().map(|f| f.size).sum();
     progress(Progress::Reading { files: inventory.files.len(), bytes });
@@ -289,16 +343,48 @@ fn write_all(
 ) -> Result<Outcome> {
     let accounts: Vec<(&String, &Summary)> = batch.summaries.iter().collect();
     let total = accounts.len();
+    // Largest accounts first, each thread taking the next one when it is
+    // done, so the biggest account does not start last.
+    let mut order: Vec<usize> = (0..total).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(accounts[i].1.rows.len()));
+    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let written: Vec<Written> = accounts
-        .par_iter()
-        .map(|(auth_id, summary)| {
-            let written = write_account(auth_id, summary, request.query, key, staging)?;
-            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-            progress(Progress::AccountDone { done: n, total });
-            Ok(written)
-        })
-        .collect::<Result<_>>()?;
+    let failed = AtomicBool::new(false);
+    let results: Vec<Mutex<Option<Result<Written>>>> = (0..total).map(|_| Mutex::new(None)).collect();
+    rayon::scope(|scope| {
+        for _ in 0..rayon::current_num_threads().min(total) {
+            scope.spawn(|_| loop {
+                let at = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&i) = order.get(at) else { break };
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let (auth_id, summary) = accounts[i];
+                let result = write_account(auth_id, summary, request.query, request.formats, key, staging);
+                if result.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                } else {
+                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress(Progress::AccountDone { done: n, total });
+                }
+                if let Ok(mut slot) = results[i].lock() {
+                    *slot = Some(result);
+                }
+            });
+        }
+    });
+    // In account order; the first failed account (by id) is the error.
+    let mut written = Vec::with_capacity(total);
+    let mut missing = false;
+    for slot in results {
+        match slot.into_inner().map_err(|_| Error::Internal("a report thread panicked".to_owned()))? {
+            Some(result) => written.push(result?),
+            None => missing = true,
+        }
+    }
+    if missing {
+        return Err(Error::Internal("an account's report was not written".to_owned()));
+    }
 
     let reconciliation = reconcile(batch, &written)?;
     let mut outcome = Outcome { accounts: written.len(), counts, ..Outcome::default() };
@@ -331,7 +417,7 @@ fn write_all(
     };
     write_file(
         &staging.join("index.html"),
-        html::index(&entries, request.params, request.query, &index_counts)?.as_bytes(),
+        html::index(&entries, request.params, request.query, &index_counts, request.formats)?.as_bytes(),
     )?;
 
     let manifest = Manifest {
@@ -350,42 +436,86 @@ fn write_all(
     Ok(outcome)
 }
 
-fn write_account(auth_id: &str, summary: &Summary, query: &str, key: &TokenKey, staging: &Path) -> Result<Written> {
+/// Writes one account's folder, page by page: each page is cut, written as
+/// JSON and appended to usage.csv and report.html before the next is cut,
+/// so memory does not grow with the account's size.
+fn write_account(
+    auth_id: &str,
+    summary: &Summary,
+    query: &str,
+    formats: Formats,
+    key: &TokenKey,
+    staging: &Path,
+) -> Result<Written> {
     let dir_name = account_dir(auth_id);
     let dir = staging.join(&dir_name);
     std::fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-    let pages: Vec<Page<'_>> = summary.pages(key).collect::<Result<_, _>>()?;
-    for (i, page) in pages.iter().enumerate() {
-        let mut text = to_json(page, false)?;
-        text.push('\n');
-        write_file(&dir.join(format!("page-{:04}.json", i + 1)), text.as_bytes())?;
-    }
-    let usage: Vec<_> = pages.iter().flat_map(|p| p.usage.iter()).collect();
-    let first = pages.first().ok_or_else(|| Error::Internal(format!("no page for account {auth_id}")))?;
+    let first = summary.page(0, key)?;
     let charges = first.other_charges.as_deref();
-    write_file(&dir.join("usage.csv"), &csv_out::usage_csv(usage.iter().copied())?)?;
-    write_file(&dir.join("other_charges.csv"), &csv_out::charges_csv(charges.into_iter().flatten())?)?;
-
-    // Reconcile the account from what the pages say.
     let total_spend =
         first.meta.total_spend.map(|d| d.0).ok_or_else(|| Error::Internal("page 1 without total_spend".into()))?;
-    let mut usage_sum = Amount::ZERO;
-    for item in &usage {
-        usage_sum = usage_sum.checked_add(item.total_amount.0).ok_or_else(overflow)?;
-    }
     let mut charge_sum = Amount::ZERO;
     for item in charges.into_iter().flatten() {
         charge_sum = charge_sum.checked_add(item.total_amount.0).ok_or_else(overflow)?;
     }
+
+    let mut csv = None;
+    let mut report = None;
+    if formats.csv {
+        let path = dir.join("other_charges.csv");
+        write_file(&path, &csv_out::charges_csv(charges.into_iter().flatten())?)?;
+        let path = dir.join("usage.csv");
+        csv = Some(csv_out::UsageCsv::new(create(&path)?, path)?);
+    }
+    if formats.html {
+        let path = dir.join("report.html");
+        let page = html::AccountPage { summary, charges, query };
+        report = Some(html::AccountReport::start(&page, BufWriter::with_capacity(1 << 16, create(&path)?), path)?);
+    }
+
+    let mut usage_sum = Amount::ZERO;
+    let mut json = Vec::new();
+    let size = summary.request.params.page_size as u64;
+    let pages = summary.page_count();
+    let mut later;
+    for i in 0..pages {
+        let page = if i == 0 {
+            &first
+        } else {
+            later = summary.page(i * size, key)?;
+            &later
+        };
+        if formats.json {
+            json.clear();
+            serde_json::to_writer(&mut json, page).map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))?;
+            json.push(b'\n');
+            write_file(&dir.join(format!("page-{:04}.json", i + 1)), &json)?;
+        }
+        for item in &page.usage {
+            usage_sum = usage_sum.checked_add(item.total_amount.0).ok_or_else(overflow)?;
+            if let Some(csv) = &mut csv {
+                csv.row(item)?;
+            }
+            if let Some(report) = &mut report {
+                report.row(item)?;
+            }
+        }
+    }
+    if let Some(csv) = csv {
+        csv.finish()?;
+    }
+    if let Some(report) = report {
+        let path = dir.join("report.html");
+        report.finish()?.into_inner().map_err(|e| Error::io(&path, e.error()))?;
+    }
+
+    // Reconcile the account from what the pages say.
     let pages_total = usage_sum.checked_add(charge_sum).ok_or_else(overflow)?;
     if pages_total != total_spend || usage_sum != summary.usage_spend {
         return Err(Error::Internal(format!(
             "reconciliation failed for account {auth_id}: total_spend {total_spend} but rows {usage_sum} + other charges {charge_sum} = {pages_total}"
         )));
     }
-
-    let page = html::AccountPage { summary, usage: &usage, charges, query };
-    write_file(&dir.join("report.html"), html::account_report(&page)?.as_bytes())?;
 
     let tz = summary.buckets.tz();
     let records = summary.rows.iter().chain(summary.charges.iter().flatten()).map(|(_, t)| t.records).sum();
@@ -396,7 +526,7 @@ fn write_account(auth_id: &str, summary: &Summary, query: &str, key: &TokenKey, 
         timezone: tz.name(),
         from_date: format_instant(summary.request.window.start, tz),
         to_date: format_instant(summary.request.window.end, tz),
-        pages: pages.len() as u64,
+        pages,
         usage_rows: summary.rows.len() as u64,
         records,
         usage_spend: Decimal(usage_sum),
@@ -479,6 +609,9 @@ struct RequestEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     now: Option<String>,
     on_bad_row: &'static str,
+    /// Only when not every format is written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    formats: Option<Vec<&'static str>>,
     granularity: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     from_date: Option<String>,
@@ -515,6 +648,7 @@ impl RequestEntry {
                 OnBadRow::Fail => "fail",
                 OnBadRow::SetAside => "set-aside",
             },
+            formats: (request.formats != Formats::ALL).then(|| request.formats.names()),
             granularity: p.granularity.as_str(),
             from_date: p.from_date.map(|d| d.to_string()),
             to_date: p.to_date.map(|d| d.to_string()),
@@ -557,6 +691,10 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
 }
 
+fn create(path: &Path) -> Result<File> {
+    File::create(path).map_err(|e| Error::io(path, e))
+}
+
 fn overflow() -> Error {
     Error::Internal("sum overflow while writing the report".to_owned())
 }
@@ -583,6 +721,37 @@ fn sibling(out: &Path, what: &str) -> Result<PathBuf> {
         .into_owned();
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     Ok(parent.join(format!(".{name}.{what}-{}", std::process::id())))
+}
+
+/// Removes what killed runs left beside `out`: staging folders
+/// `.NAME.tmp-PID` of processes that no longer run, and `.NAME.old-PID`
+/// ones when `out` exists (a run killed between its two renames leaves the
+/// previous report only in `.old`, so that one is kept). Best effort: only
+/// where `/proc` tells live processes from dead ones, errors ignored.
+fn remove_stale(out: &Path) {
+    let Some(name) = out.file_name().and_then(|n| n.to_str()) else { return };
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    let own = std::process::id().to_string();
+    let out_exists = std::fs::symlink_metadata(out).is_ok();
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        let Some(rest) = file.strip_prefix('.').and_then(|f| f.strip_prefix(name)) else { continue };
+        let pid = match (rest.strip_prefix(".tmp-"), rest.strip_prefix(".old-")) {
+            (Some(pid), _) => pid,
+            (None, Some(pid)) if out_exists => pid,
+            _ => continue,
+        };
+        let dead = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && pid != own && !proc.join(pid).exists();
+        if dead && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Refuses to replace anything but an empty folder or an earlier report.
@@ -673,7 +842,7 @@ mod tests {
         let batch = one_account_batch();
         let dir = tempfile::tempdir().unwrap();
         let summary = &batch.summaries["A"];
-        let written = write_account("A", summary, "", &TokenKey::default(), dir.path()).unwrap();
+        let written = write_account("A", summary, "", Formats::ALL, &TokenKey::default(), dir.path()).unwrap();
         assert_eq!(written.total_spend, Amount::from_nanos(3_750_000_000));
         let check = reconcile(&batch, std::slice::from_ref(&written)).unwrap();
         assert!(check.ok);
@@ -686,10 +855,13 @@ mod tests {
 
         // A group the accounts do not account for (e.g. a lost account) fails too.
         let mut extra = one_account_batch();
-        let written = write_account("A", &extra.summaries["A"], "", &TokenKey::default(), &dir.path().join("x")).err();
+        let written =
+            write_account("A", &extra.summaries["A"], "", Formats::ALL, &TokenKey::default(), &dir.path().join("x"))
+                .err();
         assert!(written.is_some(), "the account folder's parent must exist");
         let dir2 = tempfile::tempdir().unwrap();
-        let written = write_account("A", &extra.summaries["A"], "", &TokenKey::default(), dir2.path()).unwrap();
+        let written =
+            write_account("A", &extra.summaries["A"], "", Formats::ALL, &TokenKey::default(), dir2.path()).unwrap();
         let mut lost = extra.aggregate.groups.keys().next().unwrap().clone();
         lost.account = "B".into();
         extra.aggregate.groups.insert(lost, Totals { records: 1, units: 1, duration: 0, amount: 1, surcharge: 0 });

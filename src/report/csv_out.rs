@@ -6,6 +6,10 @@
 //! is reformatted). Fields the JSON omits are empty cells; the header uses
 //! the api.md field names in the api.md order.
 
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::PathBuf;
+
 use crate::error::{BadRecord, Error, Result};
 use crate::report::wire::{ChargeItem, UsageItem};
 
@@ -33,37 +37,80 @@ pub const CHARGE_COLUMNS: [&str; 5] = ["from_date", "to_date", "description", "t
 /// Columns of `rejected.csv`.
 pub const REJECT_COLUMNS: [&str; 5] = ["file", "line", "column", "value", "reason"];
 
-/// `usage.csv`: one header, then one line per usage row.
-pub fn usage_csv<'a>(items: impl IntoIterator<Item = &'a UsageItem<'a>>) -> Result<Vec<u8>> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    write(&mut writer, USAGE_COLUMNS)?;
-    for item in items {
-        let text = |d: Option<crate::report::wire::Decimal>| d.map(|d| d.0.to_json_number()).unwrap_or_default();
-        let record = [
-            item.from_date.clone(),
-            item.to_date.clone(),
-            item.product.to_owned(),
-            item.type_.to_owned(),
-            item.subaccount_auth.unwrap_or_default().to_owned(),
-            item.country.unwrap_or_default().to_owned(),
-            item.direction.unwrap_or_default().to_owned(),
-            item.total_units.to_string(),
-            text(item.duration_seconds),
-            item.total_amount.0.to_json_number(),
-            text(item.surcharge),
-            item.error_code.unwrap_or_default().to_owned(),
-            item.hangup_cause.unwrap_or_default().to_owned(),
-            item.error_reason.unwrap_or_default().to_owned(),
-        ];
-        write(&mut writer, record)?;
+/// `usage.csv` written row by row to `W` (a file, or a `Vec<u8>`), so a
+/// report never holds a whole account's CSV in memory.
+#[derive(Debug)]
+pub struct UsageCsv<W: Write> {
+    writer: csv::Writer<W>,
+    path: PathBuf,
+    number: String,
+}
+
+impl<W: Write> UsageCsv<W> {
+    /// Writes the header; `path` names the file in error messages.
+    pub fn new(sink: W, path: impl Into<PathBuf>) -> Result<UsageCsv<W>> {
+        let mut csv = UsageCsv { writer: writer(sink), path: path.into(), number: String::new() };
+        csv.writer.write_record(USAGE_COLUMNS).map_err(|e| csv.error(e))?;
+        Ok(csv)
     }
-    finish(writer)
+
+    /// One line: every cell the exact text of the JSON value, empty when
+    /// the JSON omits the field.
+    pub fn row(&mut self, item: &UsageItem<'_>) -> Result<()> {
+        self.text(&item.from_date)?;
+        self.text(&item.to_date)?;
+        self.text(item.product)?;
+        self.text(item.type_)?;
+        self.text(item.subaccount_auth.unwrap_or_default())?;
+        self.text(item.country.unwrap_or_default())?;
+        self.text(item.direction.unwrap_or_default())?;
+        self.number(Some(item.total_units))?;
+        self.number(item.duration_seconds.map(|d| d.0))?;
+        self.number(Some(item.total_amount.0))?;
+        self.number(item.surcharge.map(|d| d.0))?;
+        self.text(item.error_code.unwrap_or_default())?;
+        self.text(item.hangup_cause.unwrap_or_default())?;
+        self.text(item.error_reason.unwrap_or_default())?;
+        self.writer.write_record(None::<&[u8]>).map_err(|e| self.error(e))
+    }
+
+    /// Flushes and hands the sink back.
+    pub fn finish(self) -> Result<W> {
+        let path = self.path;
+        self.writer.into_inner().map_err(|e| Error::io(&path, e.error()))
+    }
+
+    fn text(&mut self, text: &str) -> Result<()> {
+        self.writer.write_field(text).map_err(|e| self.error(e))
+    }
+
+    /// A number in its JSON form (`Display` of the value), or an empty cell.
+    fn number(&mut self, value: Option<impl std::fmt::Display>) -> Result<()> {
+        self.number.clear();
+        if let Some(value) = value {
+            let _ = write!(self.number, "{value}");
+        }
+        self.writer.write_field(&self.number).map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn error(&self, error: csv::Error) -> Error {
+        Error::io(&self.path, error)
+    }
+}
+
+/// `usage.csv` of `items`, in memory.
+pub fn usage_csv<'a>(items: impl IntoIterator<Item = &'a UsageItem<'a>>) -> Result<Vec<u8>> {
+    let mut csv = UsageCsv::new(Vec::new(), "usage.csv")?;
+    for item in items {
+        csv.row(item)?;
+    }
+    csv.finish()
 }
 
 /// `other_charges.csv`: one header, then one line per item (only the header
 /// when the request does not return other charges).
 pub fn charges_csv<'a>(items: impl IntoIterator<Item = &'a ChargeItem<'a>>) -> Result<Vec<u8>> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
+    let mut writer = writer(Vec::new());
     write(&mut writer, CHARGE_COLUMNS)?;
     for item in items {
         let record = [
@@ -81,7 +128,7 @@ pub fn charges_csv<'a>(items: impl IntoIterator<Item = &'a ChargeItem<'a>>) -> R
 /// `rejected.csv`: every row set aside, in file order. `line` is the CSV
 /// line (the header is line 1) or the Parquet row.
 pub fn rejected_csv(rejects: &[BadRecord]) -> Result<Vec<u8>> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
+    let mut writer = writer(Vec::new());
     write(&mut writer, REJECT_COLUMNS)?;
     for bad in rejects {
         let record = [
@@ -94,6 +141,12 @@ pub fn rejected_csv(rejects: &[BadRecord]) -> Result<Vec<u8>> {
         write(&mut writer, record)?;
     }
     finish(writer)
+}
+
+/// The one CSV dialect of every file here (the csv crate's defaults: comma,
+/// `\n`, quotes only where needed), with a larger buffer.
+fn writer<W: Write>(sink: W) -> csv::Writer<W> {
+    csv::WriterBuilder::new().buffer_capacity(1 << 16).from_writer(sink)
 }
 
 fn write<I, T>(writer: &mut csv::Writer<Vec<u8>>, record: I) -> Result<()>

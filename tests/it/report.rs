@@ -467,6 +467,69 @@ fn output_is_repeatable_and_replaced_atomically() {
     assert_eq!(std::fs::read_to_string(other.join("notes.txt")).expect("notes"), "keep me");
 }
 
+/// What a killed run leaves beside OUT (`.out.tmp-PID`, `.out.old-PID`) is
+/// removed by the next run when that process is gone; a live one's is not.
+#[test]
+fn leftovers_of_killed_runs_are_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, out, _) = sample_report(dir.path());
+    // Above any pid_max (at most 2^22), so never a live process.
+    let dead = [".out.tmp-999999999", ".out.old-999999998"];
+    let live = format!(".out.tmp-{}", std::process::id());
+    for name in dead.iter().copied().chain([live.as_str(), ".other.tmp-999999999"]) {
+        put(&dir.path().join(name), "MA100001/page-0001.json", "{}");
+    }
+    let again = report(&data, &out, &["--query", SAMPLE_QUERY, "--now", NOW, "--quiet"]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    left.sort();
+    assert_eq!(left, [".other.tmp-999999999".to_owned(), live]);
+}
+
+/// `--formats json` writes the same pages as the full report and nothing
+/// else per account; the index links the first page and the manifest says
+/// which formats were written.
+#[test]
+fn formats_restrict_the_files_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, full, _) = sample_report(dir.path());
+    let full = tree(&full);
+    let out = dir.path().join("json-only");
+    let output = report(&data, &out, &["--query", SAMPLE_QUERY, "--now", NOW, "--quiet", "--formats", "json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let only = tree(&out);
+    for (name, bytes) in &only {
+        if name.contains('/') {
+            assert!(name.rsplit('/').next().expect("file").starts_with("page-"), "{name}");
+            assert_eq!(Some(bytes), full.get(name), "{name}");
+        }
+    }
+    let pages = |t: &BTreeMap<String, Vec<u8>>| t.keys().filter(|n| n.contains("/page-")).count();
+    assert_eq!(pages(&only), pages(&full));
+    let index = String::from_utf8_lossy(&only["index.html"]).into_owned();
+    assert!(index.contains("<a href=\"MA100001/page-0001.json\">MA100001</a>"), "{index}");
+    let manifest = json(&out.join("manifest.json"));
+    assert_eq!(manifest["request"]["formats"], serde_json::json!(["json"]));
+    assert!(json(&dir.path().join("out").join("manifest.json"))["request"].get("formats").is_none());
+
+    let out = dir.path().join("csv-html");
+    let output = report(&data, &out, &["--query", SAMPLE_QUERY, "--now", NOW, "--formats", "html,csv", "--quiet"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    for (name, bytes) in tree(&out) {
+        if name.contains('/') {
+            assert!(!name.contains("/page-"), "{name}");
+            assert_eq!(Some(&bytes), full.get(&name), "{name}");
+        }
+    }
+    let bad = report(&data, &dir.path().join("bad"), &["--formats", "json,pdf"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid --formats"));
+}
+
 #[test]
 fn bad_rows_are_set_aside_and_counted() {
     let dir = tempfile::tempdir().expect("tempdir");
