@@ -322,28 +322,37 @@ impl Summary {
     fn digest_content(&self) -> [u8; 32] {
         // Fed field by field (length-prefixed text, little-endian integers):
         // this runs over every row of a result, so no per-row formatting.
+        // The bytes are gathered in a buffer and hashed a block at a time
+        // (the same stream, so the same digest, as one update per field).
         let mut hash = xxhash_rust::xxh3::Xxh3::new();
-        let text = |h: &mut xxhash_rust::xxh3::Xxh3, value: Option<&str>| match value {
+        let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
+        let text = |b: &mut Vec<u8>, value: Option<&str>| match value {
             Some(v) => {
-                h.update(&(v.len() as u64 + 1).to_le_bytes());
-                h.update(v.as_bytes());
+                b.extend_from_slice(&(v.len() as u64 + 1).to_le_bytes());
+                b.extend_from_slice(v.as_bytes());
             }
-            None => h.update(&0u64.to_le_bytes()),
+            None => b.extend_from_slice(&0u64.to_le_bytes()),
         };
-        text(&mut hash, Some(&self.currency));
+        text(&mut buffer, Some(&self.currency));
         for (key, totals) in self.rows.iter().chain(self.charges.iter().flatten()) {
-            hash.update(&key.bucket.to_le_bytes());
-            hash.update(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
-            text(&mut hash, Some(key.type_));
-            text(&mut hash, key.subaccount);
-            text(&mut hash, key.country.map(|c| c.as_str()));
-            text(&mut hash, key.code);
-            hash.update(&totals.records.to_le_bytes());
-            hash.update(&totals.units.to_le_bytes());
-            hash.update(&totals.duration.to_le_bytes());
-            hash.update(&totals.amount.to_le_bytes());
-            hash.update(&totals.surcharge.to_le_bytes());
+            let b = &mut buffer;
+            b.extend_from_slice(&key.bucket.to_le_bytes());
+            b.extend_from_slice(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
+            text(b, Some(key.type_));
+            text(b, key.subaccount);
+            text(b, key.country.map(|c| c.as_str()));
+            text(b, key.code);
+            b.extend_from_slice(&totals.records.to_le_bytes());
+            b.extend_from_slice(&totals.units.to_le_bytes());
+            b.extend_from_slice(&totals.duration.to_le_bytes());
+            b.extend_from_slice(&totals.amount.to_le_bytes());
+            b.extend_from_slice(&totals.surcharge.to_le_bytes());
+            if b.len() >= (1 << 16) - 512 {
+                hash.update(b);
+                b.clear();
+            }
         }
+        hash.update(&buffer);
         let digest = hash.digest128().to_le_bytes();
         let mut out = [0u8; 32];
         out[..16].copy_from_slice(&digest);

@@ -138,8 +138,24 @@ pub(crate) fn account_rows(
     ends.push(out.len());
     let monotone = segments.windows(2).all(|w| w[0].1 < w[1].1);
     if monotone {
+        // Sorted by (order key, position): 32-byte pairs move, not rows,
+        // and a bucket already in order (one slot per bucket) is only
+        // checked.
+        let mut order: Vec<(u128, u32)> = Vec::new();
+        let mut sorted: Vec<(PackedKey, Totals)> = Vec::new();
         for ((start, _), end) in segments.iter().zip(ends) {
-            out[*start..end].sort_unstable_by_key(|(key, _)| order_key(key, |id| ranks[id as usize]));
+            let rows = &mut out[*start..end];
+            order.clear();
+            order.extend(
+                rows.iter().enumerate().map(|(i, (key, _))| (order_key(key, |id| ranks[id as usize]), i as u32)),
+            );
+            if order.is_sorted() {
+                continue;
+            }
+            order.sort_unstable();
+            sorted.clear();
+            sorted.extend(order.iter().map(|(_, i)| rows[*i as usize]));
+            rows.copy_from_slice(&sorted);
         }
     } else {
         // Not sorted by slot: one sort of everything.

@@ -267,7 +267,7 @@ pub(crate) fn for_each_row(
             let mut reader = ParquetReader::new(open()?)
                 .with_columns(Some(columns))
                 .with_slice(Some((offset, n_rows)))
-                .read_parallel(ParallelStrategy::Columns);
+                .read_parallel(ParallelStrategy::None);
             reader.set_metadata(metadata.clone());
             reader.finish().map_err(polars_error(path))
         };
