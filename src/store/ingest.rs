@@ -970,7 +970,7 @@ impl Rollups {
     }
 
     /// Merges the new groups into each touched account's rollups and writes
-    /// one new file per touched account and grain.
+    /// one new file per touched account and grain (accounts in parallel).
     fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
         let groups = self.take_by_account();
         let spilled = std::mem::take(&mut self.spilled);
@@ -981,53 +981,64 @@ impl Rollups {
         for account in spilled.keys() {
             accounts.entry(account).or_insert(&[]);
         }
-        let jobs: Vec<(&str, i64, Groups<'_>)> = accounts
-            .iter()
-            .flat_map(|(account, groups)| super::GRAINS.iter().map(move |grain| (*account, *grain, *groups)))
-            .collect();
-        let written: Vec<Result<(String, i64, String)>> = jobs
+        let jobs: Vec<(&str, Groups<'_>)> = accounts.into_iter().collect();
+        let written: Vec<Result<Vec<(String, i64, String)>>> = jobs
             .into_par_iter()
-            .map(|(account, grain, groups)| {
+            .map(|(account, groups)| {
                 let mut inputs: Vec<PathBuf> = spilled.get(account).cloned().unwrap_or_default();
-                if let Some(previous) = manifest.rollups.get(account).and_then(|files| files.get(&grain)) {
+                // The finest grain holds everything: the coarser files are
+                // derived from it, not read.
+                let finest = super::GRAINS[0];
+                if let Some(previous) = manifest.rollups.get(account).and_then(|files| files.get(&finest)) {
                     inputs.push(store.join(previous));
                 }
-                let name = format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account));
-                let path = store.join(&name);
-                create_parent(&path)?;
-                self.merge_and_write(account, grain, groups, &inputs, &path)?;
-                Ok((account.to_owned(), grain, name))
+                let names: Vec<(i64, String)> = super::GRAINS
+                    .iter()
+                    .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
+                    .collect();
+                let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
+                create_parent(&paths[0])?;
+                self.merge_account(account, groups, &inputs, &paths)?;
+                Ok(names.into_iter().map(|(grain, name)| (account.to_owned(), grain, name)).collect())
             })
             .collect();
         for result in written {
-            let (account, grain, name) = result?;
-            manifest.rollups.entry(account).or_default().insert(grain, name);
+            for (account, grain, name) in result? {
+                manifest.rollups.entry(account).or_default().insert(grain, name);
+            }
         }
         Ok(())
     }
 
-    /// The in-memory groups, moved out and cut by account.
+    /// The in-memory groups, moved out and cut by account, each account's
+    /// sorted by slot.
     fn take_by_account(&mut self) -> Vec<Vec<(RollupKey, Totals)>> {
         let mut groups: Vec<(RollupKey, Totals)> = std::mem::take(&mut self.groups).into_iter().collect();
-        groups.sort_unstable_by_key(|(key, _)| key.account);
+        groups.sort_unstable_by_key(|(key, _)| (key.account, key.slot));
         groups.chunk_by(|a, b| a.0.account == b.0.account).map(<[_]>::to_vec).collect()
     }
 
     /// Writes the in-memory groups to one partial file per account (finest
-    /// grain, not published; merged by [`Rollups::write`]) and forgets them,
-    /// so that rollup memory stays bounded by
-    /// [`IngestOptions::max_rollup_groups`].
+    /// grain, sorted like a rollup file, not published; merged by
+    /// [`Rollups::write`]) and forgets them, so that rollup memory stays
+    /// bounded by [`IngestOptions::max_rollup_groups`].
     fn spill(&mut self, store: &Path, id: &str) -> Result<()> {
         let groups = self.take_by_account();
         let n = self.spills;
         self.spills += 1;
         let written: Vec<Result<(String, PathBuf)>> = groups
-            .par_iter()
-            .map(|slice| {
-                let account = self.strings.get(slice[0].0.account);
+            .into_par_iter()
+            .map(|mut rows| {
+                let account = self.strings.get(rows[0].0.account);
                 let path = store.join(format!("rollups/{}/{id}-part-{n:05}.parquet", account_folder(account)));
                 create_parent(&path)?;
-                self.merge_and_write(account, super::SLOT_SECONDS, slice, &[], &path)?;
+                let strings = AccountStrings::new(&self.strings);
+                sort_rows(&mut rows, &strings);
+                let mut writer = rollup::RollupWriter::create(&path)?;
+                for piece in rows.chunks(parquet_io::ROW_GROUP_ROWS) {
+                    writer.write(&strings.refs(account, piece))?;
+                }
+                writer.finish()?;
                 Ok((account.to_owned(), path))
             })
             .collect();
@@ -1038,87 +1049,238 @@ impl Rollups {
         Ok(())
     }
 
-    /// Writes to `path` the rollups of `account` at `grain`: `groups` summed
-    /// with the rows of the `inputs` files (of this grain or finer).
-    fn merge_and_write(
+    /// Writes the rollups of `account` at every grain to `paths` (one per
+    /// [`super::GRAINS`]): `groups` (sorted by slot) summed with the rows of
+    /// the `inputs` files (finest grain, sorted by slot).
+    ///
+    /// One day at a time: every input is read a slice of rows at a time, a
+    /// day's rows are summed at the finest grain, then coarsened grain by
+    /// grain from the finer rows; so memory holds one day of the account,
+    /// not all of it.
+    fn merge_account(
         &self,
         account: &str,
-        grain: i64,
         groups: &[(RollupKey, Totals)],
         inputs: &[PathBuf],
-        path: &Path,
+        paths: &[PathBuf],
     ) -> Result<()> {
         let overflow = || Error::Internal(format!("rollup sum overflow for account {account}"));
-        let mut merged: FxHashMap<RollupKey, Totals> = FxHashMap::default();
-        for (key, totals) in groups {
-            let key = RollupKey { slot: key.slot - key.slot.rem_euclid(grain), ..*key };
-            let entry = merged.entry(key).or_default();
-            *entry = entry.checked_add(totals).ok_or_else(overflow)?;
-        }
-        // Strings of the previous file that this ingest has not seen get ids
-        // after the ingest's own.
-        let mut extra: Vec<Box<str>> = Vec::new();
-        let mut extra_ids: FxHashMap<Box<str>, u32> = FxHashMap::default();
-        let base = self.strings.len() as u32;
-        let mut id_of = |text: &str| -> u32 {
-            if let Some(id) = self.strings.lookup(text).or_else(|| extra_ids.get(text).copied()) {
-                return id;
-            }
-            let id = base + extra.len() as u32;
-            extra.push(text.into());
-            extra_ids.insert(text.into(), id);
-            id
-        };
-        let account_id = id_of(account);
+        let mut strings = AccountStrings::new(&self.strings);
+        let account_id = strings.id(account);
+        let mut cursors: Vec<Cursor> = vec![Cursor::memory(groups)];
         for input in inputs {
-            rollup::for_each_rollup(input, |row| {
-                let key = RollupKey {
-                    account: account_id,
-                    subaccount: id_of(row.subaccount),
-                    slot: row.slot - row.slot.rem_euclid(grain),
-                    product: row.product,
-                    type_: id_of(row.type_),
-                    country: row.country,
-                    direction: row.direction,
-                    code: id_of(row.code),
-                };
-                let entry = merged.entry(key).or_default();
-                *entry = entry.checked_add(&row.totals).ok_or_else(overflow)?;
-                Ok(())
-            })?;
+            cursors.push(Cursor::file(input)?);
         }
-        let text = |id: u32| -> &str {
-            match (id as usize).checked_sub(base as usize) {
-                Some(i) => &extra[i],
-                None => self.strings.get(id),
+        let mut outputs: Vec<Output> = paths.iter().map(|p| Output::create(p)).collect::<Result<_>>()?;
+        let day = *super::GRAINS.last().unwrap_or(&86_400);
+        loop {
+            let mut first: Option<i64> = None;
+            for cursor in cursors.iter_mut() {
+                if let Some(slot) = cursor.peek_slot(&mut strings, account_id)? {
+                    first = Some(first.map_or(slot, |f| f.min(slot)));
+                }
             }
-        };
-        let mut rows: Vec<(RollupKey, Totals)> = merged.into_iter().collect();
-        // Slot first (so row-group statistics can skip by time), then the
-        // report's order.
-        rows.sort_unstable_by(|(a, _), (b, _)| {
-            (a.slot, a.product)
-                .cmp(&(b.slot, b.product))
-                .then_with(|| text(a.type_).cmp(text(b.type_)))
-                .then_with(|| text(a.subaccount).cmp(text(b.subaccount)))
-                .then_with(|| (a.country, a.direction).cmp(&(b.country, b.direction)))
-                .then_with(|| text(a.code).cmp(text(b.code)))
-        });
-        let row = |i: usize| {
-            let (key, totals) = &rows[i];
-            RollupRef {
+            let Some(first) = first else { break };
+            let end = first - first.rem_euclid(day) + day;
+            let mut window: FxHashMap<RollupKey, Totals> = FxHashMap::default();
+            for cursor in cursors.iter_mut() {
+                while let Some((key, totals)) = cursor.next_before(end, &mut strings, account_id)? {
+                    let entry = window.entry(key).or_default();
+                    *entry = entry.checked_add(&totals).ok_or_else(overflow)?;
+                }
+            }
+            let mut rows: Vec<(RollupKey, Totals)> = window.into_iter().collect();
+            for (g, grain) in super::GRAINS.iter().enumerate() {
+                if g > 0 {
+                    let mut coarser: FxHashMap<RollupKey, Totals> = FxHashMap::default();
+                    for (key, totals) in &rows {
+                        let key = RollupKey { slot: key.slot - key.slot.rem_euclid(*grain), ..*key };
+                        let entry = coarser.entry(key).or_default();
+                        *entry = entry.checked_add(totals).ok_or_else(overflow)?;
+                    }
+                    rows = coarser.into_iter().collect();
+                }
+                sort_rows(&mut rows, &strings);
+                outputs[g].push(&rows, account, &strings)?;
+            }
+        }
+        for output in outputs {
+            output.finish(account, &strings)?;
+        }
+        Ok(())
+    }
+}
+
+/// Sorts rollup rows like a rollup file: slot first (so row-group statistics
+/// can skip by time), then the report's order of the other fields.
+fn sort_rows(rows: &mut [(RollupKey, Totals)], strings: &AccountStrings<'_>) {
+    let ranks = strings.ranks(rows.iter().flat_map(|(k, _)| [k.type_, k.subaccount, k.code]));
+    let rank = |id: u32| ranks.get(&id).copied().unwrap_or(0);
+    rows.sort_unstable_by_key(|(k, _)| {
+        (k.slot, k.product, rank(k.type_), rank(k.subaccount), k.country, k.direction, rank(k.code))
+    });
+}
+
+/// The shared interner of a run, plus the strings of one account's older
+/// files that this ingest has not seen (ids after the shared ones).
+struct AccountStrings<'a> {
+    shared: &'a Interner,
+    extra: Vec<Box<str>>,
+    extra_ids: FxHashMap<Box<str>, u32>,
+}
+
+impl<'a> AccountStrings<'a> {
+    fn new(shared: &'a Interner) -> AccountStrings<'a> {
+        AccountStrings { shared, extra: Vec::new(), extra_ids: FxHashMap::default() }
+    }
+
+    fn id(&mut self, text: &str) -> u32 {
+        if let Some(id) = self.shared.lookup(text).or_else(|| self.extra_ids.get(text).copied()) {
+            return id;
+        }
+        let id = (self.shared.len() + self.extra.len()) as u32;
+        self.extra.push(text.into());
+        self.extra_ids.insert(text.into(), id);
+        id
+    }
+
+    fn text(&self, id: u32) -> &str {
+        match (id as usize).checked_sub(self.shared.len()) {
+            Some(i) => self.extra.get(i).map_or("", |s| s),
+            None => self.shared.get(id),
+        }
+    }
+
+    /// The rank of each of `ids` in byte order of their strings.
+    fn ranks(&self, ids: impl Iterator<Item = u32>) -> FxHashMap<u32, u32> {
+        let mut distinct: Vec<u32> = ids.collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        distinct.sort_unstable_by(|a, b| self.text(*a).cmp(self.text(*b)));
+        distinct.into_iter().enumerate().map(|(rank, id)| (id, rank as u32)).collect()
+    }
+
+    /// Rows of `account` as the writer takes them.
+    fn refs<'s>(&'s self, account: &'s str, rows: &[(RollupKey, Totals)]) -> Vec<RollupRef<'s>> {
+        rows.iter()
+            .map(|(key, totals)| RollupRef {
                 auth_id: account,
-                subaccount: text(key.subaccount),
+                subaccount: self.text(key.subaccount),
                 slot: key.slot,
                 product: key.product,
-                type_: text(key.type_),
+                type_: self.text(key.type_),
                 country: key.country,
                 direction: key.direction,
-                code: text(key.code),
+                code: self.text(key.code),
                 totals: *totals,
+            })
+            .collect()
+    }
+}
+
+/// One input of an account's merge: the in-memory groups, or a rollup file
+/// read a slice of rows at a time.
+struct Cursor<'g> {
+    rows: std::borrow::Cow<'g, [(RollupKey, Totals)]>,
+    at: usize,
+    /// The file, its row count and the next row to read.
+    file: Option<(PathBuf, usize, usize)>,
+}
+
+impl<'g> Cursor<'g> {
+    fn memory(rows: &'g [(RollupKey, Totals)]) -> Cursor<'g> {
+        Cursor { rows: std::borrow::Cow::Borrowed(rows), at: 0, file: None }
+    }
+
+    fn file(path: &Path) -> Result<Cursor<'g>> {
+        let n_rows = parquet_io::count_rows(path)?;
+        Ok(Cursor { rows: std::borrow::Cow::Owned(Vec::new()), at: 0, file: Some((path.to_owned(), n_rows, 0)) })
+    }
+
+    /// The slot of the next row, reading the next slice when needed.
+    fn peek_slot(&mut self, strings: &mut AccountStrings<'_>, account: u32) -> Result<Option<i64>> {
+        if self.at == self.rows.len() {
+            self.load(strings, account)?;
+        }
+        Ok(self.rows.get(self.at).map(|(key, _)| key.slot))
+    }
+
+    /// The next row if its slot is before `end`.
+    fn next_before(
+        &mut self,
+        end: i64,
+        strings: &mut AccountStrings<'_>,
+        account: u32,
+    ) -> Result<Option<(RollupKey, Totals)>> {
+        match self.peek_slot(strings, account)? {
+            Some(slot) if slot < end => {
+                self.at += 1;
+                Ok(Some(self.rows[self.at - 1]))
             }
-        };
-        rollup::write_rollups(path, rows.len(), row)
+            _ => Ok(None),
+        }
+    }
+
+    fn load(&mut self, strings: &mut AccountStrings<'_>, account: u32) -> Result<()> {
+        let Some((path, n_rows, next)) = &mut self.file else { return Ok(()) };
+        if *next >= *n_rows {
+            return Ok(());
+        }
+        let frame = rollup::read_rollup_slice(path, *next, parquet_io::ROW_GROUP_ROWS)?;
+        *next += frame.height().max(1);
+        let mut rows = Vec::with_capacity(frame.height());
+        let mut last = i64::MIN;
+        let mut sorted = true;
+        rollup::for_each_rollup_in(path, &frame, |row| {
+            let key = RollupKey {
+                account,
+                subaccount: strings.id(row.subaccount),
+                slot: row.slot,
+                product: row.product,
+                type_: strings.id(row.type_),
+                country: row.country,
+                direction: row.direction,
+                code: strings.id(row.code),
+            };
+            sorted &= row.slot >= last;
+            last = row.slot;
+            rows.push((key, row.totals));
+            Ok(())
+        })?;
+        if !sorted || rows.first().zip(self.rows.last()).is_some_and(|(a, b)| a.0.slot < b.0.slot) {
+            return Err(Error::io(&*path, "rollup rows are not sorted by slot"));
+        }
+        self.rows = std::borrow::Cow::Owned(rows);
+        self.at = 0;
+        Ok(())
+    }
+}
+
+/// The rows of one grain, buffered to whole row groups before writing.
+struct Output {
+    writer: rollup::RollupWriter,
+    buffer: Vec<(RollupKey, Totals)>,
+}
+
+impl Output {
+    fn create(path: &Path) -> Result<Output> {
+        Ok(Output { writer: rollup::RollupWriter::create(path)?, buffer: Vec::new() })
+    }
+
+    fn push(&mut self, rows: &[(RollupKey, Totals)], account: &str, strings: &AccountStrings<'_>) -> Result<()> {
+        self.buffer.extend_from_slice(rows);
+        if self.buffer.len() >= parquet_io::ROW_GROUP_ROWS {
+            self.writer.write(&strings.refs(account, &self.buffer))?;
+            self.buffer.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, account: &str, strings: &AccountStrings<'_>) -> Result<()> {
+        if !self.buffer.is_empty() {
+            self.writer.write(&strings.refs(account, &self.buffer))?;
+        }
+        self.writer.finish()
     }
 }
 

@@ -99,6 +99,22 @@ pub(super) fn read_frame(path: &Path, columns: &[&str]) -> Result<DataFrame> {
         .map_err(polars_error(path))
 }
 
+/// Rows `offset..offset + len` of `columns` (fewer at the end of the file).
+pub(super) fn read_frame_slice(path: &Path, columns: &[&str], offset: usize, len: usize) -> Result<DataFrame> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    ParquetReader::new(file)
+        .with_columns(Some(columns.iter().map(|c| c.to_string()).collect()))
+        .with_slice(Some((offset, len)))
+        .finish()
+        .map_err(polars_error(path))
+}
+
+/// Rows in a Parquet file (from its footer).
+pub(super) fn count_rows(path: &Path) -> Result<usize> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    ParquetReader::new(file).num_rows().map_err(polars_error(path))
+}
+
 /// Writes records of `kind` in the contract's columns (natural types) plus
 /// `source_file` and `source_line`.
 pub fn write_records(path: &Path, kind: Kind, rows: &[RecordView<'_>]) -> Result<()> {

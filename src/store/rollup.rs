@@ -1,7 +1,7 @@
 //! Rollup files: one account's rows at one grain, keyed by (auth_id,
 //! subaccount, slot, product, type, country, direction, error_code,
 //! hangup_cause), integer counts and DECIMAL(38,9) sums. Written by ingest
-//! ([`write_rollups`]), read by [`super::Store::aggregate`] and by ingest
+//! ([`RollupWriter`]), read by [`super::Store::aggregate`] and by ingest
 //! when it merges a new ingest into an account's files.
 
 use std::path::Path;
@@ -10,7 +10,7 @@ use polars::prelude::{
     Column, DataFrame, DataType, ParallelStrategy, ParquetCompression, ParquetReader, ParquetWriter, SerReader,
 };
 
-use super::parquet_io::{decimal_column, int_column, polars_error, read_frame, text_column, to_i64, ROW_GROUP_ROWS};
+use super::parquet_io::{decimal_column, int_column, polars_error, read_frame, text_column, to_i64};
 use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Product};
@@ -32,40 +32,75 @@ const ROLLUP_COLUMNS: [&str; 14] = [
     "surcharge",
 ];
 
-/// Writes rollup rows (already sorted). `slot_start` is UTC seconds since
-/// the epoch; absent dimensions are empty strings.
-///
-/// Rows are turned into columns one row group at a time (`row(i)` for
-/// `i < n_rows`), so writing holds one row group of columns, not the file.
-pub fn write_rollups<'a>(path: &Path, n_rows: usize, row: impl Fn(usize) -> RollupRef<'a>) -> Result<()> {
-    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut out = std::io::BufWriter::new(file);
-    let mut writer = None;
-    let mut start = 0;
-    loop {
-        let end = (start + ROW_GROUP_ROWS).min(n_rows);
-        let rows: Vec<RollupRef<'a>> = (start..end).map(&row).collect();
-        let frame = rollup_frame(path, &rows)?;
-        if writer.is_none() {
-            let batched = ParquetWriter::new(&mut out)
+/// A rollup file written a row group at a time, for rows that come in
+/// order but not all at once (ingest's merge, one day at a time).
+pub struct RollupWriter {
+    path: std::path::PathBuf,
+    out: SharedOut,
+    writer: Option<polars::prelude::BatchedWriter<SharedOut>>,
+}
+
+/// The file under a [`RollupWriter`], shared so that it can be flushed and
+/// synced after polars' writer has finished with it.
+#[derive(Clone)]
+struct SharedOut(std::sync::Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>);
+
+impl std::io::Write for SharedOut {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.write(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.flush()
+    }
+}
+
+impl RollupWriter {
+    /// Creates (or truncates) the file.
+    pub fn create(path: &Path) -> Result<RollupWriter> {
+        let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+        let out = SharedOut(std::sync::Arc::new(std::sync::Mutex::new(std::io::BufWriter::new(file))));
+        Ok(RollupWriter { path: path.to_owned(), out, writer: None })
+    }
+
+    /// Writes `rows` (after the rows written so far, in order) as one row
+    /// group.
+    pub fn write(&mut self, rows: &[RollupRef<'_>]) -> Result<()> {
+        let frame = rollup_frame(&self.path, rows)?;
+        if self.writer.is_none() {
+            let batched = ParquetWriter::new(self.out.clone())
                 .with_compression(ParquetCompression::Snappy)
                 .batched(frame.schema())
-                .map_err(polars_error(path))?;
-            writer = Some(batched);
+                .map_err(polars_error(&self.path))?;
+            self.writer = Some(batched);
         }
-        if let Some(batched) = &mut writer {
-            batched.write_batch(&frame).map_err(polars_error(path))?;
+        if let Some(batched) = &mut self.writer {
+            batched.write_batch(&frame).map_err(polars_error(&self.path))?;
         }
-        start = end;
-        if start >= n_rows {
-            break;
-        }
+        Ok(())
     }
-    if let Some(batched) = writer {
-        batched.finish().map_err(polars_error(path))?;
+
+    /// Finishes the file (with no rows when nothing was written) and syncs
+    /// it to disk.
+    pub fn finish(mut self) -> Result<()> {
+        use std::io::Write;
+        if self.writer.is_none() {
+            self.write(&[])?;
+        }
+        if let Some(batched) = self.writer.take() {
+            batched.finish().map_err(polars_error(&self.path))?;
+        }
+        let io = |e: std::io::Error| Error::io(&self.path, e);
+        self.out.flush().map_err(io)?;
+        let out = self.out.0.lock().map_err(|_| Error::Internal("rollup writer poisoned".to_owned()))?;
+        out.get_ref().sync_all().map_err(io)
     }
-    let file = out.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
-    file.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// The columns of rows `offset..offset + len` of a rollup file (the row
+/// groups outside are not decoded).
+pub fn read_rollup_slice(path: &Path, offset: usize, len: usize) -> Result<DataFrame> {
+    super::parquet_io::read_frame_slice(path, &ROLLUP_COLUMNS, offset, len)
 }
 
 /// The columns of some rollup rows.
@@ -143,12 +178,6 @@ pub struct RollupRef<'a> {
     pub code: &'a str,
     /// Summed values.
     pub totals: Totals,
-}
-
-/// Hands every rollup row of a file to `each`, in file order.
-pub fn for_each_rollup(path: &Path, each: impl FnMut(RollupRef<'_>) -> Result<()>) -> Result<()> {
-    let frame = read_rollup_frame(path)?;
-    for_each_rollup_in(path, &frame, each)
 }
 
 /// The columns of a rollup file.
