@@ -37,6 +37,11 @@
 //! offset that is a multiple of 15 minutes, so every report bucket is a
 //! union of slots; when a request's buckets are not (a historical offset),
 //! it is answered from the stored records instead ([`Store::aggregate`]).
+//!
+//! One account's request (`summary`, the server) reads only that account's
+//! rollup file at the request's grain and gets its rows in the report's
+//! order (`Store::account_rows`, `answer.rs`); several accounts (`report`)
+//! go through [`Store::aggregate`].
 
 pub(crate) mod answer;
 mod index;
