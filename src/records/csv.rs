@@ -97,7 +97,7 @@ pub fn load_into(file: &InputFile, out: &mut Vec<u8>) -> Result<()> {
 }
 
 /// Reads every row of a CSV file's `bytes` into sinks made by `make_sink`,
-/// one sink per chunk, in file order.
+/// each taking a run of consecutive chunks; the sinks come in file order.
 pub fn read<S, F>(file: &InputFile, kind: Kind, bytes: &[u8], make_sink: F) -> Result<Vec<S>>
 where
     S: RowSink + Send,
@@ -116,15 +116,25 @@ where
     let width = header.len();
     let body = &bytes[body_start.min(bytes.len())..];
     let chunks = split(body, first_line);
-    let read_chunk = |(offset, line, end): (usize, u64, usize)| {
-        let mut sink = make_sink();
-        read_chunk(&body[offset..end], line, &columns, width, &mut sink);
-        sink
-    };
     if chunks.len() == 1 {
-        return Ok(chunks.into_iter().map(read_chunk).collect());
+        let mut sink = make_sink();
+        read_chunk(body, first_line, &columns, width, &mut sink);
+        return Ok(vec![sink]);
     }
-    Ok(chunks.into_par_iter().map(read_chunk).collect())
+    // Consecutive chunks share a sink (one per rayon job, not one per
+    // chunk): fewer, larger partial results to merge later.
+    let sinks = chunks
+        .into_par_iter()
+        .fold(
+            || (make_sink(), true),
+            |(mut sink, go_on), (offset, line, end)| {
+                let go_on = go_on && read_chunk(&body[offset..end], line, &columns, width, &mut sink);
+                (sink, go_on)
+            },
+        )
+        .map(|(sink, _)| sink)
+        .collect();
+    Ok(sinks)
 }
 
 fn map_columns(file: &InputFile, kind: Kind, header: &::csv::ByteRecord) -> Result<Vec<usize>> {
@@ -183,7 +193,8 @@ fn split(body: &[u8], first_line: u64) -> Vec<(usize, u64, usize)> {
     chunks
 }
 
-fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], width: usize, sink: &mut S) {
+/// Reads the rows of `chunk` into `sink`; whether the sink wants more.
+fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], width: usize, sink: &mut S) -> bool {
     // The fast path takes a line at a time and splits it at commas: right
     // for every line without a quote or a carriage return inside (a final
     // `\r` of a CRLF ending is dropped). Any other line starts a record
@@ -212,7 +223,7 @@ fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], widt
             line += memchr::memchr_iter(b'\n', &rest[..consumed]).count() as u64;
             pos += consumed.max(1);
             if !go_on {
-                return;
+                return false;
             }
             continue;
         }
@@ -249,11 +260,12 @@ fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], widt
             sink.row(line, &fields[..columns.len()])
         };
         if !go_on {
-            return;
+            return false;
         }
         pos += end + 1;
         line += 1;
     }
+    true
 }
 
 /// What [`split_commas`] found a line to be.
