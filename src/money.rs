@@ -114,6 +114,47 @@ impl Amount {
 
 /// Parses a decimal into nanos as an `i64`: the hot path of every reader.
 pub fn parse_nanos(text: &[u8]) -> Result<i64, DecimalError> {
+    if let Some(nanos) = parse_short_nanos(text) {
+        return Ok(nanos);
+    }
+    parse_nanos_checked(text)
+}
+
+/// The common case of [`parse_nanos`] in one pass: at most nine digits
+/// before the point (so nothing can overflow) and at most nine after.
+/// `None` for anything else, which the general parser then accepts or
+/// refuses with its reason.
+#[inline]
+fn parse_short_nanos(text: &[u8]) -> Option<i64> {
+    const POW10: [i64; 10] =
+        [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+    if text.len() > 19 {
+        return None;
+    }
+    let mut digits: i64 = 0;
+    let mut dot = None;
+    for (i, &b) in text.iter().enumerate() {
+        let digit = b.wrapping_sub(b'0');
+        if digit < 10 {
+            digits = digits * 10 + digit as i64;
+        } else if b == b'.' && dot.is_none() {
+            dot = Some(i);
+        } else {
+            return None;
+        }
+    }
+    let (int_digits, frac_digits) = match dot {
+        Some(at) => (at, text.len() - at - 1),
+        None => (text.len(), 0),
+    };
+    if int_digits == 0 || int_digits > 9 || (dot.is_some() && frac_digits == 0) || frac_digits > MAX_FRACTION_DIGITS {
+        return None;
+    }
+    Some(digits * POW10[MAX_FRACTION_DIGITS - frac_digits])
+}
+
+/// [`parse_nanos`] for any input, with every check and its reason.
+fn parse_nanos_checked(text: &[u8]) -> Result<i64, DecimalError> {
     if text.is_empty() {
         return Err(DecimalError::Empty);
     }
@@ -188,6 +229,37 @@ impl std::ops::Add for Amount {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_short_parser_agrees_with_the_checked_one(
+            text in prop_oneof![
+                "[0-9]{0,12}(\\.[0-9]{0,11})?",
+                "[0-9.]{0,20}",
+                "[0-9a.+e-]{0,8}",
+                any::<Vec<u8>>().prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+            ]
+        ) {
+            let checked = parse_nanos_checked(text.as_bytes());
+            if let Some(short) = parse_short_nanos(text.as_bytes()) {
+                prop_assert_eq!(Ok(short), checked);
+            }
+            prop_assert_eq!(parse_nanos(text.as_bytes()), checked);
+        }
+    }
+
+    #[test]
+    fn the_short_parser_takes_the_usual_forms_and_leaves_the_rest() {
+        for (text, nanos) in
+            [("0", 0), ("1200", 1_200_000_000_000), ("0.17000", 170_000_000), ("999999999.999999999", 999_999_999_999_999_999)]
+        {
+            assert_eq!(parse_short_nanos(text.as_bytes()), Some(nanos), "{text}");
+            assert_eq!(parse_nanos_checked(text.as_bytes()), Ok(nanos), "{text}");
+        }
+        for text in ["", ".5", "5.", "1.2.3", "1000000000", "0.0000000001", "-1", "1e3", " 1", "9223372036.854775807"] {
+            assert_eq!(parse_short_nanos(text.as_bytes()), None, "{text}");
+        }
+    }
 
     #[test]
     fn parses_and_formats() {
