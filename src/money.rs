@@ -126,8 +126,7 @@ pub fn parse_nanos(text: &[u8]) -> Result<i64, DecimalError> {
 /// refuses with its reason.
 #[inline]
 fn parse_short_nanos(text: &[u8]) -> Option<i64> {
-    const POW10: [i64; 10] =
-        [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+    const POW10: [i64; 10] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
     if text.len() > 19 {
         return None;
     }
@@ -250,9 +249,12 @@ mod tests {
 
     #[test]
     fn the_short_parser_takes_the_usual_forms_and_leaves_the_rest() {
-        for (text, nanos) in
-            [("0", 0), ("1200", 1_200_000_000_000), ("0.17000", 170_000_000), ("999999999.999999999", 999_999_999_999_999_999)]
-        {
+        for (text, nanos) in [
+            ("0", 0),
+            ("1200", 1_200_000_000_000),
+            ("0.17000", 170_000_000),
+            ("999999999.999999999", 999_999_999_999_999_999),
+        ] {
             assert_eq!(parse_short_nanos(text.as_bytes()), Some(nanos), "{text}");
             assert_eq!(parse_nanos_checked(text.as_bytes()), Ok(nanos), "{text}");
         }

@@ -200,10 +200,13 @@ fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], widt
     // `\r` of a CRLF ending is dropped). Any other line starts a record
     // that is read by csv_core, the parser of the csv crate, so quoting
     // follows RFC 4180 exactly as before.
-    let mut commas: Vec<usize> = Vec::with_capacity(width + 1);
+    let mut commas = Commas::default();
     let mut slow = SlowPath::new();
-    // One UTF-8 check for the whole chunk, not one per field.
+    // One UTF-8 check for the whole chunk, not one per field; and when the
+    // whole chunk is printable ASCII lines without quotes (the usual case),
+    // one vectorised pass says so for every line at once.
     let chunk_text = std::str::from_utf8(chunk).ok();
+    let all_printable = chunk_text.is_some() && is_printable_unquoted(chunk);
     let (mut pos, mut line) = (0usize, first_line);
     while pos < chunk.len() {
         let rest = &chunk[pos..];
@@ -217,7 +220,9 @@ fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], widt
             line += 1;
             continue;
         }
-        let shape = split_commas(text, &mut commas);
+        let shape =
+            if all_printable { split_commas_of::<false>(text, &mut commas) } else { split_commas(text, &mut commas) };
+        let commas = commas.as_slice();
         if shape == Line::Quoted {
             let (consumed, go_on) = slow.record(rest, line, columns, width, sink);
             line += memchr::memchr_iter(b'\n', &rest[..consumed]).count() as u64;
@@ -281,12 +286,37 @@ enum Line {
     Quoted,
 }
 
+/// Positions of the commas of a line; the buffer only grows.
+#[derive(Debug, Default)]
+struct Commas {
+    at: Vec<usize>,
+    len: usize,
+}
+
+impl Commas {
+    fn as_slice(&self) -> &[usize] {
+        &self.at[..self.len]
+    }
+}
+
 /// Collects the positions of the commas of `line` and tells what bytes it
 /// holds (the positions are complete unless it is [`Line::Quoted`]). Eight
 /// bytes at a time: a SWAR scan beats a vectorised search restarted at every
 /// one of a dozen commas on a short line.
-fn split_commas(line: &[u8], commas: &mut Vec<usize>) -> Line {
-    commas.clear();
+fn split_commas(line: &[u8], commas: &mut Commas) -> Line {
+    split_commas_of::<true>(line, commas)
+}
+
+/// [`split_commas`], checking the bytes only when `CHECK` (a caller that
+/// knows the line to be printable ASCII passes `false`).
+#[inline(always)]
+fn split_commas_of<const CHECK: bool>(line: &[u8], commas: &mut Commas) -> Line {
+    // Room for a comma at every byte.
+    if commas.at.len() < line.len() + 2 {
+        commas.at.resize(line.len() + 2, 0);
+    }
+    let at = &mut commas.at[..];
+    let mut n = 0;
     let mut words = line.chunks_exact(8);
     let mut base = 0;
     let mut odd = 0u64;
@@ -294,10 +324,13 @@ fn split_commas(line: &[u8], commas: &mut Vec<usize>) -> Line {
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(word);
         let word = u64::from_le_bytes(bytes);
-        odd |= bytes_equal(word, b'"') | not_printable(word);
+        if CHECK {
+            odd |= bytes_equal(word, b'"') | not_printable(word);
+        }
         let mut found = bytes_equal(word, b',');
         while found != 0 {
-            commas.push(base + (found.trailing_zeros() / 8) as usize);
+            at[n] = base + (found.trailing_zeros() / 8) as usize;
+            n += 1;
             found &= found - 1;
         }
         base += 8;
@@ -305,12 +338,17 @@ fn split_commas(line: &[u8], commas: &mut Vec<usize>) -> Line {
     let mut odd = odd != 0;
     for (i, &b) in words.remainder().iter().enumerate() {
         match b {
-            b',' => commas.push(base + i),
-            b'"' => odd = true,
+            b',' => {
+                at[n] = base + i;
+                n += 1;
+            }
+            b'"' if CHECK => odd = true,
             0x20..=0x7e => {}
-            _ => odd = true,
+            _ if CHECK => odd = true,
+            _ => {}
         }
     }
+    commas.len = n;
     if !odd {
         Line::Printable
     } else if memchr::memchr2(b'"', b'\r', line).is_some() {
@@ -318,6 +356,18 @@ fn split_commas(line: &[u8], commas: &mut Vec<usize>) -> Line {
     } else {
         Line::Text
     }
+}
+
+/// Whether every byte of `bytes` is a newline or printable ASCII
+/// (`0x20..=0x7e`) other than a quote. A loop the compiler vectorises.
+fn is_printable_unquoted(bytes: &[u8]) -> bool {
+    bytes.chunks(4096).all(|block| {
+        let mut odd = 0u8;
+        for &b in block {
+            odd |= ((b.wrapping_sub(0x20) > 0x5e) & (b != b'\n')) as u8 | (b == b'"') as u8;
+        }
+        odd == 0
+    })
 }
 
 /// A non-zero value when some byte of `word` is outside `0x20..=0x7e`.
@@ -408,7 +458,7 @@ mod tests {
 
     #[test]
     fn finds_every_comma_and_refuses_quotes_and_carriage_returns() {
-        let mut commas = Vec::new();
+        let mut commas = Commas::default();
         for line in [
             "",
             "a",
@@ -421,13 +471,51 @@ mod tests {
             let expected: Vec<usize> = line.bytes().enumerate().filter(|(_, b)| *b == b',').map(|(i, _)| i).collect();
             let shape = if line.is_ascii() { Line::Printable } else { Line::Text };
             assert_eq!(split_commas(line.as_bytes(), &mut commas), shape, "{line}");
-            assert_eq!(commas, expected, "{line}");
+            assert_eq!(commas.as_slice(), expected, "{line}");
         }
         for line in ["a,\"b\"", "abcdefghijklmno\"", "a\rb", "abcdefgh,ijklmnopq\r", "\u{e9},\"x\""] {
             assert_eq!(split_commas(line.as_bytes(), &mut commas), Line::Quoted, "{line:?}");
         }
         for line in ["a\tb", "abcdefgh,ijk\u{7f}", "\u{0}", "abcdefgh\u{1f}", "caf\u{e9},x,y,z,1,2,3"] {
             assert_eq!(split_commas(line.as_bytes(), &mut commas), Line::Text, "{line:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn split_commas_agrees_with_a_byte_by_byte_reading(
+            line in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(b",,,a9.-:Z\"\r\t\x7f\x80\xc3\xa9 ~".to_vec()),
+                    proptest::num::u8::ANY,
+                ],
+                0..80,
+            )
+        ) {
+            let mut commas = Commas::default();
+            let shape = split_commas(&line, &mut commas);
+            let expected_shape = if line.iter().any(|b| matches!(b, b'"' | b'\r')) {
+                Line::Quoted
+            } else if line.iter().all(|b| (0x20..=0x7e).contains(b)) {
+                Line::Printable
+            } else {
+                Line::Text
+            };
+            proptest::prop_assert_eq!(shape, expected_shape);
+            proptest::prop_assert_eq!(
+                is_printable_unquoted(&line),
+                line.iter().all(|b| *b == b'\n' || (*b != b'"' && (0x20..=0x7e).contains(b)))
+            );
+            if shape == Line::Printable {
+                let mut unchecked = Commas::default();
+                proptest::prop_assert_eq!(split_commas_of::<false>(&line, &mut unchecked), Line::Printable);
+                proptest::prop_assert_eq!(unchecked.as_slice(), commas.as_slice());
+            }
+            if shape != Line::Quoted {
+                let expected: Vec<usize> =
+                    line.iter().enumerate().filter(|(_, b)| **b == b',').map(|(i, _)| i).collect();
+                proptest::prop_assert_eq!(commas.as_slice(), &expected[..]);
+            }
         }
     }
 
