@@ -1019,8 +1019,8 @@ impl Rollups {
     }
 
     /// Writes the in-memory groups to one partial file per account (finest
-    /// grain, sorted like a rollup file, not published; merged by
-    /// [`Rollups::write`]) and forgets them, so that rollup memory stays
+    /// grain, sorted by slot, in this run's string ids: not published, read
+    /// back only by [`Rollups::write`] of the same run) and forgets them, so that rollup memory stays
     /// bounded by [`IngestOptions::max_rollup_groups`].
     fn spill(&mut self, store: &Path, id: &str) -> Result<()> {
         let groups = self.take_by_account();
@@ -1030,15 +1030,10 @@ impl Rollups {
             .into_par_iter()
             .map(|mut rows| {
                 let account = self.strings.get(rows[0].0.account);
-                let path = store.join(format!("rollups/{}/{id}-part-{n:05}.parquet", account_folder(account)));
+                let path = store.join(format!("rollups/{}/{id}-part-{n:05}.bin", account_folder(account)));
                 create_parent(&path)?;
-                let strings = AccountStrings::new(&self.strings);
-                sort_rows(&mut rows, &strings);
-                let mut writer = rollup::RollupWriter::create(&path)?;
-                for piece in rows.chunks(parquet_io::ROW_GROUP_ROWS) {
-                    writer.write(&strings.refs(account, piece))?;
-                }
-                writer.finish()?;
+                rows.sort_unstable_by_key(|(key, _)| key.slot);
+                write_partial(&path, &rows)?;
                 Ok((account.to_owned(), path))
             })
             .collect();
@@ -1114,9 +1109,9 @@ impl Rollups {
 /// Sorts rollup rows like a rollup file: slot first (so row-group statistics
 /// can skip by time), then the report's order of the other fields.
 fn sort_rows(rows: &mut [(RollupKey, Totals)], strings: &AccountStrings<'_>) {
-    let ranks = strings.ranks(rows.iter().flat_map(|(k, _)| [k.type_, k.subaccount, k.code]));
-    let rank = |id: u32| ranks.get(&id).copied().unwrap_or(0);
-    rows.sort_unstable_by_key(|(k, _)| {
+    let ranks = strings.ranks();
+    let rank = |id: u32| ranks.get(id as usize).copied().unwrap_or(u32::MAX);
+    rows.sort_by_cached_key(|(k, _)| {
         (k.slot, k.product, rank(k.type_), rank(k.subaccount), k.country, k.direction, rank(k.code))
     });
 }
@@ -1127,11 +1122,12 @@ struct AccountStrings<'a> {
     shared: &'a Interner,
     extra: Vec<Box<str>>,
     extra_ids: FxHashMap<Box<str>, u32>,
+    ranks: std::cell::RefCell<Vec<u32>>,
 }
 
 impl<'a> AccountStrings<'a> {
     fn new(shared: &'a Interner) -> AccountStrings<'a> {
-        AccountStrings { shared, extra: Vec::new(), extra_ids: FxHashMap::default() }
+        AccountStrings { shared, extra: Vec::new(), extra_ids: FxHashMap::default(), ranks: Default::default() }
     }
 
     fn id(&mut self, text: &str) -> u32 {
@@ -1151,13 +1147,20 @@ impl<'a> AccountStrings<'a> {
         }
     }
 
-    /// The rank of each of `ids` in byte order of their strings.
-    fn ranks(&self, ids: impl Iterator<Item = u32>) -> FxHashMap<u32, u32> {
-        let mut distinct: Vec<u32> = ids.collect();
-        distinct.sort_unstable();
-        distinct.dedup();
-        distinct.sort_unstable_by(|a, b| self.text(*a).cmp(self.text(*b)));
-        distinct.into_iter().enumerate().map(|(rank, id)| (id, rank as u32)).collect()
+    /// The rank of every string id in byte order of the strings (sorted
+    /// again only when strings were added since the last call).
+    fn ranks(&self) -> std::cell::Ref<'_, Vec<u32>> {
+        let n = self.shared.len() + self.extra.len();
+        if self.ranks.borrow().len() != n {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_unstable_by(|a, b| self.text(*a).cmp(self.text(*b)));
+            let mut ranks = vec![0u32; n];
+            for (rank, id) in order.into_iter().enumerate() {
+                ranks[id as usize] = rank as u32;
+            }
+            *self.ranks.borrow_mut() = ranks;
+        }
+        self.ranks.borrow()
     }
 
     /// Rows of `account` as the writer takes them.
@@ -1185,16 +1188,27 @@ struct Cursor<'g> {
     at: usize,
     /// The file, its row count and the next row to read.
     file: Option<(PathBuf, usize, usize)>,
+    /// Or a partial file of this run, and the rows left in it.
+    partial: Option<(PathBuf, std::io::BufReader<std::fs::File>, u64)>,
 }
 
 impl<'g> Cursor<'g> {
     fn memory(rows: &'g [(RollupKey, Totals)]) -> Cursor<'g> {
-        Cursor { rows: std::borrow::Cow::Borrowed(rows), at: 0, file: None }
+        Cursor { rows: std::borrow::Cow::Borrowed(rows), at: 0, file: None, partial: None }
     }
 
+    /// A published rollup file, or a partial file of this run (`.bin`).
     fn file(path: &Path) -> Result<Cursor<'g>> {
+        let rows = std::borrow::Cow::Owned(Vec::new());
+        if path.extension().is_some_and(|e| e == "bin") {
+            let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+            let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+            let reader = std::io::BufReader::with_capacity(1 << 20, file);
+            let partial = Some((path.to_owned(), reader, size / PARTIAL_BYTES as u64));
+            return Ok(Cursor { rows, at: 0, file: None, partial });
+        }
         let n_rows = parquet_io::count_rows(path)?;
-        Ok(Cursor { rows: std::borrow::Cow::Owned(Vec::new()), at: 0, file: Some((path.to_owned(), n_rows, 0)) })
+        Ok(Cursor { rows, at: 0, file: Some((path.to_owned(), n_rows, 0)), partial: None })
     }
 
     /// The slot of the next row, reading the next slice when needed.
@@ -1222,6 +1236,21 @@ impl<'g> Cursor<'g> {
     }
 
     fn load(&mut self, strings: &mut AccountStrings<'_>, account: u32) -> Result<()> {
+        if let Some((path, reader, left)) = &mut self.partial {
+            let n = (*left).min(parquet_io::ROW_GROUP_ROWS as u64);
+            let mut rows = Vec::with_capacity(n as usize);
+            let mut bytes = [0u8; PARTIAL_BYTES];
+            for _ in 0..n {
+                std::io::Read::read_exact(reader, &mut bytes).map_err(|e| Error::io(&*path, e))?;
+                rows.push(
+                    decode_partial(&bytes, account).ok_or_else(|| Error::io(&*path, "not a partial rollup file"))?,
+                );
+            }
+            *left -= n;
+            self.rows = std::borrow::Cow::Owned(rows);
+            self.at = 0;
+            return Ok(());
+        }
         let Some((path, n_rows, next)) = &mut self.file else { return Ok(()) };
         if *next >= *n_rows {
             return Ok(());
@@ -1254,6 +1283,71 @@ impl<'g> Cursor<'g> {
         self.at = 0;
         Ok(())
     }
+}
+
+/// Bytes of one row of a partial file.
+const PARTIAL_BYTES: usize = 96;
+
+/// Writes rollup rows of one account to a partial file: fixed-size rows in
+/// this run's string ids (little-endian: subaccount, type, code as u32;
+/// product, direction, country as bytes; slot; records; units; duration,
+/// amount, surcharge).
+fn write_partial(path: &Path, rows: &[(RollupKey, Totals)]) -> Result<()> {
+    use std::io::Write;
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    for (key, totals) in rows {
+        let mut b = [0u8; PARTIAL_BYTES];
+        b[0..4].copy_from_slice(&key.subaccount.to_le_bytes());
+        b[4..8].copy_from_slice(&key.type_.to_le_bytes());
+        b[8..12].copy_from_slice(&key.code.to_le_bytes());
+        b[12] = Product::ALL.iter().position(|p| *p == key.product).unwrap_or(0) as u8;
+        b[13] = match key.direction {
+            None => 0,
+            Some(Direction::Inbound) => 1,
+            Some(Direction::Outbound) => 2,
+        };
+        if let Some(country) = key.country {
+            b[14..16].copy_from_slice(&country.as_str().as_bytes()[..2]);
+        }
+        b[16..24].copy_from_slice(&key.slot.to_le_bytes());
+        b[24..32].copy_from_slice(&totals.records.to_le_bytes());
+        b[32..48].copy_from_slice(&totals.units.to_le_bytes());
+        b[48..64].copy_from_slice(&totals.duration.to_le_bytes());
+        b[64..80].copy_from_slice(&totals.amount.to_le_bytes());
+        b[80..96].copy_from_slice(&totals.surcharge.to_le_bytes());
+        out.write_all(&b).map_err(|e| Error::io(path, e))?;
+    }
+    out.flush().map_err(|e| Error::io(path, e))
+}
+
+/// One row of a partial file (see [`write_partial`]).
+fn decode_partial(b: &[u8; PARTIAL_BYTES], account: u32) -> Option<(RollupKey, Totals)> {
+    let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let word = |i: usize| -> [u8; 8] { b[i..i + 8].try_into().unwrap_or([0; 8]) };
+    let wide = |i: usize| -> [u8; 16] { b[i..i + 16].try_into().unwrap_or([0; 16]) };
+    let key = RollupKey {
+        account,
+        subaccount: u32_at(0),
+        type_: u32_at(4),
+        code: u32_at(8),
+        product: *Product::ALL.get(b[12] as usize)?,
+        direction: match b[13] {
+            0 => None,
+            1 => Some(Direction::Inbound),
+            _ => Some(Direction::Outbound),
+        },
+        country: if b[14] == 0 { None } else { Some(Country::parse(&b[14..16])?) },
+        slot: i64::from_le_bytes(word(16)),
+    };
+    let totals = Totals {
+        records: u64::from_le_bytes(word(24)),
+        units: u128::from_le_bytes(wide(32)),
+        duration: i128::from_le_bytes(wide(48)),
+        amount: i128::from_le_bytes(wide(64)),
+        surcharge: i128::from_le_bytes(wide(80)),
+    };
+    Some((key, totals))
 }
 
 /// The rows of one grain, buffered to whole row groups before writing.
