@@ -97,6 +97,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if report.published {
         println!("published generation {} (ingest {})", report.generation, report.id);
+        if report.removed > 0 {
+            println!("deleted {} files no longer listed by this or the previous generation", report.removed);
+        }
     } else {
         println!("nothing new: the store is unchanged at generation {}", report.generation);
     }

@@ -104,6 +104,8 @@ pub struct IngestReport {
     pub rejects: Vec<BadRecord>,
     /// Where they were written, when there were any.
     pub rejected_file: Option<PathBuf>,
+    /// Superseded or orphaned files deleted after publishing.
+    pub removed: usize,
     /// Whether a new generation was published (false when nothing changed).
     pub published: bool,
     /// The generation the store answers from afterwards.
@@ -216,10 +218,65 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
         // Unpublished scratch files of this run; a leftover is harmless.
         let _ = std::fs::remove_file(partial);
     }
+    report.removed = collect_garbage(store, &[&old, &manifest]);
     report.published = true;
     report.generation = manifest.generation;
     drop(lock);
     Ok(report)
+}
+
+/// The folders of the store that hold generation files.
+const GENERATION_FOLDERS: [&str; 5] = ["records", "index", "rollups", "accounts", "rejected"];
+
+/// Deletes every file in the generation folders that none of `keep` lists
+/// (superseded files, and orphans of failed or killed ingests), and
+/// leftover temporary manifests; returns how many were deleted.
+///
+/// Called after publishing, under the ingest lock (so no other ingest is in
+/// flight), with the previous manifest among `keep`: a reader that opened
+/// the previous generation (a running server) still finds its files; files
+/// superseded by this ingest go at the next publish.
+/// Best effort: a file that cannot be deleted is left for the next run.
+fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
+    let mut listed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for manifest in keep {
+        for files in manifest.kinds.values() {
+            listed.extend(files.records.iter().chain(&files.index).map(String::as_str));
+        }
+        listed.extend(manifest.rollups.values().flat_map(|by_grain| by_grain.values()).map(String::as_str));
+        listed.extend(manifest.accounts_csv.as_deref());
+        listed.extend(manifest.ingests.iter().filter_map(|i| i.rejected.as_deref()));
+    }
+    let mut removed = 0;
+    for folder in GENERATION_FOLDERS {
+        let mut files = Vec::new();
+        // A folder that is missing or cannot be read all through: what was
+        // found is still handled.
+        let _ = crate::records::files::walk(&store.join(folder), &mut files);
+        for path in files {
+            let Ok(relative) = path.strip_prefix(store) else { continue };
+            let name: Vec<&str> = relative.iter().filter_map(|part| part.to_str()).collect();
+            if !listed.contains(name.join("/").as_str()) && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(store) {
+        for entry in entries.flatten() {
+            let temporary =
+                entry.file_name().to_str().is_some_and(|n| n.starts_with(&format!("{}.tmp-", super::MANIFEST)));
+            if temporary && std::fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    // Account folders left empty (an error just means not empty).
+    if let Ok(entries) = std::fs::read_dir(store.join("rollups")) {
+        for entry in entries.flatten() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+    removed
 }
 
 /// `DATA/accounts.csv`, checked, when there is one.

@@ -116,3 +116,92 @@ fn the_exact_index_check_gives_the_filters_answers() {
     assert!(failed.stderr.contains("calls/part-000.csv (ingest "), "{}", failed.stderr);
     assert!(failed.stderr.contains("calls/zz.csv:2"), "{}", failed.stderr);
 }
+
+fn walk(dir: &Path, out: &mut Vec<String>, root: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(&path, out, root);
+        } else {
+            let relative = path.strip_prefix(root).expect("under the store");
+            out.push(relative.to_str().expect("UTF-8 path").to_owned());
+        }
+    }
+}
+
+/// Every file of the store's generation folders, relative to the store.
+fn generation_files(store: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    for folder in ["records", "index", "rollups", "accounts", "rejected"] {
+        walk(&store.join(folder), &mut files, store);
+    }
+    files
+}
+
+#[test]
+fn superseded_and_orphaned_files_are_deleted_a_generation_later() {
+    let temp = temp_dir();
+    let days: Vec<_> = (0..3).map(|i| temp.path().join(format!("day{i}"))).collect();
+    for (i, day) in days.iter().enumerate() {
+        generate(day, &format!("{}", 7 + i), &format!("2026-10-{:02}", 1 + 3 * i), "3");
+    }
+    let store = temp.path().join("store");
+    let manifest = || std::fs::read_to_string(store.join("manifest.json")).expect("manifest");
+    ingest(&days[0], &store, &[]).ok();
+    let first = generation_files(&store);
+    // Files a killed ingest left behind.
+    let orphans =
+        ["records/calls/killed-00000.parquet", "index/calls/killed-00000.idx", "rollups/x/killed-part-00000.bin"];
+    for orphan in orphans {
+        write(&store, orphan, b"partial");
+    }
+    write(&store, "manifest.json.tmp-killed", b"{}");
+
+    ingest(&days[1], &store, &[]).ok();
+    let second = manifest();
+    for orphan in orphans.iter().chain(&["manifest.json.tmp-killed"]) {
+        assert!(!store.join(orphan).exists(), "{orphan} is deleted");
+    }
+    // Generation 1's rollups were superseded, but a reader may still hold
+    // generation 1: they stay one more generation.
+    for file in &first {
+        assert!(store.join(file).exists(), "{file} stays while generation 1 is the previous one");
+    }
+    let run = ingest(&days[2], &store, &[]);
+    run.ok();
+    let third = manifest();
+    let left = generation_files(&store);
+    for file in &left {
+        assert!(third.contains(file.as_str()) || second.contains(file.as_str()), "{file} is listed");
+    }
+    let gone: Vec<&String> = first.iter().filter(|f| !left.contains(f)).collect();
+    assert!(!gone.is_empty(), "generation 1's superseded rollups are deleted");
+    assert!(run.stdout.contains(&format!("deleted {} files", gone.len())), "{}", run.stdout);
+    // What is left answers like all three days read raw.
+    let all = temp.path().join("all");
+    for (i, day) in days.iter().enumerate() {
+        for kind in ["calls", "messages", "transcriptions", "charges"] {
+            for entry in std::fs::read_dir(day.join(kind)).expect("kind folder").flatten() {
+                let name = format!("{kind}/d{i}-{}", entry.file_name().to_str().expect("name"));
+                write(&all, &name, std::fs::read(entry.path()).expect("read"));
+            }
+        }
+    }
+    write(&all, "accounts.csv", std::fs::read(days[2].join("accounts.csv")).expect("accounts"));
+    for account in accounts(&days[2]) {
+        let raw = telemeter(&[
+            "summary",
+            "--data",
+            s(&all),
+            "--auth-id",
+            &account,
+            "--query",
+            "from_date=2026-10-01&to_date=2026-10-26&granularity=day&timezone=Asia/Kolkata",
+            "--now",
+            "2026-11-21T00:00:00Z",
+            "--all-pages",
+        ]);
+        assert_eq!(raw.ok(), answer(&store, &account), "{account}");
+    }
+}
