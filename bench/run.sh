@@ -8,7 +8,8 @@
 # times with /usr/bin/time -v, page cache warm:
 #   1. `summary` of one account (the Zipf rank-1 account), day granularity,
 #      92 days, from the raw CSV;
-#   2. `report` of every account (same query) from the raw CSV;
+#   2. `report` of every account (same query) from the raw CSV: the full
+#      report, then the summaries alone (`--formats json`);
 #   3. `ingest` into a store and `summary --store`, when this build has them.
 # Usage: bench/run.sh [--threads N]   (extra arguments go to every timed command)
 set -euo pipefail
@@ -54,6 +55,13 @@ if "$BIN" report --help > /dev/null 2>&1; then
   /usr/bin/time -v -o "$WORK/report-all-accounts.time" "$BIN" "$@" report --data "$DATA" --out "$WORK/report" \
     --query "$QUERY" --now "$NOW" --quiet
   show report-all-accounts
+  rm -rf "$WORK/report"
+  # The summaries alone (JSON pages, index, manifest): what the 8 s target names.
+  rm -rf "$WORK/report-json"
+  /usr/bin/time -v -o "$WORK/report-summaries.time" "$BIN" "$@" report --data "$DATA" --out "$WORK/report-json" \
+    --query "$QUERY" --now "$NOW" --quiet --formats json
+  show report-summaries
+  rm -rf "$WORK/report-json"
 else
   echo "no 'report' command in this build: timing 'summary' for every account in turn"
   start=$(date +%s.%N)
