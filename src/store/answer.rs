@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::rollup::{self, RowText};
+use super::rollup::{self, RowText, Text};
 use crate::aggregate::{AccountScope, Dimensions, Selector, Totals};
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Product};
@@ -45,9 +45,13 @@ pub(crate) fn account_rows(
     let mut segments: Vec<(usize, u32)> = Vec::new();
     let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
     let mut current: Option<(u32, i64, i64, bool)> = None;
-    let mut last_product: Option<Product> = None;
+    let mut last_product: Option<(u128, Product)> = None;
     let window = (buckets.span(0).0, buckets.span(buckets.len().saturating_sub(1) as u32).1);
     rollup::for_each_row(path, window, |row: RowText<'_>| {
+        if row.group_start {
+            strings.new_group();
+            last_product = None;
+        }
         let slot = row.slot;
         let (bucket, folds) = match current {
             Some((bucket, start, end, folds)) if slot >= start && slot < end => (bucket, folds),
@@ -64,16 +68,19 @@ pub(crate) fn account_rows(
             }
         };
         let product = match last_product {
-            Some(last) if last.as_str() == row.product => last,
-            _ => Product::parse(row.product).ok_or_else(|| broken(format!("unknown product '{}'", row.product)))?,
+            Some((view, last)) if view == row.product.view => last,
+            _ => {
+                let text = row.product.text;
+                Product::parse(text).ok_or_else(|| broken(format!("unknown product '{text}'")))?
+            }
         };
-        last_product = Some(product);
+        last_product = Some((row.product.view, product));
         let code = if product.has_error_code() {
             row.error_code
         } else if product.has_hangup_cause() {
             row.hangup_cause
         } else {
-            ""
+            Text { view: 0, text: "" }
         };
         let country = match row.country {
             "" => None,
@@ -83,7 +90,14 @@ pub(crate) fn account_rows(
             "" => None,
             text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad direction '{text}'")))?),
         };
-        let dimensions = Dimensions { auth_id: account, product, subaccount: row.subaccount, country, direction, code };
+        let dimensions = Dimensions {
+            auth_id: account,
+            product,
+            subaccount: row.subaccount.text,
+            country,
+            direction,
+            code: code.text,
+        };
         if !row_selector.keeps(&dimensions) {
             return Ok(());
         }
@@ -102,7 +116,7 @@ pub(crate) fn account_rows(
         let key = PackedKey {
             bucket,
             type_: strings.id(Column::Type, row.type_),
-            subaccount: if row.subaccount.is_empty() || product == Product::Other {
+            subaccount: if row.subaccount.text.is_empty() || product == Product::Other {
                 ABSENT
             } else {
                 strings.id(Column::Subaccount, row.subaccount)
@@ -211,27 +225,45 @@ enum Column {
 struct Dictionary {
     ids: FxHashMap<Box<str>, u32>,
     strings: Vec<Box<str>>,
-    /// Per column, 1 + the id of its last value (0: none yet).
-    last: [u32; 3],
+    /// Per column, the ids of the views seen in the current row group.
+    by_view: [FxHashMap<u128, u32>; 3],
+    /// Per column, the last view and 1 + its id (0: none yet).
+    last: [(u128, u32); 3],
 }
 
 impl Dictionary {
-    #[inline]
-    fn id(&mut self, column: Column, text: &str) -> u32 {
-        let last = &mut self.last[column as usize];
-        if *last != 0 && *self.strings[*last as usize - 1] == *text {
-            return *last - 1;
+    /// Forgets the views of the previous row group.
+    fn new_group(&mut self) {
+        for map in &mut self.by_view {
+            map.clear();
         }
-        let id = match self.ids.get(text) {
+        self.last = [(0, 0); 3];
+    }
+
+    #[inline]
+    fn id(&mut self, column: Column, text: Text<'_>) -> u32 {
+        let c = column as usize;
+        let (last_view, last_id) = self.last[c];
+        if last_id != 0 && last_view == text.view {
+            return last_id - 1;
+        }
+        let id = match self.by_view[c].get(&text.view) {
             Some(id) => *id,
             None => {
-                let id = self.strings.len() as u32;
-                self.strings.push(text.into());
-                self.ids.insert(text.into(), id);
+                let id = match self.ids.get(text.text) {
+                    Some(id) => *id,
+                    None => {
+                        let id = self.strings.len() as u32;
+                        self.strings.push(text.text.into());
+                        self.ids.insert(text.text.into(), id);
+                        id
+                    }
+                };
+                self.by_view[c].insert(text.view, id);
                 id
             }
         };
-        *last = id + 1;
+        self.last[c] = (text.view, id + 1);
         id
     }
 
@@ -258,7 +290,11 @@ mod tests {
     fn order_keys_sort_like_group_keys() {
         let mut strings = Dictionary::default();
         let texts = ["sms", "", "S2", "voice", "S1", "4000", "30007", "Number Charges", "mms", "3010"];
-        let ids: Vec<u32> = texts.iter().map(|t| strings.id(Column::Type, t)).collect();
+        let ids: Vec<u32> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| strings.id(Column::Type, Text { view: i as u128, text: t }))
+            .collect();
         let id = |text: &str| ids[texts.iter().position(|t| *t == text).unwrap()];
         let (table, ranks) = strings.ranked();
         let us = Country::parse(b"US");

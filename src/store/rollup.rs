@@ -256,18 +256,31 @@ pub fn for_each_rollup_in<'f>(
     Ok(())
 }
 
+/// A text value and its Arrow view: within one row group, equal views are
+/// equal texts (a view holds a text of up to 12 bytes whole, a longer one
+/// by its place in the row group's buffers), so a reader can recognize a
+/// repeated value by one integer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Text<'f> {
+    pub view: u128,
+    pub text: &'f str,
+}
+
 /// One rollup row as a request reads it: `auth_id` is left unread (a file
 /// holds one account, named by the manifest) and text is not parsed.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RowText<'f> {
-    pub subaccount: &'f str,
+    /// Whether this row starts a row group (views of earlier rows mean
+    /// nothing from here on).
+    pub group_start: bool,
+    pub subaccount: Text<'f>,
     pub slot: i64,
-    pub product: &'f str,
-    pub type_: &'f str,
+    pub product: Text<'f>,
+    pub type_: Text<'f>,
     pub country: &'f str,
     pub direction: &'f str,
-    pub error_code: &'f str,
-    pub hangup_cause: &'f str,
+    pub error_code: Text<'f>,
+    pub hangup_cause: Text<'f>,
     pub records: i64,
     pub units: i64,
     pub duration: i128,
@@ -336,6 +349,13 @@ fn for_each_row_in<'f>(
         no_nulls(name, column.null_count())?;
         Ok(column.downcast_iter().flat_map(|array| array.values_iter()))
     };
+    let viewed = |name: &str| -> Result<_> {
+        let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
+        no_nulls(name, column.null_count())?;
+        Ok(column.downcast_iter().flat_map(|array| {
+            array.views().iter().zip(array.values_iter()).map(|(view, text)| Text { view: view.as_u128(), text })
+        }))
+    };
     let int = |name: &str| -> Result<_> {
         let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
         no_nulls(name, column.null_count())?;
@@ -351,13 +371,18 @@ fn for_each_row_in<'f>(
         Ok(values.downcast_iter().flat_map(|array| array.values().iter().copied()))
     };
     let (mut subaccount, mut slot, mut product, mut type_) =
-        (text("subaccount_auth")?, int("slot_start")?, text("product")?, text("type")?);
+        (viewed("subaccount_auth")?, int("slot_start")?, viewed("product")?, viewed("type")?);
     let (mut country, mut direction, mut error_code, mut hangup_cause) =
-        (text("country")?, text("direction")?, text("error_code")?, text("hangup_cause")?);
+        (text("country")?, text("direction")?, viewed("error_code")?, viewed("hangup_cause")?);
     let (mut records, mut units) = (int("records")?, int("units")?);
     let (mut duration, mut amount, mut surcharge) =
         (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
-    for _ in 0..frame.height() {
+    // Views index their own array's buffers: with one array per column they
+    // hold for the whole frame; otherwise every row starts afresh.
+    let one_array = ["subaccount_auth", "product", "type", "error_code", "hangup_cause"]
+        .iter()
+        .all(|name| frame.column(name).ok().and_then(|c| c.str().ok()).is_some_and(|c| c.chunks().len() == 1));
+    for i in 0..frame.height() {
         let (
             Some(subaccount),
             Some(slot),
@@ -391,6 +416,7 @@ fn for_each_row_in<'f>(
             return Err(broken("columns of different lengths".to_owned()));
         };
         each(RowText {
+            group_start: i == 0 || !one_array,
             subaccount,
             slot,
             product,
