@@ -1038,33 +1038,67 @@ impl Rollups {
         for account in spilled.keys() {
             accounts.entry(account).or_insert(&[]);
         }
-        let jobs: Vec<(&str, Groups<'_>)> = accounts.into_iter().collect();
-        let written: Vec<Result<Vec<(String, i64, String)>>> = jobs
-            .into_par_iter()
-            .map(|(account, groups)| {
-                let mut inputs: Vec<PathBuf> = spilled.get(account).cloned().unwrap_or_default();
-                // The finest grain holds everything: the coarser files are
-                // derived from it, not read.
-                let finest = super::GRAINS[0];
-                if let Some(previous) = manifest.rollups.get(account).and_then(|files| files.get(&finest)) {
-                    inputs.push(store.join(previous));
-                }
-                let names: Vec<(i64, String)> = super::GRAINS
-                    .iter()
-                    .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
-                    .collect();
-                let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
-                create_parent(&paths[0])?;
-                self.merge_account(account, groups, &inputs, &paths)?;
-                Ok(names.into_iter().map(|(grain, name)| (account.to_owned(), grain, name)).collect())
-            })
-            .collect();
+        let n_accounts = accounts.len();
+        // Plain threads, one account each at a time: inside a rayon task, a
+        // wait on polars' own pool (every file write) runs other queued
+        // accounts on the same thread, so that every account's merge could
+        // be in memory at once.
+        let jobs = std::sync::Mutex::new(accounts.into_iter());
+        let done = std::sync::Mutex::new(Vec::new());
+        let previous = &manifest.rollups;
+        let (this, spilled, finished) = (&self, &spilled, &done);
+        std::thread::scope(|scope| {
+            for _ in 0..rayon::current_num_threads().max(1) {
+                // The lock is released inside `next`, before the work.
+                let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
+                scope.spawn(move || {
+                    while let Some((account, groups)) = next() {
+                        let result = this.publish_account(store, id, previous, spilled, account, groups);
+                        if let Ok(mut done) = finished.lock() {
+                            done.push(result);
+                        }
+                    }
+                });
+            }
+        });
+        let written: Vec<Result<Vec<(String, i64, String)>>> = done.into_inner().unwrap_or_default();
+        if written.len() != n_accounts {
+            return Err(Error::Internal("a rollup merge thread failed".to_owned()));
+        }
         for result in written {
             for (account, grain, name) in result? {
                 manifest.rollups.entry(account).or_default().insert(grain, name);
             }
         }
         Ok(())
+    }
+
+    /// Merges and writes the rollup files of one account; their names, by
+    /// grain.
+    fn publish_account(
+        &self,
+        store: &Path,
+        id: &str,
+        previous: &BTreeMap<String, BTreeMap<i64, String>>,
+        spilled: &BTreeMap<String, Vec<PathBuf>>,
+        account: &str,
+        groups: Groups<'_>,
+    ) -> Result<Vec<(String, i64, String)>> {
+        let mut inputs: Vec<PathBuf> = spilled.get(account).cloned().unwrap_or_default();
+        // The finest grain holds everything: the coarser files are derived
+        // from it, not read.
+        let finest = super::GRAINS[0];
+        if let Some(file) = previous.get(account).and_then(|files| files.get(&finest)) {
+            inputs.push(store.join(file));
+        }
+        let names: Vec<(i64, String)> = super::GRAINS
+            .iter()
+            .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
+            .collect();
+        let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
+        create_parent(&paths[0])?;
+        self.merge_account(account, groups, &inputs, &paths)?;
+        Ok(names.into_iter().map(|(grain, name)| (account.to_owned(), grain, name)).collect())
     }
 
     /// The in-memory groups, moved out and cut by account, each account's
