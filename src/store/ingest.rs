@@ -32,9 +32,15 @@
 //!   candidates in a hash map during the exact check (the index itself is
 //!   streamed, 1 MiB at a time per thread);
 //! - rollup groups: at most [`IngestOptions::max_rollup_groups`] while
-//!   reading (then spilled to partial files); at publish, each touched
-//!   account's groups at one grain (two accounts at a time), so the largest
-//!   account's distinct keys.
+//!   reading (then spilled to partial files of fixed-size binary rows); at
+//!   publish, two accounts at a time (plain threads), each merged one UTC
+//!   day at a time: one day of the account's groups, plus a slice of 64k
+//!   rows per input (the in-memory groups, each partial file, the previous
+//!   15-minute file). So the part that still grows is the number of spills
+//!   (one slice each while merging), not the groups.
+//!
+//! After publishing, files that neither the new nor the previous manifest
+//! lists (superseded rollups, orphans of killed ingests) are deleted.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
