@@ -1160,8 +1160,12 @@ impl Rollups {
         let mut strings = AccountStrings::new(&self.strings);
         let account_id = strings.id(account);
         let mut cursors: Vec<Cursor> = vec![Cursor::memory(groups)];
+        // Partial files share a fixed budget of rows in memory, however
+        // many spills there were.
+        let row_bytes = std::mem::size_of::<(RollupKey, Totals)>();
+        let slice = (MERGE_BUDGET_BYTES / row_bytes / inputs.len().max(1)).clamp(1024, parquet_io::ROW_GROUP_ROWS);
         for input in inputs {
-            cursors.push(Cursor::file(input)?);
+            cursors.push(Cursor::file(input, slice)?);
         }
         let mut outputs: Vec<Output> = paths.iter().map(|p| Output::create(p)).collect::<Result<_>>()?;
         let day = *super::GRAINS.last().unwrap_or(&86_400);
@@ -1287,25 +1291,27 @@ struct Cursor<'g> {
     file: Option<(PathBuf, usize, usize)>,
     /// Or a partial file of this run, and the rows left in it.
     partial: Option<(PathBuf, std::io::BufReader<std::fs::File>, u64)>,
+    /// Rows read at a time from a partial file.
+    slice: usize,
 }
 
 impl<'g> Cursor<'g> {
     fn memory(rows: &'g [(RollupKey, Totals)]) -> Cursor<'g> {
-        Cursor { rows: std::borrow::Cow::Borrowed(rows), at: 0, file: None, partial: None }
+        Cursor { rows: std::borrow::Cow::Borrowed(rows), at: 0, file: None, partial: None, slice: 0 }
     }
 
     /// A published rollup file, or a partial file of this run (`.bin`).
-    fn file(path: &Path) -> Result<Cursor<'g>> {
+    fn file(path: &Path, slice: usize) -> Result<Cursor<'g>> {
         let rows = std::borrow::Cow::Owned(Vec::new());
         if path.extension().is_some_and(|e| e == "bin") {
             let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
             let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
-            let reader = std::io::BufReader::with_capacity(1 << 20, file);
+            let reader = std::io::BufReader::with_capacity(64 << 10, file);
             let partial = Some((path.to_owned(), reader, size / PARTIAL_BYTES as u64));
-            return Ok(Cursor { rows, at: 0, file: None, partial });
+            return Ok(Cursor { rows, at: 0, file: None, partial, slice });
         }
         let n_rows = parquet_io::count_rows(path)?;
-        Ok(Cursor { rows, at: 0, file: Some((path.to_owned(), n_rows, 0)), partial: None })
+        Ok(Cursor { rows, at: 0, file: Some((path.to_owned(), n_rows, 0)), partial: None, slice })
     }
 
     /// The slot of the next row, reading the next slice when needed.
@@ -1334,7 +1340,7 @@ impl<'g> Cursor<'g> {
 
     fn load(&mut self, strings: &mut AccountStrings<'_>, account: u32) -> Result<()> {
         if let Some((path, reader, left)) = &mut self.partial {
-            let n = (*left).min(parquet_io::ROW_GROUP_ROWS as u64);
+            let n = (*left).min(self.slice.max(1) as u64);
             let mut rows = Vec::with_capacity(n as usize);
             let mut bytes = [0u8; PARTIAL_BYTES];
             for _ in 0..n {
@@ -1381,6 +1387,9 @@ impl<'g> Cursor<'g> {
         Ok(())
     }
 }
+
+/// Memory for the slices of an account's partial files during its merge.
+const MERGE_BUDGET_BYTES: usize = 128 << 20;
 
 /// Bytes of one row of a partial file.
 const PARTIAL_BYTES: usize = 96;
