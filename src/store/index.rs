@@ -130,8 +130,9 @@ impl IndexFile {
         let offsets: Vec<u64> =
             table.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        let expected = Self::data_start() + offsets[PARTITIONS] * ENTRY_BYTES as u64;
-        if offsets.windows(2).any(|w| w[0] > w[1]) || size != expected {
+        let expected =
+            offsets[PARTITIONS].checked_mul(ENTRY_BYTES as u64).and_then(|bytes| bytes.checked_add(Self::data_start()));
+        if offsets[0] != 0 || offsets.windows(2).any(|w| w[0] > w[1]) || expected != Some(size) {
             return Err(broken("partition table does not match the file size"));
         }
         Ok(IndexFile { path: path.to_owned(), file, offsets })
@@ -259,6 +260,17 @@ mod tests {
         assert_eq!(IndexFile::open(&empty).unwrap().len(), 0);
         std::fs::write(&empty, b"TMIDX001").unwrap();
         assert!(IndexFile::open(&empty).is_err());
+
+        // A damaged partition table is an error naming the file, not an
+        // overflow: a last offset whose byte size does not fit in u64.
+        let damaged = dir.path().join("damaged.idx");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = 16 + PARTITIONS * 8;
+        bytes[last..last + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        std::fs::write(&damaged, &bytes).unwrap();
+        let Err(error) = IndexFile::open(&damaged) else { panic!("a damaged table is refused") };
+        let error = error.to_string();
+        assert!(error.contains("damaged.idx") && error.contains("partition table"), "{error}");
     }
 
     #[test]
