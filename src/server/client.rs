@@ -83,7 +83,8 @@ fn invalid(what: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned())
 }
 
-fn read_response(reader: &mut BufReader<TcpStream>, head_only: bool) -> std::io::Result<Response> {
+/// Reads one response from `reader` (`head_only`: the answer of a HEAD).
+pub fn read_response(reader: &mut impl BufRead, head_only: bool) -> std::io::Result<Response> {
     let mut line = String::new();
     if reader.read_line(&mut line)? == 0 {
         return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));

@@ -3,10 +3,12 @@
 mod common;
 mod differential;
 mod errors;
+mod follow;
 mod generate;
 mod ingest;
 mod report;
 mod server;
+mod server_edges;
 mod store;
 mod summary;
 mod timezones;

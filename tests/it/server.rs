@@ -13,12 +13,12 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use telemeter::server::client::{Client, Response};
 
-const NOW: &str = "2026-11-21T00:00:00Z";
-const A: &str = "MAAAAAAAAAAAAAAAAAAA";
+pub(crate) const NOW: &str = "2026-11-21T00:00:00Z";
+pub(crate) const A: &str = "MAAAAAAAAAAAAAAAAAAA";
 const B: &str = "MBBBBBBBBBBBBBBBBBBB";
 const C: &str = "MCCCCCCCCCCCCCCCCCCC";
 
-fn sha_hex(text: &str) -> String {
+pub(crate) fn sha_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -30,7 +30,7 @@ fn write(dir: &Path, name: &str, text: &str) {
 
 /// A data directory: A open to any address, B only from ::1, C only from
 /// 10.0.0.0/8; usage records, endpoints, registrations, recordings of A.
-fn data_dir() -> tempfile::TempDir {
+pub(crate) fn data_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write(
@@ -91,21 +91,27 @@ fn data_dir() -> tempfile::TempDir {
 }
 
 /// A running `telemeter serve`.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
     logs: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
-    fn start(data: &Path, db: &Path, listen: &str, extra: &[&str]) -> Server {
+    pub(crate) fn start(data: &Path, db: &Path, listen: &str, extra: &[&str]) -> Server {
         let mut args = vec!["--data".into(), data.as_os_str().to_owned(), "--db".into(), db.as_os_str().to_owned()];
         args.extend(extra.iter().map(Into::into));
         Server::start_with(listen, &args)
     }
 
-    fn start_with(listen: &str, args: &[std::ffi::OsString]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+    pub(crate) fn start_with(listen: &str, args: &[std::ffi::OsString]) -> Server {
+        Server::start_command(Command::new(env!("CARGO_BIN_EXE_telemeter")), listen, args)
+    }
+
+    /// `command serve ARGS`: `command` is the binary, or a shell that
+    /// `exec`s it (to set limits first).
+    pub(crate) fn start_command(mut command: Command, listen: &str, args: &[std::ffi::OsString]) -> Server {
+        let mut child = command
             .arg("serve")
             .args(args)
             .args(["--listen", listen, "--now", NOW, "--sip-domain", "sip.example.com"])
@@ -142,7 +148,7 @@ impl Server {
 
     /// The log lines, once `ready` holds for them (the log is read by a
     /// thread, a little after the responses).
-    fn logs_when(&self, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
+    pub(crate) fn logs_when(&self, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let logs = self.logs.lock().unwrap().clone();
@@ -153,7 +159,7 @@ impl Server {
         }
     }
 
-    fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         Client::new(self.addr)
     }
 
@@ -173,21 +179,21 @@ impl Drop for Server {
     }
 }
 
-fn basic(user: &str, token: &str) -> String {
+pub(crate) fn basic(user: &str, token: &str) -> String {
     format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{token}")))
 }
 
 /// GET with Basic auth; spaces in `path` are sent as `%20`.
-fn get(client: &mut Client, path: &str, auth: &str) -> Response {
+pub(crate) fn get(client: &mut Client, path: &str, auth: &str) -> Response {
     client.request("GET", &path.replace(' ', "%20"), &[("Authorization", auth)]).unwrap()
 }
 
-fn json(response: &Response) -> Value {
+pub(crate) fn json(response: &Response) -> Value {
     serde_json::from_slice(&response.body).unwrap_or_else(|e| panic!("{e}: {}", response.text()))
 }
 
 /// An error answer: the status, the body shape and the message.
-fn assert_error(response: &Response, status: u16, message: &str) {
+pub(crate) fn assert_error(response: &Response, status: u16, message: &str) {
     assert_eq!(response.status, status, "{}", response.text());
     assert_eq!(response.header("content-type"), Some("application/json"));
     let body = json(response);
@@ -197,7 +203,7 @@ fn assert_error(response: &Response, status: u16, message: &str) {
     assert!(body["error"].as_str().unwrap().contains(message), "{body}");
 }
 
-fn started() -> (tempfile::TempDir, Server) {
+pub(crate) fn started() -> (tempfile::TempDir, Server) {
     let data = data_dir();
     let db = data.path().join("state/db.sqlite");
     let server = Server::start(data.path(), &db, "127.0.0.1:0", &[]);

@@ -1,0 +1,209 @@
+//! `telemeter serve --store` while `telemeter ingest` publishes: the server
+//! follows each new generation within seconds, answers like `summary
+//! --store` byte for byte, never fails while the store changes, and garbage
+//! collection keeps the files of a generation a live reader holds (and only
+//! of a live one: a killed reader's lease is cleaned).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::server::{basic, get, json, sha_hex, Server, NOW};
+
+const TOKEN: &str = "follow-token";
+const QUERY: &str = "granularity=day&from_date=2026-11-01&to_date=2026-11-21";
+
+/// Accounts polled all along (each well under the rate limit of 20 a minute).
+fn pollers() -> Vec<String> {
+    (0..8).map(|i| format!("MPOLL{i:015}")).collect()
+}
+
+/// The account checked after publish `k`.
+fn checked(k: usize) -> String {
+    format!("MCHECK{k:014}")
+}
+
+/// Batch `k`: accounts.csv and one call for every account, on day `k` of
+/// November, with an amount that grows with `k`.
+fn batch(root: &Path, k: usize) -> PathBuf {
+    let dir = root.join(format!("batch-{k}"));
+    let accounts: Vec<String> = pollers().into_iter().chain((0..6).map(checked)).collect();
+    let mut csv = String::from("auth_id,currency,timezone,auth_token_sha256,allowed_ips\n");
+    for account in &accounts {
+        csv.push_str(&format!("{account},USD,,{},\n", sha_hex(TOKEN)));
+    }
+    write(&dir, "accounts.csv", &csv);
+    let mut calls = String::from(
+        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n",
+    );
+    for (i, account) in accounts.iter().enumerate() {
+        calls.push_str(&format!(
+            "b{k}-{i},{account},,2026-11-{:02}T10:00:00Z,voice,pstn,outbound,US,60,{}.25,0,4000\n",
+            k + 1,
+            k + 1
+        ));
+    }
+    write(&dir, &format!("calls/2026/11-{k}.csv"), &calls);
+    dir
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn ingest(data: &Path, store: &Path) {
+    let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        .args(["ingest", "--data"])
+        .arg(data)
+        .arg("--store")
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// `summary --store` of `account`, without its trailing newline.
+fn summary(store: &Path, account: &str) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        .args(["summary", "--store"])
+        .arg(store)
+        .args(["--auth-id", account, "--query", QUERY, "--now", NOW])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().trim_end_matches('\n').to_owned()
+}
+
+/// The server's answer for `account`, its api_id replaced by `expected`'s.
+fn served(server: &Server, account: &str, expected: &str) -> (u16, String) {
+    let response = get(&mut server.client(), &format!("/v1/Account/{account}/UsageSummary/?{QUERY}"), &basic(account, TOKEN));
+    if response.status != 200 {
+        return (response.status, response.text());
+    }
+    let api_id = json(&response)["api_id"].as_str().unwrap().to_owned();
+    let expected_id = serde_json::from_str::<Value>(expected).unwrap()["api_id"].as_str().unwrap().to_owned();
+    (200, response.text().replacen(&api_id, &expected_id, 1))
+}
+
+fn serve(store: &Path, extra: &[&str]) -> Server {
+    let mut args = vec!["--store".into(), store.as_os_str().to_owned()];
+    args.extend(extra.iter().map(Into::into));
+    Server::start_with("127.0.0.1:0", &args)
+}
+
+/// Files under `dir`, relative to it.
+fn files(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(folder) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn a_server_follows_every_publish_without_a_single_failure() {
+    let temp = tempfile::tempdir().unwrap();
+    let store = temp.path().join("store");
+    ingest(&batch(temp.path(), 0), &store);
+    let server = Arc::new(serve(&store, &[]));
+
+    // Polled continually while ingests publish and collect garbage.
+    let stop = Arc::new(AtomicBool::new(false));
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let polls = Arc::new(Mutex::new(0usize));
+    let poller = {
+        let (server, stop, failures, polls) = (server.clone(), stop.clone(), failures.clone(), polls.clone());
+        std::thread::spawn(move || {
+            let accounts = pollers();
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let account = &accounts[i % accounts.len()];
+                let response =
+                    get(&mut server.client(), &format!("/v1/Account/{account}/UsageSummary/?{QUERY}"), &basic(account, TOKEN));
+                if response.status != 200 {
+                    failures.lock().unwrap().push(format!("{account}: {} {}", response.status, response.text()));
+                }
+                *polls.lock().unwrap() += 1;
+                i += 1;
+                std::thread::sleep(Duration::from_millis(400));
+            }
+        })
+    };
+
+    for k in 1..=4 {
+        let account = checked(k);
+        let before = summary(&store, &account);
+        ingest(&batch(temp.path(), k), &store);
+        let expected = summary(&store, &account);
+        assert_ne!(before, expected, "batch {k} changes the answer of {account}");
+        let published = Instant::now();
+        loop {
+            let (status, text) = served(&server, &account, &expected);
+            assert_eq!(status, 200, "publish {k}: {text}");
+            if text == expected {
+                break;
+            }
+            assert!(published.elapsed() < Duration::from_secs(10), "publish {k} not followed:\n{text}\n{expected}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        // Each poller account follows too.
+        let poller_account = &pollers()[k];
+        let expected = summary(&store, poller_account);
+        assert_eq!(served(&server, poller_account, &expected), (200, expected.clone()), "publish {k}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    poller.join().unwrap();
+    assert!(*polls.lock().unwrap() >= 10, "the poller ran");
+    assert_eq!(*failures.lock().unwrap(), Vec::<String>::new());
+    let logs = server.logs_when(|logs| logs.iter().filter(|l| l.contains("\"event\":\"generation\"")).count() >= 4);
+    assert!(logs.iter().filter(|l| l.contains("\"event\":\"generation\"")).count() >= 4, "{logs:?}");
+}
+
+#[test]
+fn collection_keeps_what_a_live_reader_holds_and_cleans_a_dead_ones_lease() {
+    let temp = tempfile::tempdir().unwrap();
+    let store = temp.path().join("store");
+    ingest(&batch(temp.path(), 0), &store);
+    let first_generation = files(&store.join("rollups"));
+    // A server pinned to generation 1 (it never reloads).
+    let mut server = serve(&store, &["--reload-interval", "0"]);
+    let account = checked(1);
+    let pinned = summary(&store, &account);
+    assert_eq!(served(&server, &account, &pinned), (200, pinned.clone()));
+    for k in 1..=3 {
+        ingest(&batch(temp.path(), k), &store);
+    }
+    assert_ne!(summary(&store, &account), pinned);
+    // Three publishes later the pinned generation still answers.
+    assert_eq!(served(&server, &account, &pinned), (200, pinned.clone()));
+    let present = files(&store.join("rollups"));
+    assert!(first_generation.iter().all(|f| present.contains(f)), "generation 1 files were removed");
+    let leases: Vec<String> = files(&store.join("readers")).into_iter().filter(|f| f.ends_with(".lease")).collect();
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    assert!(leases[0].starts_with("1."), "{leases:?}");
+
+    // A reader killed without cleaning up: its lease file stays, unlocked.
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    assert_eq!(files(&store.join("readers")), leases);
+    ingest(&batch(temp.path(), 4), &store);
+    assert_eq!(files(&store.join("readers")), Vec::<String>::new());
+    let present = files(&store.join("rollups"));
+    assert!(first_generation.iter().all(|f| !present.contains(f)), "generation 1 files are kept after its reader died");
+}

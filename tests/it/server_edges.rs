@@ -1,0 +1,152 @@
+//! `telemeter serve` at its edges, over real sockets: idle and slow
+//! connections are closed, a request is answered while the connection cap
+//! (or the file-descriptor limit) is reached, and the requests hyper itself
+//! refuses answer with the `{api_id, error}` body too.
+
+use std::io::{BufReader, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use telemeter::server::client::{read_response, Response};
+
+use crate::server::{assert_error, basic, data_dir, get, json, Server, A};
+
+/// Whether the server closed `stream` (EOF or reset) within `wait`; any
+/// bytes read mean it did not.
+fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe),
+    }
+}
+
+/// Sends `request` on a fresh connection and reads one response.
+fn raw(addr: SocketAddr, request: &[u8]) -> Response {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // The server may answer (and close) before it has read everything.
+    let _ = stream.write_all(request);
+    read_response(&mut BufReader::new(stream), false).unwrap()
+}
+
+fn serve(extra: &[&str]) -> (tempfile::TempDir, Server) {
+    let data = data_dir();
+    let db = data.path().join("state/db.sqlite");
+    let server = Server::start(data.path(), &db, "127.0.0.1:0", extra);
+    (data, server)
+}
+
+#[test]
+fn idle_slow_and_kept_alive_connections_are_closed_after_their_timeouts() {
+    let (_data, server) = serve(&["--idle-timeout", "1", "--header-read-timeout", "3"]);
+    let started = Instant::now();
+    let mut idle: Vec<TcpStream> = (0..300).map(|_| TcpStream::connect(server.addr).unwrap()).collect();
+    // A request head that never ends (a byte a second keeps it from idling).
+    let mut slow = TcpStream::connect(server.addr).unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").unwrap();
+    // A kept-alive connection after one answer.
+    let mut kept = TcpStream::connect(server.addr).unwrap();
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut reader = BufReader::new(kept.try_clone().unwrap());
+    assert_eq!(read_response(&mut reader, false).unwrap().status, 200);
+    assert!(reader.buffer().is_empty());
+
+    for stream in &mut idle {
+        assert!(closed_within(stream, Duration::from_secs(10)), "an idle connection is still open");
+    }
+    let idle_closed = started.elapsed();
+    assert!(idle_closed >= Duration::from_millis(900), "closed before the idle timeout: {idle_closed:?}");
+    assert!(closed_within(&mut kept, Duration::from_secs(10)), "the kept-alive connection is still open");
+    // The slow head is still open past the idle timeout, then closed.
+    for _ in 0..2 {
+        slow.write_all(b"X").unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(closed_within(&mut slow, Duration::from_secs(10)), "the slow request head is still open");
+    assert!(started.elapsed() >= Duration::from_millis(2900), "{:?}", started.elapsed());
+    // The server still answers.
+    assert_eq!(server.client().request("GET", "/healthz", &[]).unwrap().status, 200);
+}
+
+#[test]
+fn at_the_connection_cap_a_new_request_is_still_answered() {
+    let (_data, server) = serve(&["--max-connections", "20", "--idle-timeout", "600"]);
+    let mut idle: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(server.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let response = get(&mut server.client(), &format!("/v1/Account/{A}/Endpoint/E1/"), &basic(A, "token-a"));
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The oldest idle connections made room for the newer ones.
+    assert!(closed_within(&mut idle[0], Duration::from_secs(5)));
+    let logs = server.logs_when(|logs| logs.iter().any(|l| l.contains("\"event\":\"evicted\"")));
+    assert!(logs.iter().any(|l| l.contains("\"event\":\"evicted\"")), "{logs:?}");
+}
+
+#[test]
+fn under_a_low_descriptor_limit_a_new_request_is_still_answered() {
+    let data = data_dir();
+    let db = data.path().join("state/db.sqlite");
+    let mut shell = Command::new("sh");
+    shell.args(["-c", "ulimit -n 64 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_telemeter")]);
+    let args = ["--data".into(), data.path().as_os_str().to_owned(), "--db".into(), db.as_os_str().to_owned()];
+    let server = Server::start_command(shell, "127.0.0.1:0", &args);
+    let _idle: Vec<TcpStream> = (0..150).map(|_| TcpStream::connect(server.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let response = read_response(&mut BufReader::new(stream), false).expect("an answer under the descriptor limit");
+    assert_eq!(response.status, 200);
+}
+
+#[test]
+fn requests_hyper_refuses_have_the_error_body() {
+    let (_data, server) = serve(&[]);
+    let addr = server.addr;
+    let long = |n: usize| "a".repeat(n);
+    // Over hyper's own URI limit (64 KiB), and over ours (8 KiB).
+    for n in [100_000, 10_000] {
+        let response = raw(addr, format!("GET /{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", long(n)).as_bytes());
+        assert_error(&response, 414, "URI");
+    }
+    // Malformed request lines.
+    for line in ["NOT A REQUEST", "GET /\u{1} HTTP/1.1", "GET / HTTP/9.9"] {
+        let response = raw(addr, format!("{line}\r\nHost: x\r\n\r\n").as_bytes());
+        assert_error(&response, 400, "malformed");
+    }
+    // Too many header fields (over our limit of 100, and over hyper's),
+    // and one field too large.
+    for n in [150, 5000] {
+        let mut request = String::from("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+        for i in 0..n {
+            request.push_str(&format!("X-{i}: y\r\n"));
+        }
+        request.push_str("\r\n");
+        assert_error(&raw(addr, request.as_bytes()), 431, "header");
+    }
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: {}\r\n\r\n", long(100_000));
+    assert_error(&raw(addr, request.as_bytes()), 431, "header");
+    // Each refusal is logged with its api_id.
+    let logs = server.logs_when(|logs| logs.iter().filter(|l| l.contains("\"status\":414")).count() >= 2);
+    assert_eq!(logs.iter().filter(|l| l.contains("\"status\":414") && l.contains("api_id")).count(), 2, "{logs:?}");
+}
+
+#[test]
+fn control_characters_in_messages_are_escaped() {
+    let (_data, server) = serve(&[]);
+    let mut c = server.client();
+    let auth = basic(A, "token-a");
+    for query in ["granularity=we%07ek", "from_date=2026-11-01%0D%0AX:%20y", "timezone=%1B[31mRed", "product=%C2%9B"] {
+        let response = get(&mut c, &format!("/v1/Account/{A}/UsageSummary/?{query}"), &auth);
+        assert_eq!(response.status, 400, "{}", response.text());
+        let body = json(&response);
+        let message = body["error"].as_str().unwrap();
+        assert!(!message.chars().any(char::is_control), "{query}: {message:?}");
+        assert!(message.contains("\\u{"), "{query}: {message:?}");
+    }
+}
