@@ -110,5 +110,34 @@ impl From<BadRecord> for Error {
     }
 }
 
+/// `text` with every control character (C0, DEL, C1: terminal escapes,
+/// line breaks, NUL) written as a Rust-style escape `\u{..}`, so that a
+/// message can quote any input and still print as one clean line.
+pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_unicode());
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
+}
+
 /// The library's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert!(matches!(escape_control("plain 'é' text"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(escape_control("a\u{7}b\r\n\u{1b}[31m\u{7f}\u{9b}"), "a\\u{7}b\\u{d}\\u{a}\\u{1b}[31m\\u{7f}\\u{9b}");
+    }
+}

@@ -88,7 +88,13 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 pub fn open_dataset(data: Option<&std::path::Path>, store: Option<&std::path::Path>) -> anyhow::Result<Dataset> {
     use anyhow::Context;
     match (data, store) {
-        (_, Some(store)) => Dataset::open_store(store).context("cannot open the store"),
+        (_, Some(store)) => {
+            let dataset = Dataset::open_store(store).context("cannot open the store")?;
+            if let Some(why) = dataset.store.as_ref().and_then(|s| s.unleased.as_deref()) {
+                eprintln!("warning: reading the store without a read lease (it cannot be written: {why}); an ingest publishing twice meanwhile may remove its files");
+            }
+            Ok(dataset)
+        }
         (Some(data), None) => Dataset::open(data).context("cannot open the data set"),
         (None, None) => anyhow::bail!("give --data DIR or --store STORE"),
     }

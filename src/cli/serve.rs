@@ -6,20 +6,26 @@
 //! `--data DIR` the usage summary reads the raw files and the resources are
 //! loaded from DIR into `--db` (default: a file under the state directory,
 //! never inside DIR) at startup.
+//!
+//! With `--store`, the server follows the store: every `--reload-interval`
+//! it looks at the manifest and answers from a newly published generation
+//! (`server::follow`). Connections are held to `--header-read-timeout`,
+//! `--idle-timeout` and `--max-connections` (`server::listen`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
 
 use crate::dataset::Dataset;
 use crate::resources::{self, Store};
-use crate::server::auth::Credentials;
 use crate::server::rate::{RateLimiter, SystemClock};
-use crate::server::{self, Server, DEFAULT_SIP_DOMAIN, RATE_LIMIT, RATE_WINDOW};
+use crate::server::listen::Limits;
+use crate::server::{self, Current, Generation, Server, DEFAULT_SIP_DOMAIN, RATE_LIMIT, RATE_WINDOW};
 
 /// Arguments of `serve`.
 #[derive(Debug, clap::Args)]
@@ -51,6 +57,37 @@ pub struct Args {
     /// A fixed "now", RFC 3339 (tests); default: the clock.
     #[arg(long, value_parser = super::parse_now)]
     pub now: Option<DateTime<Utc>>,
+    /// With --store: seconds between looks at the store's manifest; a new
+    /// generation is answered from within about this long after it is
+    /// published. 0: never reload (answer from the generation of startup).
+    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_seconds)]
+    pub reload_interval: Duration,
+    /// Seconds from the first byte of a request head to its end; a slower
+    /// head closes the connection.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_positive_seconds)]
+    pub header_read_timeout: Duration,
+    /// Seconds a connection may stay open without a request in flight (after
+    /// the accept or a response, before the next request begins).
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_positive_seconds)]
+    pub idle_timeout: Duration,
+    /// Open connections at most; a new one over it closes the connection idle
+    /// longest, or waits in the listen backlog while every one is busy.
+    #[arg(long, default_value_t = Limits::MAX_CONNECTIONS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+}
+
+/// Parses a number of seconds (decimals allowed), 0 or more.
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text.parse().map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("'{text}' is not a number of seconds, 0 or more"))
+}
+
+/// Parses a number of seconds over 0.
+fn parse_positive_seconds(text: &str) -> Result<Duration, String> {
+    match parse_seconds(text)? {
+        seconds if seconds.is_zero() => Err(format!("'{text}': the timeout must be over 0 seconds")),
+        seconds => Ok(seconds),
+    }
 }
 
 /// Runs `serve`.
@@ -82,17 +119,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "deleted_skipped": stats.deleted_skipped,
         }));
     }
-    let credentials = Credentials::from_accounts(&dataset.accounts).map_err(anyhow::Error::msg)?;
-    if credentials.n_with_tokens() == 0 {
+    if let Some(why) = dataset.store.as_ref().and_then(|store| store.unleased.as_deref()) {
+        log(&serde_json::json!({"event": "warning", "message": format!("reading the store without a read lease (it cannot be written: {why}); an ingest may remove its files two publishes from now")}));
+    }
+    let resources = Store::open(&db).with_context(|| format!("cannot open {}", db.display()))?;
+    let generation = Generation::new(dataset, Arc::new(resources)).map_err(anyhow::Error::msg)?;
+    if generation.credentials.n_with_tokens() == 0 {
         log(
             &serde_json::json!({"event": "warning", "message": "no account has an auth_token_sha256: every request will be refused with 401"}),
         );
     }
-    let resources = Store::open(&db).with_context(|| format!("cannot open {}", db.display()))?;
+    let limits = Limits {
+        header_read_timeout: args.header_read_timeout,
+        idle_timeout: args.idle_timeout,
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+    };
     let server = Arc::new(Server {
-        dataset: Arc::new(dataset),
-        resources: Arc::new(resources),
-        credentials,
+        current: Current::new(generation),
         rate: RateLimiter::new(RATE_LIMIT, RATE_WINDOW, Arc::new(SystemClock::default())),
         token_key: super::token_key(),
         sip_domain: args.sip_domain,
@@ -106,9 +149,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener.local_addr()?;
+        if let (Some(store), false) = (&args.store, args.reload_interval.is_zero()) {
+            tokio::spawn(server::follow::follow(server.clone(), store.clone(), args.reload_interval));
+        }
         log(&serde_json::json!({"event": "listening", "addr": addr.to_string()}));
-        let app = server::app(server).into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("server failed")?;
+        server::listen::serve(listener, server, limits, shutdown_signal()).await.context("server failed")?;
         log(&serde_json::json!({"event": "stopped"}));
         anyhow::Ok(())
     })?;

@@ -66,7 +66,8 @@ pub(super) async fn usage_summary(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let auth_id = path(auth_id)?;
-    server.authorize(&auth_id, &headers, peer)?;
+    let generation = server.current.get();
+    server.authorize(&generation, &auth_id, &headers, peer)?;
     if let Err(wait) = server.rate.admit(&auth_id) {
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         return Err(ApiError {
@@ -78,10 +79,10 @@ pub(super) async fn usage_summary(
         });
     }
     let params = UsageParams::parse_query(query.as_deref().unwrap_or(""))?;
-    let account_tz = server.dataset.accounts.get(&auth_id).and_then(|a| a.timezone);
+    let account_tz = generation.dataset.accounts.get(&auth_id).and_then(|a| a.timezone);
     let request = UsageRequest::resolve(&auth_id, params, server.now(), account_tz, &server.token_key)?;
     let text = blocking(move || {
-        let summary = report::build(&server.dataset, &request)?;
+        let summary = report::build(&generation.dataset, &request)?;
         let mut page = summary.requested_page(&server.token_key)?;
         page.api_id = api_id;
         to_json(&page)
@@ -99,10 +100,11 @@ pub(super) async fn endpoint(
     ids: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let (auth_id, endpoint_id) = path(ids)?;
-    server.authorize(&auth_id, &headers, peer)?;
+    let generation = server.current.get();
+    server.authorize(&generation, &auth_id, &headers, peer)?;
     let now = now_us(&server);
     let text = blocking(move || {
-        let store = &server.resources;
+        let store = &generation.resources;
         let endpoint = store.endpoint(&auth_id, &endpoint_id)?.ok_or_else(ApiError::not_found)?;
         let registration = store.active_registration(&endpoint_id, now)?;
         to_json(&EndpointBody::new(&endpoint, registration.as_ref(), &api_id, &server.sip_domain))
@@ -120,10 +122,11 @@ pub(super) async fn recording(
     ids: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let (auth_id, recording_id) = path(ids)?;
-    server.authorize(&auth_id, &headers, peer)?;
+    let generation = server.current.get();
+    server.authorize(&generation, &auth_id, &headers, peer)?;
     let now = now_us(&server);
     let text = blocking(move || {
-        let recording = server.resources.recording(&auth_id, &recording_id)?.ok_or_else(ApiError::not_found)?;
+        let recording = generation.resources.recording(&auth_id, &recording_id)?.ok_or_else(ApiError::not_found)?;
         to_json(&RecordingBody::new(&recording, &api_id, now))
     })
     .await?;
@@ -140,10 +143,11 @@ pub(super) async fn list_recordings(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let auth_id = path(auth_id)?;
-    server.authorize(&auth_id, &headers, peer)?;
+    let generation = server.current.get();
+    server.authorize(&generation, &auth_id, &headers, peer)?;
     let list = ListQuery::parse(query.as_deref().unwrap_or(""), now_us(&server))?;
     let text = blocking(move || {
-        let (total, rows) = server.resources.list_recordings(&auth_id, &list)?;
+        let (total, rows) = generation.resources.list_recordings(&auth_id, &list)?;
         let link = |offset: u64| {
             let mut query = form_urlencoded::Serializer::new(String::new());
             for (key, value) in &list.filters {
@@ -175,9 +179,10 @@ pub(super) async fn delete_recording(
     ids: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let (auth_id, recording_id) = path(ids)?;
-    server.authorize(&auth_id, &headers, peer)?;
+    let generation = server.current.get();
+    server.authorize(&generation, &auth_id, &headers, peer)?;
     let now = now_us(&server);
-    let deleted = blocking(move || Ok(server.resources.delete_recording(&auth_id, &recording_id, now)?)).await?;
+    let deleted = blocking(move || Ok(generation.resources.delete_recording(&auth_id, &recording_id, now)?)).await?;
     if !deleted {
         return Err(ApiError::not_found());
     }

@@ -9,18 +9,30 @@
 //! ([`crate::resources::Store`]).
 //!
 //! Every response carries a fresh random `api_id` (UUID v4), made by the
-//! request middleware, which also writes every error body and one log line
-//! per request (method, path, status, latency, api_id; never a header).
+//! request middleware, which also enforces the limits on the request target
+//! and header fields, writes every error body (control characters escaped)
+//! and one log line per request (method, path, status, latency, api_id;
+//! never a header). The requests hyper refuses before the middleware sees
+//! them get the same body from `conn.rs`.
+//!
+//! What requests are answered from is a [`Generation`] (data set,
+//! resources, credentials), swapped whole when a followed store publishes
+//! (`follow.rs`); connections, their timeouts and their cap are in
+//! `listen.rs`.
 
 pub mod allowlist;
 pub mod auth;
 pub mod client;
+mod conn;
 pub mod error;
+pub mod follow;
 mod handlers;
+pub mod listen;
 pub mod rate;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -33,6 +45,7 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 
 use crate::dataset::Dataset;
+use crate::error::escape_control;
 use crate::resources::Store;
 use crate::token::TokenKey;
 use auth::{Credentials, Refusal};
@@ -45,18 +58,81 @@ pub const RATE_LIMIT: usize = 20;
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
 /// The SIP domain of `sip_uri` when none is configured.
 pub const DEFAULT_SIP_DOMAIN: &str = "sip.telemeter.local";
+/// The longest request target (path and query) answered; longer is a 414.
+pub const MAX_URI_BYTES: usize = 8192;
+/// The most header fields in a request; more is a 431.
+pub const MAX_HEADERS: usize = 100;
+/// The most bytes of header fields (names and values) in a request; more
+/// is a 431.
+pub const MAX_HEADER_BYTES: usize = 65_536;
 
 /// Where log lines go (stderr in `telemeter serve`).
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Everything a request is answered from, shared by every worker.
-pub struct Server {
-    /// Usage records and accounts.
-    pub dataset: Arc<Dataset>,
+/// What requests are answered from, as of one generation of a store (or a
+/// data directory): replaced whole, never changed in place.
+pub struct Generation {
+    /// Usage records and accounts (with a store: its read lease).
+    pub dataset: Dataset,
     /// Endpoints, registrations and recordings.
     pub resources: Arc<Store>,
-    /// Account credentials and allowlists.
+    /// Account credentials and allowlists, from the data set's accounts.
     pub credentials: Credentials,
+    /// The store generation, when the data set is a store.
+    pub number: Option<u64>,
+}
+
+impl Generation {
+    /// Answers from `dataset` and `resources`, with the credentials of the
+    /// data set's accounts.
+    pub fn new(dataset: Dataset, resources: Arc<Store>) -> Result<Generation, String> {
+        let credentials = Credentials::from_accounts(&dataset.accounts)?;
+        let number = dataset.store.as_ref().map(|store| store.manifest.generation);
+        Ok(Generation { dataset, resources, credentials, number })
+    }
+
+    /// The current generation of the store at `dir`, with its resources;
+    /// `None` when it is `previous`'s (whose resources connection is
+    /// reused when the database is the same file).
+    pub fn open_store(dir: &Path, previous: Option<&Generation>) -> Result<Option<Generation>, String> {
+        let dataset = Dataset::open_store(dir).map_err(|e| e.to_string())?;
+        let number = dataset.store.as_ref().map(|store| store.manifest.generation);
+        if previous.is_some_and(|p| p.number == number) {
+            return Ok(None);
+        }
+        let db = dir.join(crate::store::RESOURCES_DB);
+        let resources = match previous {
+            Some(previous) if previous.resources.path() == db => previous.resources.clone(),
+            _ => Arc::new(Store::open(&db).map_err(|e| e.to_string())?),
+        };
+        Generation::new(dataset, resources).map(Some)
+    }
+}
+
+/// The generation requests start on now.
+pub struct Current(RwLock<Arc<Generation>>);
+
+impl Current {
+    /// Starts on `generation`.
+    pub fn new(generation: Generation) -> Current {
+        Current(RwLock::new(Arc::new(generation)))
+    }
+
+    /// The generation now (a request keeps it until it is done).
+    pub fn get(&self) -> Arc<Generation> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the generation; requests in flight finish on the old one.
+    pub fn set(&self, generation: Arc<Generation>) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = generation;
+    }
+}
+
+/// Everything a request is answered from, shared by every worker.
+pub struct Server {
+    /// The data set, resources and credentials now.
+    pub current: Current,
     /// The usage summary's limiter.
     pub rate: RateLimiter,
     /// Page-token key (the same as `summary`'s).
@@ -73,7 +149,12 @@ pub struct Server {
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("dataset", &self.dataset.dir).field("sip_domain", &self.sip_domain).finish()
+        let current = self.current.get();
+        f.debug_struct("Server")
+            .field("dataset", &current.dataset.dir)
+            .field("generation", &current.number)
+            .field("sip_domain", &self.sip_domain)
+            .finish()
     }
 }
 
@@ -95,10 +176,17 @@ impl Server {
         entry.parse::<IpAddr>().ok().or_else(|| entry.parse::<SocketAddr>().ok().map(|s| s.ip()))
     }
 
-    /// 401/403 unless the request may act for `auth_id`.
-    pub fn authorize(&self, auth_id: &str, headers: &HeaderMap, peer: SocketAddr) -> Result<(), ApiError> {
+    /// 401/403 unless the request may act for `auth_id` (with the
+    /// credentials of `generation`).
+    pub fn authorize(
+        &self,
+        generation: &Generation,
+        auth_id: &str,
+        headers: &HeaderMap,
+        peer: SocketAddr,
+    ) -> Result<(), ApiError> {
         let authorization = headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes);
-        match self.credentials.check(auth_id, authorization, self.client_ip(headers, peer)) {
+        match generation.credentials.check(auth_id, authorization, self.client_ip(headers, peer)) {
             Ok(()) => Ok(()),
             Err(Refusal::Unauthorized) => Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid auth ID or auth token")),
             Err(Refusal::Forbidden) => {
@@ -140,11 +228,14 @@ async fn requests(State(server): State<Arc<Server>>, mut request: Request, next:
     request.extensions_mut().insert(ApiId(api_id.clone()));
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
-    let mut response = next.run(request).await;
+    let mut response = match over_limits(&request) {
+        Some(refusal) => refusal.into_response(),
+        None => next.run(request).await,
+    };
     let mut detail = None;
     if let Some(pending) = response.extensions_mut().remove::<PendingError>() {
-        detail = pending.detail;
-        let body = serde_json::json!({ "api_id": api_id, "error": pending.message });
+        detail = pending.detail.map(|d| escape_control(&d).into_owned());
+        let body = serde_json::json!({ "api_id": api_id, "error": escape_control(&pending.message) });
         let (parts, _) = response.into_parts();
         response = Response::from_parts(parts, Body::from(body.to_string()));
     }
@@ -161,6 +252,26 @@ async fn requests(State(server): State<Arc<Server>>, mut request: Request, next:
     }
     (server.log)(&line.to_string());
     response
+}
+
+/// The refusal of a request whose target or header fields are over the
+/// limits ([`MAX_URI_BYTES`], [`MAX_HEADERS`], [`MAX_HEADER_BYTES`]).
+fn over_limits(request: &Request) -> Option<ApiError> {
+    let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if target > MAX_URI_BYTES {
+        let message = format!("URI too long: the request target is {target} bytes, over {MAX_URI_BYTES}");
+        return Some(ApiError::new(StatusCode::URI_TOO_LONG, message));
+    }
+    let headers = request.headers();
+    let bytes: usize = headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+    if headers.len() > MAX_HEADERS || bytes > MAX_HEADER_BYTES {
+        let message = format!(
+            "request header fields too large: {} fields of {bytes} bytes, at most {MAX_HEADERS} fields and {MAX_HEADER_BYTES} bytes",
+            headers.len()
+        );
+        return Some(ApiError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, message));
+    }
+    None
 }
 
 /// A JSON body with status 200.
@@ -190,9 +301,7 @@ mod tests {
         crate::resources::load(d, &db).unwrap();
         let dataset = Dataset::open(d).unwrap();
         let server = Server {
-            credentials: Credentials::from_accounts(&dataset.accounts).unwrap(),
-            dataset: Arc::new(dataset),
-            resources: Arc::new(Store::open(&db).unwrap()),
+            current: Current::new(Generation::new(dataset, Arc::new(Store::open(&db).unwrap())).unwrap()),
             rate: RateLimiter::new(RATE_LIMIT, RATE_WINDOW, Arc::new(rate::SystemClock::default())),
             token_key: TokenKey::default(),
             sip_domain: DEFAULT_SIP_DOMAIN.to_owned(),

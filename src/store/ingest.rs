@@ -40,7 +40,9 @@
 //!   (one slice each while merging), not the groups.
 //!
 //! After publishing, files that neither the new nor the previous manifest
-//! lists (superseded rollups, orphans of killed ingests) are deleted.
+//! lists, nor the manifest of any generation a live reader holds a lease on
+//! (`lease.rs`), are deleted (superseded rollups, orphans of killed
+//! ingests); lease files of readers that are gone go too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -239,13 +241,24 @@ const GENERATION_FOLDERS: [&str; 5] = ["records", "index", "rollups", "accounts"
 /// leftover temporary manifests; returns how many were deleted.
 ///
 /// Called after publishing, under the ingest lock (so no other ingest is in
-/// flight), with the previous manifest among `keep`: a reader that opened
-/// the previous generation (a running server) still finds its files; files
-/// superseded by this ingest go at the next publish.
-/// Best effort: a file that cannot be deleted is left for the next run.
+/// flight), with the previous manifest among `keep`. The generations of
+/// live read leases are kept as well (a running server, a `summary` still
+/// reading); leases whose reader is gone are deleted. Files superseded by
+/// this ingest that no lease holds go at the next publish ("one generation
+/// late", for readers that cannot take a lease).
+/// Best effort: a file that cannot be deleted is left for the next run; a
+/// live lease that cannot be read keeps everything.
 fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
+    let Ok(leases) = super::lease::live_manifests(store) else { return 0 };
+    let mut held = Vec::with_capacity(leases.manifests.len());
+    for bytes in &leases.manifests {
+        match serde_json::from_slice::<Manifest>(bytes) {
+            Ok(manifest) => held.push(manifest),
+            Err(_) => return leases.removed,
+        }
+    }
     let mut listed: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    for manifest in keep {
+    for manifest in keep.iter().copied().chain(&held) {
         for files in manifest.kinds.values() {
             listed.extend(files.records.iter().chain(&files.index).map(String::as_str));
         }
@@ -253,7 +266,7 @@ fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
         listed.extend(manifest.accounts_csv.as_deref());
         listed.extend(manifest.ingests.iter().filter_map(|i| i.rejected.as_deref()));
     }
-    let mut removed = 0;
+    let mut removed = leases.removed;
     for folder in GENERATION_FOLDERS {
         let mut files = Vec::new();
         // A folder that is missing or cannot be read all through: what was

@@ -18,6 +18,9 @@
 //!                                     3600, 86400 s): every rollup row of the
 //!                                     account at that grain, sorted by slot
 //! rejected/<ingest>.csv               rows set aside by an ingest
+//! readers/<generation>.<pid>.<random>.lease
+//!                                     a live reader's lease on a generation
+//!                                     (`lease.rs`): collection keeps its files
 //! resources.sqlite                    endpoints, registrations, recordings
 //!                                     (crate::resources; updated in place by
 //!                                     its own SQLite transactions)
@@ -28,7 +31,10 @@
 //! `manifest.json` (atomic on POSIX file systems). Readers read the manifest
 //! once and only open files it lists, so a crash or a kill at any point
 //! leaves the previous generation answering; files of an unpublished ingest
-//! are orphans that the next ingest ignores (and may overwrite).
+//! are orphans that the next ingest ignores (and may overwrite). A reader
+//! holds a lease on the generation it read ([`Store::open`], `lease.rs`);
+//! after a publish, collection deletes only files that neither the new, the
+//! previous, nor any leased generation lists.
 //!
 //! Rollups are keyed by (auth_id, subaccount, slot, product, type, country,
 //! direction, error_code, hangup_cause), slot = the 15-minute UTC slot start,
@@ -46,11 +52,13 @@
 pub(crate) mod answer;
 mod index;
 pub mod ingest;
+pub mod lease;
 mod parquet_io;
 mod rollup;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -139,21 +147,31 @@ pub struct IngestLog {
 impl Manifest {
     /// Reads `STORE/manifest.json`; `None` when the store has none yet.
     pub fn read(store: &Path) -> Result<Option<Manifest>> {
+        Ok(Manifest::read_bytes(store)?.map(|(manifest, _)| manifest))
+    }
+
+    /// [`Manifest::read`], with the bytes read.
+    pub fn read_bytes(store: &Path) -> Result<Option<(Manifest, Vec<u8>)>> {
         let path = store.join(MANIFEST);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(&path, e)),
         };
+        Manifest::parse(&bytes, &path).map(|manifest| Some((manifest, bytes)))
+    }
+
+    /// Parses the manifest `bytes` of `path` (named in messages).
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Manifest> {
         let manifest: Manifest =
-            serde_json::from_slice(&bytes).map_err(|e| Error::io(&path, format!("not a store manifest: {e}")))?;
+            serde_json::from_slice(bytes).map_err(|e| Error::io(path, format!("not a store manifest: {e}")))?;
         if manifest.format != FORMAT_VERSION {
             return Err(Error::io(
                 &path,
                 format!("store format {} is not supported (this build reads {FORMAT_VERSION})", manifest.format),
             ));
         }
-        Ok(Some(manifest))
+        Ok(manifest)
     }
 
     /// Publishes this manifest atomically: a temporary file, synced, renamed
@@ -190,22 +208,56 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     }
 }
 
-/// A store opened for reading: its manifest, read once.
+/// A store opened for reading: its manifest, read once, and a lease on
+/// that generation (its files stay until the last clone is dropped).
 #[derive(Clone, Debug)]
 pub struct Store {
     /// The store directory.
     pub dir: PathBuf,
     /// The generation this handle answers from.
     pub manifest: Manifest,
+    /// The read lease; `None` when the store cannot be written (`unleased`).
+    lease: Option<Arc<lease::Lease>>,
+    /// Why the store is read without a lease (read-only): then only the
+    /// "one generation late" rule keeps its files, for one publish.
+    pub unleased: Option<String>,
 }
 
+/// How many times [`Store::open`] starts over when a publish races it.
+const OPEN_ATTEMPTS: usize = 10;
+
 impl Store {
-    /// Opens a store written by [`ingest`].
+    /// Opens a store written by [`ingest`] at its current generation, and
+    /// takes a lease on that generation: the manifest is read, the lease
+    /// taken, and the manifest read again; a publish in between starts over
+    /// (so that every collection that could remove these files sees the
+    /// lease).
     pub fn open(dir: &Path) -> Result<Store> {
-        match Manifest::read(dir)? {
-            Some(manifest) => Ok(Store { dir: dir.to_owned(), manifest }),
-            None => Err(Error::io(dir, format!("not a telemeter store (no {MANIFEST}; run `telemeter ingest` first)"))),
+        let mut failure = None;
+        for _ in 0..OPEN_ATTEMPTS {
+            let Some((manifest, bytes)) = Manifest::read_bytes(dir)? else {
+                return Err(Error::io(dir, format!("not a telemeter store (no {MANIFEST}; run `telemeter ingest` first)")));
+            };
+            let generation = manifest.generation;
+            let store = |lease, unleased| Store { dir: dir.to_owned(), manifest, lease, unleased };
+            match lease::Lease::take(dir, generation, &bytes) {
+                Ok(lease::Taken::Unwritable(why)) => return Ok(store(None, Some(why))),
+                Ok(lease::Taken::Held(lease)) => {
+                    if Manifest::read(dir)?.is_some_and(|now| now.generation == generation) {
+                        return Ok(store(Some(Arc::new(lease)), None));
+                    }
+                }
+                Err(e) => failure = Some(e),
+            }
         }
+        Err(failure.unwrap_or_else(|| {
+            Error::io(dir, format!("the store published {OPEN_ATTEMPTS} generations while it was being opened"))
+        }))
+    }
+
+    /// The lease file this handle holds, if any.
+    pub fn lease_path(&self) -> Option<&Path> {
+        self.lease.as_deref().map(lease::Lease::path)
     }
 
     /// The accounts copied in by the latest ingest.
