@@ -138,6 +138,9 @@ mod tests {
     #[test]
     fn control_characters_are_escaped_and_the_rest_kept() {
         assert!(matches!(escape_control("plain 'é' text"), std::borrow::Cow::Borrowed(_)));
-        assert_eq!(escape_control("a\u{7}b\r\n\u{1b}[31m\u{7f}\u{9b}"), "a\\u{7}b\\u{d}\\u{a}\\u{1b}[31m\\u{7f}\\u{9b}");
+        assert_eq!(
+            escape_control("a\u{7}b\r\n\u{1b}[31m\u{7f}\u{9b}"),
+            "a\\u{7}b\\u{d}\\u{a}\\u{1b}[31m\\u{7f}\\u{9b}"
+        );
     }
 }

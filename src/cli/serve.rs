@@ -23,8 +23,8 @@ use chrono::{DateTime, Utc};
 
 use crate::dataset::Dataset;
 use crate::resources::{self, Store};
-use crate::server::rate::{RateLimiter, SystemClock};
 use crate::server::listen::Limits;
+use crate::server::rate::{RateLimiter, SystemClock};
 use crate::server::{self, Current, Generation, Server, DEFAULT_SIP_DOMAIN, RATE_LIMIT, RATE_WINDOW};
 
 /// Arguments of `serve`.
@@ -72,7 +72,7 @@ pub struct Args {
     pub idle_timeout: Duration,
     /// Open connections at most; a new one over it closes the connection idle
     /// longest, or waits in the listen backlog while every one is busy.
-    #[arg(long, default_value_t = Limits::MAX_CONNECTIONS, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = Limits::MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: u64,
 }
 
@@ -120,7 +120,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }));
     }
     if let Some(why) = dataset.store.as_ref().and_then(|store| store.unleased.as_deref()) {
-        log(&serde_json::json!({"event": "warning", "message": format!("reading the store without a read lease (it cannot be written: {why}); an ingest may remove its files two publishes from now")}));
+        log(
+            &serde_json::json!({"event": "warning", "message": format!("reading the store without a read lease (it cannot be written: {why}); an ingest may remove its files two publishes from now")}),
+        );
     }
     let resources = Store::open(&db).with_context(|| format!("cannot open {}", db.display()))?;
     let generation = Generation::new(dataset, Arc::new(resources)).map_err(anyhow::Error::msg)?;

@@ -2,7 +2,7 @@
 //! enough for the load test and the integration tests to talk to the
 //! server without pulling in an HTTP client crate.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 

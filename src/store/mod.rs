@@ -167,7 +167,7 @@ impl Manifest {
             serde_json::from_slice(bytes).map_err(|e| Error::io(path, format!("not a store manifest: {e}")))?;
         if manifest.format != FORMAT_VERSION {
             return Err(Error::io(
-                &path,
+                path,
                 format!("store format {} is not supported (this build reads {FORMAT_VERSION})", manifest.format),
             ));
         }
@@ -236,7 +236,10 @@ impl Store {
         let mut failure = None;
         for _ in 0..OPEN_ATTEMPTS {
             let Some((manifest, bytes)) = Manifest::read_bytes(dir)? else {
-                return Err(Error::io(dir, format!("not a telemeter store (no {MANIFEST}; run `telemeter ingest` first)")));
+                return Err(Error::io(
+                    dir,
+                    format!("not a telemeter store (no {MANIFEST}; run `telemeter ingest` first)"),
+                ));
             };
             let generation = manifest.generation;
             let store = |lease, unleased| Store { dir: dir.to_owned(), manifest, lease, unleased };

@@ -82,7 +82,8 @@ fn summary(store: &Path, account: &str) -> String {
 
 /// The server's answer for `account`, its api_id replaced by `expected`'s.
 fn served(server: &Server, account: &str, expected: &str) -> (u16, String) {
-    let response = get(&mut server.client(), &format!("/v1/Account/{account}/UsageSummary/?{QUERY}"), &basic(account, TOKEN));
+    let response =
+        get(&mut server.client(), &format!("/v1/Account/{account}/UsageSummary/?{QUERY}"), &basic(account, TOKEN));
     if response.status != 200 {
         return (response.status, response.text());
     }
@@ -134,8 +135,11 @@ fn a_server_follows_every_publish_without_a_single_failure() {
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
                 let account = &accounts[i % accounts.len()];
-                let response =
-                    get(&mut server.client(), &format!("/v1/Account/{account}/UsageSummary/?{QUERY}"), &basic(account, TOKEN));
+                let response = get(
+                    &mut server.client(),
+                    &format!("/v1/Account/{account}/UsageSummary/?{QUERY}"),
+                    &basic(account, TOKEN),
+                );
                 if response.status != 200 {
                     failures.lock().unwrap().push(format!("{account}: {} {}", response.status, response.text()));
                 }

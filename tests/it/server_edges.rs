@@ -111,7 +111,8 @@ fn requests_hyper_refuses_have_the_error_body() {
     let long = |n: usize| "a".repeat(n);
     // Over hyper's own URI limit (64 KiB), and over ours (8 KiB).
     for n in [100_000, 10_000] {
-        let response = raw(addr, format!("GET /{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", long(n)).as_bytes());
+        let response =
+            raw(addr, format!("GET /{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", long(n)).as_bytes());
         assert_error(&response, 414, "URI");
     }
     // Malformed request lines.
