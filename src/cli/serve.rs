@@ -205,3 +205,32 @@ fn default_db(data: &Path) -> anyhow::Result<PathBuf> {
     let name: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
     Ok(state.join(format!("resources-{name}.sqlite")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn the_flags_default_to_the_library_limits_and_take_decimal_seconds() {
+        let cli = Cli::try_parse_from(["serve", "--data", "d"]).unwrap();
+        let limits = Limits::default();
+        assert_eq!(cli.args.header_read_timeout, limits.header_read_timeout);
+        assert_eq!(cli.args.idle_timeout, limits.idle_timeout);
+        assert_eq!(cli.args.max_connections, limits.max_connections as u64);
+        assert_eq!(cli.args.reload_interval, Duration::from_secs(1));
+        assert_eq!(parse_seconds("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
+        for bad in ["-1", "NaN", "inf", "soon"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+        assert!(parse_positive_seconds("0").is_err());
+        assert!(Cli::try_parse_from(["serve", "--data", "d", "--max-connections", "0"]).is_err());
+    }
+}
