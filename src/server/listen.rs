@@ -70,7 +70,7 @@ impl Default for Limits {
 
 /// hyper's read buffer, and so the largest request head it reads (above
 /// our own limits, so that ours answer with the error body first).
-const HYPER_MAX_BUF: usize = 1 << 20;
+const HYPER_MAX_BUF: usize = 256 << 10;
 /// hyper's header-count limit (above ours, [`super::MAX_HEADERS`]).
 const HYPER_MAX_HEADERS: usize = 1000;
 /// How long the accept loop waits before trying again after a failure.
