@@ -7,6 +7,7 @@
 //! - [`Error::Io`]: a file could not be read or written.
 //! - [`Error::Internal`]: a fault of ours (an overflow, a broken invariant).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -30,6 +31,26 @@ impl fmt::Display for Location {
             write!(f, "{}:{}", self.file, self.line)
         }
     }
+}
+
+/// `text` with every control character escaped (`\t`, `\r`, `\n`, else
+/// `\u{..}`), for messages and `rejected.csv`: a value read from input is
+/// shown, never echoed raw. Escaping twice changes nothing.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// A request the API answers with 400.
@@ -110,24 +131,6 @@ impl From<BadRecord> for Error {
     }
 }
 
-/// `text` with every control character (C0, DEL, C1: terminal escapes,
-/// line breaks, NUL) written as a Rust-style escape `\u{..}`, so that a
-/// message can quote any input and still print as one clean line.
-pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut escaped = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() {
-            escaped.extend(c.escape_unicode());
-        } else {
-            escaped.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(escaped)
-}
-
 /// The library's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -137,10 +140,9 @@ mod tests {
 
     #[test]
     fn control_characters_are_escaped_and_the_rest_kept() {
-        assert!(matches!(escape_control("plain 'é' text"), std::borrow::Cow::Borrowed(_)));
-        assert_eq!(
-            escape_control("a\u{7}b\r\n\u{1b}[31m\u{7f}\u{9b}"),
-            "a\\u{7}b\\u{d}\\u{a}\\u{1b}[31m\\u{7f}\\u{9b}"
-        );
+        assert!(matches!(printable("plain 'é' text"), Cow::Borrowed(_)));
+        let escaped = printable("a\u{7}b\r\n\t\u{1b}[31m\u{7f}\u{9b}");
+        assert_eq!(escaped, "a\\u{7}b\\r\\n\\t\\u{1b}[31m\\u{7f}\\u{9b}");
+        assert_eq!(printable(&escaped), escaped);
     }
 }

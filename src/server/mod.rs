@@ -45,7 +45,7 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 
 use crate::dataset::Dataset;
-use crate::error::escape_control;
+use crate::error::printable;
 use crate::resources::Store;
 use crate::token::TokenKey;
 use auth::{Credentials, Refusal};
@@ -234,8 +234,8 @@ async fn requests(State(server): State<Arc<Server>>, mut request: Request, next:
     };
     let mut detail = None;
     if let Some(pending) = response.extensions_mut().remove::<PendingError>() {
-        detail = pending.detail.map(|d| escape_control(&d).into_owned());
-        let body = serde_json::json!({ "api_id": api_id, "error": escape_control(&pending.message) });
+        detail = pending.detail.map(|d| printable(&d).into_owned());
+        let body = serde_json::json!({ "api_id": api_id, "error": printable(&pending.message) });
         let (parts, _) = response.into_parts();
         response = Response::from_parts(parts, Body::from(body.to_string()));
     }

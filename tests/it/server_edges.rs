@@ -149,6 +149,6 @@ fn control_characters_in_messages_are_escaped() {
         let body = json(&response);
         let message = body["error"].as_str().unwrap();
         assert!(!message.chars().any(char::is_control), "{query}: {message:?}");
-        assert!(message.contains("\\u{"), "{query}: {message:?}");
+        assert!(message.contains('\\'), "{query}: {message:?}");
     }
 }
