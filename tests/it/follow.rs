@@ -1,6 +1,7 @@
 //! `telemeter serve --store` while `telemeter ingest` publishes: the server
-//! follows each new generation within seconds, answers like `summary
-//! --store` byte for byte, never fails while the store changes, and garbage
+//! follows each new generation within seconds (usage and resources),
+//! answers like `summary --store` byte for byte, never fails while the
+//! store changes, and garbage
 //! collection keeps the files of a generation a live reader holds (and only
 //! of a live one: a killed reader's lease is cleaned).
 
@@ -48,7 +49,20 @@ fn batch(root: &Path, k: usize) -> PathBuf {
         ));
     }
     write(&dir, &format!("calls/2026/11-{k}.csv"), &calls);
+    // Endpoints: EP of the first poller all along, E1..Ek of the accounts
+    // checked so far (a load replaces the table with the files' rows).
+    let mut endpoints = String::from("endpoint_id,auth_id,sub_account,alias,username,password,application_id\n");
+    endpoints.push_str(&format!("EP,{},,Poll,poll,pw,\n", pollers()[0]));
+    for j in 1..=k {
+        endpoints.push_str(&format!("E{j},{},,Desk {j},desk{j},pw,\n", checked(j)));
+    }
+    write(&dir, "endpoints.csv", &endpoints);
     dir
+}
+
+/// The status of endpoint `id` of `account`.
+fn endpoint(server: &Server, account: &str, id: &str) -> u16 {
+    get(&mut server.client(), &format!("/v1/Account/{account}/Endpoint/{id}/"), &basic(account, TOKEN)).status
 }
 
 fn write(dir: &Path, name: &str, text: &str) {
@@ -143,6 +157,10 @@ fn a_server_follows_every_publish_without_a_single_failure() {
                 if response.status != 200 {
                     failures.lock().unwrap().push(format!("{account}: {} {}", response.status, response.text()));
                 }
+                let status = endpoint(&server, &accounts[0], "EP");
+                if status != 200 {
+                    failures.lock().unwrap().push(format!("endpoint EP: {status}"));
+                }
                 *polls.lock().unwrap() += 1;
                 i += 1;
                 // Each account every 4 s or more: at most 15 a minute, under
@@ -155,6 +173,7 @@ fn a_server_follows_every_publish_without_a_single_failure() {
     for k in 1..=4 {
         let account = checked(k);
         let before = summary(&store, &account);
+        assert_eq!(endpoint(&server, &account, &format!("E{k}")), 404);
         ingest(&batch(temp.path(), k), &store);
         let expected = summary(&store, &account);
         assert_ne!(before, expected, "batch {k} changes the answer of {account}");
@@ -169,7 +188,8 @@ fn a_server_follows_every_publish_without_a_single_failure() {
             // At most 11 requests of this account: well under the rate limit.
             std::thread::sleep(Duration::from_secs(1));
         }
-        // Each poller account follows too.
+        // The resources of the generation, and each poller account, follow.
+        assert_eq!(endpoint(&server, &account, &format!("E{k}")), 200, "publish {k}");
         let poller_account = &pollers()[k];
         let expected = summary(&store, poller_account);
         assert_eq!(served(&server, poller_account, &expected), (200, expected.clone()), "publish {k}");
@@ -213,4 +233,40 @@ fn collection_keeps_what_a_live_reader_holds_and_cleans_a_dead_ones_lease() {
     assert_eq!(files(&store.join("readers")), Vec::<String>::new());
     let present = files(&store.join("rollups"));
     assert!(first_generation.iter().all(|f| !present.contains(f)), "generation 1 files are kept after its reader died");
+}
+
+#[test]
+fn a_failed_reload_keeps_the_generation_answering_and_is_logged() {
+    let temp = tempfile::tempdir().unwrap();
+    let store = temp.path().join("store");
+    ingest(&batch(temp.path(), 0), &store);
+    let server = serve(&store, &["--reload-interval", "0.2"]);
+    let account = checked(1);
+    let expected = summary(&store, &account);
+    // A manifest this build cannot read (a newer layout), published the way
+    // ingest publishes (rename over manifest.json).
+    let manifest = std::fs::read_to_string(store.join("manifest.json")).unwrap();
+    let mut newer: Value = serde_json::from_str(&manifest).unwrap();
+    newer["format"] = Value::from(99);
+    newer["generation"] = Value::from(2);
+    std::fs::write(store.join("manifest.json.tmp-test"), newer.to_string()).unwrap();
+    std::fs::rename(store.join("manifest.json.tmp-test"), store.join("manifest.json")).unwrap();
+    server.logs_when(|logs| logs.iter().any(|l| l.contains("\"event\":\"reload_failed\"")));
+    // Tried again every 0.2 s, logged once.
+    std::thread::sleep(Duration::from_secs(1));
+    let logs = server.logs_when(|_| true);
+    let failed: Vec<&String> = logs.iter().filter(|l| l.contains("\"event\":\"reload_failed\"")).collect();
+    assert_eq!(failed.len(), 1, "logged once: {logs:?}");
+    assert!(failed[0].contains("store format 99 is not supported"), "{failed:?}");
+    assert_eq!(served(&server, &account, &expected), (200, expected.clone()));
+    // Once the store is readable again, the server follows it.
+    std::fs::write(store.join("manifest.json.tmp-test"), &manifest).unwrap();
+    std::fs::rename(store.join("manifest.json.tmp-test"), store.join("manifest.json")).unwrap();
+    ingest(&batch(temp.path(), 1), &store);
+    let expected = summary(&store, &account);
+    let published = Instant::now();
+    while served(&server, &account, &expected) != (200, expected.clone()) {
+        assert!(published.elapsed() < Duration::from_secs(10), "not followed after the failure");
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
