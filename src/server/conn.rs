@@ -16,7 +16,8 @@
 //! `connection: close`), logged like any request.
 //!
 //! [`Tracked`] wraps a response body: the request counts as in flight until
-//! hyper has taken its last byte.
+//! hyper has taken its last byte. A response whose bytes the client stops
+//! taking for the idle timeout is abandoned ([`Due::Stalled`]).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -43,6 +44,8 @@ pub(crate) struct ConnState {
     busy: AtomicUsize,
     /// Bytes given to the socket since its last flush.
     unflushed: AtomicBool,
+    /// When bytes last moved to the socket (or a write began).
+    last_write: AtomicU64,
     /// Since when nothing has been in flight (accept, or the end of the
     /// last response).
     idle_since: AtomicU64,
@@ -63,6 +66,8 @@ pub(crate) enum Due {
     Idle,
     /// The request head took too long.
     HeaderRead,
+    /// The client has not taken any of a response for the idle timeout.
+    Stalled,
 }
 
 impl ConnState {
@@ -72,6 +77,7 @@ impl ConnState {
             epoch,
             busy: AtomicUsize::new(0),
             unflushed: AtomicBool::new(false),
+            last_write: AtomicU64::new(0),
             idle_since: AtomicU64::new(0),
             head_since: AtomicU64::new(UNSET),
             evicting: AtomicBool::new(false),
@@ -109,9 +115,14 @@ impl ConnState {
 
     /// The timers at `now`: `idle` runs from the end of the last response
     /// (or the accept) to the first byte of the next request head, `header`
-    /// from that byte to the complete head.
+    /// from that byte to the complete head; a response the client takes
+    /// nothing of for `idle` (unwritten bytes, no progress) is stalled.
     pub(crate) fn due(&self, idle: Duration, header: Duration) -> Due {
         let now = Instant::now();
+        if self.unflushed.load(Ordering::Acquire) {
+            let stalled_at = self.instant(self.last_write.load(Ordering::Relaxed)) + idle;
+            return if now >= stalled_at { Due::Stalled } else { Due::At(stalled_at) };
+        }
         if !self.is_idle() {
             return Due::At(now + idle.max(Duration::from_millis(100)));
         }
@@ -203,19 +214,28 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let this = &mut *self;
-        this.state.unflushed.store(true, Ordering::Release);
+        if !this.state.unflushed.swap(true, Ordering::AcqRel) {
+            this.state.last_write.store(this.state.now_ms(), Ordering::Relaxed);
+        }
         if this.replacing.is_none() && this.state.busy.load(Ordering::Acquire) == 0 {
             if let Some((length, status)) = hyper_refusal(buf) {
                 this.replacing = Some((refusal_response(&buf[..length], status, &this.log), 0, length));
             }
         }
         let Some((bytes, written, stands_for)) = &mut this.replacing else {
-            return Pin::new(&mut this.inner).poll_write(cx, buf);
+            let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+            if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+                this.state.last_write.store(this.state.now_ms(), Ordering::Relaxed);
+            }
+            return result;
         };
         while *written < bytes.len() {
             match Pin::new(&mut this.inner).poll_write(cx, &bytes[*written..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => *written += n,
+                Poll::Ready(Ok(n)) => {
+                    *written += n;
+                    this.state.last_write.store(this.state.now_ms(), Ordering::Relaxed);
+                }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             }
@@ -350,5 +370,12 @@ mod tests {
         drop(busy);
         assert!(state.is_idle());
         assert_eq!(state.due(Duration::ZERO, header), Due::Idle);
+        // Bytes the client does not take: stalled after the idle timeout,
+        // busy or not.
+        let _busy = state.begin();
+        state.unflushed.store(true, Ordering::Release);
+        state.last_write.store(state.now_ms(), Ordering::Relaxed);
+        assert!(matches!(state.due(idle, header), Due::At(t) if t > Instant::now() + Duration::from_secs(50)));
+        assert_eq!(state.due(Duration::ZERO, header), Due::Stalled);
     }
 }

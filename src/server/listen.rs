@@ -6,7 +6,8 @@
 //! - **Idle timeout**: from the end of the last response (or the accept) to
 //!   the first byte of the next request; an idle connection is closed after
 //!   it. Neither timer runs while a request is in flight (a long usage
-//!   summary is never cut).
+//!   summary is never cut); but a response the client takes no byte of for
+//!   the idle timeout is abandoned and the connection closed (slow readers).
 //! - **Connection cap**: at most `max_connections` open connections. A new
 //!   connection over the cap closes the connection that has been idle
 //!   longest (no request in flight, nothing left to write), so a client
@@ -244,6 +245,7 @@ impl Connection {
                 Due::At(at) => at,
                 Due::Idle => break Some("idle_timeout"),
                 Due::HeaderRead => break Some("header_read_timeout"),
+                Due::Stalled => break Some("stalled"),
             };
             if stopping && self.state.is_idle() {
                 break Some("shutdown");
