@@ -2,6 +2,7 @@
 
 mod common;
 mod differential;
+mod edges;
 mod errors;
 mod follow;
 mod generate;
