@@ -94,6 +94,12 @@ impl Instant {
         Instant { secs: nanos.div_euclid(1_000_000_000) as i64, nanos: nanos.rem_euclid(1_000_000_000) as u32 }
     }
 
+    /// Midnight UTC at the start of January 1 of `year` (proleptic
+    /// Gregorian).
+    pub const fn start_of_year(year: i64) -> Instant {
+        Instant { secs: days_from_civil(year, 1, 1) * 86_400, nanos: 0 }
+    }
+
     /// The chrono value of this instant, if chrono can hold it.
     pub fn to_datetime(self) -> Option<DateTime<Utc>> {
         DateTime::from_timestamp(self.secs, self.nanos)
@@ -125,7 +131,7 @@ fn days_in_month(year: i64, month: u32) -> u32 {
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+const fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };
     let era = year.div_euclid(400);
     let year_of_era = year - era * 400;

@@ -25,9 +25,14 @@ pub trait RowSink {
 /// Chunks smaller than this are not split further.
 const CHUNK_BYTES: usize = 4 << 20;
 
-/// The decoded bytes of a CSV file (decompressed when needed).
+/// The decoded bytes of a CSV file (decompressed when needed). A 0-byte
+/// file of any form decodes to no bytes (no records), like a compressed
+/// stream of no bytes; a damaged stream is an error naming the file.
 pub fn load(file: &InputFile) -> Result<Vec<u8>> {
     let raw = std::fs::read(&file.path).map_err(|e| Error::io(&file.path, e))?;
+    if raw.is_empty() {
+        return Ok(raw);
+    }
     match file.format {
         Format::Csv | Format::Parquet => Ok(raw),
         Format::CsvGz => {
@@ -74,6 +79,9 @@ fn map_read_only(handle: &std::fs::File) -> std::io::Result<memmap2::Mmap> {
 pub fn load_into(file: &InputFile, out: &mut Vec<u8>) -> Result<()> {
     out.clear();
     let handle = std::fs::File::open(&file.path).map_err(|e| Error::io(&file.path, e))?;
+    if handle.metadata().map_err(|e| Error::io(&file.path, e))?.len() == 0 {
+        return Ok(());
+    }
     match file.format {
         Format::Csv | Format::Parquet => {
             out.reserve(file.size as usize + 1);

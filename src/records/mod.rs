@@ -226,8 +226,8 @@ pub enum Field<'a> {
     /// `0x20..=0x7e`): valid UTF-8 without control characters, so the
     /// checks for those are already done.
     Ascii(&'a str),
-    /// A Parquet integer.
-    Int(i64),
+    /// A Parquet integer of any width, signed or unsigned.
+    Int(i128),
     /// A Parquet DECIMAL: `unscaled * 10^-scale`.
     Decimal {
         /// The unscaled integer.
@@ -375,6 +375,26 @@ pub struct FieldError {
 /// The longest id the contract allows, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
 
+/// The largest count (`segments`, `units`) telemeter accepts: what a signed
+/// 64-bit integer holds (the store's Int64 column, and Parquet's INT64).
+pub const MAX_COUNT: u64 = i64::MAX as u64;
+
+/// The first UTC year a record's timestamp may fall in.
+pub const FIRST_YEAR: i64 = 1678;
+
+/// The last UTC year a record's timestamp may fall in. With
+/// [`FIRST_YEAR`]: whole years that nanoseconds since the epoch in an `i64`
+/// hold (the store's timestamp column, Arrow's and Parquet's usual one).
+pub const LAST_YEAR: i64 = 2261;
+
+/// Whether `t` lies in the years [`FIRST_YEAR`]..=[`LAST_YEAR`] (UTC).
+#[inline]
+pub fn timestamp_in_range(t: Instant) -> bool {
+    const FIRST: Instant = Instant::start_of_year(FIRST_YEAR);
+    const END: Instant = Instant::start_of_year(LAST_YEAR + 1);
+    FIRST <= t && t < END
+}
+
 /// Checks one row of `kind`, given its fields in [`Kind::columns`] order.
 pub fn parse_record<'a>(kind: Kind, fields: &[Field<'a>]) -> Result<Record<'a>, FieldError> {
     let f = |i: usize| fields[i];
@@ -512,13 +532,21 @@ pub fn check_id(value: &str) -> Result<(), &'static str> {
 
 #[inline]
 fn timestamp(field: Field<'_>, column: usize) -> Result<Instant, FieldError> {
-    match field {
-        Field::Time(t) => Ok(t),
-        Field::Text(bytes) => Instant::parse(bytes).map_err(|e| refuse(field, column, e.to_string())),
-        Field::Ascii(text) => Instant::parse(text.as_bytes()).map_err(|e| refuse(field, column, e.to_string())),
-        Field::Null => Err(refuse(field, column, "is empty; expected a timestamp")),
-        _ => Err(refuse(field, column, "is not a timestamp")),
+    let instant = match field {
+        Field::Time(t) => t,
+        Field::Text(bytes) => Instant::parse(bytes).map_err(|e| refuse(field, column, e.to_string()))?,
+        Field::Ascii(text) => Instant::parse(text.as_bytes()).map_err(|e| refuse(field, column, e.to_string()))?,
+        Field::Null => return Err(refuse(field, column, "is empty; expected a timestamp")),
+        _ => return Err(refuse(field, column, "is not a timestamp")),
+    };
+    if !timestamp_in_range(instant) {
+        return Err(refuse(
+            field,
+            column,
+            format!("is outside the years {FIRST_YEAR} to {LAST_YEAR} (UTC) that telemeter accepts"),
+        ));
     }
+    Ok(instant)
 }
 
 #[inline]
@@ -526,7 +554,9 @@ fn decimal(field: Field<'_>, column: usize) -> Result<i64, FieldError> {
     let nanos = match field {
         Field::Text(bytes) => money::parse_nanos(bytes).map(|n| n as i128),
         Field::Ascii(text) => money::parse_nanos(text.as_bytes()).map(|n| n as i128),
-        Field::Int(i) if i >= 0 => Ok(i as i128 * money::SCALE),
+        // At most u64::MAX: times 10^9 this cannot overflow an i128.
+        Field::Int(i) if (0..=u64::MAX as i128).contains(&i) => Ok(i * money::SCALE),
+        Field::Int(i) if i > 0 => Err(money::DecimalError::TooLarge),
         Field::Decimal { unscaled, scale } => Amount::from_unscaled(unscaled, scale).map(Amount::nanos),
         Field::Null => Err(money::DecimalError::Empty),
         _ => Err(money::DecimalError::NotADecimal),
@@ -549,20 +579,23 @@ fn surcharge(field: Field<'_>, column: usize, amount: i64) -> Result<i64, FieldE
 
 #[inline]
 fn count(field: Field<'_>, column: usize) -> Result<u64, FieldError> {
+    let too_large = || refuse(field, column, format!("is more than {MAX_COUNT}, the largest count telemeter accepts"));
     if let Some(bytes) = field.text_bytes().filter(|b| !b.is_empty() && b.iter().all(u8::is_ascii_digit)) {
         let mut value: u64 = 0;
         for &b in bytes {
-            value = value
-                .checked_mul(10)
-                .and_then(|v| v.checked_add((b - b'0') as u64))
-                .ok_or_else(|| refuse(field, column, "is too large for a count"))?;
+            value = value.checked_mul(10).and_then(|v| v.checked_add((b - b'0') as u64)).ok_or_else(too_large)?;
         }
-        return Ok(value);
+        return if value <= MAX_COUNT { Ok(value) } else { Err(too_large()) };
     }
-    match field {
-        Field::Int(i) if i >= 0 => Ok(i as u64),
-        Field::Decimal { unscaled, scale: 0 } if unscaled >= 0 && unscaled <= u64::MAX as i128 => Ok(unscaled as u64),
-        _ => Err(refuse(field, column, "is not a count (a non-negative integer)")),
+    let value = match field {
+        Field::Int(i) if i >= 0 => i,
+        Field::Decimal { unscaled, scale: 0 } if unscaled >= 0 => unscaled,
+        _ => return Err(refuse(field, column, "is not a count (a non-negative integer)")),
+    };
+    if value <= MAX_COUNT as i128 {
+        Ok(value as u64)
+    } else {
+        Err(too_large())
     }
 }
 

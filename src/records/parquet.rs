@@ -1,6 +1,11 @@
 //! Parquet input, through polars: each contract column may hold its natural
 //! type (timestamp, integer, decimal) or the string form.
 //!
+//! Integers of every width, signed or unsigned, are read as integers and
+//! dictionary-encoded (categorical) strings as strings; ranges are left to
+//! [`super::parse_record`], so that an out-of-range value is a bad row like
+//! its CSV form. A 0-byte file holds no rows, like a 0-byte CSV file.
+//!
 //! Columns are turned into plain vectors once, then rows are handed to the
 //! same [`RowSink`] as CSV rows, numbered from 1.
 
@@ -18,6 +23,7 @@ enum Values<'a> {
     Text(Vec<Option<&'a str>>),
     OwnedText(Vec<Option<String>>),
     Int(Vec<Option<i64>>),
+    UInt(Vec<Option<u64>>),
     Decimal(Vec<Option<i128>>, usize),
     Time(Vec<Option<i64>>, i128),
 }
@@ -28,7 +34,8 @@ impl Values<'_> {
             Values::Null => Field::Null,
             Values::Text(v) => v[row].map_or(Field::Null, |s| Field::Text(s.as_bytes())),
             Values::OwnedText(v) => v[row].as_deref().map_or(Field::Null, |s| Field::Text(s.as_bytes())),
-            Values::Int(v) => v[row].map_or(Field::Null, Field::Int),
+            Values::Int(v) => v[row].map_or(Field::Null, |i| Field::Int(i as i128)),
+            Values::UInt(v) => v[row].map_or(Field::Null, |i| Field::Int(i as i128)),
             Values::Decimal(v, scale) => {
                 v[row].map_or(Field::Null, |unscaled| Field::Decimal { unscaled, scale: *scale })
             }
@@ -42,36 +49,22 @@ impl Values<'_> {
 /// Reads every row of a Parquet file into one sink.
 pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()> {
     let handle = std::fs::File::open(&file.path).map_err(|e| Error::io(&file.path, e))?;
+    if handle.metadata().map_err(|e| Error::io(&file.path, e))?.len() == 0 {
+        return Ok(());
+    }
     let frame = ParquetReader::new(handle)
         .finish()
         .map_err(|e| Error::io(&file.path, format!("not a readable Parquet file: {e}")))?;
-    let mut casts: Vec<Column> = Vec::new();
-    let mut sources: Vec<(&Column, ColumnType, &str)> = Vec::new();
+    let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
     for (index, name) in kind.columns().iter().enumerate() {
         let column = frame.column(name).map_err(|_| {
             let names: Vec<String> = frame.get_column_names().iter().map(|n| n.to_string()).collect();
             Error::io(&file.path, format!("missing required column '{name}' (the file has: {})", names.join(", ")))
         })?;
-        sources.push((column, kind.column_type(index), name));
+        prepared.push((widen(file, column)?, kind.column_type(index), name));
     }
-    // Integer columns of any width are widened to Int64 first.
-    for (column, _, _) in &sources {
-        let dtype = column.dtype();
-        if dtype.is_integer() && *dtype != DataType::Int64 {
-            let cast = column
-                .strict_cast(&DataType::Int64)
-                .map_err(|e| Error::io(&file.path, format!("column '{}': {e}", column.name())))?;
-            casts.push(cast);
-        }
-    }
-    let mut cast_iter = casts.iter();
-    let mut columns = Vec::with_capacity(sources.len());
-    for (column, expected, name) in &sources {
-        let column = if column.dtype().is_integer() && *column.dtype() != DataType::Int64 {
-            cast_iter.next().unwrap_or(column)
-        } else {
-            column
-        };
+    let mut columns = Vec::with_capacity(prepared.len());
+    for (column, expected, name) in &prepared {
         columns.push(decode(file, column, *expected, name)?);
     }
     let mut fields = [Field::Null; 16];
@@ -87,6 +80,22 @@ pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()
     Ok(())
 }
 
+/// The column in a form [`decode`] takes, without loss: integers narrower
+/// than 64 bits (and UInt32) widened to Int64, dictionary-encoded strings
+/// (Categorical, Enum) decoded to strings; every other column as it is.
+fn widen(file: &InputFile, column: &Column) -> Result<Column> {
+    let cast = |to: &DataType| {
+        column.strict_cast(to).map_err(|e| Error::io(&file.path, format!("column '{}': {e}", column.name())))
+    };
+    match column.dtype() {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 => {
+            cast(&DataType::Int64)
+        }
+        DataType::Categorical(..) | DataType::Enum(..) => cast(&DataType::String),
+        _ => Ok(column.clone()),
+    }
+}
+
 fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: &str) -> Result<Values<'a>> {
     let wrong =
         |what: &str| Error::io(&file.path, format!("column '{name}' holds {} values; expected {what}", column.dtype()));
@@ -100,6 +109,12 @@ fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: 
         }
         (DataType::Int64, ColumnType::Count | ColumnType::Decimal) => {
             Values::Int(column.i64().map_err(polars)?.iter().collect())
+        }
+        (DataType::UInt64, ColumnType::Text) => {
+            Values::OwnedText(column.u64().map_err(polars)?.iter().map(|v| v.map(|i| i.to_string())).collect())
+        }
+        (DataType::UInt64, ColumnType::Count | ColumnType::Decimal) => {
+            Values::UInt(column.u64().map_err(polars)?.iter().collect())
         }
         (DataType::Decimal(_, scale), ColumnType::Decimal | ColumnType::Count) => {
             let decimals = column.decimal().map_err(polars)?;

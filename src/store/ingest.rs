@@ -138,7 +138,10 @@ impl IngestReport {
 pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<IngestReport> {
     let id = &options.ingest_id;
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
-        return Err(Error::Internal(format!("ingest id '{id}' must be letters, digits, '-', '_' or '.'")));
+        return Err(Error::BadRequest(crate::error::BadRequest::new(
+            "ingest_id",
+            format!("ingest id '{id}' must be non-empty: letters, digits, '-', '_' or '.'"),
+        )));
     }
     std::fs::create_dir_all(store).map_err(|e| Error::io(store, e))?;
     let lock_path = store.join(".ingest.lock");
@@ -370,13 +373,20 @@ impl Run<'_> {
         }
         let base = self.old.sources.len() as u64;
         if base + self.inventory.files.len() as u64 > u64::from(index::MAX_SOURCE) {
-            return Err(Error::Internal(format!("a store holds at most {} input files", index::MAX_SOURCE)));
+            return Err(Error::io(
+                self.store,
+                format!(
+                    "a store holds at most {} input files; it has {base} and this ingest reads {} more",
+                    index::MAX_SOURCE,
+                    self.inventory.files.len()
+                ),
+            ));
         }
         let files_of_kind = self.old.kind(kind);
         let amount = match files_of_kind.amount.as_str() {
             "" => Amount::ZERO,
             text => Amount::parse(text.as_bytes())
-                .map_err(|e| Error::Internal(format!("manifest amount of {kind} '{text}': {e}")))?,
+                .map_err(|e| Error::io(self.store.join("manifest.json"), format!("amount of {kind} '{text}' {e}")))?,
         };
         let stored: Vec<IndexFile> =
             files_of_kind.index.iter().map(|name| IndexFile::open(&self.store.join(name))).collect::<Result<_>>()?;

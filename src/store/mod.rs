@@ -90,7 +90,7 @@ pub const MANIFEST: &str = "manifest.json";
 pub const RESOURCES_DB: &str = "resources.sqlite";
 
 /// The version of the layout this code writes and reads.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The published state of a store: every file of the current generation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -65,6 +65,14 @@ pub(super) fn decimal_column(name: &str, values: Vec<i128>) -> Result<Column> {
     Ok(chunked.into_series().into_column())
 }
 
+/// A DECIMAL(38,0) column of whole counts (rollup units).
+pub(super) fn units_column(name: &str, values: Vec<i128>) -> Result<Column> {
+    let chunked = Int128Chunked::from_vec(name.into(), values)
+        .into_decimal(38, 0)
+        .map_err(|e| Error::Internal(format!("column '{name}': {e}")))?;
+    Ok(chunked.into_series().into_column())
+}
+
 pub(super) fn int_column(name: &str, values: Vec<i64>) -> Column {
     Int64Chunked::from_vec(name.into(), values).into_series().into_column()
 }
@@ -75,6 +83,24 @@ pub(super) fn text_column(name: &str, values: Vec<&str>) -> Column {
 
 pub(super) fn to_i64(value: u64, what: &str) -> Result<i64> {
     i64::try_from(value).map_err(|_| Error::Internal(format!("{what} {value} is too large for the store (Int64)")))
+}
+
+/// The store's timestamp of a record: nanoseconds since the epoch in an
+/// `i64`. Every timestamp `records::parse_record` accepts fits (its years
+/// are `records::FIRST_YEAR..=records::LAST_YEAR`); an error here is a
+/// fault of ours.
+pub(super) fn timestamp_nanos(row: &RecordView<'_>) -> Result<i64> {
+    let value = (row.secs as i128) * 1_000_000_000 + row.nanos as i128;
+    i64::try_from(value).map_err(|_| {
+        Error::Internal(format!(
+            "record '{}' ({}:{}): timestamp outside the years {}-{} the store holds",
+            row.record_id,
+            row.source_file,
+            row.source_line,
+            crate::records::FIRST_YEAR,
+            crate::records::LAST_YEAR
+        ))
+    })
 }
 
 /// Writes `frame` to `path` (created or truncated), synced to disk.
@@ -125,17 +151,7 @@ pub fn write_records(path: &Path, kind: Kind, rows: &[RecordView<'_>]) -> Result
             "auth_id" => text_column(name, rows.iter().map(|r| r.auth_id).collect()),
             "subaccount_auth" => text_column(name, rows.iter().map(|r| r.subaccount).collect()),
             "timestamp" => {
-                let mut nanos = Vec::with_capacity(rows.len());
-                for r in rows {
-                    let value = (r.secs as i128) * 1_000_000_000 + r.nanos as i128;
-                    let value = i64::try_from(value).map_err(|_| {
-                        Error::Internal(format!(
-                            "record '{}' ({}:{}): timestamp outside the years 1678-2261 the store holds",
-                            r.record_id, r.source_file, r.source_line
-                        ))
-                    })?;
-                    nanos.push(value);
-                }
+                let nanos = rows.iter().map(timestamp_nanos).collect::<Result<Vec<i64>>>()?;
                 Int64Chunked::from_vec(name.into(), nanos)
                     .into_datetime(TimeUnit::Nanoseconds, Some(TimeZone::UTC))
                     .into_series()
@@ -168,4 +184,121 @@ pub fn write_records(path: &Path, kind: Kind, rows: &[RecordView<'_>]) -> Result
     columns.push(int_column("source_line", lines));
     let mut frame = DataFrame::new(rows.len(), columns).map_err(polars_error(path))?;
     write_frame(path, &mut frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{parse_record, Field, Record};
+    use crate::time::Instant;
+
+    fn view<'a>(record: &Record<'a>) -> RecordView<'a> {
+        RecordView {
+            record_id: record.record_id,
+            auth_id: record.auth_id,
+            subaccount: record.subaccount,
+            secs: record.timestamp.secs,
+            nanos: record.timestamp.nanos,
+            product: record.product,
+            type_: record.type_,
+            direction: record.direction,
+            country: record.country,
+            units: record.units,
+            duration: record.duration,
+            amount: record.amount,
+            surcharge: record.surcharge,
+            code: record.code,
+            source_file: "x.csv",
+            source_line: 2,
+        }
+    }
+
+    /// Whether the store holds every value of `record` exactly, by the
+    /// conversions [`write_records`] makes.
+    fn holds(record: &Record<'_>) -> bool {
+        let view = view(record);
+        let decimal = |nanos: i64| (nanos as i128).unsigned_abs() < 10u128.pow(38);
+        timestamp_nanos(&view).is_ok()
+            && to_i64(view.units, "units").is_ok()
+            && decimal(view.duration)
+            && decimal(view.amount)
+            && decimal(view.surcharge)
+    }
+
+    /// A timestamp of any four-digit year, with an offset and a fraction.
+    fn any_timestamp() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        (0u32..=9999, 1u32..=12, 1u32..=28, 0u32..24, 0u32..60, 0u32..1_000_000_000, -1439i32..=1439).prop_map(
+            |(y, mo, d, h, mi, frac, offset)| {
+                let sign = if offset < 0 { '-' } else { '+' };
+                let (oh, om) = (offset.unsigned_abs() / 60, offset.unsigned_abs() % 60);
+                format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:59.{frac:09}{sign}{oh:02}:{om:02}")
+            },
+        )
+    }
+
+    proptest::proptest! {
+        /// For any row: accepted by the row check implies held by the store.
+        #[test]
+        fn what_the_row_check_accepts_the_store_holds(
+            timestamp in any_timestamp(),
+            parquet_time in proptest::num::i64::ANY,
+            unit in proptest::sample::select(vec![1i128, 1_000, 1_000_000, 1_000_000_000]),
+            units in proptest::num::u64::ANY,
+            wide_units in proptest::num::i128::ANY,
+            amount in proptest::num::u64::ANY,
+            scale in 0usize..12,
+            as_text in proptest::bool::ANY,
+        ) {
+            let units_text = units.to_string();
+            let amount_text = format!("{}.{:09}", amount / 1_000_000_000, amount % 1_000_000_000);
+            let fields: Vec<Field<'_>> = if as_text {
+                vec![
+                    Field::Text(b"x1"),
+                    Field::Text(b"A1"),
+                    Field::Text(timestamp.as_bytes()),
+                    Field::Text(b"CNAM Lookup"),
+                    Field::Text(units_text.as_bytes()),
+                    Field::Text(amount_text.as_bytes()),
+                ]
+            } else {
+                vec![
+                    Field::Text(b"x1"),
+                    Field::Text(b"A1"),
+                    Field::Time(Instant::from_epoch_nanos(parquet_time as i128 * unit)),
+                    Field::Text(b"CNAM Lookup"),
+                    Field::Int(wide_units),
+                    Field::Decimal { unscaled: amount as i128, scale },
+                ]
+            };
+            if let Ok(record) = parse_record(Kind::Charges, &fields) {
+                proptest::prop_assert!(holds(&record), "{record:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_ends_of_the_accepted_range_are_written() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let rows = [
+            ["x1", "A1", "1678-01-01T00:00:00Z", "a", "9223372036854775807", "9223372036.854775807"],
+            ["x2", "A1", "2261-12-31T23:59:59.999999999Z", "a", "0", "0.000000001"],
+        ];
+        let mut views = Vec::new();
+        let fields: Vec<Vec<Field<'_>>> =
+            rows.iter().map(|row| row.iter().map(|v| Field::Text(v.as_bytes())).collect()).collect();
+        for fields in &fields {
+            let record = parse_record(Kind::Charges, fields).expect("accepted");
+            assert!(holds(&record));
+            views.push(view(&record));
+        }
+        write_records(&dir.path().join("r.parquet"), Kind::Charges, &views).expect("written");
+        // One nanosecond before and after the range: refused.
+        for timestamp in ["1677-12-31T23:59:59.999999999Z", "2262-01-01T00:00:00Z"] {
+            let row = ["x3", "A1", timestamp, "a", "1", "1"];
+            let fields: Vec<Field<'_>> = row.iter().map(|v| Field::Text(v.as_bytes())).collect();
+            let error = parse_record(Kind::Charges, &fields).expect_err(timestamp);
+            assert_eq!(error.column, 2);
+        }
+    }
 }

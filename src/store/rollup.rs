@@ -1,6 +1,8 @@
 //! Rollup files: one account's rows at one grain, keyed by (auth_id,
 //! subaccount, slot, product, type, country, direction, error_code,
-//! hangup_cause), integer counts and DECIMAL(38,9) sums. Written by ingest
+//! hangup_cause), the record count (Int64), the units (DECIMAL(38,0): a
+//! group may sum many counts of up to `i64::MAX` each) and DECIMAL(38,9)
+//! sums. Written by ingest
 //! ([`RollupWriter`]), read by [`super::Store::aggregate`] and by ingest
 //! when it merges a new ingest into an account's files.
 
@@ -10,7 +12,7 @@ use polars::prelude::{
     Column, DataFrame, DataType, ParallelStrategy, ParquetCompression, ParquetReader, ParquetWriter, SerReader,
 };
 
-use super::parquet_io::{decimal_column, int_column, polars_error, read_frame, text_column, to_i64};
+use super::parquet_io::{decimal_column, int_column, polars_error, read_frame, text_column, to_i64, units_column};
 use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Product};
@@ -112,11 +114,23 @@ fn rollup_frame(path: &Path, rows: &[RollupRef<'_>]) -> Result<DataFrame> {
             ""
         }
     }
+    // Sums of at most i64::MAX per record: these limits take more than
+    // 10^19 records in one group. Still refused, never wrapped.
+    let limit = 10u128.pow(38);
+    let too_large = |name: &str, value: &dyn std::fmt::Display, column: &str| {
+        Error::Internal(format!("the {name} of one rollup group add up to {value}, more than {column} holds"))
+    };
     let nanos = |value: i128, name: &str| -> Result<i128> {
-        if value.unsigned_abs() >= 10u128.pow(38) {
-            return Err(Error::Internal(format!("{name} sum {value} does not fit DECIMAL(38,9)")));
+        if value.unsigned_abs() >= limit {
+            return Err(too_large(name, &value, "DECIMAL(38,9)"));
         }
         Ok(value)
+    };
+    let units = |value: u128| -> Result<i128> {
+        if value >= limit {
+            return Err(too_large("units", &value, "DECIMAL(38,0)"));
+        }
+        Ok(value as i128)
     };
     let countries: Vec<String> =
         rows.iter().map(|r| r.country.map_or(String::new(), |c| c.as_str().to_owned())).collect();
@@ -134,13 +148,7 @@ fn rollup_frame(path: &Path, rows: &[RollupRef<'_>]) -> Result<DataFrame> {
             ROLLUP_COLUMNS[9],
             rows.iter().map(|r| to_i64(r.totals.records, "records")).collect::<Result<Vec<_>>>()?,
         ),
-        int_column(
-            ROLLUP_COLUMNS[10],
-            rows.iter()
-                .map(|r| u64::try_from(r.totals.units).map_err(|_| Error::Internal("units overflow".into())))
-                .map(|u| u.and_then(|u| to_i64(u, "units")))
-                .collect::<Result<Vec<_>>>()?,
-        ),
+        units_column(ROLLUP_COLUMNS[10], rows.iter().map(|r| units(r.totals.units)).collect::<Result<Vec<_>>>()?)?,
         decimal_column(
             ROLLUP_COLUMNS[11],
             rows.iter().map(|r| nanos(r.totals.duration, "duration")).collect::<Result<Vec<_>>>()?,
@@ -201,10 +209,10 @@ pub fn for_each_rollup_in<'f>(
         let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
         column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
     };
-    let decimal = |name: &str| -> Result<Vec<i128>> {
+    let decimal_of = |name: &str, scale: usize| -> Result<Vec<i128>> {
         let column = frame.column(name).map_err(polars_error(path))?;
-        if *column.dtype() != DataType::Decimal(38, 9) {
-            return Err(broken(format!("'{name}' is {}, not decimal(38, 9)", column.dtype())));
+        if *column.dtype() != DataType::Decimal(38, scale) {
+            return Err(broken(format!("'{name}' is {}, not decimal(38, {scale})", column.dtype())));
         }
         let values = column.decimal().map_err(polars_error(path))?;
         values.physical().iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
@@ -213,7 +221,8 @@ pub fn for_each_rollup_in<'f>(
         (text("auth_id")?, text("subaccount_auth")?, int("slot_start")?, text("product")?, text("type")?);
     let (country, direction, error_code, hangup) =
         (text("country")?, text("direction")?, text("error_code")?, text("hangup_cause")?);
-    let (records, units) = (int("records")?, int("units")?);
+    let decimal = |name: &str| decimal_of(name, 9);
+    let (records, units) = (int("records")?, decimal_of("units", 0)?);
     let (duration, amount, surcharge) = (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
     for i in 0..frame.height() {
         let product = Product::parse(product[i]).ok_or_else(|| broken(format!("unknown product '{}'", product[i])))?;
@@ -282,7 +291,7 @@ pub(crate) struct RowText<'f> {
     pub error_code: Text<'f>,
     pub hangup_cause: Text<'f>,
     pub records: i64,
-    pub units: i64,
+    pub units: i128,
     pub duration: i128,
     pub amount: i128,
     pub surcharge: i128,
@@ -361,10 +370,10 @@ fn for_each_row_in<'f>(
         no_nulls(name, column.null_count())?;
         Ok(column.downcast_iter().flat_map(|array| array.values().iter().copied()))
     };
-    let decimal = |name: &str| -> Result<_> {
+    let decimal_of = |name: &str, scale: usize| -> Result<_> {
         let column = frame.column(name).map_err(polars_error(path))?;
-        if *column.dtype() != DataType::Decimal(38, 9) {
-            return Err(broken(format!("'{name}' is {}, not decimal(38, 9)", column.dtype())));
+        if *column.dtype() != DataType::Decimal(38, scale) {
+            return Err(broken(format!("'{name}' is {}, not decimal(38, {scale})", column.dtype())));
         }
         let values = column.decimal().map_err(polars_error(path))?.physical();
         no_nulls(name, values.null_count())?;
@@ -374,7 +383,8 @@ fn for_each_row_in<'f>(
         (viewed("subaccount_auth")?, int("slot_start")?, viewed("product")?, viewed("type")?);
     let (mut country, mut direction, mut error_code, mut hangup_cause) =
         (text("country")?, text("direction")?, viewed("error_code")?, viewed("hangup_cause")?);
-    let (mut records, mut units) = (int("records")?, int("units")?);
+    let decimal = |name: &str| decimal_of(name, 9);
+    let (mut records, mut units) = (int("records")?, decimal_of("units", 0)?);
     let (mut duration, mut amount, mut surcharge) =
         (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
     // Views index their own array's buffers: with one array per column they

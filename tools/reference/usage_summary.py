@@ -95,6 +95,12 @@ TS_RE = re.compile(
 COUNTRY_RE = re.compile(r"^[A-Z]{2}$")
 CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+# The ranges telemeter accepts beyond the contract's rules (README): counts
+# that fit a signed 64-bit integer, decimals of at most that many
+# nano-units, timestamps in the UTC years 1678 to 2261.
+MAX_COUNT = 2**63 - 1
+MAX_DECIMAL = Decimal(2**63 - 1) / Decimal(10**9)
+FIRST_YEAR, LAST_YEAR = 1678, 2261
 
 
 def check_id(value: str, column: str, empty_ok: bool = False) -> str:
@@ -113,6 +119,8 @@ def parse_decimal(value: str, column: str, positive: bool = False) -> Decimal:
     if not DECIMAL_RE.match(value):
         raise DataError(f"{column}: {value!r} is not a decimal")
     d = Decimal(value)
+    if d > MAX_DECIMAL:
+        raise DataError(f"{column}: {value!r} is too large")
     if positive and d <= 0:
         raise DataError(f"{column}: {value!r} must be greater than 0")
     return d
@@ -122,6 +130,8 @@ def parse_count(value: str, column: str, minimum: int = 0) -> int:
     if not COUNT_RE.match(value):
         raise DataError(f"{column}: {value!r} is not a count")
     n = int(value)
+    if n > MAX_COUNT:
+        raise DataError(f"{column}: {value!r} is more than {MAX_COUNT}")
     if n < minimum:
         raise DataError(f"{column}: {value!r} is below {minimum}")
     return n
@@ -148,6 +158,10 @@ def parse_instant(value: str, column: str = "timestamp") -> tuple[int, int]:
     except ValueError as e:
         raise DataError(f"{column}: {value!r}: {e}") from None
     secs = int((naive - EPOCH).total_seconds()) - offset
+    first = int((dt.datetime(FIRST_YEAR, 1, 1, tzinfo=UTC) - EPOCH).total_seconds())
+    end = int((dt.datetime(LAST_YEAR + 1, 1, 1, tzinfo=UTC) - EPOCH).total_seconds())
+    if not first <= secs < end:
+        raise DataError(f"{column}: {value!r} is outside the years {FIRST_YEAR} to {LAST_YEAR} (UTC)")
     return secs, nanos
 
 
