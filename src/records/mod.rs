@@ -709,6 +709,16 @@ mod tests {
             (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "", "1", "1"], 3),
             (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "1", "0.0"], 5),
             (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "-1", "1"], 4),
+            // The ranges the engine holds.
+            (Kind::Charges, &["x1", "A1", "0000-01-01T00:00:00Z", "CNAM Lookup", "1", "1"], 2),
+            (Kind::Charges, &["x1", "A1", "9999-12-31T23:59:59Z", "CNAM Lookup", "1", "1"], 2),
+            (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "9223372036854775808", "1"], 4),
+            (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "18446744073709551615", "1"], 4),
+            (
+                Kind::Messages,
+                &["m1", "A1", "", "2026-11-20T13:45:01Z", "sms", "inbound", "US", "9223372036854775808", "1", "0", ""],
+                7,
+            ),
         ];
         for (kind, values, column) in cases {
             let error = parse_record(*kind, &texts(values)).unwrap_err();

@@ -319,16 +319,9 @@ fn create_parent(path: &Path) -> Result<()> {
     }
 }
 
+/// The set-aside rows, in the same CSV as `report`'s `rejected.csv`.
 fn write_rejects(path: &Path, rejects: &[BadRecord]) -> Result<()> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    let io = |e: csv::Error| Error::io(path, e);
-    writer.write_record(["file", "line", "column", "value", "reason"]).map_err(io)?;
-    for bad in rejects {
-        let line =
-            if bad.location.is_row { format!("row {}", bad.location.line) } else { bad.location.line.to_string() };
-        writer.write_record([bad.location.file.as_str(), &line, &bad.column, &bad.value, &bad.reason]).map_err(io)?;
-    }
-    let bytes = writer.into_inner().map_err(|e| Error::io(path, e.to_string()))?;
+    let bytes = crate::report::csv_out::rejected_csv(rejects)?;
     super::write_synced(path, &bytes)
 }
 

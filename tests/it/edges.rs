@@ -287,7 +287,7 @@ fn parquet_integers_of_every_width_are_checked_like_csv() {
                 .collect()
         };
         assert_eq!(shape(&rejects, 1), shape(&csv_rejects, 0), "{dtype}");
-        assert_eq!(shape(&store_rejects, 1), shape(&csv_rejects, 0), "{dtype}");
+        assert_eq!(store_rejects, rejects, "{dtype}: ingest and report set aside the same rows alike");
         assert!(rejects.iter().all(|r| r[0] == "charges/x.parquet"), "{rejects:?}");
         // A negative count; a count above i64::MAX; an amount above
         // 9223372036.854775807.
@@ -310,6 +310,41 @@ fn parquet_integers_of_every_width_are_checked_like_csv() {
             assert_eq!(refusal(&failed.report, "charges/x.parquet"), expected, "{dtype}");
             assert_eq!(refusal(&failed.ingest, "charges/x.parquet"), expected, "{dtype}");
         }
+    }
+}
+
+#[test]
+fn parquet_timestamps_outside_the_accepted_years_are_bad_rows() {
+    use polars::prelude::{DataFrame, Int64Chunked, IntoColumn, IntoSeries, NamedFrom, Series, TimeUnit};
+    let millis = |y: i32| {
+        chrono::NaiveDate::from_ymd_opt(y, 1, 1).expect("a date").and_hms_opt(0, 0, 0).expect("a time").and_utc()
+    };
+    for (unit, per_milli, year) in [(TimeUnit::Milliseconds, 1, 2300), (TimeUnit::Microseconds, 1_000, 1600)] {
+        let times = [millis(2026).timestamp_millis() * per_milli, millis(year).timestamp_millis() * per_milli];
+        let text = |name: &str, values: [&str; 2]| Series::new(name.into(), values).into_column();
+        let columns = vec![
+            text("record_id", ["x1", "x2"]),
+            text("auth_id", ["A1", "A1"]),
+            Int64Chunked::from_vec("timestamp".into(), times.to_vec())
+                .into_datetime(unit, None)
+                .into_series()
+                .into_column(),
+            text("description", ["CNAM Lookup", "CNAM Lookup"]),
+            text("units", ["1", "1"]),
+            text("amount", ["0.5", "0.5"]),
+        ];
+        let work = temp_dir();
+        let data = work.path().join("data");
+        crate::common::write_frame(&data.join("charges/t.parquet"), DataFrame::new(2, columns).expect("frame"));
+        let expected = format!(
+            "charges/t.parquet: row 2: column 'timestamp': '{}' is outside the years 1678 to 2261 (UTC) \
+             that telemeter accepts",
+            millis(year).to_rfc3339()
+        );
+        let failed = run_all(&data, work.path(), &[]);
+        assert_eq!(refusal(&failed.summary, "charges/t.parquet"), expected, "summary");
+        assert_eq!(refusal(&failed.report, "charges/t.parquet"), expected, "report");
+        assert_eq!(refusal(&failed.ingest, "charges/t.parquet"), expected, "ingest");
     }
 }
 
