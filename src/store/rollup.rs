@@ -444,3 +444,52 @@ fn for_each_row_in<'f>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(totals: Totals) -> RollupRef<'static> {
+        RollupRef {
+            auth_id: "A1",
+            subaccount: "",
+            slot: 0,
+            product: Product::Other,
+            type_: "Number Charges",
+            country: None,
+            direction: None,
+            code: "",
+            totals,
+        }
+    }
+
+    #[test]
+    fn sums_past_i64_are_held_and_past_the_columns_refused() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("r.parquet");
+        // Units of many records of up to i64::MAX each, and the largest
+        // sums the columns hold.
+        let largest = 10i128.pow(38) - 1;
+        let held = Totals { records: 3, units: 3 * i64::MAX as u128, duration: largest, amount: largest, surcharge: 0 };
+        let mut writer = RollupWriter::create(&path).expect("created");
+        writer.write(&[row(held)]).expect("written");
+        writer.finish().expect("finished");
+        let frame = read_rollup_frame(&path).expect("read");
+        let mut read = Vec::new();
+        for_each_rollup_in(&path, &frame, |r| {
+            read.push(r.totals);
+            Ok(())
+        })
+        .expect("rows");
+        assert_eq!(read, [held]);
+
+        // One more than a column holds is an error, never a wrapped value.
+        let too_many_units = Totals { units: 10u128.pow(38), ..held };
+        let too_much = Totals { amount: largest + 1, ..held };
+        for totals in [too_many_units, too_much] {
+            let mut writer = RollupWriter::create(&path).expect("created");
+            let error = writer.write(&[row(totals)]).expect_err("refused").to_string();
+            assert!(error.contains("of one rollup group add up to 1000000000000000000000000000000000000"), "{error}");
+        }
+    }
+}
