@@ -38,7 +38,9 @@
 //!
 //! Rollups are keyed by (auth_id, subaccount, slot, product, type, country,
 //! direction, error_code, hangup_cause), slot = the 15-minute UTC slot start,
-//! with integer counts and DECIMAL(38,9) sums; charges are product `other`
+//! with the record count (Int64), the units (DECIMAL(38,0), since a group
+//! sums counts of up to `i64::MAX` each; store format 4) and DECIMAL(38,9)
+//! sums of money and durations; charges are product `other`
 //! with their description as type. Every time zone in use today has an
 //! offset that is a multiple of 15 minutes, so every report bucket is a
 //! union of slots; when a request's buckets are not (a historical offset),
