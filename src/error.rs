@@ -145,4 +145,18 @@ mod tests {
         assert_eq!(escaped, "a\\u{7}b\\r\\n\\t\\u{1b}[31m\\u{7f}\\u{9b}");
         assert_eq!(printable(&escaped), escaped);
     }
+
+    #[test]
+    fn control_characters_are_escaped_in_messages() {
+        let bad = BadRecord {
+            location: Location { file: "calls/a.csv".to_owned(), line: 3, is_row: false },
+            column: "hangup_cause".to_owned(),
+            value: "40\u{0}0\u{85}\t\r\n\u{e9}".to_owned(),
+            reason: "contains a control character".to_owned(),
+        };
+        assert_eq!(
+            bad.to_string(),
+            "calls/a.csv:3: column 'hangup_cause': '40\\u{0}0\\u{85}\\t\\r\\n\u{e9}' contains a control character"
+        );
+    }
 }

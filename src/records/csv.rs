@@ -462,6 +462,8 @@ impl SlowPath {
 
 #[cfg(test)]
 mod tests {
+    use proptest::strategy::Strategy;
+
     use super::*;
 
     #[test]
@@ -523,6 +525,258 @@ mod tests {
                 let expected: Vec<usize> =
                     line.iter().enumerate().filter(|(_, b)| **b == b',').map(|(i, _)| i).collect();
                 proptest::prop_assert_eq!(commas.as_slice(), &expected[..]);
+            }
+        }
+    }
+
+    /// What a reader handed over for each line: the fields of a row that
+    /// [`crate::records::parse_record`] accepts, or why the line or row was
+    /// refused.
+    type Lines = Vec<(u64, std::result::Result<Vec<String>, String>)>;
+
+    #[derive(Default)]
+    struct Collect {
+        lines: Lines,
+    }
+
+    impl RowSink for Collect {
+        fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+            let entry = match crate::records::parse_record(Kind::Charges, fields) {
+                Ok(_) => Ok(fields.iter().map(Field::display).collect()),
+                Err(e) => Err(format!("column {}: {}", e.column, e.reason)),
+            };
+            self.lines.push((line, entry));
+            true
+        }
+        fn malformed(&mut self, line: u64, _: String, reason: String) -> bool {
+            self.lines.push((line, Err(reason)));
+            true
+        }
+    }
+
+    fn charges_file() -> InputFile {
+        InputFile {
+            kind: Kind::Charges,
+            path: std::path::PathBuf::from("charges/t.csv"),
+            name: "charges/t.csv".to_owned(),
+            format: Format::Csv,
+            size: 0,
+        }
+    }
+
+    /// Every line a charges file's `bytes` hand over, in order.
+    fn read_lines(bytes: &[u8]) -> Result<Lines> {
+        let sinks = read(&charges_file(), Kind::Charges, bytes, Collect::default)?;
+        Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
+    }
+
+    const CHARGES_HEADER: &str = "record_id,auth_id,timestamp,description,units,amount\n";
+
+    /// A charges file of `n` good rows, lines 2..=n+1.
+    fn charges_rows(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("x{i},A1,2026-11-20T00:00:00Z,CNAM Lookup,{i},0.0{}", i + 1)).collect()
+    }
+
+    fn file_of(rows: &[String]) -> String {
+        let mut text = CHARGES_HEADER.to_owned();
+        for row in rows {
+            text.push_str(row);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Reads `rows` and checks that every line is handed over once, in
+    /// order, and that exactly the lines `bad` are refused, each with a
+    /// reason containing `why`.
+    fn refuses_exactly(rows: &[String], bad: &[u64], why: &str) {
+        let lines = read_lines(file_of(rows).as_bytes()).unwrap();
+        let numbers: Vec<u64> = lines.iter().map(|(l, _)| *l).collect();
+        assert_eq!(numbers, (2..rows.len() as u64 + 2).collect::<Vec<_>>(), "every line once: {lines:?}");
+        for (line, entry) in &lines {
+            match entry {
+                Err(reason) => {
+                    assert!(bad.contains(line), "line {line} refused: {reason}");
+                    assert!(reason.contains(why), "line {line}: {reason}");
+                }
+                Ok(_) => assert!(!bad.contains(line), "line {line} accepted: {entry:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_quote_that_never_closes_is_refused_on_its_line_only() {
+        let mut rows = charges_rows(12);
+        rows[3] = "x3,A1,2026-11-20T00:00:00Z,CNAM Lookup,3,\"0.04".to_owned();
+        refuses_exactly(&rows, &[5], "quote");
+    }
+
+    #[test]
+    fn balanced_stray_quotes_lines_apart_merge_nothing() {
+        let mut rows = charges_rows(12);
+        rows[2] = "x2,A1,2026-11-20T00:00:00Z,CNAM Lookup,2,\"0.03".to_owned();
+        rows[7] = "x7,A1,2026-11-20T00:00:00Z,CNAM Lookup,7,0.08\"".to_owned();
+        refuses_exactly(&rows, &[4, 9], "quote");
+    }
+
+    #[test]
+    fn a_mid_row_stray_quote_is_refused_on_its_line_only() {
+        let mut rows = charges_rows(12);
+        rows[4] = "x4,A1,2026-11-20T00:00:00Z,\"CNAM Lookup,4,0.05".to_owned();
+        refuses_exactly(&rows, &[6], "quote");
+        rows[4] = "x4,A1,2026-11-20T00:00:00Z,\"CNAM\" Lookup,4,0.05".to_owned();
+        refuses_exactly(&rows, &[6], "quote");
+        rows[4] = "x4,A1,2026-11-20T00:00:00Z,CNAM \"Lookup\",4,0.05".to_owned();
+        refuses_exactly(&rows, &[6], "quote");
+    }
+
+    #[test]
+    fn a_field_cannot_span_lines() {
+        let mut rows = charges_rows(6);
+        rows[1] = "x1,A1,2026-11-20T00:00:00Z,\"CNAM".to_owned();
+        rows[2] = "Lookup\",1,0.02".to_owned();
+        refuses_exactly(&rows, &[3, 4], "");
+    }
+
+    #[test]
+    fn a_blank_line_is_refused() {
+        let mut rows = charges_rows(6);
+        rows[2] = String::new();
+        refuses_exactly(&rows, &[4], "empty line");
+        rows[2] = "\r".to_owned();
+        refuses_exactly(&rows, &[4], "empty line");
+    }
+
+    #[test]
+    fn quoted_fields_hold_commas_and_doubled_quotes_and_crlf_endings_are_dropped() {
+        let text = format!(
+            "{}\"x1\",A1,2026-11-20T00:00:00Z,\"Porting, \"\"express\"\"\",\"\",1\r\nx2,A1,2026-11-20T00:00:00Z,CNAM,2,3\r\n",
+            CHARGES_HEADER.replace('\n', "\r\n")
+        );
+        let lines = read_lines(text.as_bytes()).unwrap();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0].0, 2);
+        assert!(lines[0].1.as_ref().is_err_and(|e| e.starts_with("column 4")), "{lines:?}");
+        assert_eq!(lines[1], (3, Ok(["x2", "A1", "2026-11-20T00:00:00Z", "CNAM", "2", "3"].map(String::from).to_vec())));
+        let text = format!("{CHARGES_HEADER}\"x1\",A1,2026-11-20T00:00:00Z,\"Porting, \"\"express\"\"\",\"1\",1\n");
+        let lines = read_lines(text.as_bytes()).unwrap();
+        assert_eq!(
+            lines,
+            [(2, Ok(["x1", "A1", "2026-11-20T00:00:00Z", "Porting, \"express\"", "1", "1"].map(String::from).to_vec()))]
+        );
+    }
+
+    /// A valid charges record, as the text of its six fields.
+    fn charge() -> impl proptest::strategy::Strategy<Value = [String; 6]> {
+        use proptest::prelude::*;
+        let id = "[A-Za-z0-9_. ,\"\u{e9}\u{20ac}-]{1,12}";
+        (
+            id,
+            id,
+            proptest::sample::select(vec![
+                "2026-11-20T13:45:01Z",
+                "2026-11-20 13:45:01.250+05:30",
+                "2026-01-01T00:00:00-08:00",
+            ]),
+            "[ -~\u{e9}\u{20ac}]{1,16}",
+            0u32..1000,
+            (0u32..1000, 1u32..1000),
+        )
+            .prop_map(|(record_id, auth_id, timestamp, description, units, (whole, part))| {
+                [record_id, auth_id, timestamp.to_owned(), description, units.to_string(), format!("{whole}.{part:03}")]
+            })
+    }
+
+    /// `records` written by the csv crate's writer with `style` and
+    /// `crlf` endings, the columns in `order` (indexes into the contract's
+    /// columns; `6` is an extra column).
+    fn written(records: &[[String; 6]], style: ::csv::QuoteStyle, crlf: bool, order: &[usize]) -> Vec<u8> {
+        let terminator = if crlf { ::csv::Terminator::CRLF } else { ::csv::Terminator::Any(b'\n') };
+        let mut writer =
+            ::csv::WriterBuilder::new().quote_style(style).terminator(terminator).from_writer(Vec::new());
+        let columns = Kind::Charges.columns();
+        writer.write_record(order.iter().map(|&i| columns.get(i).copied().unwrap_or("export_batch"))).unwrap();
+        for (n, record) in records.iter().enumerate() {
+            let extra = format!("batch, \"{n}\"");
+            writer.write_record(order.iter().map(|&i| record.get(i).unwrap_or(&extra))).unwrap();
+        }
+        writer.into_inner().unwrap()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn records_written_by_a_csv_writer_read_back_identically(
+            records in proptest::collection::vec(charge(), 0..40),
+            style in proptest::sample::select(vec![
+                ::csv::QuoteStyle::Always,
+                ::csv::QuoteStyle::Necessary,
+                ::csv::QuoteStyle::NonNumeric,
+            ]),
+            crlf in proptest::bool::ANY,
+            order in proptest::strategy::Just((0..7).collect::<Vec<usize>>()).prop_shuffle(),
+        ) {
+            let bytes = written(&records, style, crlf, &order);
+            let lines = read_lines(&bytes).unwrap();
+            let expected: Lines =
+                records.iter().enumerate().map(|(i, r)| (i as u64 + 2, Ok(r.to_vec()))).collect();
+            proptest::prop_assert_eq!(lines, expected);
+        }
+
+        #[test]
+        fn damage_never_spreads_beyond_its_line(
+            records in proptest::collection::vec(charge(), 1..30),
+            crlf in proptest::bool::ANY,
+            damage in 0u8..6,
+            at in proptest::num::usize::ANY,
+            byte in proptest::num::u8::ANY,
+        ) {
+            let original = written(&records, ::csv::QuoteStyle::Necessary, crlf, &[0, 1, 2, 3, 4, 5]);
+            let mut bytes = original.clone();
+            let at = at % (bytes.len() + 1);
+            match damage {
+                0 if at < bytes.len() => bytes[at] ^= byte.max(1),
+                1 => bytes.insert(at, byte),
+                2 if at < bytes.len() => {
+                    bytes.remove(at);
+                }
+                3 => bytes.insert(at, b'"'),
+                4 => bytes.insert(at, b'\n'),
+                _ => bytes.insert(at, 0),
+            }
+            let strict = matches!(damage, 3..=5);
+            let Ok(lines) = read_lines(&bytes) else {
+                // An error names the file: nothing is silently changed.
+                return Ok(());
+            };
+            // Every physical line after the header is handed over once.
+            let header_end = memchr::memchr(b'\n', &bytes).map_or(bytes.len(), |i| i + 1);
+            let body = &bytes[header_end..];
+            let physical = memchr::memchr_iter(b'\n', body).count() as u64
+                + u64::from(!body.is_empty() && !body.ends_with(b"\n"));
+            let numbers: Vec<u64> = lines.iter().map(|(l, _)| *l).collect();
+            proptest::prop_assert_eq!(numbers, (2..physical + 2).collect::<Vec<_>>());
+            // Lines the damage did not touch read as before; the damaged
+            // line (or the two it became) at most differ.
+            let expected = read_lines(&original).unwrap();
+            let delta = physical as i64 - expected.len() as i64;
+            let damaged_line = 1 + memchr::memchr_iter(b'\n', &bytes[..at.min(bytes.len())]).count() as i64;
+            for (line, entry) in &lines {
+                let line = *line as i64;
+                let before = line < damaged_line;
+                let after = line > damaged_line + delta.max(0);
+                if before || after {
+                    let source = if before { line } else { line - delta };
+                    let original_entry = &expected[(source - 2) as usize];
+                    proptest::prop_assert_eq!(&original_entry.1, entry, "line {} (was {})", line, source);
+                }
+            }
+            // Quotes, newlines and NULs are never taken silently: either
+            // nothing changed or some line is refused.
+            if strict {
+                let refused = lines.iter().any(|(_, e)| e.is_err());
+                proptest::prop_assert!(refused || lines == expected, "{:?}", String::from_utf8_lossy(&bytes));
             }
         }
     }

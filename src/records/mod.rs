@@ -727,6 +727,29 @@ mod tests {
     }
 
     #[test]
+    fn control_characters_are_refused_in_every_text_column() {
+        let call = ["c1", "A1", "S1", "2026-11-20T13:45:01Z", "voice", "pstn", "outbound", "US", "61", "0.017", "0", "4000"];
+        let message = ["m1", "A1", "S1", "2026-11-20T13:45:01Z", "sms", "outbound", "US", "1", "0.5", "0", "30"];
+        let charge = ["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "1", "0.5"];
+        let cases: [(Kind, &[&str], &[usize]); 3] =
+            [(Kind::Calls, &call, &[0, 1, 2, 5, 11]), (Kind::Messages, &message, &[0, 1, 2, 4, 10]), (Kind::Charges, &charge, &[0, 1, 3])];
+        for (kind, values, columns) in cases {
+            let fields: Vec<Field<'_>> = values.iter().map(|v| Field::Text(v.as_bytes())).collect();
+            assert!(parse_record(kind, &fields).is_ok(), "{kind} {values:?}");
+            for &column in columns {
+                for control in ["\u{0}", "\u{85}", "\t", "\n", "\r", "\u{7f}", "\u{1b}"] {
+                    let value = format!("a{control}b");
+                    let mut fields = fields.clone();
+                    fields[column] = Field::Text(value.as_bytes());
+                    let error = parse_record(kind, &fields).expect_err(&format!("{kind} column {column}: {value:?}"));
+                    assert_eq!(error.column, column, "{kind} {value:?}: {error:?}");
+                    assert!(error.reason.contains("control character"), "{error:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn content_hash_is_the_streaming_hash() {
         let long = "x".repeat(400);
         let rows: [&[&'static str]; 2] = [

@@ -230,4 +230,18 @@ mod tests {
             "file,line,column,value,reason\ncalls/a.csv,7,amount,1e3,is not a decimal\n"
         );
     }
+
+    #[test]
+    fn control_characters_are_escaped_in_rejected_rows() {
+        let bad = BadRecord {
+            location: Location { file: "calls/a.csv".to_owned(), line: 7, is_row: false },
+            column: "hangup_cause".to_owned(),
+            value: "40\u{0}0\u{85}\n".to_owned(),
+            reason: "contains a control character".to_owned(),
+        };
+        assert_eq!(
+            String::from_utf8(rejected_csv(&[bad]).unwrap()).unwrap(),
+            "file,line,column,value,reason\ncalls/a.csv,7,hangup_cause,40\\u{0}0\\u{85}\\n,contains a control character\n"
+        );
+    }
 }

@@ -5,6 +5,7 @@ mod differential;
 mod edges;
 mod errors;
 mod follow;
+mod framing;
 mod generate;
 mod ingest;
 mod report;

@@ -1,0 +1,295 @@
+//! Every physical line of a CSV input is accounted for, through the binary:
+//! a stray quote (unclosed, balanced across lines, mid-row) never swallows
+//! or merges lines. `summary`, `report` and `ingest` fail naming the file
+//! and the line where the quote opened; with `--on-bad-row set-aside`,
+//! `report` and `ingest` set aside exactly the damaged lines and
+//! `read = used + set aside + duplicates` holds against the file's line
+//! count. Control characters are escaped in messages and in both
+//! `rejected.csv` writers.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{summary, telemeter, temp_dir, write, Run};
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// The generated data set every test damages: one calls file, no
+/// duplicates.
+fn generate(dir: &Path) {
+    telemeter(&[
+        "generate",
+        "--out",
+        s(dir),
+        "--calls",
+        "1200",
+        "--messages",
+        "50",
+        "--transcriptions",
+        "20",
+        "--charges",
+        "10",
+        "--accounts",
+        "3",
+        "--start",
+        "2026-11-01",
+        "--days",
+        "5",
+        "--seed",
+        "9",
+        "--files",
+        "1",
+        "--duplicates",
+        "0",
+    ])
+    .ok();
+}
+
+const CALLS_FILE: &str = "calls/part-000.csv";
+const QUERY: &str = "from_date=2026-11-01&to_date=2026-11-06";
+const NOW: &str = "2026-11-21T12:00:00Z";
+
+/// The lines of the generated calls file (header first).
+fn calls_lines(data: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(data.join(CALLS_FILE)).expect("calls file");
+    assert!(text.ends_with('\n'));
+    text.lines().map(str::to_owned).collect()
+}
+
+fn write_lines(data: &Path, lines: &[String]) {
+    write(data, CALLS_FILE, lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+}
+
+/// Inserts a quote into the line at 1-based `line`, before its field
+/// `field` (0-based).
+fn quote_field(lines: &mut [String], line: usize, field: usize) {
+    let text = &lines[line - 1];
+    let at = if field == 0 { 0 } else { text.match_indices(',').nth(field - 1).expect("a field").0 + 1 };
+    lines[line - 1] = format!("{}\"{}", &text[..at], &text[at..]);
+}
+
+/// Appends a quote to field `field` (0-based) of the line at `line`.
+fn quote_after_field(lines: &mut [String], line: usize, field: usize) {
+    let text = &lines[line - 1];
+    let at = text.match_indices(',').nth(field).map_or(text.len(), |(i, _)| i);
+    lines[line - 1] = format!("{}\"{}", &text[..at], &text[at..]);
+}
+
+fn first_account(data: &Path) -> String {
+    let text = std::fs::read_to_string(data.join("accounts.csv")).expect("accounts.csv");
+    text.lines().nth(1).expect("an account").split(',').next().expect("auth_id").to_owned()
+}
+
+fn report(data: &Path, out: &Path, extra: &[&str]) -> Run {
+    let mut args = vec!["report", "--data", s(data), "--out", s(out), "--query", QUERY, "--now", NOW, "--quiet"];
+    args.extend_from_slice(extra);
+    telemeter(&args)
+}
+
+fn ingest(data: &Path, store: &Path, extra: &[&str]) -> Run {
+    let mut args = vec!["ingest", "--data", s(data), "--store", s(store)];
+    args.extend_from_slice(extra);
+    telemeter(&args)
+}
+
+/// The error line of a failed run (exit 1), without `error: ` and any
+/// context `ingest` puts before the cause.
+fn failure(run: &Run) -> String {
+    assert_eq!(run.code, 1, "expected a data error; stdout {}\nstderr {}", run.stdout, run.stderr);
+    run.stderr.lines().find(|l| l.contains(CALLS_FILE)).unwrap_or_else(|| panic!("names the file: {}", run.stderr)).to_owned()
+}
+
+/// `summary`, `report` and `ingest` all fail naming `CALLS_FILE:line`;
+/// the three messages, which must agree.
+fn all_fail_at(data: &Path, line: usize) -> String {
+    let dir = temp_dir();
+    let place = format!("{CALLS_FILE}:{line}: ");
+    let one = failure(&summary(data, &first_account(data), QUERY, &[]));
+    let two = failure(&report(data, &dir.path().join("out"), &[]));
+    let three = failure(&ingest(data, &dir.path().join("store"), &[]));
+    for message in [&one, &two, &three] {
+        assert!(message.contains(&place), "names {place}: {message}");
+    }
+    let tail = |m: &str| m[m.find(&place).expect("place")..].to_owned();
+    assert_eq!(tail(&one), tail(&two));
+    assert_eq!(tail(&one), tail(&three));
+    tail(&one)
+}
+
+/// Counts of one kind: read, used, set aside, duplicates.
+#[derive(Debug, PartialEq, Eq)]
+struct Counts {
+    read: u64,
+    used: u64,
+    set_aside: u64,
+    duplicates: u64,
+}
+
+/// The calls counts of `report --on-bad-row set-aside` (from its
+/// manifest) and of `ingest --on-bad-row set-aside` (from its output),
+/// which must agree; and the report's reconciled spend and rejected lines.
+fn set_aside_counts(data: &Path) -> (Counts, String, Vec<String>) {
+    let dir = temp_dir();
+    let out = dir.path().join("out");
+    report(data, &out, &["--on-bad-row", "set-aside"]).ok();
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).expect("manifest")).expect("JSON");
+    let calls = &manifest["counts"]["calls"];
+    let n = |k: &str| calls[k].as_u64().expect("a count");
+    let from_report = Counts { read: n("read"), used: n("used"), set_aside: n("set_aside"), duplicates: n("duplicates") };
+    let spend = manifest["reconciliation"]["sum_of_account_total_spend"].to_string();
+    let rejected = std::fs::read_to_string(out.join("rejected.csv")).expect("rejected.csv");
+    let rejected: Vec<String> = rejected.lines().skip(1).map(str::to_owned).collect();
+
+    let store = dir.path().join("store");
+    let run = ingest(data, &store, &["--on-bad-row", "set-aside"]);
+    let line = run.ok().lines().find(|l| l.starts_with("calls ")).expect("calls line").to_owned();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let number = |after: &str| -> u64 {
+        let at = words.iter().position(|w| *w == after).expect("a label");
+        words[at + 1].parse().expect("a number")
+    };
+    let from_ingest =
+        Counts { read: number("read"), used: number("used"), set_aside: number("aside"), duplicates: number("duplicates") };
+    assert_eq!(from_report, from_ingest, "report and ingest agree");
+    let folder = store.join("rejected");
+    let ingest_rejected: Vec<String> = std::fs::read_dir(&folder)
+        .expect("rejected folder")
+        .flat_map(|e| std::fs::read_to_string(e.expect("entry").path()).expect("rejected file").lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    assert_eq!(rejected, ingest_rejected, "both rejected.csv files list the same rows");
+    (from_report, spend, rejected)
+}
+
+/// The reconciled spend of the undamaged data, less the amounts of `lines`.
+fn spend_without(data: &Path, original: &[String], skipped: &[usize]) -> String {
+    let dir = temp_dir();
+    let clean = dir.path().join("clean");
+    copy_tree(data, &clean);
+    let kept: Vec<String> =
+        original.iter().enumerate().filter(|(i, _)| !skipped.contains(&(i + 1))).map(|(_, l)| l.clone()).collect();
+    write_lines(&clean, &kept);
+    let out = dir.path().join("out");
+    report(&clean, &out, &[]).ok();
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).expect("manifest")).expect("JSON");
+    manifest["reconciliation"]["sum_of_account_total_spend"].to_string()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+/// Set aside: exactly `bad` lines, every other line read, and the spend of
+/// the data without those lines.
+fn sets_aside_exactly(data: &Path, original: &[String], bad: &[usize]) {
+    let data_lines = original.len() as u64 - 1;
+    let (counts, spend, rejected) = set_aside_counts(data);
+    assert_eq!(counts.read, data_lines, "read counts every data line (wc -l less the header)");
+    assert_eq!(counts.set_aside, bad.len() as u64);
+    assert_eq!(counts.duplicates, 0);
+    assert_eq!(counts.read, counts.used + counts.set_aside + counts.duplicates);
+    let lines: Vec<String> = rejected.iter().map(|r| r.split(',').nth(1).expect("line").to_owned()).collect();
+    assert_eq!(lines, bad.iter().map(|l| l.to_string()).collect::<Vec<_>>(), "{rejected:?}");
+    assert_eq!(spend, spend_without(data, original, bad), "spend drops by the set-aside rows exactly");
+}
+
+#[test]
+fn a_quote_that_never_closes_fails_every_command_naming_its_line() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    generate(&data);
+    let original = calls_lines(&data);
+    let mut lines = original.clone();
+    // `4000` -> `"4000`: the last field of line 300.
+    quote_field(&mut lines, 300, 11);
+    write_lines(&data, &lines);
+    let message = all_fail_at(&data, 300);
+    assert!(message.contains("quote"), "{message}");
+    sets_aside_exactly(&data, &original, &[300]);
+}
+
+#[test]
+fn two_balanced_stray_quotes_five_lines_apart_merge_nothing() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    generate(&data);
+    let original = calls_lines(&data);
+    let mut lines = original.clone();
+    quote_field(&mut lines, 200, 11);
+    quote_after_field(&mut lines, 205, 11);
+    write_lines(&data, &lines);
+    all_fail_at(&data, 200);
+    sets_aside_exactly(&data, &original, &[200, 205]);
+}
+
+#[test]
+fn a_mid_row_stray_quote_sets_aside_its_line_only() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    generate(&data);
+    let original = calls_lines(&data);
+    let mut lines = original.clone();
+    // Before the `type` field: the quote would swallow commas and lines.
+    quote_field(&mut lines, 100, 5);
+    write_lines(&data, &lines);
+    all_fail_at(&data, 100);
+    sets_aside_exactly(&data, &original, &[100]);
+}
+
+#[test]
+fn a_quoted_field_that_spans_lines_is_refused_at_the_line_it_opens() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    generate(&data);
+    let original = calls_lines(&data);
+    let mut lines = original.clone();
+    // A well-formed RFC 4180 field with a line break inside: lines 50 and
+    // 51 are each refused, nothing is merged.
+    let text = lines[49].clone();
+    let at = text.rfind(',').expect("a comma") + 1;
+    lines[49] = format!("{}\"40", &text[..at]);
+    lines.insert(50, "00\"".to_owned());
+    write_lines(&data, &lines);
+    all_fail_at(&data, 50);
+    let (counts, _, rejected) = set_aside_counts(&data);
+    assert_eq!(counts.read, lines.len() as u64 - 1);
+    assert_eq!(counts.set_aside, 2, "{rejected:?}");
+}
+
+#[test]
+fn control_characters_are_refused_in_codes_and_escaped_in_messages_and_rejected_files() {
+    for (raw, shown) in [("40\u{0}00", "40\\u{0}00"), ("40\u{85}00", "40\\u{85}00"), ("40\t00", "40\\t00")] {
+        let dir = temp_dir();
+        let data = dir.path().join("data");
+        generate(&data);
+        let original = calls_lines(&data);
+        let mut lines = original.clone();
+        let text = lines[9].clone();
+        let at = text.rfind(',').expect("a comma") + 1;
+        lines[9] = format!("{}{raw}", &text[..at]);
+        write_lines(&data, &lines);
+        let message = all_fail_at(&data, 10);
+        assert!(!message.chars().any(char::is_control), "{message:?}");
+        assert!(message.contains("column 'hangup_cause'"), "{message}");
+        assert!(message.contains(shown), "{message} shows {shown}");
+        let (counts, _, rejected) = set_aside_counts(&data);
+        assert_eq!(counts.set_aside, 1);
+        assert_eq!(counts.read, original.len() as u64 - 1);
+        assert_eq!(rejected.len(), 1);
+        assert!(!rejected[0].chars().any(char::is_control), "{:?}", rejected[0]);
+        assert!(rejected[0].contains(shown), "{} shows {shown}", rejected[0]);
+    }
+}
