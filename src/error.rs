@@ -25,10 +25,11 @@ pub struct Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = printable(&self.file);
         if self.is_row {
-            write!(f, "{}: row {}", self.file, self.line)
+            write!(f, "{file}: row {}", self.line)
         } else {
-            write!(f, "{}:{}", self.file, self.line)
+            write!(f, "{file}:{}", self.line)
         }
     }
 }
@@ -70,9 +71,10 @@ impl BadRequest {
     }
 }
 
-/// A row that breaks the records contract.
+/// A row that breaks the records contract. Its message shows the column,
+/// value and reason with control characters escaped ([`printable`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{location}: column '{column}': '{value}' {reason}")]
+#[error("{location}: column '{}': '{}' {}", printable(.column), printable(.value), printable(.reason))]
 pub struct BadRecord {
     /// Where the row is.
     pub location: Location,

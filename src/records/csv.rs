@@ -1,9 +1,14 @@
 //! CSV input: plain, gzip and zstd, any column order, extra columns ignored.
 //!
-//! A file's bytes are split at record boundaries into chunks that are parsed
-//! in parallel. A boundary is a newline outside quotes: with RFC 4180
-//! quoting, that is a newline preceded by an even number of `"` since the
-//! start of the body, so finding one takes a counting pass, not a parse.
+//! Every physical line after the header is one record: no field may hold a
+//! newline, so a newline is always a record boundary. A quote that does not
+//! close on its own line (or any other quoting that is not RFC 4180 within
+//! the line) makes that line, and only that line, a malformed row; damage
+//! never swallows or merges the lines after it, and every line is handed to
+//! the sink exactly once (a row or a malformed row), so `read` counts the
+//! file's data lines. A final `\r` (CRLF endings) is dropped. Since every
+//! newline is a boundary, a file's bytes are split into chunks at any
+//! newline and the chunks are parsed in parallel.
 
 use std::io::Read;
 
@@ -111,22 +116,37 @@ where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
+    read_in_chunks(file, kind, bytes, CHUNK_BYTES, make_sink)
+}
+
+/// [`read`] with chunks of about `chunk_bytes`.
+fn read_in_chunks<S, F>(file: &InputFile, kind: Kind, bytes: &[u8], chunk_bytes: usize, make_sink: F) -> Result<Vec<S>>
+where
+    S: RowSink + Send,
+    F: Fn() -> S + Sync,
+{
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(Vec::new());
     }
-    let mut reader = ::csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(bytes);
-    let mut header = ::csv::ByteRecord::new();
-    reader.read_byte_record(&mut header).map_err(|e| Error::io(&file.path, format!("unreadable header: {e}")))?;
-    let body_start = reader.position().byte() as usize;
-    let first_line = reader.position().line();
-    let columns = map_columns(file, kind, &header)?;
-    let width = header.len();
-    let body = &bytes[body_start.min(bytes.len())..];
-    let chunks = split(body, first_line);
+    let header_end = memchr::memchr(b'\n', bytes).unwrap_or(bytes.len());
+    let header_line = strip_cr(&bytes[..header_end]);
+    let mut header = QuotedLine::new();
+    let names = match header.split(header_line) {
+        Ok(()) => header.fields().map(|name| String::from_utf8_lossy(name).into_owned()).collect::<Vec<_>>(),
+        Err(quoting) => {
+            return Err(Error::io(&file.path, format!("unreadable header (line 1): {}", quoting.reason(&[]))));
+        }
+    };
+    let columns = map_columns(file, kind, &names)?;
+    let width = names.len();
+    let body = &bytes[(header_end + 1).min(bytes.len())..];
+    let first_line = 2;
+    let chunks = split(body, first_line, chunk_bytes);
+    let reader = Reader { columns: &columns, width, names: &names };
     if chunks.len() == 1 {
         let mut sink = make_sink();
-        read_chunk(body, first_line, &columns, width, &mut sink);
+        reader.chunk(body, first_line, &mut sink);
         return Ok(vec![sink]);
     }
     // Consecutive chunks share a sink (one per rayon job, not one per
@@ -136,7 +156,7 @@ where
         .fold(
             || (make_sink(), true),
             |(mut sink, go_on), (offset, line, end)| {
-                let go_on = go_on && read_chunk(&body[offset..end], line, &columns, width, &mut sink);
+                let go_on = go_on && reader.chunk(&body[offset..end], line, &mut sink);
                 (sink, go_on)
             },
         )
@@ -145,12 +165,11 @@ where
     Ok(sinks)
 }
 
-fn map_columns(file: &InputFile, kind: Kind, header: &::csv::ByteRecord) -> Result<Vec<usize>> {
-    let names: Vec<&[u8]> = header.iter().collect();
+fn map_columns(file: &InputFile, kind: Kind, names: &[String]) -> Result<Vec<usize>> {
     kind.columns()
         .iter()
         .map(|column| {
-            let mut found = names.iter().enumerate().filter(|(_, n)| **n == column.as_bytes()).map(|(i, _)| i);
+            let mut found = names.iter().enumerate().filter(|(_, n)| *n == column).map(|(i, _)| i);
             match (found.next(), found.next()) {
                 (Some(index), None) => Ok(index),
                 (Some(_), Some(_)) => {
@@ -160,7 +179,7 @@ fn map_columns(file: &InputFile, kind: Kind, header: &::csv::ByteRecord) -> Resu
                     &file.path,
                     format!(
                         "missing required column '{column}' (the header has: {})",
-                        names.iter().map(|n| String::from_utf8_lossy(n)).collect::<Vec<_>>().join(", ")
+                        crate::error::printable(&names.join(", "))
                     ),
                 )),
             }
@@ -168,117 +187,141 @@ fn map_columns(file: &InputFile, kind: Kind, header: &::csv::ByteRecord) -> Resu
         .collect()
 }
 
-/// Splits `body` into `(offset, first line, end)` chunks at newlines outside
-/// quotes.
-fn split(body: &[u8], first_line: u64) -> Vec<(usize, u64, usize)> {
-    if body.len() <= CHUNK_BYTES * 2 {
+/// Splits `body` into `(offset, first line, end)` chunks of about
+/// `chunk_bytes`, each cut after a newline.
+fn split(body: &[u8], first_line: u64, chunk_bytes: usize) -> Vec<(usize, u64, usize)> {
+    if body.len() <= chunk_bytes * 2 {
         return vec![(0, first_line, body.len())];
     }
     let mut chunks = Vec::new();
-    let (mut start, mut line, mut quotes) = (0usize, first_line, 0usize);
+    let (mut start, mut line) = (0usize, first_line);
     while start < body.len() {
-        let mut cut = (start + CHUNK_BYTES).min(body.len());
-        quotes += memchr::memchr_iter(b'"', &body[start..cut]).count();
-        while cut < body.len() {
-            match memchr::memchr2(b'"', b'\n', &body[cut..]) {
-                Some(at) if body[cut + at] == b'"' => {
-                    quotes += 1;
-                    cut += at + 1;
-                }
-                Some(at) => {
-                    cut += at + 1;
-                    if quotes % 2 == 0 {
-                        break;
-                    }
-                }
-                None => cut = body.len(),
-            }
-        }
-        chunks.push((start, line, cut));
-        line += memchr::memchr_iter(b'\n', &body[start..cut]).count() as u64;
-        start = cut;
+        let cut = (start + chunk_bytes).min(body.len());
+        let end = memchr::memchr(b'\n', &body[cut..]).map_or(body.len(), |at| cut + at + 1);
+        chunks.push((start, line, end));
+        line += memchr::memchr_iter(b'\n', &body[start..end]).count() as u64;
+        start = end;
     }
     chunks
 }
 
-/// Reads the rows of `chunk` into `sink`; whether the sink wants more.
-fn read_chunk<S: RowSink>(chunk: &[u8], first_line: u64, columns: &[usize], width: usize, sink: &mut S) -> bool {
-    // The fast path takes a line at a time and splits it at commas: right
-    // for every line without a quote or a carriage return inside (a final
-    // `\r` of a CRLF ending is dropped). Any other line starts a record
-    // that is read by csv_core, the parser of the csv crate, so quoting
-    // follows RFC 4180 exactly as before.
-    let mut commas = Commas::default();
-    let mut slow = SlowPath::new();
-    // One UTF-8 check for the whole chunk, not one per field; and when the
-    // whole chunk is printable ASCII lines without quotes (the usual case),
-    // one vectorised pass says so for every line at once.
-    let chunk_text = std::str::from_utf8(chunk).ok();
-    let all_printable = chunk_text.is_some() && is_printable_unquoted(chunk);
-    let (mut pos, mut line) = (0usize, first_line);
-    while pos < chunk.len() {
-        let rest = &chunk[pos..];
-        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-        let mut text = &rest[..end];
-        if let [head @ .., b'\r'] = text {
-            text = head;
-        }
-        if text.is_empty() {
-            pos += end + 1;
-            line += 1;
-            continue;
-        }
-        let shape =
-            if all_printable { split_commas_of::<false>(text, &mut commas) } else { split_commas(text, &mut commas) };
-        let commas = commas.as_slice();
-        if shape == Line::Quoted {
-            let (consumed, go_on) = slow.record(rest, line, columns, width, sink);
-            line += memchr::memchr_iter(b'\n', &rest[..consumed]).count() as u64;
-            pos += consumed.max(1);
+/// `line` without a final carriage return (of a CRLF ending).
+fn strip_cr(line: &[u8]) -> &[u8] {
+    match line {
+        [head @ .., b'\r'] => head,
+        _ => line,
+    }
+}
+
+/// What a chunk's lines are read against: the header.
+struct Reader<'h> {
+    /// For each contract column, its index in the header.
+    columns: &'h [usize],
+    /// Fields of the header.
+    width: usize,
+    /// The header's column names, for messages.
+    names: &'h [String],
+}
+
+impl Reader<'_> {
+    /// Reads the lines of `chunk` (the first at `first_line`) into `sink`,
+    /// one row or malformed row per line; whether the sink wants more.
+    fn chunk<S: RowSink>(&self, chunk: &[u8], first_line: u64, sink: &mut S) -> bool {
+        let width = self.width;
+        let columns = self.columns;
+        // The fast path splits a line at commas: right for every line
+        // without a quote (or a carriage return, which goes the slow way
+        // too). A line with a quote is split by [`QuotedLine`], which
+        // follows RFC 4180 within the line.
+        let mut commas = Commas::default();
+        let mut quoted = QuotedLine::new();
+        // One UTF-8 check for the whole chunk, not one per field; and when
+        // the whole chunk is printable ASCII lines without quotes (the usual
+        // case), one vectorised pass says so for every line at once.
+        let chunk_text = std::str::from_utf8(chunk).ok();
+        let all_printable = chunk_text.is_some() && is_printable_unquoted(chunk);
+        let (mut pos, mut line) = (0usize, first_line);
+        while pos < chunk.len() {
+            let rest = &chunk[pos..];
+            let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+            let text = strip_cr(&rest[..end]);
+            let go_on = if text.is_empty() {
+                let reason = format!("is an empty line; every line after the header is a record of {width} fields");
+                sink.malformed(line, String::new(), reason)
+            } else {
+                let shape = if all_printable {
+                    split_commas_of::<false>(text, &mut commas)
+                } else {
+                    split_commas(text, &mut commas)
+                };
+                if shape == Line::Quoted {
+                    self.quoted_line(&mut quoted, text, line, sink)
+                } else {
+                    let commas = commas.as_slice();
+                    let n_fields = commas.len() + 1;
+                    if n_fields != width {
+                        sink.malformed(line, shown(text), format!("has {n_fields} fields; the header has {width}"))
+                    } else {
+                        let mut fields = [Field::Null; 16];
+                        let field = |index: usize| {
+                            let start = if index == 0 { 0 } else { commas[index - 1] + 1 };
+                            let stop = if index == commas.len() { text.len() } else { commas[index] };
+                            &text[start..stop]
+                        };
+                        // A printable line is a slice of the chunk's text
+                        // (cut at ASCII bytes, so at character boundaries)
+                        // or, in a chunk that is not all UTF-8, checked on
+                        // its own.
+                        let line_text = match (shape, chunk_text) {
+                            (Line::Printable, Some(chunk_text)) => Some(&chunk_text[pos..pos + text.len()]),
+                            (Line::Printable, None) => std::str::from_utf8(text).ok(),
+                            _ => None,
+                        };
+                        if let Some(text) = line_text {
+                            for (slot, &index) in fields.iter_mut().zip(columns) {
+                                let start = if index == 0 { 0 } else { commas[index - 1] + 1 };
+                                let stop = if index == commas.len() { text.len() } else { commas[index] };
+                                *slot = Field::Ascii(&text[start..stop]);
+                            }
+                        } else {
+                            for (slot, &index) in fields.iter_mut().zip(columns) {
+                                *slot = Field::Text(field(index));
+                            }
+                        }
+                        sink.row(line, &fields[..columns.len()])
+                    }
+                }
+            };
             if !go_on {
                 return false;
             }
-            continue;
+            pos += end + 1;
+            line += 1;
         }
-        let n_fields = commas.len() + 1;
-        let go_on = if n_fields != width {
-            let shown = String::from_utf8_lossy(text).chars().take(80).collect();
-            sink.malformed(line, shown, format!("has {n_fields} fields; the header has {width}"))
-        } else {
-            let mut fields = [Field::Null; 16];
-            let field = |index: usize| {
-                let start = if index == 0 { 0 } else { commas[index - 1] + 1 };
-                let stop = if index == commas.len() { text.len() } else { commas[index] };
-                &text[start..stop]
-            };
-            // A printable line is a slice of the chunk's text (cut at ASCII
-            // bytes, so at character boundaries) or, in a chunk that is not
-            // all UTF-8, checked on its own.
-            let line_text = match (shape, chunk_text) {
-                (Line::Printable, Some(chunk_text)) => Some(&chunk_text[pos..pos + text.len()]),
-                (Line::Printable, None) => std::str::from_utf8(text).ok(),
-                _ => None,
-            };
-            if let Some(text) = line_text {
-                for (slot, &index) in fields.iter_mut().zip(columns) {
-                    let start = if index == 0 { 0 } else { commas[index - 1] + 1 };
-                    let stop = if index == commas.len() { text.len() } else { commas[index] };
-                    *slot = Field::Ascii(&text[start..stop]);
-                }
-            } else {
-                for (slot, &index) in fields.iter_mut().zip(columns) {
-                    *slot = Field::Text(field(index));
-                }
-            }
-            sink.row(line, &fields[..columns.len()])
-        };
-        if !go_on {
-            return false;
-        }
-        pos += end + 1;
-        line += 1;
+        true
     }
-    true
+
+    /// A line with a quote (or a carriage return): split by `quoted`.
+    fn quoted_line<S: RowSink>(&self, quoted: &mut QuotedLine, text: &[u8], line: u64, sink: &mut S) -> bool {
+        if let Err(quoting) = quoted.split(text) {
+            // The value shown is the line from the field at fault on.
+            return sink.malformed(line, shown(&text[quoting.start..]), quoting.reason(self.names));
+        }
+        let n_fields = quoted.ends.len();
+        if n_fields != self.width {
+            return sink.malformed(line, shown(text), format!("has {n_fields} fields; the header has {}", self.width));
+        }
+        let mut fields = [Field::Null; 16];
+        for (slot, &index) in fields.iter_mut().zip(self.columns) {
+            *slot = Field::Text(quoted.field(index));
+        }
+        sink.row(line, &fields[..self.columns.len()])
+    }
+}
+
+/// A line as shown in a message: its first 80 characters.
+fn shown(text: &[u8]) -> String {
+    String::from_utf8_lossy(text).chars().take(80).collect()
 }
 
 /// What [`split_commas`] found a line to be.
@@ -290,7 +333,7 @@ enum Line {
     /// No quote and no carriage return, but other bytes (non-ASCII, control
     /// characters): its fields are [`Field::Text`], checked field by field.
     Text,
-    /// A quote or a carriage return: a record for a real CSV parser.
+    /// A quote or a carriage return: a line for [`QuotedLine`].
     Quoted,
 }
 
@@ -399,64 +442,116 @@ fn bytes_equal(word: u64, byte: u8) -> u64 {
     !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7)
 }
 
-/// Records that need a real CSV parser (quotes, bare carriage returns),
-/// read one at a time with csv_core into reused buffers.
-struct SlowPath {
-    reader: ::csv_core::Reader,
+/// Fields of one line split by RFC 4180 rules, unquoted into a reused
+/// buffer. Stricter than a general CSV reader: a field cannot span lines,
+/// so a quote open at the end of the line is an error, and so are a quote
+/// inside an unquoted field and text after a closing quote (each a sign of
+/// damage, never a value).
+struct QuotedLine {
     output: Vec<u8>,
     ends: Vec<usize>,
 }
 
-impl SlowPath {
-    fn new() -> SlowPath {
-        SlowPath { reader: ::csv_core::Reader::new(), output: vec![0; 1024], ends: vec![0; 64] }
+/// Why a line's quoting is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Quoting {
+    /// What is wrong.
+    fault: QuotingFault,
+    /// The field at fault, 0-based.
+    field: usize,
+    /// Where that field starts in the line.
+    start: usize,
+}
+
+/// What is wrong with a line's quoting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QuotingFault {
+    /// A quoted field whose closing quote is not on the line.
+    Unclosed,
+    /// A quote inside a field that does not start with one.
+    InsideUnquoted,
+    /// Text between a closing quote and the next comma.
+    AfterClosing,
+}
+
+impl Quoting {
+    /// The reason, naming the field by its header name where there is one.
+    fn reason(self, names: &[String]) -> String {
+        let field = match names.get(self.field) {
+            Some(name) => format!("field {} ('{}')", self.field + 1, crate::error::printable(name)),
+            None => format!("field {}", self.field + 1),
+        };
+        match self.fault {
+            QuotingFault::Unclosed => {
+                format!("has a quote that opens {field} and does not close on this line (a field cannot span lines)")
+            }
+            QuotingFault::InsideUnquoted => {
+                format!("has a stray quote in {field} (a field with a quote must be quoted, the quote doubled)")
+            }
+            QuotingFault::AfterClosing => format!("has text after the closing quote of {field}"),
+        }
+    }
+}
+
+impl QuotedLine {
+    fn new() -> QuotedLine {
+        QuotedLine { output: Vec::with_capacity(1024), ends: Vec::with_capacity(64) }
     }
 
-    /// Reads the record at the start of `input` (at `line`) into `sink`;
-    /// the bytes consumed and whether to go on.
-    fn record<S: RowSink>(
-        &mut self,
-        input: &[u8],
-        line: u64,
-        columns: &[usize],
-        width: usize,
-        sink: &mut S,
-    ) -> (usize, bool) {
-        use ::csv_core::ReadRecordResult;
-        let (mut n_in, mut n_out, mut n_ends) = (0usize, 0usize, 0usize);
+    /// Splits `line` (without its line ending) into fields.
+    fn split(&mut self, line: &[u8]) -> std::result::Result<(), Quoting> {
+        self.output.clear();
+        self.ends.clear();
+        let mut at = 0;
         loop {
-            let (result, i, o, e) =
-                self.reader.read_record(&input[n_in..], &mut self.output[n_out..], &mut self.ends[n_ends..]);
-            n_in += i;
-            n_out += o;
-            n_ends += e;
-            match result {
-                ReadRecordResult::InputEmpty => {}
-                ReadRecordResult::OutputFull => self.output.resize(self.output.len() * 2, 0),
-                ReadRecordResult::OutputEndsFull => self.ends.resize(self.ends.len() * 2, 0),
-                ReadRecordResult::Record => break,
-                ReadRecordResult::End => return (n_in, true),
+            let (field, start) = (self.ends.len(), at);
+            let refuse = |fault| Err(Quoting { fault, field, start });
+            if line.get(at) == Some(&b'"') {
+                at += 1;
+                loop {
+                    let Some(quote) = memchr::memchr(b'"', &line[at..]) else {
+                        return refuse(QuotingFault::Unclosed);
+                    };
+                    self.output.extend_from_slice(&line[at..at + quote]);
+                    at += quote + 1;
+                    if line.get(at) == Some(&b'"') {
+                        self.output.push(b'"');
+                        at += 1;
+                    } else {
+                        break;
+                    }
+                }
+                self.ends.push(self.output.len());
+                match line.get(at) {
+                    None => return Ok(()),
+                    Some(b',') => at += 1,
+                    Some(_) => return refuse(QuotingFault::AfterClosing),
+                }
+            } else {
+                let end = memchr::memchr(b',', &line[at..]).map_or(line.len(), |comma| at + comma);
+                let value = &line[at..end];
+                if memchr::memchr(b'"', value).is_some() {
+                    return refuse(QuotingFault::InsideUnquoted);
+                }
+                self.output.extend_from_slice(value);
+                self.ends.push(self.output.len());
+                if end == line.len() {
+                    return Ok(());
+                }
+                at = end + 1;
             }
         }
-        let ends = &self.ends[..n_ends];
-        let field = |i: usize| {
-            let start = if i == 0 { 0 } else { ends[i - 1] };
-            &self.output[start..ends[i]]
-        };
-        if ends.len() != width {
-            if ends.len() == 1 && ends[0] == 0 {
-                return (n_in, true);
-            }
-            let fields: Vec<_> = (0..ends.len()).map(|i| String::from_utf8_lossy(field(i))).collect();
-            let shown = fields.join(",").chars().take(80).collect();
-            let go_on = sink.malformed(line, shown, format!("has {} fields; the header has {width}", ends.len()));
-            return (n_in, go_on);
-        }
-        let mut fields = [Field::Null; 16];
-        for (slot, &index) in fields.iter_mut().zip(columns) {
-            *slot = Field::Text(field(index));
-        }
-        (n_in, sink.row(line, &fields[..columns.len()]))
+    }
+
+    /// Field `index` of the last line split.
+    fn field(&self, index: usize) -> &[u8] {
+        let start = if index == 0 { 0 } else { self.ends[index - 1] };
+        &self.output[start..self.ends[index]]
+    }
+
+    /// Every field of the last line split.
+    fn fields(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.ends.len()).map(|index| self.field(index))
     }
 }
 
@@ -570,6 +665,12 @@ mod tests {
         Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
     }
 
+    /// [`read_lines`] in chunks of about `chunk_bytes`.
+    fn read_lines_in_chunks(bytes: &[u8], chunk_bytes: usize) -> Result<Lines> {
+        let sinks = read_in_chunks(&charges_file(), Kind::Charges, bytes, chunk_bytes, Collect::default)?;
+        Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
+    }
+
     const CHARGES_HEADER: &str = "record_id,auth_id,timestamp,description,units,amount\n";
 
     /// A charges file of `n` good rows, lines 2..=n+1.
@@ -657,12 +758,18 @@ mod tests {
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert_eq!(lines[0].0, 2);
         assert!(lines[0].1.as_ref().is_err_and(|e| e.starts_with("column 4")), "{lines:?}");
-        assert_eq!(lines[1], (3, Ok(["x2", "A1", "2026-11-20T00:00:00Z", "CNAM", "2", "3"].map(String::from).to_vec())));
+        assert_eq!(
+            lines[1],
+            (3, Ok(["x2", "A1", "2026-11-20T00:00:00Z", "CNAM", "2", "3"].map(String::from).to_vec()))
+        );
         let text = format!("{CHARGES_HEADER}\"x1\",A1,2026-11-20T00:00:00Z,\"Porting, \"\"express\"\"\",\"1\",1\n");
         let lines = read_lines(text.as_bytes()).unwrap();
         assert_eq!(
             lines,
-            [(2, Ok(["x1", "A1", "2026-11-20T00:00:00Z", "Porting, \"express\"", "1", "1"].map(String::from).to_vec()))]
+            [(
+                2,
+                Ok(["x1", "A1", "2026-11-20T00:00:00Z", "Porting, \"express\"", "1", "1"].map(String::from).to_vec())
+            )]
         );
     }
 
@@ -692,8 +799,7 @@ mod tests {
     /// columns; `6` is an extra column).
     fn written(records: &[[String; 6]], style: ::csv::QuoteStyle, crlf: bool, order: &[usize]) -> Vec<u8> {
         let terminator = if crlf { ::csv::Terminator::CRLF } else { ::csv::Terminator::Any(b'\n') };
-        let mut writer =
-            ::csv::WriterBuilder::new().quote_style(style).terminator(terminator).from_writer(Vec::new());
+        let mut writer = ::csv::WriterBuilder::new().quote_style(style).terminator(terminator).from_writer(Vec::new());
         let columns = Kind::Charges.columns();
         writer.write_record(order.iter().map(|&i| columns.get(i).copied().unwrap_or("export_batch"))).unwrap();
         for (n, record) in records.iter().enumerate() {
@@ -716,12 +822,15 @@ mod tests {
             ]),
             crlf in proptest::bool::ANY,
             order in proptest::strategy::Just((0..7).collect::<Vec<usize>>()).prop_shuffle(),
+            chunk_bytes in proptest::num::usize::ANY,
         ) {
             let bytes = written(&records, style, crlf, &order);
             let lines = read_lines(&bytes).unwrap();
             let expected: Lines =
                 records.iter().enumerate().map(|(i, r)| (i as u64 + 2, Ok(r.to_vec()))).collect();
-            proptest::prop_assert_eq!(lines, expected);
+            proptest::prop_assert_eq!(&lines, &expected);
+            // Chunks of any size read the same lines.
+            proptest::prop_assert_eq!(&read_lines_in_chunks(&bytes, 1 + chunk_bytes % 200).unwrap(), &expected);
         }
 
         #[test]
@@ -782,19 +891,25 @@ mod tests {
     }
 
     #[test]
-    fn splits_only_outside_quotes() {
+    fn splits_at_newlines_into_chunks_that_cover_the_body() {
         let mut body = Vec::new();
-        for i in 0..500_000 {
-            body.extend_from_slice(format!("r{i},\"a\nb\"\"c\",x\n").as_bytes());
+        for i in 0..2000 {
+            body.extend_from_slice(format!("r{i},\"a \"\"b\"\"\",x\n").as_bytes());
         }
-        let chunks = split(&body, 2);
-        assert!(chunks.len() > 1);
-        let mut expected_line = 2;
-        for (offset, line, end) in &chunks {
-            assert!(body[*offset..].starts_with(b"r"), "chunk at {offset} starts mid-record");
-            assert_eq!(*line, expected_line);
-            expected_line += memchr::memchr_iter(b'\n', &body[*offset..*end]).count() as u64;
+        body.extend_from_slice(b"last,no newline");
+        for chunk_bytes in [1, 7, 100, 4096] {
+            let chunks = split(&body, 2, chunk_bytes);
+            assert!(chunks.len() > 1);
+            let mut expected_line = 2;
+            let mut expected_offset = 0;
+            for (offset, line, end) in &chunks {
+                assert_eq!(*offset, expected_offset);
+                assert!(body[*offset..].starts_with(b"r") || body[*offset..].starts_with(b"last"));
+                assert_eq!(*line, expected_line);
+                expected_line += memchr::memchr_iter(b'\n', &body[*offset..*end]).count() as u64;
+                expected_offset = *end;
+            }
+            assert_eq!(expected_offset, body.len());
         }
-        assert_eq!(chunks.last().unwrap().2, body.len());
     }
 }

@@ -475,14 +475,33 @@ fn refuse(field: Field<'_>, column: usize, reason: impl Into<String>) -> FieldEr
     FieldError { column, value: field.display(), reason: reason.into() }
 }
 
+/// A text column: valid UTF-8 without control characters (no contract
+/// column holds a newline, a NUL, U+0085 or any other).
 #[inline]
 fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
     match field {
         Field::Null => Ok(""),
         Field::Ascii(text) => Ok(text),
-        Field::Text(bytes) => std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8")),
+        Field::Text(bytes) => {
+            let text = std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8"))?;
+            if has_control(bytes) {
+                return Err(refuse(field, column, CONTROL));
+            }
+            Ok(text)
+        }
         _ => Err(refuse(field, column, "is not text")),
     }
+}
+
+const CONTROL: &str = "contains a control character";
+
+/// Whether UTF-8 `bytes` hold a control character (`char::is_control`:
+/// U+0000..=U+001F, U+007F, and U+0080..=U+009F, which is `C2 80..=9F`).
+#[inline]
+fn has_control(bytes: &[u8]) -> bool {
+    bytes.iter().enumerate().any(|(i, &b)| {
+        b < 0x20 || b == 0x7f || (b == 0xc2 && bytes.get(i + 1).is_some_and(|next| (0x80..=0x9f).contains(next)))
+    })
 }
 
 #[inline]
@@ -525,7 +544,7 @@ pub fn check_id(value: &str) -> Result<(), &'static str> {
         return Ok(());
     }
     if value.chars().any(char::is_control) {
-        return Err("contains a control character");
+        return Err(CONTROL);
     }
     Ok(())
 }
@@ -728,11 +747,15 @@ mod tests {
 
     #[test]
     fn control_characters_are_refused_in_every_text_column() {
-        let call = ["c1", "A1", "S1", "2026-11-20T13:45:01Z", "voice", "pstn", "outbound", "US", "61", "0.017", "0", "4000"];
+        let call =
+            ["c1", "A1", "S1", "2026-11-20T13:45:01Z", "voice", "pstn", "outbound", "US", "61", "0.017", "0", "4000"];
         let message = ["m1", "A1", "S1", "2026-11-20T13:45:01Z", "sms", "outbound", "US", "1", "0.5", "0", "30"];
         let charge = ["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "1", "0.5"];
-        let cases: [(Kind, &[&str], &[usize]); 3] =
-            [(Kind::Calls, &call, &[0, 1, 2, 5, 11]), (Kind::Messages, &message, &[0, 1, 2, 4, 10]), (Kind::Charges, &charge, &[0, 1, 3])];
+        let cases: [(Kind, &[&str], &[usize]); 3] = [
+            (Kind::Calls, &call, &[0, 1, 2, 5, 11]),
+            (Kind::Messages, &message, &[0, 1, 2, 4, 10]),
+            (Kind::Charges, &charge, &[0, 1, 3]),
+        ];
         for (kind, values, columns) in cases {
             let fields: Vec<Field<'_>> = values.iter().map(|v| Field::Text(v.as_bytes())).collect();
             assert!(parse_record(kind, &fields).is_ok(), "{kind} {values:?}");

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::error::{BadRecord, Error, Result};
+use crate::error::{printable, BadRecord, Error, Result};
 use crate::report::wire::{ChargeItem, UsageItem};
 
 /// Columns of `usage.csv`: the usage item fields of api.md section 2.3.
@@ -132,11 +132,11 @@ pub fn rejected_csv(rejects: &[BadRecord]) -> Result<Vec<u8>> {
     write(&mut writer, REJECT_COLUMNS)?;
     for bad in rejects {
         let record = [
-            bad.location.file.clone(),
+            printable(&bad.location.file).into_owned(),
             bad.location.line.to_string(),
-            bad.column.clone(),
-            bad.value.clone(),
-            bad.reason.clone(),
+            printable(&bad.column).into_owned(),
+            printable(&bad.value).into_owned(),
+            printable(&bad.reason).into_owned(),
         ];
         write(&mut writer, record)?;
     }

@@ -309,8 +309,8 @@ fn summary_agrees_with_the_reference_implementation() {
 #[test]
 fn large_files_agree_with_the_reference_implementation() {
     // Plain CSV files of 8-12 MB, above the engine's 4 MiB chunk size, so they
-    // are parsed in parallel chunks; an extra column with quoted line breaks
-    // must not confuse the split.
+    // are parsed in parallel chunks; an extra column with quoted commas and
+    // quotes must not confuse the split.
     let started = Instant::now();
     if let Err(report) = run_seed(1_000_003, 6, 400, false) {
         panic!("telemeter disagrees with tools/reference on large files:\n\n{report}");

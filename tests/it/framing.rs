@@ -98,8 +98,12 @@ fn ingest(data: &Path, store: &Path, extra: &[&str]) -> Run {
 /// The error line of a failed run (exit 1), without `error: ` and any
 /// context `ingest` puts before the cause.
 fn failure(run: &Run) -> String {
-    assert_eq!(run.code, 1, "expected a data error; stdout {}\nstderr {}", run.stdout, run.stderr);
-    run.stderr.lines().find(|l| l.contains(CALLS_FILE)).unwrap_or_else(|| panic!("names the file: {}", run.stderr)).to_owned()
+    assert_eq!(run.code, 1, "expected a data error; stdout of {} bytes\nstderr {}", run.stdout.len(), run.stderr);
+    run.stderr
+        .lines()
+        .find(|l| l.contains(CALLS_FILE))
+        .unwrap_or_else(|| panic!("names the file: {}", run.stderr))
+        .to_owned()
 }
 
 /// `summary`, `report` and `ingest` all fail naming `CALLS_FILE:line`;
@@ -139,7 +143,8 @@ fn set_aside_counts(data: &Path) -> (Counts, String, Vec<String>) {
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).expect("manifest")).expect("JSON");
     let calls = &manifest["counts"]["calls"];
     let n = |k: &str| calls[k].as_u64().expect("a count");
-    let from_report = Counts { read: n("read"), used: n("used"), set_aside: n("set_aside"), duplicates: n("duplicates") };
+    let from_report =
+        Counts { read: n("read"), used: n("used"), set_aside: n("set_aside"), duplicates: n("duplicates") };
     let spend = manifest["reconciliation"]["sum_of_account_total_spend"].to_string();
     let rejected = std::fs::read_to_string(out.join("rejected.csv")).expect("rejected.csv");
     let rejected: Vec<String> = rejected.lines().skip(1).map(str::to_owned).collect();
@@ -152,13 +157,24 @@ fn set_aside_counts(data: &Path) -> (Counts, String, Vec<String>) {
         let at = words.iter().position(|w| *w == after).expect("a label");
         words[at + 1].parse().expect("a number")
     };
-    let from_ingest =
-        Counts { read: number("read"), used: number("used"), set_aside: number("aside"), duplicates: number("duplicates") };
+    let from_ingest = Counts {
+        read: number("read"),
+        used: number("used"),
+        set_aside: number("aside"),
+        duplicates: number("duplicates"),
+    };
     assert_eq!(from_report, from_ingest, "report and ingest agree");
     let folder = store.join("rejected");
     let ingest_rejected: Vec<String> = std::fs::read_dir(&folder)
         .expect("rejected folder")
-        .flat_map(|e| std::fs::read_to_string(e.expect("entry").path()).expect("rejected file").lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+        .flat_map(|e| {
+            std::fs::read_to_string(e.expect("entry").path())
+                .expect("rejected file")
+                .lines()
+                .skip(1)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
         .collect();
     assert_eq!(rejected, ingest_rejected, "both rejected.csv files list the same rows");
     (from_report, spend, rejected)
@@ -291,5 +307,42 @@ fn control_characters_are_refused_in_codes_and_escaped_in_messages_and_rejected_
         assert_eq!(rejected.len(), 1);
         assert!(!rejected[0].chars().any(char::is_control), "{:?}", rejected[0]);
         assert!(rejected[0].contains(shown), "{} shows {shown}", rejected[0]);
+    }
+}
+
+#[test]
+fn control_characters_are_refused_in_parquet_strings_too() {
+    let columns = [
+        "record_id",
+        "auth_id",
+        "subaccount_auth",
+        "timestamp",
+        "type",
+        "direction",
+        "country",
+        "segments",
+        "amount",
+        "surcharge",
+        "error_code",
+    ];
+    let good = ["m1", "A1", "", "2026-11-20T10:00:00Z", "sms", "outbound", "US", "1", "0.5", "0", "30"];
+    for (column, raw, shown) in [(10, "30\u{0}", "30\\u{0}"), (4, "s\u{85}ms", "s\\u{85}ms"), (0, "m\n2", "m\\n2")] {
+        let mut bad = good;
+        bad[0] = "m2";
+        bad[column] = raw;
+        let dir = temp_dir();
+        write(dir.path(), "accounts.csv", "auth_id,currency\nA1,USD\n");
+        let values: Vec<Vec<&str>> = (0..columns.len()).map(|i| vec![good[i], bad[i]]).collect();
+        let named: Vec<(&str, &[&str])> = columns.iter().zip(&values).map(|(n, v)| (*n, v.as_slice())).collect();
+        crate::common::write_string_parquet(&dir.path().join("messages/m.parquet"), &named);
+        let run = summary(dir.path(), "A1", "", &[]);
+        assert_eq!(run.code, 1, "{run:?}");
+        assert_eq!(
+            run.stderr,
+            format!(
+                "error: messages/m.parquet: row 2: column '{}': '{shown}' contains a control character\n",
+                columns[column]
+            )
+        );
     }
 }

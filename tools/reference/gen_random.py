@@ -41,7 +41,7 @@ COUNTRIES = ["", "US", "GB", "IN", "NP", "DE"]
 HANGUP = ["", "4000", "3010", "0", "5020", "9999", "NORMAL_CLEARING", "40"]
 ERRORS = ["", "30", "1000", "450", "31", "X1"]
 DESCRIPTIONS = ["Number Charges", "CNAM Lookup", "Other Charges", 'Porting, "express"', "Zz último cargo", "Number charges",
-                "Two-line\ncharge"]
+                'Two-part, "quoted" charge']
 OFFSETS = ["Z", "+00:00", "", "+05:30", "-08:00", "+05:45", "-05:00", "+01:00", "-03:30"]
 
 
@@ -256,9 +256,9 @@ class Gen:
                     w.writerow([a.get(c, "") for c in cols])
 
     def extra_value(self) -> str:
-        """A value for an ignored extra column; sometimes quoted, with a line break."""
+        """A value for an ignored extra column; sometimes quoted (no field holds a line break)."""
         r = self.r
-        return str(r.randint(0, 99)) if r.random() < 0.7 else f'batch {r.randint(0, 99)},\n"re-sent"'
+        return str(r.randint(0, 99)) if r.random() < 0.7 else f'batch {r.randint(0, 99)}, "re-sent"'
 
     def csv_text(self, kind: str, chunk) -> str:
         r = self.r

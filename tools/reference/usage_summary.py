@@ -103,6 +103,18 @@ MAX_DECIMAL = Decimal(2**63 - 1) / Decimal(10**9)
 FIRST_YEAR, LAST_YEAR = 1678, 2261
 
 
+def has_control(value: str) -> bool:
+    """Unicode Cc: U+0000..U+001F and U+007F..U+009F."""
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value)
+
+
+def check_text(value: str, column: str) -> str:
+    """A text column (a code, a description): no control characters, so no line breaks."""
+    if has_control(value):
+        raise DataError(f"{column}: control character")
+    return value
+
+
 def check_id(value: str, column: str, empty_ok: bool = False) -> str:
     if value == "":
         if empty_ok:
@@ -110,7 +122,7 @@ def check_id(value: str, column: str, empty_ok: bool = False) -> str:
         raise DataError(f"{column}: empty id")
     if len(value.encode()) > ID_MAX:
         raise DataError(f"{column}: id longer than {ID_MAX} bytes")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+    if has_control(value):
         raise DataError(f"{column}: control character in id")
     return value
 
@@ -211,21 +223,21 @@ def parse_row(kind: str, row: dict[str, str]) -> dict:
         r["country"] = parse_country(row["country"])
         r["billed_seconds"] = parse_decimal(row["billed_seconds"], "billed_seconds")
         r["surcharge"] = parse_decimal(row["surcharge"], "surcharge")
-        r["hangup_cause"] = row["hangup_cause"]
+        r["hangup_cause"] = check_text(row["hangup_cause"], "hangup_cause")
     elif kind == "messages":
         r["product"] = "message"
         r["direction"] = parse_direction(row["direction"])
         r["country"] = parse_country(row["country"])
         r["segments"] = parse_count(row["segments"], "segments", 1)
         r["surcharge"] = parse_decimal(row["surcharge"], "surcharge")
-        r["error_code"] = row["error_code"]
+        r["error_code"] = check_text(row["error_code"], "error_code")
     elif kind == "transcriptions":
         r["product"] = "transcription"
         r["duration_seconds"] = parse_decimal(row["duration_seconds"], "duration_seconds")
     else:
         if row["description"] == "":
             raise DataError("description: empty")
-        r["description"] = row["description"]
+        r["description"] = check_text(row["description"], "description")
         r["units"] = parse_count(row["units"], "units")
         r["amount"] = parse_decimal(row["amount"], "amount", positive=True)
     if "surcharge" in r and r["surcharge"] > r["amount"]:
