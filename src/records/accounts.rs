@@ -42,11 +42,18 @@ impl Accounts {
         Accounts::parse(&bytes, "accounts.csv")
     }
 
-    /// Parses the bytes of an accounts file named `name` in messages.
+    /// Parses the bytes of an accounts file named `name` in messages. Lines
+    /// are framed like record files: one row a line, RFC 4180 quoting within
+    /// it, so a stray quote is an error naming its line and never merges
+    /// the rows after it (which would give those accounts the default
+    /// currency silently).
     pub fn parse(bytes: &[u8], name: &str) -> Result<Accounts> {
         let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-        let mut reader = csv::ReaderBuilder::new().from_reader(bytes);
-        let headers = reader.byte_headers().map_err(|e| Error::io(name, e))?.clone();
+        let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        let mut lines = body.split(|b| *b == b'\n');
+        let header_line = lines.next().unwrap_or_default();
+        let headers = crate::records::csv::split_line(header_line)
+            .map_err(|reason| Error::io(name, format!("unreadable header (line 1): {reason}")))?;
         let index = |column: &str| headers.iter().position(|h| h == column.as_bytes());
         let Some(auth_column) = index("auth_id") else {
             return Err(Error::io(name, "missing required column 'auth_id'"));
@@ -57,19 +64,24 @@ impl Accounts {
         let ips_column = index("allowed_ips");
         let mut accounts = Accounts::default();
         let mut places: BTreeMap<String, u64> = BTreeMap::new();
-        let mut record = csv::ByteRecord::new();
-        loop {
-            match reader.read_byte_record(&mut record) {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => return Err(Error::io(name, e)),
-            }
-            let line = record.position().map_or(0, |p| p.line());
+        for (line, text) in (2u64..).zip(lines) {
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
             let location = Location { file: name.to_owned(), line, is_row: false };
+            let shown = || String::from_utf8_lossy(text).chars().take(80).collect::<String>();
+            let record =
+                crate::records::csv::split_line(text).map_err(|reason| bad(&location, "-", &shown(), &reason))?;
+            if record.len() != headers.len() {
+                let reason = if text.is_empty() {
+                    format!("is an empty line; every line after the header is a row of {} fields", headers.len())
+                } else {
+                    format!("has {} fields; the header has {}", record.len(), headers.len())
+                };
+                return Err(bad(&location, "-", &shown(), &reason));
+            }
             let cell = |column: Option<usize>, label: &str| -> Result<String> {
                 let Some(column) = column else { return Ok(String::new()) };
                 let bytes = record.get(column).ok_or_else(|| bad(&location, label, "", "is missing (short row)"))?;
-                String::from_utf8(bytes.to_vec()).map_err(|_| bad(&location, label, "", "is not valid UTF-8"))
+                String::from_utf8(bytes.clone()).map_err(|_| bad(&location, label, "", "is not valid UTF-8"))
             };
             let auth_id = cell(Some(auth_column), "auth_id")?;
             if auth_id.is_empty() {
@@ -150,6 +162,28 @@ mod tests {
         assert_eq!(accounts.currency("A1"), "EUR");
         assert_eq!(accounts.currency("A2"), "USD");
         assert_eq!(accounts.currency("nobody"), "USD");
+    }
+
+    #[test]
+    fn a_stray_quote_is_its_line_s_error_and_merges_no_rows() {
+        let cases: [(&[u8], &str); 5] = [
+            (
+                b"auth_id,currency,note\nA1,EUR,\"n\nA2,GBP,x\nA3,GBP,y\"\n",
+                "accounts.csv:2: column '-': 'A1,EUR,\"n' has a quote that opens field 3",
+            ),
+            (b"auth_id,currency\nA1,\"EUR\nA2,GBP\nA3,EUR\"\n", "accounts.csv:2: column '-': 'A1,\"EUR' has a quote"),
+            (b"auth_id,currency\nA1,EUR\nA2,GB\"P\n", "accounts.csv:3: column '-': 'A2,GB\"P' has a stray quote"),
+            (b"auth_id,currency\r\nA1,EUR\r\n\r\nA2,GBP\r\n", "accounts.csv:3: column '-': '' is an empty line"),
+            (b"auth_id,currency\nA1,EUR,x\n", "accounts.csv:2: column '-': 'A1,EUR,x' has 3 fields; the header has 2"),
+        ];
+        for (bytes, message) in cases {
+            let error = Accounts::parse(bytes, "accounts.csv").unwrap_err().to_string();
+            assert!(error.starts_with(message), "{error}");
+        }
+        let accounts =
+            Accounts::parse(b"auth_id,currency,note\r\n\"A1\",EUR,\"a, \"\"b\"\"\"\r\nA2,,\r\n", "accounts.csv")
+                .unwrap();
+        assert_eq!((accounts.currency("A1"), accounts.currency("A2")), ("EUR", "USD"));
     }
 
     #[test]

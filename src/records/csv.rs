@@ -205,6 +205,15 @@ fn split(body: &[u8], first_line: u64, chunk_bytes: usize) -> Vec<(usize, u64, u
     chunks
 }
 
+/// The fields of one line of a CSV file (without its line ending) by the
+/// rules of record files: RFC 4180 quoting within the line, no field
+/// spanning lines. For small files read a line at a time (`accounts.csv`).
+pub fn split_line(line: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
+    let mut quoted = QuotedLine::new();
+    quoted.split(strip_cr(line)).map_err(|quoting| quoting.reason(&[]))?;
+    Ok(quoted.fields().map(<[u8]>::to_vec).collect())
+}
+
 /// `line` without a final carriage return (of a CRLF ending).
 fn strip_cr(line: &[u8]) -> &[u8] {
     match line {
