@@ -44,14 +44,38 @@ impl Run {
     }
 }
 
-/// Runs the binary with `args`. Never accepts a panic, whatever the outcome.
-pub fn telemeter(args: &[&str]) -> Run {
-    let output = Command::new(binary())
-        .args(args)
+/// The page-token key of the tests' runs (`TELEMETER_TOKEN_KEY`), so that
+/// tokens in golden files are the same on every machine.
+pub const TOKEN_KEY: &str = "telemeter integration tests";
+
+/// The state directory of every run of the tests (`TELEMETER_STATE_DIR`):
+/// under the target folder, never the user's.
+pub fn state_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("state")
+}
+
+/// The binary, with the tests' state directory, no thread count and no
+/// page-token key from the environment (so the key files are used).
+pub fn command() -> Command {
+    let mut command = Command::new(binary());
+    command
         .env_remove("TELEMETER_THREADS")
         .env_remove("TELEMETER_TOKEN_KEY")
-        .output()
-        .expect("start telemeter");
+        .env("TELEMETER_STATE_DIR", state_dir());
+    command
+}
+
+/// Runs the binary with `args` and the tests' page-token key. Never accepts
+/// a panic, whatever the outcome.
+pub fn telemeter(args: &[&str]) -> Run {
+    let mut command = command();
+    command.env("TELEMETER_TOKEN_KEY", TOKEN_KEY);
+    run_command(args, command)
+}
+
+/// Runs `command` with `args`, as [`telemeter`] does.
+pub fn run_command(args: &[&str], mut command: Command) -> Run {
+    let output = command.args(args).output().expect("start telemeter");
     let run = Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
@@ -126,4 +150,28 @@ pub fn write_frame(path: &Path, mut frame: polars::prelude::DataFrame) {
     std::fs::create_dir_all(path.parent().expect("a parent folder")).expect("create folders");
     let file = std::fs::File::create(path).expect("create a Parquet file");
     polars::prelude::ParquetWriter::new(file).finish(&mut frame).expect("write Parquet");
+}
+
+/// The built-in page-token key of earlier versions, public in their source:
+/// `SHA-256("telemeter page token key v1")`.
+pub fn public_key() -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(b"telemeter page token key v1").into()
+}
+
+/// A page token of the earlier layout (version 1: offset, from and to as
+/// days of the common era, the parameters' digest), sealed with `key`: what
+/// anyone who read that source could forge.
+pub fn forged_v1(key: &[u8; 32], offset: u64, from_days: i32, to_days: i32, digest: [u8; 16]) -> String {
+    use base64::Engine;
+    use hmac::Mac;
+    let mut body = vec![1u8];
+    body.extend_from_slice(&offset.to_be_bytes());
+    body.extend_from_slice(&from_days.to_be_bytes());
+    body.extend_from_slice(&to_days.to_be_bytes());
+    body.extend_from_slice(&digest);
+    let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(key).expect("a key");
+    mac.update(&body);
+    body.extend_from_slice(&mac.finalize().into_bytes()[..16]);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(body)
 }

@@ -120,7 +120,8 @@ fn run_seed(seed: u64, count: u64, scale: u64, other_forms: bool) -> Result<Stri
             .args(["summary", "--all-pages", "--data"])
             .arg(&engine_data)
             .args(["--auth-id", &text("auth_id"), "--query", &text("query"), "--now", &text("now")])
-            .env_remove("TELEMETER_TOKEN_KEY")
+            .env("TELEMETER_TOKEN_KEY", crate::common::TOKEN_KEY)
+            .env("TELEMETER_STATE_DIR", crate::common::state_dir())
             .output()
             .expect("run telemeter");
         let record = serde_json::json!({

@@ -14,3 +14,4 @@ mod server_edges;
 mod store;
 mod summary;
 mod timezones;
+mod tokens;

@@ -14,7 +14,10 @@ use sha2::{Digest, Sha256};
 
 /// The binary under test.
 pub fn telemeter() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_telemeter"))
+    // One page-token key for --data and --store: the same bytes from both.
+    let mut command = crate::common::command();
+    command.env("TELEMETER_TOKEN_KEY", crate::common::TOKEN_KEY);
+    command
 }
 
 /// Runs the binary; the output.

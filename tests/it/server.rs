@@ -105,13 +105,16 @@ impl Server {
     }
 
     pub(crate) fn start_with(listen: &str, args: &[std::ffi::OsString]) -> Server {
-        Server::start_command(Command::new(env!("CARGO_BIN_EXE_telemeter")), listen, args)
+        Server::start_command(crate::common::command(), listen, args)
     }
 
     /// `command serve ARGS`: `command` is the binary, or a shell that
-    /// `exec`s it (to set limits first).
+    /// `exec`s it (to set limits first); run with the tests' state
+    /// directory and no configured page-token key.
     pub(crate) fn start_command(mut command: Command, listen: &str, args: &[std::ffi::OsString]) -> Server {
         let mut child = command
+            .env_remove("TELEMETER_TOKEN_KEY")
+            .env("TELEMETER_STATE_DIR", crate::common::state_dir())
             .arg("serve")
             .args(args)
             .args(["--listen", listen, "--now", NOW, "--sip-domain", "sip.example.com"])
@@ -415,7 +418,7 @@ fn usage_summary_is_the_summary_commands_answer() {
     ] {
         let response = get(&mut c, &format!("/v1/Account/{A}/UsageSummary/?{query}"), &auth);
         assert_eq!(response.status, 200, "{}", response.text());
-        let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        let output = crate::common::command()
             .args(["summary", "--data"])
             .arg(data.path())
             .args(["--auth-id", A, "--query", query, "--now", NOW])
@@ -457,7 +460,7 @@ fn serves_an_ingested_store_and_deletes_survive_re_ingest() {
     let data = data_dir();
     let store = data.path().join("store");
     let ingest = || {
-        let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        let output = crate::common::command()
             .args(["ingest", "--data"])
             .arg(data.path())
             .arg("--store")
@@ -474,7 +477,7 @@ fn serves_an_ingested_store_and_deletes_survive_re_ingest() {
     let query = "granularity=day&from_date=2026-11-15&to_date=2026-11-21";
     let response = get(&mut c, &format!("/v1/Account/{A}/UsageSummary/?{query}"), &auth);
     assert_eq!(response.status, 200, "{}", response.text());
-    let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+    let output = crate::common::command()
         .args(["summary", "--data"])
         .arg(data.path())
         .args(["--auth-id", A, "--query", query, "--now", NOW])
@@ -666,4 +669,157 @@ fn engine_failures_are_502_with_a_generic_message() {
     assert!(!response.text().contains("bad.csv"));
     let logs = server.logs_when(|logs| logs.iter().any(|l| l.contains("\"status\":502")));
     assert!(logs.iter().any(|l| l.contains("\"status\":502") && l.contains("bad.csv")), "{logs:?}");
+}
+
+/// `telemeter ingest --data DATA --store STORE`, insisting on success; stdout.
+fn ingest_into(data: &Path, store: &Path) -> String {
+    let output = crate::common::command()
+        .args(["ingest", "--data"])
+        .arg(data)
+        .arg("--store")
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+const RECORDINGS_HEADER: &str = "recording_id,auth_id,subaccount_auth,call_uuid,from_number,to_number,conference_name,\
+    conference_uuid,mpc_name,mpc_uuid,recording_url,recording_format,recording_type,recording_start_ms,recording_end_ms,add_time\n";
+
+/// One recording of A, `id`, added at `add_time`.
+fn recording_row(id: &str, add_time: &str) -> String {
+    format!("{id},{A},,C{id},+1,+2,,,,,https://r/{id}.mp3,mp3,normal,1763646301000,1763646302000,{add_time}\n")
+}
+
+#[test]
+fn a_folder_of_recordings_only_keeps_the_stored_endpoints_and_registrations() {
+    let data = data_dir();
+    let temp = tempfile::tempdir().unwrap();
+    let store = temp.path().join("store");
+    ingest_into(data.path(), &store);
+    // The next day brings recordings only.
+    let day = temp.path().join("day");
+    write(&day, "recordings/2026/11/20.csv", &format!("{RECORDINGS_HEADER}{}", recording_row("R9", "2026-11-20T20:00:00Z")));
+    let stdout = ingest_into(&day, &store);
+    assert!(!stdout.contains("nothing new"), "{stdout}");
+    assert!(stdout.contains("published generation 2"), "{stdout}");
+
+    let server = Server::start_with("127.0.0.1:0", &["--store".into(), store.as_os_str().to_owned()]);
+    let mut c = server.client();
+    let auth = basic(A, "token-a");
+    let endpoint = get(&mut c, &format!("/v1/Account/{A}/Endpoint/E1/"), &auth);
+    assert_eq!(endpoint.status, 200, "{}", endpoint.text());
+    assert_eq!(json(&endpoint)["sip_registered"], "true", "the registration is kept too");
+    assert_eq!(get(&mut c, &format!("/v1/Account/{A}/Recording/R9/"), &auth).status, 200);
+    // Recordings add up like records: the first day's are still there.
+    assert_eq!(get(&mut c, &format!("/v1/Account/{A}/Recording/R1/"), &auth).status, 200);
+}
+
+/// Every SQLite database under `dir`.
+fn databases(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(databases(&path));
+        } else if path.extension().is_some_and(|e| e == "sqlite") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// Whether any database of `store` holds recording `id` (committed): the
+/// moment an ingest has written its resources somewhere.
+fn holds_recording(store: &Path, id: &str) -> bool {
+    databases(store).iter().any(|path| {
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+        let Ok(db) = rusqlite::Connection::open_with_flags(path, flags) else { return false };
+        let count = db.query_row("SELECT COUNT(*) FROM recordings WHERE recording_id = ?1", [id], |r| r.get::<_, i64>(0));
+        count.is_ok_and(|n| n > 0)
+    })
+}
+
+#[test]
+fn a_killed_ingest_leaves_the_resources_as_they_were() {
+    let data = data_dir();
+    let temp = tempfile::tempdir().unwrap();
+    let store = temp.path().join("store");
+    ingest_into(data.path(), &store);
+    let server = Server::start_with("127.0.0.1:0", &["--store".into(), store.as_os_str().to_owned()]);
+    let auth = basic(A, "token-a");
+    let listing = format!("/v1/Account/{A}/Recording/");
+    let before = json(&get(&mut server.client(), &listing, &auth))["meta"]["total_count"].clone();
+    server.stop();
+
+    // A big day (so that the run lasts), a moved endpoint and a new recording.
+    let big = temp.path().join("big");
+    let output = crate::common::command()
+        .args(["generate", "--out"])
+        .arg(&big)
+        .args(["--calls", "300000", "--messages", "100000", "--accounts", "40", "--days", "20", "--seed", "9"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    std::fs::remove_file(big.join("accounts.csv")).unwrap();
+    write(
+        &big,
+        "endpoints.csv",
+        &format!("endpoint_id,auth_id,sub_account,alias,username,password,application_id\nE1,{A},,Moved,desk1,secret,APP1\n"),
+    );
+    write(&big, "recordings/new.csv", &format!("{RECORDINGS_HEADER}{}", recording_row("RNEW", "2026-11-20T20:00:00Z")));
+
+    let manifest = || std::fs::read(store.join("manifest.json")).unwrap();
+    let manifest_before = manifest();
+    let mut child = crate::common::command()
+        .args(["ingest", "--data"])
+        .arg(&big)
+        .arg("--store")
+        .arg(&store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed (SIGKILL) as soon as it has written its resources anywhere.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !holds_recording(&store, "RNEW") && Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let exited = child.try_wait().unwrap();
+    child.kill().ok();
+    child.wait().unwrap();
+    assert_eq!(exited, None, "the run ended before it wrote resources");
+    assert_eq!(manifest(), manifest_before, "the run was killed before it published");
+
+    let server = Server::start_with("127.0.0.1:0", &["--store".into(), store.as_os_str().to_owned()]);
+    let mut c = server.client();
+    assert_eq!(json(&get(&mut c, &format!("/v1/Account/{A}/Endpoint/E1/"), &auth))["alias"], "Desk");
+    assert_error(&get(&mut c, &format!("{listing}RNEW/"), &auth), 404, "not found");
+    assert_eq!(json(&get(&mut c, &listing, &auth))["meta"]["total_count"], before);
+    server.stop();
+    // The next ingest publishes the day on top of what the killed run left.
+    ingest_into(&big, &store);
+    let server = Server::start_with("127.0.0.1:0", &["--store".into(), store.as_os_str().to_owned()]);
+    let mut c = server.client();
+    assert_eq!(json(&get(&mut c, &format!("/v1/Account/{A}/Endpoint/E1/"), &auth))["alias"], "Moved");
+    assert_eq!(get(&mut c, &format!("{listing}RNEW/"), &auth).status, 200);
+}
+
+#[test]
+fn serve_refuses_tokens_sealed_with_the_public_key_of_earlier_versions() {
+    let (_data, server) = started();
+    let mut c = server.client();
+    let auth = basic(A, "token-a");
+    let query = "granularity=year&page_size=1&product=voice";
+    let digest = telemeter::query::UsageParams::parse_query(query).unwrap().digest(A);
+    let days = |y, m, d| chrono::Datelike::num_days_from_ce(&chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap());
+    let token = crate::common::forged_v1(&crate::common::public_key(), 1, days(-261_826, 12, 15), days(2027, 1, 1), digest);
+    let response = get(&mut c, &format!("/v1/Account/{A}/UsageSummary/?{query}&page_token={token}"), &auth);
+    assert_error(&response, 400, "page_token");
+    assert!(!response.text().contains("-261826"));
 }

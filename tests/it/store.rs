@@ -9,7 +9,10 @@ use std::process::{Command, Output};
 
 /// The binary under test.
 fn telemeter() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_telemeter"))
+    // One page-token key for --data and --store: the same bytes from both.
+    let mut command = crate::common::command();
+    command.env("TELEMETER_TOKEN_KEY", crate::common::TOKEN_KEY);
+    command
 }
 
 fn run(args: &[&str]) -> Output {
