@@ -158,7 +158,7 @@ fn data_set() -> DataSet {
     telemeter::generate::generate(&spec, dir.path()).expect("generated");
     let auth_id = Plan::new(&spec).expect("a plan").account_ids()[0].to_owned();
     let dataset = Dataset::open(dir.path()).expect("opens");
-    let key = TokenKey::default();
+    let key = TokenKey::from_secret("bench");
     let now: DateTime<Utc> = "2026-09-01T00:00:00Z".parse().expect("an instant");
     let pairs = [("granularity", "day"), ("from_date", "2026-08-01"), ("to_date", "2026-08-31")]
         .map(|(k, v)| (k.to_owned(), v.to_owned()));

@@ -15,7 +15,7 @@ use crate::aggregate::ProductSet;
 use crate::error::BadRequest;
 use crate::records::{Country, Direction, Product};
 use crate::time::{self, Granularity, Window};
-use crate::token::{PageToken, TokenKey};
+use crate::token::{PageToken, Refusal, TokenKey};
 
 /// Rows per page when the request does not say.
 pub const DEFAULT_PAGE_SIZE: u32 = 100;
@@ -248,6 +248,9 @@ pub struct UsageRequest {
     pub offset: u64,
     /// What page tokens of this request are bound to.
     pub digest: [u8; 16],
+    /// The snapshot of the result the request's page token was cut from
+    /// (`None` on page 1): a later page is only cut from the same result.
+    pub snapshot: Option<[u8; 16]>,
 }
 
 impl UsageRequest {
@@ -263,14 +266,9 @@ impl UsageRequest {
         let tz = params.timezone.or(account_tz).unwrap_or(Tz::UTC);
         let timezone_named = params.timezone.is_some() || account_tz.is_some();
         let digest = params.digest(auth_id);
-        let (window, offset) = match &params.page_token {
+        let (window, offset, snapshot) = match &params.page_token {
             Some(text) => {
-                let token = PageToken::decode(text, key).ok_or_else(|| {
-                    BadRequest::new(
-                        "page_token",
-                        format!("invalid page_token '{text}': not a page token issued by this service"),
-                    )
-                })?;
+                let token = PageToken::decode(text, key).map_err(|refusal| refused(text, refusal))?;
                 if token.digest != digest {
                     return Err(BadRequest::new(
                         "page_token",
@@ -278,9 +276,12 @@ impl UsageRequest {
                          send page_token with all other parameters unchanged",
                     ));
                 }
+                if token.offset % u64::from(params.page_size) != 0 {
+                    return Err(refused(text, Refusal::Invalid("its offset is not the first row of a page")));
+                }
                 let window = Window::new(token.from, token.to, params.granularity, tz)
                     .map_err(|e| BadRequest::new("page_token", format!("invalid page_token: {}", e.message)))?;
-                (window, token.offset)
+                (window, token.offset, Some(token.snapshot))
             }
             None => {
                 let (default_from, default_to) = Window::default_dates(now, tz);
@@ -288,16 +289,30 @@ impl UsageRequest {
                 let to = params.to_date.unwrap_or(default_to);
                 let window = Window::new(from, to, params.granularity, tz)
                     .map_err(|e| BadRequest::new(e.parameter, e.message))?;
-                (window, 0)
+                (window, 0, None)
             }
         };
-        Ok(UsageRequest { auth_id: auth_id.to_owned(), params, timezone_named, window, offset, digest })
+        Ok(UsageRequest { auth_id: auth_id.to_owned(), params, timezone_named, window, offset, digest, snapshot })
     }
 
-    /// The token of the page that starts at row `offset`.
-    pub fn token_at(&self, offset: u64, key: &TokenKey) -> String {
-        PageToken { offset, from: self.window.from, to: self.window.to, digest: self.digest }.encode(key)
+    /// The token of the page that starts at row `offset` of the result
+    /// whose snapshot is `snapshot`.
+    pub fn token_at(&self, offset: u64, snapshot: [u8; 16], key: &TokenKey) -> String {
+        PageToken { offset, from: self.window.from, to: self.window.to, digest: self.digest, snapshot }.encode(key)
     }
+}
+
+/// The 400 of a page token that `PageToken::decode` (or a check of its
+/// fields against the request) refused.
+fn refused(text: &str, refusal: Refusal) -> BadRequest {
+    let message = match refusal {
+        Refusal::NotIssued => format!("invalid page_token '{text}': not a page token issued by this service"),
+        Refusal::EarlierVersion => "invalid page_token: it was issued by an earlier version of this service; \
+                                    start again from page 1 (send the request without page_token)"
+            .to_owned(),
+        Refusal::Invalid(what) => format!("invalid page_token: {what}"),
+    };
+    BadRequest::new("page_token", message)
 }
 
 #[cfg(test)]
@@ -350,7 +365,7 @@ mod tests {
     #[test]
     fn defaults_come_from_now() {
         let now = DateTime::parse_from_rfc3339("2026-11-20T23:30:00Z").unwrap().with_timezone(&Utc);
-        let key = TokenKey::default();
+        let key = TokenKey::from_secret("unit tests");
         let request = UsageRequest::resolve("A", UsageParams::default(), now, None, &key).unwrap();
         assert_eq!(request.window.from, time::parse_date("2026-11-13").unwrap());
         assert_eq!(request.window.to, time::parse_date("2026-11-20").unwrap());
@@ -362,11 +377,11 @@ mod tests {
 
     #[test]
     fn tokens_are_bound_to_parameters_and_window() {
-        let key = TokenKey::default();
+        let key = TokenKey::from_secret("unit tests");
         let day1 = DateTime::parse_from_rfc3339("2026-11-20T12:00:00Z").unwrap().with_timezone(&Utc);
         let day2 = DateTime::parse_from_rfc3339("2026-11-21T12:00:00Z").unwrap().with_timezone(&Utc);
         let first = UsageRequest::resolve("A", UsageParams::default(), day1, None, &key).unwrap();
-        let token = first.token_at(100, &key);
+        let token = first.token_at(100, [0; 16], &key);
         let params = UsageParams { page_token: Some(token.clone()), ..UsageParams::default() };
         let second = UsageRequest::resolve("A", params.clone(), day2, None, &key).unwrap();
         assert_eq!(second.window, first.window);
@@ -378,5 +393,41 @@ mod tests {
         tampered[5] = if tampered[5] == b'A' { b'B' } else { b'A' };
         let params = UsageParams { page_token: Some(String::from_utf8(tampered).unwrap()), ..UsageParams::default() };
         assert!(UsageRequest::resolve("A", params, day2, None, &key).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_page_token_is_a_400_or_a_request_with_a_sane_window_and_offset(
+            text in "[A-Za-z0-9_-]{0,100}",
+            offset in proptest::prelude::any::<u64>(),
+            from in -4_000_000i32..4_000_000,
+            length in -10i32..5_000_000,
+            page_size in 1u32..=1000,
+            granularity in 0usize..4,
+        ) {
+            let key = TokenKey::from_secret("unit tests");
+            let now = DateTime::parse_from_rfc3339("2026-11-20T12:00:00Z").unwrap().with_timezone(&Utc);
+            let granularity = [Granularity::Hour, Granularity::Day, Granularity::Month, Granularity::Year][granularity];
+            let params = UsageParams { page_size, granularity, ..UsageParams::default() };
+            let with = |token: String| UsageParams { page_token: Some(token), ..params.clone() };
+            let refused = UsageRequest::resolve("A", with(text), now, None, &key).unwrap_err();
+            proptest::prop_assert_eq!(refused.parameter, "page_token");
+            // Sealed with the right key, whatever the fields: what a holder
+            // of the key could forge.
+            let day = NaiveDate::from_num_days_from_ce_opt;
+            if let (Some(from), Some(to)) = (day(from), day(from.saturating_add(length))) {
+                let token = PageToken { offset, from, to, digest: params.digest("A"), snapshot: [0; 16] };
+                match UsageRequest::resolve("A", with(token.encode(&key)), now, None, &key) {
+                    Ok(request) => {
+                        use chrono::Datelike;
+                        proptest::prop_assert!(request.window.from < request.window.to);
+                        proptest::prop_assert!((0..=9999).contains(&request.window.from.year()));
+                        proptest::prop_assert!((0..=9999).contains(&request.window.to.year()));
+                        proptest::prop_assert!(request.offset > 0 && request.offset % u64::from(page_size) == 0);
+                    }
+                    Err(bad) => proptest::prop_assert_eq!(bad.parameter, "page_token"),
+                }
+            }
+        }
     }
 }

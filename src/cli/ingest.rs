@@ -86,10 +86,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "total", t.read, t.used, t.set_aside, t.duplicates
     );
     match &report.resources {
-        Some(r) => println!(
-            "resources       endpoints {}  registrations {}  recordings {} ({} deleted earlier, skipped)",
-            r.endpoints, r.registrations, r.recordings, r.deleted_skipped
-        ),
+        Some(r) => {
+            let table = |n: Option<u64>, file: &str| match n {
+                Some(n) => format!("{n} (from {file})"),
+                None => format!("kept (no {file})"),
+            };
+            println!(
+                "resources       endpoints {}  registrations {}  recordings {}",
+                table(r.endpoints, "endpoints.csv"),
+                table(r.registrations, "registrations.csv"),
+                if r.recording_files == 0 {
+                    "kept (no recordings/)".to_owned()
+                } else {
+                    format!(
+                        "{} added, {} already stored, {} deleted earlier and skipped",
+                        r.recordings_added, r.recordings_duplicates, r.deleted_skipped
+                    )
+                }
+            );
+        }
         None => println!("resources       no endpoints.csv, registrations.csv or recordings/: left as they were"),
     }
     if let Some(path) = &report.rejected_file {

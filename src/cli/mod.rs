@@ -11,6 +11,7 @@ pub mod serve;
 pub mod summary;
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
@@ -107,11 +108,49 @@ pub fn parse_now(text: &str) -> Result<DateTime<Utc>, String> {
         .map_err(|e| format!("'{text}' is not an RFC 3339 instant (e.g. 2026-11-21T00:00:00Z): {e}"))
 }
 
-/// The page-token key: `TELEMETER_TOKEN_KEY` when set, else the built-in one.
-pub fn token_key() -> TokenKey {
-    match std::env::var("TELEMETER_TOKEN_KEY") {
-        Ok(secret) if !secret.is_empty() => TokenKey::from_secret(&secret),
-        _ => TokenKey::default(),
+/// `--now` of a request (`summary`, `report`): the clock when not given; a
+/// bad value is a bad request like any other (exit 2 with the API's body).
+pub fn request_now(given: Option<&str>) -> Result<DateTime<Utc>, crate::error::BadRequest> {
+    match given {
+        None => Ok(Utc::now()),
+        Some(text) => DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)).map_err(|_| {
+            crate::error::BadRequest::new(
+                "now",
+                format!("invalid now '{text}': expected an RFC 3339 instant, e.g. 2026-11-21T00:00:00Z"),
+            )
+        }),
+    }
+}
+
+/// The page-token key of a command: `TELEMETER_TOKEN_KEY` when set; else
+/// the store's own key (`STORE/token.key`, made by `ingest`) for a command
+/// on a store; else the key of the state directory (`token.key` there) for
+/// a command on a raw data directory. A missing key file is created with a
+/// random key, readable by its owner only. There is no built-in key: one
+/// that is public would let anyone forge tokens.
+pub fn token_key(store: Option<&Path>) -> anyhow::Result<TokenKey> {
+    use anyhow::Context;
+    if let Ok(secret) = std::env::var("TELEMETER_TOKEN_KEY") {
+        if !secret.is_empty() {
+            return Ok(TokenKey::from_secret(&secret));
+        }
+    }
+    let path = match store {
+        Some(store) => store.join(crate::store::TOKEN_KEY),
+        None => state_dir()?.join(crate::store::TOKEN_KEY),
+    };
+    TokenKey::load_or_create(&path)
+        .with_context(|| format!("no page-token key in {} (set TELEMETER_TOKEN_KEY to give one)", path.display()))
+}
+
+/// The state directory: `$TELEMETER_STATE_DIR`, else
+/// `$XDG_STATE_HOME/telemeter`, else `~/.local/state/telemeter`.
+pub fn state_dir() -> anyhow::Result<PathBuf> {
+    match (std::env::var_os("TELEMETER_STATE_DIR"), std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME")) {
+        (Some(dir), _, _) if !dir.is_empty() => Ok(PathBuf::from(dir)),
+        (_, Some(xdg), _) if !xdg.is_empty() => Ok(PathBuf::from(xdg).join("telemeter")),
+        (_, _, Some(home)) if !home.is_empty() => Ok(PathBuf::from(home).join(".local/state/telemeter")),
+        _ => anyhow::bail!("no state directory: set TELEMETER_STATE_DIR (or TELEMETER_TOKEN_KEY)"),
     }
 }
 

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::aggregate::{AccountScope, OnBadRow};
@@ -35,11 +34,11 @@ pub struct Args {
     #[arg(long, default_value = "all")]
     pub accounts: String,
     /// The usage summary query string applied to every account (no page_token).
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub query: String,
     /// "Now" for the date defaults, RFC 3339 (default: the clock).
-    #[arg(long, value_parser = super::parse_now)]
-    pub now: Option<DateTime<Utc>>,
+    #[arg(long, allow_hyphen_values = true)]
+    pub now: Option<String>,
     /// What to do with a row that breaks the records contract.
     #[arg(long, value_enum, default_value = "fail")]
     pub on_bad_row: BadRowArg,
@@ -64,7 +63,10 @@ pub enum BadRowArg {
 /// Runs `report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let key = super::token_key();
+    let now = match super::request_now(args.now.as_deref()) {
+        Ok(now) => now,
+        Err(bad) => return bad_request(&bad.message),
+    };
     let params = match UsageParams::parse_query(&args.query) {
         Ok(params) => params,
         Err(bad) => return bad_request(&bad.message),
@@ -81,11 +83,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(message) => return bad_request(&message),
     };
     let dataset = super::open_dataset(args.data.as_deref(), args.store.as_deref())?;
+    let key = super::token_key(args.store.as_deref())?;
     let request = ReportRequest {
         params: &params,
         query: &args.query,
         accounts: &accounts,
-        now: args.now.unwrap_or_else(Utc::now),
+        now,
         now_given: args.now.is_some(),
         on_bad_row: match args.on_bad_row {
             BadRowArg::Fail => OnBadRow::Fail,

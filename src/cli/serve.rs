@@ -1,11 +1,16 @@
 //! `telemeter serve`: the HTTP API on a socket, until SIGTERM or ctrl-c.
 //!
 //! With `--store STORE` the usage summary reads the store's rollups and the
-//! resources come from `STORE/resources.sqlite` (written by `ingest`; or
-//! loaded at startup from `--data DIR` when both are given). With only
-//! `--data DIR` the usage summary reads the raw files and the resources are
-//! loaded from DIR into `--db` (default: a file under the state directory,
-//! never inside DIR) at startup.
+//! resources are those of the store's generation (written by `ingest`),
+//! with deletions in `STORE/deletions.sqlite`. With `--data DIR` the usage
+//! summary reads the raw files and the resources are loaded from DIR into
+//! `--db` (default: a file under the state directory, never inside DIR) at
+//! startup. Not both: a store gets a data directory's resources by
+//! `ingest`, published with a generation.
+//!
+//! Page tokens are sealed with `TELEMETER_TOKEN_KEY` when set, else with
+//! the store's `token.key` (`--store`) or the state directory's (`--data`):
+//! never with a key that is public.
 //!
 //! With `--store`, the server follows the store: every `--reload-interval`
 //! it looks at the manifest and answers from a newly published generation
@@ -29,14 +34,13 @@ use crate::server::{self, Current, Generation, Server, DEFAULT_SIP_DOMAIN, RATE_
 
 /// Arguments of `serve`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).multiple(true).args(["data", "store"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["data", "store"])))]
 pub struct Args {
-    /// A store written by `telemeter ingest` (rollups + resources.sqlite).
+    /// A store written by `telemeter ingest` (rollups and resources).
     #[arg(long)]
     pub store: Option<PathBuf>,
     /// A raw data directory (small data sets): records are read per request
-    /// and the resources loaded into --db at startup. With --store, only
-    /// the resources are loaded from it (into STORE/resources.sqlite).
+    /// and the resources loaded into --db at startup.
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// With --data: the SQLite file the resources are loaded into (default:
@@ -97,9 +101,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             bail!("--trust-proxy-header '{name}' is not an HTTP header name");
         }
     }
-    let (dataset, db) = match (&args.store, &args.data) {
-        (Some(store), _) => {
-            (Dataset::open_store(store).context("cannot open the store")?, store.join("resources.sqlite"))
+    let (dataset, resources) = match (&args.store, &args.data) {
+        (Some(store), None) => {
+            let dataset = Dataset::open_store(store).context("cannot open the store")?;
+            let resources = match &dataset.store {
+                Some(opened) => Store::open_for_store(opened).context("cannot open the store's resources")?,
+                None => bail!("{} is not a store", store.display()),
+            };
+            (dataset, resources)
         }
         (None, Some(data)) => {
             let dataset = Dataset::open(data).context("cannot open the data directory")?;
@@ -107,24 +116,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Some(db) => db.clone(),
                 None => default_db(data)?,
             };
-            (dataset, db)
+            let stats = resources::load(data, &db).context("cannot load endpoints, registrations and recordings")?;
+            log(&serde_json::json!({
+                "event": "loaded", "db": db.display().to_string(), "endpoints": stats.endpoints,
+                "registrations": stats.registrations, "recordings": stats.recordings,
+                "deleted_skipped": stats.deleted_skipped,
+            }));
+            (dataset, Store::open(&db).with_context(|| format!("cannot open {}", db.display()))?)
         }
-        (None, None) => bail!("give --store or --data"),
+        _ => bail!(
+            "give --store or --data, not both (a store serves the resources its ingests published: \
+             telemeter ingest --data DIR --store STORE)"
+        ),
     };
-    if let Some(data) = &args.data {
-        let stats = resources::load(data, &db).context("cannot load endpoints, registrations and recordings")?;
-        log(&serde_json::json!({
-            "event": "loaded", "db": db.display().to_string(), "endpoints": stats.endpoints,
-            "registrations": stats.registrations, "recordings": stats.recordings,
-            "deleted_skipped": stats.deleted_skipped,
-        }));
-    }
+    let token_key = super::token_key(args.store.as_deref())?;
     if let Some(why) = dataset.store.as_ref().and_then(|store| store.unleased.as_deref()) {
         log(
             &serde_json::json!({"event": "warning", "message": format!("reading the store without a read lease (it cannot be written: {why}); an ingest may remove its files two publishes from now")}),
         );
     }
-    let resources = Store::open(&db).with_context(|| format!("cannot open {}", db.display()))?;
     let generation = Generation::new(dataset, Arc::new(resources)).map_err(anyhow::Error::msg)?;
     if generation.credentials.n_with_tokens() == 0 {
         log(
@@ -139,7 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let server = Arc::new(Server {
         current: Current::new(generation),
         rate: RateLimiter::new(RATE_LIMIT, RATE_WINDOW, Arc::new(SystemClock::default())),
-        token_key: super::token_key(),
+        token_key,
         sip_domain: args.sip_domain,
         trust_proxy_header: args.trust_proxy_header,
         fixed_now: args.now,
@@ -193,13 +203,7 @@ async fn shutdown_signal() {
 /// the state directory.
 fn default_db(data: &Path) -> anyhow::Result<PathBuf> {
     use sha2::Digest;
-    let state =
-        match (std::env::var_os("TELEMETER_STATE_DIR"), std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME")) {
-            (Some(dir), _, _) => PathBuf::from(dir),
-            (None, Some(xdg), _) => PathBuf::from(xdg).join("telemeter"),
-            (None, None, Some(home)) => PathBuf::from(home).join(".local/state/telemeter"),
-            (None, None, None) => bail!("no state directory: give --db PATH (or set TELEMETER_STATE_DIR)"),
-        };
+    let state = super::state_dir().context("give --db PATH")?;
     let canonical = data.canonicalize().with_context(|| format!("cannot resolve {}", data.display()))?;
     let hash = sha2::Sha256::digest(canonical.to_string_lossy().as_bytes());
     let name: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
@@ -232,5 +236,6 @@ mod tests {
         }
         assert!(parse_positive_seconds("0").is_err());
         assert!(Cli::try_parse_from(["serve", "--data", "d", "--max-connections", "0"]).is_err());
+        assert!(Cli::try_parse_from(["serve", "--data", "d", "--store", "s"]).is_err(), "one source");
     }
 }

@@ -4,13 +4,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use chrono::{DateTime, Utc};
-
 use crate::error::BadRequest;
 use crate::query::{UsageParams, UsageRequest};
 use crate::report::{self, wire::ErrorBody};
 
-/// Arguments of `summary`.
+/// Arguments of `summary`. Values may start with `-` (`--query '-x=1'`):
+/// they are the request's, checked like any other.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The data directory (records.md).
@@ -23,46 +22,46 @@ pub struct Args {
     #[arg(long)]
     pub auth_id: String,
     /// The HTTP query string, exactly as the API receives it.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub query: String,
     /// "Now" for the date defaults, RFC 3339 (default: the clock).
-    #[arg(long, value_parser = super::parse_now)]
-    pub now: Option<DateTime<Utc>>,
+    #[arg(long, allow_hyphen_values = true)]
+    pub now: Option<String>,
     /// Same as the `granularity` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub granularity: Option<String>,
     /// Same as the `from_date` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub from_date: Option<String>,
     /// Same as the `to_date` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub to_date: Option<String>,
     /// Same as the `product` key; repeatable.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub product: Vec<String>,
     /// Same as the `subaccount_auth` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub subaccount_auth: Option<String>,
     /// Same as the `error_code` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub error_code: Option<String>,
     /// Same as the `hangup_cause` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub hangup_cause: Option<String>,
     /// Same as the `direction` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub direction: Option<String>,
     /// Same as the `country` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub country: Option<String>,
     /// Same as the `page_size` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub page_size: Option<String>,
     /// Same as the `page_token` key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub page_token: Option<String>,
     /// Same as the `timezone` key (IANA name).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub timezone: Option<String>,
     /// Write every page, one JSON document per line.
     #[arg(long)]
@@ -103,13 +102,16 @@ impl Args {
 
 /// Runs `summary`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let key = super::token_key();
-    let now = args.now.unwrap_or_else(Utc::now);
+    let now = match super::request_now(args.now.as_deref()) {
+        Ok(now) => now,
+        Err(bad) => return bad_request(&args, &bad),
+    };
     let params = match UsageParams::from_pairs(args.pairs()) {
         Ok(params) => params,
         Err(bad) => return bad_request(&args, &bad),
     };
     let dataset = super::open_dataset(args.data.as_deref(), args.store.as_deref())?;
+    let key = super::token_key(args.store.as_deref())?;
     let account_tz = dataset.accounts.get(&args.auth_id).and_then(|a| a.timezone);
     let request = match UsageRequest::resolve(&args.auth_id, params, now, account_tz, &key) {
         Ok(request) => request,

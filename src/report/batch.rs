@@ -811,7 +811,9 @@ mod tests {
     /// A batch of one account `A` with one usage row of 1.5 and one charge of 2.25.
     fn one_account_batch() -> Batch {
         let now = DateTime::parse_from_rfc3339("2026-11-21T00:00:00Z").unwrap().with_timezone(&Utc);
-        let request = UsageRequest::resolve("A", UsageParams::default(), now, None, &TokenKey::default()).unwrap();
+        let request =
+            UsageRequest::resolve("A", UsageParams::default(), now, None, &TokenKey::from_secret("unit tests"))
+                .unwrap();
         let buckets = request.window.buckets(request.params.granularity);
         let mut aggregate = Aggregate::default();
         let key = |product: Product, type_: &str| GroupKey {
@@ -842,7 +844,8 @@ mod tests {
         let batch = one_account_batch();
         let dir = tempfile::tempdir().unwrap();
         let summary = &batch.summaries["A"];
-        let written = write_account("A", summary, "", Formats::ALL, &TokenKey::default(), dir.path()).unwrap();
+        let written =
+            write_account("A", summary, "", Formats::ALL, &TokenKey::from_secret("unit tests"), dir.path()).unwrap();
         assert_eq!(written.total_spend, Amount::from_nanos(3_750_000_000));
         let check = reconcile(&batch, std::slice::from_ref(&written)).unwrap();
         assert!(check.ok);
@@ -855,13 +858,26 @@ mod tests {
 
         // A group the accounts do not account for (e.g. a lost account) fails too.
         let mut extra = one_account_batch();
-        let written =
-            write_account("A", &extra.summaries["A"], "", Formats::ALL, &TokenKey::default(), &dir.path().join("x"))
-                .err();
+        let written = write_account(
+            "A",
+            &extra.summaries["A"],
+            "",
+            Formats::ALL,
+            &TokenKey::from_secret("unit tests"),
+            &dir.path().join("x"),
+        )
+        .err();
         assert!(written.is_some(), "the account folder's parent must exist");
         let dir2 = tempfile::tempdir().unwrap();
-        let written =
-            write_account("A", &extra.summaries["A"], "", Formats::ALL, &TokenKey::default(), dir2.path()).unwrap();
+        let written = write_account(
+            "A",
+            &extra.summaries["A"],
+            "",
+            Formats::ALL,
+            &TokenKey::from_secret("unit tests"),
+            dir2.path(),
+        )
+        .unwrap();
         let mut lost = extra.aggregate.groups.keys().next().unwrap().clone();
         lost.account = "B".into();
         extra.aggregate.groups.insert(lost, Totals { records: 1, units: 1, duration: 0, amount: 1, surcharge: 0 });

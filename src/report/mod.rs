@@ -229,9 +229,28 @@ impl Summary {
         (self.rows.len() as u64).div_ceil(size).max(1)
     }
 
-    /// The page of the request (its token's offset, or page 1).
+    /// The page of the request (its token's offset, or page 1). A token
+    /// cut from another result (the data changed since it was issued) is a
+    /// 400: its offset would repeat or skip rows of this one.
     pub fn requested_page(&self, key: &TokenKey) -> Result<Page<'_>, BadRequest> {
+        if self.request.snapshot.is_some_and(|snapshot| snapshot != self.snapshot()) {
+            return Err(BadRequest::new(
+                "page_token",
+                "invalid page_token: the data changed since it was issued, so its page would repeat or skip rows; \
+                 start again from page 1 (send the request without page_token)",
+            ));
+        }
         self.page(self.request.offset, key)
+    }
+
+    /// The snapshot this result's page tokens carry: a digest of every row
+    /// of every page, the other charges and the currency (the same digest
+    /// that goes into `api_id`). The same data answers the same request
+    /// with the same snapshot, from raw files or a store.
+    pub fn snapshot(&self) -> [u8; 16] {
+        let mut snapshot = [0u8; 16];
+        snapshot.copy_from_slice(&self.content_digest[..16]);
+        snapshot
     }
 
     /// The page whose first row is `offset`, as the API returns it.
@@ -292,7 +311,7 @@ impl Summary {
             timezone: request.timezone_named.then(|| tz.name()),
             currency: &self.currency,
             page_size: params.page_size,
-            next_page_token: (end < n_rows).then(|| request.token_at(end, key)),
+            next_page_token: (end < n_rows).then(|| request.token_at(end, self.snapshot(), key)),
             total_spend: first_page.then_some(Decimal(self.total_spend)),
             total_subaccount_spend: (first_page && scoped).then_some(Decimal(self.usage_spend)),
             subaccount_spend: (first_page && !scoped)

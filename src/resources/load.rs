@@ -33,16 +33,49 @@ pub struct LoadStats {
     pub recording_files: u64,
 }
 
-/// Loads the resources of data directory `data` into the database `db`
-/// (created when missing). Missing inputs hold no rows.
-pub fn load(data: &Path, db: &Path) -> Result<LoadStats> {
+/// The resource inputs of a data directory, read and checked; `None` for
+/// an input the directory does not have (no `endpoints.csv`, no
+/// `registrations.csv`, no `recordings/` folder).
+#[derive(Debug, Default)]
+pub(crate) struct Inputs {
+    /// `endpoints.csv`, by id.
+    pub endpoints: Option<BTreeMap<String, Endpoint>>,
+    /// `registrations.csv`, sorted, without repeats.
+    pub registrations: Option<Vec<Registration>>,
+    /// `recordings/`: every recording by id, where it was read, and the
+    /// number of files read.
+    pub recordings: Option<(RecordingsById, u64)>,
+}
+
+impl Inputs {
+    /// Whether the directory has no resource input at all.
+    pub fn is_empty(&self) -> bool {
+        self.endpoints.is_none() && self.registrations.is_none() && self.recordings.is_none()
+    }
+}
+
+/// Reads and checks every resource input of `data`.
+pub(crate) fn read_inputs(data: &Path) -> Result<Inputs> {
     let meta = std::fs::metadata(data).map_err(|e| Error::io(data, e))?;
     if !meta.is_dir() {
         return Err(Error::io(data, "not a directory"));
     }
-    let endpoints = read_endpoints(data)?;
-    let registrations = read_registrations(data)?;
-    let (recordings, recording_files) = read_recordings(data)?;
+    Ok(Inputs {
+        endpoints: if data.join("endpoints.csv").exists() { Some(read_endpoints(data)?) } else { None },
+        registrations: if data.join("registrations.csv").exists() { Some(read_registrations(data)?) } else { None },
+        recordings: if data.join("recordings").is_dir() { Some(read_recordings(data)?) } else { None },
+    })
+}
+
+/// Loads the resources of data directory `data` into the database `db`
+/// (created when missing), replacing what it held: the directory is the
+/// whole truth, so a missing input holds no rows (`serve --data`; a store
+/// builds each generation's resources with `generation::build` instead).
+pub fn load(data: &Path, db: &Path) -> Result<LoadStats> {
+    let inputs = read_inputs(data)?;
+    let endpoints = inputs.endpoints.unwrap_or_default();
+    let registrations = inputs.registrations.unwrap_or_default();
+    let (recordings, recording_files) = inputs.recordings.unwrap_or_default();
     let mut connection = connect(db)?;
     let mut stats = LoadStats { recording_files, ..LoadStats::default() };
     let write = |c: &mut rusqlite::Connection, stats: &mut LoadStats| -> rusqlite::Result<()> {
@@ -354,7 +387,8 @@ const RECORDING_INPUT: [(&str, bool); 16] = [
     ("add_time", true),
 ];
 
-type RecordingsById = BTreeMap<String, (Recording, Location)>;
+/// Recordings by id, with the place each was first read.
+pub(crate) type RecordingsById = BTreeMap<String, (Recording, Location)>;
 
 fn read_recordings(data: &Path) -> Result<(RecordingsById, u64)> {
     let folder = data.join("recordings");

@@ -1,15 +1,29 @@
 //! SIP endpoints, registrations and recordings (resources.md): the inputs
 //! the server answers from besides usage records.
 //!
-//! [`load`] reads `endpoints.csv`, `registrations.csv` and `recordings/`
-//! from a data directory into an SQLite database; [`Store`] answers the
-//! server's queries from it. SQLite gives durable, atomic deletes: a
-//! recording deleted through the API is written to a `deletions` table, and
-//! every later load skips deleted ids, so a delete survives restarts and
-//! re-loads of the same files. Re-loading the same files is idempotent: a
-//! load replaces the endpoints, registrations and recordings with what the
-//! files hold (minus deletions) in one transaction.
+//! Two ways to hold them:
+//!
+//! - **A data directory** (`serve --data`): [`load`] reads
+//!   `endpoints.csv`, `registrations.csv` and `recordings/` into one SQLite
+//!   database, replacing what it held (the directory is the whole truth;
+//!   re-loading the same files is idempotent).
+//! - **A store** (`ingest`, `serve --store`): the resources are part of
+//!   the store's generations. Each ingest that brings resource inputs
+//!   writes `resources/<ingest>.sqlite` ([`generation::build`]: a copy of
+//!   the previous generation's database plus this ingest's changes) and
+//!   the manifest that publishes the generation lists it; a failed or
+//!   killed ingest leaves the published one as it was. Those files are
+//!   never modified after publishing and are opened read-only.
+//!
+//! Deletions are the one thing written at runtime: a recording deleted
+//! through the API is written to a `deletions` table (in the database
+//! itself for a data directory; in the store's own `deletions.sqlite`,
+//! outside the generations, for a store) and every query leaves deleted
+//! recordings out, so a delete survives restarts, re-loads and every later
+//! generation, whatever was published meanwhile. [`Store`] answers the
+//! server's queries in both cases.
 
+pub mod generation;
 pub mod listing;
 pub mod load;
 pub mod wire;
@@ -21,6 +35,7 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::error::{Error, Result};
+pub use generation::Changes;
 pub use listing::ListQuery;
 pub use load::{load, LoadStats};
 
@@ -102,45 +117,106 @@ pub struct Recording {
 pub struct Store {
     path: PathBuf,
     connection: Mutex<Connection>,
+    /// The schema that holds the endpoints, registrations and recordings:
+    /// `main` (one database), or `generation` (a store's generation,
+    /// attached read-only to its deletions database).
+    tables: &'static str,
 }
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS endpoints (
+/// Where a store's resources are.
+enum Source {
+    /// The generation's database.
+    Generation(PathBuf),
+    /// The `resources.sqlite` of a store of the earlier layout.
+    Legacy(PathBuf),
+    /// None yet.
+    Nothing,
+}
+
+/// The tables of endpoints, registrations and recordings, in `schema`.
+fn resources_schema(schema: &str) -> String {
+    format!(
+        "
+CREATE TABLE IF NOT EXISTS {schema}.endpoints (
     endpoint_id TEXT PRIMARY KEY, auth_id TEXT NOT NULL, sub_account TEXT NOT NULL, alias TEXT NOT NULL,
     username TEXT NOT NULL, password_md5 TEXT NOT NULL, application_id TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS registrations (
+CREATE TABLE IF NOT EXISTS {schema}.registrations (
     endpoint_id TEXT NOT NULL, sip_contact TEXT NOT NULL, sip_expires_us INTEGER NOT NULL,
     sip_user_agent TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS registrations_by_endpoint ON registrations (endpoint_id, sip_expires_us);
-CREATE TABLE IF NOT EXISTS recordings (
+CREATE INDEX IF NOT EXISTS {schema}.registrations_by_endpoint ON registrations (endpoint_id, sip_expires_us);
+CREATE TABLE IF NOT EXISTS {schema}.recordings (
     recording_id TEXT PRIMARY KEY, auth_id TEXT NOT NULL, subaccount_auth TEXT NOT NULL,
     call_uuid TEXT NOT NULL, from_number TEXT NOT NULL, to_number TEXT NOT NULL,
     conference_name TEXT NOT NULL, conference_uuid TEXT NOT NULL, mpc_name TEXT NOT NULL,
     mpc_uuid TEXT NOT NULL, recording_url TEXT NOT NULL, recording_format TEXT NOT NULL,
     recording_type TEXT NOT NULL, start_units INTEGER NOT NULL, end_units INTEGER NOT NULL,
     add_time_us INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS recordings_by_account_time ON recordings (auth_id, add_time_us DESC, recording_id);
-CREATE TABLE IF NOT EXISTS deletions (
+CREATE INDEX IF NOT EXISTS {schema}.recordings_by_account_time ON recordings (auth_id, add_time_us DESC, recording_id);
+"
+    )
+}
+
+/// The table of recordings deleted through the API.
+const DELETIONS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS main.deletions (
     recording_id TEXT PRIMARY KEY, auth_id TEXT NOT NULL, deleted_at_us INTEGER NOT NULL);
 ";
 
-/// Opens (creating when needed) the database at `path` with the schema.
+/// The schema name a store's generation database is attached under.
+const GENERATION: &str = "generation";
+
+/// Opens (creating when needed) the database at `path` with every table:
+/// the database of a data directory.
 pub(crate) fn connect(path: &Path) -> Result<Connection> {
+    let connection = connect_with(path, "WAL", "NORMAL")?;
+    connection.execute_batch(&resources_schema("main")).map_err(|e| db_error(path, e))?;
+    connection.execute_batch(DELETIONS_SCHEMA).map_err(|e| db_error(path, e))?;
+    Ok(connection)
+}
+
+/// Opens (creating when needed) a store's deletions database.
+pub(crate) fn connect_deletions(path: &Path) -> Result<Connection> {
+    let connection = connect_with(path, "WAL", "NORMAL")?;
+    connection.execute_batch(DELETIONS_SCHEMA).map_err(|e| db_error(path, e))?;
+    Ok(connection)
+}
+
+/// Opens the database at `path` (creating it and its folder when needed)
+/// in the given journal and synchronous modes.
+pub(crate) fn connect_with(path: &Path, journal_mode: &str, synchronous: &str) -> Result<Connection> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
     let connection = Connection::open(path).map_err(|e| db_error(path, e))?;
     connection.busy_timeout(std::time::Duration::from_secs(10)).map_err(|e| db_error(path, e))?;
-    connection.pragma_update(None, "journal_mode", "WAL").map_err(|e| db_error(path, e))?;
-    connection.pragma_update(None, "synchronous", "NORMAL").map_err(|e| db_error(path, e))?;
-    connection.execute_batch(SCHEMA).map_err(|e| db_error(path, e))?;
+    connection.pragma_update(None, "journal_mode", journal_mode).map_err(|e| db_error(path, e))?;
+    connection.pragma_update(None, "synchronous", synchronous).map_err(|e| db_error(path, e))?;
     Ok(connection)
+}
+
+/// An SQLite URI that opens `path` read-only and trusts it not to change
+/// (a published generation's file is never modified).
+pub(crate) fn immutable_uri(path: &Path) -> Result<String> {
+    let text = path.to_str().ok_or_else(|| Error::io(path, "the path is not UTF-8"))?;
+    let mut uri = String::from("file:");
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+            uri.push(byte as char);
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri.push_str("?mode=ro&immutable=1");
+    Ok(uri)
 }
 
 /// An SQLite failure on the database at `path`.
 pub(crate) fn db_error(path: &Path, error: rusqlite::Error) -> Error {
     Error::io(path, format!("database error: {error}"))
 }
+
+/// The condition that leaves deleted recordings out (recordings as `r`).
+const NOT_DELETED: &str = "NOT EXISTS (SELECT 1 FROM main.deletions AS d WHERE d.recording_id = r.recording_id)";
 
 const RECORDING_COLUMNS: &str = "recording_id, auth_id, subaccount_auth, call_uuid, from_number, to_number, \
      conference_name, conference_uuid, mpc_name, mpc_uuid, recording_url, recording_format, recording_type, \
@@ -168,9 +244,69 @@ fn recording_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Recording> {
 }
 
 impl Store {
-    /// Opens the database at `path`, creating an empty one when missing.
+    /// Opens the database of a data directory at `path` (written by
+    /// [`load`]), creating an empty one when missing.
     pub fn open(path: &Path) -> Result<Store> {
-        Ok(Store { path: path.to_owned(), connection: Mutex::new(connect(path)?) })
+        Ok(Store { path: path.to_owned(), connection: Mutex::new(connect(path)?), tables: "main" })
+    }
+
+    /// The resources of the generation `store` answers from: its
+    /// generation's database (read-only), and the store's deletions. A
+    /// store written before resources were part of its generations still
+    /// answers from its `resources.sqlite`.
+    pub fn open_for_store(store: &crate::store::Store) -> Result<Store> {
+        let deletions = store.dir.join(crate::store::DELETIONS_DB);
+        match Store::source_of(store) {
+            Source::Generation(path) => Store::open_generation(Some(&path), &deletions),
+            Source::Legacy(path) => Store::open(&path),
+            Source::Nothing => Store::open_generation(None, &deletions),
+        }
+    }
+
+    /// The file [`Store::path`] of the store that [`Store::open_for_store`]
+    /// opens for `store`: equal for two generations that share their
+    /// resources (an ingest of records only), so a server following the
+    /// store keeps its connection.
+    pub fn path_for_store(store: &crate::store::Store) -> PathBuf {
+        match Store::source_of(store) {
+            Source::Generation(path) | Source::Legacy(path) => path,
+            Source::Nothing => store.dir.join(crate::store::DELETIONS_DB),
+        }
+    }
+
+    fn source_of(store: &crate::store::Store) -> Source {
+        match &store.manifest.resources {
+            Some(name) => Source::Generation(store.dir.join(name)),
+            None => {
+                let legacy = store.dir.join(crate::store::LEGACY_RESOURCES_DB);
+                if legacy.exists() {
+                    Source::Legacy(legacy)
+                } else {
+                    Source::Nothing
+                }
+            }
+        }
+    }
+
+    /// Opens a generation's database `resources` (`None`: a generation
+    /// without resources, so no rows) read-only, with the deletions
+    /// database `deletions` (created when missing) for runtime writes.
+    pub fn open_generation(resources: Option<&Path>, deletions: &Path) -> Result<Store> {
+        let connection = connect_deletions(deletions)?;
+        let path = resources.unwrap_or(deletions);
+        let attached = match resources {
+            Some(resources) => connection.execute("ATTACH DATABASE ?1 AS generation", [immutable_uri(resources)?]),
+            None => connection
+                .execute("ATTACH DATABASE ':memory:' AS generation", [])
+                .and_then(|_| connection.execute_batch(&resources_schema(GENERATION)).map(|()| 0)),
+        };
+        attached.map_err(|e| db_error(path, e))?;
+        // Read once now, so that a missing or unreadable file is an error
+        // at startup rather than at the first request.
+        connection
+            .query_row("SELECT COUNT(*) FROM generation.endpoints", [], |row| row.get::<_, i64>(0))
+            .map_err(|e| db_error(path, e))?;
+        Ok(Store { path: path.to_owned(), connection: Mutex::new(connection), tables: GENERATION })
     }
 
     /// The database file.
@@ -186,11 +322,12 @@ impl Store {
 
     /// The endpoint `endpoint_id` of account `auth_id`, if there is one.
     pub fn endpoint(&self, auth_id: &str, endpoint_id: &str) -> Result<Option<Endpoint>> {
+        let tables = self.tables;
         self.with(|c| {
-            c.prepare_cached(
+            c.prepare_cached(&format!(
                 "SELECT endpoint_id, auth_id, sub_account, alias, username, password_md5, application_id \
-                 FROM endpoints WHERE endpoint_id = ?1 AND auth_id = ?2",
-            )?
+                 FROM {tables}.endpoints WHERE endpoint_id = ?1 AND auth_id = ?2",
+            ))?
             .query_row(params![endpoint_id, auth_id], |row| {
                 Ok(Endpoint {
                     endpoint_id: row.get(0)?,
@@ -209,12 +346,13 @@ impl Store {
     /// The registration of `endpoint_id` that expires last, if it expires
     /// after `now_us`.
     pub fn active_registration(&self, endpoint_id: &str, now_us: i64) -> Result<Option<Registration>> {
+        let tables = self.tables;
         self.with(|c| {
-            c.prepare_cached(
-                "SELECT endpoint_id, sip_contact, sip_expires_us, sip_user_agent FROM registrations \
+            c.prepare_cached(&format!(
+                "SELECT endpoint_id, sip_contact, sip_expires_us, sip_user_agent FROM {tables}.registrations \
                  WHERE endpoint_id = ?1 AND sip_expires_us > ?2 \
                  ORDER BY sip_expires_us DESC, sip_contact, sip_user_agent LIMIT 1",
-            )?
+            ))?
             .query_row(params![endpoint_id, now_us], |row| {
                 Ok(Registration {
                     endpoint_id: row.get(0)?,
@@ -229,9 +367,11 @@ impl Store {
 
     /// The recording `recording_id` of account `auth_id`, if there is one.
     pub fn recording(&self, auth_id: &str, recording_id: &str) -> Result<Option<Recording>> {
+        let tables = self.tables;
         self.with(|c| {
             c.prepare_cached(&format!(
-                "SELECT {RECORDING_COLUMNS} FROM recordings WHERE recording_id = ?1 AND auth_id = ?2"
+                "SELECT {RECORDING_COLUMNS} FROM {tables}.recordings AS r \
+                 WHERE recording_id = ?1 AND auth_id = ?2 AND {NOT_DELETED}"
             ))?
             .query_row(params![recording_id, auth_id], recording_from_row)
             .optional()
@@ -255,16 +395,18 @@ impl Store {
             conditions.push("add_time_us < ?".to_owned());
             values.push(Value::Integer(upper));
         }
+        conditions.push(NOT_DELETED.to_owned());
         let filter = conditions.join(" AND ");
+        let tables = self.tables;
         self.with(|c| {
             let total: i64 = c
-                .prepare_cached(&format!("SELECT COUNT(*) FROM recordings WHERE {filter}"))?
+                .prepare_cached(&format!("SELECT COUNT(*) FROM {tables}.recordings AS r WHERE {filter}"))?
                 .query_row(params_from_iter(values.iter()), |row| row.get(0))?;
             let mut page_values = values.clone();
             page_values.push(Value::Integer(i64::from(query.limit)));
             page_values.push(Value::Integer(i64::try_from(query.offset).unwrap_or(i64::MAX)));
             let mut statement = c.prepare_cached(&format!(
-                "SELECT {RECORDING_COLUMNS} FROM recordings WHERE {filter} \
+                "SELECT {RECORDING_COLUMNS} FROM {tables}.recordings AS r WHERE {filter} \
                  ORDER BY add_time_us DESC, recording_id ASC LIMIT ? OFFSET ?"
             ))?;
             let rows = statement
@@ -275,23 +417,34 @@ impl Store {
     }
 
     /// Deletes recording `recording_id` of account `auth_id` for good: the
-    /// row goes and the deletion is recorded, so later loads skip the id.
-    /// `false` when there was no such recording (absent or already deleted).
+    /// deletion is recorded (so every query, later load and later
+    /// generation leaves the id out) and, in a data directory's database,
+    /// the row goes. `false` when there was no such recording (absent or
+    /// already deleted).
     pub fn delete_recording(&self, auth_id: &str, recording_id: &str, now_us: i64) -> Result<bool> {
+        let tables = self.tables;
         self.with(|c| {
             let transaction = c.transaction()?;
-            let removed = transaction.execute(
-                "DELETE FROM recordings WHERE recording_id = ?1 AND auth_id = ?2",
-                params![recording_id, auth_id],
-            )?;
-            if removed > 0 {
+            let visible: bool = transaction
+                .prepare_cached(&format!(
+                    "SELECT EXISTS (SELECT 1 FROM {tables}.recordings AS r \
+                     WHERE recording_id = ?1 AND auth_id = ?2 AND {NOT_DELETED})"
+                ))?
+                .query_row(params![recording_id, auth_id], |row| row.get(0))?;
+            if visible {
                 transaction.execute(
-                    "INSERT OR IGNORE INTO deletions (recording_id, auth_id, deleted_at_us) VALUES (?1, ?2, ?3)",
+                    "INSERT OR IGNORE INTO main.deletions (recording_id, auth_id, deleted_at_us) VALUES (?1, ?2, ?3)",
                     params![recording_id, auth_id, now_us],
                 )?;
+                if tables == "main" {
+                    transaction.execute(
+                        "DELETE FROM main.recordings WHERE recording_id = ?1 AND auth_id = ?2",
+                        params![recording_id, auth_id],
+                    )?;
+                }
             }
             transaction.commit()?;
-            Ok(removed > 0)
+            Ok(visible)
         })
     }
 

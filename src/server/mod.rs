@@ -100,10 +100,11 @@ impl Generation {
         if previous.is_some_and(|p| p.number == number) {
             return Ok(None);
         }
-        let db = dir.join(crate::store::RESOURCES_DB);
+        let Some(store) = &dataset.store else { return Err(format!("{} is not a store", dir.display())) };
+        let db = Store::path_for_store(store);
         let resources = match previous {
             Some(previous) if previous.resources.path() == db => previous.resources.clone(),
-            _ => Arc::new(Store::open(&db).map_err(|e| e.to_string())?),
+            _ => Arc::new(Store::open_for_store(store).map_err(|e| e.to_string())?),
         };
         Generation::new(dataset, resources).map(Some)
     }
@@ -303,7 +304,7 @@ mod tests {
         let server = Server {
             current: Current::new(Generation::new(dataset, Arc::new(Store::open(&db).unwrap())).unwrap()),
             rate: RateLimiter::new(RATE_LIMIT, RATE_WINDOW, Arc::new(rate::SystemClock::default())),
-            token_key: TokenKey::default(),
+            token_key: TokenKey::from_secret("unit tests"),
             sip_domain: DEFAULT_SIP_DOMAIN.to_owned(),
             trust_proxy_header: None,
             fixed_now: DateTime::parse_from_rfc3339("2026-11-21T00:00:00Z").ok().map(|t| t.with_timezone(&Utc)),

@@ -118,9 +118,9 @@ pub struct IngestReport {
     pub published: bool,
     /// The generation the store answers from afterwards.
     pub generation: u64,
-    /// What was loaded into `STORE/resources.sqlite` (endpoints,
-    /// registrations, recordings), when the data directory has any of them.
-    pub resources: Option<crate::resources::LoadStats>,
+    /// What this ingest did to the resources (endpoints, registrations,
+    /// recordings), when the data directory has any of them.
+    pub resources: Option<crate::resources::Changes>,
 }
 
 impl IngestReport {
@@ -148,9 +148,29 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
     let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
     lock.try_lock().map_err(|_| Error::io(&lock_path, "another ingest is running on this store"))?;
 
+    // The store's own page-token key, made with the store.
+    crate::token::TokenKey::load_or_create(&store.join(super::TOKEN_KEY))?;
+
     let old = Manifest::read(store)?.unwrap_or(Manifest { format: FORMAT_VERSION, ..Manifest::default() });
     let inventory = Inventory::scan(data)?;
     let accounts_bytes = read_accounts(data)?;
+    // The resources first (they are small, and a bad file fails the run
+    // before the records' work): a new database of this generation,
+    // published with the manifest, or nothing when nothing changed.
+    let resources_name = format!("resources/{id}.sqlite");
+    let legacy = store.join(super::LEGACY_RESOURCES_DB);
+    let previous_resources = old.resources.as_ref().map(|name| store.join(name));
+    let previous = match &previous_resources {
+        Some(path) => crate::resources::generation::Previous::Generation(path),
+        None if legacy.exists() => crate::resources::generation::Previous::Legacy(&legacy),
+        None => crate::resources::generation::Previous::Nothing,
+    };
+    let resources = crate::resources::generation::build(
+        data,
+        previous,
+        &store.join(super::DELETIONS_DB),
+        &store.join(&resources_name),
+    )?;
     let mut run = Run {
         store,
         id,
@@ -168,6 +188,11 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
     let mut report = run.report;
     let mut manifest = run.manifest;
     let rollups = run.rollups;
+    let resources_changed = resources.as_ref().is_some_and(|changes| changes.changed);
+    if resources_changed {
+        manifest.resources = Some(resources_name);
+    }
+    report.resources = resources;
 
     if !report.rejects.is_empty() {
         let folder = store.join("rejected");
@@ -177,16 +202,7 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
         report.rejected_file = Some(path);
     }
 
-    // SQLite's own transaction makes this load atomic; it is idempotent, and
-    // recordings deleted through the API stay deleted. A load replaces the
-    // tables with the files' rows, so a data directory without any resource
-    // input (a day of records only) leaves them as they are.
-    let has_resources = ["endpoints.csv", "registrations.csv", "recordings"].iter().any(|n| data.join(n).exists());
-    if has_resources {
-        report.resources = Some(crate::resources::load(data, &store.join(super::RESOURCES_DB))?);
-    }
-
-    let mut changed = report.total().used > 0;
+    let mut changed = report.total().used > 0 || resources_changed;
     if let Some(bytes) = &accounts_bytes {
         let stored = match &old.accounts_csv {
             Some(name) => std::fs::read(store.join(name)).ok(),
@@ -218,7 +234,7 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
         duplicates: total.duplicates,
         rejected: report.rejected_file.as_ref().map(|_| format!("rejected/{id}.csv")),
     });
-    for folder in ["records", "index", "rollups", "accounts"] {
+    for folder in ["records", "index", "rollups", "accounts", "resources"] {
         let path = store.join(folder);
         if path.exists() {
             super::sync_dir(&path)?;
@@ -237,7 +253,7 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
 }
 
 /// The folders of the store that hold generation files.
-const GENERATION_FOLDERS: [&str; 5] = ["records", "index", "rollups", "accounts", "rejected"];
+const GENERATION_FOLDERS: [&str; 6] = ["records", "index", "rollups", "accounts", "rejected", "resources"];
 
 /// Deletes every file in the generation folders that none of `keep` lists
 /// (superseded files, and orphans of failed or killed ingests), and
@@ -267,6 +283,7 @@ fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
         }
         listed.extend(manifest.rollups.values().flat_map(|by_grain| by_grain.values()).map(String::as_str));
         listed.extend(manifest.accounts_csv.as_deref());
+        listed.extend(manifest.resources.as_deref());
         listed.extend(manifest.ingests.iter().filter_map(|i| i.rejected.as_deref()));
     }
     let mut removed = leases.removed;

@@ -21,9 +21,14 @@
 //! readers/<generation>.<pid>.<random>.lease
 //!                                     a live reader's lease on a generation
 //!                                     (`lease.rs`): collection keeps its files
-//! resources.sqlite                    endpoints, registrations, recordings
-//!                                     (crate::resources; updated in place by
-//!                                     its own SQLite transactions)
+//! resources/<ingest>.sqlite           endpoints, registrations, recordings as
+//!                                     of an ingest (crate::resources::generation:
+//!                                     the previous one plus that ingest's inputs)
+//! deletions.sqlite                    recordings deleted through the API: the
+//!                                     one file written at runtime (by the
+//!                                     server), outside the generations
+//! token.key                           the store's page-token key: random,
+//!                                     mode 0600, made with the store
 //! ```
 //!
 //! Published files are never modified. An ingest writes new files, then
@@ -87,9 +92,16 @@ pub const GRAINS: [i64; 3] = [SLOT_SECONDS, 3600, 86_400];
 /// The manifest's file name.
 pub const MANIFEST: &str = "manifest.json";
 
-/// The resources database (endpoints, registrations, recordings), written
-/// by `crate::resources::load` at every ingest and by the server.
-pub const RESOURCES_DB: &str = "resources.sqlite";
+/// The resources database of stores written before resources were part of
+/// the generations (read until an ingest brings resource inputs).
+pub const LEGACY_RESOURCES_DB: &str = "resources.sqlite";
+
+/// The database of recordings deleted through the API (runtime state).
+pub const DELETIONS_DB: &str = "deletions.sqlite";
+
+/// The store's page-token key file (also the name of the state
+/// directory's key file for raw data directories).
+pub const TOKEN_KEY: &str = "token.key";
 
 /// The version of the layout this code writes and reads.
 pub const FORMAT_VERSION: u32 = 4;
@@ -110,6 +122,10 @@ pub struct Manifest {
     pub kinds: BTreeMap<String, KindFiles>,
     /// The rollup files of each account, by grain in seconds.
     pub rollups: BTreeMap<String, BTreeMap<i64, String>>,
+    /// The resources database of this generation (endpoints,
+    /// registrations, recordings), once an ingest brought any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<String>,
     /// What each published ingest did, oldest first.
     pub ingests: Vec<IngestLog>,
 }

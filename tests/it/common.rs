@@ -58,10 +58,7 @@ pub fn state_dir() -> PathBuf {
 /// page-token key from the environment (so the key files are used).
 pub fn command() -> Command {
     let mut command = Command::new(binary());
-    command
-        .env_remove("TELEMETER_THREADS")
-        .env_remove("TELEMETER_TOKEN_KEY")
-        .env("TELEMETER_STATE_DIR", state_dir());
+    command.env_remove("TELEMETER_THREADS").env_remove("TELEMETER_TOKEN_KEY").env("TELEMETER_STATE_DIR", state_dir());
     command
 }
 

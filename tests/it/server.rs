@@ -673,13 +673,8 @@ fn engine_failures_are_502_with_a_generic_message() {
 
 /// `telemeter ingest --data DATA --store STORE`, insisting on success; stdout.
 fn ingest_into(data: &Path, store: &Path) -> String {
-    let output = crate::common::command()
-        .args(["ingest", "--data"])
-        .arg(data)
-        .arg("--store")
-        .arg(store)
-        .output()
-        .unwrap();
+    let output =
+        crate::common::command().args(["ingest", "--data"]).arg(data).arg("--store").arg(store).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap()
 }
@@ -700,7 +695,11 @@ fn a_folder_of_recordings_only_keeps_the_stored_endpoints_and_registrations() {
     ingest_into(data.path(), &store);
     // The next day brings recordings only.
     let day = temp.path().join("day");
-    write(&day, "recordings/2026/11/20.csv", &format!("{RECORDINGS_HEADER}{}", recording_row("R9", "2026-11-20T20:00:00Z")));
+    write(
+        &day,
+        "recordings/2026/11/20.csv",
+        &format!("{RECORDINGS_HEADER}{}", recording_row("R9", "2026-11-20T20:00:00Z")),
+    );
     let stdout = ingest_into(&day, &store);
     assert!(!stdout.contains("nothing new"), "{stdout}");
     assert!(stdout.contains("published generation 2"), "{stdout}");
@@ -737,7 +736,8 @@ fn holds_recording(store: &Path, id: &str) -> bool {
     databases(store).iter().any(|path| {
         let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
         let Ok(db) = rusqlite::Connection::open_with_flags(path, flags) else { return false };
-        let count = db.query_row("SELECT COUNT(*) FROM recordings WHERE recording_id = ?1", [id], |r| r.get::<_, i64>(0));
+        let count =
+            db.query_row("SELECT COUNT(*) FROM recordings WHERE recording_id = ?1", [id], |r| r.get::<_, i64>(0));
         count.is_ok_and(|n| n > 0)
     })
 }
@@ -767,7 +767,9 @@ fn a_killed_ingest_leaves_the_resources_as_they_were() {
     write(
         &big,
         "endpoints.csv",
-        &format!("endpoint_id,auth_id,sub_account,alias,username,password,application_id\nE1,{A},,Moved,desk1,secret,APP1\n"),
+        &format!(
+            "endpoint_id,auth_id,sub_account,alias,username,password,application_id\nE1,{A},,Moved,desk1,secret,APP1\n"
+        ),
     );
     write(&big, "recordings/new.csv", &format!("{RECORDINGS_HEADER}{}", recording_row("RNEW", "2026-11-20T20:00:00Z")));
 
@@ -818,7 +820,8 @@ fn serve_refuses_tokens_sealed_with_the_public_key_of_earlier_versions() {
     let query = "granularity=year&page_size=1&product=voice";
     let digest = telemeter::query::UsageParams::parse_query(query).unwrap().digest(A);
     let days = |y, m, d| chrono::Datelike::num_days_from_ce(&chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap());
-    let token = crate::common::forged_v1(&crate::common::public_key(), 1, days(-261_826, 12, 15), days(2027, 1, 1), digest);
+    let token =
+        crate::common::forged_v1(&crate::common::public_key(), 1, days(-261_826, 12, 15), days(2027, 1, 1), digest);
     let response = get(&mut c, &format!("/v1/Account/{A}/UsageSummary/?{query}&page_token={token}"), &auth);
     assert_error(&response, 400, "page_token");
     assert!(!response.text().contains("-261826"));

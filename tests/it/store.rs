@@ -304,7 +304,8 @@ fn ingest_loads_resources_and_a_records_only_day_keeps_them() {
     let output = ingest(&sample, &store, &[]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let endpoint = |store: &Path| {
-        let db = telemeter::resources::Store::open(&store.join("resources.sqlite")).expect("open resources");
+        let opened = telemeter::store::Store::open(store).expect("open the store");
+        let db = telemeter::resources::Store::open_for_store(&opened).expect("open resources");
         db.endpoint("MA001", "EP_DESK").expect("query").map(|e| e.username)
     };
     assert_eq!(endpoint(&store).as_deref(), Some("frontdesk"));

@@ -25,7 +25,11 @@ fn five_days(dir: &Path) {
 
 /// A call on a day before every other: its row sorts first.
 fn add_first_row(dir: &Path) {
-    write(dir, "calls/late.csv", format!("{CALLS}c09,A1,,2026-11-09T10:00:00Z,voice,pstn,outbound,US,60,0.01,0,4000\n"));
+    write(
+        dir,
+        "calls/late.csv",
+        format!("{CALLS}c09,A1,,2026-11-09T10:00:00Z,voice,pstn,outbound,US,60,0.01,0,4000\n"),
+    );
 }
 
 const QUERY: &str = "product=voice&page_size=3&from_date=2026-11-01&to_date=2026-11-21";
@@ -108,7 +112,11 @@ fn a_token_forged_with_the_public_key_of_earlier_versions_is_refused() {
     let dir = temp_dir();
     five_days(dir.path());
     // A second row in any window: calls to another country.
-    write(dir.path(), "calls/gb.csv", format!("{CALLS}g1,A1,,2026-11-10T10:00:00Z,voice,pstn,outbound,GB,60,0.01,0,4000\n"));
+    write(
+        dir.path(),
+        "calls/gb.csv",
+        format!("{CALLS}g1,A1,,2026-11-10T10:00:00Z,voice,pstn,outbound,GB,60,0.01,0,4000\n"),
+    );
     let query = "granularity=year&page_size=1&product=voice";
     let digest = telemeter::query::UsageParams::parse_query(query).expect("a query").digest("A1");
     // A window from the year -261826 to 2027: nonsense dates.
@@ -177,7 +185,10 @@ fn without_a_configured_key_each_store_and_the_state_directory_have_their_own() 
     #[cfg(unix)]
     assert_eq!(mode(&state.join("token.key")), 0o600);
     // The next run reads the same key: page 2.
-    assert_eq!(json(summary("--data", &data, &with_token(QUERY, &raw_token)).ok())["usage"][0]["from_date"], "2026-11-13T00:00:00Z");
+    assert_eq!(
+        json(summary("--data", &data, &with_token(QUERY, &raw_token)).ok())["usage"][0]["from_date"],
+        "2026-11-13T00:00:00Z"
+    );
 
     run(&["ingest", "--data", data.to_str().expect("UTF-8"), "--store", store.to_str().expect("UTF-8")]).ok();
     assert!(store.join("token.key").exists(), "ingest made the store's key");
@@ -189,12 +200,19 @@ fn without_a_configured_key_each_store_and_the_state_directory_have_their_own() 
     assert_ne!(store_token, raw_token, "another key");
     summary("--store", &store, &with_token(QUERY, &store_token)).ok();
     // A token of one key is not one of the other.
-    assert_refused(&summary("--store", &store, &with_token(QUERY, &raw_token)), &["not a page token issued by this service"]);
-    assert_refused(&summary("--data", &data, &with_token(QUERY, &store_token)), &["not a page token issued by this service"]);
+    assert_refused(
+        &summary("--store", &store, &with_token(QUERY, &raw_token)),
+        &["not a page token issued by this service"],
+    );
+    assert_refused(
+        &summary("--data", &data, &with_token(QUERY, &store_token)),
+        &["not a page token issued by this service"],
+    );
     // A configured key is used instead of either.
     let mut command = common::command();
     command.env("TELEMETER_STATE_DIR", &state).env("TELEMETER_TOKEN_KEY", "ours");
-    let args = ["summary", "--store", store.to_str().expect("UTF-8"), "--auth-id", "A1", "--query", QUERY, "--now", NOW];
+    let args =
+        ["summary", "--store", store.to_str().expect("UTF-8"), "--auth-id", "A1", "--query", QUERY, "--now", NOW];
     let configured = json(common::run_command(&args, command).ok());
     assert_ne!(configured["meta"]["next_page_token"].as_str(), Some(store_token.as_str()));
 }

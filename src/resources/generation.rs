@@ -1,0 +1,371 @@
+//! The resources of a store generation: what an ingest makes of the
+//! previous generation's database and the resource inputs of its data
+//! directory ("resources ingest like records").
+//!
+//! - `endpoints.csv` and `registrations.csv` are the current view: a file
+//!   that is there replaces its table; a file that is not leaves the table
+//!   as it was.
+//! - `recordings/` adds up, like records: a new `recording_id` is added; one
+//!   already stored with the same content is a duplicate (counted, stored
+//!   once); one with different content is a conflict (an error naming the
+//!   place, as for records); one deleted through the API is skipped.
+//!
+//! [`build`] writes the new database under its own name (a copy of the
+//! previous one, changed in one transaction), never touching the previous
+//! one: the ingest's manifest publishes it, so a failed or killed ingest
+//! leaves the published resources exactly as they were.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::load::{self, Inputs};
+use super::{connect_deletions, connect_with, db_error, resources_schema, Endpoint, Registration};
+use crate::error::{Error, Result};
+
+/// What an ingest did to a store's resources.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Endpoints held afterwards, when `endpoints.csv` was read (it
+    /// replaces them); `None` when they were kept.
+    pub endpoints: Option<u64>,
+    /// Registrations held afterwards, when `registrations.csv` was read;
+    /// `None` when they were kept.
+    pub registrations: Option<u64>,
+    /// Files read under `recordings/` (0 when there is no such folder).
+    pub recording_files: u64,
+    /// Recordings added.
+    pub recordings_added: u64,
+    /// Recordings read that were stored already (same content).
+    pub recordings_duplicates: u64,
+    /// Recordings read that were deleted through the API: left out.
+    pub deleted_skipped: u64,
+    /// Whether the new database differs from the previous generation's (it
+    /// is only written, and published, when it does).
+    pub changed: bool,
+}
+
+/// Where a new generation's resources start from.
+#[derive(Clone, Copy, Debug)]
+pub enum Previous<'a> {
+    /// A store without resources yet.
+    Nothing,
+    /// The previous generation's database (never modified: copied).
+    Generation(&'a Path),
+    /// The `resources.sqlite` of a store written before resources were
+    /// part of its generations (a live database: copied by SQLite, and its
+    /// deletions moved into the store's deletions database).
+    Legacy(&'a Path),
+}
+
+/// Builds the resources of a new generation at `out` from `previous` and
+/// the inputs of `data`, skipping recordings deleted in `deletions` (the
+/// store's deletions database). `None` when `data` has no resource input
+/// (nothing is written); otherwise what changed, and `out` exists exactly
+/// when something did.
+pub fn build(data: &Path, previous: Previous<'_>, deletions: &Path, out: &Path) -> Result<Option<Changes>> {
+    let inputs = load::read_inputs(data)?;
+    if inputs.is_empty() {
+        return Ok(None);
+    }
+    let deleted = deleted_ids(deletions, previous)?;
+    match std::fs::remove_file(out) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(out, e)),
+    }
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    match previous {
+        Previous::Nothing => {}
+        Previous::Generation(path) => {
+            std::fs::copy(path, out).map_err(|e| Error::io(path, format!("cannot copy to {}: {e}", out.display())))?;
+        }
+        Previous::Legacy(path) => {
+            let connection = Connection::open(path).map_err(|e| db_error(path, e))?;
+            connection.busy_timeout(std::time::Duration::from_secs(10)).map_err(|e| db_error(path, e))?;
+            let target = out.to_str().ok_or_else(|| Error::io(out, "the path is not UTF-8"))?;
+            connection.execute("VACUUM INTO ?1", [target]).map_err(|e| db_error(path, e))?;
+        }
+    }
+    // A rollback journal (not WAL): the file alone is the database, so it
+    // can be copied and opened read-only once published.
+    let mut connection = connect_with(out, "DELETE", "FULL")?;
+    connection.execute_batch(&resources_schema("main")).map_err(|e| db_error(out, e))?;
+    let changes = apply(&mut connection, inputs, &deleted).map_err(|e| match e {
+        Applied::Db(e) => db_error(out, e),
+        Applied::Input(e) => e,
+    })?;
+    drop(connection);
+    if !changes.changed {
+        std::fs::remove_file(out).map_err(|e| Error::io(out, e))?;
+    }
+    Ok(Some(changes))
+}
+
+/// The recording ids deleted through the API; from a legacy database, its
+/// deletions are first copied into `deletions`.
+fn deleted_ids(deletions: &Path, previous: Previous<'_>) -> Result<HashSet<String>> {
+    let connection = connect_deletions(deletions)?;
+    if let Previous::Legacy(legacy) = previous {
+        let path = legacy.to_str().ok_or_else(|| Error::io(legacy, "the path is not UTF-8"))?;
+        let migrate = connection
+            .execute("ATTACH DATABASE ?1 AS legacy", [path])
+            .and_then(|_| {
+                connection.execute(
+                    "INSERT OR IGNORE INTO main.deletions (recording_id, auth_id, deleted_at_us) \
+                     SELECT recording_id, auth_id, deleted_at_us FROM legacy.deletions",
+                    [],
+                )
+            })
+            .and_then(|_| connection.execute("DETACH DATABASE legacy", []));
+        migrate.map_err(|e| db_error(legacy, e))?;
+    }
+    let mut statement = connection.prepare("SELECT recording_id FROM deletions").map_err(|e| db_error(deletions, e))?;
+    let ids = statement
+        .query_map([], |row| row.get(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<HashSet<String>>>())
+        .map_err(|e| db_error(deletions, e))?;
+    Ok(ids)
+}
+
+/// A failure while applying: the database's, or an input's (a conflict).
+enum Applied {
+    Db(rusqlite::Error),
+    Input(Error),
+}
+
+impl From<rusqlite::Error> for Applied {
+    fn from(e: rusqlite::Error) -> Applied {
+        Applied::Db(e)
+    }
+}
+
+/// Applies `inputs` to the database in one transaction.
+fn apply(connection: &mut Connection, inputs: Inputs, deleted: &HashSet<String>) -> Result<Changes, Applied> {
+    let mut changes = Changes::default();
+    let transaction = connection.transaction()?;
+    if let Some(endpoints) = inputs.endpoints {
+        changes.endpoints = Some(endpoints.len() as u64);
+        if stored_endpoints(&transaction)? != endpoints {
+            changes.changed = true;
+            transaction.execute("DELETE FROM endpoints", [])?;
+            let mut insert = transaction.prepare(
+                "INSERT INTO endpoints (endpoint_id, auth_id, sub_account, alias, username, password_md5, \
+                 application_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for e in endpoints.values() {
+                insert.execute(params![
+                    e.endpoint_id,
+                    e.auth_id,
+                    e.sub_account,
+                    e.alias,
+                    e.username,
+                    e.password_md5,
+                    e.application_id
+                ])?;
+            }
+        }
+    }
+    if let Some(mut registrations) = inputs.registrations {
+        changes.registrations = Some(registrations.len() as u64);
+        registrations.sort_by(|a, b| registration_order(a).cmp(&registration_order(b)));
+        if stored_registrations(&transaction)? != registrations {
+            changes.changed = true;
+            transaction.execute("DELETE FROM registrations", [])?;
+            let mut insert = transaction.prepare(
+                "INSERT INTO registrations (endpoint_id, sip_contact, sip_expires_us, sip_user_agent) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            for r in &registrations {
+                insert.execute(params![r.endpoint_id, r.sip_contact, r.sip_expires_us, r.sip_user_agent])?;
+            }
+        }
+    }
+    if let Some((recordings, files)) = inputs.recordings {
+        changes.recording_files = files;
+        let mut find = transaction
+            .prepare(&format!("SELECT {} FROM recordings WHERE recording_id = ?1", super::RECORDING_COLUMNS))?;
+        let mut insert = transaction.prepare(&format!(
+            "INSERT INTO recordings ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            super::RECORDING_COLUMNS
+        ))?;
+        for (id, (r, place)) in &recordings {
+            if deleted.contains(id) {
+                changes.deleted_skipped += 1;
+                continue;
+            }
+            match find.query_row([id], super::recording_from_row).optional()? {
+                Some(stored) if stored == *r => changes.recordings_duplicates += 1,
+                Some(_) => {
+                    return Err(Applied::Input(Error::io(
+                        &place.file,
+                        format!(
+                            "conflicting duplicate recording_id '{id}': {place} differs from the recording \
+                             an earlier ingest stored"
+                        ),
+                    )))
+                }
+                None => {
+                    insert.execute(params![
+                        r.recording_id,
+                        r.auth_id,
+                        r.subaccount_auth,
+                        r.call_uuid,
+                        r.from_number,
+                        r.to_number,
+                        r.conference_name,
+                        r.conference_uuid,
+                        r.mpc_name,
+                        r.mpc_uuid,
+                        r.recording_url,
+                        r.recording_format,
+                        r.recording_type,
+                        r.start,
+                        r.end,
+                        r.add_time_us
+                    ])?;
+                    changes.recordings_added += 1;
+                    changes.changed = true;
+                }
+            }
+        }
+    }
+    transaction.commit()?;
+    Ok(changes)
+}
+
+fn registration_order(r: &Registration) -> (&str, i64, &str, &str) {
+    (&r.endpoint_id, r.sip_expires_us, &r.sip_contact, &r.sip_user_agent)
+}
+
+fn stored_endpoints(connection: &Connection) -> rusqlite::Result<BTreeMap<String, Endpoint>> {
+    let mut statement = connection.prepare(
+        "SELECT endpoint_id, auth_id, sub_account, alias, username, password_md5, application_id FROM endpoints",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok(Endpoint {
+            endpoint_id: row.get(0)?,
+            auth_id: row.get(1)?,
+            sub_account: row.get(2)?,
+            alias: row.get(3)?,
+            username: row.get(4)?,
+            password_md5: row.get(5)?,
+            application_id: row.get(6)?,
+        })
+    })?;
+    rows.map(|e| e.map(|e| (e.endpoint_id.clone(), e))).collect()
+}
+
+fn stored_registrations(connection: &Connection) -> rusqlite::Result<Vec<Registration>> {
+    let mut statement =
+        connection.prepare("SELECT endpoint_id, sip_contact, sip_expires_us, sip_user_agent FROM registrations")?;
+    let rows = statement.query_map([], |row| {
+        Ok(Registration {
+            endpoint_id: row.get(0)?,
+            sip_contact: row.get(1)?,
+            sip_expires_us: row.get(2)?,
+            sip_user_agent: row.get(3)?,
+        })
+    })?;
+    let mut registrations = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    registrations.sort_by(|a, b| registration_order(a).cmp(&registration_order(b)));
+    Ok(registrations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{ListQuery, Store};
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    const HEADER: &str = "recording_id,auth_id,subaccount_auth,call_uuid,from_number,to_number,conference_name,\
+conference_uuid,mpc_name,mpc_uuid,recording_url,recording_format,recording_type,recording_start_ms,recording_end_ms,add_time\n";
+
+    fn recording(id: &str, url: &str) -> String {
+        format!("{id},A,,C{id},+1,+2,,,,,{url},mp3,normal,1763646301000,1763646302000,2026-11-20T10:00:00Z\n")
+    }
+
+    fn ids(db: &Path, deletions: &Path) -> Vec<String> {
+        let store = Store::open_generation(Some(db), deletions).unwrap();
+        let all = ListQuery { limit: 20, ..ListQuery::default() };
+        store.list_recordings("A", &all).unwrap().1.into_iter().map(|r| r.recording_id).collect()
+    }
+
+    #[test]
+    fn each_generation_is_the_previous_plus_its_inputs() {
+        let temp = tempfile::tempdir().unwrap();
+        let (day1, day2, day3) = (temp.path().join("d1"), temp.path().join("d2"), temp.path().join("d3"));
+        let deletions = temp.path().join("deletions.sqlite");
+        write(&day1, "endpoints.csv", "endpoint_id,auth_id,alias,username,password\nE1,A,Desk,desk,pw\n");
+        write(
+            &day1,
+            "registrations.csv",
+            "endpoint_id,sip_contact,sip_expires,sip_user_agent\nE1,sip:x,2026-11-21T00:00:00Z,X\n",
+        );
+        write(&day1, "recordings/r.csv", &format!("{HEADER}{}{}", recording("R1", "u1"), recording("R2", "u2")));
+        let first = temp.path().join("g1.sqlite");
+        let changes = build(&day1, Previous::Nothing, &deletions, &first).unwrap().unwrap();
+        assert_eq!((changes.endpoints, changes.registrations, changes.recordings_added), (Some(1), Some(1), 2));
+        assert!(changes.changed);
+
+        // Recordings only: one new, one already stored; R2 deleted meanwhile.
+        let store = Store::open_generation(Some(&first), &deletions).unwrap();
+        assert!(store.delete_recording("A", "R2", 0).unwrap());
+        assert!(!store.delete_recording("A", "R2", 0).unwrap());
+        assert_eq!(ids(&first, &deletions), ["R1"], "a deletion hides the row of a published generation");
+        write(
+            &day2,
+            "recordings/r.csv",
+            &format!("{HEADER}{}{}{}", recording("R1", "u1"), recording("R2", "u2"), recording("R3", "u3")),
+        );
+        let second = temp.path().join("g2.sqlite");
+        let changes = build(&day2, Previous::Generation(&first), &deletions, &second).unwrap().unwrap();
+        assert_eq!((changes.endpoints, changes.registrations), (None, None));
+        assert_eq!((changes.recordings_added, changes.recordings_duplicates, changes.deleted_skipped), (1, 1, 1));
+        assert_eq!(ids(&second, &deletions), ["R1", "R3"]);
+        let kept = Store::open_generation(Some(&second), &deletions).unwrap();
+        assert_eq!(kept.endpoint("A", "E1").unwrap().map(|e| e.alias).as_deref(), Some("Desk"));
+        assert!(kept.active_registration("E1", 0).unwrap().is_some());
+        assert_eq!(ids(&first, &deletions), ["R1"], "the previous generation is untouched");
+
+        // The same files again: nothing changes, nothing is written.
+        let third = temp.path().join("g3.sqlite");
+        let changes = build(&day2, Previous::Generation(&second), &deletions, &third).unwrap().unwrap();
+        assert!(!changes.changed);
+        assert!(!third.exists());
+        // No resource input at all: nothing to do.
+        std::fs::create_dir_all(&day3).unwrap();
+        assert_eq!(build(&day3, Previous::Generation(&second), &deletions, &third).unwrap(), None);
+
+        // A stored id with other content is a conflict naming the place.
+        write(&day3, "recordings/late.csv", &format!("{HEADER}{}", recording("R3", "elsewhere")));
+        let error = build(&day3, Previous::Generation(&second), &deletions, &third).unwrap_err().to_string();
+        assert!(error.contains("conflicting duplicate recording_id 'R3': recordings/late.csv:2"), "{error}");
+    }
+
+    #[test]
+    fn a_store_of_the_earlier_layout_is_carried_over_with_its_deletions() {
+        let temp = tempfile::tempdir().unwrap();
+        let (data, later) = (temp.path().join("data"), temp.path().join("later"));
+        write(&data, "endpoints.csv", "endpoint_id,auth_id,alias,username,password\nE1,A,Desk,desk,pw\n");
+        write(&data, "recordings/r.csv", &format!("{HEADER}{}{}", recording("R1", "u1"), recording("R2", "u2")));
+        let legacy = temp.path().join("resources.sqlite");
+        crate::resources::load(&data, &legacy).unwrap();
+        assert!(Store::open(&legacy).unwrap().delete_recording("A", "R1", 0).unwrap());
+        write(&later, "recordings/r.csv", &format!("{HEADER}{}", recording("R3", "u3")));
+        let (deletions, out) = (temp.path().join("deletions.sqlite"), temp.path().join("g.sqlite"));
+        let changes = build(&later, Previous::Legacy(&legacy), &deletions, &out).unwrap().unwrap();
+        assert_eq!(changes.recordings_added, 1);
+        assert_eq!(ids(&out, &deletions), ["R2", "R3"]);
+        let store = Store::open_generation(Some(&out), &deletions).unwrap();
+        assert!(store.endpoint("A", "E1").unwrap().is_some());
+    }
+}
