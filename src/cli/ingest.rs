@@ -96,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 table(r.endpoints, "endpoints.csv"),
                 table(r.registrations, "registrations.csv"),
                 if r.recording_files == 0 {
-                    "kept (no recordings/)".to_owned()
+                    "kept (no recording files)".to_owned()
                 } else {
                     format!(
                         "{} added, {} already stored, {} deleted earlier and skipped",

@@ -6,7 +6,6 @@
 //! of a live one: a killed reader's lease is cleaned).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,19 +71,14 @@ fn write(dir: &Path, name: &str, text: &str) {
 }
 
 fn ingest(data: &Path, store: &Path) {
-    let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
-        .args(["ingest", "--data"])
-        .arg(data)
-        .arg("--store")
-        .arg(store)
-        .output()
-        .unwrap();
+    let output =
+        crate::common::command().args(["ingest", "--data"]).arg(data).arg("--store").arg(store).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
 /// `summary --store` of `account`, without its trailing newline.
 fn summary(store: &Path, account: &str) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+    let output = crate::common::command()
         .args(["summary", "--store"])
         .arg(store)
         .args(["--auth-id", account, "--query", QUERY, "--now", NOW])
