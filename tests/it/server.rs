@@ -826,3 +826,25 @@ fn serve_refuses_tokens_sealed_with_the_public_key_of_earlier_versions() {
     assert_error(&response, 400, "page_token");
     assert!(!response.text().contains("-261826"));
 }
+
+#[test]
+fn a_page_token_replayed_after_the_data_changed_is_a_400_from_the_server_too() {
+    let (data, server) = started();
+    let mut c = server.client();
+    let auth = basic(A, "token-a");
+    let query = "product=voice,zentrunk&page_size=2&from_date=2026-11-01&to_date=2026-11-21";
+    let first = json(&get(&mut c, &format!("/v1/Account/{A}/UsageSummary/?{query}"), &auth));
+    let token = first["meta"]["next_page_token"].as_str().unwrap().to_owned();
+    let page = |c: &mut Client| get(c, &format!("/v1/Account/{A}/UsageSummary/?{query}&page_token={token}"), &auth);
+    assert_eq!(page(&mut c).status, 200);
+    // A call that sorts first, written after page 1.
+    write(
+        data.path(),
+        "calls/2026/late.csv",
+        &format!(
+            "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n\
+             c0,{A},,2026-11-02T10:00:00Z,voice,pstn,outbound,US,60,0.013,0.001,4000\n"
+        ),
+    );
+    assert_error(&page(&mut c), 400, "the data changed since it was issued");
+}

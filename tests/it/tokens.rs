@@ -216,3 +216,23 @@ fn without_a_configured_key_each_store_and_the_state_directory_have_their_own() 
     let configured = json(common::run_command(&args, command).ok());
     assert_ne!(configured["meta"]["next_page_token"].as_str(), Some(store_token.as_str()));
 }
+
+#[test]
+fn report_takes_a_bad_now_and_a_dashed_query_as_bad_requests() {
+    let temp = temp_dir();
+    let data = temp.path().join("data");
+    five_days(&data);
+    let out = temp.path().join("out");
+    let (data, out) = (data.to_str().expect("UTF-8"), out.to_str().expect("UTF-8"));
+    let bad_now = common::telemeter(&["report", "--data", data, "--out", out, "--now", "-1", "--quiet"]);
+    assert_eq!(
+        (bad_now.code, bad_now.stderr.as_str()),
+        (2, "error: invalid now '-1': expected an RFC 3339 instant, e.g. 2026-11-21T00:00:00Z\n")
+    );
+    let bad_query =
+        common::telemeter(&["report", "--data", data, "--out", out, "--query", "-x=1&granularity=week", "--quiet"]);
+    assert_eq!(bad_query.code, 2, "{}", bad_query.stderr);
+    assert!(bad_query.stderr.contains("invalid granularity 'week'"), "{}", bad_query.stderr);
+    let fine = common::telemeter(&["report", "--data", data, "--out", out, "--query", "-x=1", "--now", NOW, "--quiet"]);
+    fine.ok();
+}
