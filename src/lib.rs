@@ -29,6 +29,8 @@ pub mod aggregate;
 pub mod cli;
 pub mod dataset;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 pub mod labels;
 pub mod money;

@@ -6,6 +6,7 @@ mod edges;
 mod errors;
 mod follow;
 mod framing;
+mod fuzzing;
 mod generate;
 mod ingest;
 mod report;

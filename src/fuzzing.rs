@@ -1,0 +1,559 @@
+//! Fuzz entry points: each takes arbitrary bytes, runs them through the
+//! real code and asserts what must hold for any input. A panic here is a
+//! finding (a bug in the code under test, or in the check).
+//!
+//! The libFuzzer targets in `fuzz/` (`cargo fuzz run <target>`, see
+//! `docs/fuzzing.md`) call these, and so does `tests/it/fuzzing.rs`, which
+//! replays the seed corpus and a bounded random run in plain `cargo test`.
+//! Only wrappers and checks live here: every path goes through the same
+//! functions the commands use.
+//!
+//! - [`csv_reader`]: a records file through `records::csv::read` (compared
+//!   with the csv crate's own reading of the same bytes) and through
+//!   `aggregate::aggregate`, in both `--on-bad-row` modes:
+//!   `read = used + set_aside + duplicates`, every row at its line.
+//! - [`record_checks`]: fields into `records::parse_record` in each input
+//!   form; an accepted record reads back the same from its canonical text
+//!   and from Parquet-typed fields.
+//! - [`query_parser`]: a query string into `UsageParams::parse_query` and
+//!   `UsageRequest::resolve` at a fixed `now`: a 400 naming a known key, or
+//!   a window within its cap whose buckets tile it; its page token resumes
+//!   the same window.
+//! - [`token_decoder`]: text, bodies sealed with the key and hand-made
+//!   tokens into `PageToken::decode` and `resolve`: a 400, or a sane window.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use chrono_tz::Tz;
+
+use crate::aggregate::{self, Bucketing, OnBadRow, Selector};
+use crate::error::Error;
+use crate::money::{Amount, SCALE};
+use crate::query::{UsageParams, UsageRequest, KEYS};
+use crate::records::csv::RowSink;
+use crate::records::files::{Format, InputFile};
+use crate::records::{self, Field, FieldError, Kind, Record};
+use crate::time::{Buckets, Granularity};
+use crate::token::{self, PageToken, TokenKey};
+
+/// A fuzz target: bytes in, a panic on a broken invariant.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name of its `fuzz/fuzz_targets/` file and corpus
+/// folder.
+pub const TARGETS: [(&str, Target); 4] = [
+    ("csv_reader", csv_reader),
+    ("record_checks", record_checks),
+    ("query_parser", query_parser),
+    ("token_decoder", token_decoder),
+];
+
+/// The fixed clock of the request targets.
+fn now() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_795_262_400, 0).unwrap_or_default() // 2026-11-21T12:00:00Z
+}
+
+// ---------------------------------------------------------------- csv_reader
+
+/// A records file of one kind. The first byte picks the kind (`& 3`) and,
+/// with bit `4` set, starts the file with the kind's contract header (so
+/// the fuzzer reaches rows at once); the rest is the file.
+pub fn csv_reader(data: &[u8]) {
+    let Some((&control, rest)) = data.split_first() else { return };
+    let kind = Kind::ALL[(control & 3) as usize];
+    let mut bytes = Vec::with_capacity(rest.len() + 128);
+    if control & 4 != 0 {
+        bytes.extend_from_slice(kind.columns().join(",").as_bytes());
+        bytes.push(b'\n');
+    }
+    bytes.extend_from_slice(rest);
+    check_csv(kind, &bytes);
+}
+
+/// What became of one row: its line and its outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Row {
+    line: u64,
+    outcome: Outcome,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Checked: the record (as text, for comparing), its id, content hash,
+    /// amount.
+    Record { shown: String, id: String, hash: u64, amount: i64 },
+    /// Refused by `parse_record`.
+    Refused(FieldError),
+    /// Not the header's number of fields.
+    Malformed,
+}
+
+fn outcome(kind: Kind, fields: &[Field<'_>]) -> Outcome {
+    match records::parse_record(kind, fields) {
+        Ok(record) => Outcome::Record {
+            shown: format!("{record:?}"),
+            id: record.record_id.to_owned(),
+            hash: record.content_hash(),
+            amount: record.amount,
+        },
+        Err(e) => Outcome::Refused(e),
+    }
+}
+
+/// Collects every row the reader hands over.
+struct Collect {
+    kind: Kind,
+    rows: Vec<Row>,
+}
+
+impl RowSink for Collect {
+    fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+        assert_eq!(fields.len(), self.kind.columns().len(), "line {line}: a row of the wrong width");
+        self.rows.push(Row { line, outcome: outcome(self.kind, fields) });
+        true
+    }
+
+    fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
+        assert!(!reason.is_empty(), "line {line}: a malformed row without a reason ({value:?})");
+        self.rows.push(Row { line, outcome: Outcome::Malformed });
+        true
+    }
+}
+
+/// The rows of `bytes` as the csv crate's reader sees them: every record
+/// but empty lines, at the line where its first byte is.
+fn csv_crate_rows(kind: Kind, bytes: &[u8]) -> Option<Vec<Row>> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Some(Vec::new());
+    }
+    let mut reader = ::csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(bytes);
+    let mut header = ::csv::ByteRecord::new();
+    reader.read_byte_record(&mut header).ok()?;
+    let names: Vec<&[u8]> = header.iter().collect();
+    let mut columns = Vec::new();
+    for column in kind.columns() {
+        let mut found = names.iter().enumerate().filter(|(_, n)| **n == column.as_bytes());
+        match (found.next(), found.next()) {
+            (Some((index, _)), None) => columns.push(index),
+            _ => return None,
+        }
+    }
+    let mut rows = Vec::new();
+    let mut record = ::csv::ByteRecord::new();
+    loop {
+        let from = reader.position().byte() as usize;
+        match reader.read_byte_record(&mut record) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => panic!("the csv crate failed on a flexible byte reader: {e}"),
+        }
+        // The record starts after the line ends it skipped.
+        let start = from + bytes[from..].iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
+        let line = 1 + memchr::memchr_iter(b'\n', &bytes[..start]).count() as u64;
+        let outcome = if record.len() != header.len() {
+            Outcome::Malformed
+        } else {
+            let fields: Vec<Field<'_>> = columns.iter().map(|&i| Field::Text(&record[i])).collect();
+            outcome(kind, &fields)
+        };
+        rows.push(Row { line, outcome });
+    }
+    Some(rows)
+}
+
+fn check_csv(kind: Kind, bytes: &[u8]) {
+    let name = format!("{}/fuzz.csv", kind.name());
+    let file = InputFile { kind, path: PathBuf::from(&name), name, format: Format::Csv, size: bytes.len() as u64 };
+    let read = records::csv::read(&file, kind, bytes, || Collect { kind, rows: Vec::new() });
+    let expected = csv_crate_rows(kind, bytes);
+    let rows: Vec<Row> = match (read, &expected) {
+        (Ok(sinks), Some(expected)) => {
+            let rows: Vec<Row> = sinks.into_iter().flat_map(|s| s.rows).collect();
+            assert_eq!(&rows, expected, "the reader and the csv crate disagree");
+            rows
+        }
+        (Err(Error::Io { message, .. }), None) => {
+            assert!(!message.is_empty());
+            check_aggregate(kind, bytes, None);
+            return;
+        }
+        (Ok(_), None) => panic!("read a file whose header the csv crate refuses"),
+        (Err(e), _) => panic!("refused a file whose header is good: {e}"),
+    };
+    check_aggregate(kind, bytes, Some(&rows));
+}
+
+/// What aggregating one file must give, derived from its rows.
+struct Expected {
+    read: u64,
+    bad_lines: Vec<u64>,
+    used: u64,
+    duplicates: u64,
+    amount: i128,
+    conflict: bool,
+}
+
+fn expected(rows: &[Row]) -> Expected {
+    let mut first: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut e =
+        Expected { read: rows.len() as u64, bad_lines: Vec::new(), used: 0, duplicates: 0, amount: 0, conflict: false };
+    for row in rows {
+        match &row.outcome {
+            Outcome::Record { id, hash, amount, .. } => match first.get(id.as_str()) {
+                Some(seen) if seen == hash => e.duplicates += 1,
+                Some(_) => e.conflict = true,
+                None => {
+                    first.insert(id, *hash);
+                    e.used += 1;
+                    e.amount += *amount as i128;
+                }
+            },
+            Outcome::Refused(_) | Outcome::Malformed => e.bad_lines.push(row.line),
+        }
+    }
+    e
+}
+
+static DIRS: AtomicU64 = AtomicU64::new(0);
+
+/// The file as the only file of a data directory, through the aggregate
+/// every command runs, in both bad-row modes.
+fn check_aggregate(kind: Kind, bytes: &[u8], rows: Option<&[Row]>) {
+    let dir = std::env::temp_dir().join(format!(
+        "telemeter-fuzz-{}-{}",
+        std::process::id(),
+        DIRS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let folder = dir.join(kind.name());
+    if let Err(e) = std::fs::create_dir_all(&folder).and_then(|()| std::fs::write(folder.join("fuzz.csv"), bytes)) {
+        panic!("cannot write {}: {e}", folder.display());
+    }
+    let everything =
+        || Selector::everything(Bucketing::shared(Buckets::from_bounds(vec![i64::MIN, i64::MAX], Tz::UTC)));
+    let set_aside = aggregate::aggregate(&dir, &everything(), OnBadRow::SetAside);
+    let fail = aggregate::aggregate(&dir, &everything(), OnBadRow::Fail);
+    let _ = std::fs::remove_dir_all(&dir);
+    let Some(rows) = rows else {
+        assert!(matches!(set_aside, Err(Error::Io { .. })), "a bad header aggregated: {set_aside:?}");
+        assert!(matches!(fail, Err(Error::Io { .. })), "a bad header aggregated: {fail:?}");
+        return;
+    };
+    let e = expected(rows);
+    match set_aside {
+        Err(Error::Conflict { .. }) => assert!(e.conflict, "a conflict without conflicting rows"),
+        Err(other) => panic!("set-aside mode failed: {other}"),
+        Ok(result) => {
+            assert!(!e.conflict, "conflicting rows aggregated");
+            let tally = result.tallies.get(&kind).copied().unwrap_or_default();
+            assert_eq!(tally.read, tally.used + tally.set_aside + tally.duplicates, "{tally:?}");
+            assert_eq!(
+                (tally.read, tally.used, tally.set_aside, tally.duplicates),
+                (e.read, e.used, e.bad_lines.len() as u64, e.duplicates),
+                "tally (read, used, set aside, duplicates)"
+            );
+            let lines: Vec<u64> = result.rejects.iter().map(|r| r.location.line).collect();
+            assert_eq!(lines, e.bad_lines, "set-aside lines");
+            assert!(result.rejects.iter().all(|r| r.location.file == format!("{}/fuzz.csv", kind.name())));
+            let records: u64 = result.groups.values().map(|t| t.records).sum();
+            let amount: i128 = result.groups.values().map(|t| t.amount).sum();
+            assert_eq!((records, tally.selected, amount), (e.used, e.used, e.amount), "groups (records, amount)");
+        }
+    }
+    match (fail, e.bad_lines.first()) {
+        (Err(Error::BadRecord(bad)), Some(&line)) => assert_eq!(bad.location.line, line, "the first bad row"),
+        (Err(Error::Conflict { .. }), None) => assert!(e.conflict),
+        (Ok(result), None) => {
+            assert!(!e.conflict);
+            let tally = result.tallies.get(&kind).copied().unwrap_or_default();
+            assert_eq!((tally.read, tally.used, tally.set_aside), (e.read, e.used, 0));
+        }
+        (other, first_bad) => panic!("fail mode gave {other:?}; first bad line {first_bad:?}"),
+    }
+}
+
+// ------------------------------------------------------------- record_checks
+
+/// One row's fields: the first byte picks the kind (`& 3`); the rest is
+/// split at `0xFF` bytes (never part of UTF-8) into the kind's columns,
+/// missing ones empty.
+pub fn record_checks(data: &[u8]) {
+    let Some((&control, rest)) = data.split_first() else { return };
+    let kind = Kind::ALL[(control & 3) as usize];
+    let width = kind.columns().len();
+    let mut values: Vec<&[u8]> = rest.split(|b| *b == 0xFF).take(width).collect();
+    values.resize(width, b"");
+    let text: Vec<Field<'_>> = values.iter().map(|v| Field::Text(v)).collect();
+    let result = records::parse_record(kind, &text);
+
+    // The readers' other forms of the same values agree: printable ASCII
+    // handed over as `Ascii`, empty values as Parquet nulls.
+    let ascii: Vec<Field<'_>> = values
+        .iter()
+        .map(|v| match std::str::from_utf8(v) {
+            Ok(s) if v.iter().all(|b| (0x20..=0x7e).contains(b)) => Field::Ascii(s),
+            _ => Field::Text(v),
+        })
+        .collect();
+    assert_eq!(records::parse_record(kind, &ascii), result, "Ascii and Text forms disagree");
+    let nulls: Vec<Field<'_>> =
+        values.iter().map(|v| if v.is_empty() { Field::Null } else { Field::Text(v) }).collect();
+    match (records::parse_record(kind, &nulls), &result) {
+        (Ok(a), Ok(b)) => assert_eq!(&a, b, "a null and an empty value read differently"),
+        (Err(a), Err(b)) => assert_eq!(a.column, b.column, "a null and an empty value refused at different columns"),
+        (a, b) => panic!("a null and an empty value disagree: {a:?} / {b:?}"),
+    }
+
+    match result {
+        Ok(record) => check_record(kind, &record),
+        Err(e) => {
+            assert!(e.column < width, "{e:?}");
+            assert!(!e.reason.is_empty(), "{e:?}");
+        }
+    }
+}
+
+fn check_record(kind: Kind, record: &Record<'_>) {
+    for id in [record.record_id, record.auth_id] {
+        assert!(!id.is_empty() && records::check_id(id).is_ok(), "bad id {id:?}");
+    }
+    assert!(record.subaccount.is_empty() || records::check_id(record.subaccount).is_ok());
+    assert!(record.timestamp.nanos < 1_000_000_000);
+    assert!(record.amount >= 0 && record.duration >= 0 && record.surcharge >= 0, "{record:?}");
+    assert!(record.surcharge <= record.amount, "{record:?}");
+    match kind {
+        Kind::Messages => assert!(record.units >= 1),
+        Kind::Calls | Kind::Transcriptions => assert_eq!(record.units, 1),
+        Kind::Charges => assert!(record.amount > 0 && !record.type_.is_empty()),
+    }
+
+    // Its canonical text reads back to the same record.
+    let Some(time) = record.timestamp.to_datetime() else { panic!("{record:?}: not a chrono instant") };
+    let time = time.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+    let decimal = |n: i64| Amount::from_nanos(n as i128).to_plain_string();
+    let units = record.units.to_string();
+    let (amount, surcharge, duration) = (decimal(record.amount), decimal(record.surcharge), decimal(record.duration));
+    let direction = record.direction.map_or("", |d| d.as_str());
+    let country = record.country.as_ref().map_or("", |c| c.as_str());
+    let texts: Vec<&str> = match kind {
+        Kind::Calls => vec![
+            record.record_id,
+            record.auth_id,
+            record.subaccount,
+            &time,
+            record.product.as_str(),
+            record.type_,
+            direction,
+            country,
+            &duration,
+            &amount,
+            &surcharge,
+            record.code,
+        ],
+        Kind::Messages => vec![
+            record.record_id,
+            record.auth_id,
+            record.subaccount,
+            &time,
+            record.type_,
+            direction,
+            country,
+            &units,
+            &amount,
+            &surcharge,
+            record.code,
+        ],
+        Kind::Transcriptions => {
+            vec![record.record_id, record.auth_id, record.subaccount, &time, record.type_, &duration, &amount]
+        }
+        Kind::Charges => vec![record.record_id, record.auth_id, &time, record.type_, &units, &amount],
+    };
+    // A four-digit year only (an offset can carry a record across year 0 or
+    // 9999; such an instant is held, but has no canonical text to compare).
+    if (0..=9999).contains(&chrono::Datelike::year(&record.timestamp.to_datetime().unwrap_or_default())) {
+        let fields: Vec<Field<'_>> = texts.iter().map(|t| Field::Text(t.as_bytes())).collect();
+        match records::parse_record(kind, &fields) {
+            Ok(again) => {
+                assert_eq!(&again, record, "the canonical text reads differently");
+                assert_eq!(again.content_hash(), record.content_hash());
+            }
+            Err(e) => panic!("the canonical text {texts:?} of {record:?} is refused: {e:?}"),
+        }
+    }
+
+    // So do Parquet-typed fields: timestamps, decimals, integer counts.
+    let columns = kind.columns();
+    let fields: Vec<Field<'_>> = texts
+        .iter()
+        .zip(columns)
+        .map(|(text, column)| match *column {
+            "timestamp" => Field::Time(record.timestamp),
+            "amount" => Field::Decimal { unscaled: record.amount as i128, scale: 9 },
+            "surcharge" => Field::Decimal { unscaled: record.surcharge as i128 * 1000, scale: 12 },
+            "billed_seconds" | "duration_seconds" if record.duration as i128 % SCALE == 0 => {
+                Field::Int((record.duration as i128 / SCALE) as i64)
+            }
+            "billed_seconds" | "duration_seconds" => Field::Decimal { unscaled: record.duration as i128, scale: 9 },
+            "segments" | "units" => Field::Int(record.units as i64),
+            _ if text.is_empty() => Field::Null,
+            _ => Field::Text(text.as_bytes()),
+        })
+        .collect();
+    if record.units <= i64::MAX as u64 {
+        match records::parse_record(kind, &fields) {
+            Ok(again) => assert_eq!(&again, record, "typed fields read differently"),
+            Err(e) => panic!("typed fields of {record:?} are refused: {e:?}"),
+        }
+    }
+}
+
+// -------------------------------------------------------------- query_parser
+
+/// A query string (lossily decoded), parsed and resolved for account `A`
+/// at a fixed `now`, with no account zone and with two far-apart ones.
+pub fn query_parser(data: &[u8]) {
+    let query = String::from_utf8_lossy(data);
+    let params = match UsageParams::parse_query(&query) {
+        Ok(params) => params,
+        Err(e) => {
+            assert!(KEYS.contains(&e.parameter.as_str()), "a 400 naming an unknown parameter: {e:?}");
+            assert!(!e.message.is_empty());
+            return;
+        }
+    };
+    let key = TokenKey::default();
+    for account_tz in [None, Some(Tz::Pacific__Kiritimati), Some(Tz::Pacific__Pago_Pago)] {
+        match UsageRequest::resolve("A", params.clone(), now(), account_tz, &key) {
+            Ok(request) => {
+                if params.page_token.is_none() {
+                    assert_eq!(request.offset, 0);
+                }
+                check_request(&request);
+                // Its token resumes the same window on a later day.
+                let offset = data.len() as u64 * 7919;
+                let token = request.token_at(offset, &key);
+                let later = now() + chrono::Duration::days(3);
+                let next = UsageParams { page_token: Some(token), ..params.clone() };
+                match UsageRequest::resolve("A", next, later, account_tz, &key) {
+                    Ok(again) => {
+                        assert_eq!((again.window, again.offset), (request.window.clone(), offset));
+                    }
+                    Err(e) => panic!("the request's own token is refused: {e:?}"),
+                }
+            }
+            Err(e) => assert!(KEYS.contains(&e.parameter.as_str()), "a 400 naming an unknown parameter: {e:?}"),
+        }
+    }
+}
+
+/// A resolved window is ordered, within its granularity's cap, and its
+/// buckets tile it.
+fn check_request(request: &UsageRequest) {
+    let window = &request.window;
+    let granularity = request.params.granularity;
+    assert!(window.from < window.to, "{window:?}");
+    assert!(window.start < window.end, "{window:?}");
+    let days = (window.to - window.from).num_days();
+    match granularity {
+        Granularity::Hour => assert!(days <= 7, "{window:?}"),
+        Granularity::Day => assert!(days <= 92, "{window:?}"),
+        Granularity::Month => {
+            assert!(window.from.checked_add_months(chrono::Months::new(24)).is_none_or(|cap| window.to <= cap))
+        }
+        Granularity::Year => {}
+    }
+    let buckets = window.buckets(granularity);
+    assert!(!buckets.is_empty(), "{window:?}: no bucket");
+    let mut at = window.start;
+    for i in 0..buckets.len() as u32 {
+        let (start, end) = buckets.span(i);
+        assert!(
+            start == at && start < end,
+            "{window:?} {granularity:?}: bucket {i} is [{start}, {end}), expected from {at}"
+        );
+        assert_eq!(buckets.index(start), Some(i));
+        at = end;
+    }
+    assert_eq!(at, window.end, "{window:?}: the buckets end early");
+    assert_eq!(buckets.index(window.end), None);
+}
+
+// ------------------------------------------------------------- token_decoder
+
+/// Page tokens. The first byte picks the form of the rest: text as sent;
+/// a body sealed with the key (past the tag, the decoder's own checks);
+/// or an offset and two day numbers, made into a token bound to the
+/// request (the decoder's window through `resolve`). The granularity comes
+/// from the first byte too.
+pub fn token_decoder(data: &[u8]) {
+    let Some((&control, rest)) = data.split_first() else { return };
+    let key = TokenKey::default();
+    let granularity = Granularity::ALL[(control >> 2 & 3) as usize];
+    let params = UsageParams { granularity, ..UsageParams::default() };
+    let text = match control & 3 {
+        0 => String::from_utf8_lossy(rest).into_owned(),
+        1 => token::seal(rest, &key),
+        _ => {
+            let mut bytes = [0u8; 16];
+            let n = rest.len().min(16);
+            bytes[..n].copy_from_slice(&rest[..n]);
+            let offset =
+                u64::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7]]);
+            let from = i32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+            let to = i32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
+            let (Some(from), Some(to)) =
+                (NaiveDate::from_num_days_from_ce_opt(from), NaiveDate::from_num_days_from_ce_opt(to))
+            else {
+                return;
+            };
+            PageToken { offset, from, to, digest: params.digest("A") }.encode(&key)
+        }
+    };
+    let decoded = PageToken::decode(&text, &key);
+    if let Some(token) = &decoded {
+        assert_eq!(PageToken::decode(&token.encode(&key), &key).as_ref(), Some(token), "a token does not round-trip");
+        assert_eq!(PageToken::decode(&text, &TokenKey::from_secret("another key")), None, "another key's token");
+    }
+    let tz = [Tz::UTC, Tz::Pacific__Kiritimati, Tz::Pacific__Pago_Pago, Tz::Asia__Kolkata][(control >> 4 & 3) as usize];
+    let params = UsageParams { page_token: Some(text), timezone: Some(tz), ..params };
+    match UsageRequest::resolve("A", params, now(), None, &key) {
+        Ok(request) => {
+            let Some(token) = decoded else { panic!("resolve took a token that does not decode") };
+            assert_eq!((request.window.from, request.window.to, request.offset), (token.from, token.to, token.offset));
+            check_request(&request);
+        }
+        Err(e) => assert_eq!(e.parameter, "page_token", "{e:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fixed_clock_is_the_documented_day() {
+        assert_eq!(now().to_rfc3339(), "2026-11-21T12:00:00+00:00");
+    }
+
+    #[test]
+    fn a_good_file_reads_the_same_through_both_readers() {
+        let mut data = vec![5u8];
+        data.extend_from_slice(
+            b"m1,A1,,2026-11-20T13:45:01Z,sms,outbound,US,1,0.0050,0,\n\
+              m1,A1,,2026-11-20T13:45:01Z,sms,outbound,US,1,0.005,0,\n\
+              \"m2\",A1,,2026-11-20T13:45:01Z,sms,outbound,US,2,0.01,0,\n\
+              m3,A1,,bad,sms,outbound,US,1,0.005,0,\n\
+              m4,short\n",
+        );
+        csv_reader(&data);
+        let mut bytes = Kind::Messages.columns().join(",").into_bytes();
+        bytes.push(b'\n');
+        bytes.extend_from_slice(&data[1..]);
+        let rows = csv_crate_rows(Kind::Messages, &bytes).unwrap_or_default();
+        let e = expected(&rows);
+        assert_eq!((e.read, e.used, e.duplicates, e.bad_lines), (5, 2, 1, vec![5, 6]));
+    }
+}

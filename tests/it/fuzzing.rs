@@ -1,0 +1,96 @@
+//! The fuzz targets in plain `cargo test`: every seed-corpus file of
+//! `fuzz/corpus/<target>/` (crash inputs included, as regressions) through
+//! its target, then a bounded random run of each target over mutated seeds.
+//! The long runs are `cargo fuzz run <target>` (docs/fuzzing.md); this is
+//! the short one CI can afford, with no extra install.
+
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+use telemeter::fuzzing::TARGETS;
+
+use crate::common::root;
+
+fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let folder = root().join("fuzz/corpus").join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|entry| entry.expect("a corpus entry").path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    files.into_iter().map(|path| (path.clone(), std::fs::read(&path).expect("a corpus file"))).collect()
+}
+
+#[test]
+fn every_seed_passes_its_target() {
+    for (name, target) in TARGETS {
+        let seeds = corpus(name);
+        assert!(seeds.len() >= 5, "{name}: only {} seeds", seeds.len());
+        for (path, data) in seeds {
+            let outcome = std::panic::catch_unwind(|| target(&data));
+            assert!(outcome.is_ok(), "{name} fails on {}", path.display());
+        }
+    }
+}
+
+/// Bytes that end fields, lines, values or parameters in the inputs.
+const STRUCTURAL: &[u8] = b",\"\r\n\xff&=%.:-+0";
+
+/// A seed with some bytes replaced, inserted or removed.
+fn mutated(seeds: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
+    let count = seeds.len();
+    (0..count, proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..4), 0..12)).prop_map(
+        move |(pick, edits)| {
+            let mut data = seeds[pick].clone();
+            for (at, byte, how) in edits {
+                let at = if data.is_empty() { 0 } else { at.index(data.len()) };
+                match how {
+                    0 if !data.is_empty() => data[at] = byte,
+                    1 => data.insert(at, byte),
+                    2 if !data.is_empty() => {
+                        data.remove(at);
+                    }
+                    // A structural byte of the formats, where mutations find edges.
+                    _ => data.insert(at, STRUCTURAL[byte as usize % STRUCTURAL.len()]),
+                }
+            }
+            data
+        },
+    )
+}
+
+fn seeds_of(target: &str) -> Vec<Vec<u8>> {
+    corpus(target).into_iter().map(|(_, data)| data).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn csv_reader_on_mutated_seeds(data in mutated(seeds_of("csv_reader"))) {
+        telemeter::fuzzing::csv_reader(&data);
+    }
+
+    #[test]
+    fn record_checks_on_mutated_seeds(data in mutated(seeds_of("record_checks"))) {
+        telemeter::fuzzing::record_checks(&data);
+    }
+
+    #[test]
+    fn query_parser_on_mutated_seeds(data in mutated(seeds_of("query_parser"))) {
+        telemeter::fuzzing::query_parser(&data);
+    }
+
+    #[test]
+    fn token_decoder_on_mutated_seeds(data in mutated(seeds_of("token_decoder"))) {
+        telemeter::fuzzing::token_decoder(&data);
+    }
+
+    #[test]
+    fn every_target_on_random_bytes(data in proptest::collection::vec(any::<u8>(), 0..400)) {
+        for (_, target) in TARGETS {
+            target(&data);
+        }
+    }
+}
