@@ -135,6 +135,11 @@ fn parse_short_nanos(text: &[u8]) -> Option<i64> {
     for (i, &b) in text.iter().enumerate() {
         let digit = b.wrapping_sub(b'0');
         if digit < 10 {
+            // A tenth digit before the point is not the short form; stopping
+            // here also keeps `digits` to at most 18 digits (no overflow).
+            if dot.is_none() && i >= 9 {
+                return None;
+            }
             digits = digits * 10 + digit as i64;
         } else if b == b'.' && dot.is_none() {
             dot = Some(i);
@@ -260,6 +265,17 @@ mod tests {
         }
         for text in ["", ".5", "5.", "1.2.3", "1000000000", "0.0000000001", "-1", "1e3", " 1", "9223372036.854775807"] {
             assert_eq!(parse_short_nanos(text.as_bytes()), None, "{text}");
+        }
+    }
+
+    /// Found by the `record_checks` fuzz target: nineteen digits and no
+    /// point overflowed the short parser's accumulator (a panic in debug
+    /// builds, a wrapped value thrown away in release ones).
+    #[test]
+    fn nineteen_digits_without_a_point_are_too_large_not_an_overflow() {
+        for text in ["9223372037185477580", "9999999999999999999", "1000000000000000000"] {
+            assert_eq!(parse_short_nanos(text.as_bytes()), None, "{text}");
+            assert_eq!(parse_nanos(text.as_bytes()), Err(DecimalError::TooLarge), "{text}");
         }
     }
 
