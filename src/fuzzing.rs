@@ -469,7 +469,7 @@ pub fn query_parser(data: &[u8]) {
             return;
         }
     };
-    let key = TokenKey::default();
+    let key = TokenKey::from_secret("fuzz");
     for account_tz in [None, Some(Tz::Pacific__Kiritimati), Some(Tz::Pacific__Pago_Pago)] {
         match UsageRequest::resolve("A", params.clone(), now(), account_tz, &key) {
             Ok(request) => {
@@ -478,13 +478,14 @@ pub fn query_parser(data: &[u8]) {
                 }
                 check_request(&request);
                 // Its token resumes the same window on a later day.
-                let offset = data.len() as u64 * 7919;
-                let token = request.token_at(offset, &key);
+                let offset = u64::from(request.params.page_size) * (1 + data.len() as u64);
+                let token = request.token_at(offset, [7; 16], &key);
                 let later = now() + chrono::Duration::days(3);
                 let next = UsageParams { page_token: Some(token), ..params.clone() };
                 match UsageRequest::resolve("A", next, later, account_tz, &key) {
                     Ok(again) => {
                         assert_eq!((again.window, again.offset), (request.window.clone(), offset));
+                        assert_eq!(again.snapshot, Some([7; 16]));
                     }
                     Err(e) => panic!("the request's own token is refused: {e:?}"),
                 }
@@ -531,13 +532,14 @@ fn check_request(request: &UsageRequest) {
 /// Page tokens. The first byte picks the form of the rest: text as sent;
 /// a body sealed with the key (past the tag, the decoder's own checks);
 /// or an offset and two day numbers, made into a token bound to the
-/// request (the decoder's window through `resolve`). The granularity comes
-/// from the first byte too.
+/// request (the decoder's window through `resolve`). The granularity, the
+/// zone and the page size (1 or 100) come from the first byte too.
 pub fn token_decoder(data: &[u8]) {
     let Some((&control, rest)) = data.split_first() else { return };
-    let key = TokenKey::default();
+    let key = TokenKey::from_secret("fuzz");
     let granularity = Granularity::ALL[(control >> 2 & 3) as usize];
-    let params = UsageParams { granularity, ..UsageParams::default() };
+    let page_size = if control & 0x40 != 0 { 1 } else { 100 };
+    let params = UsageParams { granularity, page_size, ..UsageParams::default() };
     let text = match control & 3 {
         0 => String::from_utf8_lossy(rest).into_owned(),
         1 => token::seal(rest, &key),
@@ -554,13 +556,16 @@ pub fn token_decoder(data: &[u8]) {
             else {
                 return;
             };
-            PageToken { offset, from, to, digest: params.digest("A") }.encode(&key)
+            PageToken { offset, from, to, digest: params.digest("A"), snapshot: [7; 16] }.encode(&key)
         }
     };
-    let decoded = PageToken::decode(&text, &key);
+    let decoded = PageToken::decode(&text, &key).ok();
     if let Some(token) = &decoded {
-        assert_eq!(PageToken::decode(&token.encode(&key), &key).as_ref(), Some(token), "a token does not round-trip");
-        assert_eq!(PageToken::decode(&text, &TokenKey::from_secret("another key")), None, "another key's token");
+        assert_eq!(PageToken::decode(&token.encode(&key), &key).ok().as_ref(), Some(token), "no round trip");
+        assert!(PageToken::decode(&text, &TokenKey::from_secret("another key")).is_err(), "another key's token");
+        assert!(token.from < token.to && token.offset > 0, "decoded {token:?}");
+        assert!((0..=9999).contains(&chrono::Datelike::year(&token.from)), "decoded {token:?}");
+        assert!((0..=9999).contains(&chrono::Datelike::year(&token.to)), "decoded {token:?}");
     }
     let tz = [Tz::UTC, Tz::Pacific__Kiritimati, Tz::Pacific__Pago_Pago, Tz::Asia__Kolkata][(control >> 4 & 3) as usize];
     let params = UsageParams { page_token: Some(text), timezone: Some(tz), ..params };
@@ -568,6 +573,8 @@ pub fn token_decoder(data: &[u8]) {
         Ok(request) => {
             let Some(token) = decoded else { panic!("resolve took a token that does not decode") };
             assert_eq!((request.window.from, request.window.to, request.offset), (token.from, token.to, token.offset));
+            assert_eq!(request.snapshot, Some(token.snapshot));
+            assert_eq!(request.offset % u64::from(request.params.page_size), 0);
             check_request(&request);
         }
         Err(e) => assert_eq!(e.parameter, "page_token", "{e:?}"),
