@@ -41,6 +41,29 @@ pub struct Args {
     /// are checked exactly against the index (0: after every batch).
     #[arg(long, default_value_t = IngestOptions::DEFAULT_PENDING_BYTES >> 20)]
     pub pending_mb: u64,
+    /// Where the checking, deduplication and rollups run: here (local), or
+    /// as an Apache Spark job (spark; needs SPARK_HOME). Both publish the
+    /// same store.
+    #[arg(long, value_enum, default_value = "local")]
+    pub engine: EngineArg,
+    /// With `--engine spark`: the Spark master (`local[N]`,
+    /// `spark://host:port`, `yarn`, `k8s://...`); default: Spark's own
+    /// configuration (spark-defaults.conf, else local[*]).
+    #[arg(long, value_name = "URL")]
+    pub spark_master: Option<String>,
+    /// With `--engine spark`: a Spark setting, KEY=VALUE (repeatable); it
+    /// overrides telemeter's defaults (UI off, WARN logs, ANSI SQL).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub spark_conf: Vec<String>,
+}
+
+/// `--engine` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArg {
+    /// This process, on this machine.
+    Local,
+    /// An Apache Spark job, through `$SPARK_HOME/bin/spark-submit`.
+    Spark,
 }
 
 /// `--on-bad-row` values.
@@ -67,8 +90,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         filter_bytes: args.filter_mb << 20,
         pending_bytes: args.pending_mb << 20,
     };
-    let report = store::ingest(&args.data, &args.store, &options)
-        .with_context(|| format!("cannot ingest {} into {}", args.data.display(), args.store.display()))?;
+    let report = match args.engine {
+        EngineArg::Local => store::ingest(&args.data, &args.store, &options),
+        EngineArg::Spark => {
+            let spark = spark_options(&args)?;
+            store::spark::ingest_spark(&args.data, &args.store, &options, &spark)
+        }
+    }
+    .with_context(|| format!("cannot ingest {} into {}", args.data.display(), args.store.display()))?;
     for kind in Kind::ALL {
         let t = report.tallies.get(&kind).copied().unwrap_or_default();
         println!(
@@ -119,4 +148,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("nothing new: the store is unchanged at generation {}", report.generation);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where Spark is (`SPARK_HOME`), and the job's settings.
+fn spark_options(args: &Args) -> anyhow::Result<store::spark::SparkOptions> {
+    let home = std::env::var_os("SPARK_HOME").filter(|h| !h.is_empty()).context(
+        "--engine spark needs SPARK_HOME: a Spark 4 installation whose bin/spark-submit runs the job \
+         (see README, 'Running on Spark')",
+    )?;
+    let spark_submit = PathBuf::from(home).join("bin").join("spark-submit");
+    anyhow::ensure!(spark_submit.exists(), "{} does not exist (check SPARK_HOME)", spark_submit.display());
+    let mut conf = Vec::new();
+    for pair in &args.spark_conf {
+        let (key, value) =
+            pair.split_once('=').with_context(|| format!("--spark-conf '{pair}' is not KEY=VALUE"))?;
+        anyhow::ensure!(!key.trim().is_empty(), "--spark-conf '{pair}' has an empty key");
+        conf.push((key.trim().to_owned(), value.to_owned()));
+    }
+    let binary = std::env::current_exe().context("cannot find this program to ship to Spark's executors")?;
+    Ok(store::spark::SparkOptions { spark_submit, master: args.spark_master.clone(), conf, binary })
 }

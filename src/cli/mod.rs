@@ -8,6 +8,7 @@ pub mod ingest;
 pub mod loadtest;
 pub mod report;
 pub mod serve;
+pub mod spark_task;
 pub mod summary;
 
 use std::io::Write;
@@ -50,6 +51,10 @@ pub enum Command {
     Report(report::Args),
     /// Write a synthetic data set (records.md) for benchmarks and demos.
     Generate(generate::Args),
+    /// One Spark task of `ingest --engine spark`: check one input file
+    /// (run by the Spark job, not by hand).
+    #[command(hide = true)]
+    SparkTask(spark_task::Args),
 }
 
 /// Runs the command line; the process exit code.
@@ -68,6 +73,7 @@ pub fn main() -> ExitCode {
         Command::Ingest(args) => ingest::run(args),
         Command::Report(args) => report::run(args),
         Command::Generate(args) => generate::run(args),
+        Command::SparkTask(args) => spark_task::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -137,6 +137,46 @@ impl IngestReport {
 /// Ingests `data` into `store` (created when missing).
 pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<IngestReport> {
     let id = &options.ingest_id;
+    let prepared = prepare(data, store, id)?;
+    let mut run = Run {
+        store,
+        id,
+        options,
+        inventory: &prepared.inventory,
+        old: &prepared.old,
+        manifest: prepared.old.clone(),
+        rollups: Rollups::default(),
+        report: IngestReport { id: id.clone(), files: prepared.inventory.files.len(), ..IngestReport::default() },
+        batches: 0,
+    };
+    for kind in Kind::ALL {
+        run.ingest_kind(kind)?;
+    }
+    let (report, manifest, rollups) = (run.report, run.manifest, run.rollups);
+    finish(store, id, prepared, manifest, rollups, report)
+}
+
+/// What an ingest holds from its start to its publish: the store's lock,
+/// the published manifest it builds on, the input files and accounts.
+pub(super) struct Prepared {
+    /// Held until the ingest ends (another ingest of the store waits out).
+    lock: std::fs::File,
+    /// The generation this ingest builds on.
+    pub(super) old: Manifest,
+    /// The input files, sorted (by kind, then name).
+    pub(super) inventory: Inventory,
+    /// `DATA/accounts.csv`, checked, when there is one.
+    accounts_bytes: Option<Vec<u8>>,
+    /// The resources database this ingest built (`resources_name`), when the
+    /// data directory has resource inputs.
+    resources: Option<crate::resources::Changes>,
+    /// Its name in the store.
+    resources_name: String,
+}
+
+/// Starts an ingest of `data` into `store`: checks the id, creates the
+/// store, takes its lock, reads the manifest, the inventory and accounts.
+pub(super) fn prepare(data: &Path, store: &Path, id: &str) -> Result<Prepared> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
         return Err(Error::BadRequest(crate::error::BadRequest::new(
             "ingest_id",
@@ -153,6 +193,17 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
 
     let old = Manifest::read(store)?.unwrap_or(Manifest { format: FORMAT_VERSION, ..Manifest::default() });
     let inventory = Inventory::scan(data)?;
+    let base = old.sources.len() as u64;
+    if base + inventory.files.len() as u64 > u64::from(index::MAX_SOURCE) {
+        return Err(Error::io(
+            store,
+            format!(
+                "a store holds at most {} input files; it has {base} and this ingest reads {} more",
+                index::MAX_SOURCE,
+                inventory.files.len()
+            ),
+        ));
+    }
     let accounts_bytes = read_accounts(data)?;
     // The resources first (they are small, and a bad file fails the run
     // before the records' work): a new database of this generation,
@@ -171,29 +222,28 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
         &store.join(super::DELETIONS_DB),
         &store.join(&resources_name),
     )?;
-    let mut run = Run {
-        store,
-        id,
-        options,
-        inventory: &inventory,
-        old: &old,
-        manifest: old.clone(),
-        rollups: Rollups::default(),
-        report: IngestReport { id: id.clone(), files: inventory.files.len(), ..IngestReport::default() },
-        batches: 0,
-    };
-    for kind in Kind::ALL {
-        run.ingest_kind(kind)?;
-    }
-    let mut report = run.report;
-    let mut manifest = run.manifest;
-    let rollups = run.rollups;
+    Ok(Prepared { lock, old, inventory, accounts_bytes, resources, resources_name })
+}
+
+/// Ends an ingest whose new records and index files are written and whose
+/// new rows are in `rollups` (and whose resources database `prepare`
+/// built): writes the rejected rows, copies accounts, writes the rollups and publishes the manifest (the one
+/// commit point), then deletes files no generation needs. Nothing is
+/// published when nothing changed.
+pub(super) fn finish(
+    store: &Path,
+    id: &str,
+    prepared: Prepared,
+    mut manifest: Manifest,
+    rollups: Rollups,
+    mut report: IngestReport,
+) -> Result<IngestReport> {
+    let Prepared { lock, old, inventory, accounts_bytes, resources, resources_name } = prepared;
     let resources_changed = resources.as_ref().is_some_and(|changes| changes.changed);
     if resources_changed {
         manifest.resources = Some(resources_name);
     }
     report.resources = resources;
-
     if !report.rejects.is_empty() {
         let folder = store.join("rejected");
         std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
@@ -226,7 +276,7 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
     manifest.generation = old.generation + 1;
     manifest.sources.extend(inventory.files.iter().map(|f| format!("{} (ingest {id})", f.name)));
     manifest.ingests.push(super::IngestLog {
-        id: id.clone(),
+        id: id.to_owned(),
         files: inventory.files.len() as u64,
         read: total.read,
         used: total.used,
@@ -382,16 +432,6 @@ impl Run<'_> {
             return Ok(());
         }
         let base = self.old.sources.len() as u64;
-        if base + self.inventory.files.len() as u64 > u64::from(index::MAX_SOURCE) {
-            return Err(Error::io(
-                self.store,
-                format!(
-                    "a store holds at most {} input files; it has {base} and this ingest reads {} more",
-                    index::MAX_SOURCE,
-                    self.inventory.files.len()
-                ),
-            ));
-        }
         let files_of_kind = self.old.kind(kind);
         let amount = match files_of_kind.amount.as_str() {
             "" => Amount::ZERO,
@@ -652,31 +692,11 @@ impl Run<'_> {
     /// order) is an error unless rows are set aside.
     fn read_batch(&self, kind: Kind, batch: &[(u32, &InputFile)]) -> Result<Vec<Chunk>> {
         let on_bad_row = self.options.on_bad_row;
-        let read: Vec<Result<Vec<Chunk>>> = batch
-            .par_iter()
-            .map(|&(index, file)| {
-                let new_chunk = || Chunk::new(kind, index, file, on_bad_row);
-                match file.format {
-                    Format::Parquet => {
-                        let mut chunk = new_chunk();
-                        records::parquet::read(file, kind, &mut chunk)?;
-                        Ok(vec![chunk])
-                    }
-                    _ => {
-                        let bytes = records::csv::load(file)?;
-                        records::csv::read(file, kind, &bytes, new_chunk)
-                    }
-                }
-            })
-            .collect();
+        let read: Vec<Result<Vec<Chunk>>> =
+            batch.par_iter().map(|&(index, file)| check_file(kind, index, file, on_bad_row)).collect();
         let mut chunks = Vec::new();
         for file_chunks in read {
-            for mut chunk in file_chunks? {
-                if let Some(error) = chunk.error.take() {
-                    return Err(error.into());
-                }
-                chunks.push(chunk);
-            }
+            chunks.extend(file_chunks?);
         }
         Ok(chunks)
     }
@@ -692,7 +712,7 @@ type PendingClash = ((u32, u64), (u32, u64), u32);
 
 /// Splits files into batches of at most `limit` input bytes (at least one
 /// file each).
-fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> Vec<&'f [(u32, &'a InputFile)]> {
+pub(super) fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> Vec<&'f [(u32, &'a InputFile)]> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0u64);
     for (i, (_, file)) in files.iter().enumerate() {
@@ -858,7 +878,7 @@ impl Row {
 }
 
 /// The rows of one file or CSV chunk: a [`RowSink`].
-struct Chunk {
+pub(super) struct Chunk {
     kind: Kind,
     file: u32,
     file_name: String,
@@ -985,6 +1005,50 @@ impl RowSink for Chunk {
     }
 }
 
+/// Reads and checks one input file on its own, as [`Run::read_batch`] reads
+/// each file of a batch: its chunks in line order. With
+/// [`OnBadRow::Fail`], the first bad row is the `Err`.
+pub(super) fn check_file(kind: Kind, source: u32, file: &InputFile, on_bad_row: OnBadRow) -> Result<Vec<Chunk>> {
+    let new_chunk = || Chunk::new(kind, source, file, on_bad_row);
+    let chunks = match file.format {
+        Format::Parquet => {
+            let mut chunk = new_chunk();
+            records::parquet::read(file, kind, &mut chunk)?;
+            vec![chunk]
+        }
+        _ => {
+            let bytes = records::csv::load(file)?;
+            records::csv::read(file, kind, &bytes, new_chunk)?
+        }
+    };
+    let mut out = Vec::with_capacity(chunks.len());
+    for mut chunk in chunks {
+        if let Some(error) = chunk.error.take() {
+            return Err(error.into());
+        }
+        out.push(chunk);
+    }
+    Ok(out)
+}
+
+impl Chunk {
+    /// Rows read (valid or not).
+    pub(super) fn read(&self) -> u64 {
+        self.read
+    }
+
+    /// Rows set aside, in line order.
+    pub(super) fn rejects(&self) -> &[BadRecord] {
+        &self.rejects
+    }
+
+    /// Every valid row: its normalized record and its dedup entry, in line
+    /// order.
+    pub(super) fn valid_rows(&self) -> impl Iterator<Item = (RecordView<'_>, Seen)> + '_ {
+        self.rows.iter().map(|row| (self.view(row), row.seen))
+    }
+}
+
 /// The new rows of one chunk, folded.
 #[derive(Default)]
 struct ChunkFold {
@@ -1015,7 +1079,7 @@ struct RollupKey {
 
 /// The rollups of this ingest's new rows.
 #[derive(Default)]
-struct Rollups {
+pub(super) struct Rollups {
     strings: Interner,
     groups: FxHashMap<RollupKey, Totals>,
     /// Partial files written by [`Rollups::spill`], by account.
@@ -1043,6 +1107,19 @@ impl Rollups {
     }
 
     fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
+        let add = Totals {
+            records: 1,
+            units: row.units as u128,
+            duration: row.duration as i128,
+            amount: row.amount as i128,
+            surcharge: row.surcharge as i128,
+        };
+        self.add_totals(row, &add)
+    }
+
+    /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
+    /// `row.secs`): a row of rollups summed elsewhere (the Spark engine).
+    pub(super) fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
         let key = RollupKey {
             account: self.strings.intern(row.auth_id),
             subaccount: self.strings.intern(row.subaccount),
@@ -1053,15 +1130,8 @@ impl Rollups {
             direction: row.direction,
             code: self.strings.intern(row.code),
         };
-        let add = Totals {
-            records: 1,
-            units: row.units as u128,
-            duration: row.duration as i128,
-            amount: row.amount as i128,
-            surcharge: row.surcharge as i128,
-        };
         let totals = self.groups.entry(key).or_default();
-        *totals = totals.checked_add(&add).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
+        *totals = totals.checked_add(add).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
         Ok(())
     }
 

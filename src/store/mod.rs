@@ -62,6 +62,7 @@ pub mod ingest;
 pub mod lease;
 mod parquet_io;
 mod rollup;
+pub mod spark;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -104,7 +104,7 @@ pub(super) fn timestamp_nanos(row: &RecordView<'_>) -> Result<i64> {
 }
 
 /// Writes `frame` to `path` (created or truncated), synced to disk.
-fn write_frame(path: &Path, frame: &mut DataFrame) -> Result<()> {
+pub(super) fn write_frame(path: &Path, frame: &mut DataFrame) -> Result<()> {
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     let mut writer = std::io::BufWriter::new(file);
     // Snappy: fast to write and read, and every Parquet reader has it.

@@ -12,6 +12,7 @@ mod ingest;
 mod report;
 mod server;
 mod server_edges;
+mod spark;
 mod store;
 mod summary;
 mod timezones;

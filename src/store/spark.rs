@@ -1,0 +1,810 @@
+//! `ingest --engine spark`: the checking, deduplication and rollup of an
+//! ingest run as an Apache Spark job; the result is published here with the
+//! same writers, lock and manifest swap as the local ingest.
+//!
+//! The job is `spark/telemeter_ingest.py` (compiled in, written to the
+//! staging folder and handed to `spark-submit`). It works in
+//! `STORE/staging/<ingest>/`, a folder no manifest lists:
+//!
+//! 1. one Spark task per input file runs this binary's hidden
+//!    `spark-task` command ([`check_task`]): the same readers and the same
+//!    `records::parse_record` as every other command, so every contract
+//!    check, message and line number is the local engine's. It writes the
+//!    file's valid rows, normalized, to `checked/<n>.parquet` (plus the
+//!    record-id and content hashes the dedup index keeps) and its set-aside
+//!    rows to `checked/<n>.rejects.json`;
+//! 2. Spark SQL deduplicates each kind by `record_id`, against itself and
+//!    against the stored records, in (file, line) order: identical rows are
+//!    duplicates, different ones a conflict naming both places;
+//! 3. it writes the new rows sorted by (file, line) (`new/<kind>/`), their
+//!    15-minute rollups summed in exact integers (`rollups/`), and
+//!    `result.json` (counts per kind, or the first error).
+//!
+//! [`ingest_spark`] then writes the new rows as records and index files,
+//! merges the rollups into each account's files (`Rollups::write`, as the
+//! local ingest does, so the rollup files hold the same bytes) and
+//! publishes. A failed or killed job leaves only the staging folder, which
+//! is removed; the manifest swap stays the one commit point.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use polars::prelude::DataFrame;
+use serde::{Deserialize, Serialize};
+
+use super::index::{self, IndexEntry};
+use super::ingest::{self, IngestOptions, IngestReport, Rollups};
+use super::parquet_io::{self, int_column, polars_error, read_frame, text_column, RecordView};
+use crate::aggregate::{OnBadRow, Tally, Totals};
+use crate::error::{BadRecord, Error, Location, Result};
+use crate::money::Amount;
+use crate::records::dedup::Seen;
+use crate::records::files::{Format, InputFile};
+use crate::records::{Country, Direction, Kind, Product};
+
+/// The job, kept in the repository and compiled in.
+const JOB: &str = include_str!("../../spark/telemeter_ingest.py");
+
+/// Spark's logging while the job runs: warnings and errors only, on
+/// standard error.
+const LOG_CONFIG: &str = "rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+";
+
+/// How to reach Spark.
+#[derive(Clone, Debug)]
+pub struct SparkOptions {
+    /// `$SPARK_HOME/bin/spark-submit`.
+    pub spark_submit: PathBuf,
+    /// `--master`: `local[N]`, `spark://host:port`, `yarn`, `k8s://...`;
+    /// `None` leaves it to the Spark configuration.
+    pub master: Option<String>,
+    /// `--conf KEY=VALUE` pairs, after (so overriding) the job's defaults.
+    pub conf: Vec<(String, String)>,
+    /// This program, shipped to the executors (`--files`) for the row check.
+    pub binary: PathBuf,
+}
+
+/// The Spark configuration every job gets unless `--spark-conf` says
+/// otherwise: no UI, quiet logs, ANSI SQL (an overflowing sum is an error,
+/// never NULL), nanosecond Parquet timestamps read as integers.
+pub const DEFAULT_CONF: [(&str, &str); 6] = [
+    ("spark.ui.enabled", "false"),
+    ("spark.log.level", "WARN"),
+    ("spark.sql.ansi.enabled", "true"),
+    ("spark.sql.legacy.parquet.nanosAsLong", "true"),
+    ("spark.sql.session.timeZone", "UTC"),
+    ("spark.sql.debug.maxToStringFields", "100"),
+];
+
+/// One input file in the job's plan.
+#[derive(Debug, Serialize, Deserialize)]
+struct PlanFile {
+    index: u32,
+    kind: String,
+    path: String,
+    name: String,
+}
+
+/// What the job is told (`plan.json`).
+#[derive(Debug, Serialize)]
+struct Plan {
+    store: String,
+    staging: String,
+    ingest_id: String,
+    generation: u64,
+    on_bad_row: &'static str,
+    binary: String,
+    files: Vec<PlanFile>,
+    /// The stored records files of each kind, absolute paths.
+    stored: BTreeMap<String, Vec<String>>,
+}
+
+/// What the job found (`result.json`).
+#[derive(Debug, Deserialize)]
+struct JobResult {
+    error: Option<JobError>,
+    #[serde(default)]
+    kinds: BTreeMap<String, KindResult>,
+}
+
+/// The first error of the job, in (kind, file, line) order.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum JobError {
+    /// A bad row (with `--on-bad-row fail`).
+    BadRecord { file: String, line: u64, is_row: bool, column: String, value: String, reason: String },
+    /// Two rows with one record_id and different content: the earlier place
+    /// is a stored row (`first_name` is its manifest source) or a new one
+    /// (`first_index`).
+    Conflict {
+        kind: String,
+        record_id: String,
+        first_index: Option<u32>,
+        first_name: Option<String>,
+        first_line: u64,
+        second_index: u32,
+        second_line: u64,
+    },
+}
+
+/// The counts of one kind.
+#[derive(Debug, Default, Deserialize)]
+struct KindResult {
+    read: u64,
+    set_aside: u64,
+    duplicates: u64,
+    used: u64,
+    /// Input files (by index) that set rows aside.
+    #[serde(default)]
+    rejected_files: Vec<u32>,
+}
+
+/// What one `spark-task` run reports on its standard output (one JSON line).
+#[derive(Debug, Serialize)]
+pub struct TaskSummary {
+    /// The file's index in the ingest's inventory.
+    pub index: u32,
+    /// Rows read.
+    pub read: u64,
+    /// Valid rows written to the checked file.
+    pub valid: u64,
+    /// Rows set aside.
+    pub set_aside: u64,
+    /// The first bad row, with `--on-bad-row fail`.
+    pub error: Option<TaskError>,
+}
+
+/// A bad row as a task reports it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TaskError {
+    /// The file, as named in messages.
+    pub file: String,
+    /// Line or Parquet row.
+    pub line: u64,
+    /// Whether `line` is a Parquet row.
+    pub is_row: bool,
+    /// The column (or `-`).
+    pub column: String,
+    /// The value as read.
+    pub value: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+impl From<&BadRecord> for TaskError {
+    fn from(bad: &BadRecord) -> TaskError {
+        TaskError {
+            file: bad.location.file.clone(),
+            line: bad.location.line,
+            is_row: bad.location.is_row,
+            column: bad.column.clone(),
+            value: bad.value.clone(),
+            reason: bad.reason.clone(),
+        }
+    }
+}
+
+impl From<TaskError> for BadRecord {
+    fn from(e: TaskError) -> BadRecord {
+        BadRecord {
+            location: Location { file: e.file, line: e.line, is_row: e.is_row },
+            column: e.column,
+            value: e.value,
+            reason: e.reason,
+        }
+    }
+}
+
+/// The columns of a checked file and of the job's new rows.
+const CHECKED_COLUMNS: [&str; 19] = [
+    "record_id",
+    "auth_id",
+    "subaccount",
+    "secs",
+    "nanos",
+    "product",
+    "type",
+    "direction",
+    "country",
+    "units",
+    "duration",
+    "amount",
+    "surcharge",
+    "code",
+    "file",
+    "line",
+    "id_hi",
+    "id_lo",
+    "content",
+];
+
+/// The Spark task of one input file: reads and checks it (as the local
+/// ingest does), writes its valid rows to `out/<source>.parquet` and its
+/// set-aside rows to `out/<source>.rejects.json`. A bad row with
+/// [`OnBadRow::Fail`] is reported in the summary, not as an `Err` (the job
+/// picks the first one over all files).
+pub fn check_task(
+    kind: Kind,
+    path: &Path,
+    name: &str,
+    source: u32,
+    on_bad_row: OnBadRow,
+    out: &Path,
+) -> Result<TaskSummary> {
+    let format = Format::of(name).ok_or_else(|| Error::io(path, "not a csv, csv.gz, csv.zst or parquet file"))?;
+    let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    let file = InputFile { kind, path: path.to_owned(), name: name.to_owned(), format, size };
+    let mut summary = TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error: None };
+    let chunks = match ingest::check_file(kind, source, &file, on_bad_row) {
+        Ok(chunks) => chunks,
+        Err(Error::BadRecord(bad)) => {
+            summary.error = Some(TaskError::from(&*bad));
+            return Ok(summary);
+        }
+        Err(e) => return Err(e),
+    };
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
+    let mut rejects: Vec<TaskError> = Vec::new();
+    for chunk in &chunks {
+        summary.read += chunk.read();
+        rejects.extend(chunk.rejects().iter().map(TaskError::from));
+        rows.extend(chunk.valid_rows());
+    }
+    summary.valid = rows.len() as u64;
+    summary.set_aside = rejects.len() as u64;
+    if !rows.is_empty() {
+        let path = out.join(format!("{source}.parquet"));
+        write_checked(&path, &rows)?;
+    }
+    if !rejects.is_empty() {
+        let path = out.join(format!("{source}.rejects.json"));
+        let bytes = serde_json::to_vec(&rejects).map_err(|e| Error::Internal(format!("rejects: {e}")))?;
+        super::write_synced(&path, &bytes)?;
+    }
+    Ok(summary)
+}
+
+/// Writes checked rows in [`CHECKED_COLUMNS`]: integers for time (UTC
+/// seconds and nanoseconds) and money (nano-units), hashes as the bits of
+/// an `i64`.
+fn write_checked(path: &Path, rows: &[(RecordView<'_>, Seen)]) -> Result<()> {
+    let ints = |f: &dyn Fn(&(RecordView<'_>, Seen)) -> i64| rows.iter().map(f).collect::<Vec<i64>>();
+    let texts = |f: &dyn for<'r> Fn(&'r (RecordView<'r>, Seen)) -> &'r str| rows.iter().map(f).collect::<Vec<&str>>();
+    let units = rows.iter().map(|(r, _)| parquet_io::to_i64(r.units, "units")).collect::<Result<Vec<i64>>>()?;
+    let lines = rows.iter().map(|(_, s)| parquet_io::to_i64(s.line, "line")).collect::<Result<Vec<i64>>>()?;
+    let countries: Vec<&str> = rows.iter().map(|(r, _)| r.country.as_ref().map_or("", Country::as_str)).collect();
+    let columns = vec![
+        text_column("record_id", texts(&|(r, _)| r.record_id)),
+        text_column("auth_id", texts(&|(r, _)| r.auth_id)),
+        text_column("subaccount", texts(&|(r, _)| r.subaccount)),
+        int_column("secs", ints(&|(r, _)| r.secs)),
+        int_column("nanos", ints(&|(r, _)| i64::from(r.nanos))),
+        text_column("product", texts(&|(r, _)| r.product.as_str())),
+        text_column("type", texts(&|(r, _)| r.type_)),
+        text_column("direction", texts(&|(r, _)| r.direction.map_or("", Direction::as_str))),
+        text_column("country", countries),
+        int_column("units", units),
+        int_column("duration", ints(&|(r, _)| r.duration)),
+        int_column("amount", ints(&|(r, _)| r.amount)),
+        int_column("surcharge", ints(&|(r, _)| r.surcharge)),
+        text_column("code", texts(&|(r, _)| r.code)),
+        int_column("file", ints(&|(_, s)| i64::from(s.file))),
+        int_column("line", lines),
+        int_column("id_hi", ints(&|(_, s)| s.id.0 as i64)),
+        int_column("id_lo", ints(&|(_, s)| s.id.1 as i64)),
+        int_column("content", ints(&|(_, s)| s.content as i64)),
+    ];
+    let mut frame = DataFrame::new(rows.len(), columns).map_err(polars_error(path))?;
+    parquet_io::write_frame(path, &mut frame)
+}
+
+/// Ingests `data` into `store` with the checking, deduplication and rollups
+/// run as a Spark job; publishes like [`super::ingest`].
+pub fn ingest_spark(data: &Path, store: &Path, options: &IngestOptions, spark: &SparkOptions) -> Result<IngestReport> {
+    let id = &options.ingest_id;
+    let prepared = ingest::prepare(data, store, id)?;
+    let store_abs = std::path::absolute(store).map_err(|e| Error::io(store, e))?;
+    // Staging folders of earlier runs that failed or were killed: no ingest
+    // is running (the lock is held), so they are nobody's.
+    let _ = std::fs::remove_dir_all(store_abs.join("staging"));
+    let staging = store_abs.join("staging").join(id);
+    let outcome = run_job(&store_abs, &staging, id, options, spark, &prepared)
+        .and_then(|result| publish(store, options, &staging, prepared, result));
+    // Scratch of this ingest: published files were copied out of it.
+    let _ = std::fs::remove_dir_all(&staging);
+    if let Ok(mut left) = std::fs::read_dir(store.join("staging")) {
+        if left.next().is_none() {
+            let _ = std::fs::remove_dir(store.join("staging"));
+        }
+    }
+    outcome
+}
+
+/// Writes the plan and the job to `staging`, runs `spark-submit` and reads
+/// the job's result.
+fn run_job(
+    store: &Path,
+    staging: &Path,
+    id: &str,
+    options: &IngestOptions,
+    spark: &SparkOptions,
+    prepared: &ingest::Prepared,
+) -> Result<JobResult> {
+    if staging.exists() {
+        std::fs::remove_dir_all(staging).map_err(|e| Error::io(staging, e))?;
+    }
+    std::fs::create_dir_all(staging).map_err(|e| Error::io(staging, e))?;
+    let mut files = Vec::new();
+    for (i, file) in prepared.inventory.files.iter().enumerate() {
+        let path = std::path::absolute(&file.path).map_err(|e| Error::io(&file.path, e))?;
+        files.push(PlanFile {
+            index: i as u32,
+            kind: file.kind.name().to_owned(),
+            path: path_text(&path)?,
+            name: file.name.clone(),
+        });
+    }
+    let mut stored = BTreeMap::new();
+    for kind in Kind::ALL {
+        let names = prepared.old.kind(kind).records;
+        let paths = names.iter().map(|n| path_text(&store.join(n))).collect::<Result<Vec<_>>>()?;
+        stored.insert(kind.name().to_owned(), paths);
+    }
+    let binary_name = spark
+        .binary
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Error::io(&spark.binary, "not a program name"))?
+        .to_owned();
+    let generation = prepared.old.generation + 1;
+    let plan = Plan {
+        store: path_text(store)?,
+        staging: path_text(staging)?,
+        ingest_id: id.to_owned(),
+        generation,
+        on_bad_row: match options.on_bad_row {
+            OnBadRow::Fail => "fail",
+            OnBadRow::SetAside => "set-aside",
+        },
+        binary: binary_name,
+        files,
+        stored,
+    };
+    let plan_path = staging.join("plan.json");
+    let plan_bytes = serde_json::to_vec_pretty(&plan).map_err(|e| Error::Internal(format!("plan: {e}")))?;
+    super::write_synced(&plan_path, &plan_bytes)?;
+    let job_path = staging.join("telemeter_ingest.py");
+    super::write_synced(&job_path, JOB.as_bytes())?;
+
+    let mut command = Command::new(&spark.spark_submit);
+    if let Some(master) = &spark.master {
+        command.arg("--master").arg(master);
+    }
+    command.arg("--name").arg(format!("telemeter ingest {} generation {generation} ({id})", store.display()));
+    let mut conf: BTreeMap<String, String> =
+        DEFAULT_CONF.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    // Quiet from the first line: Spark's start-up INFO lines come before
+    // `spark.log.level` applies. (A `--spark-conf` of these keys wins.)
+    let log_config = staging.join("log4j2.properties");
+    super::write_synced(&log_config, LOG_CONFIG.as_bytes())?;
+    let java_option = format!("-Dlog4j2.configurationFile=file:{}", path_text(&log_config)?);
+    for key in ["spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"] {
+        conf.insert(key.to_owned(), java_option.clone());
+    }
+    for (key, value) in &spark.conf {
+        conf.insert(key.clone(), value.clone());
+    }
+    for (key, value) in &conf {
+        command.arg("--conf").arg(format!("{key}={value}"));
+    }
+    command.arg("--files").arg(&spark.binary).arg(&job_path).arg(&plan_path);
+    // The job's own output goes to our standard error: standard output is
+    // the ingest's report.
+    command.stdout(Stdio::from(std::io::stderr())).stdin(Stdio::null());
+    let status =
+        command.status().map_err(|e| Error::io(&spark.spark_submit, format!("cannot run spark-submit: {e}")))?;
+    let result_path = staging.join("result.json");
+    if !status.success() || !result_path.exists() {
+        return Err(Error::Internal(format!(
+            "the Spark job failed ({status}); nothing was published (its log is above; run with \
+             --spark-conf spark.log.level=INFO for more)"
+        )));
+    }
+    let bytes = std::fs::read(&result_path).map_err(|e| Error::io(&result_path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::io(&result_path, format!("not a job result: {e}")))
+}
+
+fn path_text(path: &Path) -> Result<String> {
+    path.to_str().map(str::to_owned).ok_or_else(|| Error::io(path, "not a UTF-8 path"))
+}
+
+/// Turns the job's result into a published generation (or its error).
+fn publish(
+    store: &Path,
+    options: &IngestOptions,
+    staging: &Path,
+    prepared: ingest::Prepared,
+    result: JobResult,
+) -> Result<IngestReport> {
+    let id = &options.ingest_id;
+    let inventory = &prepared.inventory;
+    let old = &prepared.old;
+    let base = old.sources.len() as u32;
+    if let Some(error) = result.error {
+        return Err(match error {
+            JobError::BadRecord { file, line, is_row, column, value, reason } => {
+                Error::from(BadRecord { location: Location { file, line, is_row }, column, value, reason })
+            }
+            JobError::Conflict { kind, record_id, first_index, first_name, first_line, second_index, second_line } => {
+                let kind = Kind::ALL
+                    .into_iter()
+                    .find(|k| k.name() == kind)
+                    .ok_or_else(|| Error::Internal(format!("the Spark job named an unknown kind '{kind}'")))?;
+                let first = match (first_index, first_name) {
+                    (Some(i), _) => new_place(inventory, i, first_line),
+                    (None, Some(name)) => stored_place(name, first_line),
+                    (None, None) => new_place(inventory, u32::MAX, first_line),
+                };
+                Error::Conflict {
+                    kind: kind.name(),
+                    record_id,
+                    first,
+                    second: new_place(inventory, second_index, second_line),
+                }
+            }
+        });
+    }
+    let mut manifest = old.clone();
+    let mut report = IngestReport { id: id.to_owned(), files: inventory.files.len(), ..IngestReport::default() };
+    let mut batches = 0u64;
+    for kind in Kind::ALL {
+        let counts = result.kinds.get(kind.name());
+        let counts = match counts {
+            Some(c) => c,
+            None => &KindResult::default(),
+        };
+        let mut files = old.kind(kind);
+        let mut amount = match files.amount.as_str() {
+            "" => Amount::ZERO,
+            text => Amount::parse(text.as_bytes())
+                .map_err(|e| Error::Internal(format!("manifest amount of {kind} '{text}': {e}")))?,
+        };
+        // New rows are written as the local ingest writes them: one records
+        // and one index file per batch of input files (the same batches), in
+        // (file, line) order.
+        let of_kind: Vec<(u32, &InputFile)> =
+            inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
+        let ends: Vec<u32> =
+            ingest::batches(&of_kind, options.batch_bytes).iter().filter_map(|b| b.last().map(|f| f.0)).collect();
+        let mut used = 0u64;
+        for batch in runs_by_batch(&parts(&staging.join("new").join(kind.name()))?, &ends)? {
+            let frames: Vec<(&PathBuf, DataFrame)> =
+                batch.iter().map(|run| Ok((run.part, read_frame(run.part, &CHECKED_COLUMNS)?))).collect::<Result<_>>()?;
+            let columns: Vec<Checked<'_>> =
+                frames.iter().map(|(part, frame)| Checked::of(part, frame)).collect::<Result<_>>()?;
+            let mut views = Vec::new();
+            let mut entries = Vec::new();
+            let mut sum = 0i128;
+            for (run, rows) in batch.iter().zip(&columns) {
+                for i in run.rows.clone() {
+                    let file = u32::try_from(rows.file[i]).ok();
+                    let source_file = file.and_then(|f| inventory.files.get(f as usize));
+                    let (Some(file), Some(input)) = (file, source_file) else {
+                        return Err(Error::io(run.part, format!("row {i} names no input file")));
+                    };
+                    let view = rows.view(run.part, i, &input.name)?;
+                    sum += view.amount as i128;
+                    entries.push(IndexEntry {
+                        id: (rows.id_hi[i] as u64, rows.id_lo[i] as u64),
+                        content: rows.content[i] as u64,
+                        place: index::pack((base + file, view.source_line)),
+                    });
+                    views.push(view);
+                }
+            }
+            if views.is_empty() {
+                continue;
+            }
+            let name = format!("records/{}/{id}-{batches:05}.parquet", kind.name());
+            let index_name = format!("index/{}/{id}-{batches:05}.idx", kind.name());
+            for path in [store.join(&name), store.join(&index_name)] {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+                }
+            }
+            parquet_io::write_records(&store.join(&name), kind, &views)?;
+            index::write_index(&store.join(&index_name), &mut entries)?;
+            files.records.push(name);
+            files.index.push(index_name);
+            batches += 1;
+            used += views.len() as u64;
+            amount = amount
+                .checked_add(Amount::from_nanos(sum))
+                .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
+        }
+        if used != counts.used {
+            return Err(Error::Internal(format!(
+                "the Spark job counted {} new {kind} rows but wrote {used}",
+                counts.used
+            )));
+        }
+        let tally = Tally {
+            read: counts.read,
+            used,
+            set_aside: counts.set_aside,
+            duplicates: counts.duplicates,
+            selected: 0,
+        };
+        if tally.read != tally.used + tally.set_aside + tally.duplicates {
+            return Err(Error::Internal(format!(
+                "the Spark job's {kind} counts do not add up: read {} != used {} + set aside {} + duplicates {}",
+                tally.read, tally.used, tally.set_aside, tally.duplicates
+            )));
+        }
+        files.count += used;
+        files.amount = amount.to_string();
+        if !files.records.is_empty() || manifest.kinds.contains_key(kind.name()) || tally.read > 0 {
+            manifest.kinds.insert(kind.name().to_owned(), files);
+        }
+        report.tallies.insert(kind, tally);
+        for index in &counts.rejected_files {
+            let path = staging.join("checked").join(format!("{index}.rejects.json"));
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            let rejects: Vec<TaskError> =
+                serde_json::from_slice(&bytes).map_err(|e| Error::io(&path, format!("not a rejects file: {e}")))?;
+            report.rejects.extend(rejects.into_iter().map(BadRecord::from));
+        }
+    }
+    let mut rollups = Rollups::default();
+    for part in parts(&staging.join("rollups"))? {
+        read_rollups(&part, &mut rollups)?;
+    }
+    ingest::finish(store, id, prepared, manifest, rollups, report)
+}
+
+/// The place of a new row: its input file and line.
+fn new_place(inventory: &crate::records::files::Inventory, index: u32, line: u64) -> Location {
+    match inventory.files.get(index as usize) {
+        Some(file) => Location { file: file.name.clone(), line, is_row: file.format == Format::Parquet },
+        None => Location { file: format!("source #{index}"), line, is_row: false },
+    }
+}
+
+/// The place of a stored row, named as the manifest's sources name it.
+fn stored_place(name: String, line: u64) -> Location {
+    let is_row = name.split(" (ingest").next().is_some_and(|n| n.to_ascii_lowercase().ends_with(".parquet"));
+    Location { file: name, line, is_row }
+}
+
+/// The Parquet part files Spark wrote to `folder`, in name (so row) order.
+fn parts(folder: &Path) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(folder, e)),
+    };
+    let mut parts: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet"))
+        })
+        .collect();
+    parts.sort();
+    Ok(parts)
+}
+
+/// Rows `rows` of the part file `part`.
+struct Run<'p> {
+    part: &'p PathBuf,
+    rows: std::ops::Range<usize>,
+}
+
+/// The new rows of the part files (sorted by (file, line) across the
+/// parts), cut into the local ingest's batches: `ends` holds the last file
+/// index of each batch. Only the `file` column is read here.
+fn runs_by_batch<'p>(parts: &'p [PathBuf], ends: &[u32]) -> Result<Vec<Vec<Run<'p>>>> {
+    let mut batches: Vec<Vec<Run<'p>>> = Vec::new();
+    let mut current: Option<usize> = None;
+    for part in parts {
+        let frame = read_frame(part, &["file"])?;
+        let files = frame.column("file").and_then(|c| c.i64()).map_err(polars_error(part))?;
+        let mut start = 0;
+        let mut run_batch: Option<usize> = None;
+        for (i, file) in files.iter().enumerate() {
+            let file = file.ok_or_else(|| Error::io(part, "null in 'file'"))?;
+            let batch = ends.partition_point(|&end| i64::from(end) < file);
+            if run_batch != Some(batch) {
+                if let Some(b) = run_batch {
+                    push_run(&mut batches, &mut current, b, Run { part, rows: start..i });
+                }
+                (start, run_batch) = (i, Some(batch));
+            }
+        }
+        if let Some(b) = run_batch {
+            push_run(&mut batches, &mut current, b, Run { part, rows: start..files.len() });
+        }
+    }
+    Ok(batches)
+}
+
+fn push_run<'p>(batches: &mut Vec<Vec<Run<'p>>>, current: &mut Option<usize>, batch: usize, run: Run<'p>) {
+    if *current != Some(batch) || batches.is_empty() {
+        batches.push(Vec::new());
+        *current = Some(batch);
+    }
+    if let Some(last) = batches.last_mut() {
+        last.push(run);
+    }
+}
+
+/// The columns of a checked or new-rows file.
+struct Checked<'f> {
+    text: BTreeMap<&'static str, Vec<&'f str>>,
+    int: BTreeMap<&'static str, Vec<i64>>,
+    file: Vec<i64>,
+    id_hi: Vec<i64>,
+    id_lo: Vec<i64>,
+    content: Vec<i64>,
+}
+
+impl<'f> Checked<'f> {
+    fn of(path: &Path, frame: &'f DataFrame) -> Result<Checked<'f>> {
+        let broken = |what: String| Error::io(path, format!("not a Spark ingest file: {what}"));
+        let text = |name: &'static str| -> Result<Vec<&'f str>> {
+            let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
+            column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
+        };
+        let int = |name: &'static str| -> Result<Vec<i64>> {
+            let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
+            column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
+        };
+        let mut texts = BTreeMap::new();
+        for name in ["record_id", "auth_id", "subaccount", "product", "type", "direction", "country", "code"] {
+            texts.insert(name, text(name)?);
+        }
+        let mut ints = BTreeMap::new();
+        for name in ["secs", "nanos", "units", "duration", "amount", "surcharge", "line"] {
+            ints.insert(name, int(name)?);
+        }
+        Ok(Checked {
+            text: texts,
+            int: ints,
+            file: int("file")?,
+            id_hi: int("id_hi")?,
+            id_lo: int("id_lo")?,
+            content: int("content")?,
+        })
+    }
+
+    fn t(&self, name: &str, i: usize) -> &'f str {
+        self.text.get(name).and_then(|v| v.get(i)).copied().unwrap_or("")
+    }
+
+    fn n(&self, name: &str, i: usize) -> i64 {
+        self.int.get(name).and_then(|v| v.get(i)).copied().unwrap_or(0)
+    }
+
+    /// Row `i` as a record, checked again for what the types promise.
+    fn view<'s>(&self, path: &Path, i: usize, source_file: &'s str) -> Result<RecordView<'s>>
+    where
+        'f: 's,
+    {
+        let broken = |what: String| Error::io(path, format!("not a Spark ingest file: row {i}: {what}"));
+        let product = Product::parse(self.t("product", i)).ok_or_else(|| broken("product".into()))?;
+        let direction = match self.t("direction", i) {
+            "" => None,
+            text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken("direction".into()))?),
+        };
+        let country = match self.t("country", i) {
+            "" => None,
+            text => Some(Country::parse(text.as_bytes()).ok_or_else(|| broken("country".into()))?),
+        };
+        let nanos = u32::try_from(self.n("nanos", i)).map_err(|_| broken("nanos".into()))?;
+        let units = u64::try_from(self.n("units", i)).map_err(|_| broken("units".into()))?;
+        let line = u64::try_from(self.n("line", i)).map_err(|_| broken("line".into()))?;
+        Ok(RecordView {
+            record_id: self.t("record_id", i),
+            auth_id: self.t("auth_id", i),
+            subaccount: self.t("subaccount", i),
+            secs: self.n("secs", i),
+            nanos,
+            product,
+            type_: self.t("type", i),
+            direction,
+            country,
+            units,
+            duration: self.n("duration", i),
+            amount: self.n("amount", i),
+            surcharge: self.n("surcharge", i),
+            code: self.t("code", i),
+            source_file,
+            source_line: line,
+        })
+    }
+}
+
+/// Adds the rollup rows of one part file (15-minute slots, sums as decimal
+/// text of integer nano-units) to `rollups`.
+fn read_rollups(path: &Path, rollups: &mut Rollups) -> Result<()> {
+    const COLUMNS: [&str; 13] = [
+        "auth_id",
+        "subaccount",
+        "slot",
+        "product",
+        "type",
+        "direction",
+        "country",
+        "code",
+        "records",
+        "units",
+        "duration",
+        "amount",
+        "surcharge",
+    ];
+    let frame = read_frame(path, &COLUMNS)?;
+    let broken = |what: String| Error::io(path, format!("not a Spark rollup file: {what}"));
+    let text = |name: &str| -> Result<Vec<&str>> {
+        let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
+        column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
+    };
+    let slot = frame.column("slot").and_then(|c| c.i64()).map_err(polars_error(path))?;
+    let (auth, sub, product, type_) = (text("auth_id")?, text("subaccount")?, text("product")?, text("type")?);
+    let (direction, country, code) = (text("direction")?, text("country")?, text("code")?);
+    let (records, units) = (text("records")?, text("units")?);
+    let (duration, amount, surcharge) = (text("duration")?, text("amount")?, text("surcharge")?);
+    let int = |values: &[&str], i: usize, name: &str| -> Result<i128> {
+        values[i].parse::<i128>().map_err(|_| broken(format!("'{}' in '{name}' is not an integer", values[i])))
+    };
+    for (i, slot) in slot.iter().enumerate() {
+        let slot = slot.ok_or_else(|| broken("null slot".into()))?;
+        let product = Product::parse(product[i]).ok_or_else(|| broken(format!("product '{}'", product[i])))?;
+        let direction = match direction[i] {
+            "" => None,
+            t => Some(Direction::parse(t.as_bytes()).ok_or_else(|| broken(format!("direction '{t}'")))?),
+        };
+        let country = match country[i] {
+            "" => None,
+            t => Some(Country::parse(t.as_bytes()).ok_or_else(|| broken(format!("country '{t}'")))?),
+        };
+        let records = u64::try_from(int(&records, i, "records")?).map_err(|_| broken("records".into()))?;
+        let units = u128::try_from(int(&units, i, "units")?).map_err(|_| broken("units".into()))?;
+        let totals = Totals {
+            records,
+            units,
+            duration: int(&duration, i, "duration")?,
+            amount: int(&amount, i, "amount")?,
+            surcharge: int(&surcharge, i, "surcharge")?,
+        };
+        let key = RecordView {
+            record_id: "",
+            auth_id: auth[i],
+            subaccount: sub[i],
+            secs: slot,
+            nanos: 0,
+            product,
+            type_: type_[i],
+            direction,
+            country,
+            units: 0,
+            duration: 0,
+            amount: 0,
+            surcharge: 0,
+            code: code[i],
+            source_file: "",
+            source_line: 0,
+        };
+        rollups.add_totals(&key, &totals)?;
+    }
+    Ok(())
+}

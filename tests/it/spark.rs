@@ -1,0 +1,537 @@
+//! `ingest --engine spark` against the real Apache Spark: `local[2]`, and a
+//! standalone cluster of one master and two workers on 127.0.0.1. Every
+//! Spark-built store is compared with a store the local engine built from
+//! the same sequence of ingests: the same counts, the same rollup files byte
+//! for byte, the same `summary --store` answers in UTC, +05:30, +05:45 and
+//! a DST zone, the same errors and set-aside rows.
+//!
+//! Spark is found through `SPARK_HOME` (`.ci/run` installs the pinned
+//! `pyspark` and exports it; the repository's `.venv-spark/` is used when
+//! it is there). Without it these tests print a skip line, except under
+//! `CI=true`, where a missing Spark is a failure.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+fn put(dir: &Path, path: &str, text: &str) {
+    let path = dir.join(path);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+/// The Spark installation and the Python its workers run, or `None` (the
+/// test is skipped) when there is none outside CI.
+fn spark() -> Option<(PathBuf, Option<PathBuf>)> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-spark");
+    let home = std::env::var_os("SPARK_HOME").map(PathBuf::from).filter(|h| h.join("bin/spark-submit").exists());
+    let home = home.or_else(|| {
+        let lib = std::fs::read_dir(venv.join("lib")).ok()?;
+        lib.flatten().map(|e| e.path().join("site-packages/pyspark")).find(|p| p.join("bin/spark-submit").exists())
+    });
+    let python = std::env::var_os("PYSPARK_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| Some(venv.join("bin/python")).filter(|p| p.exists()));
+    match home {
+        Some(home) => Some((home, python)),
+        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true but no Spark: set SPARK_HOME (.ci/run installs pyspark into .venv-spark)")
+        }
+        None => {
+            eprintln!("skipped: no Spark (set SPARK_HOME to a Spark 4 installation, or run .ci/run)");
+            None
+        }
+    }
+}
+
+/// `telemeter` with Spark's environment: loopback only.
+fn telemeter(spark: &(PathBuf, Option<PathBuf>)) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_telemeter"));
+    command.env("SPARK_HOME", &spark.0).env("SPARK_LOCAL_IP", "127.0.0.1").env_remove("TELEMETER_THREADS");
+    if let Some(python) = &spark.1 {
+        command.env("PYSPARK_PYTHON", python).env("PYSPARK_DRIVER_PYTHON", python);
+    }
+    command
+}
+
+fn run(spark: &(PathBuf, Option<PathBuf>), args: &[&str]) -> Output {
+    let output = telemeter(spark).args(args).output().expect("run telemeter");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "telemeter {args:?} panicked:\n{stderr}");
+    output
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "expected success; stderr:\n{}\nstdout:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The per-kind count lines of an ingest's report (the same for both
+/// engines; the ingest id differs).
+fn counts(stdout: &str) -> Vec<String> {
+    stdout.lines().filter(|l| l.contains(" read ")).map(str::to_owned).collect()
+}
+
+fn generate(spark: &(PathBuf, Option<PathBuf>), out: &Path, seed: &str, start: &str, format: &str) {
+    ok(&run(
+        spark,
+        &[
+            "generate",
+            "--out",
+            s(out),
+            "--calls",
+            "2400",
+            "--messages",
+            "1200",
+            "--transcriptions",
+            "300",
+            "--charges",
+            "120",
+            "--accounts",
+            "3",
+            "--subaccounts",
+            "2",
+            "--start",
+            start,
+            "--days",
+            "6",
+            "--seed",
+            seed,
+            "--format",
+            format,
+            "--files",
+            "2",
+            "--duplicates",
+            "0.03",
+        ],
+    ));
+}
+
+const CALLS_HEADER: &str =
+    "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
+
+/// Calls in 1971 (answered from the stored records, not the rollups: the
+/// zone's offset was -00:44:30), with nanoseconds, offsets and the
+/// largest amount a record holds (two of them sum past 64 bits).
+fn old_calls(account: &str) -> String {
+    format!(
+        "{CALLS_HEADER}\
+         h1,{account},,1971-06-01T10:00:00.123456789Z,voice,pstn,outbound,LR,61,9223372036.854775807,0.000000001,4000\n\
+         h2,{account},S9,1971-06-01 23:50:00+05:45,zentrunk,sip,inbound,,30.5,9223372036.854775807,0,\n\
+         h3,{account},,1971-06-02T00:10:00-00:44,voice,app,inbound,US,1,1.5,0.5,3010\n"
+    )
+}
+
+const QUERIES: [&str; 7] = [
+    "from_date=2026-10-27&to_date=2026-11-12&granularity=day",
+    "from_date=2026-10-30&to_date=2026-11-03&granularity=hour&timezone=America/New_York",
+    "from_date=2026-10-27&to_date=2026-11-12&granularity=day&timezone=Asia/Kolkata",
+    "from_date=2026-10-28&to_date=2026-10-31&granularity=hour&timezone=Asia/Kathmandu&page_size=50",
+    "from_date=2026-10-01&to_date=2026-12-01&granularity=month&product=voice,message&direction=outbound",
+    "from_date=2026-10-27&to_date=2026-11-12&granularity=day&product=other",
+    "from_date=1971-06-01&to_date=1971-06-03&granularity=hour&timezone=Africa/Monrovia",
+];
+
+/// Every answer of `store` for `accounts`, in order.
+fn answers(spark: &(PathBuf, Option<PathBuf>), store: &Path, accounts: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for account in accounts {
+        for query in QUERIES {
+            let output = run(
+                spark,
+                &[
+                    "summary",
+                    "--store",
+                    s(store),
+                    "--auth-id",
+                    account,
+                    "--query",
+                    query,
+                    "--now",
+                    "2026-11-23T06:00:00Z",
+                    "--all-pages",
+                ],
+            );
+            out.push(ok(&output));
+        }
+    }
+    out
+}
+
+/// The rollup files of a store, by (account, grain): their bytes.
+fn rollup_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("manifest.json")).expect("manifest")).expect("json");
+    let mut out = BTreeMap::new();
+    for (account, grains) in manifest["rollups"].as_object().expect("rollups") {
+        for (grain, name) in grains.as_object().expect("grains") {
+            let bytes = std::fs::read(store.join(name.as_str().expect("name"))).expect("rollup file");
+            out.insert(format!("{account} {grain}"), bytes);
+        }
+    }
+    out
+}
+
+/// What a manifest says apart from file names and ingest ids.
+fn manifest_facts(store: &Path) -> String {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("manifest.json")).expect("manifest")).expect("json");
+    let mut facts = format!("generation {}\n", manifest["generation"]);
+    for (kind, files) in manifest["kinds"].as_object().expect("kinds") {
+        facts += &format!("{kind}: {} records, amount {}\n", files["count"], files["amount"]);
+    }
+    for ingest in manifest["ingests"].as_array().expect("ingests") {
+        let get = |k: &str| ingest[k].to_string();
+        facts +=
+            &format!("ingest: {} {} {} {} {}\n", get("files"), get("read"), get("used"), get("set_aside"), get("duplicates"));
+    }
+    facts
+}
+
+fn accounts_of(data: &[&Path]) -> Vec<String> {
+    let mut accounts: Vec<String> = data
+        .iter()
+        .flat_map(|d| {
+            let text = std::fs::read_to_string(d.join("accounts.csv")).expect("accounts.csv");
+            text.lines().skip(1).filter_map(|l| l.split(',').next()).map(str::to_owned).collect::<Vec<_>>()
+        })
+        .collect();
+    accounts.sort();
+    accounts.dedup();
+    accounts
+}
+
+/// Ingests `data` into both stores, the local engine and Spark; asserts the
+/// same report counts and returns the Spark run's output.
+fn ingest_both(
+    spark: &(PathBuf, Option<PathBuf>),
+    data: &Path,
+    local: &Path,
+    remote: &Path,
+    extra: &[&str],
+    master: &str,
+) -> (Output, Output) {
+    let mut args = vec!["ingest", "--data", s(data), "--store", s(local)];
+    args.extend_from_slice(extra);
+    let by_local = run(spark, &args);
+    let mut args = vec![
+        "ingest",
+        "--data",
+        s(data),
+        "--store",
+        s(remote),
+        "--engine",
+        "spark",
+        "--spark-master",
+        master,
+        "--spark-conf",
+        "spark.sql.shuffle.partitions=4",
+    ];
+    args.extend_from_slice(extra);
+    let by_spark = run(spark, &args);
+    assert_eq!(
+        by_local.status.code(),
+        by_spark.status.code(),
+        "local: {}\nspark: {}",
+        String::from_utf8_lossy(&by_local.stderr),
+        String::from_utf8_lossy(&by_spark.stderr)
+    );
+    if by_local.status.success() {
+        assert_eq!(
+            counts(&String::from_utf8_lossy(&by_local.stdout)),
+            counts(&String::from_utf8_lossy(&by_spark.stdout))
+        );
+    }
+    assert!(!remote.join("staging").exists(), "the Spark ingest left its staging folder");
+    (by_local, by_spark)
+}
+
+/// Asserts that the two stores answer alike, hold the same rollup files and
+/// count the same records and amounts.
+fn assert_same_stores(spark: &(PathBuf, Option<PathBuf>), local: &Path, remote: &Path, accounts: &[String]) {
+    assert_eq!(manifest_facts(local), manifest_facts(remote));
+    let (a, b) = (rollup_files(local), rollup_files(remote));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (key, bytes) in &a {
+        assert!(b[key] == *bytes, "rollup file {key} differs between the engines");
+    }
+    let (a, b) = (answers(spark, local, accounts), answers(spark, remote, accounts));
+    assert_eq!(a.len(), accounts.len() * QUERIES.len());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(x, y, "answer {i} ({})", QUERIES[i % QUERIES.len()]);
+    }
+}
+
+#[test]
+fn spark_local_mode_builds_the_same_store_as_the_local_engine() {
+    let Some(spark) = spark() else { return };
+    let master = "local[2]";
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (day1, day2) = (temp.path().join("day1"), temp.path().join("day2"));
+    generate(&spark, &day1, "11", "2026-10-28", "csv");
+    generate(&spark, &day2, "12", "2026-11-03", "parquet");
+    let accounts = accounts_of(&[&day1, &day2]);
+    let first = accounts[0].clone();
+    put(&day1, "calls/1971/history.csv", &old_calls(&first));
+    let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
+
+    // First load: generated duplicates count once.
+    let (by_local, _) = ingest_both(&spark, &day1, &local, &remote, &[], master);
+    let text = String::from_utf8_lossy(&by_local.stdout).into_owned();
+    let total: Vec<u64> = text
+        .lines()
+        .find(|l| l.starts_with("total"))
+        .expect("total")
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(total[0], total[1] + total[2] + total[3]);
+    assert!(total[3] > 0, "the generator re-delivers rows: {text}");
+    assert_same_stores(&spark, &local, &remote, &accounts);
+
+    // A killed Spark ingest publishes nothing.
+    let before = std::fs::read(remote.join("manifest.json")).expect("manifest");
+    let mut child = telemeter(&spark)
+        .args(["ingest", "--data", s(&day2), "--store", s(&remote), "--engine", "spark", "--spark-master", master])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let staging = remote.join("staging");
+    let started = loop {
+        let checked = std::fs::read_dir(&staging)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .is_some_and(|e| e.path().join("checked").exists());
+        if checked || Instant::now() > deadline || child.try_wait().expect("wait").is_some() {
+            break checked;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+    child.wait().expect("reap");
+    assert!(started, "the Spark job started before it was killed");
+    assert_eq!(std::fs::read(remote.join("manifest.json")).expect("manifest"), before);
+
+    // A new day, with a file of the first re-delivered (duplicates against
+    // the store); then the same files again (nothing new).
+    let calls = std::fs::read_dir(day1.join("calls")).expect("calls").flatten().find(|e| e.path().is_file());
+    let calls = calls.expect("a calls file").path();
+    std::fs::copy(&calls, day2.join("calls").join("redelivered.csv")).expect("copy");
+    let (_, by_spark) = ingest_both(&spark, &day2, &local, &remote, &[], master);
+    let text = String::from_utf8_lossy(&by_spark.stdout).into_owned();
+    assert!(text.contains("published generation 2"), "{text}");
+    assert_same_stores(&spark, &local, &remote, &accounts);
+    let (_, by_spark) = ingest_both(&spark, &day2, &local, &remote, &[], master);
+    let text = String::from_utf8_lossy(&by_spark.stdout).into_owned();
+    assert!(text.contains("nothing new: the store is unchanged at generation 2"), "{text}");
+
+    // A conflicting re-delivery (same record_id, another amount) fails,
+    // naming both places, the stored one first.
+    let bad = temp.path().join("conflict");
+    let stored_row = std::fs::read_to_string(day1.join("calls/1971/history.csv")).expect("history");
+    let changed = stored_row.replace("9223372036.854775807,0.000000001", "9223372036.854775806,0.000000001");
+    put(&bad, "calls/again.csv", &changed);
+    let (by_local, by_spark) = ingest_both(&spark, &bad, &local, &remote, &[], master);
+    assert_eq!(by_spark.status.code(), Some(1));
+    let error = |o: &Output| {
+        let text = String::from_utf8_lossy(&o.stderr).into_owned();
+        text.lines().find(|l| l.starts_with("error:")).map(|l| l.replace(|c: char| c.is_ascii_digit(), "#")).unwrap_or(text)
+    };
+    let message = error(&by_spark);
+    assert!(message.contains("conflicting duplicate calls record_id 'h1'"), "{message}");
+    assert!(message.contains("calls/1971/history.csv (ingest "), "{message}");
+    assert!(message.contains("calls/again.csv:#"), "{message}");
+    assert_eq!(error(&by_local), message);
+
+    // Bad rows: a failing run names file, line, column and value like the
+    // local engine; set aside, they are counted and written alike.
+    let dirty = temp.path().join("dirty");
+    put(
+        &dirty,
+        "calls/dirty.csv",
+        &format!(
+            "{CALLS_HEADER}\
+             d1,{first},,2026-11-04T10:00:00Z,voice,pstn,outbound,US,61,0.017,0,4000\n\
+             d2,{first},,2026-11-04T10:00:00Z,fax,pstn,outbound,US,61,0.017,0,4000\n\
+             d3,{first},,2026-11-04T10:00:00Z,voice,pstn,outbound,US,61,-1,0,4000\n\
+             d4,{first},,2026-11-04T10:00:00+05:45,voice,pstn,outbound,US,61,0.5,0.25,4000\n"
+        ),
+    );
+    put(
+        &dirty,
+        "charges/dirty.csv",
+        &format!(
+            "record_id,auth_id,timestamp,description,units,amount\n\
+             x1,{first},2026-11-04T10:00:00Z,CNAM Lookup,1,0.004\n\
+             x2,{first},2026-11-04T10:00:00Z,,1,0.004\n"
+        ),
+    );
+    let (by_local, by_spark) = ingest_both(&spark, &dirty, &local, &remote, &[], master);
+    assert_eq!(by_spark.status.code(), Some(1));
+    let message = error(&by_spark);
+    assert!(message.contains("calls/dirty.csv:#: column 'product'"), "{message}");
+    assert_eq!(error(&by_local), message);
+    let before = std::fs::read(remote.join("manifest.json")).expect("manifest");
+    assert_eq!(std::fs::read(remote.join("manifest.json")).expect("manifest"), before);
+
+    let (by_local, by_spark) = ingest_both(&spark, &dirty, &local, &remote, &["--on-bad-row", "set-aside"], master);
+    ok(&by_spark);
+    let text = String::from_utf8_lossy(&by_local.stdout).into_owned();
+    assert!(text.contains("total           read          6  used          3  set aside        3"), "{text}");
+    let rejected = |store: &Path| {
+        let folder = store.join("rejected");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&folder).expect("rejected").flatten().map(|e| e.path()).collect();
+        files.sort();
+        std::fs::read_to_string(files.last().expect("a rejected file")).expect("read")
+    };
+    assert_eq!(rejected(&local), rejected(&remote));
+    assert_same_stores(&spark, &local, &remote, &accounts);
+}
+
+/// One master and two workers of a standalone cluster, on 127.0.0.1, each
+/// in its own process group; stopped when dropped.
+struct Cluster {
+    processes: Vec<std::process::Child>,
+    url: String,
+    work: Vec<PathBuf>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in &mut self.processes {
+            let _ = Command::new("kill").args(["-TERM", "--", &format!("-{}", child.id())]).status();
+        }
+        for child in &mut self.processes {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (released before Spark binds it).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+fn start_cluster(spark: &(PathBuf, Option<PathBuf>), dir: &Path) -> Cluster {
+    let class = spark.0.join("bin/spark-class");
+    let (port, ui) = (free_port(), free_port());
+    let url = format!("spark://127.0.0.1:{port}");
+    let mut cluster = Cluster { processes: Vec::new(), url: url.clone(), work: Vec::new() };
+    let log = |name: &str| std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
+    let daemon = |args: &[&str], name: &str| {
+        let mut command = Command::new(&class);
+        command
+            .args(args)
+            .env("SPARK_HOME", &spark.0)
+            .env("SPARK_LOCAL_IP", "127.0.0.1")
+            .env("SPARK_LOG_DIR", dir)
+            .env("SPARK_WORKER_DIR", dir)
+            .stdout(log(name))
+            .stderr(log(&format!("{name}.err")))
+            .process_group(0);
+        if let Some(python) = &spark.1 {
+            command.env("PYSPARK_PYTHON", python);
+        }
+        command.spawn().expect("start a Spark daemon")
+    };
+    let (p, u) = (port.to_string(), ui.to_string());
+    cluster.processes.push(daemon(
+        &["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", &p, "--webui-port", &u],
+        "master",
+    ));
+    for i in 0..2 {
+        let work = dir.join(format!("worker{i}"));
+        std::fs::create_dir_all(&work).expect("work dir");
+        let w = free_port().to_string();
+        let web = free_port().to_string();
+        let args = [
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &w,
+            "--webui-port",
+            &web,
+            "--cores",
+            "1",
+            "--memory",
+            "1g",
+            "--work-dir",
+            s(&work),
+            &url,
+        ];
+        cluster.processes.push(daemon(&args, &format!("worker{i}")));
+        cluster.work.push(work);
+    }
+    // Ready when both workers have registered with the master.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let registered = std::fs::read_to_string(dir.join("master.log.err")).unwrap_or_default();
+        if registered.matches("Registering worker").count() >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cluster did not start:\n{registered}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster
+}
+
+#[test]
+fn spark_standalone_cluster_of_two_workers_builds_the_same_store() {
+    let Some(spark) = spark() else { return };
+    let temp = tempfile::tempdir().expect("tempdir");
+    let data = temp.path().join("data");
+    generate(&spark, &data, "21", "2026-10-28", "csv.gz");
+    let accounts = accounts_of(&[&data]);
+    let cluster_dir = temp.path().join("cluster");
+    std::fs::create_dir_all(&cluster_dir).expect("cluster dir");
+    let cluster = start_cluster(&spark, &cluster_dir);
+    let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
+    // Executors log at Spark's default level (INFO) here, so that their
+    // logs show the tasks each one ran.
+    let conf = [
+        "--spark-conf",
+        "spark.executor.memory=512m",
+        "--spark-conf",
+        "spark.executor.cores=1",
+        "--spark-conf",
+        "spark.executor.extraJavaOptions=-Dtelemeter.test=cluster",
+    ];
+    let (_, by_spark) = ingest_both(&spark, &data, &local, &remote, &conf, &cluster.url.clone());
+    ok(&by_spark);
+    // Both workers ran executors of the job: each work dir holds the app's
+    // folder with an executor that ran tasks.
+    for work in &cluster.work {
+        let apps: Vec<PathBuf> = std::fs::read_dir(work).expect("work dir").flatten().map(|e| e.path()).collect();
+        assert_eq!(apps.len(), 1, "one application ran on {}: {apps:?}", work.display());
+        let executors: Vec<PathBuf> =
+            std::fs::read_dir(&apps[0]).expect("app dir").flatten().map(|e| e.path()).collect();
+        let ran = executors
+            .iter()
+            .any(|e| std::fs::read_to_string(e.join("stderr")).is_ok_and(|log| log.contains("Running task")));
+        assert!(ran, "no executor of {} ran a task", work.display());
+    }
+    drop(cluster);
+    assert_same_stores(&spark, &local, &remote, &accounts);
+}
