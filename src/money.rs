@@ -67,6 +67,32 @@ impl Amount {
         parse_nanos(text).map(|n| Amount(n as i128))
     }
 
+    /// Parses a sum written by [`fmt::Display`] (a stored total, such as a
+    /// store manifest's amount of a kind): the contract's decimal form, but
+    /// any size an `i128` of nanos holds, not only one record's.
+    pub fn parse_total(text: &[u8]) -> Result<Amount, DecimalError> {
+        if let Ok(nanos) = parse_nanos(text) {
+            return Ok(Amount(nanos as i128));
+        }
+        let (whole, fraction) = match text.iter().position(|&b| b == b'.') {
+            Some(point) => (&text[..point], &text[point + 1..]),
+            None => (text, &b""[..]),
+        };
+        let digits = |part: &[u8]| !part.is_empty() && part.iter().all(u8::is_ascii_digit);
+        if !digits(whole) || (text.contains(&b'.') && !digits(fraction)) {
+            return Err(DecimalError::NotADecimal);
+        }
+        if fraction.len() > MAX_FRACTION_DIGITS {
+            return Err(DecimalError::TooManyFractionDigits);
+        }
+        let mut nanos: i128 = 0;
+        for &b in whole.iter().chain(fraction) {
+            nanos = nanos.checked_mul(10).and_then(|n| n.checked_add((b - b'0') as i128)).ok_or(DecimalError::TooLarge)?;
+        }
+        let scale = 10i128.pow((MAX_FRACTION_DIGITS - fraction.len()) as u32);
+        nanos.checked_mul(scale).map(Amount).ok_or(DecimalError::TooLarge)
+    }
+
     /// Builds an amount from an integer `unscaled` with `scale` fractional
     /// digits (a Parquet DECIMAL), refusing negatives, more than nine digits
     /// of real precision and values too large for one record.
@@ -353,6 +379,18 @@ mod tests {
             let left = values[..split].iter().fold(Amount::ZERO, |a, v| a + Amount::from_nanos(*v as i128));
             let right = values[split..].iter().fold(Amount::ZERO, |a, v| a + Amount::from_nanos(*v as i128));
             prop_assert_eq!(all, left + right);
+        }
+    }
+
+    #[test]
+    fn totals_beyond_one_record_parse_back() {
+        let two = Amount::from_nanos(2 * i64::MAX as i128);
+        assert_eq!(two.to_string(), "18446744073.709551614");
+        assert_eq!(Amount::parse_total(two.to_string().as_bytes()), Ok(two));
+        assert_eq!(Amount::parse_total(b"0.5"), Ok(Amount::from_nanos(500_000_000)));
+        assert_eq!(Amount::parse_total(b"12"), Ok(Amount::from_nanos(12 * SCALE)));
+        for bad in [&b""[..], b"1.", b".5", b"1.0000000001", b"-1", b"1e3"] {
+            assert!(Amount::parse_total(bad).is_err(), "{bad:?}");
         }
     }
 }

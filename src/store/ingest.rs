@@ -435,7 +435,7 @@ impl Run<'_> {
         let files_of_kind = self.old.kind(kind);
         let amount = match files_of_kind.amount.as_str() {
             "" => Amount::ZERO,
-            text => Amount::parse(text.as_bytes())
+            text => Amount::parse_total(text.as_bytes())
                 .map_err(|e| Error::io(self.store.join("manifest.json"), format!("amount of {kind} '{text}' {e}")))?,
         };
         let stored: Vec<IndexFile> =

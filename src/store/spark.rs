@@ -474,8 +474,8 @@ fn publish(
         let mut files = old.kind(kind);
         let mut amount = match files.amount.as_str() {
             "" => Amount::ZERO,
-            text => Amount::parse(text.as_bytes())
-                .map_err(|e| Error::Internal(format!("manifest amount of {kind} '{text}': {e}")))?,
+            text => Amount::parse_total(text.as_bytes())
+                .map_err(|e| Error::io(store.join("manifest.json"), format!("amount of {kind} '{text}' {e}")))?,
         };
         // New rows are written as the local ingest writes them: one records
         // and one index file per batch of input files (the same batches), in
