@@ -87,7 +87,8 @@ impl Amount {
         }
         let mut nanos: i128 = 0;
         for &b in whole.iter().chain(fraction) {
-            nanos = nanos.checked_mul(10).and_then(|n| n.checked_add((b - b'0') as i128)).ok_or(DecimalError::TooLarge)?;
+            nanos =
+                nanos.checked_mul(10).and_then(|n| n.checked_add((b - b'0') as i128)).ok_or(DecimalError::TooLarge)?;
         }
         let scale = 10i128.pow((MAX_FRACTION_DIGITS - fraction.len()) as u32);
         nanos.checked_mul(scale).map(Amount).ok_or(DecimalError::TooLarge)

@@ -160,8 +160,7 @@ fn spark_options(args: &Args) -> anyhow::Result<store::spark::SparkOptions> {
     anyhow::ensure!(spark_submit.exists(), "{} does not exist (check SPARK_HOME)", spark_submit.display());
     let mut conf = Vec::new();
     for pair in &args.spark_conf {
-        let (key, value) =
-            pair.split_once('=').with_context(|| format!("--spark-conf '{pair}' is not KEY=VALUE"))?;
+        let (key, value) = pair.split_once('=').with_context(|| format!("--spark-conf '{pair}' is not KEY=VALUE"))?;
         anyhow::ensure!(!key.trim().is_empty(), "--spark-conf '{pair}' has an empty key");
         conf.push((key.trim().to_owned(), value.to_owned()));
     }

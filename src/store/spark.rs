@@ -486,8 +486,10 @@ fn publish(
             ingest::batches(&of_kind, options.batch_bytes).iter().filter_map(|b| b.last().map(|f| f.0)).collect();
         let mut used = 0u64;
         for batch in runs_by_batch(&parts(&staging.join("new").join(kind.name()))?, &ends)? {
-            let frames: Vec<(&PathBuf, DataFrame)> =
-                batch.iter().map(|run| Ok((run.part, read_frame(run.part, &CHECKED_COLUMNS)?))).collect::<Result<_>>()?;
+            let frames: Vec<(&PathBuf, DataFrame)> = batch
+                .iter()
+                .map(|run| Ok((run.part, read_frame(run.part, &CHECKED_COLUMNS)?)))
+                .collect::<Result<_>>()?;
             let columns: Vec<Checked<'_>> =
                 frames.iter().map(|(part, frame)| Checked::of(part, frame)).collect::<Result<_>>()?;
             let mut views = Vec::new();
@@ -536,13 +538,8 @@ fn publish(
                 counts.used
             )));
         }
-        let tally = Tally {
-            read: counts.read,
-            used,
-            set_aside: counts.set_aside,
-            duplicates: counts.duplicates,
-            selected: 0,
-        };
+        let tally =
+            Tally { read: counts.read, used, set_aside: counts.set_aside, duplicates: counts.duplicates, selected: 0 };
         if tally.read != tally.used + tally.set_aside + tally.duplicates {
             return Err(Error::Internal(format!(
                 "the Spark job's {kind} counts do not add up: read {} != used {} + set aside {} + duplicates {}",
@@ -595,9 +592,7 @@ fn parts(folder: &Path) -> Result<Vec<PathBuf>> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet"))
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet"))
         })
         .collect();
     parts.sort();

@@ -193,8 +193,14 @@ fn manifest_facts(store: &Path) -> String {
     }
     for ingest in manifest["ingests"].as_array().expect("ingests") {
         let get = |k: &str| ingest[k].to_string();
-        facts +=
-            &format!("ingest: {} {} {} {} {}\n", get("files"), get("read"), get("used"), get("set_aside"), get("duplicates"));
+        facts += &format!(
+            "ingest: {} {} {} {} {}\n",
+            get("files"),
+            get("read"),
+            get("used"),
+            get("set_aside"),
+            get("duplicates")
+        );
     }
     facts
 }
@@ -402,7 +408,8 @@ fn spark_local_mode_builds_the_same_store_as_the_local_engine() {
     assert!(text.contains("total           read          6  used          3  set aside        3"), "{text}");
     let rejected = |store: &Path| {
         let folder = store.join("rejected");
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&folder).expect("rejected").flatten().map(|e| e.path()).collect();
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(&folder).expect("rejected").flatten().map(|e| e.path()).collect();
         files.sort();
         std::fs::read_to_string(files.last().expect("a rejected file")).expect("read")
     };
