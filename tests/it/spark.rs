@@ -427,15 +427,21 @@ struct Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        let signal = |child: &std::process::Child, signal: &str| {
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args([signal, "--", &group]).stderr(Stdio::null()).status();
+        };
         for child in &mut self.processes {
-            let _ = Command::new("kill").args(["-TERM", "--", &format!("-{}", child.id())]).status();
+            signal(child, "-TERM");
         }
         for child in &mut self.processes {
             let deadline = Instant::now() + Duration::from_secs(10);
             while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
+            if child.try_wait().ok().flatten().is_none() {
+                signal(child, "-KILL");
+            }
             let _ = child.wait();
         }
     }
