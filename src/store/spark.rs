@@ -548,7 +548,9 @@ fn publish(
         }
         files.count += used;
         files.amount = amount.to_string();
-        if !files.records.is_empty() || manifest.kinds.contains_key(kind.name()) || tally.read > 0 {
+        // As the local ingest: a kind with input files (even empty ones) is
+        // listed; a kind without any is left as it was.
+        if !of_kind.is_empty() {
             manifest.kinds.insert(kind.name().to_owned(), files);
         }
         report.tallies.insert(kind, tally);
