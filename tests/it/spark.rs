@@ -53,7 +53,14 @@ fn spark() -> Option<(PathBuf, Option<PathBuf>)> {
 /// `telemeter` with Spark's environment: loopback only.
 fn telemeter(spark: &(PathBuf, Option<PathBuf>)) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_telemeter"));
-    command.env("SPARK_HOME", &spark.0).env("SPARK_LOCAL_IP", "127.0.0.1").env_remove("TELEMETER_THREADS");
+    command
+        .env("SPARK_HOME", &spark.0)
+        .env("SPARK_LOCAL_IP", "127.0.0.1")
+        .env_remove("TELEMETER_THREADS")
+        // One page-token key for both stores' answers (each store makes its
+        // own random key otherwise, and tokens are sealed with it).
+        .env("TELEMETER_TOKEN_KEY", crate::common::TOKEN_KEY)
+        .env("TELEMETER_STATE_DIR", crate::common::state_dir());
     if let Some(python) = &spark.1 {
         command.env("PYSPARK_PYTHON", python).env("PYSPARK_DRIVER_PYTHON", python);
     }
