@@ -12,7 +12,8 @@
 # run (telemeter, spark-submit's JVM, Python workers, spark-task processes;
 # for the cluster also the workers' executors), sampled every second.
 # Then checks that the three stores give the same answer, byte for byte.
-# Needs SPARK_HOME (see README "Running on Spark").
+# Needs SPARK_HOME (see README "Running on Spark"). Not yet run: the numbers
+# in README are still to be taken with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${BENCH_DATA:-/work/bench-data}
