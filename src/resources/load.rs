@@ -120,24 +120,7 @@ pub fn load(data: &Path, db: &Path) -> Result<LoadStats> {
                     stats.deleted_skipped += 1;
                     continue;
                 }
-                insert.execute(params![
-                    r.recording_id,
-                    r.auth_id,
-                    r.subaccount_auth,
-                    r.call_uuid,
-                    r.from_number,
-                    r.to_number,
-                    r.conference_name,
-                    r.conference_uuid,
-                    r.mpc_name,
-                    r.mpc_uuid,
-                    r.recording_url,
-                    r.recording_format,
-                    r.recording_type,
-                    r.start,
-                    r.end,
-                    r.add_time_us
-                ])?;
+                insert.execute(r.sql_values().as_slice())?;
                 stats.recordings += 1;
             }
         }

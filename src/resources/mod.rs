@@ -111,6 +111,31 @@ pub struct Recording {
     pub add_time_us: i64,
 }
 
+impl Recording {
+    /// The values of [`RECORDING_COLUMNS`], in its order: the one list every
+    /// insert of a recording binds.
+    fn sql_values(&self) -> [&dyn rusqlite::ToSql; 16] {
+        [
+            &self.recording_id,
+            &self.auth_id,
+            &self.subaccount_auth,
+            &self.call_uuid,
+            &self.from_number,
+            &self.to_number,
+            &self.conference_name,
+            &self.conference_uuid,
+            &self.mpc_name,
+            &self.mpc_uuid,
+            &self.recording_url,
+            &self.recording_format,
+            &self.recording_type,
+            &self.start,
+            &self.end,
+            &self.add_time_us,
+        ]
+    }
+}
+
 /// The database of a server: one connection, shared behind a mutex, so
 /// that writes (deletes) are serialized; every query is short.
 #[derive(Debug)]
