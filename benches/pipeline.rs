@@ -25,8 +25,8 @@ use telemeter::records::csv::RowSink;
 use telemeter::records::dedup::{self, Seen, PARTITIONS};
 use telemeter::records::files::{Format, InputFile};
 use telemeter::records::{self, Field, Kind};
-use telemeter::report;
 use telemeter::store::IngestOptions;
+use telemeter::summary;
 use telemeter::time::{Granularity, Window};
 use telemeter::token::TokenKey;
 
@@ -192,9 +192,9 @@ fn aggregate_and_end_to_end(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("summary_one_account_30_days_322k_rows", |b| {
         b.iter(|| {
-            let summary = report::build(&data.dataset, &data.request).expect("built");
+            let summary = summary::build(&data.dataset, &data.request).expect("built");
             let page = summary.requested_page(&data.key).expect("a page");
-            report::to_json(&page, false).expect("json").len()
+            summary::to_json(&page, false).expect("json").len()
         })
     });
     group.finish();
@@ -215,19 +215,19 @@ fn aggregate_and_end_to_end(c: &mut Criterion) {
         b.iter(|| {
             // Opened in the loop, as every `summary --store` run opens it.
             let store = Dataset::open_store(store_dir.path()).expect("opens");
-            let summary = report::build(&store, &data.request).expect("built");
+            let summary = summary::build(&store, &data.request).expect("built");
             let page = summary.requested_page(&data.key).expect("a page");
-            report::to_json(&page, false).expect("json").len()
+            summary::to_json(&page, false).expect("json").len()
         })
     });
     group.finish();
 
-    let summary = report::build(&data.dataset, &data.request).expect("built");
+    let summary = summary::build(&data.dataset, &data.request).expect("built");
     let mut group = c.benchmark_group("render");
     group.bench_function(format!("page_1_and_json_of_{}_rows", summary.rows.len()), |b| {
         b.iter(|| {
             let page = summary.page(0, &data.key).expect("a page");
-            report::to_json(&page, false).expect("json").len()
+            summary::to_json(&page, false).expect("json").len()
         })
     });
     group.finish();

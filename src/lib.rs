@@ -40,6 +40,7 @@ pub mod report;
 pub mod resources;
 pub mod server;
 pub mod store;
+pub mod summary;
 pub mod time;
 pub mod token;
 

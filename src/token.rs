@@ -7,7 +7,7 @@
 //! charges, the currency). It is sealed with an HMAC-SHA256 tag, so a token
 //! we did not issue, or one that was altered, is refused; a token whose
 //! result has changed since (the data changed) is refused by
-//! [`crate::report::Summary::requested_page`]. No server-side state is kept.
+//! [`crate::summary::Summary::requested_page`]. No server-side state is kept.
 //!
 //! Decoding checks every field, whatever the tag says: a window inside the
 //! dates a request can name and ordered, an offset past the first page.

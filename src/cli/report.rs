@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::aggregate::{AccountScope, OnBadRow};
 use crate::query::UsageParams;
-use crate::report::batch::{self, Formats, Progress, ReportRequest};
+use crate::report::{self as batch, Formats, Progress, ReportRequest};
 use crate::Error;
 
 /// Arguments of `report`.

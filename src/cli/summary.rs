@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use crate::error::BadRequest;
 use crate::query::{UsageParams, UsageRequest};
-use crate::report::{self, wire::ErrorBody};
+use crate::summary::{self, wire::ErrorBody};
 
 /// Arguments of `summary`. Values may start with `-` (`--query '-x=1'`):
 /// they are the request's, checked like any other.
@@ -117,7 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(request) => request,
         Err(bad) => return bad_request(&args, &bad),
     };
-    let summary = report::build(&dataset, &request)?;
+    let summary = summary::build(&dataset, &request)?;
     if let Some(data) = &args.data {
         // Files in record folders that no reader takes are not data: say so.
         for name in crate::records::files::Inventory::scan(data)?.ignored {
@@ -132,14 +132,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Ok(page) => page,
                 Err(bad) => return bad_request(&args, &bad),
             };
-            super::write_line(&mut out, &report::to_json(&page, args.pretty)?)?;
+            super::write_line(&mut out, &summary::to_json(&page, args.pretty)?)?;
         }
     } else {
         let page = match summary.requested_page(&key) {
             Ok(page) => page,
             Err(bad) => return bad_request(&args, &bad),
         };
-        super::write_line(&mut out, &report::to_json(&page, args.pretty)?)?;
+        super::write_line(&mut out, &summary::to_json(&page, args.pretty)?)?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -154,10 +154,10 @@ fn bad_request(args: &Args, bad: &BadRequest) -> anyhow::Result<ExitCode> {
         hash.update(format!("{key}={value}&").as_bytes());
     }
     hash.update(bad.message.as_bytes());
-    let api_id = report::uuid_text(&hash.finalize());
+    let api_id = summary::uuid_text(&hash.finalize());
     let body = ErrorBody { api_id: &api_id, error: &bad.message };
     let mut out = std::io::stdout().lock();
-    super::write_line(&mut out, &report::to_json(&body, args.pretty)?)?;
+    super::write_line(&mut out, &summary::to_json(&body, args.pretty)?)?;
     out.flush()?;
     eprintln!("error: {}", bad.message);
     Ok(ExitCode::from(2))

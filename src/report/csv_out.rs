@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::error::{printable, BadRecord, Error, Result};
-use crate::report::wire::{ChargeItem, UsageItem};
+use crate::summary::wire::{ChargeItem, UsageItem};
 
 /// Columns of `usage.csv`: the usage item fields of api.md section 2.3.
 pub const USAGE_COLUMNS: [&str; 14] = [
@@ -166,7 +166,7 @@ mod tests {
     use super::*;
     use crate::error::Location;
     use crate::money::Amount;
-    use crate::report::wire::Decimal;
+    use crate::summary::wire::Decimal;
 
     fn amount(text: &str) -> Decimal {
         Decimal(Amount::parse(text.as_bytes()).unwrap())

@@ -17,9 +17,9 @@ use crate::labels;
 use crate::money::Amount;
 use crate::query::UsageParams;
 use crate::records::Product;
-use crate::report::batch::Formats;
-use crate::report::wire::{ChargeItem, UsageItem};
-use crate::report::Summary;
+use crate::report::options::Formats;
+use crate::summary::wire::{ChargeItem, UsageItem};
+use crate::summary::Summary;
 use crate::time::{format_instant, Granularity};
 
 /// What one account's page is drawn from.
@@ -437,7 +437,7 @@ impl Stats {
         Ok(stats)
     }
 
-    fn add_row(&mut self, key: &super::RowKey<'_>, totals: &Totals) -> Result<()> {
+    fn add_row(&mut self, key: &crate::summary::RowKey<'_>, totals: &Totals) -> Result<()> {
         let product = key.product;
         if product.has_country_and_direction() {
             let country = key.country.as_ref().map_or("(none)", |c| c.as_str()).to_owned();
@@ -796,7 +796,7 @@ fn usage_table_head(out: &mut String, rows: usize) {
 /// One line of the usage table: the cells of usage.csv, escaped.
 fn usage_row(out: &mut String, item: &UsageItem<'_>) {
     let text = |out: &mut String, v: Option<&str>| esc_into(out, v.unwrap_or_default());
-    let number = |out: &mut String, d: Option<crate::report::wire::Decimal>| {
+    let number = |out: &mut String, d: Option<crate::summary::wire::Decimal>| {
         if let Some(d) = d {
             w!(out, "{}", d.0);
         }

@@ -1,422 +1,810 @@
-//! The usage summary: [`build`] turns a data set and a request into a
-//! [`Summary`] (every row of the result, sorted, with its totals), and
-//! [`Summary::page`] cuts the page the API returns.
+//! The nightly batch: every account's report written to one output folder,
+//! atomically, with a manifest that proves the numbers add up.
 //!
-//! `summary`, `report` and the HTTP server all go through [`build`] (or
-//! [`build_many`] for several accounts in one pass) and [`Summary::page`],
-//! so they answer with the same bytes.
+//! [`write_reports`] runs [`build_many`] (one pass over the data for all
+//! accounts) while the input files are hashed, cuts every account's pages
+//! with the same [`Summary::pages`] as `summary`, renders the CSV and HTML
+//! files, checks the reconciliation and only then moves the finished folder
+//! into place. Nothing here reads the clock or prints: progress goes to a
+//! callback and `now` comes in as a value.
 
-pub mod batch;
 pub mod csv_out;
 pub mod html;
-pub(crate) mod rows;
-pub mod wire;
+pub mod options;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+pub use options::{Formats, Progress, ReportRequest};
 
-use chrono::{DateTime, Utc};
-use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use chrono::SecondsFormat;
+use rayon::prelude::*;
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::aggregate::{AccountScope, Aggregate, Bucketing, GroupKey, OnBadRow, Selector, Totals};
+use crate::aggregate::{AccountScope, OnBadRow, Tally};
 use crate::dataset::Dataset;
-use crate::error::{BadRequest, Error, Result};
-use crate::labels;
+use crate::error::{Error, Result};
 use crate::money::Amount;
-use crate::query::{UsageParams, UsageRequest};
+use crate::records::files::Inventory;
 use crate::records::Product;
-use crate::time::{format_instant, Buckets};
+use crate::summary::wire::Decimal;
+use crate::summary::{build_many, to_json, Batch, Summary};
+use crate::time::format_instant;
 use crate::token::TokenKey;
-use rows::{PackedKey, Strings};
-pub use rows::{RowKey, Rows};
-use wire::{ChargeItem, Decimal, Meta, Page, UsageItem};
 
-/// The whole result of one account's request, before paging.
-#[derive(Clone, Debug)]
-pub struct Summary {
-    /// The request answered.
-    pub request: UsageRequest,
-    /// Currency of every amount.
-    pub currency: String,
-    /// The window's buckets; row keys index into them.
-    pub buckets: Buckets,
-    /// Usage rows, in the report's order.
-    pub rows: Rows,
-    /// Other charges, when the request returns them.
-    pub charges: Option<Rows>,
-    /// Sum of every usage row.
-    pub usage_spend: Amount,
-    /// Usage plus other charges (when returned).
-    pub total_spend: Amount,
-    /// Usage per subaccount; parent-level rows excluded.
-    pub subaccount_spend: BTreeMap<String, Amount>,
-    content_digest: [u8; 32],
+/// Name of the manifest in the output folder.
+pub const MANIFEST: &str = "manifest.json";
+/// What the manifest's `generator` says; an existing output folder is only
+/// replaced when its manifest says this (or when it is empty).
+pub const GENERATOR: &str = "telemeter report";
+
+/// What a finished run produced.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Accounts written.
+    pub accounts: usize,
+    /// Usage rows written, over all accounts.
+    pub usage_rows: u64,
+    /// Rows read, used, set aside and duplicated, over all kinds.
+    pub counts: Tally,
+    /// Total spend per currency.
+    pub spend: BTreeMap<String, Amount>,
 }
 
-/// The selector of a request over `accounts`, bucketed by `bucketing`.
-pub fn selector(params: &UsageParams, accounts: AccountScope, bucketing: Bucketing) -> Selector {
-    Selector {
-        accounts,
-        subaccount: params.subaccount_auth.clone(),
-        products: params.products,
-        country: params.country,
-        direction: params.direction,
-        error_code: params.error_code.clone(),
-        hangup_cause: params.hangup_cause.clone(),
-        bucketing,
-        bytes_read: None,
-    }
-}
-
-/// Answers one request from `dataset`.
-pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
-    let buckets = request.window.buckets(request.params.granularity);
-    let selector = selector(&request.params, AccountScope::one(&request.auth_id), Bucketing::shared(buckets.clone()));
-    let currency = dataset.accounts.currency(&request.auth_id);
-    if let Some((strings, rows)) = dataset.account_rows(&selector, &request.auth_id)? {
-        return summarize_rows(request, currency, &buckets, strings, rows);
-    }
-    let aggregate = dataset.aggregate(&selector, OnBadRow::Fail)?;
-    summarize(request, currency, &buckets, &aggregate)
-}
-
-/// Every account's answer to one set of parameters, from a single pass.
-#[derive(Debug)]
-pub struct Batch {
-    /// One summary per account, by account id.
-    pub summaries: BTreeMap<String, Summary>,
-    /// The pass itself: counts, set-aside rows, files read.
-    pub aggregate: Aggregate,
-}
-
-/// Answers `params` for every account in `accounts` (each in its own time
-/// zone, when `accounts.csv` names one and the request does not) in one
-/// pass over `dataset`. With [`AccountScope::All`], every account with a
-/// row in `accounts.csv` or a record in the window is reported.
-/// `bytes_read`, when given, counts input bytes as files are read.
-pub fn build_many(
+/// Builds every account's report from `dataset` and writes it to `out`,
+/// replacing a previous report there (never any other folder).
+pub fn write_reports(
     dataset: &Dataset,
-    params: &UsageParams,
-    accounts: AccountScope,
-    now: DateTime<Utc>,
-    on_bad_row: OnBadRow,
+    request: &ReportRequest<'_>,
     key: &TokenKey,
-    bytes_read: Option<Arc<AtomicU64>>,
-) -> Result<Batch> {
-    let resolve = |auth_id: &str| {
-        let tz = dataset.accounts.get(auth_id).and_then(|a| a.timezone);
-        UsageRequest::resolve(auth_id, params.clone(), now, tz, key)
-    };
-    let mut named: BTreeSet<String> = match &accounts {
-        AccountScope::All => dataset.accounts.iter().map(|a| a.auth_id.clone()).collect(),
-        AccountScope::Some(set) => set.clone(),
-    };
-    let mut requests = BTreeMap::new();
-    let mut by_account = FxHashMap::default();
-    for auth_id in &named {
-        let request = resolve(auth_id)?;
-        by_account.insert(auth_id.clone(), request.window.buckets(params.granularity));
-        requests.insert(auth_id.clone(), request);
+    out: &Path,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Outcome> {
+    check_replaceable(out)?;
+    remove_stale(out);
+    let inventory = Inventory::scan(&dataset.dir)?;
+    let bytes = inventory.files.iter().map(|f| f.size).sum();
+    progress(Progress::Reading { files: inventory.files.len(), bytes });
+    let (batch, inputs) = rayon::join(
+        || {
+            let bytes_read = request.bytes_read.clone();
+            build_many(
+                dataset,
+                request.params,
+                request.accounts.clone(),
+                request.now,
+                request.on_bad_row,
+                key,
+                bytes_read,
+            )
+        },
+        || hash_inputs(&dataset.dir, &inventory),
+    );
+    let (batch, inputs) = (batch?, inputs?);
+    check_inputs_unchanged(&inventory, &batch.aggregate.inventory)?;
+    let counts = check_counts(&batch)?;
+    progress(Progress::Writing { rows_read: counts.read, accounts: batch.summaries.len() });
+
+    let staging = staging_dir(out, "tmp")?;
+    let result = write_all(&batch, request, key, &inputs, counts, &staging, progress);
+    match result {
+        Ok(outcome) => {
+            swap_into_place(&staging, out)?;
+            Ok(outcome)
+        }
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(error)
+        }
     }
-    let default_request = resolve("")?;
-    let default = matches!(accounts, AccountScope::All).then(|| default_request.window.buckets(params.granularity));
-    let bucketing = Bucketing { default: default.clone(), by_account };
-    let mut selector = selector(params, accounts, bucketing);
-    selector.bytes_read = bytes_read;
-    let aggregate = dataset.aggregate(&selector, on_bad_row)?;
-    named.extend(aggregate.groups.keys().map(|k| k.account.clone()));
-    let mut summaries = BTreeMap::new();
-    for auth_id in named {
-        let request = match requests.remove(&auth_id) {
-            Some(request) => request,
-            None => resolve(&auth_id)?,
-        };
-        let buckets =
-            selector.bucketing.of(&auth_id).cloned().unwrap_or_else(|| request.window.buckets(params.granularity));
-        let summary = summarize(&request, dataset.accounts.currency(&auth_id), &buckets, &aggregate)?;
-        summaries.insert(auth_id, summary);
-    }
-    Ok(Batch { summaries, aggregate })
 }
 
-/// The summary of `request`'s account from an aggregate that holds it.
-pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggregate: &Aggregate) -> Result<Summary> {
-    let from = GroupKey {
-        account: request.auth_id.clone(),
-        bucket: 0,
-        product: Product::Message,
-        type_: String::new(),
-        subaccount: None,
-        country: None,
-        direction: None,
-        code: None,
-    };
-    let mut strings = Strings::default();
-    let rows: Vec<(PackedKey, Totals)> = aggregate
-        .groups
-        .range(from..)
-        .take_while(|(k, _)| k.account == request.auth_id)
-        .map(|(key, totals)| (rows::pack(key, &mut strings), *totals))
-        .collect();
-    summarize_rows(request, currency, buckets, strings.into_table(), rows)
+/// The folder of an account inside the output folder: the `auth_id` with
+/// every byte outside `[A-Za-z0-9._-]` percent-encoded, a leading `.`
+/// encoded (no hidden or `..` folders), and names of the run's own files
+/// (`index.html`, `manifest.json`, `rejected.csv`) made distinct.
+pub fn account_dir(auth_id: &str) -> String {
+    let mut out = String::with_capacity(auth_id.len());
+    for (i, b) in auth_id.bytes().enumerate() {
+        let plain = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_') || (b == b'.' && i > 0);
+        if plain {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if matches!(out.as_str(), "index.html" | "manifest.json" | "rejected.csv") {
+        out = out.replacen('.', "%2E", 1);
+    }
+    out
 }
 
-/// The summary of `request`'s account from its rows in the report's order
-/// (usage and other charges together), their text in `strings`.
-pub(crate) fn summarize_rows(
-    request: &UsageRequest,
-    currency: &str,
-    buckets: &Buckets,
-    strings: Arc<[Box<str>]>,
-    sorted: Vec<(PackedKey, Totals)>,
-) -> Result<Summary> {
-    let overflow = || Error::Internal("sum overflow".to_owned());
-    let mut usage = sorted;
-    let mut charges = Vec::new();
-    let mut usage_spend = Amount::ZERO;
-    let mut charge_spend = Amount::ZERO;
-    // Per subaccount id, then by name once at the end.
-    let mut by_subaccount: FxHashMap<u32, Amount> = FxHashMap::default();
-    let mut overflowed = false;
-    let mut add = |sum: &mut Amount, amount: Amount| match sum.checked_add(amount) {
-        Some(total) => *sum = total,
-        None => overflowed = true,
-    };
-    // In place: the usage rows stay where they are, charges move out.
-    usage.retain(|(key, totals)| {
-        let amount = Amount::from_nanos(totals.amount);
-        if key.product == Product::Other {
-            add(&mut charge_spend, amount);
-            charges.push((*key, *totals));
-            return false;
+/// One input file in the manifest.
+#[derive(Debug, Serialize)]
+struct InputEntry {
+    file: String,
+    kind: &'static str,
+    size: u64,
+    sha256: String,
+}
+
+fn hash_inputs(data: &Path, inventory: &Inventory) -> Result<Vec<InputEntry>> {
+    let mut files: Vec<(PathBuf, String, &'static str)> =
+        inventory.files.iter().map(|f| (f.path.clone(), f.name.clone(), f.kind.name())).collect();
+    let accounts = data.join("accounts.csv");
+    if accounts.is_file() {
+        files.insert(0, (accounts, "accounts.csv".to_owned(), "accounts"));
+    }
+    files
+        .par_iter()
+        .map(|(path, name, kind)| {
+            let (size, sha256) = hash_file(path)?;
+            Ok(InputEntry { file: name.clone(), kind, size, sha256 })
+        })
+        .collect()
+}
+
+fn hash_file(path: &Path) -> Result<(u64, String)> {
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut hash = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buffer).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
         }
-        add(&mut usage_spend, amount);
-        if key.subaccount != rows::ABSENT {
-            add(by_subaccount.entry(key.subaccount).or_default(), amount);
+        size += n as u64;
+        hash.update(&buffer[..n]);
+    }
+    let hex = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((size, hex))
+}
+
+fn check_inputs_unchanged(before: &Inventory, after: &Inventory) -> Result<()> {
+    let names = |i: &Inventory| i.files.iter().map(|f| (f.name.clone(), f.size)).collect::<Vec<_>>();
+    if names(before) != names(after) {
+        return Err(Error::Internal(
+            "the input files changed while the report was being built (files added, removed or resized); run again"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `read = used + set aside + duplicates` for every kind and that
+/// every row set aside is listed; the totals over all kinds.
+fn check_counts(batch: &Batch) -> Result<Tally> {
+    let mut all = Tally::default();
+    for (kind, tally) in &batch.aggregate.tallies {
+        if tally.read != tally.used + tally.set_aside + tally.duplicates {
+            return Err(Error::Internal(format!(
+                "counts of {} do not add up: read {} != used {} + set aside {} + duplicates {}",
+                kind.name(),
+                tally.read,
+                tally.used,
+                tally.set_aside,
+                tally.duplicates
+            )));
         }
-        true
+        all += *tally;
+    }
+    if all.set_aside != batch.aggregate.rejects.len() as u64 {
+        return Err(Error::Internal(format!(
+            "{} rows set aside but {} listed",
+            all.set_aside,
+            batch.aggregate.rejects.len()
+        )));
+    }
+    Ok(all)
+}
+
+/// One account in the manifest.
+#[derive(Debug, Serialize)]
+struct AccountEntry {
+    auth_id: String,
+    dir: String,
+    currency: String,
+    timezone: &'static str,
+    from_date: String,
+    to_date: String,
+    pages: u64,
+    usage_rows: u64,
+    records: u64,
+    usage_spend: Decimal,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    other_charges_spend: Option<Decimal>,
+    total_spend: Decimal,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subaccount_spend: Option<BTreeMap<String, Decimal>>,
+    /// `total_spend` = sum of the rows' `total_amount` + sum of the other
+    /// charges, as written in the pages.
+    reconciled: bool,
+}
+
+/// What one account's files say, for the index and the manifest.
+struct Written {
+    entry: AccountEntry,
+    total_spend: Amount,
+    records: u64,
+}
+
+fn write_all(
+    batch: &Batch,
+    request: &ReportRequest<'_>,
+    key: &TokenKey,
+    inputs: &[InputEntry],
+    counts: Tally,
+    staging: &Path,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Outcome> {
+    let accounts: Vec<(&String, &Summary)> = batch.summaries.iter().collect();
+    let total = accounts.len();
+    // Largest accounts first, each thread taking the next one when it is
+    // done, so the biggest account does not start last.
+    let mut order: Vec<usize> = (0..total).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(accounts[i].1.rows.len()));
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let results: Vec<Mutex<Option<Result<Written>>>> = (0..total).map(|_| Mutex::new(None)).collect();
+    rayon::scope(|scope| {
+        for _ in 0..rayon::current_num_threads().min(total) {
+            scope.spawn(|_| loop {
+                let at = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&i) = order.get(at) else { break };
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let (auth_id, summary) = accounts[i];
+                let result = write_account(auth_id, summary, request.query, request.formats, key, staging);
+                if result.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                } else {
+                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress(Progress::AccountDone { done: n, total });
+                }
+                if let Ok(mut slot) = results[i].lock() {
+                    *slot = Some(result);
+                }
+            });
+        }
     });
-    if overflowed {
-        return Err(overflow());
+    // In account order; the first failed account (by id) is the error.
+    let mut written = Vec::with_capacity(total);
+    let mut missing = false;
+    for slot in results {
+        match slot.into_inner().map_err(|_| Error::Internal("a report thread panicked".to_owned()))? {
+            Some(result) => written.push(result?),
+            None => missing = true,
+        }
     }
-    let subaccount_spend =
-        by_subaccount.into_iter().map(|(id, spend)| (strings[id as usize].to_string(), spend)).collect();
-    let params = &request.params;
-    let charges_returned = params.subaccount_auth.is_none() && params.products.contains(Product::Other);
+    if missing {
+        return Err(Error::Internal("an account's report was not written".to_owned()));
+    }
+
+    let reconciliation = reconcile(batch, &written)?;
+    let mut outcome = Outcome { accounts: written.len(), counts, ..Outcome::default() };
+    for w in &written {
+        outcome.usage_rows += w.entry.usage_rows;
+        let spend = outcome.spend.entry(w.entry.currency.clone()).or_default();
+        *spend = spend.checked_add(w.total_spend).ok_or_else(overflow)?;
+    }
+
+    if request.on_bad_row == OnBadRow::SetAside {
+        write_file(&staging.join("rejected.csv"), &csv_out::rejected_csv(&batch.aggregate.rejects)?)?;
+    }
+    let entries: Vec<html::IndexEntry<'_>> = written
+        .iter()
+        .map(|w| html::IndexEntry {
+            auth_id: &w.entry.auth_id,
+            dir: &w.entry.dir,
+            currency: &w.entry.currency,
+            timezone: w.entry.timezone,
+            window: (w.entry.from_date.clone(), w.entry.to_date.clone()),
+            rows: w.entry.usage_rows as usize,
+            total_spend: w.total_spend,
+        })
+        .collect();
+    let index_counts = html::IndexCounts {
+        read: counts.read,
+        used: counts.used,
+        set_aside: counts.set_aside,
+        duplicates: counts.duplicates,
+    };
+    write_file(
+        &staging.join("index.html"),
+        html::index(&entries, request.params, request.query, &index_counts, request.formats)?.as_bytes(),
+    )?;
+
+    let manifest = Manifest {
+        generator: GENERATOR,
+        version: env!("CARGO_PKG_VERSION"),
+        request: RequestEntry::of(request),
+        inputs,
+        ignored_files: &batch.aggregate.inventory.ignored,
+        counts: counts_entry(batch, counts),
+        rejected_file: (request.on_bad_row == OnBadRow::SetAside).then_some("rejected.csv"),
+        spend_by_currency: outcome.spend.iter().map(|(c, a)| (c.clone(), Decimal(*a))).collect(),
+        accounts: written.into_iter().map(|w| w.entry).collect(),
+        reconciliation,
+    };
+    write_file(&staging.join(MANIFEST), format!("{}\n", to_json(&manifest, true)?).as_bytes())?;
+    Ok(outcome)
+}
+
+/// Writes one account's folder, page by page: each page is cut, written as
+/// JSON and appended to usage.csv and report.html before the next is cut,
+/// so memory does not grow with the account's size.
+fn write_account(
+    auth_id: &str,
+    summary: &Summary,
+    query: &str,
+    formats: Formats,
+    key: &TokenKey,
+    staging: &Path,
+) -> Result<Written> {
+    let dir_name = account_dir(auth_id);
+    let dir = staging.join(&dir_name);
+    std::fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+    let first = summary.page(0, key)?;
+    let charges = first.other_charges.as_deref();
     let total_spend =
-        if charges_returned { usage_spend.checked_add(charge_spend).ok_or_else(overflow)? } else { usage_spend };
-    let mut summary = Summary {
-        request: request.clone(),
-        currency: currency.to_owned(),
-        buckets: buckets.clone(),
-        rows: Rows::new(strings.clone(), usage),
-        charges: charges_returned.then(|| Rows::new(strings, charges)),
-        usage_spend,
-        total_spend,
-        subaccount_spend,
-        content_digest: [0; 32],
+        first.meta.total_spend.map(|d| d.0).ok_or_else(|| Error::Internal("page 1 without total_spend".into()))?;
+    let mut charge_sum = Amount::ZERO;
+    for item in charges.into_iter().flatten() {
+        charge_sum = charge_sum.checked_add(item.total_amount.0).ok_or_else(overflow)?;
+    }
+
+    let mut csv = None;
+    let mut report = None;
+    if formats.csv {
+        let path = dir.join("other_charges.csv");
+        write_file(&path, &csv_out::charges_csv(charges.into_iter().flatten())?)?;
+        let path = dir.join("usage.csv");
+        csv = Some(csv_out::UsageCsv::new(create(&path)?, path)?);
+    }
+    if formats.html {
+        let path = dir.join("report.html");
+        let page = html::AccountPage { summary, charges, query };
+        report = Some(html::AccountReport::start(&page, BufWriter::with_capacity(1 << 16, create(&path)?), path)?);
+    }
+
+    let mut usage_sum = Amount::ZERO;
+    let mut json = Vec::new();
+    let size = summary.request.params.page_size as u64;
+    let pages = summary.page_count();
+    let mut later;
+    for i in 0..pages {
+        let page = if i == 0 {
+            &first
+        } else {
+            later = summary.page(i * size, key)?;
+            &later
+        };
+        if formats.json {
+            json.clear();
+            serde_json::to_writer(&mut json, page).map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))?;
+            json.push(b'\n');
+            write_file(&dir.join(format!("page-{:04}.json", i + 1)), &json)?;
+        }
+        for item in &page.usage {
+            usage_sum = usage_sum.checked_add(item.total_amount.0).ok_or_else(overflow)?;
+            if let Some(csv) = &mut csv {
+                csv.row(item)?;
+            }
+            if let Some(report) = &mut report {
+                report.row(item)?;
+            }
+        }
+    }
+    if let Some(csv) = csv {
+        csv.finish()?;
+    }
+    if let Some(report) = report {
+        let path = dir.join("report.html");
+        report.finish()?.into_inner().map_err(|e| Error::io(&path, e.error()))?;
+    }
+
+    // Reconcile the account from what the pages say.
+    let pages_total = usage_sum.checked_add(charge_sum).ok_or_else(overflow)?;
+    if pages_total != total_spend || usage_sum != summary.usage_spend {
+        return Err(Error::Internal(format!(
+            "reconciliation failed for account {auth_id}: total_spend {total_spend} but rows {usage_sum} + other charges {charge_sum} = {pages_total}"
+        )));
+    }
+
+    let tz = summary.buckets.tz();
+    let records = summary.rows.iter().chain(summary.charges.iter().flatten()).map(|(_, t)| t.records).sum();
+    let entry = AccountEntry {
+        auth_id: auth_id.to_owned(),
+        dir: dir_name,
+        currency: summary.currency.clone(),
+        timezone: tz.name(),
+        from_date: format_instant(summary.request.window.start, tz),
+        to_date: format_instant(summary.request.window.end, tz),
+        pages,
+        usage_rows: summary.rows.len() as u64,
+        records,
+        usage_spend: Decimal(usage_sum),
+        other_charges_spend: charges.map(|_| Decimal(charge_sum)),
+        total_spend: Decimal(total_spend),
+        subaccount_spend: first
+            .meta
+            .subaccount_spend
+            .as_ref()
+            .map(|m| m.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()),
+        reconciled: true,
     };
-    summary.content_digest = summary.digest_content();
-    Ok(summary)
+    Ok(Written { entry, total_spend, records })
 }
 
-impl Summary {
-    /// Number of pages (at least one).
-    pub fn page_count(&self) -> u64 {
-        let size = self.request.params.page_size as u64;
-        (self.rows.len() as u64).div_ceil(size).max(1)
-    }
+/// The run-wide check: the accounts' totals add up to the sum of every
+/// group the pass kept (computed here from the aggregate, not from the
+/// summaries), and their records to the rows the pass selected.
+#[derive(Debug, Serialize)]
+struct Reconciliation {
+    accounts_checked: usize,
+    sum_of_account_total_spend: Decimal,
+    sum_of_selected_records: Decimal,
+    account_records: u64,
+    selected_records: u64,
+    ok: bool,
+}
 
-    /// The page of the request (its token's offset, or page 1). A token
-    /// cut from another result (the data changed since it was issued) is a
-    /// 400: its offset would repeat or skip rows of this one.
-    pub fn requested_page(&self, key: &TokenKey) -> Result<Page<'_>, BadRequest> {
-        if self.request.snapshot.is_some_and(|snapshot| snapshot != self.snapshot()) {
-            return Err(BadRequest::new(
-                "page_token",
-                "invalid page_token: the data changed since it was issued, so its page would repeat or skip rows; \
-                 start again from page 1 (send the request without page_token)",
-            ));
+fn reconcile(batch: &Batch, written: &[Written]) -> Result<Reconciliation> {
+    let mut accounts_sum = Amount::ZERO;
+    let mut account_records = 0u64;
+    for w in written {
+        accounts_sum = accounts_sum.checked_add(w.total_spend).ok_or_else(overflow)?;
+        account_records += w.records;
+    }
+    let mut groups_sum = 0i128;
+    let mut group_records = 0u64;
+    for totals in batch.aggregate.groups.values() {
+        groups_sum = groups_sum.checked_add(totals.amount).ok_or_else(overflow)?;
+        group_records += totals.records;
+    }
+    let groups_sum = Amount::from_nanos(groups_sum);
+    let selected: u64 = batch.aggregate.tallies.values().map(|t| t.selected).sum();
+    let ok = accounts_sum == groups_sum && account_records == group_records && group_records == selected;
+    if !ok {
+        return Err(Error::Internal(format!(
+            "reconciliation failed: accounts total {accounts_sum} over {account_records} records, \
+             but the records in the window sum to {groups_sum} over {group_records} records ({selected} selected)"
+        )));
+    }
+    Ok(Reconciliation {
+        accounts_checked: written.len(),
+        sum_of_account_total_spend: Decimal(accounts_sum),
+        sum_of_selected_records: Decimal(groups_sum),
+        account_records,
+        selected_records: selected,
+        ok,
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct Manifest<'a> {
+    generator: &'static str,
+    version: &'static str,
+    request: RequestEntry,
+    inputs: &'a [InputEntry],
+    ignored_files: &'a [String],
+    counts: BTreeMap<&'static str, CountEntry>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rejected_file: Option<&'static str>,
+    spend_by_currency: BTreeMap<String, Decimal>,
+    accounts: Vec<AccountEntry>,
+    reconciliation: Reconciliation,
+}
+
+#[derive(Debug, Serialize)]
+struct RequestEntry {
+    query: String,
+    accounts: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    now: Option<String>,
+    on_bad_row: &'static str,
+    /// Only when not every format is written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    formats: Option<Vec<&'static str>>,
+    granularity: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    from_date: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    to_date: Option<String>,
+    product: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subaccount_auth: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_code: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hangup_cause: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    direction: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    country: Option<String>,
+    page_size: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timezone: Option<&'static str>,
+}
+
+impl RequestEntry {
+    fn of(request: &ReportRequest<'_>) -> RequestEntry {
+        let p = request.params;
+        let accounts = match request.accounts {
+            AccountScope::All => serde_json::Value::from("all"),
+            AccountScope::Some(set) => serde_json::Value::from(set.iter().cloned().collect::<Vec<_>>()),
+        };
+        RequestEntry {
+            query: request.query.to_owned(),
+            accounts,
+            now: request.now_given.then(|| request.now.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+            on_bad_row: match request.on_bad_row {
+                OnBadRow::Fail => "fail",
+                OnBadRow::SetAside => "set-aside",
+            },
+            formats: (request.formats != Formats::ALL).then(|| request.formats.names()),
+            granularity: p.granularity.as_str(),
+            from_date: p.from_date.map(|d| d.to_string()),
+            to_date: p.to_date.map(|d| d.to_string()),
+            product: p.products.iter().map(Product::as_str).collect(),
+            subaccount_auth: p.subaccount_auth.clone(),
+            error_code: p.error_code.clone(),
+            hangup_cause: p.hangup_cause.clone(),
+            direction: p.direction.map(|d| d.as_str()),
+            country: p.country.as_ref().map(|c| c.as_str().to_owned()),
+            page_size: p.page_size,
+            timezone: p.timezone.map(|tz| tz.name()),
         }
-        self.page(self.request.offset, key)
-    }
-
-    /// The snapshot this result's page tokens carry: a digest of every row
-    /// of every page, the other charges and the currency (the same digest
-    /// that goes into `api_id`). The same data answers the same request
-    /// with the same snapshot, from raw files or a store.
-    pub fn snapshot(&self) -> [u8; 16] {
-        let mut snapshot = [0u8; 16];
-        snapshot.copy_from_slice(&self.content_digest[..16]);
-        snapshot
-    }
-
-    /// The page whose first row is `offset`, as the API returns it.
-    pub fn page(&self, offset: u64, key: &TokenKey) -> Result<Page<'_>, BadRequest> {
-        let request = &self.request;
-        let params = &request.params;
-        let n_rows = self.rows.len() as u64;
-        if offset > 0 && offset >= n_rows {
-            return Err(BadRequest::new(
-                "page_token",
-                "invalid page_token: it points past the end of the result (the data changed since it was issued)",
-            ));
-        }
-        let end = (offset + params.page_size as u64).min(n_rows);
-        let first_page = offset == 0;
-        let tz = self.buckets.tz();
-        // Rows come bucket by bucket, so a page formats about one span.
-        let mut last: Option<(u32, (String, String))> = None;
-        let mut span = |bucket: u32| match &last {
-            Some((b, text)) if *b == bucket => text.clone(),
-            _ => {
-                let (start, end) = self.buckets.span(bucket);
-                let text = (format_instant(start, tz), format_instant(end, tz));
-                last = Some((bucket, text.clone()));
-                text
-            }
-        };
-        let usage = self
-            .rows
-            .range(offset as usize, end as usize)
-            .map(|(key, totals)| usage_item(key, totals, span(key.bucket)))
-            .collect();
-        let other_charges = match (&self.charges, first_page) {
-            (Some(charges), true) => Some(
-                charges
-                    .iter()
-                    .map(|(key, totals)| {
-                        let (from_date, to_date) = span(key.bucket);
-                        ChargeItem {
-                            from_date,
-                            to_date,
-                            description: key.type_,
-                            total_units: totals.units,
-                            total_amount: Decimal(Amount::from_nanos(totals.amount)),
-                        }
-                    })
-                    .collect(),
-            ),
-            _ => None,
-        };
-        let scoped = params.subaccount_auth.is_some();
-        let meta = Meta {
-            auth_id: &request.auth_id,
-            subaccount_auth: params.subaccount_auth.as_deref(),
-            granularity: params.granularity.as_str(),
-            from_date: format_instant(request.window.start, tz),
-            to_date: format_instant(request.window.end, tz),
-            timezone: request.timezone_named.then(|| tz.name()),
-            currency: &self.currency,
-            page_size: params.page_size,
-            next_page_token: (end < n_rows).then(|| request.token_at(end, self.snapshot(), key)),
-            total_spend: first_page.then_some(Decimal(self.total_spend)),
-            total_subaccount_spend: (first_page && scoped).then_some(Decimal(self.usage_spend)),
-            subaccount_spend: (first_page && !scoped)
-                .then(|| self.subaccount_spend.iter().map(|(k, v)| (k.as_str(), Decimal(*v))).collect()),
-        };
-        Ok(Page { api_id: self.api_id(offset), meta, usage, other_charges })
-    }
-
-    /// Every page, in order, as a client following the tokens would see them.
-    pub fn pages<'s>(&'s self, key: &'s TokenKey) -> impl Iterator<Item = Result<Page<'s>, BadRequest>> + 's {
-        let size = self.request.params.page_size as u64;
-        (0..self.page_count()).map(move |i| self.page(i * size, key))
-    }
-
-    /// A request identifier derived from the request and the result, so
-    /// that the same inputs always give the same bytes.
-    pub fn api_id(&self, offset: u64) -> String {
-        let mut hash = Sha256::new();
-        hash.update(self.request.digest);
-        hash.update(self.request.window.start.to_le_bytes());
-        hash.update(self.request.window.end.to_le_bytes());
-        hash.update(offset.to_le_bytes());
-        hash.update(self.content_digest);
-        uuid_text(&hash.finalize())
-    }
-
-    fn digest_content(&self) -> [u8; 32] {
-        // Fed field by field (length-prefixed text, little-endian integers):
-        // this runs over every row of a result, so no per-row formatting.
-        // The bytes are gathered in a buffer and hashed a block at a time
-        // (the same stream, so the same digest, as one update per field).
-        let mut hash = xxhash_rust::xxh3::Xxh3::new();
-        let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
-        let text = |b: &mut Vec<u8>, value: Option<&str>| match value {
-            Some(v) => {
-                b.extend_from_slice(&(v.len() as u64 + 1).to_le_bytes());
-                b.extend_from_slice(v.as_bytes());
-            }
-            None => b.extend_from_slice(&0u64.to_le_bytes()),
-        };
-        text(&mut buffer, Some(&self.currency));
-        for (key, totals) in self.rows.iter().chain(self.charges.iter().flatten()) {
-            let b = &mut buffer;
-            b.extend_from_slice(&key.bucket.to_le_bytes());
-            b.extend_from_slice(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
-            text(b, Some(key.type_));
-            text(b, key.subaccount);
-            text(b, key.country.map(|c| c.as_str()));
-            text(b, key.code);
-            b.extend_from_slice(&totals.records.to_le_bytes());
-            b.extend_from_slice(&totals.units.to_le_bytes());
-            b.extend_from_slice(&totals.duration.to_le_bytes());
-            b.extend_from_slice(&totals.amount.to_le_bytes());
-            b.extend_from_slice(&totals.surcharge.to_le_bytes());
-            if b.len() >= (1 << 16) - 512 {
-                hash.update(b);
-                b.clear();
-            }
-        }
-        hash.update(&buffer);
-        let digest = hash.digest128().to_le_bytes();
-        let mut out = [0u8; 32];
-        out[..16].copy_from_slice(&digest);
-        out
     }
 }
 
-fn usage_item<'a>(key: RowKey<'a>, totals: &Totals, (from_date, to_date): (String, String)) -> UsageItem<'a> {
-    let product = key.product;
-    let code = key.code;
-    let error_reason = match code {
-        Some(code) if !code.is_empty() && product.has_error_code() => Some(labels::error_code(code)),
-        Some(code) if !code.is_empty() => Some(labels::hangup_cause(code)),
-        _ => None,
+#[derive(Debug, Serialize)]
+struct CountEntry {
+    read: u64,
+    used: u64,
+    set_aside: u64,
+    duplicates: u64,
+    selected: u64,
+}
+
+fn counts_entry(batch: &Batch, all: Tally) -> BTreeMap<&'static str, CountEntry> {
+    let entry = |t: &Tally| CountEntry {
+        read: t.read,
+        used: t.used,
+        set_aside: t.set_aside,
+        duplicates: t.duplicates,
+        selected: t.selected,
     };
-    UsageItem {
-        from_date,
-        to_date,
-        product: product.as_str(),
-        type_: key.type_,
-        subaccount_auth: key.subaccount,
-        country: key.country.map(|c| c.as_str()),
-        direction: key.direction.map(|d| d.as_str()),
-        total_units: totals.units,
-        duration_seconds: (product != Product::Message).then_some(Decimal(Amount::from_nanos(totals.duration))),
-        total_amount: Decimal(Amount::from_nanos(totals.amount)),
-        surcharge: (product != Product::Transcription).then_some(Decimal(Amount::from_nanos(totals.surcharge))),
-        error_code: code.filter(|_| product.has_error_code()),
-        hangup_cause: code.filter(|_| product.has_hangup_cause()),
-        error_reason,
+    let mut counts: BTreeMap<&'static str, CountEntry> =
+        batch.aggregate.tallies.iter().map(|(kind, t)| (kind.name(), entry(t))).collect();
+    counts.insert("all", entry(&all));
+    counts
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+}
+
+fn create(path: &Path) -> Result<File> {
+    File::create(path).map_err(|e| Error::io(path, e))
+}
+
+fn overflow() -> Error {
+    Error::Internal("sum overflow while writing the report".to_owned())
+}
+
+/// A fresh folder beside `out` (same file system, so the final rename is
+/// atomic), named after it and this process.
+fn staging_dir(out: &Path, what: &str) -> Result<PathBuf> {
+    let path = sibling(out, what)?;
+    if path.exists() {
+        std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    std::fs::create_dir(&path).map_err(|e| Error::io(&path, e))?;
+    Ok(path)
+}
+
+fn sibling(out: &Path, what: &str) -> Result<PathBuf> {
+    let name = out
+        .file_name()
+        .ok_or_else(|| Error::io(out, "the output folder needs a name (not `/`, `.` or `..`)"))?
+        .to_string_lossy()
+        .into_owned();
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    Ok(parent.join(format!(".{name}.{what}-{}", std::process::id())))
+}
+
+/// Removes what killed runs left beside `out`: staging folders
+/// `.NAME.tmp-PID` of processes that no longer run, and `.NAME.old-PID`
+/// ones when `out` exists (a run killed between its two renames leaves the
+/// previous report only in `.old`, so that one is kept). Best effort: only
+/// where `/proc` tells live processes from dead ones, errors ignored.
+fn remove_stale(out: &Path) {
+    let Some(name) = out.file_name().and_then(|n| n.to_str()) else { return };
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    let own = std::process::id().to_string();
+    let out_exists = std::fs::symlink_metadata(out).is_ok();
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        let Some(rest) = file.strip_prefix('.').and_then(|f| f.strip_prefix(name)) else { continue };
+        let pid = match (rest.strip_prefix(".tmp-"), rest.strip_prefix(".old-")) {
+            (Some(pid), _) => pid,
+            (None, Some(pid)) if out_exists => pid,
+            _ => continue,
+        };
+        let dead = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && pid != own && !proc.join(pid).exists();
+        if dead && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
-/// Formats the first 16 bytes of a hash as a UUID (version 8, RFC 9562).
-pub fn uuid_text(hash: &[u8]) -> String {
-    let mut b = [0u8; 16];
-    b.copy_from_slice(&hash[..16]);
-    b[6] = (b[6] & 0x0f) | 0x80;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+/// Refuses to replace anything but an empty folder or an earlier report.
+fn check_replaceable(out: &Path) -> Result<()> {
+    let meta = match std::fs::symlink_metadata(out) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(out, e)),
+    };
+    if !meta.is_dir() {
+        return Err(Error::io(out, "exists and is not a folder; refusing to replace it"));
+    }
+    let mut entries = std::fs::read_dir(out).map_err(|e| Error::io(out, e))?;
+    if entries.next().is_none() {
+        return Ok(());
+    }
+    let manifest = out.join(MANIFEST);
+    let text = std::fs::read_to_string(&manifest).unwrap_or_default();
+    let generator = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("generator").and_then(|g| g.as_str()).map(str::to_owned));
+    if generator.as_deref() != Some(GENERATOR) {
+        return Err(Error::io(
+            out,
+            "exists, is not empty and is not an earlier `telemeter report` output (no manifest.json); refusing to replace it",
+        ));
+    }
+    Ok(())
 }
 
-/// A page as JSON text: compact, or indented with `pretty`.
-pub fn to_json<T: serde::Serialize>(value: &T, pretty: bool) -> Result<String> {
-    let text = if pretty { serde_json::to_string_pretty(value) } else { serde_json::to_string(value) };
-    text.map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
+/// Moves the finished `staging` folder to `out`. An earlier report at `out`
+/// is moved aside first and removed after, so `out` is always either the
+/// old report or the new one, complete.
+fn swap_into_place(staging: &Path, out: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(out).is_err() {
+        return std::fs::rename(staging, out).map_err(|e| Error::io(out, e));
+    }
+    let old = sibling(out, "old")?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+    }
+    std::fs::rename(out, &old).map_err(|e| Error::io(out, e))?;
+    if let Err(e) = std::fs::rename(staging, out) {
+        let _ = std::fs::rename(&old, out);
+        return Err(Error::io(out, e));
+    }
+    std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::{Aggregate, GroupKey, Totals};
+    use crate::query::{UsageParams, UsageRequest};
+    use crate::summary::summarize;
+    use chrono::{DateTime, Utc};
+
+    /// A batch of one account `A` with one usage row of 1.5 and one charge of 2.25.
+    fn one_account_batch() -> Batch {
+        let now = DateTime::parse_from_rfc3339("2026-11-21T00:00:00Z").unwrap().with_timezone(&Utc);
+        let request =
+            UsageRequest::resolve("A", UsageParams::default(), now, None, &TokenKey::from_secret("unit tests"))
+                .unwrap();
+        let buckets = request.window.buckets(request.params.granularity);
+        let mut aggregate = Aggregate::default();
+        let key = |product: Product, type_: &str| GroupKey {
+            account: "A".into(),
+            bucket: 0,
+            product,
+            type_: type_.into(),
+            subaccount: None,
+            country: None,
+            direction: None,
+            code: None,
+        };
+        let totals = |amount: i128| Totals { records: 1, units: 1, duration: 0, amount, surcharge: 0 };
+        aggregate.groups.insert(key(Product::Transcription, "standard"), totals(1_500_000_000));
+        aggregate.groups.insert(key(Product::Other, "Number Charges"), totals(2_250_000_000));
+        aggregate
+            .tallies
+            .insert(crate::records::Kind::Transcriptions, Tally { read: 1, used: 1, selected: 1, ..Tally::default() });
+        aggregate
+            .tallies
+            .insert(crate::records::Kind::Charges, Tally { read: 1, used: 1, selected: 1, ..Tally::default() });
+        let summary = summarize(&request, "USD", &buckets, &aggregate).unwrap();
+        Batch { summaries: BTreeMap::from([("A".to_owned(), summary)]), aggregate }
+    }
+
+    #[test]
+    fn reconciliation_holds_and_fails_on_one_nano_of_difference() {
+        let batch = one_account_batch();
+        let dir = tempfile::tempdir().unwrap();
+        let summary = &batch.summaries["A"];
+        let written =
+            write_account("A", summary, "", Formats::ALL, &TokenKey::from_secret("unit tests"), dir.path()).unwrap();
+        assert_eq!(written.total_spend, Amount::from_nanos(3_750_000_000));
+        let check = reconcile(&batch, std::slice::from_ref(&written)).unwrap();
+        assert!(check.ok);
+        assert_eq!(check.sum_of_selected_records, Decimal(Amount::from_nanos(3_750_000_000)));
+
+        let mut off = written;
+        off.total_spend = Amount::from_nanos(3_750_000_001);
+        let error = reconcile(&batch, &[off]).unwrap_err().to_string();
+        assert!(error.contains("reconciliation failed"), "{error}");
+
+        // A group the accounts do not account for (e.g. a lost account) fails too.
+        let mut extra = one_account_batch();
+        let written = write_account(
+            "A",
+            &extra.summaries["A"],
+            "",
+            Formats::ALL,
+            &TokenKey::from_secret("unit tests"),
+            &dir.path().join("x"),
+        )
+        .err();
+        assert!(written.is_some(), "the account folder's parent must exist");
+        let dir2 = tempfile::tempdir().unwrap();
+        let written = write_account(
+            "A",
+            &extra.summaries["A"],
+            "",
+            Formats::ALL,
+            &TokenKey::from_secret("unit tests"),
+            dir2.path(),
+        )
+        .unwrap();
+        let mut lost = extra.aggregate.groups.keys().next().unwrap().clone();
+        lost.account = "B".into();
+        extra.aggregate.groups.insert(lost, Totals { records: 1, units: 1, duration: 0, amount: 1, surcharge: 0 });
+        assert!(reconcile(&extra, &[written]).is_err());
+    }
+
+    #[test]
+    fn counts_must_add_up() {
+        let mut batch = one_account_batch();
+        assert_eq!(check_counts(&batch).unwrap().read, 2);
+        batch
+            .aggregate
+            .tallies
+            .insert(crate::records::Kind::Calls, Tally { read: 3, used: 1, duplicates: 1, ..Tally::default() });
+        assert!(check_counts(&batch).unwrap_err().to_string().contains("do not add up"));
+    }
+
+    #[test]
+    fn account_folders_are_safe_names() {
+        assert_eq!(account_dir("MA1234_abc-9.x"), "MA1234_abc-9.x");
+        assert_eq!(account_dir("../etc"), "%2E.%2Fetc");
+        assert_eq!(account_dir(".."), "%2E.");
+        assert_eq!(account_dir("a/b c%"), "a%2Fb%20c%25");
+        assert_eq!(account_dir("index.html"), "index%2Ehtml");
+        assert_eq!(account_dir("é"), "%C3%A9");
+    }
 }

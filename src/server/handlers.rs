@@ -12,9 +12,9 @@ use axum::Extension;
 use super::error::ApiError;
 use super::{json_response, ApiId, Server};
 use crate::query::{UsageParams, UsageRequest};
-use crate::report;
 use crate::resources::wire::{EndpointBody, ListMeta, RecordingBody, RecordingItem, RecordingList};
 use crate::resources::ListQuery;
+use crate::summary;
 
 /// The OpenAPI document, written by hand to match this module.
 const OPENAPI: &str = include_str!("openapi.json");
@@ -53,7 +53,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ApiError> {
-    report::to_json(value, false).map_err(ApiError::from)
+    summary::to_json(value, false).map_err(ApiError::from)
 }
 
 /// `GET /v1/Account/{auth_id}/UsageSummary/`
@@ -82,7 +82,7 @@ pub(super) async fn usage_summary(
     let account_tz = generation.dataset.accounts.get(&auth_id).and_then(|a| a.timezone);
     let request = UsageRequest::resolve(&auth_id, params, server.now(), account_tz, &server.token_key)?;
     let text = blocking(move || {
-        let summary = report::build(&generation.dataset, &request)?;
+        let summary = summary::build(&generation.dataset, &request)?;
         let mut page = summary.requested_page(&server.token_key)?;
         page.api_id = api_id;
         to_json(&page)

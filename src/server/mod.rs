@@ -4,7 +4,7 @@
 //! [`app`] builds the router from a shared [`Server`], so that unit tests
 //! drive it without a socket and `telemeter serve` runs it on one. The
 //! usage summary goes through the same [`crate::query`] and
-//! [`crate::report::build`] as `telemeter summary`, on the blocking pool
+//! [`crate::summary::build`] as `telemeter summary`, on the blocking pool
 //! (never on the async threads); the resources come from SQLite
 //! ([`crate::resources::Store`]).
 //!

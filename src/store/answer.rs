@@ -1,5 +1,5 @@
 //! One account's request answered from its rollup file: the rows of the
-//! result in the report's order, ready for `report::summarize_rows`, with
+//! result in the report's order, ready for `summary::summarize_rows`, with
 //! no owned key per row and no string compared per row.
 //!
 //! The file's text columns are interned once per distinct value (a row
@@ -17,10 +17,10 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::rollup::{self, RowText, Text};
+use crate::aggregate::rows::{PackedKey, ABSENT};
 use crate::aggregate::{AccountScope, Dimensions, Selector, Totals};
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Product};
-use crate::report::rows::{PackedKey, ABSENT};
 use crate::time::Buckets;
 
 /// The rows of a result in the report's order, their text by id.
@@ -282,7 +282,7 @@ impl Dictionary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::rows::Rows;
+    use crate::aggregate::rows::Rows;
 
     /// Keys sorted by [`order_key`] over ranked ids come out in the order
     /// of their owned [`crate::aggregate::GroupKey`]s (the report's order).

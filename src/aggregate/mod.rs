@@ -9,6 +9,8 @@
 //! owned [`GroupKey`]s are built once at the end. Totals are integer sums, so
 //! the result does not depend on how the work was split or on thread count.
 
+pub(crate) mod rows;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,418 @@
+//! The usage summary: [`build`] turns a data set and a request into a
+//! [`Summary`] (every row of the result, sorted, with its totals), and
+//! [`Summary::page`] cuts the page the API returns.
+//!
+//! `summary`, `report` and the HTTP server all go through [`build`] (or
+//! [`build_many`] for several accounts in one pass) and [`Summary::page`],
+//! so they answer with the same bytes.
+
+pub mod wire;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use rustc_hash::FxHashMap;
+use sha2::{Digest, Sha256};
+
+use crate::aggregate::rows::{self, PackedKey, Strings};
+pub use crate::aggregate::rows::{RowKey, Rows};
+use crate::aggregate::{AccountScope, Aggregate, Bucketing, GroupKey, OnBadRow, Selector, Totals};
+use crate::dataset::Dataset;
+use crate::error::{BadRequest, Error, Result};
+use crate::labels;
+use crate::money::Amount;
+use crate::query::{UsageParams, UsageRequest};
+use crate::records::Product;
+use crate::time::{format_instant, Buckets};
+use crate::token::TokenKey;
+use wire::{ChargeItem, Decimal, Meta, Page, UsageItem};
+
+/// The whole result of one account's request, before paging.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// The request answered.
+    pub request: UsageRequest,
+    /// Currency of every amount.
+    pub currency: String,
+    /// The window's buckets; row keys index into them.
+    pub buckets: Buckets,
+    /// Usage rows, in the report's order.
+    pub rows: Rows,
+    /// Other charges, when the request returns them.
+    pub charges: Option<Rows>,
+    /// Sum of every usage row.
+    pub usage_spend: Amount,
+    /// Usage plus other charges (when returned).
+    pub total_spend: Amount,
+    /// Usage per subaccount; parent-level rows excluded.
+    pub subaccount_spend: BTreeMap<String, Amount>,
+    content_digest: [u8; 32],
+}
+
+/// The selector of a request over `accounts`, bucketed by `bucketing`.
+pub fn selector(params: &UsageParams, accounts: AccountScope, bucketing: Bucketing) -> Selector {
+    Selector {
+        accounts,
+        subaccount: params.subaccount_auth.clone(),
+        products: params.products,
+        country: params.country,
+        direction: params.direction,
+        error_code: params.error_code.clone(),
+        hangup_cause: params.hangup_cause.clone(),
+        bucketing,
+        bytes_read: None,
+    }
+}
+
+/// Answers one request from `dataset`.
+pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
+    let buckets = request.window.buckets(request.params.granularity);
+    let selector = selector(&request.params, AccountScope::one(&request.auth_id), Bucketing::shared(buckets.clone()));
+    let currency = dataset.accounts.currency(&request.auth_id);
+    if let Some((strings, rows)) = dataset.account_rows(&selector, &request.auth_id)? {
+        return summarize_rows(request, currency, &buckets, strings, rows);
+    }
+    let aggregate = dataset.aggregate(&selector, OnBadRow::Fail)?;
+    summarize(request, currency, &buckets, &aggregate)
+}
+
+/// Every account's answer to one set of parameters, from a single pass.
+#[derive(Debug)]
+pub struct Batch {
+    /// One summary per account, by account id.
+    pub summaries: BTreeMap<String, Summary>,
+    /// The pass itself: counts, set-aside rows, files read.
+    pub aggregate: Aggregate,
+}
+
+/// Answers `params` for every account in `accounts` (each in its own time
+/// zone, when `accounts.csv` names one and the request does not) in one
+/// pass over `dataset`. With [`AccountScope::All`], every account with a
+/// row in `accounts.csv` or a record in the window is reported.
+/// `bytes_read`, when given, counts input bytes as files are read.
+pub fn build_many(
+    dataset: &Dataset,
+    params: &UsageParams,
+    accounts: AccountScope,
+    now: DateTime<Utc>,
+    on_bad_row: OnBadRow,
+    key: &TokenKey,
+    bytes_read: Option<Arc<AtomicU64>>,
+) -> Result<Batch> {
+    let resolve = |auth_id: &str| {
+        let tz = dataset.accounts.get(auth_id).and_then(|a| a.timezone);
+        UsageRequest::resolve(auth_id, params.clone(), now, tz, key)
+    };
+    let mut named: BTreeSet<String> = match &accounts {
+        AccountScope::All => dataset.accounts.iter().map(|a| a.auth_id.clone()).collect(),
+        AccountScope::Some(set) => set.clone(),
+    };
+    let mut requests = BTreeMap::new();
+    let mut by_account = FxHashMap::default();
+    for auth_id in &named {
+        let request = resolve(auth_id)?;
+        by_account.insert(auth_id.clone(), request.window.buckets(params.granularity));
+        requests.insert(auth_id.clone(), request);
+    }
+    let default_request = resolve("")?;
+    let default = matches!(accounts, AccountScope::All).then(|| default_request.window.buckets(params.granularity));
+    let bucketing = Bucketing { default: default.clone(), by_account };
+    let mut selector = selector(params, accounts, bucketing);
+    selector.bytes_read = bytes_read;
+    let aggregate = dataset.aggregate(&selector, on_bad_row)?;
+    named.extend(aggregate.groups.keys().map(|k| k.account.clone()));
+    let mut summaries = BTreeMap::new();
+    for auth_id in named {
+        let request = match requests.remove(&auth_id) {
+            Some(request) => request,
+            None => resolve(&auth_id)?,
+        };
+        let buckets =
+            selector.bucketing.of(&auth_id).cloned().unwrap_or_else(|| request.window.buckets(params.granularity));
+        let summary = summarize(&request, dataset.accounts.currency(&auth_id), &buckets, &aggregate)?;
+        summaries.insert(auth_id, summary);
+    }
+    Ok(Batch { summaries, aggregate })
+}
+
+/// The summary of `request`'s account from an aggregate that holds it.
+pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggregate: &Aggregate) -> Result<Summary> {
+    let from = GroupKey {
+        account: request.auth_id.clone(),
+        bucket: 0,
+        product: Product::Message,
+        type_: String::new(),
+        subaccount: None,
+        country: None,
+        direction: None,
+        code: None,
+    };
+    let mut strings = Strings::default();
+    let rows: Vec<(PackedKey, Totals)> = aggregate
+        .groups
+        .range(from..)
+        .take_while(|(k, _)| k.account == request.auth_id)
+        .map(|(key, totals)| (rows::pack(key, &mut strings), *totals))
+        .collect();
+    summarize_rows(request, currency, buckets, strings.into_table(), rows)
+}
+
+/// The summary of `request`'s account from its rows in the report's order
+/// (usage and other charges together), their text in `strings`.
+pub(crate) fn summarize_rows(
+    request: &UsageRequest,
+    currency: &str,
+    buckets: &Buckets,
+    strings: Arc<[Box<str>]>,
+    sorted: Vec<(PackedKey, Totals)>,
+) -> Result<Summary> {
+    let overflow = || Error::Internal("sum overflow".to_owned());
+    let mut usage = sorted;
+    let mut charges = Vec::new();
+    let mut usage_spend = Amount::ZERO;
+    let mut charge_spend = Amount::ZERO;
+    // Per subaccount id, then by name once at the end.
+    let mut by_subaccount: FxHashMap<u32, Amount> = FxHashMap::default();
+    let mut overflowed = false;
+    let mut add = |sum: &mut Amount, amount: Amount| match sum.checked_add(amount) {
+        Some(total) => *sum = total,
+        None => overflowed = true,
+    };
+    // In place: the usage rows stay where they are, charges move out.
+    usage.retain(|(key, totals)| {
+        let amount = Amount::from_nanos(totals.amount);
+        if key.product == Product::Other {
+            add(&mut charge_spend, amount);
+            charges.push((*key, *totals));
+            return false;
+        }
+        add(&mut usage_spend, amount);
+        if key.subaccount != rows::ABSENT {
+            add(by_subaccount.entry(key.subaccount).or_default(), amount);
+        }
+        true
+    });
+    if overflowed {
+        return Err(overflow());
+    }
+    let subaccount_spend =
+        by_subaccount.into_iter().map(|(id, spend)| (strings[id as usize].to_string(), spend)).collect();
+    let params = &request.params;
+    let charges_returned = params.subaccount_auth.is_none() && params.products.contains(Product::Other);
+    let total_spend =
+        if charges_returned { usage_spend.checked_add(charge_spend).ok_or_else(overflow)? } else { usage_spend };
+    let mut summary = Summary {
+        request: request.clone(),
+        currency: currency.to_owned(),
+        buckets: buckets.clone(),
+        rows: Rows::new(strings.clone(), usage),
+        charges: charges_returned.then(|| Rows::new(strings, charges)),
+        usage_spend,
+        total_spend,
+        subaccount_spend,
+        content_digest: [0; 32],
+    };
+    summary.content_digest = summary.digest_content();
+    Ok(summary)
+}
+
+impl Summary {
+    /// Number of pages (at least one).
+    pub fn page_count(&self) -> u64 {
+        let size = self.request.params.page_size as u64;
+        (self.rows.len() as u64).div_ceil(size).max(1)
+    }
+
+    /// The page of the request (its token's offset, or page 1). A token
+    /// cut from another result (the data changed since it was issued) is a
+    /// 400: its offset would repeat or skip rows of this one.
+    pub fn requested_page(&self, key: &TokenKey) -> Result<Page<'_>, BadRequest> {
+        if self.request.snapshot.is_some_and(|snapshot| snapshot != self.snapshot()) {
+            return Err(BadRequest::new(
+                "page_token",
+                "invalid page_token: the data changed since it was issued, so its page would repeat or skip rows; \
+                 start again from page 1 (send the request without page_token)",
+            ));
+        }
+        self.page(self.request.offset, key)
+    }
+
+    /// The snapshot this result's page tokens carry: a digest of every row
+    /// of every page, the other charges and the currency (the same digest
+    /// that goes into `api_id`). The same data answers the same request
+    /// with the same snapshot, from raw files or a store.
+    pub fn snapshot(&self) -> [u8; 16] {
+        let mut snapshot = [0u8; 16];
+        snapshot.copy_from_slice(&self.content_digest[..16]);
+        snapshot
+    }
+
+    /// The page whose first row is `offset`, as the API returns it.
+    pub fn page(&self, offset: u64, key: &TokenKey) -> Result<Page<'_>, BadRequest> {
+        let request = &self.request;
+        let params = &request.params;
+        let n_rows = self.rows.len() as u64;
+        if offset > 0 && offset >= n_rows {
+            return Err(BadRequest::new(
+                "page_token",
+                "invalid page_token: it points past the end of the result (the data changed since it was issued)",
+            ));
+        }
+        let end = (offset + params.page_size as u64).min(n_rows);
+        let first_page = offset == 0;
+        let tz = self.buckets.tz();
+        // Rows come bucket by bucket, so a page formats about one span.
+        let mut last: Option<(u32, (String, String))> = None;
+        let mut span = |bucket: u32| match &last {
+            Some((b, text)) if *b == bucket => text.clone(),
+            _ => {
+                let (start, end) = self.buckets.span(bucket);
+                let text = (format_instant(start, tz), format_instant(end, tz));
+                last = Some((bucket, text.clone()));
+                text
+            }
+        };
+        let usage = self
+            .rows
+            .range(offset as usize, end as usize)
+            .map(|(key, totals)| usage_item(key, totals, span(key.bucket)))
+            .collect();
+        let other_charges = match (&self.charges, first_page) {
+            (Some(charges), true) => Some(
+                charges
+                    .iter()
+                    .map(|(key, totals)| {
+                        let (from_date, to_date) = span(key.bucket);
+                        ChargeItem {
+                            from_date,
+                            to_date,
+                            description: key.type_,
+                            total_units: totals.units,
+                            total_amount: Decimal(Amount::from_nanos(totals.amount)),
+                        }
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let scoped = params.subaccount_auth.is_some();
+        let meta = Meta {
+            auth_id: &request.auth_id,
+            subaccount_auth: params.subaccount_auth.as_deref(),
+            granularity: params.granularity.as_str(),
+            from_date: format_instant(request.window.start, tz),
+            to_date: format_instant(request.window.end, tz),
+            timezone: request.timezone_named.then(|| tz.name()),
+            currency: &self.currency,
+            page_size: params.page_size,
+            next_page_token: (end < n_rows).then(|| request.token_at(end, self.snapshot(), key)),
+            total_spend: first_page.then_some(Decimal(self.total_spend)),
+            total_subaccount_spend: (first_page && scoped).then_some(Decimal(self.usage_spend)),
+            subaccount_spend: (first_page && !scoped)
+                .then(|| self.subaccount_spend.iter().map(|(k, v)| (k.as_str(), Decimal(*v))).collect()),
+        };
+        Ok(Page { api_id: self.api_id(offset), meta, usage, other_charges })
+    }
+
+    /// Every page, in order, as a client following the tokens would see them.
+    pub fn pages<'s>(&'s self, key: &'s TokenKey) -> impl Iterator<Item = Result<Page<'s>, BadRequest>> + 's {
+        let size = self.request.params.page_size as u64;
+        (0..self.page_count()).map(move |i| self.page(i * size, key))
+    }
+
+    /// A request identifier derived from the request and the result, so
+    /// that the same inputs always give the same bytes.
+    pub fn api_id(&self, offset: u64) -> String {
+        let mut hash = Sha256::new();
+        hash.update(self.request.digest);
+        hash.update(self.request.window.start.to_le_bytes());
+        hash.update(self.request.window.end.to_le_bytes());
+        hash.update(offset.to_le_bytes());
+        hash.update(self.content_digest);
+        uuid_text(&hash.finalize())
+    }
+
+    fn digest_content(&self) -> [u8; 32] {
+        // Fed field by field (length-prefixed text, little-endian integers):
+        // this runs over every row of a result, so no per-row formatting.
+        // The bytes are gathered in a buffer and hashed a block at a time
+        // (the same stream, so the same digest, as one update per field).
+        let mut hash = xxhash_rust::xxh3::Xxh3::new();
+        let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
+        let text = |b: &mut Vec<u8>, value: Option<&str>| match value {
+            Some(v) => {
+                b.extend_from_slice(&(v.len() as u64 + 1).to_le_bytes());
+                b.extend_from_slice(v.as_bytes());
+            }
+            None => b.extend_from_slice(&0u64.to_le_bytes()),
+        };
+        text(&mut buffer, Some(&self.currency));
+        for (key, totals) in self.rows.iter().chain(self.charges.iter().flatten()) {
+            let b = &mut buffer;
+            b.extend_from_slice(&key.bucket.to_le_bytes());
+            b.extend_from_slice(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
+            text(b, Some(key.type_));
+            text(b, key.subaccount);
+            text(b, key.country.map(|c| c.as_str()));
+            text(b, key.code);
+            b.extend_from_slice(&totals.records.to_le_bytes());
+            b.extend_from_slice(&totals.units.to_le_bytes());
+            b.extend_from_slice(&totals.duration.to_le_bytes());
+            b.extend_from_slice(&totals.amount.to_le_bytes());
+            b.extend_from_slice(&totals.surcharge.to_le_bytes());
+            if b.len() >= (1 << 16) - 512 {
+                hash.update(b);
+                b.clear();
+            }
+        }
+        hash.update(&buffer);
+        let digest = hash.digest128().to_le_bytes();
+        let mut out = [0u8; 32];
+        out[..16].copy_from_slice(&digest);
+        out
+    }
+}
+
+fn usage_item<'a>(key: RowKey<'a>, totals: &Totals, (from_date, to_date): (String, String)) -> UsageItem<'a> {
+    let product = key.product;
+    let code = key.code;
+    let error_reason = match code {
+        Some(code) if !code.is_empty() && product.has_error_code() => Some(labels::error_code(code)),
+        Some(code) if !code.is_empty() => Some(labels::hangup_cause(code)),
+        _ => None,
+    };
+    UsageItem {
+        from_date,
+        to_date,
+        product: product.as_str(),
+        type_: key.type_,
+        subaccount_auth: key.subaccount,
+        country: key.country.map(|c| c.as_str()),
+        direction: key.direction.map(|d| d.as_str()),
+        total_units: totals.units,
+        duration_seconds: (product != Product::Message).then_some(Decimal(Amount::from_nanos(totals.duration))),
+        total_amount: Decimal(Amount::from_nanos(totals.amount)),
+        surcharge: (product != Product::Transcription).then_some(Decimal(Amount::from_nanos(totals.surcharge))),
+        error_code: code.filter(|_| product.has_error_code()),
+        hangup_cause: code.filter(|_| product.has_hangup_cause()),
+        error_reason,
+    }
+}
+
+/// Formats the first 16 bytes of a hash as a UUID (version 8, RFC 9562).
+pub fn uuid_text(hash: &[u8]) -> String {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&hash[..16]);
+    b[6] = (b[6] & 0x0f) | 0x80;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// A page as JSON text: compact, or indented with `pretty`.
+pub fn to_json<T: serde::Serialize>(value: &T, pretty: bool) -> Result<String> {
+    let text = if pretty { serde_json::to_string_pretty(value) } else { serde_json::to_string(value) };
+    text.map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
+}
