@@ -28,6 +28,7 @@
 pub mod aggregate;
 pub mod cli;
 pub mod dataset;
+pub(crate) mod durable;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;

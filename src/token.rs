@@ -87,7 +87,7 @@ impl TokenKey {
         let _ = std::fs::remove_file(&temporary);
         match linked {
             Ok(()) => {
-                crate::store::sync_dir(dir)?;
+                crate::durable::sync_dir(dir)?;
                 Ok(key)
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => TokenKey::read(path)?

@@ -211,21 +211,7 @@ impl Manifest {
     }
 }
 
-/// Writes `bytes` to `path` and syncs the file to disk.
-pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    file.write_all(bytes).map_err(|e| Error::io(path, e))?;
-    file.sync_all().map_err(|e| Error::io(path, e))
-}
-
-/// Syncs a directory, so that a rename in it is durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    match std::fs::File::open(dir) {
-        Ok(handle) => handle.sync_all().map_err(|e| Error::io(dir, e)),
-        Err(e) => Err(Error::io(dir, e)),
-    }
-}
+pub(crate) use crate::durable::{sync_dir, write_synced};
 
 /// A store opened for reading: its manifest, read once, and a lease on
 /// that generation (its files stay until the last clone is dropped).

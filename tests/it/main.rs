@@ -1,19 +1,38 @@
 //! The integration tests: one binary, one module per area.
 
+// Helpers: the binary under test, runs with exit code and streams, golden files.
 mod common;
+// The binary against the independent Python implementation of the contract.
 mod differential;
+// One row check: `summary`, `report` and `ingest` accept and refuse the same rows.
 mod edges;
+// Bad requests (exit 2, the 400 body) and bad records (exit 1, file:line:column).
 mod errors;
+// `serve --store` following the generations `ingest` publishes.
 mod follow;
+// CSV framing: every physical line is one row or one bad row.
 mod framing;
+// The fuzz targets' seed corpus and properties, in plain `cargo test`.
 mod fuzzing;
+// `telemeter generate`: deterministic, valid, duplicates counted once.
 mod generate;
+// `ingest` at its memory limits, crash safety and idempotence.
 mod ingest;
+// The architecture: module docs, layer order, no file cycles.
+mod layers;
+// `telemeter report`: pages, CSV, HTML, manifest, atomic output.
 mod report;
+// `telemeter serve` over HTTP: the API, auth, allowlists, resources.
 mod server;
+// `serve` at its socket edges: timeouts, connection cap, shaped refusals.
 mod server_edges;
+// `ingest --engine spark` against a real Apache Spark.
 mod spark;
+// `summary --store` byte-identical to `summary --data`.
 mod store;
+// Golden tests of `telemeter summary` over `sample_data/`.
 mod summary;
+// Local time zones: DST days, historical offsets.
 mod timezones;
+// Page tokens bound to their data and their key.
 mod tokens;
