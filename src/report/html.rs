@@ -69,48 +69,8 @@ pub struct IndexCounts {
 /// zentrunk, other charges).
 const COLOURS: [&str; 5] = ["#3b6fb6", "#a86fb0", "#e8862e", "#4e9f5b", "#9a9a9a"];
 
-const CSS: &str = r#"
-:root{--ink:#1d2433;--muted:#5c677d;--line:#e3e7ee;--card:#fff;--bg:#f4f6fa;--accent:#3b6fb6}
-*{box-sizing:border-box}
-body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--ink);background:var(--bg)}
-main{max-width:1180px;margin:0 auto;padding:24px 20px 48px}
-header{margin-bottom:18px}
-h1{font-size:26px;margin:0 0 4px;word-break:break-all}
-h2{font-size:17px;margin:0 0 12px}
-.sub{color:var(--muted);font-size:14px}
-.sub code{font-size:13px;background:#e9edf4;padding:1px 5px;border-radius:4px;word-break:break-all}
-.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(170px,1fr));gap:12px;margin:16px 0 20px}
-.card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:12px 14px}
-.card .k{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}
-.card .v{font-size:21px;font-weight:650;margin-top:2px;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}
-.card.long .v{font-size:17px;padding-top:3px}
-.card .v small{font-size:13px;font-weight:500;color:var(--muted)}
-.card.main{border-color:var(--accent);box-shadow:inset 4px 0 0 var(--accent);grid-column:span 2}
-section{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin:0 0 16px}
-.grid2{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px;margin:0 0 16px}
-.grid2>section{margin:0;min-width:0}
-.scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
-table{border-collapse:collapse;width:100%;font-size:13.5px}
-th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
-th{color:var(--muted);font-weight:600;font-size:12px;text-transform:uppercase;letter-spacing:.03em}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-tfoot td{font-weight:650;border-top:2px solid var(--ink);border-bottom:0}
-td.bar{width:24%;min-width:60px}
-.bar span{display:block;height:10px;border-radius:5px;background:var(--accent);min-width:2px}
-.label{color:var(--muted);white-space:normal;min-width:140px}
-.legend{display:flex;flex-wrap:wrap;gap:6px 16px;margin:0 0 8px;font-size:13px;color:var(--muted)}
-.legend i{display:inline-block;width:11px;height:11px;border-radius:3px;margin-right:5px;vertical-align:-1px}
-.empty{color:var(--muted);font-style:italic;margin:4px 0}
-svg{display:block;width:100%;height:auto}
-svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:#5c677d}
-svg.narrow{display:none}
-.note{color:var(--muted);font-size:12px;margin:6px 0 0}
-.usage td{font-size:12.5px}
-.usage th,.usage td{padding:4px 6px}
-a{color:var(--accent)}
-footer{color:var(--muted);font-size:12px;margin-top:20px}
-@media (max-width:760px){.grid2{grid-template-columns:minmax(0,1fr)}.cards{grid-template-columns:1fr 1fr}.card.main{grid-column:1/-1}svg.wide{display:none}svg.narrow{display:block}th,td{padding:4px 5px}td.bar{min-width:36px;width:auto}main{padding:14px 10px 32px}section{padding:12px 10px}h1{font-size:21px}.card .v{font-size:19px}td.bar{min-width:50px}}
-"#;
+/// The pages' style sheet (inlined into every page's `<style>`).
+const CSS: &str = include_str!("report.css");
 
 /// Appends formatted text to a `String` (which cannot fail).
 macro_rules! w {
@@ -833,7 +793,7 @@ fn head(out: &mut String, title: &str) {
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><style>{CSS}</style></head><body><main>\n",
+         <title>{}</title><style>\n{CSS}</style></head><body><main>\n",
         esc(title)
     );
 }

@@ -7,41 +7,44 @@
 //! files, checks the reconciliation and only then moves the finished folder
 //! into place. Nothing here reads the clock or prints: progress goes to a
 //! callback and `now` comes in as a value.
+//!
+//! Here: the run ([`write_reports`], one account's folder, the index).
+//! `options` is what the run is asked ([`ReportRequest`], [`Formats`],
+//! [`Progress`]); `manifest` the `manifest.json` shapes and the checks it
+//! records; `output` the staging folder, atomic swap and input hashing;
+//! `html` and `csv_out` the files each account gets.
 
 pub mod csv_out;
 pub mod html;
+mod manifest;
 pub mod options;
+mod output;
 
+pub use manifest::{GENERATOR, MANIFEST};
 pub use options::{Formats, Progress, ReportRequest};
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Read};
-use std::path::{Path, PathBuf};
+use std::io::BufWriter;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use chrono::SecondsFormat;
-use rayon::prelude::*;
-use serde::Serialize;
-use sha2::{Digest, Sha256};
-
-use crate::aggregate::{AccountScope, OnBadRow, Tally};
+use crate::aggregate::{OnBadRow, Tally};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::money::Amount;
 use crate::records::files::Inventory;
-use crate::records::Product;
 use crate::summary::wire::Decimal;
 use crate::summary::{build_many, to_json, Batch, Summary};
 use crate::time::format_instant;
 use crate::token::TokenKey;
-
-/// Name of the manifest in the output folder.
-pub const MANIFEST: &str = "manifest.json";
-/// What the manifest's `generator` says; an existing output folder is only
-/// replaced when its manifest says this (or when it is empty).
-pub const GENERATOR: &str = "telemeter report";
+use manifest::{
+    check_counts, counts_entry, overflow, reconcile, AccountEntry, InputEntry, Manifest, RequestEntry, Written,
+};
+use output::{
+    check_inputs_unchanged, check_replaceable, create, hash_inputs, remove_stale, staging_dir, swap_into_place,
+    write_file,
+};
 
 /// What a finished run produced.
 #[derive(Debug, Default)]
@@ -122,116 +125,6 @@ pub fn account_dir(auth_id: &str) -> String {
         out = out.replacen('.', "%2E", 1);
     }
     out
-}
-
-/// One input file in the manifest.
-#[derive(Debug, Serialize)]
-struct InputEntry {
-    file: String,
-    kind: &'static str,
-    size: u64,
-    sha256: String,
-}
-
-fn hash_inputs(data: &Path, inventory: &Inventory) -> Result<Vec<InputEntry>> {
-    let mut files: Vec<(PathBuf, String, &'static str)> =
-        inventory.files.iter().map(|f| (f.path.clone(), f.name.clone(), f.kind.name())).collect();
-    let accounts = data.join("accounts.csv");
-    if accounts.is_file() {
-        files.insert(0, (accounts, "accounts.csv".to_owned(), "accounts"));
-    }
-    files
-        .par_iter()
-        .map(|(path, name, kind)| {
-            let (size, sha256) = hash_file(path)?;
-            Ok(InputEntry { file: name.clone(), kind, size, sha256 })
-        })
-        .collect()
-}
-
-fn hash_file(path: &Path) -> Result<(u64, String)> {
-    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut hash = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 16];
-    let mut size = 0u64;
-    loop {
-        let n = file.read(&mut buffer).map_err(|e| Error::io(path, e))?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        hash.update(&buffer[..n]);
-    }
-    let hex = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok((size, hex))
-}
-
-fn check_inputs_unchanged(before: &Inventory, after: &Inventory) -> Result<()> {
-    let names = |i: &Inventory| i.files.iter().map(|f| (f.name.clone(), f.size)).collect::<Vec<_>>();
-    if names(before) != names(after) {
-        return Err(Error::Internal(
-            "the input files changed while the report was being built (files added, removed or resized); run again"
-                .to_owned(),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks `read = used + set aside + duplicates` for every kind and that
-/// every row set aside is listed; the totals over all kinds.
-fn check_counts(batch: &Batch) -> Result<Tally> {
-    let mut all = Tally::default();
-    for (kind, tally) in &batch.aggregate.tallies {
-        if tally.read != tally.used + tally.set_aside + tally.duplicates {
-            return Err(Error::Internal(format!(
-                "counts of {} do not add up: read {} != used {} + set aside {} + duplicates {}",
-                kind.name(),
-                tally.read,
-                tally.used,
-                tally.set_aside,
-                tally.duplicates
-            )));
-        }
-        all += *tally;
-    }
-    if all.set_aside != batch.aggregate.rejects.len() as u64 {
-        return Err(Error::Internal(format!(
-            "{} rows set aside but {} listed",
-            all.set_aside,
-            batch.aggregate.rejects.len()
-        )));
-    }
-    Ok(all)
-}
-
-/// One account in the manifest.
-#[derive(Debug, Serialize)]
-struct AccountEntry {
-    auth_id: String,
-    dir: String,
-    currency: String,
-    timezone: &'static str,
-    from_date: String,
-    to_date: String,
-    pages: u64,
-    usage_rows: u64,
-    records: u64,
-    usage_spend: Decimal,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    other_charges_spend: Option<Decimal>,
-    total_spend: Decimal,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    subaccount_spend: Option<BTreeMap<String, Decimal>>,
-    /// `total_spend` = sum of the rows' `total_amount` + sum of the other
-    /// charges, as written in the pages.
-    reconciled: bool,
-}
-
-/// What one account's files say, for the index and the manifest.
-struct Written {
-    entry: AccountEntry,
-    total_spend: Amount,
-    records: u64,
 }
 
 fn write_all(
@@ -444,270 +337,12 @@ fn write_account(
     Ok(Written { entry, total_spend, records })
 }
 
-/// The run-wide check: the accounts' totals add up to the sum of every
-/// group the pass kept (computed here from the aggregate, not from the
-/// summaries), and their records to the rows the pass selected.
-#[derive(Debug, Serialize)]
-struct Reconciliation {
-    accounts_checked: usize,
-    sum_of_account_total_spend: Decimal,
-    sum_of_selected_records: Decimal,
-    account_records: u64,
-    selected_records: u64,
-    ok: bool,
-}
-
-fn reconcile(batch: &Batch, written: &[Written]) -> Result<Reconciliation> {
-    let mut accounts_sum = Amount::ZERO;
-    let mut account_records = 0u64;
-    for w in written {
-        accounts_sum = accounts_sum.checked_add(w.total_spend).ok_or_else(overflow)?;
-        account_records += w.records;
-    }
-    let mut groups_sum = 0i128;
-    let mut group_records = 0u64;
-    for totals in batch.aggregate.groups.values() {
-        groups_sum = groups_sum.checked_add(totals.amount).ok_or_else(overflow)?;
-        group_records += totals.records;
-    }
-    let groups_sum = Amount::from_nanos(groups_sum);
-    let selected: u64 = batch.aggregate.tallies.values().map(|t| t.selected).sum();
-    let ok = accounts_sum == groups_sum && account_records == group_records && group_records == selected;
-    if !ok {
-        return Err(Error::Internal(format!(
-            "reconciliation failed: accounts total {accounts_sum} over {account_records} records, \
-             but the records in the window sum to {groups_sum} over {group_records} records ({selected} selected)"
-        )));
-    }
-    Ok(Reconciliation {
-        accounts_checked: written.len(),
-        sum_of_account_total_spend: Decimal(accounts_sum),
-        sum_of_selected_records: Decimal(groups_sum),
-        account_records,
-        selected_records: selected,
-        ok,
-    })
-}
-
-#[derive(Debug, Serialize)]
-struct Manifest<'a> {
-    generator: &'static str,
-    version: &'static str,
-    request: RequestEntry,
-    inputs: &'a [InputEntry],
-    ignored_files: &'a [String],
-    counts: BTreeMap<&'static str, CountEntry>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rejected_file: Option<&'static str>,
-    spend_by_currency: BTreeMap<String, Decimal>,
-    accounts: Vec<AccountEntry>,
-    reconciliation: Reconciliation,
-}
-
-#[derive(Debug, Serialize)]
-struct RequestEntry {
-    query: String,
-    accounts: serde_json::Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    now: Option<String>,
-    on_bad_row: &'static str,
-    /// Only when not every format is written.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    formats: Option<Vec<&'static str>>,
-    granularity: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    from_date: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    to_date: Option<String>,
-    product: Vec<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    subaccount_auth: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error_code: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hangup_cause: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    direction: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    country: Option<String>,
-    page_size: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    timezone: Option<&'static str>,
-}
-
-impl RequestEntry {
-    fn of(request: &ReportRequest<'_>) -> RequestEntry {
-        let p = request.params;
-        let accounts = match request.accounts {
-            AccountScope::All => serde_json::Value::from("all"),
-            AccountScope::Some(set) => serde_json::Value::from(set.iter().cloned().collect::<Vec<_>>()),
-        };
-        RequestEntry {
-            query: request.query.to_owned(),
-            accounts,
-            now: request.now_given.then(|| request.now.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
-            on_bad_row: match request.on_bad_row {
-                OnBadRow::Fail => "fail",
-                OnBadRow::SetAside => "set-aside",
-            },
-            formats: (request.formats != Formats::ALL).then(|| request.formats.names()),
-            granularity: p.granularity.as_str(),
-            from_date: p.from_date.map(|d| d.to_string()),
-            to_date: p.to_date.map(|d| d.to_string()),
-            product: p.products.iter().map(Product::as_str).collect(),
-            subaccount_auth: p.subaccount_auth.clone(),
-            error_code: p.error_code.clone(),
-            hangup_cause: p.hangup_cause.clone(),
-            direction: p.direction.map(|d| d.as_str()),
-            country: p.country.as_ref().map(|c| c.as_str().to_owned()),
-            page_size: p.page_size,
-            timezone: p.timezone.map(|tz| tz.name()),
-        }
-    }
-}
-
-#[derive(Debug, Serialize)]
-struct CountEntry {
-    read: u64,
-    used: u64,
-    set_aside: u64,
-    duplicates: u64,
-    selected: u64,
-}
-
-fn counts_entry(batch: &Batch, all: Tally) -> BTreeMap<&'static str, CountEntry> {
-    let entry = |t: &Tally| CountEntry {
-        read: t.read,
-        used: t.used,
-        set_aside: t.set_aside,
-        duplicates: t.duplicates,
-        selected: t.selected,
-    };
-    let mut counts: BTreeMap<&'static str, CountEntry> =
-        batch.aggregate.tallies.iter().map(|(kind, t)| (kind.name(), entry(t))).collect();
-    counts.insert("all", entry(&all));
-    counts
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
-}
-
-fn create(path: &Path) -> Result<File> {
-    File::create(path).map_err(|e| Error::io(path, e))
-}
-
-fn overflow() -> Error {
-    Error::Internal("sum overflow while writing the report".to_owned())
-}
-
-/// A fresh folder beside `out` (same file system, so the final rename is
-/// atomic), named after it and this process.
-fn staging_dir(out: &Path, what: &str) -> Result<PathBuf> {
-    let path = sibling(out, what)?;
-    if path.exists() {
-        std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
-    }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    }
-    std::fs::create_dir(&path).map_err(|e| Error::io(&path, e))?;
-    Ok(path)
-}
-
-fn sibling(out: &Path, what: &str) -> Result<PathBuf> {
-    let name = out
-        .file_name()
-        .ok_or_else(|| Error::io(out, "the output folder needs a name (not `/`, `.` or `..`)"))?
-        .to_string_lossy()
-        .into_owned();
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    Ok(parent.join(format!(".{name}.{what}-{}", std::process::id())))
-}
-
-/// Removes what killed runs left beside `out`: staging folders
-/// `.NAME.tmp-PID` of processes that no longer run, and `.NAME.old-PID`
-/// ones when `out` exists (a run killed between its two renames leaves the
-/// previous report only in `.old`, so that one is kept). Best effort: only
-/// where `/proc` tells live processes from dead ones, errors ignored.
-fn remove_stale(out: &Path) {
-    let Some(name) = out.file_name().and_then(|n| n.to_str()) else { return };
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let proc = Path::new("/proc");
-    if !proc.join("self").exists() {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
-    let own = std::process::id().to_string();
-    let out_exists = std::fs::symlink_metadata(out).is_ok();
-    for entry in entries.flatten() {
-        let file = entry.file_name();
-        let Some(file) = file.to_str() else { continue };
-        let Some(rest) = file.strip_prefix('.').and_then(|f| f.strip_prefix(name)) else { continue };
-        let pid = match (rest.strip_prefix(".tmp-"), rest.strip_prefix(".old-")) {
-            (Some(pid), _) => pid,
-            (None, Some(pid)) if out_exists => pid,
-            _ => continue,
-        };
-        let dead = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && pid != own && !proc.join(pid).exists();
-        if dead && entry.file_type().is_ok_and(|t| t.is_dir()) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-/// Refuses to replace anything but an empty folder or an earlier report.
-fn check_replaceable(out: &Path) -> Result<()> {
-    let meta = match std::fs::symlink_metadata(out) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(out, e)),
-    };
-    if !meta.is_dir() {
-        return Err(Error::io(out, "exists and is not a folder; refusing to replace it"));
-    }
-    let mut entries = std::fs::read_dir(out).map_err(|e| Error::io(out, e))?;
-    if entries.next().is_none() {
-        return Ok(());
-    }
-    let manifest = out.join(MANIFEST);
-    let text = std::fs::read_to_string(&manifest).unwrap_or_default();
-    let generator = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| v.get("generator").and_then(|g| g.as_str()).map(str::to_owned));
-    if generator.as_deref() != Some(GENERATOR) {
-        return Err(Error::io(
-            out,
-            "exists, is not empty and is not an earlier `telemeter report` output (no manifest.json); refusing to replace it",
-        ));
-    }
-    Ok(())
-}
-
-/// Moves the finished `staging` folder to `out`. An earlier report at `out`
-/// is moved aside first and removed after, so `out` is always either the
-/// old report or the new one, complete.
-fn swap_into_place(staging: &Path, out: &Path) -> Result<()> {
-    if std::fs::symlink_metadata(out).is_err() {
-        return std::fs::rename(staging, out).map_err(|e| Error::io(out, e));
-    }
-    let old = sibling(out, "old")?;
-    if old.exists() {
-        std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
-    }
-    std::fs::rename(out, &old).map_err(|e| Error::io(out, e))?;
-    if let Err(e) = std::fs::rename(staging, out) {
-        let _ = std::fs::rename(&old, out);
-        return Err(Error::io(out, e));
-    }
-    std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::aggregate::{Aggregate, GroupKey, Totals};
     use crate::query::{UsageParams, UsageRequest};
+    use crate::records::Product;
     use crate::summary::summarize;
     use chrono::{DateTime, Utc};
 

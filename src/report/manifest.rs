@@ -1,0 +1,240 @@
+//! `manifest.json`: what a run read, wrote and checked. The file is a
+//! contract (`tests/golden/report/sample/manifest.json` is its golden file):
+//! these types are only its shapes, and their field order is the file's.
+//! Also the checks whose results it records: the counts add up
+//! ([`check_counts`]) and the accounts reconcile with the pass
+//! ([`reconcile`]).
+
+use std::collections::BTreeMap;
+
+use chrono::SecondsFormat;
+use serde::Serialize;
+
+use super::options::{Formats, ReportRequest};
+use crate::aggregate::{AccountScope, OnBadRow, Tally};
+use crate::error::{Error, Result};
+use crate::money::Amount;
+use crate::records::Product;
+use crate::summary::wire::Decimal;
+use crate::summary::Batch;
+
+/// Name of the manifest in the output folder.
+pub const MANIFEST: &str = "manifest.json";
+/// What the manifest's `generator` says; an existing output folder is only
+/// replaced when its manifest says this (or when it is empty).
+pub const GENERATOR: &str = "telemeter report";
+
+/// One input file in the manifest.
+#[derive(Debug, Serialize)]
+pub(super) struct InputEntry {
+    pub(super) file: String,
+    pub(super) kind: &'static str,
+    pub(super) size: u64,
+    pub(super) sha256: String,
+}
+
+/// Checks `read = used + set aside + duplicates` for every kind and that
+/// every row set aside is listed; the totals over all kinds.
+pub(super) fn check_counts(batch: &Batch) -> Result<Tally> {
+    let mut all = Tally::default();
+    for (kind, tally) in &batch.aggregate.tallies {
+        if tally.read != tally.used + tally.set_aside + tally.duplicates {
+            return Err(Error::Internal(format!(
+                "counts of {} do not add up: read {} != used {} + set aside {} + duplicates {}",
+                kind.name(),
+                tally.read,
+                tally.used,
+                tally.set_aside,
+                tally.duplicates
+            )));
+        }
+        all += *tally;
+    }
+    if all.set_aside != batch.aggregate.rejects.len() as u64 {
+        return Err(Error::Internal(format!(
+            "{} rows set aside but {} listed",
+            all.set_aside,
+            batch.aggregate.rejects.len()
+        )));
+    }
+    Ok(all)
+}
+
+/// One account in the manifest.
+#[derive(Debug, Serialize)]
+pub(super) struct AccountEntry {
+    pub(super) auth_id: String,
+    pub(super) dir: String,
+    pub(super) currency: String,
+    pub(super) timezone: &'static str,
+    pub(super) from_date: String,
+    pub(super) to_date: String,
+    pub(super) pages: u64,
+    pub(super) usage_rows: u64,
+    pub(super) records: u64,
+    pub(super) usage_spend: Decimal,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) other_charges_spend: Option<Decimal>,
+    pub(super) total_spend: Decimal,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) subaccount_spend: Option<BTreeMap<String, Decimal>>,
+    /// `total_spend` = sum of the rows' `total_amount` + sum of the other
+    /// charges, as written in the pages.
+    pub(super) reconciled: bool,
+}
+
+/// What one account's files say, for the index and the manifest.
+pub(super) struct Written {
+    pub(super) entry: AccountEntry,
+    pub(super) total_spend: Amount,
+    pub(super) records: u64,
+}
+
+/// The run-wide check: the accounts' totals add up to the sum of every
+/// group the pass kept (computed here from the aggregate, not from the
+/// summaries), and their records to the rows the pass selected.
+#[derive(Debug, Serialize)]
+pub(super) struct Reconciliation {
+    pub(super) accounts_checked: usize,
+    pub(super) sum_of_account_total_spend: Decimal,
+    pub(super) sum_of_selected_records: Decimal,
+    pub(super) account_records: u64,
+    pub(super) selected_records: u64,
+    pub(super) ok: bool,
+}
+
+pub(super) fn reconcile(batch: &Batch, written: &[Written]) -> Result<Reconciliation> {
+    let mut accounts_sum = Amount::ZERO;
+    let mut account_records = 0u64;
+    for w in written {
+        accounts_sum = accounts_sum.checked_add(w.total_spend).ok_or_else(overflow)?;
+        account_records += w.records;
+    }
+    let mut groups_sum = 0i128;
+    let mut group_records = 0u64;
+    for totals in batch.aggregate.groups.values() {
+        groups_sum = groups_sum.checked_add(totals.amount).ok_or_else(overflow)?;
+        group_records += totals.records;
+    }
+    let groups_sum = Amount::from_nanos(groups_sum);
+    let selected: u64 = batch.aggregate.tallies.values().map(|t| t.selected).sum();
+    let ok = accounts_sum == groups_sum && account_records == group_records && group_records == selected;
+    if !ok {
+        return Err(Error::Internal(format!(
+            "reconciliation failed: accounts total {accounts_sum} over {account_records} records, \
+             but the records in the window sum to {groups_sum} over {group_records} records ({selected} selected)"
+        )));
+    }
+    Ok(Reconciliation {
+        accounts_checked: written.len(),
+        sum_of_account_total_spend: Decimal(accounts_sum),
+        sum_of_selected_records: Decimal(groups_sum),
+        account_records,
+        selected_records: selected,
+        ok,
+    })
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Manifest<'a> {
+    pub(super) generator: &'static str,
+    pub(super) version: &'static str,
+    pub(super) request: RequestEntry,
+    pub(super) inputs: &'a [InputEntry],
+    pub(super) ignored_files: &'a [String],
+    pub(super) counts: BTreeMap<&'static str, CountEntry>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) rejected_file: Option<&'static str>,
+    pub(super) spend_by_currency: BTreeMap<String, Decimal>,
+    pub(super) accounts: Vec<AccountEntry>,
+    pub(super) reconciliation: Reconciliation,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct RequestEntry {
+    pub(super) query: String,
+    pub(super) accounts: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) now: Option<String>,
+    pub(super) on_bad_row: &'static str,
+    /// Only when not every format is written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) formats: Option<Vec<&'static str>>,
+    pub(super) granularity: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) from_date: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) to_date: Option<String>,
+    pub(super) product: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) subaccount_auth: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) error_code: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) hangup_cause: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) direction: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) country: Option<String>,
+    pub(super) page_size: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) timezone: Option<&'static str>,
+}
+
+impl RequestEntry {
+    pub(super) fn of(request: &ReportRequest<'_>) -> RequestEntry {
+        let p = request.params;
+        let accounts = match request.accounts {
+            AccountScope::All => serde_json::Value::from("all"),
+            AccountScope::Some(set) => serde_json::Value::from(set.iter().cloned().collect::<Vec<_>>()),
+        };
+        RequestEntry {
+            query: request.query.to_owned(),
+            accounts,
+            now: request.now_given.then(|| request.now.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+            on_bad_row: match request.on_bad_row {
+                OnBadRow::Fail => "fail",
+                OnBadRow::SetAside => "set-aside",
+            },
+            formats: (request.formats != Formats::ALL).then(|| request.formats.names()),
+            granularity: p.granularity.as_str(),
+            from_date: p.from_date.map(|d| d.to_string()),
+            to_date: p.to_date.map(|d| d.to_string()),
+            product: p.products.iter().map(Product::as_str).collect(),
+            subaccount_auth: p.subaccount_auth.clone(),
+            error_code: p.error_code.clone(),
+            hangup_cause: p.hangup_cause.clone(),
+            direction: p.direction.map(|d| d.as_str()),
+            country: p.country.as_ref().map(|c| c.as_str().to_owned()),
+            page_size: p.page_size,
+            timezone: p.timezone.map(|tz| tz.name()),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct CountEntry {
+    pub(super) read: u64,
+    pub(super) used: u64,
+    pub(super) set_aside: u64,
+    pub(super) duplicates: u64,
+    pub(super) selected: u64,
+}
+
+pub(super) fn counts_entry(batch: &Batch, all: Tally) -> BTreeMap<&'static str, CountEntry> {
+    let entry = |t: &Tally| CountEntry {
+        read: t.read,
+        used: t.used,
+        set_aside: t.set_aside,
+        duplicates: t.duplicates,
+        selected: t.selected,
+    };
+    let mut counts: BTreeMap<&'static str, CountEntry> =
+        batch.aggregate.tallies.iter().map(|(kind, t)| (kind.name(), entry(t))).collect();
+    counts.insert("all", entry(&all));
+    counts
+}
+
+pub(super) fn overflow() -> Error {
+    Error::Internal("sum overflow while writing the report".to_owned())
+}

@@ -1,0 +1,171 @@
+//! The output folder's mechanics: the run writes into a staging folder
+//! beside the output, which replaces the output atomically only when
+//! complete ([`swap_into_place`]); what killed runs left behind is removed
+//! ([`remove_stale`]); only an empty folder or an earlier report is ever
+//! replaced ([`check_replaceable`]). Also the input files' hashes for the
+//! manifest, and the check that the inputs did not change during the run.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::manifest::{InputEntry, GENERATOR, MANIFEST};
+use crate::error::{Error, Result};
+use crate::records::files::Inventory;
+
+pub(super) fn hash_inputs(data: &Path, inventory: &Inventory) -> Result<Vec<InputEntry>> {
+    let mut files: Vec<(PathBuf, String, &'static str)> =
+        inventory.files.iter().map(|f| (f.path.clone(), f.name.clone(), f.kind.name())).collect();
+    let accounts = data.join("accounts.csv");
+    if accounts.is_file() {
+        files.insert(0, (accounts, "accounts.csv".to_owned(), "accounts"));
+    }
+    files
+        .par_iter()
+        .map(|(path, name, kind)| {
+            let (size, sha256) = hash_file(path)?;
+            Ok(InputEntry { file: name.clone(), kind, size, sha256 })
+        })
+        .collect()
+}
+
+pub(super) fn hash_file(path: &Path) -> Result<(u64, String)> {
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut hash = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buffer).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        hash.update(&buffer[..n]);
+    }
+    let hex = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((size, hex))
+}
+
+pub(super) fn check_inputs_unchanged(before: &Inventory, after: &Inventory) -> Result<()> {
+    let names = |i: &Inventory| i.files.iter().map(|f| (f.name.clone(), f.size)).collect::<Vec<_>>();
+    if names(before) != names(after) {
+        return Err(Error::Internal(
+            "the input files changed while the report was being built (files added, removed or resized); run again"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+}
+
+pub(super) fn create(path: &Path) -> Result<File> {
+    File::create(path).map_err(|e| Error::io(path, e))
+}
+
+/// A fresh folder beside `out` (same file system, so the final rename is
+/// atomic), named after it and this process.
+pub(super) fn staging_dir(out: &Path, what: &str) -> Result<PathBuf> {
+    let path = sibling(out, what)?;
+    if path.exists() {
+        std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    std::fs::create_dir(&path).map_err(|e| Error::io(&path, e))?;
+    Ok(path)
+}
+
+pub(super) fn sibling(out: &Path, what: &str) -> Result<PathBuf> {
+    let name = out
+        .file_name()
+        .ok_or_else(|| Error::io(out, "the output folder needs a name (not `/`, `.` or `..`)"))?
+        .to_string_lossy()
+        .into_owned();
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    Ok(parent.join(format!(".{name}.{what}-{}", std::process::id())))
+}
+
+/// Removes what killed runs left beside `out`: staging folders
+/// `.NAME.tmp-PID` of processes that no longer run, and `.NAME.old-PID`
+/// ones when `out` exists (a run killed between its two renames leaves the
+/// previous report only in `.old`, so that one is kept). Best effort: only
+/// where `/proc` tells live processes from dead ones, errors ignored.
+pub(super) fn remove_stale(out: &Path) {
+    let Some(name) = out.file_name().and_then(|n| n.to_str()) else { return };
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    let own = std::process::id().to_string();
+    let out_exists = std::fs::symlink_metadata(out).is_ok();
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        let Some(rest) = file.strip_prefix('.').and_then(|f| f.strip_prefix(name)) else { continue };
+        let pid = match (rest.strip_prefix(".tmp-"), rest.strip_prefix(".old-")) {
+            (Some(pid), _) => pid,
+            (None, Some(pid)) if out_exists => pid,
+            _ => continue,
+        };
+        let dead = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && pid != own && !proc.join(pid).exists();
+        if dead && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Refuses to replace anything but an empty folder or an earlier report.
+pub(super) fn check_replaceable(out: &Path) -> Result<()> {
+    let meta = match std::fs::symlink_metadata(out) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(out, e)),
+    };
+    if !meta.is_dir() {
+        return Err(Error::io(out, "exists and is not a folder; refusing to replace it"));
+    }
+    let mut entries = std::fs::read_dir(out).map_err(|e| Error::io(out, e))?;
+    if entries.next().is_none() {
+        return Ok(());
+    }
+    let manifest = out.join(MANIFEST);
+    let text = std::fs::read_to_string(&manifest).unwrap_or_default();
+    let generator = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("generator").and_then(|g| g.as_str()).map(str::to_owned));
+    if generator.as_deref() != Some(GENERATOR) {
+        return Err(Error::io(
+            out,
+            "exists, is not empty and is not an earlier `telemeter report` output (no manifest.json); refusing to replace it",
+        ));
+    }
+    Ok(())
+}
+
+/// Moves the finished `staging` folder to `out`. An earlier report at `out`
+/// is moved aside first and removed after, so `out` is always either the
+/// old report or the new one, complete.
+pub(super) fn swap_into_place(staging: &Path, out: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(out).is_err() {
+        return std::fs::rename(staging, out).map_err(|e| Error::io(out, e));
+    }
+    let old = sibling(out, "old")?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+    }
+    std::fs::rename(out, &old).map_err(|e| Error::io(out, e))?;
+    if let Err(e) = std::fs::rename(staging, out) {
+        let _ = std::fs::rename(&old, out);
+        return Err(Error::io(out, e));
+    }
+    std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))
+}
