@@ -33,6 +33,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generate;
+pub(crate) mod intern;
 pub mod labels;
 pub mod money;
 pub mod query;

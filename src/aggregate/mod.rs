@@ -9,6 +9,7 @@
 //! owned [`GroupKey`]s are built once at the end. Totals are integer sums, so
 //! the result does not depend on how the work was split or on thread count.
 
+pub(crate) mod order;
 pub(crate) mod rows;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,7 +20,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use self::order::Order;
 use crate::error::{BadRecord, Error, Location, Result};
+use crate::intern::Interner;
 use crate::records::csv::RowSink;
 use crate::records::dedup::{self, Seen, PARTITIONS};
 use crate::records::files::{Format, InputFile, Inventory};
@@ -263,9 +266,9 @@ impl Totals {
 
 /// The owned key of a group: one output row (or one other-charges item).
 ///
-/// The derived order is the report's order: account, bucket, then the
-/// usage sort key of `usage-summary.md` (absent values first).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Ordered as the report orders rows: account, bucket, then the usage sort
+/// key of `usage-summary.md` ([`Order`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GroupKey {
     /// Parent account.
     pub account: String,
@@ -289,17 +292,53 @@ impl GroupKey {
     /// The key of a row with these dimensions, sub-type (or charge
     /// description) and bucket: fields the product does not have are absent.
     pub fn new(row: &Dimensions<'_>, type_: &str, bucket: u32) -> GroupKey {
-        let product = row.product;
+        let fields = Order {
+            product: row.product,
+            type_,
+            subaccount: Some(row.subaccount),
+            country: row.country,
+            direction: row.direction,
+            code: Some(row.code),
+        };
+        GroupKey::from_order(row.auth_id, bucket, fields.shown(|s| s.is_empty()))
+    }
+
+    /// The key of `account`'s row in `bucket` with these fields.
+    pub(crate) fn from_order(account: &str, bucket: u32, order: Order<&str>) -> GroupKey {
         GroupKey {
-            account: row.auth_id.to_owned(),
+            account: account.to_owned(),
             bucket,
-            product,
-            type_: type_.to_owned(),
-            subaccount: (!row.subaccount.is_empty() && product != Product::Other).then(|| row.subaccount.to_owned()),
-            country: row.country.filter(|_| product.has_country_and_direction()),
-            direction: row.direction.filter(|_| product.has_country_and_direction()),
-            code: (product.has_error_code() || product.has_hangup_cause()).then(|| row.code.to_owned()),
+            product: order.product,
+            type_: order.type_.to_owned(),
+            subaccount: order.subaccount.map(str::to_owned),
+            country: order.country,
+            direction: order.direction,
+            code: order.code.map(str::to_owned),
         }
+    }
+
+    /// The fields after account and bucket, in the report's order.
+    pub(crate) fn order(&self) -> Order<&str> {
+        Order {
+            product: self.product,
+            type_: &self.type_,
+            subaccount: self.subaccount.as_deref(),
+            country: self.country,
+            direction: self.direction,
+            code: self.code.as_deref(),
+        }
+    }
+}
+
+impl Ord for GroupKey {
+    fn cmp(&self, other: &GroupKey) -> std::cmp::Ordering {
+        (&self.account, self.bucket, self.order()).cmp(&(&other.account, other.bucket, other.order()))
+    }
+}
+
+impl PartialOrd for GroupKey {
+    fn partial_cmp(&self, other: &GroupKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -417,7 +456,7 @@ pub fn aggregate_files(inventory: Inventory, selector: &Selector, on_bad_row: On
     // by key hash into MERGE_PARTS partitions. The partitions then merge
     // independently and in parallel, each key hashed into a map small enough
     // to stay in cache (2.94M groups for every account over 92 days).
-    let mut strings = Interner::new();
+    let mut strings = Interner::with_empty();
     let ids: Vec<Vec<u32>> =
         scans.iter().map(|scan| scan.strings.iter().map(|text| strings.intern(text)).collect()).collect();
     let folded: Vec<Folded> = scans.into_par_iter().zip(ids).map(|(scan, ids)| scan.fold(&ids)).collect();
@@ -450,7 +489,7 @@ pub fn aggregate_files(inventory: Inventory, selector: &Selector, on_bad_row: On
     let mut merged = groups_by_id;
     merged.par_sort_unstable_by_key(|(key, _)| report_order(key, &ranks));
     let owned: Vec<(GroupKey, Totals)> =
-        merged.into_par_iter().map(|(key, totals)| (strings.group_key(&key), totals)).collect();
+        merged.into_par_iter().map(|(key, totals)| (key.owned(&strings), totals)).collect();
     let mut groups: Vec<(GroupKey, Totals)> = Vec::with_capacity(owned.len());
     for (key, totals) in owned {
         match groups.last_mut() {
@@ -568,27 +607,35 @@ struct LocalKey {
     code: u32,
 }
 
+impl LocalKey {
+    /// The fields of this key in the report's order, the fields its product
+    /// does not have left out as [`GroupKey::new`] leaves them out, text as
+    /// ids in the interner whose id 0 is the empty string.
+    #[inline]
+    fn order(&self) -> Order<u32> {
+        let fields = Order {
+            product: self.product,
+            type_: self.type_,
+            subaccount: Some(self.subaccount),
+            country: self.country,
+            direction: self.direction,
+            code: Some(self.code),
+        };
+        fields.shown(|id| *id == 0)
+    }
+
+    /// The owned key of this key in the ids of `strings`.
+    fn owned(&self, strings: &Interner) -> GroupKey {
+        let order = self.order().map(|id| strings.get(id));
+        GroupKey::from_order(strings.get(self.account), self.bucket, order)
+    }
+}
+
 /// A sort key of `key` (ids ranked by [`Interner::ranks`]) that orders as
-/// [`Interner::group_key`] of it does: the fields a product does not have
-/// are left out as [`GroupKey::new`] leaves them out, and the empty string
-/// ranks first, like an absent value.
-#[allow(clippy::type_complexity)]
-fn report_order(
-    key: &LocalKey,
-    ranks: &[u32],
-) -> (u32, u32, Product, u32, u32, Option<Country>, Option<Direction>, Option<u32>) {
-    let product = key.product;
-    let has_place = product.has_country_and_direction();
-    (
-        ranks[key.account as usize],
-        key.bucket,
-        product,
-        ranks[key.type_ as usize],
-        if product == Product::Other { 0 } else { ranks[key.subaccount as usize] },
-        key.country.filter(|_| has_place),
-        key.direction.filter(|_| has_place),
-        (product.has_error_code() || product.has_hangup_cause()).then(|| ranks[key.code as usize]),
-    )
+/// its owned key ([`LocalKey::owned`]) does.
+#[inline]
+fn report_order(key: &LocalKey, ranks: &[u32]) -> (u32, u32, Order<u32>) {
+    (ranks[key.account as usize], key.bucket, key.order().map(|id| ranks[id as usize]))
 }
 
 /// Partitions of the group merge (by key hash).
@@ -616,9 +663,10 @@ fn merge_part(mut part: Vec<Vec<(LocalKey, Totals)>>, strings: &Interner) -> Res
         for (key, totals) in scan {
             match groups.entry(key) {
                 std::collections::hash_map::Entry::Occupied(mut entry) => {
-                    let sum = entry.get().checked_add(&totals).ok_or_else(|| {
-                        Error::Internal(format!("sum overflow in group {:?}", strings.group_key(&key)))
-                    })?;
+                    let sum = entry
+                        .get()
+                        .checked_add(&totals)
+                        .ok_or_else(|| Error::Internal(format!("sum overflow in group {:?}", key.owned(strings))))?;
                     *entry.get_mut() = sum;
                 }
                 std::collections::hash_map::Entry::Vacant(entry) => {
@@ -636,78 +684,6 @@ struct Folded {
     parts: Vec<Vec<(LocalKey, Totals)>>,
     tally: Tally,
     rejects: Vec<BadRecord>,
-}
-
-/// Strings interned to dense `u32` ids, in the order first seen.
-#[derive(Debug, Default)]
-pub(crate) struct Interner {
-    ids: FxHashMap<Box<str>, u32>,
-    strings: Vec<Box<str>>,
-}
-
-impl Interner {
-    /// An interner whose id 0 is the empty string (as scans expect).
-    fn new() -> Interner {
-        let mut interner = Interner::default();
-        interner.intern("");
-        interner
-    }
-
-    /// The id of `text`, interning it if new.
-    #[inline]
-    pub(crate) fn intern(&mut self, text: &str) -> u32 {
-        if let Some(id) = self.ids.get(text) {
-            return *id;
-        }
-        let id = self.strings.len() as u32;
-        self.strings.push(text.into());
-        self.ids.insert(text.into(), id);
-        id
-    }
-
-    /// The string of `id`.
-    pub(crate) fn get(&self, id: u32) -> &str {
-        &self.strings[id as usize]
-    }
-
-    /// The id of `text`, if interned.
-    pub(crate) fn lookup(&self, text: &str) -> Option<u32> {
-        self.ids.get(text).copied()
-    }
-
-    /// Number of strings.
-    pub(crate) fn len(&self) -> usize {
-        self.strings.len()
-    }
-
-    /// The strings, by id.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
-        self.strings.iter().map(|s| &**s)
-    }
-
-    /// The rank of each string id in byte order of the strings.
-    fn ranks(&self) -> Vec<u32> {
-        let mut order: Vec<u32> = (0..self.strings.len() as u32).collect();
-        order.sort_unstable_by(|a, b| self.strings[*a as usize].cmp(&self.strings[*b as usize]));
-        let mut ranks = vec![0; order.len()];
-        for (rank, id) in order.into_iter().enumerate() {
-            ranks[id as usize] = rank as u32;
-        }
-        ranks
-    }
-
-    /// The owned key of a key in this interner's ids.
-    fn group_key(&self, key: &LocalKey) -> GroupKey {
-        let dimensions = Dimensions {
-            auth_id: self.get(key.account),
-            product: key.product,
-            subaccount: self.get(key.subaccount),
-            country: key.country,
-            direction: key.direction,
-            code: self.get(key.code),
-        };
-        GroupKey::new(&dimensions, self.get(key.type_), key.bucket)
-    }
 }
 
 /// The per-file (or per-chunk) state of a pass: a [`RowSink`].
@@ -750,7 +726,7 @@ impl<'s> Scan<'s> {
             file: index,
             file_name: &file.name,
             is_parquet: file.format == Format::Parquet,
-            strings: Interner::new(),
+            strings: Interner::with_empty(),
             group_ids: FxHashMap::default(),
             groups: Vec::new(),
             rows: Vec::new(),
@@ -906,7 +882,7 @@ mod tests {
 
     #[test]
     fn report_order_sorts_like_the_owned_keys() {
-        let mut strings = Interner::new();
+        let mut strings = Interner::with_empty();
         let texts = ["", "b", "a", "zz", "A", "sms", "pstn", "4000", "30", "Number Charges", "SA1", "SA0"];
         let ids: Vec<u32> = texts.iter().map(|t| strings.intern(t)).collect();
         let countries = [None, Country::parse(b"US"), Country::parse(b"CA")];
@@ -933,8 +909,8 @@ mod tests {
         let ranks = strings.ranks();
         let mut by_rank = keys.clone();
         by_rank.sort_by_key(|k| report_order(k, &ranks));
-        let ranked: Vec<GroupKey> = by_rank.iter().map(|k| strings.group_key(k)).collect();
-        let mut owned: Vec<GroupKey> = keys.iter().map(|k| strings.group_key(k)).collect();
+        let ranked: Vec<GroupKey> = by_rank.iter().map(|k| k.owned(&strings)).collect();
+        let mut owned: Vec<GroupKey> = keys.iter().map(|k| k.owned(&strings)).collect();
         owned.sort();
         assert_eq!(ranked, owned);
     }

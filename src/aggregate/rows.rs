@@ -1,12 +1,15 @@
 //! The rows of one account's result, compact: each key's text is an id into
-//! one string table shared by the usage rows and the other charges, so a
-//! result of hundreds of thousands of rows holds each distinct subaccount,
-//! type and code once instead of an owned copy per row. Pages, digests and
-//! reports borrow the text ([`RowKey`]); nothing is copied per row.
+//! one string table ([`Interner::into_table`]) shared by the usage rows and
+//! the other charges, so a result of hundreds of thousands of rows holds
+//! each distinct subaccount, type and code once instead of an owned copy
+//! per row. Pages, digests and reports borrow the text ([`RowKey`]);
+//! nothing is copied per row.
 
 use std::sync::Arc;
 
+use super::order::Order;
 use crate::aggregate::{GroupKey, Totals};
+use crate::intern::Interner;
 use crate::records::{Country, Direction, Product};
 
 /// No string: the id of an absent subaccount or code.
@@ -30,6 +33,24 @@ pub(crate) struct PackedKey {
     pub country: Option<Country>,
     /// Direction.
     pub direction: Option<Direction>,
+}
+
+impl PackedKey {
+    /// The fields after the bucket in the report's order ([`Order`]), text
+    /// ids mapped by `rank` (to their ranks among the table's strings).
+    #[inline]
+    pub(crate) fn order(&self, rank: impl Fn(u32) -> u32) -> Order<u32> {
+        let text = |id: u32| (id != ABSENT).then_some(id);
+        Order {
+            product: self.product,
+            type_: self.type_,
+            subaccount: text(self.subaccount),
+            country: self.country,
+            direction: self.direction,
+            code: text(self.code),
+        }
+        .map(rank)
+    }
 }
 
 /// One row's key, borrowing its text from the result: the fields of
@@ -127,33 +148,8 @@ impl<'a> IntoIterator for &'a Rows {
     }
 }
 
-/// A string table built as rows are added: each distinct text once.
-#[derive(Debug, Default)]
-pub(crate) struct Strings {
-    ids: rustc_hash::FxHashMap<Box<str>, u32>,
-    strings: Vec<Box<str>>,
-}
-
-impl Strings {
-    /// The id of `text`, adding it if new.
-    pub fn intern(&mut self, text: &str) -> u32 {
-        if let Some(id) = self.ids.get(text) {
-            return *id;
-        }
-        let id = self.strings.len() as u32;
-        self.strings.push(text.into());
-        self.ids.insert(text.into(), id);
-        id
-    }
-
-    /// The table, for [`Rows::new`].
-    pub fn into_table(self) -> Arc<[Box<str>]> {
-        self.strings.into()
-    }
-}
-
 /// The packed key of an owned key, its text interned in `strings`.
-pub(crate) fn pack(key: &GroupKey, strings: &mut Strings) -> PackedKey {
+pub(crate) fn pack(key: &GroupKey, strings: &mut Interner) -> PackedKey {
     PackedKey {
         bucket: key.bucket,
         type_: strings.intern(&key.type_),

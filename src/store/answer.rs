@@ -192,24 +192,11 @@ pub(crate) fn account_rows(
     Ok((table, out))
 }
 
-/// A key ordered as the report orders rows within a bucket (product, type,
-/// subaccount, country, direction, code; absent first), text ids mapped to
-/// ranks by `rank`.
+/// A key ordered as the report orders rows within a bucket
+/// ([`crate::aggregate::order`]), text ids mapped to ranks by `rank`.
 #[inline]
 fn order_key(key: &PackedKey, rank: impl Fn(u32) -> u32) -> u128 {
-    let text = |id: u32| if id == ABSENT { 0 } else { rank(id) as u128 + 1 };
-    let country = key.country.map_or(0, |c| {
-        let b = c.as_str().as_bytes();
-        1 + ((b[0] as u128) << 8 | b[1] as u128)
-    });
-    let direction = key.direction.map_or(0, |d| 1 + d as u128);
-    // 3 + 33 + 33 + 17 + 2 + 33 bits.
-    (key.product as u128) << 118
-        | text(key.type_) << 85
-        | text(key.subaccount) << 52
-        | country << 35
-        | direction << 33
-        | text(key.code)
+    key.order(rank).packed()
 }
 
 /// Which column a text came from (each keeps its last value).

@@ -16,11 +16,12 @@ use chrono::{DateTime, Utc};
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 
-use crate::aggregate::rows::{self, PackedKey, Strings};
+use crate::aggregate::rows::{self, PackedKey};
 pub use crate::aggregate::rows::{RowKey, Rows};
 use crate::aggregate::{AccountScope, Aggregate, Bucketing, GroupKey, OnBadRow, Selector, Totals};
 use crate::dataset::Dataset;
 use crate::error::{BadRequest, Error, Result};
+use crate::intern::Interner;
 use crate::labels;
 use crate::money::Amount;
 use crate::query::{UsageParams, UsageRequest};
@@ -149,7 +150,7 @@ pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggr
         direction: None,
         code: None,
     };
-    let mut strings = Strings::default();
+    let mut strings = Interner::default();
     let rows: Vec<(PackedKey, Totals)> = aggregate
         .groups
         .range(from..)

@@ -1,0 +1,160 @@
+//! THE report order: within an account and bucket, rows are ordered by
+//! product, type, subaccount, country, direction, code; absent values
+//! first (`usage-summary.md`). This file is the one place that says so.
+//!
+//! [`Order`] holds those fields in that order, and its derived `Ord` is the
+//! order. Each key type that needs the order maps itself to an `Order`
+//! instead of spelling the fields out again:
+//! - owned keys ([`GroupKey`](super::GroupKey)'s `Ord`) as `Order<&str>`;
+//! - interned keys (the pass, the store's answer and ingest) as
+//!   `Order<u32>` of string ranks ([`crate::intern::ranks`]), which order as
+//!   the strings do, so a sort compares integers;
+//! - where a key must be one integer (a hash key, a cached sort key),
+//!   [`Order::packed`], a `u128` that orders as the `Order` does.
+//!
+//! [`Order::shown`] is the other half of the rule: which fields a row of a
+//! product has at all (the rest are absent, so they do not split groups).
+
+use crate::records::{Country, Direction, Product};
+
+/// A row's fields in the report's order (account and bucket aside), text as
+/// `T`: `&str`, or a string's rank among the strings at hand. The derived
+/// `Ord` is the report's order; `None` (absent) sorts first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Order<T> {
+    /// Product; `Other` for charges.
+    pub product: Product,
+    /// Sub-type, or a charge's description.
+    pub type_: T,
+    /// Subaccount, absent on parent-level rows.
+    pub subaccount: Option<T>,
+    /// Country.
+    pub country: Option<Country>,
+    /// Direction.
+    pub direction: Option<Direction>,
+    /// Error code (messages) or hangup cause (calls).
+    pub code: Option<T>,
+}
+
+impl<T> Order<T> {
+    /// The fields a row of `self.product` shows, the others absent: no
+    /// subaccount on charges or where it is empty (`is_empty`), country and
+    /// direction only where the product has them, a code only on products
+    /// with an error code or hangup cause.
+    #[inline]
+    pub(crate) fn shown(self, is_empty: impl Fn(&T) -> bool) -> Order<T> {
+        let product = self.product;
+        let has_place = product.has_country_and_direction();
+        Order {
+            product,
+            type_: self.type_,
+            subaccount: self.subaccount.filter(|s| product != Product::Other && !is_empty(s)),
+            country: self.country.filter(|_| has_place),
+            direction: self.direction.filter(|_| has_place),
+            code: self.code.filter(|_| product.has_error_code() || product.has_hangup_cause()),
+        }
+    }
+
+    /// The same fields with the text mapped by `f` (ids to ranks, say).
+    #[inline]
+    pub(crate) fn map<U>(self, f: impl Fn(T) -> U) -> Order<U> {
+        Order {
+            product: self.product,
+            type_: f(self.type_),
+            subaccount: self.subaccount.map(&f),
+            country: self.country,
+            direction: self.direction,
+            code: self.code.map(&f),
+        }
+    }
+}
+
+impl Order<u32> {
+    /// One integer that orders as `self` does (ranks below `u32::MAX`).
+    #[inline]
+    pub(crate) fn packed(&self) -> u128 {
+        let text = |rank: Option<u32>| rank.map_or(0, |r| r as u128 + 1);
+        let country = self.country.map_or(0, |c| {
+            let b = c.as_str().as_bytes();
+            1 + ((b[0] as u128) << 8 | b[1] as u128)
+        });
+        let direction = self.direction.map_or(0, |d| 1 + d as u128);
+        // 3 + 33 + 33 + 17 + 2 + 33 bits.
+        (self.product as u128) << 118
+            | text(Some(self.type_)) << 85
+            | text(self.subaccount) << 52
+            | country << 35
+            | direction << 33
+            | text(self.code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intern::Interner;
+
+    /// Orders of ranks sort as the orders of their strings, and packed as
+    /// they sort unpacked.
+    #[test]
+    fn ranks_and_packed_orders_sort_like_the_text() {
+        let mut strings = Interner::default();
+        let texts = ["", "b", "a", "zz", "A", "sms", "pstn", "4000", "30", "Number Charges", "SA1", "SA0", "é"];
+        let ids: Vec<u32> = texts.iter().map(|t| strings.intern(t)).collect();
+        let ranks = strings.ranks();
+        let countries = [None, Country::parse(b"US"), Country::parse(b"CA"), Country::parse(b"UA")];
+        let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
+        let mut orders: Vec<Order<u32>> = Vec::new();
+        let mut n: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..4000 {
+            // A fixed pseudo-random walk over every field's values.
+            n ^= n << 13;
+            n ^= n >> 7;
+            n ^= n << 17;
+            let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
+            let text = |shift: u32| {
+                let i = pick(shift, ids.len() + 1);
+                ids.get(i).copied()
+            };
+            let order = Order {
+                product: Product::ALL[pick(0, Product::ALL.len())],
+                type_: ids[pick(4, ids.len())],
+                subaccount: text(12),
+                country: countries[pick(20, countries.len())],
+                direction: directions[pick(24, directions.len())],
+                code: text(28),
+            };
+            orders.push(if pick(36, 2) == 0 { order.shown(|id| strings.get(*id).is_empty()) } else { order });
+        }
+        let as_text = |o: &Order<u32>| o.map(|id| strings.get(id));
+        let mut by_text = orders.clone();
+        by_text.sort_by(|a, b| as_text(a).cmp(&as_text(b)));
+        let mut by_rank = orders.clone();
+        by_rank.sort_by_key(|o| o.map(|id| ranks[id as usize]));
+        let mut by_packed = orders;
+        by_packed.sort_by_key(|o| o.map(|id| ranks[id as usize]).packed());
+        let text_of = |list: &[Order<u32>]| list.iter().map(as_text).collect::<Vec<_>>();
+        assert_eq!(text_of(&by_rank), text_of(&by_text));
+        assert_eq!(text_of(&by_packed), text_of(&by_text));
+    }
+
+    #[test]
+    fn shown_leaves_out_what_a_product_does_not_have() {
+        let all = |product| Order {
+            product,
+            type_: "t",
+            subaccount: Some("S1"),
+            country: Country::parse(b"US"),
+            direction: Some(Direction::Inbound),
+            code: Some("30"),
+        };
+        let charge = all(Product::Other).shown(|s| s.is_empty());
+        assert_eq!((charge.subaccount, charge.country, charge.direction, charge.code), (None, None, None, None));
+        let transcription = all(Product::Transcription).shown(|s| s.is_empty());
+        assert_eq!(transcription.subaccount, Some("S1"));
+        assert_eq!((transcription.country, transcription.code), (None, None));
+        assert_eq!(all(Product::Voice).shown(|s| s.is_empty()), all(Product::Voice));
+        let parent = Order { subaccount: Some(""), ..all(Product::Message) }.shown(|s| s.is_empty());
+        assert_eq!(parent, Order { subaccount: None, ..all(Product::Message) });
+    }
+}
