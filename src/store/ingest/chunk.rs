@@ -1,0 +1,266 @@
+//! The ingest's row sink: [`Chunk`] takes the rows of one input file (or of
+//! one CSV chunk) from the shared readers, checks each with
+//! `records::parse_record`, and keeps every valid row as a fixed-size [`Row`]
+//! whose text sits in the chunk's one arena, with its [`Seen`] entry for
+//! dedup; a bad row is set aside with its reason, or stops the run. After
+//! dedup has marked the rows, [`Chunk::fold`] folds the chunk's new ones
+//! into rollups, index entries and an amount ([`ChunkFold`]), one chunk per
+//! thread.
+
+use super::dedup::Mark;
+use super::rollups::Rollups;
+use crate::aggregate::OnBadRow;
+use crate::error::{BadRecord, Location, Result};
+use crate::records::csv::RowSink;
+use crate::records::dedup::Seen;
+use crate::records::files::{Format, InputFile};
+use crate::records::{self, Country, Direction, Field, Kind, Product};
+use crate::store::index::{self, IndexEntry};
+use crate::store::parquet_io::RecordView;
+
+/// A string in a chunk's arena: offset and length.
+pub(super) type Span = (u32, u32);
+
+/// One valid row, its text in the chunk's arena.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Row {
+    pub(super) seen: Seen,
+    pub(super) record_id: Span,
+    pub(super) auth_id: Span,
+    pub(super) subaccount: Span,
+    pub(super) type_: Span,
+    pub(super) code: Span,
+    pub(super) secs: i64,
+    pub(super) nanos: u32,
+    pub(super) product: Product,
+    pub(super) direction: Option<Direction>,
+    pub(super) country: Option<Country>,
+    pub(super) units: u64,
+    pub(super) duration: i64,
+    pub(super) amount: i64,
+    pub(super) surcharge: i64,
+}
+
+impl Row {
+    /// The row, its text in `arena`.
+    pub(super) fn view<'a>(&self, arena: &'a str, source_file: &'a str) -> RecordView<'a> {
+        let text = |(start, length): Span| arena.get(start as usize..(start + length) as usize).unwrap_or("");
+        RecordView {
+            record_id: text(self.record_id),
+            auth_id: text(self.auth_id),
+            subaccount: text(self.subaccount),
+            secs: self.secs,
+            nanos: self.nanos,
+            product: self.product,
+            type_: text(self.type_),
+            direction: self.direction,
+            country: self.country,
+            units: self.units,
+            duration: self.duration,
+            amount: self.amount,
+            surcharge: self.surcharge,
+            code: text(self.code),
+            source_file,
+            source_line: self.seen.line,
+        }
+    }
+
+    /// The row's index entry; `base` is the number of sources stored before
+    /// this ingest.
+    pub(super) fn entry(&self, base: u32) -> IndexEntry {
+        IndexEntry {
+            id: self.seen.id,
+            content: self.seen.content,
+            place: index::pack((base + self.seen.file, self.seen.line)),
+        }
+    }
+}
+
+/// The rows of one file or CSV chunk: a [`RowSink`].
+pub(in crate::store) struct Chunk {
+    kind: Kind,
+    file: u32,
+    file_name: String,
+    is_parquet: bool,
+    on_bad_row: OnBadRow,
+    pub(super) arena: String,
+    pub(super) rows: Vec<Row>,
+    pub(super) read: u64,
+    pub(super) rejects: Vec<BadRecord>,
+    error: Option<BadRecord>,
+}
+
+impl Chunk {
+    fn new(kind: Kind, file: u32, input: &InputFile, on_bad_row: OnBadRow) -> Chunk {
+        Chunk {
+            kind,
+            file,
+            file_name: input.name.clone(),
+            is_parquet: input.format == Format::Parquet,
+            on_bad_row,
+            arena: String::new(),
+            rows: Vec::new(),
+            read: 0,
+            rejects: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn keep(&mut self, text: &str) -> Option<Span> {
+        let start = u32::try_from(self.arena.len()).ok()?;
+        let length = u32::try_from(text.len()).ok()?;
+        start.checked_add(length)?;
+        self.arena.push_str(text);
+        Some((start, length))
+    }
+
+    pub(super) fn view(&self, row: &Row) -> RecordView<'_> {
+        row.view(&self.arena, &self.file_name)
+    }
+
+    /// The new rows of this chunk (marked [`Mark::New`]), folded.
+    pub(super) fn fold(&self, marks: &[Mark], base: u32) -> Result<ChunkFold> {
+        let mut fold = ChunkFold::default();
+        for (r, (row, mark)) in self.rows.iter().zip(marks).enumerate() {
+            match mark {
+                Mark::New => {}
+                Mark::Duplicate => {
+                    fold.duplicates += 1;
+                    continue;
+                }
+                Mark::Candidate => continue,
+            }
+            let view = self.view(row);
+            fold.rollups.add(&view)?;
+            fold.amount += view.amount as i128;
+            fold.entries.push(row.entry(base));
+            fold.kept.push(r as u32);
+        }
+        Ok(fold)
+    }
+
+    fn reject(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        let location = Location { file: self.file_name.clone(), line, is_row: self.is_parquet };
+        let bad = BadRecord { location, column: column.to_owned(), value, reason };
+        match self.on_bad_row {
+            OnBadRow::SetAside => {
+                self.rejects.push(bad);
+                true
+            }
+            OnBadRow::Fail => {
+                self.error = Some(bad);
+                false
+            }
+        }
+    }
+}
+
+impl RowSink for Chunk {
+    fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+        self.read += 1;
+        let record = match records::parse_record(self.kind, fields) {
+            Ok(record) => record,
+            Err(e) => {
+                let column = self.kind.columns()[e.column];
+                return self.reject(line, column, e.value, e.reason);
+            }
+        };
+        let spans = (|| {
+            Some((
+                self.keep(record.record_id)?,
+                self.keep(record.auth_id)?,
+                self.keep(record.subaccount)?,
+                self.keep(record.type_)?,
+                self.keep(record.code)?,
+            ))
+        })();
+        let Some((record_id, auth_id, subaccount, type_, code)) = spans else {
+            let reason = "does not fit the ingest's 4 GiB text buffer for one file; split the file".to_owned();
+            return self.reject(line, "-", String::new(), reason);
+        };
+        self.rows.push(Row {
+            seen: Seen::new(record.record_id, record.content_hash(), self.file, line),
+            record_id,
+            auth_id,
+            subaccount,
+            type_,
+            code,
+            secs: record.timestamp.secs,
+            nanos: record.timestamp.nanos,
+            product: record.product,
+            direction: record.direction,
+            country: record.country,
+            units: record.units,
+            duration: record.duration,
+            amount: record.amount,
+            surcharge: record.surcharge,
+        });
+        true
+    }
+
+    fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
+        self.read += 1;
+        self.reject(line, "-", value, reason)
+    }
+}
+
+/// Reads and checks one input file on its own, as [`Run::read_batch`] reads
+/// each file of a batch: its chunks in line order. With
+/// [`OnBadRow::Fail`], the first bad row is the `Err`.
+pub(in crate::store) fn check_file(
+    kind: Kind,
+    source: u32,
+    file: &InputFile,
+    on_bad_row: OnBadRow,
+) -> Result<Vec<Chunk>> {
+    let new_chunk = || Chunk::new(kind, source, file, on_bad_row);
+    let chunks = match file.format {
+        Format::Parquet => {
+            let mut chunk = new_chunk();
+            records::parquet::read(file, kind, &mut chunk)?;
+            vec![chunk]
+        }
+        _ => {
+            let bytes = records::csv::load(file)?;
+            records::csv::read(file, kind, &bytes, new_chunk)?
+        }
+    };
+    let mut out = Vec::with_capacity(chunks.len());
+    for mut chunk in chunks {
+        if let Some(error) = chunk.error.take() {
+            return Err(error.into());
+        }
+        out.push(chunk);
+    }
+    Ok(out)
+}
+
+impl Chunk {
+    /// Rows read (valid or not).
+    pub(in crate::store) fn read(&self) -> u64 {
+        self.read
+    }
+
+    /// Rows set aside, in line order.
+    pub(in crate::store) fn rejects(&self) -> &[BadRecord] {
+        &self.rejects
+    }
+
+    /// Every valid row: its normalized record and its dedup entry, in line
+    /// order.
+    pub(in crate::store) fn valid_rows(&self) -> impl Iterator<Item = (RecordView<'_>, Seen)> + '_ {
+        self.rows.iter().map(|row| (self.view(row), row.seen))
+    }
+}
+
+/// The new rows of one chunk, folded.
+#[derive(Default)]
+pub(super) struct ChunkFold {
+    pub(super) rollups: Rollups,
+    /// Sum of amounts; a chunk holds far fewer than 2^64 rows of at most
+    /// i64::MAX each, so this cannot overflow.
+    pub(super) amount: i128,
+    pub(super) entries: Vec<IndexEntry>,
+    pub(super) kept: Vec<u32>,
+    pub(super) duplicates: u64,
+}

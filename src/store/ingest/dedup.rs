@@ -1,0 +1,294 @@
+//! Dedup against the store's index, in file order: the rows of a batch are
+//! checked against each other exactly, and against everything stored or
+//! seen in earlier batches through a fixed-size filter of record-id hashes
+//! (`index::Filter`, loaded from the store's index files at the start of
+//! each kind). A row whose id the filter has never seen is new for certain
+//! and is written with its batch. The others ("candidates": real repeats
+//! and a few false positives) wait in a buffer; when it is full, and at the
+//! end of the kind, they are checked exactly, id-hash partition by
+//! partition, by streaming that partition of every index file (stored, and
+//! written by this ingest so far) past a hash of the partition's
+//! candidates: an equal id with equal content is a duplicate, with
+//! different content a conflict naming both places.
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
+
+use super::chunk::{Chunk, Row, Span};
+use super::Run;
+use crate::aggregate::Tally;
+use crate::error::{Error, Result};
+use crate::money::Amount;
+use crate::records::dedup::{Seen, PARTITIONS};
+use crate::records::Kind;
+use crate::store::index::{self, Filter, IndexFile};
+use crate::store::parquet_io::RecordView;
+use crate::store::KindFiles;
+
+impl Run<'_> {
+    /// Checks every row of a batch in file order: against the rows of the
+    /// batch exactly, and against every id stored or seen earlier through
+    /// the filter. Rows the filter may have seen are marked candidates (so
+    /// are the later rows of the batch with their id), to be checked exactly
+    /// by [`Run::resolve`].
+    pub(super) fn dedup(&self, state: &mut KindState, chunks: &[Chunk]) -> Result<Vec<Vec<Mark>>> {
+        let mut parts: Vec<Vec<(Seen, u32, u32)>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+        for (c, chunk) in chunks.iter().enumerate() {
+            for (r, row) in chunk.rows.iter().enumerate() {
+                parts[row.seen.partition()].push((row.seen, c as u32, r as u32));
+            }
+        }
+        let base = self.old.sources.len() as u32;
+        type Found = (Vec<(u32, u32, Mark)>, Option<Clash>);
+        let found: Vec<Found> = state
+            .filter
+            .parts_mut()
+            .zip(parts)
+            .map(|(mut filter, mut entries)| {
+                entries.sort_unstable_by_key(|(s, _, _)| (s.file, s.line));
+                let mut first: FxHashMap<(u64, u64), (u64, u64, bool)> =
+                    FxHashMap::with_capacity_and_hasher(entries.len(), Default::default());
+                let mut marks = Vec::new();
+                let mut conflict = None;
+                for (seen, c, r) in entries {
+                    let place = (base + seen.file, seen.line);
+                    match first.entry(seen.id) {
+                        Entry::Vacant(slot) => {
+                            let candidate = filter.check_and_insert(seen.id);
+                            slot.insert((seen.content, index::pack(place), candidate));
+                            if candidate {
+                                marks.push((c, r, Mark::Candidate));
+                            }
+                        }
+                        Entry::Occupied(slot) => match *slot.get() {
+                            (_, _, true) => marks.push((c, r, Mark::Candidate)),
+                            (content, _, false) if content == seen.content => marks.push((c, r, Mark::Duplicate)),
+                            (_, earlier, false) => {
+                                conflict = Some((index::unpack(earlier), place, c, r));
+                                break;
+                            }
+                        },
+                    }
+                }
+                (marks, conflict)
+            })
+            .collect();
+        let mut out: Vec<Vec<Mark>> = chunks.iter().map(|chunk| vec![Mark::New; chunk.rows.len()]).collect();
+        let mut first_conflict: Option<Clash> = None;
+        for (marks, conflict) in found {
+            for (c, r, mark) in marks {
+                out[c as usize][r as usize] = mark;
+            }
+            if let Some(c) = conflict {
+                if first_conflict.is_none_or(|f| c.1 < f.1) {
+                    first_conflict = Some(c);
+                }
+            }
+        }
+        if let Some((first, second, c, r)) = first_conflict {
+            let chunk = &chunks[c as usize];
+            let record_id = chunk.view(&chunk.rows[r as usize]).record_id.to_owned();
+            return Err(self.conflict(state.kind, record_id, first, second));
+        }
+        Ok(out)
+    }
+
+    fn conflict(&self, kind: Kind, record_id: String, first: (u32, u64), second: (u32, u64)) -> Error {
+        Error::Conflict {
+            kind: kind.name(),
+            record_id,
+            first: self.place(first.0, first.1),
+            second: self.place(second.0, second.1),
+        }
+    }
+
+    /// Checks the pending candidates exactly, partition by partition: each
+    /// partition's candidates are hashed, and that partition of every index
+    /// file (stored, and written by this ingest so far) is streamed past
+    /// them. The new ones are then stored like any batch's new rows.
+    pub(super) fn resolve(&mut self, state: &mut KindState) -> Result<()> {
+        let pending = std::mem::take(&mut state.pending);
+        if pending.rows.is_empty() {
+            return Ok(());
+        }
+        let mut parts: Vec<Vec<u32>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+        for (i, row) in pending.rows.iter().enumerate() {
+            parts[row.seen.partition()].push(i as u32);
+        }
+        let base = self.old.sources.len() as u32;
+        let index_files = &state.index;
+        let rows = &pending.rows;
+        type Found = (Vec<u32>, u64, Option<PendingClash>);
+        let found: Vec<Result<Found>> = parts
+            .into_par_iter()
+            .enumerate()
+            .map(|(p, mine)| {
+                if mine.is_empty() {
+                    return Ok((Vec::new(), 0, None));
+                }
+                // Candidates come in file order; an index holds one entry per id.
+                let mut known: FxHashMap<(u64, u64), Option<(u64, u64)>> =
+                    FxHashMap::with_capacity_and_hasher(mine.len(), Default::default());
+                for &i in &mine {
+                    known.insert(rows[i as usize].seen.id, None);
+                }
+                for file in index_files {
+                    file.for_each_in(p, |entry| {
+                        if let Some(slot) = known.get_mut(&entry.id) {
+                            *slot = Some((entry.content, entry.place));
+                        }
+                    })?;
+                }
+                let (mut new, mut duplicates) = (Vec::new(), 0);
+                for &i in &mine {
+                    let seen = rows[i as usize].seen;
+                    let place = (base + seen.file, seen.line);
+                    let Some(slot) = known.get_mut(&seen.id) else { continue };
+                    match *slot {
+                        None => {
+                            *slot = Some((seen.content, index::pack(place)));
+                            new.push(i);
+                        }
+                        Some((content, _)) if content == seen.content => duplicates += 1,
+                        Some((_, earlier)) => return Ok((new, duplicates, Some((index::unpack(earlier), place, i)))),
+                    }
+                }
+                Ok((new, duplicates, None))
+            })
+            .collect();
+        let mut new: Vec<u32> = Vec::new();
+        let mut first_conflict: Option<PendingClash> = None;
+        for result in found {
+            let (part_new, duplicates, conflict) = result?;
+            new.extend(part_new);
+            state.tally.duplicates += duplicates;
+            if let Some(c) = conflict {
+                if first_conflict.is_none_or(|f| c.1 < f.1) {
+                    first_conflict = Some(c);
+                }
+            }
+        }
+        if let Some((first, second, i)) = first_conflict {
+            let record_id = pending.view(&pending.rows[i as usize], "").record_id.to_owned();
+            return Err(self.conflict(state.kind, record_id, first, second));
+        }
+        new.sort_unstable();
+        let names: Vec<&str> = self.inventory.files.iter().map(|f| f.name.as_str()).collect();
+        let mut views = Vec::with_capacity(new.len());
+        let mut entries = Vec::with_capacity(new.len());
+        let mut amount = 0i128;
+        for &i in &new {
+            let row = &pending.rows[i as usize];
+            let view = pending.view(row, names.get(row.seen.file as usize).copied().unwrap_or(""));
+            self.rollups.add(&view)?;
+            amount += view.amount as i128;
+            entries.push(row.entry(base));
+            views.push(view);
+        }
+        state.add_amount(amount)?;
+        if self.rollups.groups.len() >= self.options.max_rollup_groups {
+            self.rollups.spill(self.store, self.id)?;
+        }
+        self.write_new(state, &views, &mut entries)
+    }
+}
+
+/// A conflict found: the stored or earlier place, the later place, and the
+/// later row's (chunk, row).
+type Clash = ((u32, u64), (u32, u64), u32, u32);
+
+/// A conflict found among the candidates: the earlier place, the later
+/// place, and the later row's position in [`Pending::rows`].
+type PendingClash = ((u32, u64), (u32, u64), u32);
+
+/// What the batch check decided about a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mark {
+    /// The first of its id anywhere: stored now.
+    New,
+    /// Repeats an earlier identical row of the batch: skipped.
+    Duplicate,
+    /// Its id may be stored or seen in an earlier batch: checked exactly
+    /// later ([`Run::resolve`]).
+    Candidate,
+}
+
+/// The state of one kind during an ingest.
+pub(super) struct KindState {
+    pub(super) kind: Kind,
+    /// The kind's files: the stored ones, then this ingest's.
+    pub(super) files: KindFiles,
+    /// Every index file of the kind, stored and new, opened.
+    pub(super) index: Vec<IndexFile>,
+    pub(super) filter: Filter,
+    pub(super) pending: Pending,
+    pub(super) tally: Tally,
+    /// Sum of the amounts stored, old and new.
+    pub(super) amount: Amount,
+}
+
+impl KindState {
+    pub(super) fn add_amount(&mut self, nanos: i128) -> Result<()> {
+        self.amount = self
+            .amount
+            .checked_add(Amount::from_nanos(nanos))
+            .ok_or_else(|| Error::Internal(format!("sum overflow of {} amounts", self.kind)))?;
+        Ok(())
+    }
+}
+
+/// Adds every stored id to the filter, partition by partition in parallel
+/// (one partition of every index file at a time).
+pub(super) fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -> Result<()> {
+    let loaded: Vec<Result<()>> = filter
+        .parts_mut()
+        .enumerate()
+        .map(|(p, mut part)| {
+            for file in stored {
+                file.for_each_in(p, |entry| {
+                    part.check_and_insert(entry.id);
+                })?;
+            }
+            Ok(())
+        })
+        .collect();
+    loaded.into_iter().collect()
+}
+
+/// Candidate rows waiting for their exact check, their text in one arena.
+#[derive(Default)]
+pub(super) struct Pending {
+    arena: String,
+    rows: Vec<Row>,
+}
+
+impl Pending {
+    /// Copies `row` (its text in `arena`) in.
+    pub(super) fn push(&mut self, arena: &str, row: &Row) {
+        let mut keep = |(start, length): Span| -> Span {
+            let text = arena.get(start as usize..(start + length) as usize).unwrap_or("");
+            let at = self.arena.len() as u32;
+            self.arena.push_str(text);
+            (at, length)
+        };
+        let row = Row {
+            record_id: keep(row.record_id),
+            auth_id: keep(row.auth_id),
+            subaccount: keep(row.subaccount),
+            type_: keep(row.type_),
+            code: keep(row.code),
+            ..*row
+        };
+        self.rows.push(row);
+    }
+
+    /// Memory held, about.
+    pub(super) fn bytes(&self) -> u64 {
+        (self.arena.len() + self.rows.len() * std::mem::size_of::<Row>()) as u64
+    }
+
+    fn view<'a>(&'a self, row: &Row, source_file: &'a str) -> RecordView<'a> {
+        row.view(&self.arena, source_file)
+    }
+}

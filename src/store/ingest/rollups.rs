@@ -1,0 +1,572 @@
+//! The rollups of an ingest's new rows: groups keyed by interned strings and
+//! the 15-minute slot ([`Rollups`]), summed per chunk and merged; spilled to
+//! partial files of fixed-size binary rows (this run's string ids, never
+//! published) when more than [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups) are held;
+//! and at publish merged into each touched account's rollup files, one UTC
+//! day at a time, from a [`Cursor`] per input (the in-memory groups, each
+//! partial file, the previous 15-minute file), then coarsened grain by grain
+//! and written in the rollup file's row order ([`sort_rows`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::create_parent;
+use crate::aggregate::Totals;
+use crate::error::{Error, Result};
+use crate::intern::Interner;
+use crate::records::{Country, Direction, Product};
+use crate::store::parquet_io::{self, RecordView};
+use crate::store::rollup::{self, RollupRef};
+use crate::store::Manifest;
+
+/// Rollup groups of one account.
+type Groups<'a> = &'a [(RollupKey, Totals)];
+
+/// A rollup key in interned ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct RollupKey {
+    account: u32,
+    subaccount: u32,
+    slot: i64,
+    product: Product,
+    type_: u32,
+    country: Option<Country>,
+    direction: Option<Direction>,
+    code: u32,
+}
+
+/// The rollups of this ingest's new rows.
+#[derive(Default)]
+pub(in crate::store) struct Rollups {
+    strings: Interner,
+    pub(super) groups: FxHashMap<RollupKey, Totals>,
+    /// Partial files written by [`Rollups::spill`], by account.
+    pub(super) spilled: BTreeMap<String, Vec<PathBuf>>,
+    spills: u32,
+}
+
+impl Rollups {
+    /// Adds the groups of `other` (interned on its own).
+    pub(super) fn merge(&mut self, other: Rollups) -> Result<()> {
+        let ids: Vec<u32> = other.strings.iter().map(|text| self.strings.intern(text)).collect();
+        let id = |local: u32| ids[local as usize];
+        for (key, totals) in other.groups {
+            let key = RollupKey {
+                account: id(key.account),
+                subaccount: id(key.subaccount),
+                type_: id(key.type_),
+                code: id(key.code),
+                ..key
+            };
+            let entry = self.groups.entry(key).or_default();
+            *entry = entry.checked_add(&totals).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
+        let add = Totals {
+            records: 1,
+            units: row.units as u128,
+            duration: row.duration as i128,
+            amount: row.amount as i128,
+            surcharge: row.surcharge as i128,
+        };
+        self.add_totals(row, &add)
+    }
+
+    /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
+    /// `row.secs`): a row of rollups summed elsewhere (the Spark engine).
+    pub(in crate::store) fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
+        let key = RollupKey {
+            account: self.strings.intern(row.auth_id),
+            subaccount: self.strings.intern(row.subaccount),
+            slot: crate::store::slot_of(row.secs),
+            product: row.product,
+            type_: self.strings.intern(row.type_),
+            country: row.country,
+            direction: row.direction,
+            code: self.strings.intern(row.code),
+        };
+        let totals = self.groups.entry(key).or_default();
+        *totals = totals.checked_add(add).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
+        Ok(())
+    }
+
+    /// Merges the new groups into each touched account's rollups and writes
+    /// one new file per touched account and grain (accounts in parallel).
+    pub(super) fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
+        let groups = self.take_by_account();
+        let spilled = std::mem::take(&mut self.spilled);
+        let mut accounts: BTreeMap<&str, Groups<'_>> = BTreeMap::new();
+        for slice in &groups {
+            accounts.insert(self.strings.get(slice[0].0.account), slice);
+        }
+        for account in spilled.keys() {
+            accounts.entry(account).or_insert(&[]);
+        }
+        let n_accounts = accounts.len();
+        // Plain threads, one account each at a time: inside a rayon task, a
+        // wait on polars' own pool (every file write) runs other queued
+        // accounts on the same thread, so that every account's merge could
+        // be in memory at once.
+        let jobs = std::sync::Mutex::new(accounts.into_iter());
+        let done = std::sync::Mutex::new(Vec::new());
+        let previous = &manifest.rollups;
+        let (this, spilled, finished) = (&self, &spilled, &done);
+        std::thread::scope(|scope| {
+            for _ in 0..rayon::current_num_threads().max(1) {
+                // The lock is released inside `next`, before the work.
+                let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
+                scope.spawn(move || {
+                    while let Some((account, groups)) = next() {
+                        let result = this.publish_account(store, id, previous, spilled, account, groups);
+                        if let Ok(mut done) = finished.lock() {
+                            done.push(result);
+                        }
+                    }
+                });
+            }
+        });
+        let written: Vec<Result<Vec<(String, i64, String)>>> = done.into_inner().unwrap_or_default();
+        if written.len() != n_accounts {
+            return Err(Error::Internal("a rollup merge thread failed".to_owned()));
+        }
+        for result in written {
+            for (account, grain, name) in result? {
+                manifest.rollups.entry(account).or_default().insert(grain, name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges and writes the rollup files of one account; their names, by
+    /// grain.
+    fn publish_account(
+        &self,
+        store: &Path,
+        id: &str,
+        previous: &BTreeMap<String, BTreeMap<i64, String>>,
+        spilled: &BTreeMap<String, Vec<PathBuf>>,
+        account: &str,
+        groups: Groups<'_>,
+    ) -> Result<Vec<(String, i64, String)>> {
+        let mut inputs: Vec<PathBuf> = spilled.get(account).cloned().unwrap_or_default();
+        // The finest grain holds everything: the coarser files are derived
+        // from it, not read.
+        let finest = crate::store::GRAINS[0];
+        if let Some(file) = previous.get(account).and_then(|files| files.get(&finest)) {
+            inputs.push(store.join(file));
+        }
+        let names: Vec<(i64, String)> = crate::store::GRAINS
+            .iter()
+            .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
+            .collect();
+        let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
+        create_parent(&paths[0])?;
+        self.merge_account(account, groups, &inputs, &paths)?;
+        Ok(names.into_iter().map(|(grain, name)| (account.to_owned(), grain, name)).collect())
+    }
+
+    /// The in-memory groups, moved out and cut by account, each account's
+    /// sorted by slot.
+    fn take_by_account(&mut self) -> Vec<Vec<(RollupKey, Totals)>> {
+        let mut groups: Vec<(RollupKey, Totals)> = std::mem::take(&mut self.groups).into_iter().collect();
+        groups.sort_unstable_by_key(|(key, _)| (key.account, key.slot));
+        groups.chunk_by(|a, b| a.0.account == b.0.account).map(<[_]>::to_vec).collect()
+    }
+
+    /// Writes the in-memory groups to one partial file per account (finest
+    /// grain, sorted by slot, in this run's string ids: not published, read
+    /// back only by [`Rollups::write`] of the same run) and forgets them, so that rollup memory stays
+    /// bounded by [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups).
+    pub(super) fn spill(&mut self, store: &Path, id: &str) -> Result<()> {
+        let groups = self.take_by_account();
+        let n = self.spills;
+        self.spills += 1;
+        let written: Vec<Result<(String, PathBuf)>> = groups
+            .into_par_iter()
+            .map(|mut rows| {
+                let account = self.strings.get(rows[0].0.account);
+                let path = store.join(format!("rollups/{}/{id}-part-{n:05}.bin", account_folder(account)));
+                create_parent(&path)?;
+                rows.sort_unstable_by_key(|(key, _)| key.slot);
+                write_partial(&path, &rows)?;
+                Ok((account.to_owned(), path))
+            })
+            .collect();
+        for result in written {
+            let (account, path) = result?;
+            self.spilled.entry(account).or_default().push(path);
+        }
+        Ok(())
+    }
+
+    /// Writes the rollups of `account` at every grain to `paths` (one per
+    /// [`crate::store::GRAINS`]): `groups` (sorted by slot) summed with the rows of
+    /// the `inputs` files (finest grain, sorted by slot).
+    ///
+    /// One day at a time: every input is read a slice of rows at a time, a
+    /// day's rows are summed at the finest grain, then coarsened grain by
+    /// grain from the finer rows; so memory holds one day of the account,
+    /// not all of it.
+    fn merge_account(
+        &self,
+        account: &str,
+        groups: &[(RollupKey, Totals)],
+        inputs: &[PathBuf],
+        paths: &[PathBuf],
+    ) -> Result<()> {
+        let overflow = || Error::Internal(format!("rollup sum overflow for account {account}"));
+        let mut strings = AccountStrings::new(&self.strings);
+        let account_id = strings.id(account);
+        let mut cursors: Vec<Cursor> = vec![Cursor::memory(groups)];
+        // Partial files share a fixed budget of rows in memory, however
+        // many spills there were.
+        let row_bytes = std::mem::size_of::<(RollupKey, Totals)>();
+        let slice = (MERGE_BUDGET_BYTES / row_bytes / inputs.len().max(1)).clamp(1024, parquet_io::ROW_GROUP_ROWS);
+        for input in inputs {
+            cursors.push(Cursor::file(input, slice)?);
+        }
+        let mut outputs: Vec<Output> = paths.iter().map(|p| Output::create(p)).collect::<Result<_>>()?;
+        let day = *crate::store::GRAINS.last().unwrap_or(&86_400);
+        loop {
+            let mut first: Option<i64> = None;
+            for cursor in cursors.iter_mut() {
+                if let Some(slot) = cursor.peek_slot(&mut strings, account_id)? {
+                    first = Some(first.map_or(slot, |f| f.min(slot)));
+                }
+            }
+            let Some(first) = first else { break };
+            let end = first - first.rem_euclid(day) + day;
+            let mut window: FxHashMap<RollupKey, Totals> = FxHashMap::default();
+            for cursor in cursors.iter_mut() {
+                while let Some((key, totals)) = cursor.next_before(end, &mut strings, account_id)? {
+                    let entry = window.entry(key).or_default();
+                    *entry = entry.checked_add(&totals).ok_or_else(overflow)?;
+                }
+            }
+            let mut rows: Vec<(RollupKey, Totals)> = window.into_iter().collect();
+            for (g, grain) in crate::store::GRAINS.iter().enumerate() {
+                if g > 0 {
+                    let mut coarser: FxHashMap<RollupKey, Totals> = FxHashMap::default();
+                    for (key, totals) in &rows {
+                        let key = RollupKey { slot: key.slot - key.slot.rem_euclid(*grain), ..*key };
+                        let entry = coarser.entry(key).or_default();
+                        *entry = entry.checked_add(totals).ok_or_else(overflow)?;
+                    }
+                    rows = coarser.into_iter().collect();
+                }
+                sort_rows(&mut rows, &strings);
+                outputs[g].push(&rows, account, &strings)?;
+            }
+        }
+        for output in outputs {
+            output.finish(account, &strings)?;
+        }
+        Ok(())
+    }
+}
+
+/// Sorts rollup rows like a rollup file: slot first (so row-group statistics
+/// can skip by time), then the report's order of the other fields.
+fn sort_rows(rows: &mut [(RollupKey, Totals)], strings: &AccountStrings<'_>) {
+    let ranks = strings.ranks();
+    let rank = |id: u32| ranks.get(id as usize).copied().unwrap_or(u32::MAX);
+    rows.sort_by_cached_key(|(k, _)| {
+        (k.slot, k.product, rank(k.type_), rank(k.subaccount), k.country, k.direction, rank(k.code))
+    });
+}
+
+/// The shared interner of a run, plus the strings of one account's older
+/// files that this ingest has not seen (ids after the shared ones).
+struct AccountStrings<'a> {
+    shared: &'a Interner,
+    extra: Vec<Box<str>>,
+    extra_ids: FxHashMap<Box<str>, u32>,
+    ranks: std::cell::RefCell<Vec<u32>>,
+}
+
+impl<'a> AccountStrings<'a> {
+    fn new(shared: &'a Interner) -> AccountStrings<'a> {
+        AccountStrings { shared, extra: Vec::new(), extra_ids: FxHashMap::default(), ranks: Default::default() }
+    }
+
+    fn id(&mut self, text: &str) -> u32 {
+        if let Some(id) = self.shared.lookup(text).or_else(|| self.extra_ids.get(text).copied()) {
+            return id;
+        }
+        let id = (self.shared.len() + self.extra.len()) as u32;
+        self.extra.push(text.into());
+        self.extra_ids.insert(text.into(), id);
+        id
+    }
+
+    fn text(&self, id: u32) -> &str {
+        match (id as usize).checked_sub(self.shared.len()) {
+            Some(i) => self.extra.get(i).map_or("", |s| s),
+            None => self.shared.get(id),
+        }
+    }
+
+    /// The rank of every string id in byte order of the strings (sorted
+    /// again only when strings were added since the last call).
+    fn ranks(&self) -> std::cell::Ref<'_, Vec<u32>> {
+        let n = self.shared.len() + self.extra.len();
+        if self.ranks.borrow().len() != n {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_unstable_by(|a, b| self.text(*a).cmp(self.text(*b)));
+            let mut ranks = vec![0u32; n];
+            for (rank, id) in order.into_iter().enumerate() {
+                ranks[id as usize] = rank as u32;
+            }
+            *self.ranks.borrow_mut() = ranks;
+        }
+        self.ranks.borrow()
+    }
+
+    /// Rows of `account` as the writer takes them.
+    fn refs<'s>(&'s self, account: &'s str, rows: &[(RollupKey, Totals)]) -> Vec<RollupRef<'s>> {
+        rows.iter()
+            .map(|(key, totals)| RollupRef {
+                auth_id: account,
+                subaccount: self.text(key.subaccount),
+                slot: key.slot,
+                product: key.product,
+                type_: self.text(key.type_),
+                country: key.country,
+                direction: key.direction,
+                code: self.text(key.code),
+                totals: *totals,
+            })
+            .collect()
+    }
+}
+
+/// One input of an account's merge: the in-memory groups, or a rollup file
+/// read a slice of rows at a time.
+struct Cursor<'g> {
+    rows: std::borrow::Cow<'g, [(RollupKey, Totals)]>,
+    at: usize,
+    /// The file, its row count and the next row to read.
+    file: Option<(PathBuf, usize, usize)>,
+    /// Or a partial file of this run, and the rows left in it.
+    partial: Option<(PathBuf, std::io::BufReader<std::fs::File>, u64)>,
+    /// Rows read at a time from a partial file.
+    slice: usize,
+}
+
+impl<'g> Cursor<'g> {
+    fn memory(rows: &'g [(RollupKey, Totals)]) -> Cursor<'g> {
+        Cursor { rows: std::borrow::Cow::Borrowed(rows), at: 0, file: None, partial: None, slice: 0 }
+    }
+
+    /// A published rollup file, or a partial file of this run (`.bin`).
+    fn file(path: &Path, slice: usize) -> Result<Cursor<'g>> {
+        let rows = std::borrow::Cow::Owned(Vec::new());
+        if path.extension().is_some_and(|e| e == "bin") {
+            let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+            let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+            let reader = std::io::BufReader::with_capacity(64 << 10, file);
+            let partial = Some((path.to_owned(), reader, size / PARTIAL_BYTES as u64));
+            return Ok(Cursor { rows, at: 0, file: None, partial, slice });
+        }
+        let n_rows = parquet_io::count_rows(path)?;
+        Ok(Cursor { rows, at: 0, file: Some((path.to_owned(), n_rows, 0)), partial: None, slice })
+    }
+
+    /// The slot of the next row, reading the next slice when needed.
+    fn peek_slot(&mut self, strings: &mut AccountStrings<'_>, account: u32) -> Result<Option<i64>> {
+        if self.at == self.rows.len() {
+            self.load(strings, account)?;
+        }
+        Ok(self.rows.get(self.at).map(|(key, _)| key.slot))
+    }
+
+    /// The next row if its slot is before `end`.
+    fn next_before(
+        &mut self,
+        end: i64,
+        strings: &mut AccountStrings<'_>,
+        account: u32,
+    ) -> Result<Option<(RollupKey, Totals)>> {
+        match self.peek_slot(strings, account)? {
+            Some(slot) if slot < end => {
+                self.at += 1;
+                Ok(Some(self.rows[self.at - 1]))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn load(&mut self, strings: &mut AccountStrings<'_>, account: u32) -> Result<()> {
+        if let Some((path, reader, left)) = &mut self.partial {
+            let n = (*left).min(self.slice.max(1) as u64);
+            let mut rows = Vec::with_capacity(n as usize);
+            let mut bytes = [0u8; PARTIAL_BYTES];
+            for _ in 0..n {
+                std::io::Read::read_exact(reader, &mut bytes).map_err(|e| Error::io(&*path, e))?;
+                rows.push(
+                    decode_partial(&bytes, account).ok_or_else(|| Error::io(&*path, "not a partial rollup file"))?,
+                );
+            }
+            *left -= n;
+            self.rows = std::borrow::Cow::Owned(rows);
+            self.at = 0;
+            return Ok(());
+        }
+        let Some((path, n_rows, next)) = &mut self.file else { return Ok(()) };
+        if *next >= *n_rows {
+            return Ok(());
+        }
+        let frame = rollup::read_rollup_slice(path, *next, parquet_io::ROW_GROUP_ROWS)?;
+        *next += frame.height().max(1);
+        let mut rows = Vec::with_capacity(frame.height());
+        let mut last = i64::MIN;
+        let mut sorted = true;
+        rollup::for_each_rollup_in(path, &frame, |row| {
+            let key = RollupKey {
+                account,
+                subaccount: strings.id(row.subaccount),
+                slot: row.slot,
+                product: row.product,
+                type_: strings.id(row.type_),
+                country: row.country,
+                direction: row.direction,
+                code: strings.id(row.code),
+            };
+            sorted &= row.slot >= last;
+            last = row.slot;
+            rows.push((key, row.totals));
+            Ok(())
+        })?;
+        if !sorted || rows.first().zip(self.rows.last()).is_some_and(|(a, b)| a.0.slot < b.0.slot) {
+            return Err(Error::io(&*path, "rollup rows are not sorted by slot"));
+        }
+        self.rows = std::borrow::Cow::Owned(rows);
+        self.at = 0;
+        Ok(())
+    }
+}
+
+/// Memory for the slices of an account's partial files during its merge.
+const MERGE_BUDGET_BYTES: usize = 128 << 20;
+
+/// Bytes of one row of a partial file.
+const PARTIAL_BYTES: usize = 96;
+
+/// Writes rollup rows of one account to a partial file: fixed-size rows in
+/// this run's string ids (little-endian: subaccount, type, code as u32;
+/// product, direction, country as bytes; slot; records; units; duration,
+/// amount, surcharge).
+fn write_partial(path: &Path, rows: &[(RollupKey, Totals)]) -> Result<()> {
+    use std::io::Write;
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    for (key, totals) in rows {
+        let mut b = [0u8; PARTIAL_BYTES];
+        b[0..4].copy_from_slice(&key.subaccount.to_le_bytes());
+        b[4..8].copy_from_slice(&key.type_.to_le_bytes());
+        b[8..12].copy_from_slice(&key.code.to_le_bytes());
+        b[12] = Product::ALL.iter().position(|p| *p == key.product).unwrap_or(0) as u8;
+        b[13] = match key.direction {
+            None => 0,
+            Some(Direction::Inbound) => 1,
+            Some(Direction::Outbound) => 2,
+        };
+        if let Some(country) = key.country {
+            b[14..16].copy_from_slice(&country.as_str().as_bytes()[..2]);
+        }
+        b[16..24].copy_from_slice(&key.slot.to_le_bytes());
+        b[24..32].copy_from_slice(&totals.records.to_le_bytes());
+        b[32..48].copy_from_slice(&totals.units.to_le_bytes());
+        b[48..64].copy_from_slice(&totals.duration.to_le_bytes());
+        b[64..80].copy_from_slice(&totals.amount.to_le_bytes());
+        b[80..96].copy_from_slice(&totals.surcharge.to_le_bytes());
+        out.write_all(&b).map_err(|e| Error::io(path, e))?;
+    }
+    out.flush().map_err(|e| Error::io(path, e))
+}
+
+/// One row of a partial file (see [`write_partial`]).
+fn decode_partial(b: &[u8; PARTIAL_BYTES], account: u32) -> Option<(RollupKey, Totals)> {
+    let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let word = |i: usize| -> [u8; 8] { b[i..i + 8].try_into().unwrap_or([0; 8]) };
+    let wide = |i: usize| -> [u8; 16] { b[i..i + 16].try_into().unwrap_or([0; 16]) };
+    let key = RollupKey {
+        account,
+        subaccount: u32_at(0),
+        type_: u32_at(4),
+        code: u32_at(8),
+        product: *Product::ALL.get(b[12] as usize)?,
+        direction: match b[13] {
+            0 => None,
+            1 => Some(Direction::Inbound),
+            _ => Some(Direction::Outbound),
+        },
+        country: if b[14] == 0 { None } else { Some(Country::parse(&b[14..16])?) },
+        slot: i64::from_le_bytes(word(16)),
+    };
+    let totals = Totals {
+        records: u64::from_le_bytes(word(24)),
+        units: u128::from_le_bytes(wide(32)),
+        duration: i128::from_le_bytes(wide(48)),
+        amount: i128::from_le_bytes(wide(64)),
+        surcharge: i128::from_le_bytes(wide(80)),
+    };
+    Some((key, totals))
+}
+
+/// The rows of one grain, buffered to whole row groups before writing.
+struct Output {
+    writer: rollup::RollupWriter,
+    buffer: Vec<(RollupKey, Totals)>,
+}
+
+impl Output {
+    fn create(path: &Path) -> Result<Output> {
+        Ok(Output { writer: rollup::RollupWriter::create(path)?, buffer: Vec::new() })
+    }
+
+    fn push(&mut self, rows: &[(RollupKey, Totals)], account: &str, strings: &AccountStrings<'_>) -> Result<()> {
+        self.buffer.extend_from_slice(rows);
+        if self.buffer.len() >= parquet_io::ROW_GROUP_ROWS {
+            self.writer.write(&strings.refs(account, &self.buffer))?;
+            self.buffer.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, account: &str, strings: &AccountStrings<'_>) -> Result<()> {
+        if !self.buffer.is_empty() {
+            self.writer.write(&strings.refs(account, &self.buffer))?;
+        }
+        self.writer.finish()
+    }
+}
+
+/// A file-name-safe folder for an account: a readable prefix and a hash
+/// (ids may hold any character but control characters).
+fn account_folder(account: &str) -> String {
+    let readable: String =
+        account.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(40).collect();
+    let hash = xxhash_rust::xxh3::xxh3_64(account.as_bytes());
+    format!("{readable}-{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn account_folders_are_safe_and_distinct() {
+        let a = account_folder("MA001");
+        let b = account_folder("../MA001/x");
+        assert!(a.starts_with("MA001-"));
+        assert!(!b.contains('/') && !b.contains('.'));
+        assert_ne!(account_folder("a b"), account_folder("a_b"));
+    }
+}
