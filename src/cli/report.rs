@@ -16,6 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::aggregate::{AccountScope, OnBadRow};
 use crate::query::UsageParams;
 use crate::report::{self as batch, Formats, Progress, ReportRequest};
+use crate::summary::BatchRequest;
 use crate::Error;
 
 /// Arguments of `report`.
@@ -84,16 +85,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let dataset = super::open_dataset(args.data.as_deref(), args.store.as_deref())?;
     let key = super::token_key(args.store.as_deref())?;
+    let on_bad_row = match args.on_bad_row {
+        BadRowArg::Fail => OnBadRow::Fail,
+        BadRowArg::SetAside => OnBadRow::SetAside,
+    };
     let request = ReportRequest {
-        params: &params,
+        batch: BatchRequest { params: &params, accounts: &accounts, now, on_bad_row },
         query: &args.query,
-        accounts: &accounts,
-        now,
         now_given: args.now.is_some(),
-        on_bad_row: match args.on_bad_row {
-            BadRowArg::Fail => OnBadRow::Fail,
-            BadRowArg::SetAside => OnBadRow::SetAside,
-        },
         bytes_read: Some(Arc::new(AtomicU64::new(0))),
         formats,
     };

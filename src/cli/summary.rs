@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::BadRequest;
-use crate::query::{UsageParams, UsageRequest};
+use crate::query::UsageParams;
 use crate::summary::{self, wire::ErrorBody};
 
 /// Arguments of `summary`. Values may start with `-` (`--query '-x=1'`):
@@ -112,8 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let dataset = super::open_dataset(args.data.as_deref(), args.store.as_deref())?;
     let key = super::token_key(args.store.as_deref())?;
-    let account_tz = dataset.accounts.get(&args.auth_id).and_then(|a| a.timezone);
-    let request = match UsageRequest::resolve(&args.auth_id, params, now, account_tz, &key) {
+    let request = match summary::resolve(&dataset, &args.auth_id, params, now, &key) {
         Ok(request) => request,
         Err(bad) => return bad_request(&args, &bad),
     };

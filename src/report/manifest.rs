@@ -183,16 +183,16 @@ pub(super) struct RequestEntry {
 
 impl RequestEntry {
     pub(super) fn of(request: &ReportRequest<'_>) -> RequestEntry {
-        let p = request.params;
-        let accounts = match request.accounts {
+        let p = request.batch.params;
+        let accounts = match request.batch.accounts {
             AccountScope::All => serde_json::Value::from("all"),
             AccountScope::Some(set) => serde_json::Value::from(set.iter().cloned().collect::<Vec<_>>()),
         };
         RequestEntry {
             query: request.query.to_owned(),
             accounts,
-            now: request.now_given.then(|| request.now.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
-            on_bad_row: match request.on_bad_row {
+            now: request.now_given.then(|| request.batch.now.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+            on_bad_row: match request.batch.on_bad_row {
                 OnBadRow::Fail => "fail",
                 OnBadRow::SetAside => "set-aside",
             },

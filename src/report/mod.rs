@@ -74,18 +74,7 @@ pub fn write_reports(
     let bytes = inventory.files.iter().map(|f| f.size).sum();
     progress(Progress::Reading { files: inventory.files.len(), bytes });
     let (batch, inputs) = rayon::join(
-        || {
-            let bytes_read = request.bytes_read.clone();
-            build_many(
-                dataset,
-                request.params,
-                request.accounts.clone(),
-                request.now,
-                request.on_bad_row,
-                key,
-                bytes_read,
-            )
-        },
+        || build_many(dataset, &request.batch, key, request.bytes_read.clone()),
         || hash_inputs(&dataset.dir, &inventory),
     );
     let (batch, inputs) = (batch?, inputs?);
@@ -189,7 +178,7 @@ fn write_all(
         *spend = spend.checked_add(w.total_spend).ok_or_else(overflow)?;
     }
 
-    if request.on_bad_row == OnBadRow::SetAside {
+    if request.batch.on_bad_row == OnBadRow::SetAside {
         write_file(&staging.join("rejected.csv"), &csv_out::rejected_csv(&batch.aggregate.rejects)?)?;
     }
     let entries: Vec<html::IndexEntry<'_>> = written
@@ -212,7 +201,7 @@ fn write_all(
     };
     write_file(
         &staging.join("index.html"),
-        html::index(&entries, request.params, request.query, &index_counts, request.formats)?.as_bytes(),
+        html::index(&entries, request.batch.params, request.query, &index_counts, request.formats)?.as_bytes(),
     )?;
 
     let manifest = Manifest {
@@ -222,7 +211,7 @@ fn write_all(
         inputs,
         ignored_files: &batch.aggregate.inventory.ignored,
         counts: counts_entry(batch, counts),
-        rejected_file: (request.on_bad_row == OnBadRow::SetAside).then_some("rejected.csv"),
+        rejected_file: (request.batch.on_bad_row == OnBadRow::SetAside).then_some("rejected.csv"),
         spend_by_currency: outcome.spend.iter().map(|(c, a)| (c.clone(), Decimal(*a))).collect(),
         accounts: written.into_iter().map(|w| w.entry).collect(),
         reconciliation,

@@ -6,27 +6,20 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use crate::summary::BatchRequest;
 
-use crate::aggregate::{AccountScope, OnBadRow};
-use crate::query::UsageParams;
-
-/// What to report: the request and how to treat bad rows.
+/// What to report: the parameters asked of every account, and what the
+/// run records and writes besides.
 #[derive(Clone, Debug)]
 pub struct ReportRequest<'a> {
-    /// The checked parameters, shared by every account.
-    pub params: &'a UsageParams,
+    /// The parameters, the accounts, "now" and how to treat bad rows: what
+    /// [`build_many`](crate::summary::build_many) answers.
+    pub batch: BatchRequest<'a>,
     /// The query string as given (recorded in the manifest and the pages).
     pub query: &'a str,
-    /// Which accounts.
-    pub accounts: &'a AccountScope,
-    /// "Now" for the date defaults.
-    pub now: DateTime<Utc>,
     /// Whether `now` was given explicitly (only then is it recorded: the
     /// resolved windows are recorded either way).
     pub now_given: bool,
-    /// Fail on a bad row, or set it aside.
-    pub on_bad_row: OnBadRow,
     /// Counts input bytes as the pass reads them, for progress display.
     pub bytes_read: Option<Arc<AtomicU64>>,
     /// Which files each account gets.

@@ -11,7 +11,7 @@ use axum::Extension;
 
 use super::error::ApiError;
 use super::{json_response, ApiId, Server};
-use crate::query::{UsageParams, UsageRequest};
+use crate::query::UsageParams;
 use crate::resources::wire::{EndpointBody, ListMeta, RecordingBody, RecordingItem, RecordingList};
 use crate::resources::ListQuery;
 use crate::summary;
@@ -79,8 +79,7 @@ pub(super) async fn usage_summary(
         });
     }
     let params = UsageParams::parse_query(query.as_deref().unwrap_or(""))?;
-    let account_tz = generation.dataset.accounts.get(&auth_id).and_then(|a| a.timezone);
-    let request = UsageRequest::resolve(&auth_id, params, server.now(), account_tz, &server.token_key)?;
+    let request = summary::resolve(&generation.dataset, &auth_id, params, server.now(), &server.token_key)?;
     let text = blocking(move || {
         let summary = summary::build(&generation.dataset, &request)?;
         let mut page = summary.requested_page(&server.token_key)?;

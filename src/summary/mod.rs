@@ -67,6 +67,21 @@ pub fn selector(params: &UsageParams, accounts: AccountScope, bucketing: Bucketi
     }
 }
 
+/// Resolves `params` for `auth_id` on `dataset`: the window in the
+/// request's time zone, else the account's own (`accounts.csv`), else UTC.
+/// The one way `summary`, `serve` and `report` turn parameters into a
+/// request.
+pub fn resolve(
+    dataset: &Dataset,
+    auth_id: &str,
+    params: UsageParams,
+    now: DateTime<Utc>,
+    key: &TokenKey,
+) -> Result<UsageRequest, BadRequest> {
+    let account_tz = dataset.accounts.get(auth_id).and_then(|a| a.timezone);
+    UsageRequest::resolve(auth_id, params, now, account_tz, key)
+}
+
 /// Answers one request from `dataset`.
 pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
     let buckets = request.window.buckets(request.params.granularity);
@@ -79,6 +94,20 @@ pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
     summarize(request, currency, &buckets, &aggregate)
 }
 
+/// One set of parameters asked of many accounts: what [`build_many`]
+/// answers.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchRequest<'a> {
+    /// The checked parameters, shared by every account.
+    pub params: &'a UsageParams,
+    /// Which accounts.
+    pub accounts: &'a AccountScope,
+    /// "Now" for the date defaults.
+    pub now: DateTime<Utc>,
+    /// Fail on a bad row, or set it aside.
+    pub on_bad_row: OnBadRow,
+}
+
 /// Every account's answer to one set of parameters, from a single pass.
 #[derive(Debug)]
 pub struct Batch {
@@ -88,25 +117,20 @@ pub struct Batch {
     pub aggregate: Aggregate,
 }
 
-/// Answers `params` for every account in `accounts` (each in its own time
+/// Answers `request` for every account it names (each in its own time
 /// zone, when `accounts.csv` names one and the request does not) in one
 /// pass over `dataset`. With [`AccountScope::All`], every account with a
 /// row in `accounts.csv` or a record in the window is reported.
 /// `bytes_read`, when given, counts input bytes as files are read.
 pub fn build_many(
     dataset: &Dataset,
-    params: &UsageParams,
-    accounts: AccountScope,
-    now: DateTime<Utc>,
-    on_bad_row: OnBadRow,
+    request: &BatchRequest<'_>,
     key: &TokenKey,
     bytes_read: Option<Arc<AtomicU64>>,
 ) -> Result<Batch> {
-    let resolve = |auth_id: &str| {
-        let tz = dataset.accounts.get(auth_id).and_then(|a| a.timezone);
-        UsageRequest::resolve(auth_id, params.clone(), now, tz, key)
-    };
-    let mut named: BTreeSet<String> = match &accounts {
+    let BatchRequest { params, accounts, now, on_bad_row } = *request;
+    let resolve = |auth_id: &str| resolve(dataset, auth_id, params.clone(), now, key);
+    let mut named: BTreeSet<String> = match accounts {
         AccountScope::All => dataset.accounts.iter().map(|a| a.auth_id.clone()).collect(),
         AccountScope::Some(set) => set.clone(),
     };
@@ -120,7 +144,7 @@ pub fn build_many(
     let default_request = resolve("")?;
     let default = matches!(accounts, AccountScope::All).then(|| default_request.window.buckets(params.granularity));
     let bucketing = Bucketing { default: default.clone(), by_account };
-    let mut selector = selector(params, accounts, bucketing);
+    let mut selector = selector(params, accounts.clone(), bucketing);
     selector.bytes_read = bytes_read;
     let aggregate = dataset.aggregate(&selector, on_bad_row)?;
     named.extend(aggregate.groups.keys().map(|k| k.account.clone()));
