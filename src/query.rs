@@ -11,8 +11,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 use sha2::{Digest, Sha256};
 
-use crate::aggregate::ProductSet;
 use crate::error::BadRequest;
+use crate::records::ProductSet;
 use crate::records::{Country, Direction, Product};
 use crate::time::{self, Granularity, Window};
 use crate::token::{PageToken, Refusal, TokenKey};

@@ -168,6 +168,30 @@ impl Product {
     }
 }
 
+/// A set of products, `other` included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ProductSet(u8);
+
+impl ProductSet {
+    /// All five.
+    pub const ALL: ProductSet = ProductSet(0b1_1111);
+
+    /// The set with `product` added.
+    pub fn with(self, product: Product) -> ProductSet {
+        ProductSet(self.0 | 1 << product as u8)
+    }
+
+    /// Whether `product` is in the set.
+    pub fn contains(self, product: Product) -> bool {
+        self.0 & 1 << product as u8 != 0
+    }
+
+    /// The members, in name order.
+    pub fn iter(self) -> impl Iterator<Item = Product> {
+        Product::ALL.into_iter().filter(move |p| self.contains(*p))
+    }
+}
+
 /// A call or message direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Direction {

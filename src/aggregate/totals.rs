@@ -1,0 +1,138 @@
+//! What a pass sums: [`Totals`] per group under its owned [`GroupKey`],
+//! and the [`Tally`] of rows per kind.
+
+use super::order::Order;
+use super::select::Dimensions;
+use crate::records::{Country, Direction, Product};
+
+/// Summed values of a group. Adding is associative and commutative, so
+/// partial totals merge in any order to the same result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Rows summed.
+    pub records: u64,
+    /// Units: segments, calls, transcriptions, charge units.
+    pub units: u128,
+    /// Duration in nanoseconds.
+    pub duration: i128,
+    /// Amount in nano-units.
+    pub amount: i128,
+    /// Surcharge in nano-units.
+    pub surcharge: i128,
+}
+
+impl Totals {
+    /// `self + other`, or `None` on overflow.
+    pub fn checked_add(&self, other: &Totals) -> Option<Totals> {
+        Some(Totals {
+            records: self.records.checked_add(other.records)?,
+            units: self.units.checked_add(other.units)?,
+            duration: self.duration.checked_add(other.duration)?,
+            amount: self.amount.checked_add(other.amount)?,
+            surcharge: self.surcharge.checked_add(other.surcharge)?,
+        })
+    }
+}
+
+/// The owned key of a group: one output row (or one other-charges item).
+///
+/// Ordered as the report orders rows: account, bucket, then the usage sort
+/// key of `usage-summary.md` ([`Order`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GroupKey {
+    /// Parent account.
+    pub account: String,
+    /// Bucket index in the selector's [`Buckets`](crate::time::Buckets).
+    pub bucket: u32,
+    /// Product; `Other` for charges.
+    pub product: Product,
+    /// Sub-type, or a charge's description.
+    pub type_: String,
+    /// Subaccount, absent on parent-level rows.
+    pub subaccount: Option<String>,
+    /// Country, absent when empty or not a dimension of the product.
+    pub country: Option<Country>,
+    /// Direction, absent when not a dimension of the product.
+    pub direction: Option<Direction>,
+    /// Error code (messages) or hangup cause (calls); absent otherwise.
+    pub code: Option<String>,
+}
+
+impl GroupKey {
+    /// The key of a row with these dimensions, sub-type (or charge
+    /// description) and bucket: fields the product does not have are absent.
+    pub fn new(row: &Dimensions<'_>, type_: &str, bucket: u32) -> GroupKey {
+        let fields = Order {
+            product: row.product,
+            type_,
+            subaccount: Some(row.subaccount),
+            country: row.country,
+            direction: row.direction,
+            code: Some(row.code),
+        };
+        GroupKey::from_order(row.auth_id, bucket, fields.shown(|s| s.is_empty()))
+    }
+
+    /// The key of `account`'s row in `bucket` with these fields.
+    pub(crate) fn from_order(account: &str, bucket: u32, order: Order<&str>) -> GroupKey {
+        GroupKey {
+            account: account.to_owned(),
+            bucket,
+            product: order.product,
+            type_: order.type_.to_owned(),
+            subaccount: order.subaccount.map(str::to_owned),
+            country: order.country,
+            direction: order.direction,
+            code: order.code.map(str::to_owned),
+        }
+    }
+
+    /// The fields after account and bucket, in the report's order.
+    pub(crate) fn order(&self) -> Order<&str> {
+        Order {
+            product: self.product,
+            type_: &self.type_,
+            subaccount: self.subaccount.as_deref(),
+            country: self.country,
+            direction: self.direction,
+            code: self.code.as_deref(),
+        }
+    }
+}
+
+impl Ord for GroupKey {
+    fn cmp(&self, other: &GroupKey) -> std::cmp::Ordering {
+        (&self.account, self.bucket, self.order()).cmp(&(&other.account, other.bucket, other.order()))
+    }
+}
+
+impl PartialOrd for GroupKey {
+    fn partial_cmp(&self, other: &GroupKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Counts of one pass, per kind. `read = used + set_aside + duplicates`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Rows read.
+    pub read: u64,
+    /// Rows that are valid and not duplicates.
+    pub used: u64,
+    /// Rows set aside as bad.
+    pub set_aside: u64,
+    /// Valid rows that repeat an identical earlier row.
+    pub duplicates: u64,
+    /// Used rows the selector kept.
+    pub selected: u64,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, other: Tally) {
+        self.read += other.read;
+        self.used += other.used;
+        self.set_aside += other.set_aside;
+        self.duplicates += other.duplicates;
+        self.selected += other.selected;
+    }
+}
