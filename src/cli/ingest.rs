@@ -89,6 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_rollup_groups: args.max_rollup_groups.max(1),
         filter_bytes: args.filter_mb << 20,
         pending_bytes: args.pending_mb << 20,
+        resources: crate::resources::generation::build,
     };
     let report = match args.engine {
         EngineArg::Local => store::ingest(&args.data, &args.store, &options),

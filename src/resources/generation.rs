@@ -24,40 +24,7 @@ use super::load::{self, Inputs};
 use super::{connect_deletions, connect_with, db_error, resources_schema, Endpoint, Registration};
 use crate::error::{Error, Result};
 
-/// What an ingest did to a store's resources.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Changes {
-    /// Endpoints held afterwards, when `endpoints.csv` was read (it
-    /// replaces them); `None` when they were kept.
-    pub endpoints: Option<u64>,
-    /// Registrations held afterwards, when `registrations.csv` was read;
-    /// `None` when they were kept.
-    pub registrations: Option<u64>,
-    /// Files read under `recordings/` (0 when there is no such folder).
-    pub recording_files: u64,
-    /// Recordings added.
-    pub recordings_added: u64,
-    /// Recordings read that were stored already (same content).
-    pub recordings_duplicates: u64,
-    /// Recordings read that were deleted through the API: left out.
-    pub deleted_skipped: u64,
-    /// Whether the new database differs from the previous generation's (it
-    /// is only written, and published, when it does).
-    pub changed: bool,
-}
-
-/// Where a new generation's resources start from.
-#[derive(Clone, Copy, Debug)]
-pub enum Previous<'a> {
-    /// A store without resources yet.
-    Nothing,
-    /// The previous generation's database (never modified: copied).
-    Generation(&'a Path),
-    /// The `resources.sqlite` of a store written before resources were
-    /// part of its generations (a live database: copied by SQLite, and its
-    /// deletions moved into the store's deletions database).
-    Legacy(&'a Path),
-}
+pub use crate::store::{PreviousResources as Previous, ResourceChanges as Changes};
 
 /// Builds the resources of a new generation at `out` from `previous` and
 /// the inputs of `data`, skipping recordings deleted in `deletions` (the

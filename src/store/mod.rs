@@ -22,7 +22,7 @@
 //!                                     a live reader's lease on a generation
 //!                                     (`lease.rs`): collection keeps its files
 //! resources/<ingest>.sqlite           endpoints, registrations, recordings as
-//!                                     of an ingest (crate::resources::generation:
+//!                                     of an ingest (`resources::generation`:
 //!                                     the previous one plus that ingest's inputs)
 //! deletions.sqlite                    recordings deleted through the API: the
 //!                                     one file written at runtime (by the
@@ -77,7 +77,7 @@ use crate::records::accounts::Accounts;
 use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::Kind;
 
-pub use ingest::{ingest, IngestOptions, IngestReport};
+pub use ingest::{ingest, BuildResources, IngestOptions, IngestReport, PreviousResources, ResourceChanges};
 
 /// The finest rollup slot, in seconds: every report bucket is a union of
 /// them (in every zone whose offset is a multiple of 15 minutes).

@@ -310,7 +310,7 @@ fn write_checked(path: &Path, rows: &[(RecordView<'_>, Seen)]) -> Result<()> {
 /// run as a Spark job; publishes like [`super::ingest`].
 pub fn ingest_spark(data: &Path, store: &Path, options: &IngestOptions, spark: &SparkOptions) -> Result<IngestReport> {
     let id = &options.ingest_id;
-    let prepared = ingest::prepare(data, store, id)?;
+    let prepared = ingest::prepare(data, store, id, options.resources)?;
     let store_abs = std::path::absolute(store).map_err(|e| Error::io(store, e))?;
     // Staging folders of earlier runs that failed or were killed: no ingest
     // is running (the lock is held), so they are nobody's.

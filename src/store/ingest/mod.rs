@@ -85,6 +85,54 @@ pub struct IngestOptions {
     /// Candidate rows (ids the filter may have seen) held before they are
     /// checked exactly against the index, in bytes.
     pub pending_bytes: u64,
+    /// Builds the generation's resources database (endpoints,
+    /// registrations, recordings): `resources::generation::build`, given
+    /// by the command because `resources` sits above the store, which only
+    /// names the file, says what it starts from and publishes it.
+    pub resources: BuildResources,
+}
+
+/// The resources step of an ingest: builds `out` from `previous` and the
+/// resource inputs of the data directory, skipping recordings deleted in
+/// `deletions` (the store's deletions database). `None` when the data
+/// directory has no resource input; otherwise what changed, and `out`
+/// exists exactly when something did.
+pub type BuildResources =
+    fn(data: &Path, previous: PreviousResources<'_>, deletions: &Path, out: &Path) -> Result<Option<ResourceChanges>>;
+
+/// Where a new generation's resources start from.
+#[derive(Clone, Copy, Debug)]
+pub enum PreviousResources<'a> {
+    /// A store without resources yet.
+    Nothing,
+    /// The previous generation's database (never modified: copied).
+    Generation(&'a Path),
+    /// The `resources.sqlite` of a store written before resources were
+    /// part of its generations (a live database: copied by SQLite, and its
+    /// deletions moved into the store's deletions database).
+    Legacy(&'a Path),
+}
+
+/// What an ingest did to a store's resources.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourceChanges {
+    /// Endpoints held afterwards, when `endpoints.csv` was read (it
+    /// replaces them); `None` when they were kept.
+    pub endpoints: Option<u64>,
+    /// Registrations held afterwards, when `registrations.csv` was read;
+    /// `None` when they were kept.
+    pub registrations: Option<u64>,
+    /// Files read under `recordings/` (0 when there is no such folder).
+    pub recording_files: u64,
+    /// Recordings added.
+    pub recordings_added: u64,
+    /// Recordings read that were stored already (same content).
+    pub recordings_duplicates: u64,
+    /// Recordings read that were deleted through the API: left out.
+    pub deleted_skipped: u64,
+    /// Whether the new database differs from the previous generation's (it
+    /// is only written, and published, when it does).
+    pub changed: bool,
 }
 
 impl IngestOptions {
@@ -123,7 +171,7 @@ pub struct IngestReport {
     pub generation: u64,
     /// What this ingest did to the resources (endpoints, registrations,
     /// recordings), when the data directory has any of them.
-    pub resources: Option<crate::resources::Changes>,
+    pub resources: Option<ResourceChanges>,
 }
 
 impl IngestReport {
@@ -140,7 +188,7 @@ impl IngestReport {
 /// Ingests `data` into `store` (created when missing).
 pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<IngestReport> {
     let id = &options.ingest_id;
-    let prepared = prepare(data, store, id)?;
+    let prepared = prepare(data, store, id, options.resources)?;
     let mut run = Run {
         store,
         id,
@@ -172,14 +220,14 @@ pub(super) struct Prepared {
     accounts_bytes: Option<Vec<u8>>,
     /// The resources database this ingest built (`resources_name`), when the
     /// data directory has resource inputs.
-    resources: Option<crate::resources::Changes>,
+    resources: Option<ResourceChanges>,
     /// Its name in the store.
     resources_name: String,
 }
 
 /// Starts an ingest of `data` into `store`: checks the id, creates the
 /// store, takes its lock, reads the manifest, the inventory and accounts.
-pub(super) fn prepare(data: &Path, store: &Path, id: &str) -> Result<Prepared> {
+pub(super) fn prepare(data: &Path, store: &Path, id: &str, build_resources: BuildResources) -> Result<Prepared> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
         return Err(Error::BadRequest(crate::error::BadRequest::new(
             "ingest_id",
@@ -215,16 +263,11 @@ pub(super) fn prepare(data: &Path, store: &Path, id: &str) -> Result<Prepared> {
     let legacy = store.join(super::LEGACY_RESOURCES_DB);
     let previous_resources = old.resources.as_ref().map(|name| store.join(name));
     let previous = match &previous_resources {
-        Some(path) => crate::resources::generation::Previous::Generation(path),
-        None if legacy.exists() => crate::resources::generation::Previous::Legacy(&legacy),
-        None => crate::resources::generation::Previous::Nothing,
+        Some(path) => PreviousResources::Generation(path),
+        None if legacy.exists() => PreviousResources::Legacy(&legacy),
+        None => PreviousResources::Nothing,
     };
-    let resources = crate::resources::generation::build(
-        data,
-        previous,
-        &store.join(super::DELETIONS_DB),
-        &store.join(&resources_name),
-    )?;
+    let resources = build_resources(data, previous, &store.join(super::DELETIONS_DB), &store.join(&resources_name))?;
     Ok(Prepared { lock, old, inventory, accounts_bytes, resources, resources_name })
 }
 
