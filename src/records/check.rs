@@ -1,0 +1,519 @@
+//! Checking a row against the contract (`records.md`): [`parse_record`]
+//! turns a reader's [`Field`]s, in [`Kind::columns`] order, into a borrowed
+//! [`Record`] or a [`FieldError`] naming the column, the value and why.
+//!
+//! This is the hottest code after the CSV reader: the usual printable-ASCII
+//! field takes a fast path, and nothing is allocated unless a row is refused.
+
+use xxhash_rust::xxh3::Xxh3;
+
+use super::{Country, Direction, Field, Kind, Product};
+use crate::money::{self, Amount};
+use crate::time::Instant;
+
+/// A row checked against the contract, borrowing its text from the reader.
+///
+/// Charges use `type_` for their description and leave the usage-only
+/// fields at their defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// Unique per record within its kind.
+    pub record_id: &'a str,
+    /// The parent account.
+    pub auth_id: &'a str,
+    /// The subaccount, or empty for parent-level usage.
+    pub subaccount: &'a str,
+    /// When it happened.
+    pub timestamp: Instant,
+    /// The product (`Other` for charges).
+    pub product: Product,
+    /// The sub-type (`sms`, `pstn`, ...), or a charge's description.
+    pub type_: &'a str,
+    /// Direction, for products that have one.
+    pub direction: Option<Direction>,
+    /// Country, `None` when empty or for products without one.
+    pub country: Option<Country>,
+    /// Units billed: segments, one per call or transcription, charge units.
+    pub units: u64,
+    /// Billed or recorded seconds, in nanos.
+    pub duration: i64,
+    /// Total charge, in nanos.
+    pub amount: i64,
+    /// Surcharge part of `amount`, in nanos.
+    pub surcharge: i64,
+    /// `error_code` of a message or `hangup_cause` of a call; may be empty.
+    pub code: &'a str,
+}
+
+impl Record<'_> {
+    /// A hash of every contract field, used to tell identical re-deliveries
+    /// from conflicts. Input form does not matter: `0.50` and `0.5`, `Z` and
+    /// `+00:00` hash alike.
+    pub fn content_hash(&self) -> u64 {
+        // The same bytes as the streaming form below, hashed in one call
+        // from a stack buffer when they fit (XXH3's one-shot and streaming
+        // digests of the same bytes agree).
+        // (Small enough that zeroing it costs little: it is made per row.)
+        const FIT: usize = 256;
+        let texts = [self.auth_id, self.subaccount, self.type_, self.code];
+        if texts.iter().map(|t| 8 + t.len()).sum::<usize>() + 8 + 4 + 4 + 32 <= FIT {
+            let mut buf = [0u8; FIT];
+            let mut at = 0;
+            let mut put = |bytes: &[u8]| {
+                buf[at..at + bytes.len()].copy_from_slice(bytes);
+                at += bytes.len();
+            };
+            for text in texts {
+                put(&(text.len() as u64).to_le_bytes());
+                put(text.as_bytes());
+            }
+            put(&self.timestamp.secs.to_le_bytes());
+            put(&self.timestamp.nanos.to_le_bytes());
+            let country = self.country.map_or([0, 0], |c| c.0);
+            put(&[self.product as u8, self.direction.map_or(0, |d| d as u8 + 1), country[0], country[1]]);
+            for n in [self.units as i64, self.duration, self.amount, self.surcharge] {
+                put(&n.to_le_bytes());
+            }
+            return xxhash_rust::xxh3::xxh3_64(&buf[..at]);
+        }
+        self.content_hash_streaming()
+    }
+
+    fn content_hash_streaming(&self) -> u64 {
+        let mut h = Xxh3::new();
+        for text in [self.auth_id, self.subaccount, self.type_, self.code] {
+            h.update(&(text.len() as u64).to_le_bytes());
+            h.update(text.as_bytes());
+        }
+        h.update(&self.timestamp.secs.to_le_bytes());
+        h.update(&self.timestamp.nanos.to_le_bytes());
+        let country = self.country.map_or([0, 0], |c| c.0);
+        h.update(&[self.product as u8, self.direction.map_or(0, |d| d as u8 + 1), country[0], country[1]]);
+        for n in [self.units as i64, self.duration, self.amount, self.surcharge] {
+            h.update(&n.to_le_bytes());
+        }
+        h.digest()
+    }
+}
+
+/// Why one column of a row was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// Index into [`Kind::columns`].
+    pub column: usize,
+    /// The value as read.
+    pub value: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// The longest id the contract allows, in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// The largest count (`segments`, `units`) telemeter accepts: what a signed
+/// 64-bit integer holds (the store's Int64 column, and Parquet's INT64).
+pub const MAX_COUNT: u64 = i64::MAX as u64;
+
+/// The first UTC year a record's timestamp may fall in.
+pub const FIRST_YEAR: i64 = 1678;
+
+/// The last UTC year a record's timestamp may fall in. With
+/// [`FIRST_YEAR`]: whole years that nanoseconds since the epoch in an `i64`
+/// hold (the store's timestamp column, Arrow's and Parquet's usual one).
+pub const LAST_YEAR: i64 = 2261;
+
+/// Whether `t` lies in the years [`FIRST_YEAR`]..=[`LAST_YEAR`] (UTC).
+#[inline]
+pub fn timestamp_in_range(t: Instant) -> bool {
+    const FIRST: Instant = Instant::start_of_year(FIRST_YEAR);
+    const END: Instant = Instant::start_of_year(LAST_YEAR + 1);
+    FIRST <= t && t < END
+}
+
+/// Checks one row of `kind`, given its fields in [`Kind::columns`] order.
+pub fn parse_record<'a>(kind: Kind, fields: &[Field<'a>]) -> Result<Record<'a>, FieldError> {
+    let f = |i: usize| fields[i];
+    let mut record = Record {
+        record_id: id(f(0), 0)?,
+        auth_id: id(f(1), 1)?,
+        subaccount: "",
+        timestamp: Instant { secs: 0, nanos: 0 },
+        product: Product::Other,
+        type_: "",
+        direction: None,
+        country: None,
+        units: 1,
+        duration: 0,
+        amount: 0,
+        surcharge: 0,
+        code: "",
+    };
+    match kind {
+        Kind::Calls => {
+            record.subaccount = optional_id(f(2), 2)?;
+            record.timestamp = timestamp(f(3), 3)?;
+            record.product = match text(f(4), 4)? {
+                "voice" => Product::Voice,
+                "zentrunk" => Product::Zentrunk,
+                _ => return Err(refuse(f(4), 4, "is not a call product (expected voice or zentrunk)")),
+            };
+            record.type_ = id(f(5), 5)?;
+            record.direction = Some(direction(f(6), 6)?);
+            record.country = country(f(7), 7)?;
+            record.duration = decimal(f(8), 8)?;
+            record.amount = decimal(f(9), 9)?;
+            record.surcharge = surcharge(f(10), 10, record.amount)?;
+            record.code = text(f(11), 11)?;
+        }
+        Kind::Messages => {
+            record.product = Product::Message;
+            record.subaccount = optional_id(f(2), 2)?;
+            record.timestamp = timestamp(f(3), 3)?;
+            record.type_ = id(f(4), 4)?;
+            record.direction = Some(direction(f(5), 5)?);
+            record.country = country(f(6), 6)?;
+            record.units = count(f(7), 7)?;
+            if record.units == 0 {
+                return Err(refuse(f(7), 7, "is not a segment count (at least 1)"));
+            }
+            record.amount = decimal(f(8), 8)?;
+            record.surcharge = surcharge(f(9), 9, record.amount)?;
+            record.code = text(f(10), 10)?;
+        }
+        Kind::Transcriptions => {
+            record.product = Product::Transcription;
+            record.subaccount = optional_id(f(2), 2)?;
+            record.timestamp = timestamp(f(3), 3)?;
+            record.type_ = id(f(4), 4)?;
+            record.duration = decimal(f(5), 5)?;
+            record.amount = decimal(f(6), 6)?;
+        }
+        Kind::Charges => {
+            record.timestamp = timestamp(f(2), 2)?;
+            record.type_ = text(f(3), 3)?;
+            if record.type_.is_empty() {
+                return Err(refuse(f(3), 3, "is empty; a charge needs a description"));
+            }
+            record.units = count(f(4), 4)?;
+            record.amount = decimal(f(5), 5)?;
+            if record.amount == 0 {
+                return Err(refuse(f(5), 5, "is not greater than 0 (a charge is always positive)"));
+            }
+        }
+    }
+    Ok(record)
+}
+
+#[cold]
+#[inline(never)]
+fn refuse(field: Field<'_>, column: usize, reason: impl Into<String>) -> FieldError {
+    FieldError { column, value: field.display(), reason: reason.into() }
+}
+
+/// A text column: valid UTF-8 without control characters (no contract
+/// column holds a newline, a NUL, U+0085 or any other).
+#[inline]
+fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
+    match field {
+        Field::Null => Ok(""),
+        Field::Ascii(text) => Ok(text),
+        Field::Text(bytes) => {
+            let text = std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8"))?;
+            if has_control(bytes) {
+                return Err(refuse(field, column, CONTROL));
+            }
+            Ok(text)
+        }
+        _ => Err(refuse(field, column, "is not text")),
+    }
+}
+
+const CONTROL: &str = "contains a control character";
+
+/// Whether UTF-8 `bytes` hold a control character (`char::is_control`:
+/// U+0000..=U+001F, U+007F, and U+0080..=U+009F, which is `C2 80..=9F`).
+#[inline]
+fn has_control(bytes: &[u8]) -> bool {
+    bytes.iter().enumerate().any(|(i, &b)| {
+        b < 0x20 || b == 0x7f || (b == 0xc2 && bytes.get(i + 1).is_some_and(|next| (0x80..=0x9f).contains(next)))
+    })
+}
+
+#[inline]
+fn optional_id(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
+    if let Field::Ascii(value) = field {
+        if value.len() <= MAX_ID_BYTES {
+            return Ok(value);
+        }
+    }
+    let value = text(field, column)?;
+    if value.is_empty() {
+        return Ok(value);
+    }
+    check_id(value).map_err(|reason| refuse(field, column, reason))?;
+    Ok(value)
+}
+
+#[inline]
+fn id(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
+    if let Field::Ascii(value) = field {
+        if !value.is_empty() && value.len() <= MAX_ID_BYTES {
+            return Ok(value);
+        }
+    }
+    let value = text(field, column)?;
+    if value.is_empty() {
+        return Err(refuse(field, column, "is empty; expected an id"));
+    }
+    check_id(value).map_err(|reason| refuse(field, column, reason))?;
+    Ok(value)
+}
+
+/// Checks the contract's id rules on a non-empty value.
+pub fn check_id(value: &str) -> Result<(), &'static str> {
+    if value.len() > MAX_ID_BYTES {
+        return Err("is longer than 128 bytes");
+    }
+    // Printable ASCII (the usual id) has no control character.
+    if value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Ok(());
+    }
+    if value.chars().any(char::is_control) {
+        return Err(CONTROL);
+    }
+    Ok(())
+}
+
+#[inline]
+fn timestamp(field: Field<'_>, column: usize) -> Result<Instant, FieldError> {
+    let instant = match field {
+        Field::Time(t) => t,
+        Field::Text(bytes) => Instant::parse(bytes).map_err(|e| refuse(field, column, e.to_string()))?,
+        Field::Ascii(text) => Instant::parse(text.as_bytes()).map_err(|e| refuse(field, column, e.to_string()))?,
+        Field::Null => return Err(refuse(field, column, "is empty; expected a timestamp")),
+        _ => return Err(refuse(field, column, "is not a timestamp")),
+    };
+    if !timestamp_in_range(instant) {
+        return Err(refuse(
+            field,
+            column,
+            format!("is outside the years {FIRST_YEAR} to {LAST_YEAR} (UTC) that telemeter accepts"),
+        ));
+    }
+    Ok(instant)
+}
+
+#[inline]
+fn decimal(field: Field<'_>, column: usize) -> Result<i64, FieldError> {
+    let nanos = match field {
+        Field::Text(bytes) => money::parse_nanos(bytes).map(|n| n as i128),
+        Field::Ascii(text) => money::parse_nanos(text.as_bytes()).map(|n| n as i128),
+        // At most u64::MAX: times 10^9 this cannot overflow an i128.
+        Field::Int(i) if (0..=u64::MAX as i128).contains(&i) => Ok(i * money::SCALE),
+        Field::Int(i) if i > 0 => Err(money::DecimalError::TooLarge),
+        Field::Decimal { unscaled, scale } => Amount::from_unscaled(unscaled, scale).map(Amount::nanos),
+        Field::Null => Err(money::DecimalError::Empty),
+        _ => Err(money::DecimalError::NotADecimal),
+    };
+    match nanos {
+        Ok(n) if n <= i64::MAX as i128 => Ok(n as i64),
+        Ok(_) => Err(refuse(field, column, money::DecimalError::TooLarge.to_string())),
+        Err(e) => Err(refuse(field, column, e.to_string())),
+    }
+}
+
+#[inline]
+fn surcharge(field: Field<'_>, column: usize, amount: i64) -> Result<i64, FieldError> {
+    let value = decimal(field, column)?;
+    if value > amount {
+        return Err(refuse(field, column, format!("is more than the amount {}", Amount::from_nanos(amount as i128))));
+    }
+    Ok(value)
+}
+
+#[inline]
+fn count(field: Field<'_>, column: usize) -> Result<u64, FieldError> {
+    let too_large = || refuse(field, column, format!("is more than {MAX_COUNT}, the largest count telemeter accepts"));
+    if let Some(bytes) = field.text_bytes().filter(|b| !b.is_empty() && b.iter().all(u8::is_ascii_digit)) {
+        let mut value: u64 = 0;
+        for &b in bytes {
+            value = value.checked_mul(10).and_then(|v| v.checked_add((b - b'0') as u64)).ok_or_else(too_large)?;
+        }
+        return if value <= MAX_COUNT { Ok(value) } else { Err(too_large()) };
+    }
+    let value = match field {
+        Field::Int(i) if i >= 0 => i,
+        Field::Decimal { unscaled, scale: 0 } if unscaled >= 0 => unscaled,
+        _ => return Err(refuse(field, column, "is not a count (a non-negative integer)")),
+    };
+    if value <= MAX_COUNT as i128 {
+        Ok(value as u64)
+    } else {
+        Err(too_large())
+    }
+}
+
+#[inline]
+fn direction(field: Field<'_>, column: usize) -> Result<Direction, FieldError> {
+    field
+        .text_bytes()
+        .and_then(Direction::parse)
+        .ok_or_else(|| refuse(field, column, "is not a direction (inbound or outbound)"))
+}
+
+#[inline]
+fn country(field: Field<'_>, column: usize) -> Result<Option<Country>, FieldError> {
+    match field.text_bytes() {
+        Some(b"") => Ok(None),
+        Some(bytes) => Country::parse(bytes).map(Some).ok_or_else(|| {
+            refuse(field, column, "is not a country (two upper-case letters, ISO 3166-1 alpha-2, or empty)")
+        }),
+        None if matches!(field, Field::Null) => Ok(None),
+        None => Err(refuse(field, column, "is not a country")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(values: &[&'static str]) -> Vec<Field<'static>> {
+        values.iter().map(|v| Field::Text(v.as_bytes())).collect()
+    }
+
+    #[test]
+    fn parses_a_call() {
+        let fields = texts(&[
+            "c1",
+            "A1",
+            "",
+            "2026-11-20T13:45:01Z",
+            "voice",
+            "pstn",
+            "outbound",
+            "US",
+            "61",
+            "0.0170",
+            "0.002",
+            "4000",
+        ]);
+        let record = parse_record(Kind::Calls, &fields).unwrap();
+        assert_eq!(record.product, Product::Voice);
+        assert_eq!(record.amount, 17_000_000);
+        assert_eq!(record.duration, 61_000_000_000);
+        assert_eq!(record.code, "4000");
+        assert_eq!(record.units, 1);
+    }
+
+    #[test]
+    fn names_the_column_at_fault() {
+        let cases: &[(Kind, &[&'static str], usize)] = &[
+            (
+                Kind::Calls,
+                &["c1", "A1", "", "2026-11-20T13:45:01Z", "fax", "pstn", "outbound", "US", "1", "1", "0", ""],
+                4,
+            ),
+            (
+                Kind::Calls,
+                &["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "out", "US", "1", "1", "0", ""],
+                6,
+            ),
+            (
+                Kind::Calls,
+                &["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "inbound", "us", "1", "1", "0", ""],
+                7,
+            ),
+            (
+                Kind::Calls,
+                &["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "inbound", "US", "1", "1", "2", ""],
+                10,
+            ),
+            (Kind::Messages, &["m1", "A1", "", "2026-11-20", "sms", "inbound", "US", "1", "1", "0", ""], 3),
+            (Kind::Messages, &["m1", "A1", "", "2026-11-20T13:45:01Z", "sms", "inbound", "US", "0", "1", "0", ""], 7),
+            (Kind::Messages, &["m1", "", "", "2026-11-20T13:45:01Z", "sms", "inbound", "US", "1", "1", "0", ""], 1),
+            (Kind::Transcriptions, &["t1", "A1", "", "2026-11-20T13:45:01Z", "standard", "1.5", "1e3"], 6),
+            (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "", "1", "1"], 3),
+            (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "1", "0.0"], 5),
+            (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "-1", "1"], 4),
+            // The ranges the engine holds.
+            (Kind::Charges, &["x1", "A1", "0000-01-01T00:00:00Z", "CNAM Lookup", "1", "1"], 2),
+            (Kind::Charges, &["x1", "A1", "9999-12-31T23:59:59Z", "CNAM Lookup", "1", "1"], 2),
+            (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "9223372036854775808", "1"], 4),
+            (Kind::Charges, &["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "18446744073709551615", "1"], 4),
+            (
+                Kind::Messages,
+                &["m1", "A1", "", "2026-11-20T13:45:01Z", "sms", "inbound", "US", "9223372036854775808", "1", "0", ""],
+                7,
+            ),
+        ];
+        for (kind, values, column) in cases {
+            let error = parse_record(*kind, &texts(values)).unwrap_err();
+            assert_eq!(error.column, *column, "{kind} {values:?}: {error:?}");
+        }
+    }
+
+    #[test]
+    fn control_characters_are_refused_in_every_text_column() {
+        let call =
+            ["c1", "A1", "S1", "2026-11-20T13:45:01Z", "voice", "pstn", "outbound", "US", "61", "0.017", "0", "4000"];
+        let message = ["m1", "A1", "S1", "2026-11-20T13:45:01Z", "sms", "outbound", "US", "1", "0.5", "0", "30"];
+        let charge = ["x1", "A1", "2026-11-20T13:45:01Z", "CNAM Lookup", "1", "0.5"];
+        let cases: [(Kind, &[&str], &[usize]); 3] = [
+            (Kind::Calls, &call, &[0, 1, 2, 5, 11]),
+            (Kind::Messages, &message, &[0, 1, 2, 4, 10]),
+            (Kind::Charges, &charge, &[0, 1, 3]),
+        ];
+        for (kind, values, columns) in cases {
+            let fields: Vec<Field<'_>> = values.iter().map(|v| Field::Text(v.as_bytes())).collect();
+            assert!(parse_record(kind, &fields).is_ok(), "{kind} {values:?}");
+            for &column in columns {
+                for control in ["\u{0}", "\u{85}", "\t", "\n", "\r", "\u{7f}", "\u{1b}"] {
+                    let value = format!("a{control}b");
+                    let mut fields = fields.clone();
+                    fields[column] = Field::Text(value.as_bytes());
+                    let error = parse_record(kind, &fields).expect_err(&format!("{kind} column {column}: {value:?}"));
+                    assert_eq!(error.column, column, "{kind} {value:?}: {error:?}");
+                    assert!(error.reason.contains("control character"), "{error:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn content_hash_is_the_streaming_hash() {
+        let long = "x".repeat(400);
+        let rows: [&[&'static str]; 2] = [
+            &[
+                "c1",
+                "A1",
+                "S1",
+                "2026-11-20T13:45:01.5Z",
+                "voice",
+                "pstn",
+                "outbound",
+                "US",
+                "61",
+                "0.017",
+                "0.002",
+                "4000",
+            ],
+            &["c1", "A1", "", "2026-11-20T13:45:01Z", "zentrunk", "sip", "inbound", "", "0", "0", "0", ""],
+        ];
+        for values in rows {
+            let record = parse_record(Kind::Calls, &texts(values)).unwrap();
+            assert_eq!(record.content_hash(), record.content_hash_streaming());
+            let record = Record { code: &long, ..record };
+            assert_eq!(record.content_hash(), record.content_hash_streaming());
+        }
+    }
+
+    #[test]
+    fn content_hash_ignores_the_input_form() {
+        let a = texts(&["t1", "A1", "", "2026-11-20T13:45:01Z", "standard", "1.50", "0.5"]);
+        let b = texts(&["t1", "A1", "", "2026-11-20 19:15:01+05:30", "standard", "1.5", "0.500"]);
+        let c = texts(&["t1", "A1", "", "2026-11-20T13:45:01Z", "standard", "1.5", "0.6"]);
+        let hash = |f: &[Field<'static>]| parse_record(Kind::Transcriptions, f).unwrap().content_hash();
+        assert_eq!(hash(&a), hash(&b));
+        assert_ne!(hash(&a), hash(&c));
+    }
+}
