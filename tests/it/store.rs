@@ -510,15 +510,59 @@ fn report_from_the_store_writes_the_same_account_files_as_from_raw_data() {
     let data = crate::common::sample_data();
     let store = dir.path().join("store");
     assert!(ingest(&data, &store, &[]).status.success());
-    let query = "from_date=2026-10-25&to_date=2026-11-21&page_size=5";
+    let files =
+        assert_same_account_files(dir.path(), &data, &store, "from_date=2026-10-25&to_date=2026-11-21&page_size=5");
+    assert!(files.iter().any(|p| p.ends_with("page-0002.json")), "{files:?}");
+}
+
+/// A window whose buckets are not unions of 15-minute slots (Africa/Monrovia
+/// was UTC-0:44:30 until 1972) is answered from the stored records instead of
+/// the rollups: `report --store` still writes what `report --data` writes.
+/// (Europe/Amsterdam in 1930, the review's example, no longer is one: the
+/// time zone database now gives it Brussels' history, UTC+0 then.)
+#[test]
+fn report_from_the_store_in_a_historical_offset_writes_what_raw_data_gives() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    put(&data, "accounts.csv", "auth_id,currency,timezone\nA1,USD,\nA2,EUR,Asia/Kolkata\n");
+    put(
+        &data,
+        "calls/1971.csv",
+        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n\
+         c1,A1,,1971-01-01T00:05:00Z,voice,pstn,outbound,US,60,0.120,0.0010,4000\n\
+         c2,A1,S1,1971-01-01T23:50:00Z,voice,sip,inbound,DE,30,0.050,0.0000,\n\
+         c3,A2,,1971-01-02T10:00:00Z,zentrunk,sip,outbound,IN,120,0.300,0.0020,3010\n\
+         c4,A1,,2026-11-01T10:00:00Z,voice,pstn,outbound,US,60,0.120,0.0010,4000\n",
+    );
+    put(
+        &data,
+        "charges/1971.csv",
+        "record_id,auth_id,timestamp,description,units,amount\nh1,A1,1971-01-01T12:00:00Z,Number Charges,1,1.500\n",
+    );
+    let store = dir.path().join("store");
+    let output = ingest(&data, &store, &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let query = "timezone=Africa/Monrovia&from_date=1971-01-01&to_date=1971-01-03&granularity=hour";
+    let files = assert_same_account_files(dir.path(), &data, &store, query);
+    // The window holds rows, in hours 44 minutes off the UTC quarter hours:
+    // c2 at 23:50Z is 23:05:30 local, in the hour from 23:00 (c1, 00:05Z, is
+    // still 1970 there).
+    let page = std::fs::read_to_string(dir.path().join("raw/A1/page-0001.json")).expect("A1's page");
+    assert!(page.contains(r#""usage":[{"from_date":"1971-01-01T23:00:00-00:44","#), "{page}");
+    assert!(files.iter().any(|p| p.ends_with("A2/page-0001.json")), "{files:?}");
+}
+
+/// Runs `report` from `data` into `DIR/raw` and from `store` into
+/// `DIR/stored` and asserts that every account's pages, CSV and HTML are the
+/// same; only the run-level index and manifest differ (a store has no raw
+/// input files to list). The account files, relative to the output folder.
+fn assert_same_account_files(dir: &Path, data: &Path, store: &Path, query: &str) -> Vec<PathBuf> {
     let now = "2026-11-21T00:00:00Z";
-    let (from_raw, from_store) = (dir.path().join("raw"), dir.path().join("stored"));
-    for (source, path, out) in [("--data", &data, &from_raw), ("--store", &store, &from_store)] {
+    let (from_raw, from_store) = (dir.join("raw"), dir.join("stored"));
+    for (source, path, out) in [("--data", data, &from_raw), ("--store", store, &from_store)] {
         let output = run(&["report", source, s(path), "--out", s(out), "--query", query, "--now", now, "--quiet"]);
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "{source}: {}", String::from_utf8_lossy(&output.stderr));
     }
-    // Every account's pages, CSV and HTML are the same; only the run-level
-    // index and manifest differ (a store has no raw input files to list).
     let files = |root: &Path| -> Vec<PathBuf> {
         let mut files: Vec<PathBuf> = walk(root)
             .into_iter()
@@ -529,10 +573,10 @@ fn report_from_the_store_writes_the_same_account_files_as_from_raw_data() {
         files
     };
     let raw_files = files(&from_raw);
-    assert!(raw_files.iter().any(|p| p.ends_with("page-0002.json")), "{raw_files:?}");
     assert_eq!(raw_files, files(&from_store));
-    for file in raw_files {
-        let (a, b) = (std::fs::read(from_raw.join(&file)), std::fs::read(from_store.join(&file)));
+    for file in &raw_files {
+        let (a, b) = (std::fs::read(from_raw.join(file)), std::fs::read(from_store.join(file)));
         assert_eq!(a.expect("raw file"), b.expect("store file"), "{}", file.display());
     }
+    raw_files
 }
