@@ -174,7 +174,7 @@ fn selector(window: &Window) -> Selector {
 
 fn aggregate_and_end_to_end(c: &mut Criterion) {
     let data = data_set();
-    let dir: &Path = &data.dataset.dir;
+    let dir: &Path = data.dataset.dir();
     let mut group = c.benchmark_group("aggregate");
     group.throughput(Throughput::Elements(322_000));
     group.sample_size(10);

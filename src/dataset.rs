@@ -1,22 +1,46 @@
-//! A data set to answer requests from: a raw data directory or an ingested
-//! store, with its accounts loaded once.
+//! A data set to answer requests from: its accounts, loaded once, and the
+//! [`Source`] of its records, a raw data directory or an ingested store.
+//! Everything that depends on which of the two it is asks here: the pass
+//! ([`Dataset::aggregate`]), one account's rows (`Dataset::account_rows`)
+//! and the input files a run lists and checks ([`Dataset::inputs`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::aggregate::{self, Aggregate, OnBadRow, Selector};
 use crate::error::Result;
 use crate::records::accounts::Accounts;
+use crate::records::files::Inventory;
 use crate::store::Store;
 
 /// Where records come from, and the accounts that describe them.
 #[derive(Clone, Debug)]
 pub struct Dataset {
-    /// The data directory (or the store directory).
-    pub dir: PathBuf,
     /// `accounts.csv`, loaded.
     pub accounts: Accounts,
-    /// The store, when the data set is one (its manifest read once).
-    pub store: Option<Store>,
+    /// The records.
+    pub source: Source,
+}
+
+/// Where a data set's records are read from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A raw data directory (`records.md`): every pass reads its files.
+    Raw(PathBuf),
+    /// A store written by `telemeter ingest`, as of the generation
+    /// published when it was opened (its manifest read once).
+    Store(Store),
+}
+
+/// The files a data set's answers are read from that can change while a
+/// run reads them: a raw directory's `accounts.csv` and record files. A
+/// store has none: the files of the generation it opened are never
+/// modified, and its lease keeps them.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// `accounts.csv`, when the directory has one.
+    pub accounts: Option<PathBuf>,
+    /// The record files, and the files in record folders no reader takes.
+    pub inventory: Inventory,
 }
 
 impl Dataset {
@@ -26,14 +50,44 @@ impl Dataset {
         if !meta.is_dir() {
             return Err(crate::Error::io(dir, "not a directory"));
         }
-        Ok(Dataset { dir: dir.to_owned(), accounts: Accounts::load(dir)?, store: None })
+        Ok(Dataset { accounts: Accounts::load(dir)?, source: Source::Raw(dir.to_owned()) })
     }
 
     /// Opens a store written by `telemeter ingest`: answers come from its
     /// rollups, as of the generation published when it is opened.
     pub fn open_store(dir: &Path) -> Result<Dataset> {
         let store = Store::open(dir)?;
-        Ok(Dataset { dir: dir.to_owned(), accounts: store.accounts()?, store: Some(store) })
+        Ok(Dataset { accounts: store.accounts()?, source: Source::Store(store) })
+    }
+
+    /// The folder the data set was opened from: the data directory or the
+    /// store directory.
+    pub fn dir(&self) -> &Path {
+        match &self.source {
+            Source::Raw(dir) => dir,
+            Source::Store(store) => &store.dir,
+        }
+    }
+
+    /// The store, when the data set is one.
+    pub fn store(&self) -> Option<&Store> {
+        match &self.source {
+            Source::Raw(_) => None,
+            Source::Store(store) => Some(store),
+        }
+    }
+
+    /// The input files as they are now (see [`Inputs`]): taken before and
+    /// after a run, they tell whether the files changed meanwhile.
+    pub fn inputs(&self) -> Result<Inputs> {
+        match &self.source {
+            Source::Raw(dir) => {
+                let accounts = dir.join("accounts.csv");
+                let accounts = accounts.is_file().then_some(accounts);
+                Ok(Inputs { accounts, inventory: Inventory::scan(dir)? })
+            }
+            Source::Store(_) => Ok(Inputs::default()),
+        }
     }
 
     /// One account's rows in the report's order, when the data set can
@@ -43,9 +97,9 @@ impl Dataset {
         selector: &Selector,
         account: &str,
     ) -> Result<Option<crate::store::answer::AccountRows>> {
-        match &self.store {
-            Some(store) => store.account_rows(selector, account),
-            None => Ok(None),
+        match &self.source {
+            Source::Raw(_) => Ok(None),
+            Source::Store(store) => store.account_rows(selector, account),
         }
     }
 
@@ -53,9 +107,9 @@ impl Dataset {
     /// A store's rows were checked at ingest: `on_bad_row` applies to raw
     /// data only.
     pub fn aggregate(&self, selector: &Selector, on_bad_row: OnBadRow) -> Result<Aggregate> {
-        if let Some(store) = &self.store {
-            return store.aggregate(selector);
+        match &self.source {
+            Source::Raw(dir) => aggregate::aggregate(dir, selector, on_bad_row),
+            Source::Store(store) => store.aggregate(selector),
         }
-        aggregate::aggregate(&self.dir, selector, on_bad_row)
     }
 }

@@ -13,10 +13,16 @@
 //! - [`query`], [`token`]: the request: query string to a checked
 //!   [`query::UsageRequest`]; page tokens. Every 400 is raised here.
 //! - [`aggregate`]: one parallel pass from files to grouped totals.
-//! - [`dataset`]: what requests are answered from.
+//! - [`dataset`]: what requests are answered from: accounts, and a
+//!   [`dataset::Source`] that is a raw data directory or a store.
 //! - [`store`]: `ingest` once into Parquet records and 15-minute rollups;
 //!   answers from the rollups.
-//! - [`report`]: `build` a [`report::Summary`] and cut it into API pages.
+//! - [`summary`]: the one core of `summary`, `report` and `serve`:
+//!   `resolve` a request, `build` a [`summary::Summary`] (`build_many`: many
+//!   accounts in one pass) and cut it into API pages.
+//! - [`report`]: `telemeter report`, the nightly job: every account's pages,
+//!   CSV and HTML, `manifest.json` with its reconciliation, written
+//!   atomically.
 //! - [`labels`]: `error_reason` labels.
 //! - [`resources`]: SIP endpoints, registrations and recordings in SQLite.
 //! - [`server`]: the HTTP API over the same `build` and the resources.

@@ -97,7 +97,7 @@ pub fn open_dataset(data: Option<&std::path::Path>, store: Option<&std::path::Pa
     match (data, store) {
         (_, Some(store)) => {
             let dataset = Dataset::open_store(store).context("cannot open the store")?;
-            if let Some(why) = dataset.store.as_ref().and_then(|s| s.unleased.as_deref()) {
+            if let Some(why) = dataset.store().and_then(|s| s.unleased.as_deref()) {
                 eprintln!("warning: reading the store without a read lease (it cannot be written: {why}); an ingest publishing twice meanwhile may remove its files");
             }
             Ok(dataset)

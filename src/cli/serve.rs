@@ -104,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (dataset, resources) = match (&args.store, &args.data) {
         (Some(store), None) => {
             let dataset = Dataset::open_store(store).context("cannot open the store")?;
-            let resources = match &dataset.store {
+            let resources = match dataset.store() {
                 Some(opened) => Store::open_for_store(opened).context("cannot open the store's resources")?,
                 None => bail!("{} is not a store", store.display()),
             };
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ),
     };
     let token_key = super::token_key(args.store.as_deref())?;
-    if let Some(why) = dataset.store.as_ref().and_then(|store| store.unleased.as_deref()) {
+    if let Some(why) = dataset.store().and_then(|store| store.unleased.as_deref()) {
         log(
             &serde_json::json!({"event": "warning", "message": format!("reading the store without a read lease (it cannot be written: {why}); an ingest may remove its files two publishes from now")}),
         );

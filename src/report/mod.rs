@@ -30,10 +30,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::aggregate::{OnBadRow, Tally};
-use crate::dataset::Dataset;
+use crate::dataset::{Dataset, Inputs};
 use crate::error::{Error, Result};
 use crate::money::Amount;
-use crate::records::files::Inventory;
 use crate::summary::wire::Decimal;
 use crate::summary::{build_many, to_json, Batch, Summary};
 use crate::time::format_instant;
@@ -70,20 +69,18 @@ pub fn write_reports(
 ) -> Result<Outcome> {
     check_replaceable(out)?;
     remove_stale(out);
-    let inventory = Inventory::scan(&dataset.dir)?;
-    let bytes = inventory.files.iter().map(|f| f.size).sum();
-    progress(Progress::Reading { files: inventory.files.len(), bytes });
-    let (batch, inputs) = rayon::join(
-        || build_many(dataset, &request.batch, key, request.bytes_read.clone()),
-        || hash_inputs(&dataset.dir, &inventory),
-    );
-    let (batch, inputs) = (batch?, inputs?);
-    check_inputs_unchanged(&inventory, &batch.aggregate.inventory)?;
+    let inputs = dataset.inputs()?;
+    let bytes = inputs.inventory.files.iter().map(|f| f.size).sum();
+    progress(Progress::Reading { files: inputs.inventory.files.len(), bytes });
+    let (batch, hashed) =
+        rayon::join(|| build_many(dataset, &request.batch, key, request.bytes_read.clone()), || hash_inputs(&inputs));
+    let (batch, hashed) = (batch?, hashed?);
+    check_inputs_unchanged(&inputs, &dataset.inputs()?)?;
     let counts = check_counts(&batch)?;
     progress(Progress::Writing { rows_read: counts.read, accounts: batch.summaries.len() });
 
     let staging = staging_dir(out, "tmp")?;
-    let result = write_all(&batch, request, key, &inputs, counts, &staging, progress);
+    let result = write_all(&batch, request, key, (&inputs, &hashed), counts, &staging, progress);
     match result {
         Ok(outcome) => {
             swap_into_place(&staging, out)?;
@@ -120,7 +117,7 @@ fn write_all(
     batch: &Batch,
     request: &ReportRequest<'_>,
     key: &TokenKey,
-    inputs: &[InputEntry],
+    (inputs, hashed): (&Inputs, &[InputEntry]),
     counts: Tally,
     staging: &Path,
     progress: &(dyn Fn(Progress) + Sync),
@@ -208,8 +205,8 @@ fn write_all(
         generator: GENERATOR,
         version: env!("CARGO_PKG_VERSION"),
         request: RequestEntry::of(request),
-        inputs,
-        ignored_files: &batch.aggregate.inventory.ignored,
+        inputs: hashed,
+        ignored_files: &inputs.inventory.ignored,
         counts: counts_entry(batch, counts),
         rejected_file: (request.batch.on_bad_row == OnBadRow::SetAside).then_some("rejected.csv"),
         spend_by_currency: outcome.spend.iter().map(|(c, a)| (c.clone(), Decimal(*a))).collect(),

@@ -13,21 +13,18 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::manifest::{InputEntry, GENERATOR, MANIFEST};
+use crate::dataset::Inputs;
 use crate::error::{Error, Result};
-use crate::records::files::Inventory;
 
-pub(super) fn hash_inputs(data: &Path, inventory: &Inventory) -> Result<Vec<InputEntry>> {
-    let mut files: Vec<(PathBuf, String, &'static str)> =
-        inventory.files.iter().map(|f| (f.path.clone(), f.name.clone(), f.kind.name())).collect();
-    let accounts = data.join("accounts.csv");
-    if accounts.is_file() {
-        files.insert(0, (accounts, "accounts.csv".to_owned(), "accounts"));
-    }
+pub(super) fn hash_inputs(inputs: &Inputs) -> Result<Vec<InputEntry>> {
+    let accounts = inputs.accounts.iter().map(|path| (path, "accounts.csv", "accounts"));
+    let records = inputs.inventory.files.iter().map(|f| (&f.path, f.name.as_str(), f.kind.name()));
+    let files: Vec<(&PathBuf, &str, &'static str)> = accounts.chain(records).collect();
     files
         .par_iter()
         .map(|(path, name, kind)| {
             let (size, sha256) = hash_file(path)?;
-            Ok(InputEntry { file: name.clone(), kind, size, sha256 })
+            Ok(InputEntry { file: (*name).to_owned(), kind, size, sha256 })
         })
         .collect()
 }
@@ -49,8 +46,8 @@ pub(super) fn hash_file(path: &Path) -> Result<(u64, String)> {
     Ok((size, hex))
 }
 
-pub(super) fn check_inputs_unchanged(before: &Inventory, after: &Inventory) -> Result<()> {
-    let names = |i: &Inventory| i.files.iter().map(|f| (f.name.clone(), f.size)).collect::<Vec<_>>();
+pub(super) fn check_inputs_unchanged(before: &Inputs, after: &Inputs) -> Result<()> {
+    let names = |i: &Inputs| i.inventory.files.iter().map(|f| (f.name.clone(), f.size)).collect::<Vec<_>>();
     if names(before) != names(after) {
         return Err(Error::Internal(
             "the input files changed while the report was being built (files added, removed or resized); run again"

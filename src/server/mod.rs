@@ -87,7 +87,7 @@ impl Generation {
     /// data set's accounts.
     pub fn new(dataset: Dataset, resources: Arc<Store>) -> Result<Generation, String> {
         let credentials = Credentials::from_accounts(&dataset.accounts)?;
-        let number = dataset.store.as_ref().map(|store| store.manifest.generation);
+        let number = dataset.store().map(|store| store.manifest.generation);
         Ok(Generation { dataset, resources, credentials, number })
     }
 
@@ -96,11 +96,11 @@ impl Generation {
     /// reused when the database is the same file).
     pub fn open_store(dir: &Path, previous: Option<&Generation>) -> Result<Option<Generation>, String> {
         let dataset = Dataset::open_store(dir).map_err(|e| e.to_string())?;
-        let number = dataset.store.as_ref().map(|store| store.manifest.generation);
+        let number = dataset.store().map(|store| store.manifest.generation);
         if previous.is_some_and(|p| p.number == number) {
             return Ok(None);
         }
-        let Some(store) = &dataset.store else { return Err(format!("{} is not a store", dir.display())) };
+        let Some(store) = dataset.store() else { return Err(format!("{} is not a store", dir.display())) };
         let db = Store::path_for_store(store);
         let resources = match previous {
             Some(previous) if previous.resources.path() == db => previous.resources.clone(),
@@ -152,7 +152,7 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let current = self.current.get();
         f.debug_struct("Server")
-            .field("dataset", &current.dataset.dir)
+            .field("dataset", &current.dataset.dir())
             .field("generation", &current.number)
             .field("sip_domain", &self.sip_domain)
             .finish()
