@@ -28,8 +28,9 @@ use std::sync::atomic::AtomicU64;
 
 pub use self::scan::Scan;
 pub use self::select::{AccountScope, Bucketing, Dimensions, Selector};
+pub(crate) use self::totals::sum_sorted;
 pub use self::totals::{GroupKey, Tally, Totals};
-use crate::error::{BadRecord, Error, Result};
+use crate::error::{BadRecord, Result};
 use crate::records::files::Inventory;
 use crate::records::Kind;
 
@@ -70,21 +71,4 @@ pub fn aggregate_files(inventory: Inventory, selector: &Selector, on_bad_row: On
     scan::drop_duplicates(&mut scans, &inventory)?;
     let (groups, tallies, rejects) = scan::merge(scans)?;
     Ok(Aggregate { groups, tallies, rejects, inventory })
-}
-
-/// Adds `from` into `into`, group by group.
-pub fn merge_into(into: &mut BTreeMap<GroupKey, Totals>, from: BTreeMap<GroupKey, Totals>) -> Result<()> {
-    for (key, totals) in from {
-        match into.get_mut(&key) {
-            Some(existing) => {
-                *existing = existing
-                    .checked_add(&totals)
-                    .ok_or_else(|| Error::Internal(format!("sum overflow in group {key:?}")))?;
-            }
-            None => {
-                into.insert(key, totals);
-            }
-        }
-    }
-    Ok(())
 }

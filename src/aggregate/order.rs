@@ -89,6 +89,20 @@ impl Order<u32> {
     }
 }
 
+/// A fixed pseudo-random walk of `steps` values (xorshift), for tests
+/// that pick keys over every field's values.
+#[cfg(test)]
+pub(crate) fn walk(steps: usize) -> impl Iterator<Item = u64> {
+    let mut n: u64 = 0x9E37_79B9_7F4A_7C15;
+    std::iter::repeat_with(move || {
+        n ^= n << 13;
+        n ^= n >> 7;
+        n ^= n << 17;
+        n
+    })
+    .take(steps)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,12 +119,7 @@ mod tests {
         let countries = [None, Country::parse(b"US"), Country::parse(b"CA"), Country::parse(b"UA")];
         let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
         let mut orders: Vec<Order<u32>> = Vec::new();
-        let mut n: u64 = 0x9E37_79B9_7F4A_7C15;
-        for _ in 0..4000 {
-            // A fixed pseudo-random walk over every field's values.
-            n ^= n << 13;
-            n ^= n >> 7;
-            n ^= n << 17;
+        for n in walk(4000) {
             let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
             let text = |shift: u32| {
                 let i = pick(shift, ids.len() + 1);

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::order::Order;
-use super::{Dimensions, GroupKey, OnBadRow, Selector, Tally, Totals};
+use super::{sum_sorted, Dimensions, GroupKey, OnBadRow, Selector, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::Interner;
 use crate::records::csv::RowSink;
@@ -153,7 +153,7 @@ pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
     let folded: Vec<Folded> = scans.into_par_iter().zip(ids).map(|(scan, ids)| scan.fold(&ids)).collect();
     let mut tallies: BTreeMap<Kind, Tally> = BTreeMap::new();
     let mut rejects = Vec::new();
-    let mut parts: Vec<Vec<Vec<(LocalKey, Totals)>>> =
+    let mut parts: Vec<Vec<Vec<(IdKey, Totals)>>> =
         (0..MERGE_PARTS).map(|_| Vec::with_capacity(folded.len())).collect();
     for scan in folded {
         *tallies.entry(scan.kind).or_default() += scan.tally;
@@ -164,9 +164,9 @@ pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
             }
         }
     }
-    let merged: Vec<Result<Vec<(LocalKey, Totals)>>> =
+    let merged: Vec<Result<Vec<(IdKey, Totals)>>> =
         parts.into_par_iter().map(|part| merge_part(part, &strings)).collect();
-    let mut groups_by_id: Vec<(LocalKey, Totals)> = Vec::new();
+    let mut groups_by_id: Vec<(IdKey, Totals)> = Vec::new();
     for part in merged {
         groups_by_id.extend(part?);
     }
@@ -179,18 +179,8 @@ pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
     merged.par_sort_unstable_by_key(|(key, _)| report_order(key, &ranks));
     let owned: Vec<(GroupKey, Totals)> =
         merged.into_par_iter().map(|(key, totals)| (key.owned(&strings), totals)).collect();
-    let mut groups: Vec<(GroupKey, Totals)> = Vec::with_capacity(owned.len());
-    for (key, totals) in owned {
-        match groups.last_mut() {
-            Some((last, sum)) if *last == key => {
-                *sum = sum
-                    .checked_add(&totals)
-                    .ok_or_else(|| Error::Internal(format!("sum overflow in group {key:?}")))?;
-            }
-            _ => groups.push((key, totals)),
-        }
-    }
-    Ok((groups.into_iter().collect(), tallies, rejects))
+    let groups = sum_sorted(owned, |key| Error::Internal(format!("sum overflow in group {key:?}")))?;
+    Ok((groups, tallies, rejects))
 }
 
 /// What [`merge`] returns: groups, tallies, rejects.
@@ -227,7 +217,7 @@ struct KeptRow {
 
 /// A group key in file-local interned ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct LocalKey {
+struct IdKey {
     account: u32,
     bucket: u32,
     product: Product,
@@ -238,7 +228,7 @@ struct LocalKey {
     code: u32,
 }
 
-impl LocalKey {
+impl IdKey {
     /// The fields of this key in the report's order, the fields its product
     /// does not have left out as [`GroupKey::new`] leaves them out, text as
     /// ids in the interner whose id 0 is the empty string.
@@ -263,9 +253,9 @@ impl LocalKey {
 }
 
 /// A sort key of `key` (ids ranked by [`Interner::ranks`]) that orders as
-/// its owned key ([`LocalKey::owned`]) does.
+/// its owned key ([`IdKey::owned`]) does.
 #[inline]
-fn report_order(key: &LocalKey, ranks: &[u32]) -> (u32, u32, Order<u32>) {
+fn report_order(key: &IdKey, ranks: &[u32]) -> (u32, u32, Order<u32>) {
     (ranks[key.account as usize], key.bucket, key.order().map(|id| ranks[id as usize]))
 }
 
@@ -275,20 +265,20 @@ const MERGE_PARTS: usize = 256;
 /// The merge partition of a key in the shared ids: bits of its hash that
 /// the partition's own hash map does not use to place it.
 #[inline]
-fn merge_part_of(key: &LocalKey) -> usize {
+fn merge_part_of(key: &IdKey) -> usize {
     use std::hash::BuildHasher;
     let hash = rustc_hash::FxBuildHasher.hash_one(key).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (hash >> 32) as usize % MERGE_PARTS
 }
 
 /// Merges one partition's groups from every scan, largest first.
-fn merge_part(mut part: Vec<Vec<(LocalKey, Totals)>>, strings: &Interner) -> Result<Vec<(LocalKey, Totals)>> {
+fn merge_part(mut part: Vec<Vec<(IdKey, Totals)>>, strings: &Interner) -> Result<Vec<(IdKey, Totals)>> {
     if part.len() <= 1 {
         return Ok(part.pop().unwrap_or_default());
     }
     let bound: usize = part.iter().map(Vec::len).sum();
     let largest = part.iter().map(Vec::len).max().unwrap_or(0);
-    let mut groups: FxHashMap<LocalKey, Totals> =
+    let mut groups: FxHashMap<IdKey, Totals> =
         FxHashMap::with_capacity_and_hasher(largest.max(bound / 2), Default::default());
     for scan in part {
         for (key, totals) in scan {
@@ -312,7 +302,7 @@ fn merge_part(mut part: Vec<Vec<(LocalKey, Totals)>>, strings: &Interner) -> Res
 /// A scan's totals per group, in the shared string ids, by merge partition.
 struct Folded {
     kind: Kind,
-    parts: Vec<Vec<(LocalKey, Totals)>>,
+    parts: Vec<Vec<(IdKey, Totals)>>,
     tally: Tally,
     rejects: Vec<BadRecord>,
 }
@@ -328,8 +318,8 @@ pub struct Scan<'s> {
     file_name: &'s str,
     is_parquet: bool,
     strings: Interner,
-    group_ids: FxHashMap<LocalKey, u32>,
-    groups: Vec<LocalKey>,
+    group_ids: FxHashMap<IdKey, u32>,
+    groups: Vec<IdKey>,
     rows: Vec<KeptRow>,
     seen: Vec<Vec<Seen>>,
     read: u64,
@@ -409,7 +399,7 @@ impl<'s> Scan<'s> {
 
     fn keep(&mut self, record: &Record<'_>, account: u32, bucket: u32, line: u64) {
         let product = record.product;
-        let key = LocalKey {
+        let key = IdKey {
             account,
             bucket,
             product,
@@ -446,12 +436,12 @@ impl<'s> Scan<'s> {
             totals[row.group as usize].add_row(row);
             selected += 1;
         }
-        let mut parts: Vec<Vec<(LocalKey, Totals)>> = (0..MERGE_PARTS).map(|_| Vec::new()).collect();
+        let mut parts: Vec<Vec<(IdKey, Totals)>> = (0..MERGE_PARTS).map(|_| Vec::new()).collect();
         for (key, totals) in self.groups.iter().zip(totals) {
             if totals.records == 0 {
                 continue;
             }
-            let key = LocalKey {
+            let key = IdKey {
                 account: ids[key.account as usize],
                 type_: ids[key.type_ as usize],
                 subaccount: ids[key.subaccount as usize],
@@ -533,14 +523,9 @@ mod tests {
         let countries = [None, Country::parse(b"US"), Country::parse(b"CA")];
         let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
         let mut keys = Vec::new();
-        let mut n: u64 = 0x9E37_79B9_7F4A_7C15;
-        for _ in 0..4000 {
-            // A fixed pseudo-random walk over every field's values.
-            n ^= n << 13;
-            n ^= n >> 7;
-            n ^= n << 17;
+        for n in crate::aggregate::order::walk(4000) {
             let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
-            keys.push(LocalKey {
+            keys.push(IdKey {
                 account: ids[pick(0, ids.len())],
                 bucket: pick(8, 3) as u32,
                 product: Product::ALL[pick(12, Product::ALL.len())],

@@ -1,8 +1,11 @@
 //! What a pass sums: [`Totals`] per group under its owned [`GroupKey`],
 //! and the [`Tally`] of rows per kind.
 
+use std::collections::BTreeMap;
+
 use super::order::Order;
 use super::select::Dimensions;
+use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Product};
 
 /// Summed values of a group. Adding is associative and commutative, so
@@ -135,4 +138,23 @@ impl std::ops::AddAssign for Tally {
         self.duplicates += other.duplicates;
         self.selected += other.selected;
     }
+}
+
+/// The map of groups sorted by key, equal keys summed into one (in one
+/// pass, not an insert per group); `overflow` is the error of a group whose
+/// sum overflows.
+pub(crate) fn sum_sorted(
+    sorted: Vec<(GroupKey, Totals)>,
+    overflow: impl Fn(&GroupKey) -> Error,
+) -> Result<BTreeMap<GroupKey, Totals>> {
+    let mut groups: Vec<(GroupKey, Totals)> = Vec::with_capacity(sorted.len());
+    for (key, totals) in sorted {
+        match groups.last_mut() {
+            Some((last, sum)) if *last == key => {
+                *sum = sum.checked_add(&totals).ok_or_else(|| overflow(&key))?;
+            }
+            _ => groups.push((key, totals)),
+        }
+    }
+    Ok(groups.into_iter().collect())
 }

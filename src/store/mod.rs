@@ -367,16 +367,8 @@ impl Store {
             );
         }
         groups.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let mut merged: Vec<(GroupKey, Totals)> = Vec::with_capacity(groups.len());
-        for (key, totals) in groups {
-            match merged.last_mut() {
-                Some((last, sum)) if *last == key => {
-                    *sum = sum.checked_add(&totals).ok_or_else(|| overflow(&key.account))?;
-                }
-                _ => merged.push((key, totals)),
-            }
-        }
-        let mut result = Aggregate { groups: merged.into_iter().collect(), ..Aggregate::default() };
+        let groups = aggregate::sum_sorted(groups, |key| overflow(&key.account))?;
+        let mut result = Aggregate { groups, ..Aggregate::default() };
         for kind in Kind::ALL {
             let count = self.manifest.kind(kind).count;
             let tally = Tally {
