@@ -2,13 +2,24 @@
 //!
 //! - [`Error::BadRequest`]: the caller asked for something the API refuses
 //!   (a 400); the message names the parameter, the value and what is allowed.
-//! - [`Error::BadRecord`] and [`Error::Conflict`]: the data breaks the
-//!   records contract; the message names file, line (or row), column, value.
-//! - [`Error::Io`]: a file could not be read or written.
-//! - [`Error::Internal`]: a fault of ours (an overflow, a broken invariant).
+//! - [`Error::Usage`]: a command was given a bad option or argument (not an
+//!   API request: a 400 has its own variant); the caller fixes the call.
+//! - [`Error::BadRecord`], [`Error::BadFile`] and [`Error::Conflict`]: the
+//!   data breaks the records contract (one row; a file as a whole, such as
+//!   its header; two rows with one id); whoever produced the data must act.
+//!   The message names file, line (or row), column, value where there is one.
+//! - [`Error::Limit`]: the input is past a capacity limit of the engine (a
+//!   store's file count, a column's range); the operator must act (split
+//!   the input, start a new store).
+//! - [`Error::Changed`]: the input changed while it was being read; running
+//!   again is the remedy.
+//! - [`Error::Io`]: a file could not be read or written (or is not what it
+//!   claims); the operating system's error is kept as the source.
+//! - [`Error::Internal`]: a broken invariant: a bug in telemeter.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io;
 use std::path::PathBuf;
 
 /// A place in an input file: a CSV line (1-based, the header is line 1) or
@@ -92,9 +103,24 @@ pub enum Error {
     /// A request the API refuses (HTTP 400, exit code 2).
     #[error(transparent)]
     BadRequest(#[from] BadRequest),
+    /// A bad option or argument given to a command (say, an ingest id that
+    /// is not a plain name): the message names the option, the value and
+    /// what is allowed.
+    #[error("{0}")]
+    Usage(String),
     /// A row that breaks the contract.
     #[error(transparent)]
     BadRecord(#[from] Box<BadRecord>),
+    /// A file that breaks the contract as a whole, where no one row and
+    /// value is at fault: a header without a required column, a column of
+    /// the wrong type, two rows of one account that disagree.
+    #[error("{path}: {message}")]
+    BadFile {
+        /// The file, as named in messages.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// Two rows with one `record_id` and different content.
     #[error("conflicting duplicate {kind} record_id '{record_id}': {first} and {second} differ")]
     Conflict {
@@ -107,23 +133,61 @@ pub enum Error {
         /// The other place.
         second: Location,
     },
-    /// A file that cannot be read or written, or is not what it claims.
-    #[error("{path}: {message}")]
+    /// Input past a capacity limit of the engine (input files of a store,
+    /// the range of a stored column); the message says which and by how much.
+    #[error("{0}")]
+    Limit(String),
+    /// The input changed while it was being read (files added, removed or
+    /// resized): nothing is wrong with it, run again.
+    #[error("{0}")]
+    Changed(String),
+    /// A file or folder that cannot be read or written, or is not what it
+    /// claims. It prints as the path; the cause is the [`source`](std::error::Error::source)
+    /// (printed after it by a chain printer: `{:#}` of `anyhow`, or [`Error::chain`]).
+    #[error("{path}")]
     Io {
         /// The file or folder.
         path: PathBuf,
-        /// What went wrong.
-        message: String,
+        /// What went wrong: the operating system's error, or one of
+        /// [`io::ErrorKind::Other`] with our message.
+        #[source]
+        source: io::Error,
     },
-    /// A fault of ours, or a limit of the engine.
-    #[error("internal error: {0}")]
+    /// A broken invariant (a sum that cannot overflow did, counts that must
+    /// reconcile do not): a bug in telemeter, never the input's fault.
+    #[error("internal error: {0} (this is a bug in telemeter)")]
     Internal(String),
 }
 
 impl Error {
-    /// An I/O error on `path`.
-    pub fn io(path: impl Into<PathBuf>, error: impl fmt::Display) -> Error {
-        Error::Io { path: path.into(), message: error.to_string() }
+    /// An I/O error on `path`: an [`io::Error`] is kept as it is (with its
+    /// kind); any other error or message becomes one of kind
+    /// [`io::ErrorKind::Other`] that prints as it did.
+    pub fn io(path: impl Into<PathBuf>, error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+        let source = match error.into().downcast::<io::Error>() {
+            Ok(error) => *error,
+            Err(other) => io::Error::other(other),
+        };
+        Error::Io { path: path.into(), source }
+    }
+
+    /// A file that breaks the contract as a whole ([`Error::BadFile`]).
+    pub fn bad_file(path: impl Into<PathBuf>, message: impl Into<String>) -> Error {
+        Error::BadFile { path: path.into(), message: message.into() }
+    }
+
+    /// The message with its causes, joined by `: ` as `anyhow` prints
+    /// `{:#}`: the whole text, for a log line or a test that has no chain
+    /// printer.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
     }
 }
 
@@ -160,5 +224,35 @@ mod tests {
             bad.to_string(),
             "calls/a.csv:3: column 'hangup_cause': '40\\u{0}0\\u{85}\\t\\r\\n\u{e9}' contains a control character"
         );
+    }
+
+    #[test]
+    fn io_keeps_the_operating_system_error_as_its_source() {
+        let missing = std::fs::read("/nonexistent/telemeter/file").unwrap_err();
+        let error = Error::io("/nonexistent/telemeter/file", missing);
+        let source = std::error::Error::source(&error).and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(source.map(io::Error::kind), Some(io::ErrorKind::NotFound));
+        assert_eq!(error.to_string(), "/nonexistent/telemeter/file");
+        assert!(error.chain().starts_with("/nonexistent/telemeter/file: No such file"), "{}", error.chain());
+    }
+
+    #[test]
+    fn io_with_a_message_prints_as_before() {
+        let error = Error::io("data", "not a directory");
+        assert_eq!(error.chain(), "data: not a directory");
+        let source = std::error::Error::source(&error).and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(source.map(io::Error::kind), Some(io::ErrorKind::Other));
+        assert_eq!(
+            Error::bad_file("x.csv", "missing required column 'a'").chain(),
+            "x.csv: missing required column 'a'"
+        );
+    }
+
+    #[test]
+    fn internal_says_it_is_a_bug_and_the_rest_do_not() {
+        assert!(Error::Internal("sum overflow".into()).to_string().contains("bug in telemeter"));
+        for error in [Error::Limit("a store holds at most 3 input files".into()), Error::Usage("bad id".into())] {
+            assert!(!error.to_string().contains("internal"), "{error}");
+        }
     }
 }

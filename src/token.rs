@@ -339,7 +339,7 @@ mod tests {
         let other = TokenKey::load_or_create(&dir.path().join("other.key")).unwrap();
         assert_ne!(first.0, other.0, "every key file gets its own random key");
         std::fs::write(&path, "not a key\n").unwrap();
-        assert!(TokenKey::load_or_create(&path).unwrap_err().to_string().contains("64 hex digits"));
+        assert!(TokenKey::load_or_create(&path).unwrap_err().chain().contains("64 hex digits"));
         // Only this file's own entries are left: no temporary files.
         let names: Vec<_> =
             std::fs::read_dir(path.parent().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();

@@ -111,13 +111,13 @@ impl Accounts {
             };
             if let Some(previous) = accounts.by_id.get(&auth_id) {
                 if *previous != account {
-                    return Err(Error::Io {
-                        path: name.into(),
-                        message: format!(
+                    return Err(Error::bad_file(
+                        name,
+                        format!(
                             "account '{auth_id}' has conflicting rows at lines {} and {line}",
                             places.get(&auth_id).copied().unwrap_or(0)
                         ),
-                    });
+                    ));
                 }
                 continue;
             }

@@ -77,7 +77,7 @@ impl<W: Write> UsageCsv<W> {
     /// Flushes and hands the sink back.
     pub fn finish(self) -> Result<W> {
         let path = self.path;
-        self.writer.into_inner().map_err(|e| Error::io(&path, e.error()))
+        self.writer.into_inner().map_err(|e| Error::io(&path, e.into_error()))
     }
 
     fn text(&mut self, text: &str) -> Result<()> {

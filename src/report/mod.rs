@@ -287,7 +287,7 @@ fn write_account(
     }
     if let Some(report) = report {
         let path = dir.join("report.html");
-        report.finish()?.into_inner().map_err(|e| Error::io(&path, e.error()))?;
+        report.finish()?.into_inner().map_err(|e| Error::io(&path, e.into_error()))?;
     }
 
     // Reconcile the account from what the pages say.

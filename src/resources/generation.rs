@@ -167,7 +167,7 @@ fn apply(connection: &mut Connection, inputs: Inputs, deleted: &HashSet<String>)
             match find.query_row([id], super::recording_from_row).optional()? {
                 Some(stored) if stored == *r => changes.recordings_duplicates += 1,
                 Some(_) => {
-                    return Err(Applied::Input(Error::io(
+                    return Err(Applied::Input(Error::bad_file(
                         &place.file,
                         format!(
                             "conflicting duplicate recording_id '{id}': {place} differs from the recording \

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use md5::{Digest, Md5};
 use rusqlite::params;
@@ -401,13 +401,13 @@ fn read_recordings(data: &Path) -> Result<(RecordingsById, u64)> {
             let recording = recording_row(&index, row, &location)?;
             if let Some((previous, place)) = out.get(&recording.recording_id) {
                 if *previous != recording {
-                    return Err(Error::Io {
-                        path: PathBuf::from(&table.name),
-                        message: format!(
+                    return Err(Error::bad_file(
+                        &table.name,
+                        format!(
                             "conflicting duplicate recording_id '{}': {place} and {location} differ",
                             recording.recording_id
                         ),
-                    });
+                    ));
                 }
                 continue;
             }

@@ -61,7 +61,7 @@ impl From<Error> for ApiError {
     fn from(error: Error) -> ApiError {
         match error {
             Error::BadRequest(bad) => bad.into(),
-            other => ApiError::upstream(other.to_string()),
+            other => ApiError::upstream(other.chain()),
         }
     }
 }

@@ -95,7 +95,7 @@ impl Generation {
     /// `None` when it is `previous`'s (whose resources connection is
     /// reused when the database is the same file).
     pub fn open_store(dir: &Path, previous: Option<&Generation>) -> Result<Option<Generation>, String> {
-        let dataset = Dataset::open_store(dir).map_err(|e| e.to_string())?;
+        let dataset = Dataset::open_store(dir).map_err(|e| e.chain())?;
         let number = dataset.store().map(|store| store.manifest.generation);
         if previous.is_some_and(|p| p.number == number) {
             return Ok(None);
@@ -104,7 +104,7 @@ impl Generation {
         let db = Store::path_for_store(store);
         let resources = match previous {
             Some(previous) if previous.resources.path() == db => previous.resources.clone(),
-            _ => Arc::new(Store::open_for_store(store).map_err(|e| e.to_string())?),
+            _ => Arc::new(Store::open_for_store(store).map_err(|e| e.chain())?),
         };
         Generation::new(dataset, resources).map(Some)
     }

@@ -269,7 +269,7 @@ mod tests {
         bytes[last..last + 8].copy_from_slice(&u64::MAX.to_le_bytes());
         std::fs::write(&damaged, &bytes).unwrap();
         let Err(error) = IndexFile::open(&damaged) else { panic!("a damaged table is refused") };
-        let error = error.to_string();
+        let error = error.chain();
         assert!(error.contains("damaged.idx") && error.contains("partition table"), "{error}");
     }
 
