@@ -12,7 +12,10 @@
 //! - [`money`], [`time`]: exact decimals; instants, windows and buckets.
 //! - [`query`], [`token`]: the request: query string to a checked
 //!   [`query::UsageRequest`]; page tokens. Every 400 is raised here.
-//! - [`aggregate`]: one parallel pass from files to grouped totals.
+//! - `intern`: the one string interner (ids, and their ranks in byte order).
+//! - [`aggregate`]: one parallel pass from files to grouped totals; the
+//!   selector, the totals, the report's row order (`aggregate::order`, its
+//!   one definition) and one account's compact rows.
 //! - [`dataset`]: what requests are answered from: accounts, and a
 //!   [`dataset::Source`] that is a raw data directory or a store.
 //! - [`store`]: `ingest` once into Parquet records and 15-minute rollups;

@@ -113,12 +113,12 @@ impl Rows {
     }
 
     /// The rows from `start` to `end` (exclusive), in order.
-    pub fn range(&self, start: usize, end: usize) -> impl Iterator<Item = (RowKey<'_>, &Totals)> + '_ {
-        self.rows[start..end].iter().map(|(key, totals)| (self.key(key), totals))
+    pub fn range(&self, start: usize, end: usize) -> RowsIter<'_> {
+        RowsIter { rows: self, inner: self.rows[start..end].iter() }
     }
 
     /// Every row, in order.
-    pub fn iter(&self) -> impl Iterator<Item = (RowKey<'_>, &Totals)> + '_ {
+    pub fn iter(&self) -> RowsIter<'_> {
         self.range(0, self.rows.len())
     }
 
@@ -141,12 +141,34 @@ impl Rows {
 
 impl<'a> IntoIterator for &'a Rows {
     type Item = (RowKey<'a>, &'a Totals);
-    type IntoIter = Box<dyn Iterator<Item = (RowKey<'a>, &'a Totals)> + 'a>;
+    type IntoIter = RowsIter<'a>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+    fn into_iter(self) -> RowsIter<'a> {
+        self.iter()
     }
 }
+
+/// Rows of a [`Rows`] in order, their keys borrowing its text.
+#[derive(Clone, Debug)]
+pub struct RowsIter<'a> {
+    rows: &'a Rows,
+    inner: std::slice::Iter<'a, (PackedKey, Totals)>,
+}
+
+impl<'a> Iterator for RowsIter<'a> {
+    type Item = (RowKey<'a>, &'a Totals);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|(key, totals)| (self.rows.key(key), totals))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl ExactSizeIterator for RowsIter<'_> {}
 
 /// The packed key of an owned key, its text interned in `strings`.
 pub(crate) fn pack(key: &GroupKey, strings: &mut Interner) -> PackedKey {
