@@ -1,14 +1,15 @@
-//! The operations of api.md section 4, one function each.
+//! The operations of api.md section 4, one function each. A handler under
+//! `/v1/Account/{auth_id}/` takes an [`Authorized`] request: the path read,
+//! the credentials and the client address checked.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{ConnectInfo, Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 
+use super::authorized::Authorized;
 use super::error::ApiError;
 use super::{json_response, ApiId, Server};
 use crate::query::UsageParams;
@@ -18,8 +19,6 @@ use crate::summary;
 
 /// The OpenAPI document, written by hand to match this module.
 const OPENAPI: &str = include_str!("openapi.json");
-
-type Peer = ConnectInfo<SocketAddr>;
 
 pub(super) async fn healthz() -> Response {
     json_response(StatusCode::OK, r#"{"status":"ok"}"#.to_owned())
@@ -35,10 +34,6 @@ pub(super) async fn not_found() -> ApiError {
 
 pub(super) async fn method_not_allowed() -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
-}
-
-fn path<T>(extracted: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
-    extracted.map(|Path(value)| value).map_err(|_| ApiError::not_found())
 }
 
 fn now_us(server: &Server) -> i64 {
@@ -60,21 +55,20 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ApiError> {
 pub(super) async fn usage_summary(
     State(server): State<Arc<Server>>,
     Extension(ApiId(api_id)): Extension<ApiId>,
-    ConnectInfo(peer): Peer,
-    headers: HeaderMap,
-    auth_id: Result<Path<String>, PathRejection>,
+    Authorized { auth_id, generation }: Authorized,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let auth_id = path(auth_id)?;
-    let generation = server.current.get();
-    server.authorize(&generation, &auth_id, &headers, peer)?;
     if let Err(wait) = server.rate.admit(&auth_id) {
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         return Err(ApiError {
             retry_after: Some(seconds.max(1)),
             ..ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate limit exceeded: 20 requests per 60 seconds; retry later",
+                format!(
+                    "rate limit exceeded: {} requests per {} seconds; retry later",
+                    server.rate.limit(),
+                    server.rate.window().as_secs()
+                ),
             )
         });
     }
@@ -94,13 +88,9 @@ pub(super) async fn usage_summary(
 pub(super) async fn endpoint(
     State(server): State<Arc<Server>>,
     Extension(ApiId(api_id)): Extension<ApiId>,
-    ConnectInfo(peer): Peer,
-    headers: HeaderMap,
-    ids: Result<Path<(String, String)>, PathRejection>,
+    Authorized { auth_id, generation }: Authorized,
+    Path((_, endpoint_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (auth_id, endpoint_id) = path(ids)?;
-    let generation = server.current.get();
-    server.authorize(&generation, &auth_id, &headers, peer)?;
     let now = now_us(&server);
     let text = blocking(move || {
         let store = &generation.resources;
@@ -116,13 +106,9 @@ pub(super) async fn endpoint(
 pub(super) async fn recording(
     State(server): State<Arc<Server>>,
     Extension(ApiId(api_id)): Extension<ApiId>,
-    ConnectInfo(peer): Peer,
-    headers: HeaderMap,
-    ids: Result<Path<(String, String)>, PathRejection>,
+    Authorized { auth_id, generation }: Authorized,
+    Path((_, recording_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (auth_id, recording_id) = path(ids)?;
-    let generation = server.current.get();
-    server.authorize(&generation, &auth_id, &headers, peer)?;
     let now = now_us(&server);
     let text = blocking(move || {
         let recording = generation.resources.recording(&auth_id, &recording_id)?.ok_or_else(ApiError::not_found)?;
@@ -136,14 +122,9 @@ pub(super) async fn recording(
 pub(super) async fn list_recordings(
     State(server): State<Arc<Server>>,
     Extension(ApiId(api_id)): Extension<ApiId>,
-    ConnectInfo(peer): Peer,
-    headers: HeaderMap,
-    auth_id: Result<Path<String>, PathRejection>,
+    Authorized { auth_id, generation }: Authorized,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let auth_id = path(auth_id)?;
-    let generation = server.current.get();
-    server.authorize(&generation, &auth_id, &headers, peer)?;
     let list = ListQuery::parse(query.as_deref().unwrap_or(""), now_us(&server))?;
     let text = blocking(move || {
         let (total, rows) = generation.resources.list_recordings(&auth_id, &list)?;
@@ -173,13 +154,9 @@ pub(super) async fn list_recordings(
 /// `DELETE /v1/Account/{auth_id}/Recording/{recording_id}/`
 pub(super) async fn delete_recording(
     State(server): State<Arc<Server>>,
-    ConnectInfo(peer): Peer,
-    headers: HeaderMap,
-    ids: Result<Path<(String, String)>, PathRejection>,
+    Authorized { auth_id, generation }: Authorized,
+    Path((_, recording_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (auth_id, recording_id) = path(ids)?;
-    let generation = server.current.get();
-    server.authorize(&generation, &auth_id, &headers, peer)?;
     let now = now_us(&server);
     let deleted = blocking(move || Ok(generation.resources.delete_recording(&auth_id, &recording_id, now)?)).await?;
     if !deleted {

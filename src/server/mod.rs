@@ -18,10 +18,13 @@
 //! What requests are answered from is a [`Generation`] (data set,
 //! resources, credentials), swapped whole when a followed store publishes
 //! (`follow.rs`); connections, their timeouts and their cap are in
-//! `listen.rs`.
+//! `listen.rs`. Every route under `/v1/Account/{auth_id}/` reads its path
+//! and checks the credentials and client address of its generation in one
+//! extractor, `authorized.rs`.
 
 pub mod allowlist;
 pub mod auth;
+mod authorized;
 pub mod client;
 mod conn;
 pub mod error;
@@ -352,5 +355,36 @@ mod tests {
         assert_eq!((first["api_id"].as_str(), first["status"].as_u64()), (Some(api_id), Some(200)));
         assert!(logs[1].contains(error["api_id"].as_str().unwrap()));
         assert!(logs.iter().all(|l| !l.contains("QTp0b2s") && !l.contains("tok\"")));
+    }
+
+    /// The preamble of every account route, in its order: a path that
+    /// cannot be decoded is a 404 whatever the credentials, then 401 and
+    /// 403; the 429's text is the limiter's own numbers.
+    #[tokio::test]
+    async fn account_routes_read_the_path_then_the_credentials_then_the_rate() {
+        let (_dir, server) = server(Arc::new(Mutex::new(Vec::new())));
+        let app = app(server).layer(MockConnectInfo(SocketAddr::from(([127, 0, 0, 1], 4000))));
+        let auth = "Basic QTp0b2s="; // A:tok
+        for uri in ["/v1/Account/A/Recording/%FF/", "/v1/Account/%FF/Endpoint/E1/", "/v1/Account/%FF/UsageSummary/"] {
+            let (status, _, body) = call(app.clone(), "GET", uri, None).await;
+            assert_eq!((status, body.contains("\"not found\"")), (StatusCode::NOT_FOUND, true), "{uri}: {body}");
+        }
+        let (status, _, _) = call(app.clone(), "DELETE", "/v1/Account/A/Recording/R1/", None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let (status, _, _) = call(app.clone(), "GET", "/v1/Account/B/Recording/", Some(auth)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "A's credentials do not act for B");
+        let (status, _, _) = call(app.clone(), "GET", "/v1/Account/A/Recording/R1/", Some(auth)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "authorized, and no such recording");
+        let summary = "/v1/Account/A/UsageSummary/";
+        for _ in 0..RATE_LIMIT {
+            assert_eq!(call(app.clone(), "GET", summary, Some(auth)).await.0, StatusCode::OK);
+        }
+        let (status, headers, body) = call(app, "GET", summary, Some(auth)).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(headers.contains_key(header::RETRY_AFTER));
+        let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let expected =
+            format!("rate limit exceeded: {RATE_LIMIT} requests per {} seconds; retry later", RATE_WINDOW.as_secs());
+        assert_eq!(error["error"], expected.as_str());
     }
 }

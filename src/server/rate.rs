@@ -52,6 +52,16 @@ impl RateLimiter {
         RateLimiter { limit, window, clock, admitted: Mutex::new(HashMap::new()) }
     }
 
+    /// Requests admitted per key per [`window`](RateLimiter::window).
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The sliding window.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
     /// Admits a request of `key` (and counts it), or says how long until
     /// one would be admitted.
     pub fn admit(&self, key: &str) -> Result<(), Duration> {
