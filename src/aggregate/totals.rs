@@ -105,7 +105,10 @@ impl GroupKey {
 
 impl Ord for GroupKey {
     fn cmp(&self, other: &GroupKey) -> std::cmp::Ordering {
-        (&self.account, self.bucket, self.order()).cmp(&(&other.account, other.bucket, other.order()))
+        self.account
+            .cmp(&other.account)
+            .then(self.bucket.cmp(&other.bucket))
+            .then_with(|| self.order().cmp(&other.order()))
     }
 }
 
@@ -157,4 +160,50 @@ pub(crate) fn sum_sorted(
         }
     }
     Ok(groups.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `usage-summary.md`, "Order and pages": rows sort by (from_date,
+    /// product, type, subaccount_auth, country, direction, error_code,
+    /// hangup_cause), byte-wise, an absent value first. The list below is
+    /// written in that order from the rule; sorting it reversed must give
+    /// it back.
+    #[test]
+    fn group_keys_sort_as_the_summary_contract_says() {
+        let key = |bucket, product, type_: &str, subaccount: &str, country: &[u8], direction, code: &str| {
+            let row =
+                Dimensions { auth_id: "A", product, subaccount, country: Country::parse(country), direction, code };
+            GroupKey::new(&row, type_, bucket)
+        };
+        let (inbound, outbound) = (Some(Direction::Inbound), Some(Direction::Outbound));
+        let (message, voice) = (Product::Message, Product::Voice);
+        let in_order = vec![
+            key(0, message, "mms", "", b"US", outbound, ""),
+            key(0, message, "sms", "", b"", inbound, "30007"),
+            key(0, message, "sms", "", b"CA", inbound, ""),
+            key(0, message, "sms", "", b"US", inbound, ""),
+            key(0, message, "sms", "", b"US", outbound, ""),
+            key(0, message, "sms", "", b"US", outbound, "30007"),
+            key(0, message, "sms", "", b"US", outbound, "4000"),
+            key(0, message, "sms", "S1", b"", inbound, ""),
+            key(0, message, "sms", "S2", b"", inbound, ""),
+            key(0, Product::Transcription, "", "", b"", None, ""),
+            key(0, Product::Transcription, "", "S1", b"", None, ""),
+            key(0, voice, "", "", b"US", inbound, "NORMAL_CLEARING"),
+            key(0, Product::Zentrunk, "voice", "", b"US", inbound, ""),
+            key(0, Product::Other, "Number Charges", "S1", b"US", inbound, ""),
+            key(1, message, "mms", "", b"US", outbound, ""),
+        ];
+        let mut sorted: Vec<GroupKey> = in_order.iter().rev().cloned().collect();
+        sorted.sort();
+        assert_eq!(sorted, in_order);
+        // The fields a product does not have are absent, so they neither
+        // split nor order groups.
+        assert_eq!(in_order[9].country, None);
+        assert_eq!(in_order[13].subaccount, None);
+        assert_eq!(in_order[1].code.as_deref(), Some("30007"));
+    }
 }
