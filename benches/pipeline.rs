@@ -17,7 +17,7 @@ use std::path::Path;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use telemeter::aggregate::{self, Bucketing, OnBadRow, Selector};
+use telemeter::aggregate::{self, AggregateOptions, Bucketing, OnBadRow, Selector};
 use telemeter::dataset::Dataset;
 use telemeter::generate::{FilePlan, OutputFormat, Plan, Spec};
 use telemeter::query::{UsageParams, UsageRequest};
@@ -181,7 +181,7 @@ fn aggregate_and_end_to_end(c: &mut Criterion) {
     group.bench_function("all_accounts_day_322k_rows", |b| {
         let selector = selector(&data.window);
         b.iter(|| {
-            let result = aggregate::aggregate(dir, &selector, OnBadRow::Fail).expect("valid");
+            let result = aggregate::aggregate(dir, &selector, AggregateOptions::default()).expect("valid");
             result.groups.len()
         })
     });

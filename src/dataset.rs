@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::aggregate::{self, Aggregate, OnBadRow, Selector};
+use crate::aggregate::{self, Aggregate, AggregateOptions, Selector};
 use crate::error::Result;
 use crate::records::accounts::Accounts;
 use crate::records::files::Inventory;
@@ -104,11 +104,11 @@ impl Dataset {
     }
 
     /// One pass over every record, keeping what `selector` keeps.
-    /// A store's rows were checked at ingest: `on_bad_row` applies to raw
-    /// data only.
-    pub fn aggregate(&self, selector: &Selector, on_bad_row: OnBadRow) -> Result<Aggregate> {
+    /// `options` apply to raw data only: a store's rows were checked at
+    /// ingest, and it mostly answers from rollups, not files.
+    pub fn aggregate(&self, selector: &Selector, options: AggregateOptions<'_>) -> Result<Aggregate> {
         match &self.source {
-            Source::Raw(dir) => aggregate::aggregate(dir, selector, on_bad_row),
+            Source::Raw(dir) => aggregate::aggregate(dir, selector, options),
             Source::Store(store) => store.aggregate(selector),
         }
     }

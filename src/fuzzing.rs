@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 
-use crate::aggregate::{self, Bucketing, OnBadRow, Selector};
+use crate::aggregate::{self, AggregateOptions, Bucketing, OnBadRow, Selector};
 use crate::error::Error;
 use crate::money::{Amount, SCALE};
 use crate::query::{UsageParams, UsageRequest, KEYS};
@@ -281,8 +281,9 @@ fn check_aggregate(kind: Kind, bytes: &[u8], rows: Option<&[Row]>) {
     }
     let everything =
         || Selector::everything(Bucketing::shared(Buckets::from_bounds(vec![i64::MIN, i64::MAX], Tz::UTC)));
-    let set_aside = aggregate::aggregate(&dir, &everything(), OnBadRow::SetAside);
-    let fail = aggregate::aggregate(&dir, &everything(), OnBadRow::Fail);
+    let set_aside = AggregateOptions { on_bad_row: OnBadRow::SetAside, on_read: None };
+    let set_aside = aggregate::aggregate(&dir, &everything(), set_aside);
+    let fail = aggregate::aggregate(&dir, &everything(), AggregateOptions::default());
     let _ = std::fs::remove_dir_all(&dir);
     let Some(rows) = rows else {
         assert!(matches!(set_aside, Err(Error::Io { .. })), "a bad header aggregated: {set_aside:?}");

@@ -44,6 +44,27 @@ pub enum OnBadRow {
     SetAside,
 }
 
+/// How a pass runs, beside what it keeps (the [`Selector`]): what to do
+/// with a bad row, and who hears how far it got. The default fails on the
+/// first bad row and tells no one.
+#[derive(Clone, Copy, Default)]
+pub struct AggregateOptions<'a> {
+    /// Fail on a bad row, or set it aside.
+    pub on_bad_row: OnBadRow,
+    /// Called with the bytes of the input files fully read so far, each time
+    /// one more file is (from the pass's threads, so not always in order).
+    pub on_read: Option<&'a (dyn Fn(u64) + Sync)>,
+}
+
+impl std::fmt::Debug for AggregateOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AggregateOptions")
+            .field("on_bad_row", &self.on_bad_row)
+            .field("on_read", &self.on_read.map(|_| "Fn(u64)"))
+            .finish()
+    }
+}
+
 /// The result of a pass over a data directory.
 #[derive(Debug, Default)]
 pub struct Aggregate {
@@ -59,15 +80,15 @@ pub struct Aggregate {
 
 /// Reads every record file under `data` once and aggregates what
 /// `selector` keeps.
-pub fn aggregate(data: &Path, selector: &Selector, on_bad_row: OnBadRow) -> Result<Aggregate> {
+pub fn aggregate(data: &Path, selector: &Selector, options: AggregateOptions<'_>) -> Result<Aggregate> {
     let inventory = Inventory::scan(data)?;
-    aggregate_files(inventory, selector, on_bad_row)
+    aggregate_files(inventory, selector, options)
 }
 
 /// [`aggregate`] over an inventory already taken.
-pub fn aggregate_files(inventory: Inventory, selector: &Selector, on_bad_row: OnBadRow) -> Result<Aggregate> {
+pub fn aggregate_files(inventory: Inventory, selector: &Selector, options: AggregateOptions<'_>) -> Result<Aggregate> {
     let fail_at = AtomicU64::new(u64::MAX);
-    let mut scans = scan::scan_files(&inventory, selector, on_bad_row, &fail_at)?;
+    let mut scans = scan::scan_files(&inventory, selector, options, &fail_at)?;
     scan::drop_duplicates(&mut scans, &inventory)?;
     let (groups, tallies, rejects) = scan::merge(scans)?;
     Ok(Aggregate { groups, tallies, rejects, inventory })

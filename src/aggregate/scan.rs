@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::order::Order;
-use super::{sum_sorted, Dimensions, GroupKey, OnBadRow, Selector, Tally, Totals};
+use super::{sum_sorted, AggregateOptions, Dimensions, GroupKey, OnBadRow, Selector, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::Interner;
 use crate::records::csv::RowSink;
@@ -68,17 +68,18 @@ fn scan_file<'s>(
 pub(super) fn scan_files<'s>(
     inventory: &'s Inventory,
     selector: &'s Selector,
-    on_bad_row: OnBadRow,
+    options: AggregateOptions<'_>,
     fail_at: &'s AtomicU64,
 ) -> Result<Vec<Scan<'s>>> {
+    let bytes_read = AtomicU64::new(0);
     let scanned: Vec<Result<Vec<Scan<'_>>>> = inventory
         .files
         .par_iter()
         .enumerate()
         .map(|(index, file)| {
-            let scanned = scan_file(file, index as u32, selector, on_bad_row, fail_at);
-            if let Some(counter) = &selector.bytes_read {
-                counter.fetch_add(file.size, Ordering::Relaxed);
+            let scanned = scan_file(file, index as u32, selector, options.on_bad_row, fail_at);
+            if let Some(on_read) = options.on_read {
+                on_read(bytes_read.fetch_add(file.size, Ordering::Relaxed) + file.size);
             }
             scanned
         })

@@ -3,8 +3,6 @@
 //! on, shared by raw records and stored rollup rows.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -54,8 +52,6 @@ pub struct Selector {
     pub hangup_cause: Option<String>,
     /// The window's buckets: rows outside them are not kept.
     pub bucketing: Bucketing,
-    /// Bytes of input files fully read so far, for progress display.
-    pub bytes_read: Option<Arc<AtomicU64>>,
 }
 
 /// The buckets of each account: one set for all, or one per account (each
@@ -128,7 +124,6 @@ impl Selector {
             error_code: None,
             hangup_cause: None,
             bucketing,
-            bytes_read: None,
         }
     }
 

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -93,27 +93,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         batch: BatchRequest { params: &params, accounts: &accounts, now, on_bad_row },
         query: &args.query,
         now_given: args.now.is_some(),
-        bytes_read: Some(Arc::new(AtomicU64::new(0))),
         formats,
     };
     let display = Display::new(args.quiet);
+    let bytes_read = AtomicU64::new(0);
     let reading_done = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| {
-        // Polls the pass's byte counter so the read phase shows rate and ETA.
-        if let (false, Some(counter)) = (args.quiet, &request.bytes_read) {
-            let (display, reading_done) = (&display, &reading_done);
+        // Shows the bytes read so far every 200 ms, so the read phase shows
+        // rate and ETA between the pass's events.
+        if !args.quiet {
+            let (display, reading_done, bytes_read) = (&display, &reading_done, &bytes_read);
             scope.spawn(move || {
                 while !reading_done.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(200));
-                    display.show(Progress::Read { bytes: counter.load(Ordering::Relaxed) });
+                    display.show(Progress::Read { bytes: bytes_read.load(Ordering::Relaxed) });
                 }
             });
         }
-        let outcome = batch::write_reports(&dataset, &request, &key, &args.out, &|p| {
-            if matches!(p, Progress::Writing { .. }) {
-                reading_done.store(true, Ordering::Relaxed);
+        let outcome = batch::write_reports(&dataset, &request, &key, &args.out, &|p| match p {
+            Progress::Read { bytes } => {
+                bytes_read.fetch_max(bytes, Ordering::Relaxed);
             }
-            display.show(p)
+            Progress::Writing { .. } => {
+                reading_done.store(true, Ordering::Relaxed);
+                display.show(p)
+            }
+            _ => display.show(p),
         });
         reading_done.store(true, Ordering::Relaxed);
         outcome

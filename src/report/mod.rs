@@ -72,8 +72,9 @@ pub fn write_reports(
     let inputs = dataset.inputs()?;
     let bytes = inputs.inventory.files.iter().map(|f| f.size).sum();
     progress(Progress::Reading { files: inputs.inventory.files.len(), bytes });
+    let on_read = |bytes| progress(Progress::Read { bytes });
     let (batch, hashed) =
-        rayon::join(|| build_many(dataset, &request.batch, key, request.bytes_read.clone()), || hash_inputs(&inputs));
+        rayon::join(|| build_many(dataset, &request.batch, key, Some(&on_read)), || hash_inputs(&inputs));
     let (batch, hashed) = (batch?, hashed?);
     check_inputs_unchanged(&inputs, &dataset.inputs()?)?;
     let counts = check_counts(&batch)?;
@@ -427,5 +428,42 @@ mod tests {
         assert_eq!(account_dir("a/b c%"), "a%2Fb%20c%25");
         assert_eq!(account_dir("index.html"), "index%2Ehtml");
         assert_eq!(account_dir("é"), "%C3%A9");
+    }
+
+    /// The pass's byte counts reach the run's one progress callback: every
+    /// `Read` comes between `Reading` and `Writing`, and the last file read
+    /// brings the count to the total `Reading` announced.
+    #[test]
+    fn progress_hears_the_bytes_the_pass_reads() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_data");
+        let dataset = Dataset::open(&data).unwrap();
+        let now = DateTime::parse_from_rfc3339("2026-11-21T00:00:00Z").unwrap().with_timezone(&Utc);
+        let params = UsageParams::default();
+        let accounts = crate::aggregate::AccountScope::All;
+        let request = ReportRequest {
+            batch: crate::summary::BatchRequest {
+                params: &params,
+                accounts: &accounts,
+                now,
+                on_bad_row: OnBadRow::SetAside,
+            },
+            query: "",
+            now_given: true,
+            formats: Formats { json: true, csv: false, html: false },
+        };
+        let out = tempfile::tempdir().unwrap();
+        let events = Mutex::new(Vec::new());
+        let key = TokenKey::from_secret("unit tests");
+        write_reports(&dataset, &request, &key, &out.path().join("report"), &|p| events.lock().unwrap().push(p))
+            .unwrap();
+        let events = events.into_inner().unwrap();
+        let Some(Progress::Reading { files, bytes: total }) = events.first().copied() else { panic!("{events:?}") };
+        let writing = events.iter().position(|p| matches!(p, Progress::Writing { .. })).unwrap();
+        let read: Vec<u64> =
+            events.iter().filter_map(|p| if let Progress::Read { bytes } = p { Some(*bytes) } else { None }).collect();
+        assert!(files > 1 && total > 0, "{events:?}");
+        assert_eq!(read.len(), files, "one event per file read: {events:?}");
+        assert_eq!(read.iter().max(), Some(&total), "{events:?}");
+        assert!(events[1..writing].iter().all(|p| matches!(p, Progress::Read { .. })), "{events:?}");
     }
 }

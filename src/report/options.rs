@@ -3,9 +3,6 @@
 //! run reports ([`Progress`]). The run (`report`) and the HTML writer
 //! (`report::html`) both read these; neither imports the other for them.
 
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
-
 use crate::summary::BatchRequest;
 
 /// What to report: the parameters asked of every account, and what the
@@ -20,8 +17,6 @@ pub struct ReportRequest<'a> {
     /// Whether `now` was given explicitly (only then is it recorded: the
     /// resolved windows are recorded either way).
     pub now_given: bool,
-    /// Counts input bytes as the pass reads them, for progress display.
-    pub bytes_read: Option<Arc<AtomicU64>>,
     /// Which files each account gets.
     pub formats: Formats,
 }

@@ -38,7 +38,7 @@ pub(crate) fn account_rows(
     let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
     let overflow = || Error::Internal(format!("sum overflow in the rollups of account {account}"));
     // The file holds one account: the account is checked once, not per row.
-    let row_selector = Selector { accounts: AccountScope::All, bytes_read: None, ..selector.clone() };
+    let row_selector = Selector { accounts: AccountScope::All, ..selector.clone() };
     let mut strings = Dictionary::default();
     let mut out: Vec<(PackedKey, Totals)> = Vec::new();
     // Start of each bucket's rows in `out`, and the bucket.

@@ -71,7 +71,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{self, Aggregate, Dimensions, GroupKey, OnBadRow, Selector, Tally, Totals};
+use crate::aggregate::{self, Aggregate, AggregateOptions, Dimensions, GroupKey, Selector, Tally, Totals};
 use crate::error::{Error, Result};
 use crate::records::accounts::Accounts;
 use crate::records::files::{Format, InputFile, Inventory};
@@ -322,7 +322,7 @@ impl Store {
     /// files are read).
     pub fn aggregate(&self, selector: &Selector) -> Result<Aggregate> {
         let Some(grain) = coarsest_grain(selector) else {
-            return aggregate::aggregate_files(self.record_files()?, selector, OnBadRow::Fail);
+            return aggregate::aggregate_files(self.record_files()?, selector, AggregateOptions::default());
         };
         // Rows are summed per account under borrowed keys, then the owned
         // keys are sorted once and the map is built from the sorted list.

@@ -9,7 +9,6 @@
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -18,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::aggregate::rows::{self, PackedKey};
 pub use crate::aggregate::rows::{RowKey, Rows};
-use crate::aggregate::{AccountScope, Aggregate, Bucketing, GroupKey, OnBadRow, Selector, Totals};
+use crate::aggregate::{AccountScope, Aggregate, AggregateOptions, Bucketing, GroupKey, OnBadRow, Selector, Totals};
 use crate::dataset::Dataset;
 use crate::error::{BadRequest, Error, Result};
 use crate::intern::Interner;
@@ -63,7 +62,6 @@ pub fn selector(params: &UsageParams, accounts: AccountScope, bucketing: Bucketi
         error_code: params.error_code.clone(),
         hangup_cause: params.hangup_cause.clone(),
         bucketing,
-        bytes_read: None,
     }
 }
 
@@ -90,7 +88,7 @@ pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
     if let Some((strings, rows)) = dataset.account_rows(&selector, &request.auth_id)? {
         return summarize_rows(request, currency, &buckets, strings, rows);
     }
-    let aggregate = dataset.aggregate(&selector, OnBadRow::Fail)?;
+    let aggregate = dataset.aggregate(&selector, AggregateOptions::default())?;
     summarize(request, currency, &buckets, &aggregate)
 }
 
@@ -121,12 +119,13 @@ pub struct Batch {
 /// zone, when `accounts.csv` names one and the request does not) in one
 /// pass over `dataset`. With [`AccountScope::All`], every account with a
 /// row in `accounts.csv` or a record in the window is reported.
-/// `bytes_read`, when given, counts input bytes as files are read.
+/// `on_read`, when given, hears the bytes of input files read so far (see
+/// [`AggregateOptions::on_read`]).
 pub fn build_many(
     dataset: &Dataset,
     request: &BatchRequest<'_>,
     key: &TokenKey,
-    bytes_read: Option<Arc<AtomicU64>>,
+    on_read: Option<&(dyn Fn(u64) + Sync)>,
 ) -> Result<Batch> {
     let BatchRequest { params, accounts, now, on_bad_row } = *request;
     let resolve = |auth_id: &str| resolve(dataset, auth_id, params.clone(), now, key);
@@ -144,9 +143,8 @@ pub fn build_many(
     let default_request = resolve("")?;
     let default = matches!(accounts, AccountScope::All).then(|| default_request.window.buckets(params.granularity));
     let bucketing = Bucketing { default: default.clone(), by_account };
-    let mut selector = selector(params, accounts.clone(), bucketing);
-    selector.bytes_read = bytes_read;
-    let aggregate = dataset.aggregate(&selector, on_bad_row)?;
+    let selector = selector(params, accounts.clone(), bucketing);
+    let aggregate = dataset.aggregate(&selector, AggregateOptions { on_bad_row, on_read })?;
     named.extend(aggregate.groups.keys().map(|k| k.account.clone()));
     let mut summaries = BTreeMap::new();
     for auth_id in named {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::NaiveDate;
-use telemeter::aggregate::{Bucketing, OnBadRow, Selector};
+use telemeter::aggregate::{AggregateOptions, Bucketing, Selector};
 use telemeter::dataset::Dataset;
 use telemeter::generate::{self, OutputFormat, Spec};
 use telemeter::records::Kind;
@@ -88,7 +88,7 @@ fn generated_data_passes_validation_and_duplicates_count_as_duplicates() {
         .expect("a window");
         let selector = Selector::everything(Bucketing::shared(window.buckets(Granularity::Day)));
         // Fail on the first bad row: every row must be valid.
-        let aggregate = dataset.aggregate(&selector, OnBadRow::Fail).expect("every row is valid");
+        let aggregate = dataset.aggregate(&selector, AggregateOptions::default()).expect("every row is valid");
         for kind in Kind::ALL {
             let tally = aggregate.tallies[&kind];
             let k = kind as usize;
