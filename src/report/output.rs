@@ -46,10 +46,12 @@ pub(super) fn hash_file(path: &Path) -> Result<(u64, String)> {
     Ok((size, hex))
 }
 
+/// The record files `before` and `after` a run are the same (names and
+/// sizes): else [`Error::Changed`], since the report may mix old and new.
 pub(super) fn check_inputs_unchanged(before: &Inputs, after: &Inputs) -> Result<()> {
     let names = |i: &Inputs| i.inventory.files.iter().map(|f| (f.name.clone(), f.size)).collect::<Vec<_>>();
     if names(before) != names(after) {
-        return Err(Error::Internal(
+        return Err(Error::Changed(
             "the input files changed while the report was being built (files added, removed or resized); run again"
                 .to_owned(),
         ));
@@ -165,4 +167,30 @@ pub(super) fn swap_into_place(staging: &Path, out: &Path) -> Result<()> {
         return Err(Error::io(out, e));
     }
     std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::Dataset;
+
+    #[test]
+    fn inputs_added_or_resized_during_a_run_are_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = "record_id,auth_id,timestamp,description,units,amount\n";
+        std::fs::create_dir(dir.path().join("charges")).unwrap();
+        std::fs::write(dir.path().join("charges/a.csv"), header).unwrap();
+        let dataset = Dataset::open(dir.path()).unwrap();
+        let before = dataset.inputs().unwrap();
+        check_inputs_unchanged(&before, &dataset.inputs().unwrap()).unwrap();
+
+        std::fs::write(dir.path().join("charges/a.csv"), format!("{header}h1,A,2026-11-01T00:00:00Z,x,1,1\n")).unwrap();
+        let resized = check_inputs_unchanged(&before, &dataset.inputs().unwrap()).unwrap_err();
+        assert!(matches!(resized, Error::Changed(_)), "{resized:?}");
+
+        std::fs::write(dir.path().join("charges/a.csv"), header).unwrap();
+        std::fs::write(dir.path().join("charges/b.csv"), header).unwrap();
+        let added = check_inputs_unchanged(&before, &dataset.inputs().unwrap()).unwrap_err();
+        assert!(added.to_string().contains("changed while the report was being built"), "{added}");
+    }
 }
