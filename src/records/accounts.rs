@@ -48,7 +48,7 @@ impl Accounts {
     /// the rows after it (which would give those accounts the default
     /// currency silently).
     pub fn parse(bytes: &[u8], name: &str) -> Result<Accounts> {
-        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        let bytes = crate::records::decode::strip_bom(bytes);
         let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
         let mut lines = body.split(|b| *b == b'\n');
         let header_line = lines.next().unwrap_or_default();

@@ -1,4 +1,5 @@
-//! CSV input: plain, gzip and zstd, any column order, extra columns ignored.
+//! CSV input: plain, gzip and zstd (decoded by [`super::decode`]), any
+//! column order, extra columns ignored.
 //!
 //! Every physical line after the header is one record: no field may hold a
 //! newline, so a newline is always a record boundary. A quote that does not
@@ -9,8 +10,6 @@
 //! file's data lines. A final `\r` (CRLF endings) is dropped. Since every
 //! newline is a boundary, a file's bytes are split into chunks at any
 //! newline and the chunks are parsed in parallel.
-
-use std::io::Read;
 
 use rayon::prelude::*;
 
@@ -30,31 +29,9 @@ pub trait RowSink {
 /// Chunks smaller than this are not split further.
 const CHUNK_BYTES: usize = 4 << 20;
 
-/// The decoded bytes of a CSV file (decompressed when needed). A 0-byte
-/// file of any form decodes to no bytes (no records), like a compressed
-/// stream of no bytes; a damaged stream is an error naming the file.
-pub fn load(file: &InputFile) -> Result<Vec<u8>> {
-    let raw = std::fs::read(&file.path).map_err(|e| Error::io(&file.path, e))?;
-    if raw.is_empty() {
-        return Ok(raw);
-    }
-    match file.format {
-        Format::Csv | Format::Parquet => Ok(raw),
-        Format::CsvGz => {
-            let mut out = Vec::with_capacity(raw.len() * 4);
-            flate2::read::MultiGzDecoder::new(&raw[..])
-                .read_to_end(&mut out)
-                .map_err(|e| Error::io(&file.path, format!("not a readable gzip file: {e}")))?;
-            Ok(out)
-        }
-        Format::CsvZst => zstd::stream::decode_all(&raw[..])
-            .map_err(|e| Error::io(&file.path, format!("not a readable zstd file: {e}"))),
-    }
-}
-
 /// A plain CSV file mapped into memory, or `None` when it is compressed or
-/// cannot be mapped (the caller reads it with [`load_into`] instead, which
-/// also reports any error). Mapping saves copying the file into a buffer
+/// cannot be mapped (the caller reads it with [`super::decode::read_into`]
+/// instead, which also reports any error). Mapping saves copying the file into a buffer
 /// and faulting in fresh pages for it.
 pub fn map(file: &InputFile) -> Option<memmap2::Mmap> {
     if file.format != Format::Csv {
@@ -80,35 +57,6 @@ fn map_read_only(handle: &std::fs::File) -> std::io::Result<memmap2::Mmap> {
     unsafe { memmap2::MmapOptions::new().populate().map(handle) }
 }
 
-/// [`load`] into `out` (cleared first), reusing its allocation.
-pub fn load_into(file: &InputFile, out: &mut Vec<u8>) -> Result<()> {
-    out.clear();
-    let handle = std::fs::File::open(&file.path).map_err(|e| Error::io(&file.path, e))?;
-    if handle.metadata().map_err(|e| Error::io(&file.path, e))?.len() == 0 {
-        return Ok(());
-    }
-    match file.format {
-        Format::Csv | Format::Parquet => {
-            out.reserve(file.size as usize + 1);
-            let mut handle = handle;
-            handle.read_to_end(out).map_err(|e| Error::io(&file.path, e))?;
-        }
-        Format::CsvGz => {
-            out.reserve(file.size as usize * 4);
-            flate2::read::MultiGzDecoder::new(std::io::BufReader::new(handle))
-                .read_to_end(out)
-                .map_err(|e| Error::io(&file.path, format!("not a readable gzip file: {e}")))?;
-        }
-        Format::CsvZst => {
-            out.reserve(file.size as usize * 4);
-            zstd::stream::read::Decoder::new(handle)
-                .and_then(|mut decoder| decoder.read_to_end(out))
-                .map_err(|e| Error::io(&file.path, format!("not a readable zstd file: {e}")))?;
-        }
-    }
-    Ok(())
-}
-
 /// Reads every row of a CSV file's `bytes` into sinks made by `make_sink`,
 /// each taking a run of consecutive chunks; the sinks come in file order.
 pub fn read<S, F>(file: &InputFile, kind: Kind, bytes: &[u8], make_sink: F) -> Result<Vec<S>>
@@ -125,7 +73,7 @@ where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let bytes = super::decode::strip_bom(bytes);
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(Vec::new());
     }

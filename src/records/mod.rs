@@ -10,6 +10,7 @@
 pub mod accounts;
 mod check;
 pub mod csv;
+pub mod decode;
 pub mod dedup;
 pub mod files;
 pub mod parquet;
@@ -326,7 +327,7 @@ pub fn record_id_at(file: &files::InputFile, line: u64) -> Option<String> {
         parquet::read(file, file.kind, &mut probe).ok()?;
         return probe.found;
     }
-    let bytes = csv::load(file).ok()?;
+    let bytes = decode::read(&file.path, file.format).ok()?;
     let probes = csv::read(file, file.kind, &bytes, || Probe { line, found: None }).ok()?;
     probes.into_iter().find_map(|p| p.found)
 }

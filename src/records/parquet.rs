@@ -80,6 +80,15 @@ pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()
     Ok(())
 }
 
+/// Nanoseconds in one tick of a Parquet timestamp of `unit`.
+pub fn nanos_per_unit(unit: TimeUnit) -> i128 {
+    match unit {
+        TimeUnit::Nanoseconds => 1,
+        TimeUnit::Microseconds => 1_000,
+        TimeUnit::Milliseconds => 1_000_000,
+    }
+}
+
 /// The column in a form [`decode`] takes, without loss: integers narrower
 /// than 64 bits (and UInt32) widened to Int64, dictionary-encoded strings
 /// (Categorical, Enum) decoded to strings; every other column as it is.
@@ -121,13 +130,8 @@ fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: 
             Values::Decimal(decimals.physical().iter().collect(), *scale)
         }
         (DataType::Datetime(unit, _), ColumnType::Timestamp) => {
-            let nanos_per_unit = match unit {
-                TimeUnit::Nanoseconds => 1,
-                TimeUnit::Microseconds => 1_000,
-                TimeUnit::Milliseconds => 1_000_000,
-            };
             let times = column.datetime().map_err(polars)?;
-            Values::Time(times.physical().iter().collect(), nanos_per_unit)
+            Values::Time(times.physical().iter().collect(), nanos_per_unit(*unit))
         }
         (DataType::Float32 | DataType::Float64, ColumnType::Decimal) => {
             return Err(wrong("a decimal or string column (floating point is not exact)"))

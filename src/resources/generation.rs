@@ -18,10 +18,14 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension};
 
 use super::load::{self, Inputs};
-use super::{connect_deletions, connect_with, db_error, resources_schema, Endpoint, Registration};
+use super::{
+    connect_deletions, connect_with, db_error, endpoint_from_row, insert_sql, recording_from_row,
+    registration_from_row, resources_schema, Endpoint, Registration, ENDPOINT_COLUMNS, RECORDING_COLUMNS,
+    REGISTRATION_COLUMNS,
+};
 use crate::error::{Error, Result};
 
 pub use crate::store::{PreviousResources as Previous, ResourceChanges as Changes};
@@ -119,20 +123,9 @@ fn apply(connection: &mut Connection, inputs: Inputs, deleted: &HashSet<String>)
         if stored_endpoints(&transaction)? != endpoints {
             changes.changed = true;
             transaction.execute("DELETE FROM endpoints", [])?;
-            let mut insert = transaction.prepare(
-                "INSERT INTO endpoints (endpoint_id, auth_id, sub_account, alias, username, password_md5, \
-                 application_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?;
+            let mut insert = transaction.prepare(&insert_sql("endpoints", ENDPOINT_COLUMNS))?;
             for e in endpoints.values() {
-                insert.execute(params![
-                    e.endpoint_id,
-                    e.auth_id,
-                    e.sub_account,
-                    e.alias,
-                    e.username,
-                    e.password_md5,
-                    e.application_id
-                ])?;
+                insert.execute(e.sql_values().as_slice())?;
             }
         }
     }
@@ -142,29 +135,23 @@ fn apply(connection: &mut Connection, inputs: Inputs, deleted: &HashSet<String>)
         if stored_registrations(&transaction)? != registrations {
             changes.changed = true;
             transaction.execute("DELETE FROM registrations", [])?;
-            let mut insert = transaction.prepare(
-                "INSERT INTO registrations (endpoint_id, sip_contact, sip_expires_us, sip_user_agent) \
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?;
+            let mut insert = transaction.prepare(&insert_sql("registrations", REGISTRATION_COLUMNS))?;
             for r in &registrations {
-                insert.execute(params![r.endpoint_id, r.sip_contact, r.sip_expires_us, r.sip_user_agent])?;
+                insert.execute(r.sql_values().as_slice())?;
             }
         }
     }
     if let Some((recordings, files)) = inputs.recordings {
         changes.recording_files = files;
-        let mut find = transaction
-            .prepare(&format!("SELECT {} FROM recordings WHERE recording_id = ?1", super::RECORDING_COLUMNS))?;
-        let mut insert = transaction.prepare(&format!(
-            "INSERT INTO recordings ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-            super::RECORDING_COLUMNS
-        ))?;
+        let mut find =
+            transaction.prepare(&format!("SELECT {RECORDING_COLUMNS} FROM recordings WHERE recording_id = ?1"))?;
+        let mut insert = transaction.prepare(&insert_sql("recordings", RECORDING_COLUMNS))?;
         for (id, (r, place)) in &recordings {
             if deleted.contains(id) {
                 changes.deleted_skipped += 1;
                 continue;
             }
-            match find.query_row([id], super::recording_from_row).optional()? {
+            match find.query_row([id], recording_from_row).optional()? {
                 Some(stored) if stored == *r => changes.recordings_duplicates += 1,
                 Some(_) => {
                     return Err(Applied::Input(Error::bad_file(
@@ -192,34 +179,14 @@ fn registration_order(r: &Registration) -> (&str, i64, &str, &str) {
 }
 
 fn stored_endpoints(connection: &Connection) -> rusqlite::Result<BTreeMap<String, Endpoint>> {
-    let mut statement = connection.prepare(
-        "SELECT endpoint_id, auth_id, sub_account, alias, username, password_md5, application_id FROM endpoints",
-    )?;
-    let rows = statement.query_map([], |row| {
-        Ok(Endpoint {
-            endpoint_id: row.get(0)?,
-            auth_id: row.get(1)?,
-            sub_account: row.get(2)?,
-            alias: row.get(3)?,
-            username: row.get(4)?,
-            password_md5: row.get(5)?,
-            application_id: row.get(6)?,
-        })
-    })?;
+    let mut statement = connection.prepare(&format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints"))?;
+    let rows = statement.query_map([], endpoint_from_row)?;
     rows.map(|e| e.map(|e| (e.endpoint_id.clone(), e))).collect()
 }
 
 fn stored_registrations(connection: &Connection) -> rusqlite::Result<Vec<Registration>> {
-    let mut statement =
-        connection.prepare("SELECT endpoint_id, sip_contact, sip_expires_us, sip_user_agent FROM registrations")?;
-    let rows = statement.query_map([], |row| {
-        Ok(Registration {
-            endpoint_id: row.get(0)?,
-            sip_contact: row.get(1)?,
-            sip_expires_us: row.get(2)?,
-            sip_user_agent: row.get(3)?,
-        })
-    })?;
+    let mut statement = connection.prepare(&format!("SELECT {REGISTRATION_COLUMNS} FROM registrations"))?;
+    let rows = statement.query_map([], registration_from_row)?;
     let mut registrations = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     registrations.sort_by(|a, b| registration_order(a).cmp(&registration_order(b)));
     Ok(registrations)

@@ -7,14 +7,16 @@
 //! the same database; a deleted recording never comes back.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::Read;
 use std::path::Path;
 
 use md5::{Digest, Md5};
-use rusqlite::params;
 
-use super::{connect, db_error, parse_ms, Endpoint, Recording, Registration};
+use super::{
+    connect, db_error, insert_sql, parse_ms, Endpoint, Recording, Registration, ENDPOINT_COLUMNS, RECORDING_COLUMNS,
+    REGISTRATION_COLUMNS,
+};
 use crate::error::{BadRecord, Error, Location, Result};
+use crate::records::decode;
 use crate::records::files::Format;
 use crate::time::Instant;
 
@@ -86,35 +88,17 @@ pub fn load(data: &Path, db: &Path) -> Result<LoadStats> {
             .collect::<rusqlite::Result<_>>()?;
         transaction.execute_batch("DELETE FROM endpoints; DELETE FROM registrations; DELETE FROM recordings;")?;
         {
-            let mut insert = transaction.prepare(
-                "INSERT INTO endpoints (endpoint_id, auth_id, sub_account, alias, username, password_md5, \
-                 application_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?;
+            let mut insert = transaction.prepare(&insert_sql("endpoints", ENDPOINT_COLUMNS))?;
             for e in endpoints.values() {
-                insert.execute(params![
-                    e.endpoint_id,
-                    e.auth_id,
-                    e.sub_account,
-                    e.alias,
-                    e.username,
-                    e.password_md5,
-                    e.application_id
-                ])?;
+                insert.execute(e.sql_values().as_slice())?;
                 stats.endpoints += 1;
             }
-            let mut insert = transaction.prepare(
-                "INSERT INTO registrations (endpoint_id, sip_contact, sip_expires_us, sip_user_agent) \
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?;
+            let mut insert = transaction.prepare(&insert_sql("registrations", REGISTRATION_COLUMNS))?;
             for r in &registrations {
-                insert.execute(params![r.endpoint_id, r.sip_contact, r.sip_expires_us, r.sip_user_agent])?;
+                insert.execute(r.sql_values().as_slice())?;
                 stats.registrations += 1;
             }
-            let mut insert = transaction.prepare(&format!(
-                "INSERT INTO recordings ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-                 ?15, ?16)",
-                super::RECORDING_COLUMNS
-            ))?;
+            let mut insert = transaction.prepare(&insert_sql("recordings", RECORDING_COLUMNS))?;
             for r in recordings.values().map(|(r, _)| r) {
                 if deleted.contains(&r.recording_id) {
                     stats.deleted_skipped += 1;
@@ -162,21 +146,8 @@ fn bad(location: Location, column: &str, value: &str, reason: &str) -> Error {
 }
 
 fn read_csv(path: &Path, name: &str, format: Format) -> Result<Table> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let bytes = match format {
-        Format::CsvGz => {
-            let mut out = Vec::new();
-            flate2::read::MultiGzDecoder::new(&raw[..])
-                .read_to_end(&mut out)
-                .map_err(|e| Error::io(path, format!("not a readable gzip file: {e}")))?;
-            out
-        }
-        Format::CsvZst => {
-            zstd::stream::decode_all(&raw[..]).map_err(|e| Error::io(path, format!("not a readable zstd file: {e}")))?
-        }
-        Format::Csv | Format::Parquet => raw,
-    };
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+    let bytes = decode::read(path, format)?;
+    let bytes = decode::strip_bom(&bytes);
     let mut reader = csv::ReaderBuilder::new().from_reader(bytes);
     let header: Vec<String> = reader
         .headers()
@@ -194,7 +165,7 @@ fn read_csv(path: &Path, name: &str, format: Format) -> Result<Table> {
 }
 
 fn read_parquet(path: &Path, name: &str) -> Result<Table> {
-    use polars::prelude::{DataType, ParquetReader, SerReader, TimeUnit};
+    use polars::prelude::{DataType, ParquetReader, SerReader};
     let handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let frame = ParquetReader::new(handle)
         .finish()
@@ -206,11 +177,7 @@ fn read_parquet(path: &Path, name: &str) -> Result<Table> {
         header.push(column.name().to_string());
         let values: Vec<String> = match column.dtype() {
             DataType::Datetime(unit, _) => {
-                let per_unit: i128 = match unit {
-                    TimeUnit::Nanoseconds => 1,
-                    TimeUnit::Microseconds => 1_000,
-                    TimeUnit::Milliseconds => 1_000_000,
-                };
+                let per_unit = crate::records::parquet::nanos_per_unit(*unit);
                 let times = column.datetime().map_err(polars)?;
                 times
                     .physical()

@@ -111,6 +111,29 @@ pub struct Recording {
     pub add_time_us: i64,
 }
 
+impl Endpoint {
+    /// The values of [`ENDPOINT_COLUMNS`], in its order: the one list every
+    /// insert of an endpoint binds.
+    fn sql_values(&self) -> [&dyn rusqlite::ToSql; 7] {
+        [
+            &self.endpoint_id,
+            &self.auth_id,
+            &self.sub_account,
+            &self.alias,
+            &self.username,
+            &self.password_md5,
+            &self.application_id,
+        ]
+    }
+}
+
+impl Registration {
+    /// The values of [`REGISTRATION_COLUMNS`], in its order.
+    fn sql_values(&self) -> [&dyn rusqlite::ToSql; 4] {
+        [&self.endpoint_id, &self.sip_contact, &self.sip_expires_us, &self.sip_user_agent]
+    }
+}
+
 impl Recording {
     /// The values of [`RECORDING_COLUMNS`], in its order: the one list every
     /// insert of a recording binds.
@@ -243,6 +266,46 @@ pub(crate) fn db_error(path: &Path, error: rusqlite::Error) -> Error {
 /// The condition that leaves deleted recordings out (recordings as `r`).
 const NOT_DELETED: &str = "NOT EXISTS (SELECT 1 FROM main.deletions AS d WHERE d.recording_id = r.recording_id)";
 
+/// The columns of an endpoint row: every select and insert of one names
+/// these, and [`endpoint_from_row`] and `Endpoint::sql_values` follow
+/// their order.
+const ENDPOINT_COLUMNS: &str = "endpoint_id, auth_id, sub_account, alias, username, password_md5, application_id";
+
+fn endpoint_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Endpoint> {
+    Ok(Endpoint {
+        endpoint_id: row.get(0)?,
+        auth_id: row.get(1)?,
+        sub_account: row.get(2)?,
+        alias: row.get(3)?,
+        username: row.get(4)?,
+        password_md5: row.get(5)?,
+        application_id: row.get(6)?,
+    })
+}
+
+/// The columns of a registration row, in the order of
+/// [`registration_from_row`] and `Registration::sql_values`.
+const REGISTRATION_COLUMNS: &str = "endpoint_id, sip_contact, sip_expires_us, sip_user_agent";
+
+fn registration_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Registration> {
+    Ok(Registration {
+        endpoint_id: row.get(0)?,
+        sip_contact: row.get(1)?,
+        sip_expires_us: row.get(2)?,
+        sip_user_agent: row.get(3)?,
+    })
+}
+
+/// `INSERT INTO table (columns) VALUES (?1, ?2, ...)`, one parameter a
+/// column of the comma-separated `columns`.
+fn insert_sql(table: &str, columns: &str) -> String {
+    let n = columns.split(',').count();
+    let parameters: Vec<String> = (1..=n).map(|i| format!("?{i}")).collect();
+    format!("INSERT INTO {table} ({columns}) VALUES ({})", parameters.join(", "))
+}
+
+/// The columns of a recording row, in the order of [`recording_from_row`]
+/// and `Recording::sql_values`.
 const RECORDING_COLUMNS: &str = "recording_id, auth_id, subaccount_auth, call_uuid, from_number, to_number, \
      conference_name, conference_uuid, mpc_name, mpc_uuid, recording_url, recording_format, recording_type, \
      start_units, end_units, add_time_us";
@@ -350,20 +413,9 @@ impl Store {
         let tables = self.tables;
         self.with(|c| {
             c.prepare_cached(&format!(
-                "SELECT endpoint_id, auth_id, sub_account, alias, username, password_md5, application_id \
-                 FROM {tables}.endpoints WHERE endpoint_id = ?1 AND auth_id = ?2",
+                "SELECT {ENDPOINT_COLUMNS} FROM {tables}.endpoints WHERE endpoint_id = ?1 AND auth_id = ?2",
             ))?
-            .query_row(params![endpoint_id, auth_id], |row| {
-                Ok(Endpoint {
-                    endpoint_id: row.get(0)?,
-                    auth_id: row.get(1)?,
-                    sub_account: row.get(2)?,
-                    alias: row.get(3)?,
-                    username: row.get(4)?,
-                    password_md5: row.get(5)?,
-                    application_id: row.get(6)?,
-                })
-            })
+            .query_row(params![endpoint_id, auth_id], endpoint_from_row)
             .optional()
         })
     }
@@ -374,18 +426,11 @@ impl Store {
         let tables = self.tables;
         self.with(|c| {
             c.prepare_cached(&format!(
-                "SELECT endpoint_id, sip_contact, sip_expires_us, sip_user_agent FROM {tables}.registrations \
+                "SELECT {REGISTRATION_COLUMNS} FROM {tables}.registrations \
                  WHERE endpoint_id = ?1 AND sip_expires_us > ?2 \
                  ORDER BY sip_expires_us DESC, sip_contact, sip_user_agent LIMIT 1",
             ))?
-            .query_row(params![endpoint_id, now_us], |row| {
-                Ok(Registration {
-                    endpoint_id: row.get(0)?,
-                    sip_contact: row.get(1)?,
-                    sip_expires_us: row.get(2)?,
-                    sip_user_agent: row.get(3)?,
-                })
-            })
+            .query_row(params![endpoint_id, now_us], registration_from_row)
             .optional()
         })
     }
@@ -526,5 +571,28 @@ mod tests {
         assert_eq!(parse_ms("1."), None);
         assert_eq!(parse_ms(""), None);
         assert_eq!(format_ms(0), "0.00000");
+    }
+
+    #[test]
+    fn each_table_binds_one_value_a_column() {
+        assert_eq!(insert_sql("t", "a, b, c"), "INSERT INTO t (a, b, c) VALUES (?1, ?2, ?3)");
+        let endpoint = Endpoint {
+            endpoint_id: "E".into(),
+            auth_id: "A".into(),
+            sub_account: String::new(),
+            alias: String::new(),
+            username: "u".into(),
+            password_md5: String::new(),
+            application_id: String::new(),
+        };
+        let registration = Registration {
+            endpoint_id: "E".into(),
+            sip_contact: "c".into(),
+            sip_expires_us: 1,
+            sip_user_agent: String::new(),
+        };
+        assert_eq!(ENDPOINT_COLUMNS.split(',').count(), endpoint.sql_values().len());
+        assert_eq!(REGISTRATION_COLUMNS.split(',').count(), registration.sql_values().len());
+        assert_eq!(RECORDING_COLUMNS.split(',').count(), 16);
     }
 }

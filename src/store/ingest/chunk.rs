@@ -221,7 +221,7 @@ pub(in crate::store) fn check_file(
             vec![chunk]
         }
         _ => {
-            let bytes = records::csv::load(file)?;
+            let bytes = records::decode::read(&file.path, file.format)?;
             records::csv::read(file, kind, &bytes, new_chunk)?
         }
     };
