@@ -1,0 +1,178 @@
+//! The spend-over-time chart of an account's page: one stacked bar per
+//! bucket and product, drawn twice (wide and narrow screens) as inline SVG.
+//! Bar geometry is floating point; every amount printed (axis, tooltips)
+//! is the exact decimal.
+
+use std::fmt::Write as _;
+
+use super::{add, esc, product_label, Stats, COLOURS};
+use crate::error::Result;
+use crate::money::Amount;
+use crate::summary::Summary;
+use crate::time::{format_instant, Granularity};
+
+/// The chart's section: legend, the two drawings, and the axis note.
+pub(super) fn spend_over_time(out: &mut String, summary: &Summary, stats: &Stats) -> Result<()> {
+    out.push_str("<section><h2>Spend over time, by product</h2>");
+    let present: Vec<usize> = (0..5).filter(|p| stats.by_bucket.iter().any(|b| b[*p] != 0)).collect();
+    out.push_str("<div class=\"legend\">");
+    for p in &present {
+        w!(out, "<span><i style=\"background:{}\"></i>{}</span>", COLOURS[*p], product_label(*p));
+    }
+    out.push_str("</div>");
+    if present.is_empty() {
+        out.push_str("<p class=\"empty\">No spend in this window.</p></section>\n");
+        return Ok(());
+    }
+    let mut totals = Vec::with_capacity(stats.by_bucket.len());
+    for bucket in &stats.by_bucket {
+        let mut sum = 0i128;
+        for v in bucket {
+            add(&mut sum, *v)?;
+        }
+        totals.push(sum);
+    }
+    let tz = summary.buckets.tz();
+    let granularity = summary.request.params.granularity;
+    let wide = Layout { class: "wide", width: 960.0, height: 300.0, left: 64.0, labels: 12, font: 11.0 };
+    let narrow = Layout { class: "narrow", width: 420.0, height: 280.0, left: 44.0, labels: 5, font: 12.0 };
+    for layout in [wide, narrow] {
+        bar_chart(out, summary, stats, &present, &totals, &layout);
+    }
+    w!(out, "<p class=\"note\">{}</p>", esc(&axis_note(granularity, tz.name(), &summary.currency)));
+    out.push_str("</section>\n");
+    Ok(())
+}
+
+/// The size of one drawing of the spend chart.
+struct Layout {
+    class: &'static str,
+    width: f64,
+    height: f64,
+    left: f64,
+    labels: usize,
+    font: f64,
+}
+
+/// One stacked bar per bucket; amounts are exact in the tooltips and axis.
+fn bar_chart(out: &mut String, summary: &Summary, stats: &Stats, present: &[usize], totals: &[i128], layout: &Layout) {
+    let max = totals.iter().copied().max().unwrap_or(0).max(1);
+    let step = nice_step(max);
+    let top = (max + step - 1) / step * step;
+    let Layout { width, height, left, font, .. } = *layout;
+    let (right, top_pad, bottom) = (10.0, 10.0, 26.0);
+    let plot_w = width - left - right;
+    let plot_h = height - top_pad - bottom;
+    let n = stats.by_bucket.len().max(1);
+    let slot = plot_w / n as f64;
+    let bar_w = (slot * 0.78).max(1.0);
+    let y = |nanos: i128| top_pad + plot_h - plot_h * (nanos as f64 / top as f64);
+    w!(
+        out,
+        "<svg class=\"{}\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"Spend per {} by product\" \
+         style=\"font-size:{font}px\">",
+        layout.class,
+        summary.request.params.granularity.as_str()
+    );
+    let mut tick = 0i128;
+    while tick <= top {
+        let ty = y(tick);
+        w!(out, "<line x1=\"{left}\" x2=\"{}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" stroke=\"#e3e7ee\"/>", width - right);
+        w!(
+            out,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left - 6.0,
+            ty + 4.0,
+            Amount::from_nanos(tick).to_plain_string()
+        );
+        tick += step;
+    }
+    let tz = summary.buckets.tz();
+    let granularity = summary.request.params.granularity;
+    let label_every = n.div_ceil(layout.labels);
+    for (i, bucket) in stats.by_bucket.iter().enumerate() {
+        let x = left + slot * i as f64 + (slot - bar_w) / 2.0;
+        let (start, end) = summary.buckets.span(i as u32);
+        let mut title = format!("{} to {}", format_instant(start, tz), format_instant(end, tz));
+        let mut base = 0i128;
+        let mut rects = String::new();
+        for p in present {
+            let value = bucket[*p];
+            if value == 0 {
+                continue;
+            }
+            let (y0, y1) = (y(base), y(base + value));
+            w!(
+                rects,
+                "<rect x=\"{x:.2}\" y=\"{y1:.2}\" width=\"{bar_w:.2}\" height=\"{:.2}\" fill=\"{}\"/>",
+                (y0 - y1).max(0.5),
+                COLOURS[*p]
+            );
+            w!(title, "\n{}: {}", product_label(*p), Amount::from_nanos(value));
+            base += value;
+        }
+        w!(title, "\ntotal: {}", Amount::from_nanos(totals[i]));
+        w!(out, "<g><title>{}</title>{rects}</g>", esc(&title));
+        if i % label_every == 0 {
+            w!(
+                out,
+                "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                x + bar_w / 2.0,
+                height - bottom + 16.0,
+                esc(&bucket_label(start, tz, granularity))
+            );
+        }
+    }
+    w!(out, "<line x1=\"{left}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#1d2433\"/>", width - right, y(0), y(0));
+    out.push_str("</svg>");
+}
+
+/// A round step (1, 2 or 5 times a power of ten, in nanos) giving about
+/// four grid lines up to `max`.
+fn nice_step(max: i128) -> i128 {
+    let rough = (max / 4).max(1);
+    let mut power = 1i128;
+    while power.saturating_mul(10) <= rough {
+        power *= 10;
+    }
+    for factor in [1, 2, 5, 10] {
+        let step = power.saturating_mul(factor);
+        if step >= rough {
+            return step;
+        }
+    }
+    power.saturating_mul(10)
+}
+
+fn bucket_label(start: i64, tz: chrono_tz::Tz, granularity: Granularity) -> String {
+    let Some(utc) = chrono::DateTime::from_timestamp(start, 0) else { return String::new() };
+    let local = utc.with_timezone(&tz);
+    let format = match granularity {
+        Granularity::Hour => "%d %H:%M",
+        Granularity::Day => "%b %d",
+        Granularity::Month => "%b %Y",
+        Granularity::Year => "%Y",
+    };
+    local.format(format).to_string()
+}
+
+fn axis_note(granularity: Granularity, tz: &str, currency: &str) -> String {
+    format!(
+        "Amounts in {currency}; one bar per {}, local time {tz}. Hover a bar for its exact amounts.",
+        granularity.as_str()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_steps_are_round_numbers() {
+        let unit = 1_000_000_000i128;
+        assert_eq!(nice_step(10 * unit), 5 * unit);
+        assert_eq!(nice_step(100 * unit), 50 * unit);
+        assert_eq!(nice_step(7 * unit / 100), 2 * unit / 100);
+        assert_eq!(nice_step(1), 1);
+    }
+}
