@@ -20,6 +20,7 @@ use super::rollup::{self, RowText, Text};
 use crate::aggregate::rows::{PackedKey, ABSENT};
 use crate::aggregate::{AccountScope, Dimensions, Selector, Totals};
 use crate::error::{Error, Result};
+use crate::intern::Interner;
 use crate::records::{Country, Direction, Product};
 use crate::time::Buckets;
 
@@ -207,11 +208,11 @@ enum Column {
     Code,
 }
 
-/// The distinct strings of a file, interned as they come.
+/// The distinct strings of a file, interned as they come (the one
+/// [`Interner`]), with a cache per column of the Arrow views seen.
 #[derive(Default)]
 struct Dictionary {
-    ids: FxHashMap<Box<str>, u32>,
-    strings: Vec<Box<str>>,
+    strings: Interner,
     /// Per column, the ids of the views seen in the current row group.
     by_view: [FxHashMap<u128, u32>; 3],
     /// Per column, the last view and 1 + its id (0: none yet).
@@ -237,15 +238,7 @@ impl Dictionary {
         let id = match self.by_view[c].get(&text.view) {
             Some(id) => *id,
             None => {
-                let id = match self.ids.get(text.text) {
-                    Some(id) => *id,
-                    None => {
-                        let id = self.strings.len() as u32;
-                        self.strings.push(text.text.into());
-                        self.ids.insert(text.text.into(), id);
-                        id
-                    }
-                };
+                let id = self.strings.intern(text.text);
                 self.by_view[c].insert(text.view, id);
                 id
             }
@@ -256,13 +249,8 @@ impl Dictionary {
 
     /// The strings as a table, and each id's rank in byte order.
     fn ranked(self) -> (Arc<[Box<str>]>, Vec<u32>) {
-        let mut order: Vec<u32> = (0..self.strings.len() as u32).collect();
-        order.sort_unstable_by(|a, b| self.strings[*a as usize].cmp(&self.strings[*b as usize]));
-        let mut ranks = vec![0; order.len()];
-        for (rank, id) in order.into_iter().enumerate() {
-            ranks[id as usize] = rank as u32;
-        }
-        (self.strings.into(), ranks)
+        let ranks = self.strings.ranks();
+        (self.strings.into_table(), ranks)
     }
 }
 

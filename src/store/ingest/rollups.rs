@@ -14,9 +14,10 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::create_parent;
+use crate::aggregate::order::Order;
 use crate::aggregate::Totals;
 use crate::error::{Error, Result};
-use crate::intern::Interner;
+use crate::intern::{self, Interner};
 use crate::records::{Country, Direction, Product};
 use crate::store::parquet_io::{self, RecordView};
 use crate::store::rollup::{self, RollupRef};
@@ -36,6 +37,24 @@ pub(super) struct RollupKey {
     country: Option<Country>,
     direction: Option<Direction>,
     code: u32,
+}
+
+impl RollupKey {
+    /// The fields after the slot in the report's order, text as this run's
+    /// string ids. A rollup row's absent subaccount or code is the empty
+    /// string, the lowest of all strings, so it sorts first as an absent
+    /// value does.
+    #[inline]
+    fn order(&self) -> Order<u32> {
+        Order {
+            product: self.product,
+            type_: self.type_,
+            subaccount: Some(self.subaccount),
+            country: self.country,
+            direction: self.direction,
+            code: Some(self.code),
+        }
+    }
 }
 
 /// The rollups of this ingest's new rows.
@@ -272,42 +291,37 @@ impl Rollups {
 }
 
 /// Sorts rollup rows like a rollup file: slot first (so row-group statistics
-/// can skip by time), then the report's order of the other fields.
+/// can skip by time), then the report's order of the other fields
+/// ([`RollupKey::order`]).
 fn sort_rows(rows: &mut [(RollupKey, Totals)], strings: &AccountStrings<'_>) {
     let ranks = strings.ranks();
     let rank = |id: u32| ranks.get(id as usize).copied().unwrap_or(u32::MAX);
-    rows.sort_by_cached_key(|(k, _)| {
-        (k.slot, k.product, rank(k.type_), rank(k.subaccount), k.country, k.direction, rank(k.code))
-    });
+    rows.sort_by_cached_key(|(k, _)| (k.slot, k.order().map(rank).packed()));
 }
 
 /// The shared interner of a run, plus the strings of one account's older
 /// files that this ingest has not seen (ids after the shared ones).
 struct AccountStrings<'a> {
     shared: &'a Interner,
-    extra: Vec<Box<str>>,
-    extra_ids: FxHashMap<Box<str>, u32>,
+    extra: Interner,
     ranks: std::cell::RefCell<Vec<u32>>,
 }
 
 impl<'a> AccountStrings<'a> {
     fn new(shared: &'a Interner) -> AccountStrings<'a> {
-        AccountStrings { shared, extra: Vec::new(), extra_ids: FxHashMap::default(), ranks: Default::default() }
+        AccountStrings { shared, extra: Interner::default(), ranks: Default::default() }
     }
 
     fn id(&mut self, text: &str) -> u32 {
-        if let Some(id) = self.shared.lookup(text).or_else(|| self.extra_ids.get(text).copied()) {
-            return id;
+        match self.shared.lookup(text) {
+            Some(id) => id,
+            None => (self.shared.len() as u32) + self.extra.intern(text),
         }
-        let id = (self.shared.len() + self.extra.len()) as u32;
-        self.extra.push(text.into());
-        self.extra_ids.insert(text.into(), id);
-        id
     }
 
     fn text(&self, id: u32) -> &str {
         match (id as usize).checked_sub(self.shared.len()) {
-            Some(i) => self.extra.get(i).map_or("", |s| s),
+            Some(i) => self.extra.get(i as u32),
             None => self.shared.get(id),
         }
     }
@@ -317,13 +331,7 @@ impl<'a> AccountStrings<'a> {
     fn ranks(&self) -> std::cell::Ref<'_, Vec<u32>> {
         let n = self.shared.len() + self.extra.len();
         if self.ranks.borrow().len() != n {
-            let mut order: Vec<u32> = (0..n as u32).collect();
-            order.sort_unstable_by(|a, b| self.text(*a).cmp(self.text(*b)));
-            let mut ranks = vec![0u32; n];
-            for (rank, id) in order.into_iter().enumerate() {
-                ranks[id as usize] = rank as u32;
-            }
-            *self.ranks.borrow_mut() = ranks;
+            *self.ranks.borrow_mut() = intern::ranks(n, |id| self.text(id));
         }
         self.ranks.borrow()
     }
@@ -560,6 +568,60 @@ fn account_folder(account: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rollup rows come out of [`sort_rows`] by slot, then in the report's
+    /// order of their text ([`Order`] over the strings, an empty subaccount
+    /// or code absent), whether a string is the run's or an older file's.
+    #[test]
+    fn sort_rows_sorts_by_slot_then_the_report_order() {
+        let mut shared = Interner::default();
+        for text in ["sms", "", "S2", "voice", "4000", "Number Charges", "é"] {
+            shared.intern(text);
+        }
+        let mut strings = AccountStrings::new(&shared);
+        let older = ["S1", "30007", "mms", "A", "voice", "3010"];
+        let mut texts: Vec<u32> = older.iter().map(|text| strings.id(text)).collect();
+        texts.extend(0..shared.len() as u32);
+        let countries = [None, Country::parse(b"US"), Country::parse(b"DE"), Country::parse(b"UA")];
+        let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
+        let mut rows: Vec<(RollupKey, Totals)> = Vec::new();
+        let mut n: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..3000 {
+            // A fixed pseudo-random walk over every field's values.
+            n ^= n << 13;
+            n ^= n >> 7;
+            n ^= n << 17;
+            let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
+            let key = RollupKey {
+                account: 0,
+                subaccount: texts[pick(4, texts.len())],
+                slot: 900 * pick(8, 3) as i64,
+                product: Product::ALL[pick(0, Product::ALL.len())],
+                type_: texts[pick(12, texts.len())],
+                country: countries[pick(20, countries.len())],
+                direction: directions[pick(24, directions.len())],
+                code: texts[pick(28, texts.len())],
+            };
+            rows.push((key, Totals::default()));
+        }
+        let by_text = |key: &RollupKey| {
+            let text = |id: u32| Some(strings.text(id)).filter(|text| !text.is_empty());
+            let order = Order {
+                product: key.product,
+                type_: strings.text(key.type_),
+                subaccount: text(key.subaccount),
+                country: key.country,
+                direction: key.direction,
+                code: text(key.code),
+            };
+            (key.slot, order)
+        };
+        let mut expected: Vec<_> = rows.iter().map(|(key, _)| by_text(key)).collect();
+        expected.sort();
+        sort_rows(&mut rows, &strings);
+        let sorted: Vec<_> = rows.iter().map(|(key, _)| by_text(key)).collect();
+        assert_eq!(sorted, expected);
+    }
 
     #[test]
     fn account_folders_are_safe_and_distinct() {
