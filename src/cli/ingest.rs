@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use chrono::Utc;
 
-use crate::aggregate::OnBadRow;
+use super::BadRowArg;
 use crate::records::Kind;
 use crate::store::{self, IngestOptions};
 
@@ -66,21 +66,9 @@ pub enum EngineArg {
     Spark,
 }
 
-/// `--on-bad-row` values.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum BadRowArg {
-    /// Stop at the first bad row, naming file, line and column.
-    Fail,
-    /// Set bad rows aside in the store's rejected file.
-    SetAside,
-}
-
 /// Runs `ingest`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let on_bad_row = match args.on_bad_row {
-        BadRowArg::Fail => OnBadRow::Fail,
-        BadRowArg::SetAside => OnBadRow::SetAside,
-    };
+    let on_bad_row = args.on_bad_row.into();
     let ingest_id = format!("{}-{}", Utc::now().format("%Y%m%dT%H%M%S%3fZ"), std::process::id());
     let options = IngestOptions {
         on_bad_row,

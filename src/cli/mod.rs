@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 
+use crate::aggregate::OnBadRow;
 use crate::dataset::Dataset;
 use crate::token::TokenKey;
 
@@ -91,20 +92,69 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
         .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
-/// Opens `--store STORE` or `--data DIR`, whichever was given.
-pub fn open_dataset(data: Option<&std::path::Path>, store: Option<&std::path::Path>) -> anyhow::Result<Dataset> {
-    use anyhow::Context;
-    match (data, store) {
-        (_, Some(store)) => {
-            let dataset = Dataset::open_store(store).context("cannot open the store")?;
-            if let Some(why) = dataset.store().and_then(|s| s.unleased.as_deref()) {
-                eprintln!("warning: reading the store without a read lease (it cannot be written: {why}); an ingest publishing twice meanwhile may remove its files");
+/// Where a command reads usage from: `--data DIR` or `--store STORE`, one
+/// of the two (`summary`, `report` and `serve` flatten it into their
+/// arguments).
+#[derive(Debug, clap::Args)]
+pub struct SourceArgs {
+    /// The data directory (records.md).
+    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+    pub data: Option<PathBuf>,
+    /// A store written by `telemeter ingest`, in place of --data.
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+}
+
+impl SourceArgs {
+    /// Opens the store or the data directory. A store that cannot be
+    /// written is read without a read lease: `warn` gets the warning for
+    /// the operator (each command shows it its own way).
+    pub fn open(&self, warn: impl FnOnce(&str)) -> anyhow::Result<Dataset> {
+        use anyhow::Context;
+        match (&self.data, &self.store) {
+            (_, Some(store)) => {
+                let dataset = Dataset::open_store(store).context("cannot open the store")?;
+                if let Some(why) = dataset.store().and_then(|s| s.unleased.as_deref()) {
+                    warn(&format!(
+                        "reading the store without a read lease (it cannot be written: {why}); \
+                         an ingest publishing twice meanwhile may remove its files"
+                    ));
+                }
+                Ok(dataset)
             }
-            Ok(dataset)
+            (Some(data), None) => Dataset::open(data).context("cannot open the data set"),
+            (None, None) => anyhow::bail!("give --data DIR or --store STORE"),
         }
-        (Some(data), None) => Dataset::open(data).context("cannot open the data set"),
-        (None, None) => anyhow::bail!("give --data DIR or --store STORE"),
     }
+
+    /// The page-token key of the source ([`token_key`]).
+    pub fn token_key(&self) -> anyhow::Result<TokenKey> {
+        token_key(self.store.as_deref())
+    }
+}
+
+/// `--on-bad-row`: what a command does with a row that breaks the records
+/// contract (each command's flag says where its rejected file is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BadRowArg {
+    /// Stop at the first bad row, naming file, line and column.
+    Fail,
+    /// Write it to the command's rejected file, counted, and go on.
+    SetAside,
+}
+
+impl From<BadRowArg> for OnBadRow {
+    fn from(arg: BadRowArg) -> OnBadRow {
+        match arg {
+            BadRowArg::Fail => OnBadRow::Fail,
+            BadRowArg::SetAside => OnBadRow::SetAside,
+        }
+    }
+}
+
+/// Prints a warning of [`SourceArgs::open`] on stderr.
+pub fn warn(text: &str) {
+    eprintln!("warning: {text}");
 }
 
 /// Parses `--now`: an RFC 3339 instant.
@@ -164,4 +214,41 @@ pub fn state_dir() -> anyhow::Result<PathBuf> {
 pub fn write_line(out: &mut impl Write, text: &str) -> std::io::Result<()> {
     out.write_all(text.as_bytes())?;
     out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `summary`, `report` and `serve` take one source, `--data` or
+    /// `--store`, with the same flags.
+    #[test]
+    fn every_command_on_a_data_set_takes_one_source() {
+        let commands: [&[&str]; 3] = [
+            &["telemeter", "summary", "--auth-id", "A"],
+            &["telemeter", "report", "--out", "o"],
+            &["telemeter", "serve"],
+        ];
+        for command in commands {
+            let parse = |extra: &[&str]| Cli::try_parse_from(command.iter().chain(extra));
+            assert!(parse(&[]).is_err(), "{command:?} without a source");
+            assert!(parse(&["--data", "d", "--store", "s"]).is_err(), "{command:?} with both");
+            for (flag, data, store) in [("--data", Some("d"), None), ("--store", None, Some("d"))] {
+                let source = match parse(&[flag, "d"]).map(|cli| cli.command) {
+                    Ok(Command::Summary(args)) => args.source,
+                    Ok(Command::Report(args)) => args.source,
+                    Ok(Command::Serve(args)) => args.source,
+                    other => panic!("{command:?} {flag}: {other:?}"),
+                };
+                assert_eq!(source.data.as_deref(), data.map(Path::new));
+                assert_eq!(source.store.as_deref(), store.map(Path::new));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_row_values_are_the_policies() {
+        assert_eq!(OnBadRow::from(BadRowArg::Fail), OnBadRow::Fail);
+        assert_eq!(OnBadRow::from(BadRowArg::SetAside), OnBadRow::SetAside);
+    }
 }

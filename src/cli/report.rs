@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::aggregate::{AccountScope, OnBadRow};
+use super::BadRowArg;
+use crate::aggregate::AccountScope;
 use crate::query::UsageParams;
 use crate::report::{self as batch, Formats, Progress, ReportRequest};
 use crate::summary::BatchRequest;
@@ -22,12 +23,9 @@ use crate::Error;
 /// Arguments of `report`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The data directory (records.md).
-    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
-    pub data: Option<PathBuf>,
-    /// A store written by `telemeter ingest`, in place of --data.
-    #[arg(long)]
-    pub store: Option<PathBuf>,
+    /// `--data` or `--store`.
+    #[command(flatten)]
+    pub source: super::SourceArgs,
     /// The output folder; replaced as a whole when the run succeeds.
     #[arg(long)]
     pub out: PathBuf,
@@ -52,15 +50,6 @@ pub struct Args {
     pub quiet: bool,
 }
 
-/// `--on-bad-row`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BadRowArg {
-    /// Stop with an error naming the row.
-    Fail,
-    /// Write it to rejected.csv and go on.
-    SetAside,
-}
-
 /// Runs `report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
@@ -83,12 +72,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(formats) => formats,
         Err(message) => return bad_request(&message),
     };
-    let dataset = super::open_dataset(args.data.as_deref(), args.store.as_deref())?;
-    let key = super::token_key(args.store.as_deref())?;
-    let on_bad_row = match args.on_bad_row {
-        BadRowArg::Fail => OnBadRow::Fail,
-        BadRowArg::SetAside => OnBadRow::SetAside,
-    };
+    let dataset = args.source.open(super::warn)?;
+    let key = args.source.token_key()?;
+    let on_bad_row = args.on_bad_row.into();
     let request = ReportRequest {
         batch: BatchRequest { params: &params, accounts: &accounts, now, on_bad_row },
         query: &args.query,

@@ -26,7 +26,6 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
 
-use crate::dataset::Dataset;
 use crate::resources::{self, Store};
 use crate::server::listen::Limits;
 use crate::server::rate::{RateLimiter, SystemClock};
@@ -34,16 +33,12 @@ use crate::server::{self, Current, Generation, Server, DEFAULT_SIP_DOMAIN, RATE_
 
 /// Arguments of `serve`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["data", "store"])))]
 pub struct Args {
-    /// A store written by `telemeter ingest` (rollups and resources).
-    #[arg(long)]
-    pub store: Option<PathBuf>,
-    /// A raw data directory (small data sets): records are read per request
-    /// and the resources loaded into --db at startup.
-    #[arg(long)]
-    pub data: Option<PathBuf>,
-    /// With --data: the SQLite file the resources are loaded into (default:
+    /// `--store` (rollups and resources) or `--data` (small data sets).
+    #[command(flatten)]
+    pub source: super::SourceArgs,
+    /// With --data, whose records are read per request: the SQLite file its
+    /// resources are loaded into at startup (default:
     /// $TELEMETER_STATE_DIR, else $XDG_STATE_HOME/telemeter, else
     /// ~/.local/state/telemeter, then resources-<hash of DIR>.sqlite).
     #[arg(long)]
@@ -101,40 +96,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             bail!("--trust-proxy-header '{name}' is not an HTTP header name");
         }
     }
-    let (dataset, resources) = match (&args.store, &args.data) {
-        (Some(store), None) => {
-            let dataset = Dataset::open_store(store).context("cannot open the store")?;
-            let resources = match dataset.store() {
-                Some(opened) => Store::open_for_store(opened).context("cannot open the store's resources")?,
-                None => bail!("{} is not a store", store.display()),
-            };
-            (dataset, resources)
-        }
-        (None, Some(data)) => {
-            let dataset = Dataset::open(data).context("cannot open the data directory")?;
-            let db = match &args.db {
-                Some(db) => db.clone(),
-                None => default_db(data)?,
-            };
-            let stats = resources::load(data, &db).context("cannot load endpoints, registrations and recordings")?;
-            log(&serde_json::json!({
-                "event": "loaded", "db": db.display().to_string(), "endpoints": stats.endpoints,
-                "registrations": stats.registrations, "recordings": stats.recordings,
-                "deleted_skipped": stats.deleted_skipped,
-            }));
-            (dataset, Store::open(&db).with_context(|| format!("cannot open {}", db.display()))?)
-        }
-        _ => bail!(
-            "give --store or --data, not both (a store serves the resources its ingests published: \
-             telemeter ingest --data DIR --store STORE)"
-        ),
+    let dataset = args.source.open(|warning| log(&serde_json::json!({"event": "warning", "message": warning})))?;
+    let resources = match dataset.store() {
+        Some(store) => Store::open_for_store(store).context("cannot open the store's resources")?,
+        None => load_resources(dataset.dir(), args.db.as_deref())?,
     };
-    let token_key = super::token_key(args.store.as_deref())?;
-    if let Some(why) = dataset.store().and_then(|store| store.unleased.as_deref()) {
-        log(
-            &serde_json::json!({"event": "warning", "message": format!("reading the store without a read lease (it cannot be written: {why}); an ingest may remove its files two publishes from now")}),
-        );
-    }
+    let token_key = args.source.token_key()?;
     let generation = Generation::new(dataset, Arc::new(resources)).map_err(anyhow::Error::msg)?;
     if generation.credentials.n_with_tokens() == 0 {
         log(
@@ -161,7 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener.local_addr()?;
-        if let (Some(store), false) = (&args.store, args.reload_interval.is_zero()) {
+        if let (Some(store), false) = (&args.source.store, args.reload_interval.is_zero()) {
             tokio::spawn(server::follow::follow(server.clone(), store.clone(), args.reload_interval));
         }
         log(&serde_json::json!({"event": "listening", "addr": addr.to_string()}));
@@ -170,6 +137,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The resources of the data directory `data`, loaded into `db` (default:
+/// [`default_db`]).
+fn load_resources(data: &Path, db: Option<&Path>) -> anyhow::Result<Store> {
+    let db = match db {
+        Some(db) => db.to_owned(),
+        None => default_db(data)?,
+    };
+    let stats = resources::load(data, &db).context("cannot load endpoints, registrations and recordings")?;
+    log(&serde_json::json!({
+        "event": "loaded", "db": db.display().to_string(), "endpoints": stats.endpoints,
+        "registrations": stats.registrations, "recordings": stats.recordings,
+        "deleted_skipped": stats.deleted_skipped,
+    }));
+    Store::open(&db).with_context(|| format!("cannot open {}", db.display()))
 }
 
 fn log(value: &serde_json::Value) {

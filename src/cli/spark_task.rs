@@ -9,8 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::ingest::BadRowArg;
-use crate::aggregate::OnBadRow;
+use super::BadRowArg;
 use crate::records::Kind;
 use crate::store::spark;
 
@@ -43,11 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .into_iter()
         .find(|k| k.name() == args.kind)
         .with_context(|| format!("--kind '{}' is not a record kind", args.kind))?;
-    let on_bad_row = match args.on_bad_row {
-        BadRowArg::Fail => OnBadRow::Fail,
-        BadRowArg::SetAside => OnBadRow::SetAside,
-    };
-    let summary = spark::check_task(kind, &args.file, &args.name, args.source, on_bad_row, &args.out)
+    let summary = spark::check_task(kind, &args.file, &args.name, args.source, args.on_bad_row.into(), &args.out)
         .with_context(|| format!("cannot check {}", args.file.display()))?;
     println!("{}", serde_json::to_string(&summary).context("summary")?);
     Ok(ExitCode::SUCCESS)

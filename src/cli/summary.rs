@@ -1,7 +1,6 @@
 //! `telemeter summary`: one account's Usage Summary, one page (or all).
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::BadRequest;
@@ -12,12 +11,9 @@ use crate::summary::{self, wire::ErrorBody};
 /// they are the request's, checked like any other.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The data directory (records.md).
-    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
-    pub data: Option<PathBuf>,
-    /// A store written by `telemeter ingest`, in place of --data.
-    #[arg(long)]
-    pub store: Option<PathBuf>,
+    /// `--data` or `--store`.
+    #[command(flatten)]
+    pub source: super::SourceArgs,
     /// The account (the `{auth_id}` of the API path).
     #[arg(long)]
     pub auth_id: String,
@@ -110,14 +106,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(params) => params,
         Err(bad) => return bad_request(&args, &bad),
     };
-    let dataset = super::open_dataset(args.data.as_deref(), args.store.as_deref())?;
-    let key = super::token_key(args.store.as_deref())?;
+    let dataset = args.source.open(super::warn)?;
+    let key = args.source.token_key()?;
     let request = match summary::resolve(&dataset, &args.auth_id, params, now, &key) {
         Ok(request) => request,
         Err(bad) => return bad_request(&args, &bad),
     };
     let summary = summary::build(&dataset, &request)?;
-    if let Some(data) = &args.data {
+    if let Some(data) = &args.source.data {
         // Files in record folders that no reader takes are not data: say so.
         for name in crate::records::files::Inventory::scan(data)?.ignored {
             eprintln!("warning: {name}: not a record file (.csv, .csv.gz, .csv.zst, .parquet); skipped");
