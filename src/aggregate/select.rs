@@ -82,7 +82,7 @@ impl Bucketing {
 
 /// The dimensions a [`Selector`] filters on, borrowed from a raw record or
 /// from a stored rollup row, so that both are filtered by one piece of code.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dimensions<'a> {
     /// Parent account.
     pub auth_id: &'a str,

@@ -119,7 +119,9 @@ impl PartialOrd for GroupKey {
 }
 
 /// Counts of one pass, per kind. `read = used + set_aside + duplicates`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Also what a store's manifest records of each ingest (`selected` is not
+/// written there).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
     /// Rows read.
     pub read: u64,
@@ -130,6 +132,7 @@ pub struct Tally {
     /// Valid rows that repeat an identical earlier row.
     pub duplicates: u64,
     /// Used rows the selector kept.
+    #[serde(skip)]
     pub selected: u64,
 }
 

@@ -118,7 +118,7 @@ fn rollup_frame(path: &Path, rows: &[RollupRef<'_>]) -> Result<DataFrame> {
     // 10^19 records in one group. Still refused, never wrapped.
     let limit = 10u128.pow(38);
     let too_large = |name: &str, value: &dyn std::fmt::Display, column: &str| {
-        Error::Internal(format!("the {name} of one rollup group add up to {value}, more than {column} holds"))
+        Error::Limit(format!("the {name} of one rollup group add up to {value}, more than {column} holds"))
     };
     let nanos = |value: i128, name: &str| -> Result<i128> {
         if value.unsigned_abs() >= limit {
@@ -488,7 +488,9 @@ mod tests {
         let too_much = Totals { amount: largest + 1, ..held };
         for totals in [too_many_units, too_much] {
             let mut writer = RollupWriter::create(&path).expect("created");
-            let error = writer.write(&[row(totals)]).expect_err("refused").to_string();
+            let error = writer.write(&[row(totals)]).expect_err("refused");
+            assert!(matches!(error, Error::Limit(_)), "a capacity limit, not a bug: {error}");
+            let error = error.to_string();
             assert!(error.contains("of one rollup group add up to 1000000000000000000000000000000000000"), "{error}");
         }
     }

@@ -229,10 +229,7 @@ pub(super) struct Prepared {
 /// store, takes its lock, reads the manifest, the inventory and accounts.
 pub(super) fn prepare(data: &Path, store: &Path, id: &str, build_resources: BuildResources) -> Result<Prepared> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
-        return Err(Error::BadRequest(crate::error::BadRequest::new(
-            "ingest_id",
-            format!("ingest id '{id}' must be non-empty: letters, digits, '-', '_' or '.'"),
-        )));
+        return Err(Error::Usage(format!("ingest id '{id}' must be non-empty: letters, digits, '-', '_' or '.'")));
     }
     std::fs::create_dir_all(store).map_err(|e| Error::io(store, e))?;
     let lock_path = store.join(".ingest.lock");
@@ -244,17 +241,7 @@ pub(super) fn prepare(data: &Path, store: &Path, id: &str, build_resources: Buil
 
     let old = Manifest::read(store)?.unwrap_or(Manifest { format: FORMAT_VERSION, ..Manifest::default() });
     let inventory = Inventory::scan(data)?;
-    let base = old.sources.len() as u64;
-    if base + inventory.files.len() as u64 > u64::from(index::MAX_SOURCE) {
-        return Err(Error::io(
-            store,
-            format!(
-                "a store holds at most {} input files; it has {base} and this ingest reads {} more",
-                index::MAX_SOURCE,
-                inventory.files.len()
-            ),
-        ));
-    }
+    check_source_count(store, old.sources.len() as u64, inventory.files.len() as u64)?;
     let accounts_bytes = read_accounts(data)?;
     // The resources first (they are small, and a bad file fails the run
     // before the records' work): a new database of this generation,
@@ -324,10 +311,7 @@ pub(super) fn finish(
     manifest.ingests.push(super::IngestLog {
         id: id.to_owned(),
         files: inventory.files.len() as u64,
-        read: total.read,
-        used: total.used,
-        set_aside: total.set_aside,
-        duplicates: total.duplicates,
+        rows: total,
         rejected: report.rejected_file.as_ref().map(|_| format!("rejected/{id}.csv")),
     });
     for folder in ["records", "index", "rollups", "accounts", "resources"] {
@@ -412,6 +396,19 @@ fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
         }
     }
     removed
+}
+
+/// Refuses an ingest of `new` input files into a store that holds `base`
+/// when the index could not name them all ([`index::MAX_SOURCE`]).
+fn check_source_count(store: &Path, base: u64, new: u64) -> Result<()> {
+    if base + new > u64::from(index::MAX_SOURCE) {
+        return Err(Error::Limit(format!(
+            "{}: a store holds at most {} input files; it has {base} and this ingest reads {new} more",
+            store.display(),
+            index::MAX_SOURCE,
+        )));
+    }
+    Ok(())
 }
 
 /// `DATA/accounts.csv`, checked, when there is one.
@@ -604,6 +601,26 @@ pub(super) fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> 
 mod tests {
     use super::*;
     use crate::records::files::Format;
+
+    /// An id that is not a plain name is a bad option (nothing is created);
+    /// a store past its input-file limit is a limit of the engine.
+    #[test]
+    fn a_bad_id_is_usage_and_too_many_files_a_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (data, store) = (dir.path().join("data"), dir.path().join("store"));
+        let no_resources: BuildResources = |_, _, _, _| Ok(None);
+        for id in ["", "../x", "a b"] {
+            let error = prepare(&data, &store, id, no_resources).err().expect("refused");
+            assert!(matches!(error, Error::Usage(_)), "{id}: {error}");
+        }
+        assert!(!store.exists());
+
+        let max = u64::from(index::MAX_SOURCE);
+        assert!(check_source_count(&store, max - 1, 1).is_ok());
+        let error = check_source_count(&store, max - 1, 2).expect_err("one too many");
+        assert!(matches!(error, Error::Limit(_)), "{error}");
+        assert!(error.to_string().contains("a store holds at most"), "{error}");
+    }
 
     #[test]
     fn batches_hold_at_most_the_limit_but_at_least_one_file() {
