@@ -18,8 +18,10 @@
 //!   one definition) and one account's compact rows.
 //! - [`dataset`]: what requests are answered from: accounts, and a
 //!   [`dataset::Source`] that is a raw data directory or a store.
-//! - [`store`]: `ingest` once into Parquet records and 15-minute rollups;
-//!   answers from the rollups.
+//! - [`store`]: `ingest` once into Parquet records and 15-minute rollups
+//!   (`store/ingest/`: the run and publish, the row sink `chunk`, `dedup`
+//!   against the index, `rollups` spilled and merged per account); answers
+//!   from the rollups (`store/answer.rs`).
 //! - [`summary`]: the one core of `summary`, `report` and `serve`:
 //!   `resolve` a request, `build` a [`summary::Summary`] (`build_many`: many
 //!   accounts in one pass) and cut it into API pages.

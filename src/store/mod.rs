@@ -228,7 +228,7 @@ pub struct Store {
 const OPEN_ATTEMPTS: usize = 10;
 
 impl Store {
-    /// Opens a store written by [`ingest`] at its current generation, and
+    /// Opens a store written by [`ingest()`] at its current generation, and
     /// takes a lease on that generation: the manifest is read, the lease
     /// taken, and the manifest read again; a publish in between starts over
     /// (so that every collection that could remove these files sees the

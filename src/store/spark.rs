@@ -307,7 +307,7 @@ fn write_checked(path: &Path, rows: &[(RecordView<'_>, Seen)]) -> Result<()> {
 }
 
 /// Ingests `data` into `store` with the checking, deduplication and rollups
-/// run as a Spark job; publishes like [`super::ingest`].
+/// run as a Spark job; publishes like [`super::ingest()`].
 pub fn ingest_spark(data: &Path, store: &Path, options: &IngestOptions, spark: &SparkOptions) -> Result<IngestReport> {
     let id = &options.ingest_id;
     let prepared = ingest::prepare(data, store, id, options.resources)?;
