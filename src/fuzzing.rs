@@ -223,8 +223,8 @@ fn check_csv(kind: Kind, bytes: &[u8]) {
             assert_eq!(&rows, expected, "the reader and the line-by-line reading disagree");
             rows
         }
-        (Err(e @ Error::Io { .. }), None) => {
-            assert!(e.chain().len() > e.to_string().len(), "a refusal without its reason: {e}");
+        (Err(Error::BadFile { message, .. }), None) => {
+            assert!(!message.is_empty());
             check_aggregate(kind, bytes, None);
             return;
         }
@@ -286,8 +286,8 @@ fn check_aggregate(kind: Kind, bytes: &[u8], rows: Option<&[Row]>) {
     let fail = aggregate::aggregate(&dir, &everything(), AggregateOptions::default());
     let _ = std::fs::remove_dir_all(&dir);
     let Some(rows) = rows else {
-        assert!(matches!(set_aside, Err(Error::Io { .. })), "a bad header aggregated: {set_aside:?}");
-        assert!(matches!(fail, Err(Error::Io { .. })), "a bad header aggregated: {fail:?}");
+        assert!(matches!(set_aside, Err(Error::BadFile { .. })), "a bad header aggregated: {set_aside:?}");
+        assert!(matches!(fail, Err(Error::BadFile { .. })), "a bad header aggregated: {fail:?}");
         return;
     };
     let e = expected(rows);

@@ -231,7 +231,7 @@ struct AccountPlan {
 impl Plan {
     /// Draws the accounts and builds the tables of `spec`.
     pub fn new(spec: &Spec) -> Result<Plan> {
-        spec.check().map_err(Error::Internal)?;
+        spec.check().map_err(Error::Usage)?;
         let mut rng = Pcg64Mcg::new(mix128(spec.seed, 0xACC0_0A7E, 0));
         let mut ids = std::collections::BTreeSet::new();
         let mut accounts = Vec::with_capacity(spec.accounts as usize);

@@ -53,10 +53,10 @@ impl Accounts {
         let mut lines = body.split(|b| *b == b'\n');
         let header_line = lines.next().unwrap_or_default();
         let headers = crate::records::csv::split_line(header_line)
-            .map_err(|reason| Error::io(name, format!("unreadable header (line 1): {reason}")))?;
+            .map_err(|reason| Error::bad_file(name, format!("unreadable header (line 1): {reason}")))?;
         let index = |column: &str| headers.iter().position(|h| h == column.as_bytes());
         let Some(auth_column) = index("auth_id") else {
-            return Err(Error::io(name, "missing required column 'auth_id'"));
+            return Err(Error::bad_file(name, "missing required column 'auth_id'"));
         };
         let currency_column = index("currency");
         let timezone_column = index("timezone");

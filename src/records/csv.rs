@@ -83,7 +83,7 @@ where
     let names = match header.split(header_line) {
         Ok(()) => header.fields().map(|name| String::from_utf8_lossy(name).into_owned()).collect::<Vec<_>>(),
         Err(quoting) => {
-            return Err(Error::io(&file.path, format!("unreadable header (line 1): {}", quoting.reason(&[]))));
+            return Err(Error::bad_file(&file.path, format!("unreadable header (line 1): {}", quoting.reason(&[]))));
         }
     };
     let columns = map_columns(file, kind, &names)?;
@@ -121,9 +121,9 @@ fn map_columns(file: &InputFile, kind: Kind, names: &[String]) -> Result<Vec<usi
             match (found.next(), found.next()) {
                 (Some(index), None) => Ok(index),
                 (Some(_), Some(_)) => {
-                    Err(Error::io(&file.path, format!("column '{column}' appears more than once in the header")))
+                    Err(Error::bad_file(&file.path, format!("column '{column}' appears more than once in the header")))
                 }
-                (None, _) => Err(Error::io(
+                (None, _) => Err(Error::bad_file(
                     &file.path,
                     format!(
                         "missing required column '{column}' (the header has: {})",

@@ -59,7 +59,10 @@ pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()
     for (index, name) in kind.columns().iter().enumerate() {
         let column = frame.column(name).map_err(|_| {
             let names: Vec<String> = frame.get_column_names().iter().map(|n| n.to_string()).collect();
-            Error::io(&file.path, format!("missing required column '{name}' (the file has: {})", names.join(", ")))
+            Error::bad_file(
+                &file.path,
+                format!("missing required column '{name}' (the file has: {})", names.join(", ")),
+            )
         })?;
         prepared.push((widen(file, column)?, kind.column_type(index), name));
     }
@@ -94,7 +97,7 @@ pub fn nanos_per_unit(unit: TimeUnit) -> i128 {
 /// (Categorical, Enum) decoded to strings; every other column as it is.
 fn widen(file: &InputFile, column: &Column) -> Result<Column> {
     let cast = |to: &DataType| {
-        column.strict_cast(to).map_err(|e| Error::io(&file.path, format!("column '{}': {e}", column.name())))
+        column.strict_cast(to).map_err(|e| Error::bad_file(&file.path, format!("column '{}': {e}", column.name())))
     };
     match column.dtype() {
         DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 => {
@@ -106,9 +109,10 @@ fn widen(file: &InputFile, column: &Column) -> Result<Column> {
 }
 
 fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: &str) -> Result<Values<'a>> {
-    let wrong =
-        |what: &str| Error::io(&file.path, format!("column '{name}' holds {} values; expected {what}", column.dtype()));
-    let polars = |e: polars::prelude::PolarsError| Error::io(&file.path, format!("column '{name}': {e}"));
+    let wrong = |what: &str| {
+        Error::bad_file(&file.path, format!("column '{name}' holds {} values; expected {what}", column.dtype()))
+    };
+    let polars = |e: polars::prelude::PolarsError| Error::bad_file(&file.path, format!("column '{name}': {e}"));
     let dtype = column.dtype().clone();
     Ok(match (&dtype, expected) {
         (DataType::Null, _) => Values::Null,

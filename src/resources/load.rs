@@ -129,7 +129,7 @@ impl Table {
 
     fn required(&self, name: &str) -> Result<usize> {
         self.column(name).ok_or_else(|| {
-            Error::io(
+            Error::bad_file(
                 &self.name,
                 format!("missing required column '{name}' (the file has: {})", self.header.join(", ")),
             )
@@ -151,7 +151,7 @@ fn read_csv(path: &Path, name: &str, format: Format) -> Result<Table> {
     let mut reader = csv::ReaderBuilder::new().from_reader(bytes);
     let header: Vec<String> = reader
         .headers()
-        .map_err(|e| Error::io(path, format!("unreadable header: {e}")))?
+        .map_err(|e| Error::bad_file(path, format!("unreadable header: {e}")))?
         .iter()
         .map(|h| h.trim().to_owned())
         .collect();
@@ -230,7 +230,7 @@ fn read_endpoints(data: &Path) -> Result<BTreeMap<String, Endpoint>> {
     let password = table.column("password");
     let password_md5 = table.column("password_md5");
     if password.is_none() && password_md5.is_none() {
-        return Err(Error::io(&table.name, "missing required column 'password' or 'password_md5'"));
+        return Err(Error::bad_file(&table.name, "missing required column 'password' or 'password_md5'"));
     }
     for (line, row) in &table.rows {
         let cell = |c: Option<usize>| c.and_then(|c| row.get(c)).map_or("", String::as_str);

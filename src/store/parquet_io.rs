@@ -82,7 +82,7 @@ pub(super) fn text_column(name: &str, values: Vec<&str>) -> Column {
 }
 
 pub(super) fn to_i64(value: u64, what: &str) -> Result<i64> {
-    i64::try_from(value).map_err(|_| Error::Internal(format!("{what} {value} is too large for the store (Int64)")))
+    i64::try_from(value).map_err(|_| Error::Limit(format!("{what} {value} is too large for the store (Int64)")))
 }
 
 /// The store's timestamp of a record: nanoseconds since the epoch in an
