@@ -7,8 +7,10 @@
 //!
 //! Code map, in the order data flows:
 //!
-//! - [`records`]: the raw contract: finding files, reading CSV and Parquet,
-//!   checking each row into a typed [`records::Record`], deduplication.
+//! - [`records`]: the raw contract: finding files, decoding them (one
+//!   decoder for gzip, zstd and the BOM), reading CSV and Parquet, checking
+//!   each row into a typed [`records::Record`], deduplication, and bad rows
+//!   (the one collector of every row sink and the one `rejected.csv`).
 //! - [`money`], [`time`]: exact decimals; instants, windows and buckets.
 //! - [`query`], [`token`]: the request: query string to a checked
 //!   [`query::UsageRequest`]; page tokens. Every 400 is raised here.

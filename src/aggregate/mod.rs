@@ -31,18 +31,9 @@ pub use self::select::{AccountScope, Bucketing, Dimensions, Selector};
 pub(crate) use self::totals::sum_sorted;
 pub use self::totals::{GroupKey, Tally, Totals};
 use crate::error::{BadRecord, Result};
+pub use crate::records::bad_rows::OnBadRow;
 use crate::records::files::Inventory;
 use crate::records::Kind;
-
-/// What to do with a row that breaks the contract.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum OnBadRow {
-    /// Stop the run with an error naming the row.
-    #[default]
-    Fail,
-    /// Set the row aside with its reason, count it, and go on.
-    SetAside,
-}
 
 /// How a pass runs, beside what it keeps (the [`Selector`]): what to do
 /// with a bad row, and who hears how far it got. The default fails on the

@@ -12,17 +12,12 @@ use super::order::Order;
 use super::{sum_sorted, AggregateOptions, Dimensions, GroupKey, OnBadRow, Selector, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::Interner;
+use crate::records::bad_rows::{position, BadRows};
 use crate::records::csv::RowSink;
 use crate::records::dedup::{self, Seen, PARTITIONS};
 use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::{self, Country, Direction, Field, Kind, Product, Record};
 use crate::time::Buckets;
-
-/// A row's place in the pass, file index first: the first failing row is
-/// the one with the lowest position.
-fn position(file: u32, line: u64) -> u64 {
-    (file as u64) << 40 | line.min((1 << 40) - 1)
-}
 
 /// The scans of one file: one for a Parquet file, one per chunk of CSV.
 fn scan_file<'s>(
@@ -95,7 +90,7 @@ pub(super) fn scan_files<'s>(
         match result {
             Ok(file_scans) => {
                 for mut scan in file_scans {
-                    if let Some(error) = scan.error.take() {
+                    if let Some(error) = scan.bad_rows.take_error() {
                         keep_error(position(index as u32, error.location.line), Error::from(error));
                     }
                     scans.push(scan);
@@ -312,12 +307,9 @@ struct Folded {
 #[derive(Debug)]
 pub struct Scan<'s> {
     selector: &'s Selector,
-    on_bad_row: OnBadRow,
-    fail_at: &'s AtomicU64,
+    bad_rows: BadRows<'s>,
     kind: Kind,
     file: u32,
-    file_name: &'s str,
-    is_parquet: bool,
     strings: Interner,
     group_ids: FxHashMap<IdKey, u32>,
     groups: Vec<IdKey>,
@@ -325,8 +317,6 @@ pub struct Scan<'s> {
     seen: Vec<Vec<Seen>>,
     read: u64,
     lines: (u64, u64),
-    rejects: Vec<BadRecord>,
-    error: Option<BadRecord>,
     duplicates: FxHashSet<u64>,
     /// Buckets per account string id, once looked up.
     account_buckets: Vec<Option<Option<&'s Buckets>>>,
@@ -342,12 +332,9 @@ impl<'s> Scan<'s> {
     ) -> Scan<'s> {
         Scan {
             selector,
-            on_bad_row,
-            fail_at,
+            bad_rows: BadRows::new(file, index, on_bad_row, Some(fail_at)),
             kind: file.kind,
             file: index,
-            file_name: &file.name,
-            is_parquet: file.format == Format::Parquet,
             strings: Interner::with_empty(),
             group_ids: FxHashMap::default(),
             groups: Vec::new(),
@@ -355,30 +342,8 @@ impl<'s> Scan<'s> {
             seen: (0..PARTITIONS).map(|_| Vec::new()).collect(),
             read: 0,
             lines: (u64::MAX, 0),
-            rejects: Vec::new(),
-            error: None,
             duplicates: FxHashSet::default(),
             account_buckets: Vec::new(),
-        }
-    }
-
-    fn location(&self, line: u64) -> Location {
-        Location { file: self.file_name.to_owned(), line, is_row: self.is_parquet }
-    }
-
-    /// Records a bad row; returns whether to go on.
-    fn reject(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
-        let bad = BadRecord { location: self.location(line), column: column.to_owned(), value, reason };
-        match self.on_bad_row {
-            OnBadRow::SetAside => {
-                self.rejects.push(bad);
-                true
-            }
-            OnBadRow::Fail => {
-                self.fail_at.fetch_min(position(self.file, line), Ordering::Relaxed);
-                self.error = Some(bad);
-                false
-            }
         }
     }
 
@@ -427,7 +392,7 @@ impl<'s> Scan<'s> {
 
     /// Folds kept rows into groups, skipping duplicates; keys are re-mapped
     /// through `ids` (this scan's string ids to the shared ones).
-    fn fold(self, ids: &[u32]) -> Folded {
+    fn fold(mut self, ids: &[u32]) -> Folded {
         let mut totals = vec![Totals::default(); self.groups.len()];
         let mut selected = 0;
         for row in &self.rows {
@@ -451,21 +416,19 @@ impl<'s> Scan<'s> {
             };
             parts[merge_part_of(&key)].push((key, totals));
         }
-        let set_aside = self.rejects.len() as u64;
+        let rejects = self.bad_rows.take_rejects();
+        let set_aside = rejects.len() as u64;
         let duplicates = self.duplicates.len() as u64;
         let tally =
             Tally { read: self.read, used: self.read - set_aside - duplicates, set_aside, duplicates, selected };
-        Folded { kind: self.kind, parts, tally, rejects: self.rejects }
+        Folded { kind: self.kind, parts, tally, rejects }
     }
 }
 
 impl RowSink for Scan<'_> {
     #[inline]
     fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
-        if self.on_bad_row == OnBadRow::Fail
-            && self.read.is_multiple_of(1024)
-            && self.fail_at.load(Ordering::Relaxed) < position(self.file, line)
-        {
+        if self.read.is_multiple_of(1024) && self.bad_rows.should_stop(line) {
             return false;
         }
         self.read += 1;
@@ -485,16 +448,13 @@ impl RowSink for Scan<'_> {
                 }
                 true
             }
-            Err(e) => {
-                let column = self.kind.columns()[e.column];
-                self.reject(line, column, e.value, e.reason)
-            }
+            Err(e) => self.bad_rows.refused(self.kind, line, e),
         }
     }
 
     fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
         self.read += 1;
-        self.reject(line, "-", value, reason)
+        self.bad_rows.malformed(line, value, reason)
     }
 }
 

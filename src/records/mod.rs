@@ -5,9 +5,12 @@
 //! Readers ([`csv`], [`parquet`]) hand rows over as [`Field`]s in the
 //! contract's column order; [`parse_record`] checks every column and yields
 //! a borrowed [`Record`], the one typed shape every later stage trusts
-//! (`check.rs`).
+//! (`check.rs`). [`decode`] is the one decoder of input files (gzip, zstd,
+//! the BOM); [`bad_rows`] what happens to a row that breaks the contract,
+//! and the one `rejected.csv` of every command.
 
 pub mod accounts;
+pub mod bad_rows;
 mod check;
 pub mod csv;
 pub mod decode;

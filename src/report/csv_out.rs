@@ -1,5 +1,5 @@
-//! Spreadsheet output of a report: `usage.csv`, `other_charges.csv` and
-//! `rejected.csv`.
+//! Spreadsheet output of a report: `usage.csv` and `other_charges.csv`
+//! (`rejected.csv`, which `ingest` writes too, is `records::bad_rows`).
 //!
 //! The usage and charge files are written from the same wire items as the
 //! JSON pages, so every cell is the exact text of the JSON value (no number
@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::error::{printable, BadRecord, Error, Result};
+use crate::error::{Error, Result};
 use crate::summary::wire::{ChargeItem, UsageItem};
 
 /// Columns of `usage.csv`: the usage item fields of api.md section 2.3.
@@ -33,9 +33,6 @@ pub const USAGE_COLUMNS: [&str; 14] = [
 
 /// Columns of `other_charges.csv`: the other_charges item fields.
 pub const CHARGE_COLUMNS: [&str; 5] = ["from_date", "to_date", "description", "total_units", "total_amount"];
-
-/// Columns of `rejected.csv`.
-pub const REJECT_COLUMNS: [&str; 5] = ["file", "line", "column", "value", "reason"];
 
 /// `usage.csv` written row by row to `W` (a file, or a `Vec<u8>`), so a
 /// report never holds a whole account's CSV in memory.
@@ -125,24 +122,6 @@ pub fn charges_csv<'a>(items: impl IntoIterator<Item = &'a ChargeItem<'a>>) -> R
     finish(writer)
 }
 
-/// `rejected.csv`: every row set aside, in file order. `line` is the CSV
-/// line (the header is line 1) or the Parquet row.
-pub fn rejected_csv(rejects: &[BadRecord]) -> Result<Vec<u8>> {
-    let mut writer = writer(Vec::new());
-    write(&mut writer, REJECT_COLUMNS)?;
-    for bad in rejects {
-        let record = [
-            printable(&bad.location.file).into_owned(),
-            bad.location.line.to_string(),
-            printable(&bad.column).into_owned(),
-            printable(&bad.value).into_owned(),
-            printable(&bad.reason).into_owned(),
-        ];
-        write(&mut writer, record)?;
-    }
-    finish(writer)
-}
-
 /// The one CSV dialect of every file here (the csv crate's defaults: comma,
 /// `\n`, quotes only where needed), with a larger buffer.
 fn writer<W: Write>(sink: W) -> csv::Writer<W> {
@@ -164,7 +143,6 @@ fn finish(writer: csv::Writer<Vec<u8>>) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Location;
     use crate::money::Amount;
     use crate::summary::wire::Decimal;
 
@@ -217,31 +195,7 @@ mod tests {
     }
 
     #[test]
-    fn charges_and_rejects_have_their_headers_even_when_empty() {
+    fn charges_have_their_header_even_when_empty() {
         assert_eq!(charges_csv([]).unwrap(), b"from_date,to_date,description,total_units,total_amount\n");
-        let bad = BadRecord {
-            location: Location { file: "calls/a.csv".into(), line: 7, is_row: false },
-            column: "amount".into(),
-            value: "1e3".into(),
-            reason: "is not a decimal".into(),
-        };
-        assert_eq!(
-            String::from_utf8(rejected_csv(&[bad]).unwrap()).unwrap(),
-            "file,line,column,value,reason\ncalls/a.csv,7,amount,1e3,is not a decimal\n"
-        );
-    }
-
-    #[test]
-    fn control_characters_are_escaped_in_rejected_rows() {
-        let bad = BadRecord {
-            location: Location { file: "calls/a.csv".to_owned(), line: 7, is_row: false },
-            column: "hangup_cause".to_owned(),
-            value: "40\u{0}0\u{85}\n".to_owned(),
-            reason: "contains a control character".to_owned(),
-        };
-        assert_eq!(
-            String::from_utf8(rejected_csv(&[bad]).unwrap()).unwrap(),
-            "file,line,column,value,reason\ncalls/a.csv,7,hangup_cause,40\\u{0}0\\u{85}\\n,contains a control character\n"
-        );
     }
 }

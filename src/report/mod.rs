@@ -177,7 +177,7 @@ fn write_all(
     }
 
     if request.batch.on_bad_row == OnBadRow::SetAside {
-        write_file(&staging.join("rejected.csv"), &csv_out::rejected_csv(&batch.aggregate.rejects)?)?;
+        write_file(&staging.join("rejected.csv"), &crate::records::bad_rows::rejected_csv(&batch.aggregate.rejects)?)?;
     }
     let entries: Vec<html::IndexEntry<'_>> = written
         .iter()

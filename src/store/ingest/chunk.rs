@@ -9,8 +9,8 @@
 
 use super::dedup::Mark;
 use super::rollups::Rollups;
-use crate::aggregate::OnBadRow;
-use crate::error::{BadRecord, Location, Result};
+use crate::error::{BadRecord, Result};
+use crate::records::bad_rows::{BadRows, OnBadRow};
 use crate::records::csv::RowSink;
 use crate::records::dedup::Seen;
 use crate::records::files::{Format, InputFile};
@@ -81,13 +81,12 @@ pub(in crate::store) struct Chunk {
     kind: Kind,
     file: u32,
     file_name: String,
-    is_parquet: bool,
-    on_bad_row: OnBadRow,
+    /// Without a shared stop: the batch's files are read to their end or
+    /// their own first bad row.
+    pub(super) bad_rows: BadRows<'static>,
     pub(super) arena: String,
     pub(super) rows: Vec<Row>,
     pub(super) read: u64,
-    pub(super) rejects: Vec<BadRecord>,
-    error: Option<BadRecord>,
 }
 
 impl Chunk {
@@ -96,13 +95,10 @@ impl Chunk {
             kind,
             file,
             file_name: input.name.clone(),
-            is_parquet: input.format == Format::Parquet,
-            on_bad_row,
+            bad_rows: BadRows::new(input, file, on_bad_row, None),
             arena: String::new(),
             rows: Vec::new(),
             read: 0,
-            rejects: Vec::new(),
-            error: None,
         }
     }
 
@@ -138,21 +134,6 @@ impl Chunk {
         }
         Ok(fold)
     }
-
-    fn reject(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
-        let location = Location { file: self.file_name.clone(), line, is_row: self.is_parquet };
-        let bad = BadRecord { location, column: column.to_owned(), value, reason };
-        match self.on_bad_row {
-            OnBadRow::SetAside => {
-                self.rejects.push(bad);
-                true
-            }
-            OnBadRow::Fail => {
-                self.error = Some(bad);
-                false
-            }
-        }
-    }
 }
 
 impl RowSink for Chunk {
@@ -160,10 +141,7 @@ impl RowSink for Chunk {
         self.read += 1;
         let record = match records::parse_record(self.kind, fields) {
             Ok(record) => record,
-            Err(e) => {
-                let column = self.kind.columns()[e.column];
-                return self.reject(line, column, e.value, e.reason);
-            }
+            Err(e) => return self.bad_rows.refused(self.kind, line, e),
         };
         let spans = (|| {
             Some((
@@ -176,7 +154,7 @@ impl RowSink for Chunk {
         })();
         let Some((record_id, auth_id, subaccount, type_, code)) = spans else {
             let reason = "does not fit the ingest's 4 GiB text buffer for one file; split the file".to_owned();
-            return self.reject(line, "-", String::new(), reason);
+            return self.bad_rows.reject(line, "-", String::new(), reason);
         };
         self.rows.push(Row {
             seen: Seen::new(record.record_id, record.content_hash(), self.file, line),
@@ -200,7 +178,7 @@ impl RowSink for Chunk {
 
     fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
         self.read += 1;
-        self.reject(line, "-", value, reason)
+        self.bad_rows.malformed(line, value, reason)
     }
 }
 
@@ -227,7 +205,7 @@ pub(in crate::store) fn check_file(
     };
     let mut out = Vec::with_capacity(chunks.len());
     for mut chunk in chunks {
-        if let Some(error) = chunk.error.take() {
+        if let Some(error) = chunk.bad_rows.take_error() {
             return Err(error.into());
         }
         out.push(chunk);
@@ -243,7 +221,7 @@ impl Chunk {
 
     /// Rows set aside, in line order.
     pub(in crate::store) fn rejects(&self) -> &[BadRecord] {
-        &self.rejects
+        self.bad_rows.rejects()
     }
 
     /// Every valid row: its normalized record and its dedup entry, in line

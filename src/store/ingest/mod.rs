@@ -431,7 +431,7 @@ fn create_parent(path: &Path) -> Result<()> {
 
 /// The set-aside rows, in the same CSV as `report`'s `rejected.csv`.
 fn write_rejects(path: &Path, rejects: &[BadRecord]) -> Result<()> {
-    let bytes = crate::report::csv_out::rejected_csv(rejects)?;
+    let bytes = crate::records::bad_rows::rejected_csv(rejects)?;
     super::write_synced(path, &bytes)
 }
 
@@ -499,8 +499,9 @@ impl Run<'_> {
             let marks = self.dedup(&mut state, &chunks)?;
             for chunk in chunks.iter_mut() {
                 state.tally.read += chunk.read;
-                state.tally.set_aside += chunk.rejects.len() as u64;
-                self.report.rejects.append(&mut chunk.rejects);
+                let mut rejects = chunk.bad_rows.take_rejects();
+                state.tally.set_aside += rejects.len() as u64;
+                self.report.rejects.append(&mut rejects);
             }
             // Each chunk folds its new rows on its own thread; the partial
             // rollups are then merged through a small id translation table.

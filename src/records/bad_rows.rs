@@ -1,0 +1,208 @@
+//! Rows that break the contract: what to do with one ([`OnBadRow`]), the
+//! one collector every [`RowSink`](super::csv::RowSink) keeps them in
+//! ([`BadRows`]: the pass's `Scan` and the ingest's `Chunk`), and the one
+//! `rejected.csv` format ([`rejected_csv`]) that `report` and `ingest` write.
+//!
+//! A bad row is either set aside (kept with its reason, counted, and the
+//! reading goes on) or the first one stops the sink and becomes the error.
+//! A pass over many files can share one stop position, so that every sink
+//! stops reading once a row before it has failed (the run reports the first
+//! failing row in file order either way).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::files::{Format, InputFile};
+use super::{FieldError, Kind};
+use crate::error::{printable, BadRecord, Error, Location, Result};
+
+/// What to do with a row that breaks the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnBadRow {
+    /// Stop the run with an error naming the row.
+    #[default]
+    Fail,
+    /// Set the row aside with its reason, count it, and go on.
+    SetAside,
+}
+
+/// A row's place in a run over many files, file index first: the first
+/// failing row is the one with the lowest position.
+#[inline]
+pub fn position(file: u32, line: u64) -> u64 {
+    (file as u64) << 40 | line.min((1 << 40) - 1)
+}
+
+/// The bad rows one sink met (one file, or one chunk of a CSV file).
+#[derive(Debug)]
+pub struct BadRows<'a> {
+    on_bad_row: OnBadRow,
+    file: u32,
+    file_name: String,
+    is_parquet: bool,
+    /// With [`OnBadRow::Fail`]: the lowest [`position`] of a failing row
+    /// yet, shared by the sinks of a run so that they stop early.
+    stop: Option<&'a AtomicU64>,
+    rejects: Vec<BadRecord>,
+    error: Option<BadRecord>,
+}
+
+impl<'a> BadRows<'a> {
+    /// The collector of a sink reading `input`, the file at index `file` of
+    /// its run; `stop` is the run's shared stop position, if it has one.
+    pub fn new(input: &InputFile, file: u32, on_bad_row: OnBadRow, stop: Option<&'a AtomicU64>) -> BadRows<'a> {
+        BadRows {
+            on_bad_row,
+            file,
+            file_name: input.name.clone(),
+            is_parquet: input.format == Format::Parquet,
+            stop,
+            rejects: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Whether a row of the run before `line` of this file has failed, so
+    /// reading this file further is wasted.
+    #[inline]
+    pub fn should_stop(&self, line: u64) -> bool {
+        self.on_bad_row == OnBadRow::Fail
+            && self.stop.is_some_and(|stop| stop.load(Ordering::Relaxed) < position(self.file, line))
+    }
+
+    /// A bad row; returns whether to go on reading.
+    pub fn reject(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        let location = Location { file: self.file_name.clone(), line, is_row: self.is_parquet };
+        let bad = BadRecord { location, column: column.to_owned(), value, reason };
+        match self.on_bad_row {
+            OnBadRow::SetAside => {
+                self.rejects.push(bad);
+                true
+            }
+            OnBadRow::Fail => {
+                if let Some(stop) = self.stop {
+                    stop.fetch_min(position(self.file, line), Ordering::Relaxed);
+                }
+                self.error = Some(bad);
+                false
+            }
+        }
+    }
+
+    /// A row of `kind` that `parse_record` refused; returns whether to go on.
+    pub fn refused(&mut self, kind: Kind, line: u64, error: FieldError) -> bool {
+        self.reject(line, kind.columns()[error.column], error.value, error.reason)
+    }
+
+    /// A row the reader could not split into fields; returns whether to go
+    /// on.
+    pub fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
+        self.reject(line, "-", value, reason)
+    }
+
+    /// The rows set aside, in line order.
+    pub fn rejects(&self) -> &[BadRecord] {
+        &self.rejects
+    }
+
+    /// The rows set aside, taken out.
+    pub fn take_rejects(&mut self) -> Vec<BadRecord> {
+        std::mem::take(&mut self.rejects)
+    }
+
+    /// With [`OnBadRow::Fail`]: the bad row that stopped the sink, taken out.
+    pub fn take_error(&mut self) -> Option<BadRecord> {
+        self.error.take()
+    }
+}
+
+/// The columns of `rejected.csv`.
+pub const REJECT_COLUMNS: [&str; 5] = ["file", "line", "column", "value", "reason"];
+
+/// `rejected.csv`: every row set aside, in file order, for `report` and
+/// `ingest` alike. `line` is the number alone: the CSV line (the header is
+/// line 1) or the Parquet row (`calls/a.parquet: row 41` in a message is
+/// `calls/a.parquet,41,...` here). Text is escaped as in messages
+/// ([`printable`]).
+pub fn rejected_csv(rejects: &[BadRecord]) -> Result<Vec<u8>> {
+    let cannot = |e: ::csv::Error| Error::Internal(format!("cannot write CSV: {e}"));
+    let mut writer = ::csv::WriterBuilder::new().buffer_capacity(1 << 16).from_writer(Vec::new());
+    writer.write_record(REJECT_COLUMNS).map_err(cannot)?;
+    for bad in rejects {
+        let record = [
+            printable(&bad.location.file).into_owned(),
+            bad.location.line.to_string(),
+            printable(&bad.column).into_owned(),
+            printable(&bad.value).into_owned(),
+            printable(&bad.reason).into_owned(),
+        ];
+        writer.write_record(record).map_err(cannot)?;
+    }
+    writer.into_inner().map_err(|e| Error::Internal(format!("cannot write CSV: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(name: &str, format: Format) -> InputFile {
+        InputFile { kind: Kind::Calls, path: name.into(), name: name.into(), format, size: 0 }
+    }
+
+    #[test]
+    fn rejects_have_their_header_even_when_empty() {
+        assert_eq!(rejected_csv(&[]).unwrap(), b"file,line,column,value,reason\n");
+        let bad = BadRecord {
+            location: Location { file: "calls/a.csv".into(), line: 7, is_row: false },
+            column: "amount".into(),
+            value: "1e3".into(),
+            reason: "is not a decimal".into(),
+        };
+        assert_eq!(
+            String::from_utf8(rejected_csv(&[bad]).unwrap()).unwrap(),
+            "file,line,column,value,reason\ncalls/a.csv,7,amount,1e3,is not a decimal\n"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_escaped_in_rejected_rows() {
+        let bad = BadRecord {
+            location: Location { file: "calls/a.csv".to_owned(), line: 7, is_row: false },
+            column: "hangup_cause".to_owned(),
+            value: "40\u{0}0\u{85}\n".to_owned(),
+            reason: "contains a control character".to_owned(),
+        };
+        assert_eq!(
+            String::from_utf8(rejected_csv(&[bad]).unwrap()).unwrap(),
+            "file,line,column,value,reason\ncalls/a.csv,7,hangup_cause,40\\u{0}0\\u{85}\\n,contains a control character\n"
+        );
+    }
+
+    #[test]
+    fn a_parquet_row_is_its_number_in_the_file_and_row_n_in_a_message() {
+        let mut bad_rows = BadRows::new(&input("calls/a.parquet", Format::Parquet), 0, OnBadRow::SetAside, None);
+        assert!(bad_rows.malformed(41, "x".into(), "is odd".into()));
+        assert_eq!(bad_rows.rejects()[0].location.to_string(), "calls/a.parquet: row 41");
+        assert_eq!(
+            String::from_utf8(rejected_csv(bad_rows.rejects()).unwrap()).unwrap(),
+            "file,line,column,value,reason\ncalls/a.parquet,41,-,x,is odd\n"
+        );
+    }
+
+    #[test]
+    fn the_first_failure_stops_the_rows_after_it_in_every_sink() {
+        let stop = AtomicU64::new(u64::MAX);
+        let mut first = BadRows::new(&input("calls/a.csv", Format::Csv), 0, OnBadRow::Fail, Some(&stop));
+        let second = BadRows::new(&input("calls/b.csv", Format::Csv), 1, OnBadRow::Fail, Some(&stop));
+        assert!(!second.should_stop(2));
+        assert!(!first.malformed(5, String::new(), "bad".into()));
+        assert!(first.rejects().is_empty());
+        assert_eq!(first.take_error().map(|e| e.location.line), Some(5));
+        assert!(second.should_stop(2), "a later file stops");
+        assert!(!first.should_stop(5) && first.should_stop(6), "rows up to the failure are still read");
+        let mut alone = BadRows::new(&input("calls/a.csv", Format::Csv), 0, OnBadRow::Fail, None);
+        assert!(!alone.malformed(5, String::new(), "bad".into()));
+        assert!(!alone.should_stop(6), "only a shared stop stops other rows");
+        let set_aside = BadRows::new(&input("calls/c.csv", Format::Csv), 2, OnBadRow::SetAside, Some(&stop));
+        assert!(!set_aside.should_stop(9), "rows set aside never stop a run");
+    }
+}
