@@ -195,13 +195,8 @@ fn stored_registrations(connection: &Connection) -> rusqlite::Result<Vec<Registr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::load::tests::write;
     use crate::resources::{ListQuery, Store};
-
-    fn write(dir: &Path, name: &str, text: &str) {
-        let path = dir.join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
 
     const HEADER: &str = "recording_id,auth_id,subaccount_auth,call_uuid,from_number,to_number,conference_name,\
 conference_uuid,mpc_name,mpc_uuid,recording_url,recording_format,recording_type,recording_start_ms,recording_end_ms,add_time\n";

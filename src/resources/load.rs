@@ -435,11 +435,12 @@ fn recording_row(index: &[Option<usize>; 16], row: &[String], location: &Locatio
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::resources::{ListQuery, Store};
 
-    fn write(dir: &Path, name: &str, text: &str) {
+    /// Writes `text` to `dir/name`, creating folders.
+    pub(in crate::resources) fn write(dir: &Path, name: &str, text: &str) {
         let path = dir.join(name);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();

@@ -3,7 +3,7 @@
 //!
 //! Two ways to hold them:
 //!
-//! - **A data directory** (`serve --data`): [`load`] reads
+//! - **A data directory** (`serve --data`): [`load()`] reads
 //!   `endpoints.csv`, `registrations.csv` and `recordings/` into one SQLite
 //!   database, replacing what it held (the directory is the whole truth;
 //!   re-loading the same files is idempotent).
@@ -333,7 +333,7 @@ fn recording_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Recording> {
 
 impl Store {
     /// Opens the database of a data directory at `path` (written by
-    /// [`load`]), creating an empty one when missing.
+    /// [`load()`]), creating an empty one when missing.
     pub fn open(path: &Path) -> Result<Store> {
         Ok(Store { path: path.to_owned(), connection: Mutex::new(connect(path)?), tables: "main" })
     }
