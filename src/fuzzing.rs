@@ -229,7 +229,7 @@ fn check_csv(kind: Kind, bytes: &[u8]) {
             return;
         }
         (Ok(_), None) => panic!("read a file whose header is refused line by line"),
-        (Err(e), _) => panic!("refused a file whose header is good: {e}"),
+        (Err(e), _) => panic!("refused a file whose header is good: {}", e.chain()),
     };
     check_aggregate(kind, bytes, Some(&rows));
 }

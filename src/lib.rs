@@ -7,6 +7,9 @@
 //!
 //! Code map, in the order data flows:
 //!
+//! - [`error`]: the library's one `Error`, its variants grouped by who must
+//!   act: a bad request or option, bad data, a limit of the engine, input
+//!   that changed under the run, I/O (with its `io::Error` source), a bug.
 //! - [`records`]: the raw contract: finding files, decoding them (one
 //!   decoder for gzip, zstd and the BOM), reading CSV and Parquet, checking
 //!   each row into a typed [`records::Record`], deduplication, and bad rows
@@ -32,9 +35,12 @@
 //!   atomically.
 //! - [`labels`]: `error_reason` labels.
 //! - [`resources`]: SIP endpoints, registrations and recordings in SQLite.
-//! - [`server`]: the HTTP API over the same `build` and the resources.
-//! - [`generate`]: synthetic data sets in the records contract, at scale.
-//! - [`cli`]: the subcommands (the binary is a thin wrapper).
+//! - [`server`]: the HTTP API over the same `build` and the resources; one
+//!   extractor (`server/authorized.rs`) authorizes every account route.
+//! - [`generate`]: synthetic data sets in the records contract, at scale
+//!   (`generate/`: the spec, the `plan` of rows, the writers, the `tables`).
+//! - [`cli`]: the subcommands (the binary is a thin wrapper), with one
+//!   `--data`/`--store` group (`cli::SourceArgs`) and one `--on-bad-row`.
 #![deny(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 #![warn(missing_docs)]
 
