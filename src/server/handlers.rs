@@ -47,6 +47,12 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::upstream(format!("worker failed: {e}")))?
 }
 
+/// Runs `work` on the blocking pool and answers the JSON it makes with 200.
+async fn json_on_pool(work: impl FnOnce() -> Result<String, ApiError> + Send + 'static) -> Result<Response, ApiError> {
+    let text = blocking(work).await?;
+    Ok(json_response(StatusCode::OK, text))
+}
+
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ApiError> {
     summary::to_json(value, false).map_err(ApiError::from)
 }
@@ -74,14 +80,13 @@ pub(super) async fn usage_summary(
     }
     let params = UsageParams::parse_query(query.as_deref().unwrap_or(""))?;
     let request = summary::resolve(&generation.dataset, &auth_id, params, server.now(), &server.token_key)?;
-    let text = blocking(move || {
+    json_on_pool(move || {
         let summary = summary::build(&generation.dataset, &request)?;
         let mut page = summary.requested_page(&server.token_key)?;
         page.api_id = api_id;
         to_json(&page)
     })
-    .await?;
-    Ok(json_response(StatusCode::OK, text))
+    .await
 }
 
 /// `GET /v1/Account/{auth_id}/Endpoint/{endpoint_id}/`
@@ -92,14 +97,13 @@ pub(super) async fn endpoint(
     Path((_, endpoint_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let now = now_us(&server);
-    let text = blocking(move || {
+    json_on_pool(move || {
         let store = &generation.resources;
         let endpoint = store.endpoint(&auth_id, &endpoint_id)?.ok_or_else(ApiError::not_found)?;
         let registration = store.active_registration(&endpoint_id, now)?;
         to_json(&EndpointBody::new(&endpoint, registration.as_ref(), &api_id, &server.sip_domain))
     })
-    .await?;
-    Ok(json_response(StatusCode::OK, text))
+    .await
 }
 
 /// `GET /v1/Account/{auth_id}/Recording/{recording_id}/`
@@ -110,12 +114,11 @@ pub(super) async fn recording(
     Path((_, recording_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let now = now_us(&server);
-    let text = blocking(move || {
+    json_on_pool(move || {
         let recording = generation.resources.recording(&auth_id, &recording_id)?.ok_or_else(ApiError::not_found)?;
         to_json(&RecordingBody::new(&recording, &api_id, now))
     })
-    .await?;
-    Ok(json_response(StatusCode::OK, text))
+    .await
 }
 
 /// `GET /v1/Account/{auth_id}/Recording/`
@@ -126,7 +129,7 @@ pub(super) async fn list_recordings(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let list = ListQuery::parse(query.as_deref().unwrap_or(""), now_us(&server))?;
-    let text = blocking(move || {
+    json_on_pool(move || {
         let (total, rows) = generation.resources.list_recordings(&auth_id, &list)?;
         let link = |offset: u64| {
             let mut query = form_urlencoded::Serializer::new(String::new());
@@ -147,8 +150,7 @@ pub(super) async fn list_recordings(
         };
         to_json(&RecordingList { api_id: &api_id, meta, objects: rows.iter().map(RecordingItem::new).collect() })
     })
-    .await?;
-    Ok(json_response(StatusCode::OK, text))
+    .await
 }
 
 /// `DELETE /v1/Account/{auth_id}/Recording/{recording_id}/`
