@@ -15,6 +15,8 @@
 //!   again is the remedy.
 //! - [`Error::Io`]: a file could not be read or written (or is not what it
 //!   claims); the operating system's error is kept as the source.
+//! - [`Error::External`]: a program or service telemeter runs on failed
+//!   (the Spark job, the OS random source); its own log says why.
 //! - [`Error::Internal`]: a broken invariant: a bug in telemeter.
 
 use std::borrow::Cow;
@@ -153,6 +155,11 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A program or service telemeter runs on failed: the Spark job, the
+    /// operating system's random source. Nothing is wrong with the input
+    /// or with telemeter; the message says what failed and where its log is.
+    #[error("{0}")]
+    External(String),
     /// A broken invariant (a sum that cannot overflow did, counts that must
     /// reconcile do not): a bug in telemeter, never the input's fault.
     #[error("internal error: {0} (this is a bug in telemeter)")]

@@ -9,7 +9,8 @@
 //!
 //! - [`error`]: the library's one `Error`, its variants grouped by who must
 //!   act: a bad request or option, bad data, a limit of the engine, input
-//!   that changed under the run, I/O (with its `io::Error` source), a bug.
+//!   that changed under the run, I/O (with its `io::Error` source), a
+//!   program telemeter runs on (Spark), a bug.
 //! - [`records`]: the raw contract: finding files, decoding them (one
 //!   decoder for gzip, zstd and the BOM), reading CSV and Parquet, checking
 //!   each row into a typed [`records::Record`], deduplication, and bad rows

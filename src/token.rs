@@ -58,7 +58,7 @@ impl TokenKey {
     pub fn random() -> Result<TokenKey> {
         let mut bytes = [0u8; KEY_LEN];
         getrandom::fill(&mut bytes)
-            .map_err(|e| Error::Internal(format!("no random bytes for a page-token key: {e}")))?;
+            .map_err(|e| Error::External(format!("no random bytes for a page-token key: {e}")))?;
         Ok(TokenKey(bytes))
     }
 
@@ -78,7 +78,7 @@ impl TokenKey {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let mut nonce = [0u8; 8];
-        getrandom::fill(&mut nonce).map_err(|e| Error::Internal(format!("no random bytes: {e}")))?;
+        getrandom::fill(&mut nonce).map_err(|e| Error::External(format!("no random bytes: {e}")))?;
         let temporary = dir.join(format!(".{name}.tmp-{}", hex(&nonce)));
         let written = write_private(&temporary, format!("{}\n", hex(&key.0)).as_bytes());
         // A hard link publishes the complete file under its name, or fails

@@ -413,7 +413,7 @@ fn run_job(
         command.status().map_err(|e| Error::io(&spark.spark_submit, format!("cannot run spark-submit: {e}")))?;
     let result_path = staging.join("result.json");
     if !status.success() || !result_path.exists() {
-        return Err(Error::Internal(format!(
+        return Err(Error::External(format!(
             "the Spark job failed ({status}); nothing was published (its log is above; run with \
              --spark-conf spark.log.level=INFO for more)"
         )));
