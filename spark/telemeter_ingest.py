@@ -10,6 +10,9 @@ and the staging folder. The job writes, under that folder:
                               telemeter binary, one Spark task per file)
   checked/<n>.rejects.json    rows of file n set aside (--on-bad-row set-aside)
   new/<kind>/part-*.parquet   rows to store, sorted by (file, line)
+  dups/<kind>/part-*.parquet  repeated rows: their file, where their first
+                              row is, their text's bytes (so the publish
+                              step cuts files as the local ingest does)
   rollups/part-*.parquet      their 15-minute rollups, exact integer sums
   result.json                 counts per kind, or the first error
 
@@ -201,6 +204,22 @@ def main():
         fresh = marked.filter(F.col("mark") == "new").select(*CHECKED)
         sc.setJobDescription(f"write new {kind} rows")
         fresh.orderBy("file", "line").write.mode("overwrite").parquet(os.path.join(staging, "new", kind))
+        # The repeats, for the publish step to replay the local ingest's
+        # candidate budget: where each one's first row is, and the bytes of
+        # text the local ingest would hold for it.
+        first_file = F.when(F.col("first_place.o") == 0, F.lit(-1)).otherwise(F.col("first_place.file"))
+        text = sum(F.octet_length(F.col(c)) for c in ("record_id", "auth_id", "subaccount", "type", "code"))
+        sc.setJobDescription(f"write repeated {kind} rows")
+        (
+            marked.filter(F.col("mark") == "dup")
+            .select(
+                "file",
+                first_file.cast("bigint").alias("first_file"),
+                F.col("first_place.line").cast("bigint").alias("first_line"),
+                text.cast("bigint").alias("text"),
+            )
+            .write.mode("overwrite").parquet(os.path.join(staging, "dups", kind))
+        )
         new_frames.append(fresh)
         persisted.append(marked)
 

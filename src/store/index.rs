@@ -190,6 +190,16 @@ impl Filter {
         use rayon::prelude::*;
         self.parts.par_iter_mut().map(|words| FilterPart { words })
     }
+
+    /// [`FilterPart::check_and_insert`] in `id`'s partition, for a caller
+    /// that goes through ids one at a time (the Spark publish replaying the
+    /// local ingest's decisions).
+    pub fn check_and_insert(&mut self, id: (u64, u64)) -> bool {
+        match self.parts.get_mut(partition_of(id)) {
+            Some(words) => FilterPart { words }.check_and_insert(id),
+            None => true,
+        }
+    }
 }
 
 /// The filter slice of one partition.

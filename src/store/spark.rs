@@ -33,9 +33,12 @@ use std::process::{Command, Stdio};
 use polars::prelude::DataFrame;
 use serde::{Deserialize, Serialize};
 
-use super::index::{self, IndexEntry};
-use super::ingest::{self, IngestOptions, IngestReport, Rollups};
+use rustc_hash::FxHashSet;
+
+use super::index::{self, Filter, IndexEntry, IndexFile};
+use super::ingest::{self, IngestOptions, IngestReport, Pending, Rollups};
 use super::parquet_io::{self, int_column, polars_error, read_frame, text_column, RecordView};
+use super::KindFiles;
 use crate::aggregate::{OnBadRow, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
@@ -479,59 +482,78 @@ fn publish(
         };
         // New rows are written as the local ingest writes them: one records
         // and one index file per batch of input files (the same batches), in
-        // (file, line) order.
+        // (file, line) order, except the rows the local ingest's record-id
+        // filter would have taken for stored ones (the same filter, loaded
+        // from the same index files, asked about the same ids in the same
+        // order): those wait, as candidates, and go to a file of their own
+        // when the local ingest would check its candidates (its budget full,
+        // counting the repeats it would hold too; at the end of the kind).
         let of_kind: Vec<(u32, &InputFile)> =
             inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
         let ends: Vec<u32> =
             ingest::batches(&of_kind, options.batch_bytes).iter().filter_map(|b| b.last().map(|f| f.0)).collect();
-        let mut used = 0u64;
-        for batch in runs_by_batch(&parts(&staging.join("new").join(kind.name()))?, &ends)? {
-            let frames: Vec<(&PathBuf, DataFrame)> = batch
-                .iter()
-                .map(|run| Ok((run.part, read_frame(run.part, &CHECKED_COLUMNS)?)))
-                .collect::<Result<_>>()?;
-            let columns: Vec<Checked<'_>> =
-                frames.iter().map(|(part, frame)| Checked::of(part, frame)).collect::<Result<_>>()?;
-            let mut views = Vec::new();
-            let mut entries = Vec::new();
-            let mut sum = 0i128;
-            for (run, rows) in batch.iter().zip(&columns) {
-                for i in run.rows.clone() {
-                    let file = u32::try_from(rows.file[i]).ok();
-                    let source_file = file.and_then(|f| inventory.files.get(f as usize));
-                    let (Some(file), Some(input)) = (file, source_file) else {
-                        return Err(Error::io(run.part, format!("row {i} names no input file")));
-                    };
-                    let view = rows.view(run.part, i, &input.name)?;
-                    sum += view.amount as i128;
-                    entries.push(IndexEntry {
-                        id: (rows.id_hi[i] as u64, rows.id_lo[i] as u64),
-                        content: rows.content[i] as u64,
-                        place: index::pack((base + file, view.source_line)),
-                    });
-                    views.push(view);
+        let batch_of = |file: u32| ends.partition_point(|&end| end < file);
+        let stored: Vec<IndexFile> =
+            files.index.iter().map(|name| IndexFile::open(&store.join(name))).collect::<Result<_>>()?;
+        let mut filter = Filter::new(options.filter_bytes);
+        ingest::load_filter(&mut filter, &stored)?;
+        drop(stored);
+        let repeats = Repeats::read(&staging.join("dups").join(kind.name()), ends.len(), &batch_of)?;
+        let new_parts = parts(&staging.join("new").join(kind.name()))?;
+        let mut new_batches = runs_by_batch(&new_parts, &ends)?.into_iter().peekable();
+        let names: Vec<&str> = inventory.files.iter().map(|f| f.name.as_str()).collect();
+        let mut writer = Writer { store, id, kind, files: &mut files, batches: &mut batches, used: 0 };
+        let mut pending = Pending::default();
+        let mut pending_elsewhere = 0u64;
+        let mut held: FxHashSet<(u32, u64)> = FxHashSet::default();
+        for b in 0..ends.len() {
+            held.clear();
+            if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
+                let frames: Vec<(&PathBuf, DataFrame)> = batch
+                    .iter()
+                    .map(|run| Ok((run.part, read_frame(run.part, &CHECKED_COLUMNS)?)))
+                    .collect::<Result<_>>()?;
+                let columns: Vec<Checked<'_>> =
+                    frames.iter().map(|(part, frame)| Checked::of(part, frame)).collect::<Result<_>>()?;
+                let mut views = Vec::new();
+                let mut entries = Vec::new();
+                let mut sum = 0i128;
+                for (run, rows) in batch.iter().zip(&columns) {
+                    for i in run.rows.clone() {
+                        let file = u32::try_from(rows.file[i]).ok();
+                        let (Some(file), Some(name)) = (file, file.and_then(|f| names.get(f as usize))) else {
+                            return Err(Error::io(run.part, format!("row {i} names no input file")));
+                        };
+                        let view = rows.view(run.part, i, name)?;
+                        sum += view.amount as i128;
+                        let id = (rows.id_hi[i] as u64, rows.id_lo[i] as u64);
+                        let content = rows.content[i] as u64;
+                        if filter.check_and_insert(id) {
+                            pending.push_view(&view, Seen { id, file, line: view.source_line, content });
+                            held.insert((file, view.source_line));
+                            continue;
+                        }
+                        entries.push(IndexEntry { id, content, place: index::pack((base + file, view.source_line)) });
+                        views.push(view);
+                    }
                 }
+                writer.write(&views, &mut entries)?;
+                amount = amount
+                    .checked_add(Amount::from_nanos(sum))
+                    .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
             }
-            if views.is_empty() {
-                continue;
+            pending_elsewhere += repeats.held_bytes(b, &held);
+            if pending.bytes() + pending_elsewhere >= options.pending_bytes {
+                let (views, mut entries) = pending.records(&names, base);
+                writer.write(&views, &mut entries)?;
+                drop(views);
+                (pending, pending_elsewhere) = (Pending::default(), 0);
             }
-            let name = format!("records/{}/{id}-{batches:05}.parquet", kind.name());
-            let index_name = format!("index/{}/{id}-{batches:05}.idx", kind.name());
-            for path in [store.join(&name), store.join(&index_name)] {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-                }
-            }
-            parquet_io::write_records(&store.join(&name), kind, &views)?;
-            index::write_index(&store.join(&index_name), &mut entries)?;
-            files.records.push(name);
-            files.index.push(index_name);
-            batches += 1;
-            used += views.len() as u64;
-            amount = amount
-                .checked_add(Amount::from_nanos(sum))
-                .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
         }
+        let (views, mut entries) = pending.records(&names, base);
+        writer.write(&views, &mut entries)?;
+        drop(views);
+        let used = writer.used;
         if used != counts.used {
             return Err(Error::Internal(format!(
                 "the Spark job counted {} new {kind} rows but wrote {used}",
@@ -567,6 +589,86 @@ fn publish(
         read_rollups(&part, &mut rollups)?;
     }
     ingest::finish(store, id, prepared, manifest, rollups, report)
+}
+
+/// Writes new rows of one kind as one records and one index file, numbered
+/// and named as the local ingest numbers and names them.
+struct Writer<'a> {
+    store: &'a Path,
+    id: &'a str,
+    kind: Kind,
+    files: &'a mut KindFiles,
+    /// Files written by this ingest so far, every kind.
+    batches: &'a mut u64,
+    /// Rows written.
+    used: u64,
+}
+
+impl Writer<'_> {
+    /// Writes `views` and their `entries` (nothing when there are none).
+    fn write(&mut self, views: &[RecordView<'_>], entries: &mut [IndexEntry]) -> Result<()> {
+        if views.is_empty() {
+            return Ok(());
+        }
+        let (name, index_name) = ingest::write_files(self.store, self.id, *self.batches, self.kind, views, entries)?;
+        self.files.records.push(name);
+        self.files.index.push(index_name);
+        *self.batches += 1;
+        self.used += views.len() as u64;
+        Ok(())
+    }
+}
+
+/// The repeated rows of one kind (`dups/<kind>/`) that a local ingest would
+/// hold as candidates, batch by batch: what its candidate budget counts
+/// besides the new rows its filter holds.
+struct Repeats {
+    /// Bytes of the repeats of a stored row or of a row of an earlier batch
+    /// (the filter has their id for certain), by batch.
+    certain: Vec<u64>,
+    /// Repeats of a row of their own batch, by batch: that first row's file
+    /// and line, and the repeat's bytes; held when that first row was.
+    same_batch: Vec<Vec<(u32, u64, u64)>>,
+}
+
+impl Repeats {
+    fn read(folder: &Path, batches: usize, batch_of: &dyn Fn(u32) -> usize) -> Result<Repeats> {
+        let mut repeats = Repeats { certain: vec![0; batches], same_batch: vec![Vec::new(); batches] };
+        for part in parts(folder)? {
+            let frame = read_frame(&part, &["file", "first_file", "first_line", "text"])?;
+            let column = |name: &str| -> Result<Vec<i64>> {
+                let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(&part))?;
+                column.iter().map(|v| v.ok_or_else(|| Error::io(&part, format!("null in '{name}'")))).collect()
+            };
+            let (file, first_file, first_line, text) =
+                (column("file")?, column("first_file")?, column("first_line")?, column("text")?);
+            for i in 0..file.len() {
+                let broken = || Error::io(&part, format!("row {i}: not a repeat of an earlier row"));
+                let bytes = ingest::Pending::bytes_of(u64::try_from(text[i]).map_err(|_| broken())?, 1);
+                let batch = batch_of(u32::try_from(file[i]).map_err(|_| broken())?);
+                let first = u32::try_from(first_file[i]).ok().map(|f| (f, batch_of(f)));
+                match first {
+                    Some((f, b)) if b == batch => {
+                        let line = u64::try_from(first_line[i]).map_err(|_| broken())?;
+                        repeats.same_batch.get_mut(batch).ok_or_else(broken)?.push((f, line, bytes));
+                    }
+                    Some((_, b)) if b > batch => return Err(broken()),
+                    _ => *repeats.certain.get_mut(batch).ok_or_else(broken)? += bytes,
+                }
+            }
+        }
+        Ok(repeats)
+    }
+
+    /// The bytes of batch `batch`'s repeats a local ingest would hold, given
+    /// the rows of the batch its filter held (`held`: file and line).
+    fn held_bytes(&self, batch: usize, held: &FxHashSet<(u32, u64)>) -> u64 {
+        let same = self
+            .same_batch
+            .get(batch)
+            .map_or(0, |rows| rows.iter().filter(|(file, line, _)| held.contains(&(*file, *line))).map(|r| r.2).sum());
+        self.certain.get(batch).copied().unwrap_or(0) + same
+    }
 }
 
 /// The place of a new row: its input file and line.
@@ -609,10 +711,10 @@ struct Run<'p> {
 
 /// The new rows of the part files (sorted by (file, line) across the
 /// parts), cut into the local ingest's batches: `ends` holds the last file
-/// index of each batch. Only the `file` column is read here.
-fn runs_by_batch<'p>(parts: &'p [PathBuf], ends: &[u32]) -> Result<Vec<Vec<Run<'p>>>> {
-    let mut batches: Vec<Vec<Run<'p>>> = Vec::new();
-    let mut current: Option<usize> = None;
+/// index of each batch. Each batch that has new rows comes with its number,
+/// in order. Only the `file` column is read here.
+fn runs_by_batch<'p>(parts: &'p [PathBuf], ends: &[u32]) -> Result<Vec<(usize, Vec<Run<'p>>)>> {
+    let mut batches: Vec<(usize, Vec<Run<'p>>)> = Vec::new();
     for part in parts {
         let frame = read_frame(part, &["file"])?;
         let files = frame.column("file").and_then(|c| c.i64()).map_err(polars_error(part))?;
@@ -623,25 +725,22 @@ fn runs_by_batch<'p>(parts: &'p [PathBuf], ends: &[u32]) -> Result<Vec<Vec<Run<'
             let batch = ends.partition_point(|&end| i64::from(end) < file);
             if run_batch != Some(batch) {
                 if let Some(b) = run_batch {
-                    push_run(&mut batches, &mut current, b, Run { part, rows: start..i });
+                    push_run(&mut batches, b, Run { part, rows: start..i });
                 }
                 (start, run_batch) = (i, Some(batch));
             }
         }
         if let Some(b) = run_batch {
-            push_run(&mut batches, &mut current, b, Run { part, rows: start..files.len() });
+            push_run(&mut batches, b, Run { part, rows: start..files.len() });
         }
     }
     Ok(batches)
 }
 
-fn push_run<'p>(batches: &mut Vec<Vec<Run<'p>>>, current: &mut Option<usize>, batch: usize, run: Run<'p>) {
-    if *current != Some(batch) || batches.is_empty() {
-        batches.push(Vec::new());
-        *current = Some(batch);
-    }
-    if let Some(last) = batches.last_mut() {
-        last.push(run);
+fn push_run<'p>(batches: &mut Vec<(usize, Vec<Run<'p>>)>, batch: usize, run: Run<'p>) {
+    match batches.last_mut() {
+        Some((b, runs)) if *b == batch => runs.push(run),
+        _ => batches.push((batch, vec![run])),
     }
 }
 

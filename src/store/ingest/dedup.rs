@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::money::Amount;
 use crate::records::dedup::{Seen, PARTITIONS};
 use crate::records::Kind;
-use crate::store::index::{self, Filter, IndexFile};
+use crate::store::index::{self, Filter, IndexEntry, IndexFile};
 use crate::store::parquet_io::RecordView;
 use crate::store::KindFiles;
 
@@ -240,7 +240,7 @@ impl KindState {
 
 /// Adds every stored id to the filter, partition by partition in parallel
 /// (one partition of every index file at a time).
-pub(super) fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -> Result<()> {
+pub(in crate::store) fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -> Result<()> {
     let loaded: Vec<Result<()>> = filter
         .parts_mut()
         .enumerate()
@@ -258,7 +258,7 @@ pub(super) fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -> Result<(
 
 /// Candidate rows waiting for their exact check, their text in one arena.
 #[derive(Default)]
-pub(super) struct Pending {
+pub(in crate::store) struct Pending {
     arena: String,
     rows: Vec<Row>,
 }
@@ -283,9 +283,58 @@ impl Pending {
         self.rows.push(row);
     }
 
-    /// Memory held, about.
-    pub(super) fn bytes(&self) -> u64 {
-        (self.arena.len() + self.rows.len() * std::mem::size_of::<Row>()) as u64
+    /// Memory held, about: what decides when the candidates are checked.
+    pub(in crate::store) fn bytes(&self) -> u64 {
+        Pending::bytes_of(self.arena.len() as u64, self.rows.len() as u64)
+    }
+
+    /// What [`Pending::bytes`] counts for `rows` rows of `text` bytes of
+    /// text in all (their record_id, auth_id, subaccount, type and code).
+    pub(in crate::store) fn bytes_of(text: u64, rows: u64) -> u64 {
+        text + rows * std::mem::size_of::<Row>() as u64
+    }
+
+    /// Copies in a row the Spark job found new but the filter of a local
+    /// ingest would have held for the exact check (`store::spark` replays
+    /// those decisions so that both engines cut the same files).
+    pub(in crate::store) fn push_view(&mut self, view: &RecordView<'_>, seen: Seen) {
+        let mut keep = |text: &str| -> Span {
+            let at = self.arena.len() as u32;
+            self.arena.push_str(text);
+            (at, text.len() as u32)
+        };
+        let row = Row {
+            seen,
+            record_id: keep(view.record_id),
+            auth_id: keep(view.auth_id),
+            subaccount: keep(view.subaccount),
+            type_: keep(view.type_),
+            code: keep(view.code),
+            secs: view.secs,
+            nanos: view.nanos,
+            product: view.product,
+            direction: view.direction,
+            country: view.country,
+            units: view.units,
+            duration: view.duration,
+            amount: view.amount,
+            surcharge: view.surcharge,
+        };
+        self.rows.push(row);
+    }
+
+    /// Every row held, in the order pushed, as records (`names`: the input
+    /// files' names, by inventory index) with their index entries (`base`:
+    /// the sources stored before this ingest).
+    pub(in crate::store) fn records<'a>(
+        &'a self,
+        names: &[&'a str],
+        base: u32,
+    ) -> (Vec<RecordView<'a>>, Vec<IndexEntry>) {
+        self.rows
+            .iter()
+            .map(|row| (self.view(row, names.get(row.seen.file as usize).copied().unwrap_or("")), row.entry(base)))
+            .unzip()
     }
 
     fn view<'a>(&'a self, row: &Row, source_file: &'a str) -> RecordView<'a> {

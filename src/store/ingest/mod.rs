@@ -48,6 +48,7 @@ mod dedup;
 mod rollups;
 
 pub(super) use chunk::check_file;
+pub(super) use dedup::{load_filter, Pending};
 pub(super) use rollups::Rollups;
 
 use std::collections::BTreeMap;
@@ -65,7 +66,7 @@ use crate::records::accounts::Accounts;
 use crate::records::files::{InputFile, Inventory};
 use crate::records::Kind;
 use chunk::{Chunk, ChunkFold};
-use dedup::{load_filter, KindState, Mark, Pending};
+use dedup::{KindState, Mark};
 
 /// How to ingest.
 #[derive(Clone, Debug)]
@@ -548,20 +549,10 @@ impl Run<'_> {
         if views.is_empty() {
             return Ok(());
         }
-        let kind = state.kind;
-        let name = format!("records/{}/{}-{:05}.parquet", kind.name(), self.id, self.batches);
-        let path = self.store.join(&name);
-        create_parent(&path)?;
-        let index_name = format!("index/{}/{}-{:05}.idx", kind.name(), self.id, self.batches);
-        let index_path = self.store.join(&index_name);
-        create_parent(&index_path)?;
-        let (records, index) =
-            rayon::join(|| parquet_io::write_records(&path, kind, views), || index::write_index(&index_path, entries));
-        records?;
-        index?;
+        let (name, index_name) = write_files(self.store, self.id, self.batches, state.kind, views, entries)?;
+        state.index.push(IndexFile::open(&self.store.join(&index_name))?);
         state.files.records.push(name);
         state.files.index.push(index_name);
-        state.index.push(IndexFile::open(&index_path)?);
         self.batches += 1;
         Ok(())
     }
@@ -578,6 +569,29 @@ impl Run<'_> {
         }
         Ok(chunks)
     }
+}
+
+/// Writes new rows of `kind` as the records file and the index file number
+/// `number` of ingest `id` (both engines name them so); returns their names.
+pub(super) fn write_files(
+    store: &Path,
+    id: &str,
+    number: u64,
+    kind: Kind,
+    views: &[RecordView<'_>],
+    entries: &mut [IndexEntry],
+) -> Result<(String, String)> {
+    let name = format!("records/{}/{id}-{number:05}.parquet", kind.name());
+    let path = store.join(&name);
+    create_parent(&path)?;
+    let index_name = format!("index/{}/{id}-{number:05}.idx", kind.name());
+    let index_path = store.join(&index_name);
+    create_parent(&index_path)?;
+    let (records, index) =
+        rayon::join(|| parquet_io::write_records(&path, kind, views), || index::write_index(&index_path, entries));
+    records?;
+    index?;
+    Ok((name, index_name))
 }
 
 /// Splits files into batches of at most `limit` input bytes (at least one
