@@ -91,6 +91,19 @@ fn counts(stdout: &str) -> Vec<String> {
 }
 
 fn generate(spark: &(PathBuf, Option<PathBuf>), out: &Path, seed: &str, start: &str, format: &str) {
+    generate_calls(spark, out, seed, start, format, "2400", "2");
+}
+
+/// [`generate`] with `calls` calls in `files` files of each kind.
+fn generate_calls(
+    spark: &(PathBuf, Option<PathBuf>),
+    out: &Path,
+    seed: &str,
+    start: &str,
+    format: &str,
+    calls: &str,
+    files: &str,
+) {
     ok(&run(
         spark,
         &[
@@ -98,7 +111,7 @@ fn generate(spark: &(PathBuf, Option<PathBuf>), out: &Path, seed: &str, start: &
             "--out",
             s(out),
             "--calls",
-            "2400",
+            calls,
             "--messages",
             "1200",
             "--transcriptions",
@@ -118,7 +131,7 @@ fn generate(spark: &(PathBuf, Option<PathBuf>), out: &Path, seed: &str, start: &
             "--format",
             format,
             "--files",
-            "2",
+            files,
             "--duplicates",
             "0.03",
         ],
@@ -437,6 +450,52 @@ fn spark_local_mode_builds_the_same_store_as_the_local_engine() {
         std::fs::read_to_string(files.last().expect("a rejected file")).expect("read")
     };
     assert_eq!(rejected(&local), rejected(&remote));
+    assert_same_stores(&spark, &local, &remote, &accounts);
+}
+
+/// A candidate budget that fills up in the middle of a kind: the rows a
+/// local ingest holds for the exact check (new ids its tiny filter takes for
+/// stored ones, and re-delivered rows) are checked, and the new ones stored
+/// in a file of their own, whenever they pass 4 MiB (batches of 1 MiB of
+/// input); the Spark publish must count the re-delivered rows too to cut
+/// the same files.
+#[test]
+fn spark_cuts_files_where_the_local_candidate_budget_fills() {
+    let Some(spark) = spark() else { return };
+    let master = "local[2]";
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (day1, day2) = (temp.path().join("day1"), temp.path().join("day2"));
+    generate_calls(&spark, &day1, "31", "2026-10-28", "csv", "8000", "4");
+    generate_calls(&spark, &day2, "32", "2026-11-03", "csv", "40000", "16");
+    for part in 0..4 {
+        let name = format!("calls/part-{part:03}.csv");
+        std::fs::copy(day1.join(&name), day2.join(format!("calls/again-{part}.csv"))).expect("copy");
+    }
+    let accounts = accounts_of(&[&day1, &day2]);
+    let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
+    ok(&ingest_both(&spark, &day1, &local, &remote, SMALL_FILTER, master).1);
+    let budget = ["--filter-mb", "0", "--pending-mb", "4", "--batch-mb", "1"];
+    ok(&ingest_both(&spark, &day2, &local, &remote, &budget, master).1);
+    // The budget mattered: with the default one (never full here) the
+    // local ingest cuts other files.
+    let roomy = temp.path().join("roomy");
+    let first = run(
+        &spark,
+        &[
+            "ingest",
+            "--data",
+            s(&day1),
+            "--store",
+            s(&roomy),
+            SMALL_FILTER[0],
+            SMALL_FILTER[1],
+            SMALL_FILTER[2],
+            SMALL_FILTER[3],
+        ],
+    );
+    ok(&first);
+    ok(&run(&spark, &["ingest", "--data", s(&day2), "--store", s(&roomy), "--filter-mb", "0", "--batch-mb", "1"]));
+    assert_ne!(store_files(&local).keys().collect::<Vec<_>>(), store_files(&roomy).keys().collect::<Vec<_>>());
     assert_same_stores(&spark, &local, &remote, &accounts);
 }
 
