@@ -16,12 +16,14 @@
 //! 2. Spark SQL deduplicates each kind by `record_id`, against itself and
 //!    against the stored records, in (file, line) order: identical rows are
 //!    duplicates, different ones a conflict naming both places;
-//! 3. it writes the new rows sorted by (file, line) (`new/<kind>/`), their
-//!    15-minute rollups summed in exact integers (`rollups/`), and
-//!    `result.json` (counts per kind, or the first error).
+//! 3. it writes the new rows sorted by (file, line) (`new/<kind>/`), the
+//!    repeated rows' places and sizes (`dups/<kind>/`), their 15-minute
+//!    rollups summed in exact integers (`rollups/`), and `result.json`
+//!    (counts per kind, or the first error).
 //!
 //! [`ingest_spark`] then writes the new rows as records and index files,
-//! merges the rollups into each account's files (`Rollups::write`, as the
+//! cut as the local ingest cuts them (its record-id filter and candidate
+//! budget replayed: the same files, byte for byte), merges the rollups into each account's files (`Rollups::write`, as the
 //! local ingest does, so the rollup files hold the same bytes) and
 //! publishes. A failed or killed job leaves only the staging folder, which
 //! is removed; the manifest swap stays the one commit point.
