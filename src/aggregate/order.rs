@@ -5,7 +5,9 @@
 //! [`Order`] holds those fields in that order, and its derived `Ord` is the
 //! order. Each key type that needs the order maps itself to an `Order`
 //! instead of spelling the fields out again:
-//! - owned keys ([`GroupKey`](super::GroupKey)'s `Ord`) as `Order<&str>`;
+//! - owned keys: [`GroupKey`](super::GroupKey) declares these fields in
+//!   this order after account and bucket and derives `Ord` (a test holds the
+//!   derive to `Order<&str>`);
 //! - interned keys (the pass, the store's answer and ingest) as
 //!   `Order<u32>` of string ranks ([`crate::intern::ranks`]), which order as
 //!   the strings do, so a sort compares integers;
@@ -37,6 +39,20 @@ pub(crate) struct Order<T> {
 }
 
 impl<T> Order<T> {
+    /// The fields of an interned key, every text present (an empty string
+    /// is a value here; [`Order::shown`] makes it absent where it must be).
+    #[inline]
+    pub(crate) fn of(
+        product: Product,
+        type_: T,
+        subaccount: T,
+        country: Option<Country>,
+        direction: Option<Direction>,
+        code: T,
+    ) -> Order<T> {
+        Order { product, type_, subaccount: Some(subaccount), country, direction, code: Some(code) }
+    }
+
     /// The fields a row of `self.product` shows, the others absent: no
     /// subaccount on charges or where it is empty (`is_empty`), country and
     /// direction only where the product has them, a code only on products

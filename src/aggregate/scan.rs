@@ -231,15 +231,8 @@ impl IdKey {
     /// ids in the interner whose id 0 is the empty string.
     #[inline]
     fn order(&self) -> Order<u32> {
-        let fields = Order {
-            product: self.product,
-            type_: self.type_,
-            subaccount: Some(self.subaccount),
-            country: self.country,
-            direction: self.direction,
-            code: Some(self.code),
-        };
-        fields.shown(|id| *id == 0)
+        Order::of(self.product, self.type_, self.subaccount, self.country, self.direction, self.code)
+            .shown(|id| *id == 0)
     }
 
     /// The owned key of this key in the ids of `strings`.

@@ -69,14 +69,7 @@ impl GroupKey {
     /// The key of a row with these dimensions, sub-type (or charge
     /// description) and bucket: fields the product does not have are absent.
     pub fn new(row: &Dimensions<'_>, type_: &str, bucket: u32) -> GroupKey {
-        let fields = Order {
-            product: row.product,
-            type_,
-            subaccount: Some(row.subaccount),
-            country: row.country,
-            direction: row.direction,
-            code: Some(row.code),
-        };
+        let fields = Order::of(row.product, type_, row.subaccount, row.country, row.direction, row.code);
         GroupKey::from_order(row.auth_id, bucket, fields.shown(|s| s.is_empty()))
     }
 

@@ -46,14 +46,7 @@ impl RollupKey {
     /// value does.
     #[inline]
     fn order(&self) -> Order<u32> {
-        Order {
-            product: self.product,
-            type_: self.type_,
-            subaccount: Some(self.subaccount),
-            country: self.country,
-            direction: self.direction,
-            code: Some(self.code),
-        }
+        Order::of(self.product, self.type_, self.subaccount, self.country, self.direction, self.code)
     }
 }
 
