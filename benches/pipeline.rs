@@ -145,7 +145,7 @@ fn dedup(c: &mut Criterion) {
 
 /// A generated data set on disk, and the biggest account's request.
 struct DataSet {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     dataset: Dataset,
     request: UsageRequest,
     key: TokenKey,
@@ -165,7 +165,7 @@ fn data_set() -> DataSet {
     let params = UsageParams::from_pairs(pairs).expect("valid");
     let request = UsageRequest::resolve(&auth_id, params, now, None, &key).expect("valid");
     let window = request.window.clone();
-    DataSet { _dir: dir, dataset, request, key, window }
+    DataSet { dir, dataset, request, key, window }
 }
 
 fn selector(window: &Window) -> Selector {
@@ -174,7 +174,7 @@ fn selector(window: &Window) -> Selector {
 
 fn aggregate_and_end_to_end(c: &mut Criterion) {
     let data = data_set();
-    let dir: &Path = data.dataset.dir();
+    let dir: &Path = data.dir.path();
     let mut group = c.benchmark_group("aggregate");
     group.throughput(Throughput::Elements(322_000));
     group.sample_size(10);

@@ -60,8 +60,9 @@ impl Dataset {
         Ok(Dataset { accounts: store.accounts()?, source: Source::Store(store) })
     }
 
-    /// The folder the data set was opened from: the data directory or the
-    /// store directory.
+    /// The folder the data set was opened from, for display (logs, debug
+    /// output): the data directory or the store directory. Code that reads
+    /// from it matches on [`Dataset::source`] instead.
     pub fn dir(&self) -> &Path {
         match &self.source {
             Source::Raw(dir) => dir,

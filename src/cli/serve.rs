@@ -26,6 +26,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
 
+use crate::dataset::Source;
 use crate::resources::{self, Store};
 use crate::server::listen::Limits;
 use crate::server::rate::{RateLimiter, SystemClock};
@@ -97,9 +98,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let dataset = args.source.open(|warning| log(&serde_json::json!({"event": "warning", "message": warning})))?;
-    let resources = match dataset.store() {
-        Some(store) => Store::open_for_store(store).context("cannot open the store's resources")?,
-        None => load_resources(dataset.dir(), args.db.as_deref())?,
+    let resources = match &dataset.source {
+        Source::Store(store) => Store::open_for_store(store).context("cannot open the store's resources")?,
+        Source::Raw(dir) => load_resources(dir, args.db.as_deref())?,
     };
     let token_key = args.source.token_key()?;
     let generation = Generation::new(dataset, Arc::new(resources)).map_err(anyhow::Error::msg)?;
