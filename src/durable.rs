@@ -1,8 +1,9 @@
 //! Durable writes: a file written and synced, a directory synced so that a
 //! rename in it survives a crash. The store's publish, the key files and
-//! the Spark job's plan all go through these two.
+//! the Spark job's plan all go through these two; [`AtomicFile`] is a file
+//! that appears whole or not at all (`summary -o`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -19,5 +20,107 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     match std::fs::File::open(dir) {
         Ok(handle) => handle.sync_all().map_err(|e| Error::io(dir, e)),
         Err(e) => Err(Error::io(dir, e)),
+    }
+}
+
+/// A file that appears at its path whole or not at all: written to a
+/// temporary file beside it (same folder, so the rename is atomic), then
+/// [`AtomicFile::commit`] syncs it, renames it over the path and syncs the
+/// folder. Dropped without a commit, the temporary file is removed and the
+/// path keeps what it held before.
+#[derive(Debug)]
+pub(crate) struct AtomicFile {
+    path: PathBuf,
+    temporary: PathBuf,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+impl AtomicFile {
+    /// Starts the file that will replace `path`.
+    pub(crate) fn create(path: &Path) -> Result<AtomicFile> {
+        if path.is_dir() {
+            return Err(Error::io(path, "is a folder; give a file name"));
+        }
+        let name = path.file_name().ok_or_else(|| Error::io(path, "not a file name"))?.to_string_lossy();
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let temporary = folder.join(format!(".{name}.tmp-{}", std::process::id()));
+        let file = std::fs::File::create(&temporary).map_err(|e| Error::io(&temporary, e))?;
+        Ok(AtomicFile {
+            path: path.to_owned(),
+            temporary,
+            file: Some(std::io::BufWriter::with_capacity(1 << 16, file)),
+        })
+    }
+
+    /// The path the file will have.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes and syncs the file, renames it over the path, syncs the folder.
+    pub(crate) fn commit(mut self) -> Result<()> {
+        let Some(file) = self.file.take() else { return Err(Error::Internal("file committed twice".to_owned())) };
+        let result = file
+            .into_inner()
+            .map_err(|e| Error::io(&self.temporary, e.into_error()))
+            .and_then(|file| file.sync_all().map_err(|e| Error::io(&self.temporary, e)))
+            .and_then(|()| std::fs::rename(&self.temporary, &self.path).map_err(|e| Error::io(&self.path, e)));
+        if let Err(error) = result {
+            let _ = std::fs::remove_file(&self.temporary);
+            return Err(error);
+        }
+        sync_dir(self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+    }
+
+    fn writer(&mut self) -> std::io::Result<&mut std::io::BufWriter<std::fs::File>> {
+        self.file.as_mut().ok_or_else(|| std::io::Error::other("file already committed"))
+    }
+}
+
+impl std::io::Write for AtomicFile {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.writer()?.write(bytes)
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.writer()?.write_all(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.writer()?.flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn the_path_changes_only_on_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        std::fs::write(&path, "old").unwrap();
+        let mut file = AtomicFile::create(&path).unwrap();
+        file.write_all(b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        drop(file);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old", "dropped: nothing replaced");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+
+        let mut file = AtomicFile::create(&path).unwrap();
+        file.write_all(b"new").unwrap();
+        file.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(AtomicFile::create(dir.path()).is_err(), "a folder is not replaced");
     }
 }

@@ -1,6 +1,7 @@
 //! `telemeter summary`: one account's Usage Summary, one page (or all).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::BadRequest;
@@ -65,6 +66,27 @@ pub struct Args {
     /// Indent the JSON.
     #[arg(long)]
     pub pretty: bool,
+    /// How to print the page: json (the API payload), table (aligned, with
+    /// totals per unit kind, for a terminal) or csv (the usage rows, api.md
+    /// field names as header, for a spreadsheet).
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: Format,
+    /// Write to FILE instead of stdout; the file appears whole or not at
+    /// all (written beside it, then renamed). On a bad request the body
+    /// still goes to stdout and FILE is left as it was.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// `--format` of `summary`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The API's JSON payload, one document per page (one line unless --pretty).
+    Json,
+    /// An aligned table with totals per unit kind and the currency.
+    Table,
+    /// The usage rows as CSV (RFC 4180), one header even with --all-pages.
+    Csv,
 }
 
 impl Args {
@@ -119,25 +141,129 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("warning: {name}: not a record file (.csv, .csv.gz, .csv.zst, .parquet); skipped");
         }
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    if args.all_pages {
-        for page in summary.pages(&key) {
-            let page = match page {
-                Ok(page) => page,
-                Err(bad) => return bad_request(&args, &bad),
-            };
-            super::write_line(&mut out, &summary::to_json(&page, args.pretty)?)?;
-        }
-    } else {
-        let page = match summary.requested_page(&key) {
-            Ok(page) => page,
-            Err(bad) => return bad_request(&args, &bad),
-        };
-        super::write_line(&mut out, &summary::to_json(&page, args.pretty)?)?;
+    let mut out = Output::open(args.output.as_deref())?;
+    if let Err(bad) = write_pages(&args, &summary, &key, &mut out)? {
+        return bad_request(&args, &bad);
     }
-    out.flush()?;
+    out.finish()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the output goes: stdout, or the file of `-o`.
+enum Output {
+    Stdout(std::io::BufWriter<std::io::StdoutLock<'static>>),
+    File(crate::durable::AtomicFile),
+}
+
+impl Output {
+    fn open(path: Option<&std::path::Path>) -> anyhow::Result<Output> {
+        Ok(match path {
+            None => Output::Stdout(std::io::BufWriter::new(std::io::stdout().lock())),
+            Some(path) => Output::File(crate::durable::AtomicFile::create(path)?),
+        })
+    }
+
+    /// The name of the output in messages.
+    fn name(&self) -> PathBuf {
+        match self {
+            Output::Stdout(_) => PathBuf::from("<stdout>"),
+            Output::File(file) => file.path().to_owned(),
+        }
+    }
+
+    /// Flushes stdout, or puts the file in place.
+    fn finish(self) -> anyhow::Result<()> {
+        match self {
+            Output::Stdout(mut out) => Ok(out.flush()?),
+            Output::File(file) => Ok(file.commit()?),
+        }
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Output::Stdout(out) => out.write(bytes),
+            Output::File(file) => file.write(bytes),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Output::Stdout(out) => out.flush(),
+            Output::File(file) => file.flush(),
+        }
+    }
+}
+
+/// Writes the requested page, or every page, in `--format`. A page that
+/// cannot be cut (a stale token) is the request's 400, returned as such.
+fn write_pages(
+    args: &Args,
+    summary: &summary::Summary,
+    key: &crate::token::TokenKey,
+    out: &mut Output,
+) -> anyhow::Result<Result<(), BadRequest>> {
+    if args.pretty && args.format != Format::Json {
+        anyhow::bail!("--pretty indents JSON; it does not apply to --format {:?}", args.format);
+    }
+    // One page at a time: --all-pages never holds every page (but the
+    // table, whose columns are as wide as their widest cell, holds its cells).
+    let pages: Box<dyn Iterator<Item = Result<summary::wire::Page<'_>, BadRequest>> + '_> = if args.all_pages {
+        Box::new(summary.pages(key))
+    } else {
+        Box::new(std::iter::once(summary.requested_page(key)))
+    };
+    match args.format {
+        Format::Json => {
+            for page in pages {
+                let page = match page {
+                    Ok(page) => page,
+                    Err(bad) => return Ok(Err(bad)),
+                };
+                super::write_line(out, &summary::to_json(&page, args.pretty)?)?;
+            }
+        }
+        Format::Table => {
+            let mut table = summary::render::Table::new();
+            for page in pages {
+                match page {
+                    Ok(page) => table.add(&page)?,
+                    Err(bad) => return Ok(Err(bad)),
+                }
+            }
+            out.write_all(table.render()?.as_bytes())?;
+        }
+        Format::Csv => {
+            let name = out.name();
+            let mut csv = crate::report::csv_out::UsageCsv::new(&mut *out, name)?;
+            for page in pages {
+                let page = match page {
+                    Ok(page) => page,
+                    Err(bad) => return Ok(Err(bad)),
+                };
+                for item in &page.usage {
+                    csv.row(item)?;
+                }
+                note_charges_left_out(&page);
+            }
+            csv.finish()?;
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// `--format csv` holds the usage rows only: other charges returned with
+/// the page are said on stderr, not dropped silently.
+fn note_charges_left_out(page: &summary::wire::Page<'_>) {
+    let Some(charges) = page.other_charges.as_deref().filter(|c| !c.is_empty()) else { return };
+    let total = charges.iter().try_fold(crate::money::Amount::ZERO, |sum, c| sum.checked_add(c.total_amount.0));
+    let total = total.map(|t| format!(" ({t} {})", page.meta.currency)).unwrap_or_default();
+    eprintln!(
+        "note: {} other charges{total} are not in the CSV, which holds the usage rows; \
+         --format table or json shows them",
+        charges.len()
+    );
 }
 
 /// Writes the API's 400 body on stdout and the message on stderr; exit 2.

@@ -6,6 +6,7 @@
 //! [`build_many`] for several accounts in one pass) and [`Summary::page`],
 //! so they answer with the same bytes.
 
+pub mod render;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
