@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::BadRowArg;
 use crate::aggregate::AccountScope;
 use crate::query::UsageParams;
-use crate::report::{self as batch, Formats, Progress, ReportRequest};
+use crate::report::{self as batch, Formats, PageFiles, Progress, ReportRequest};
 use crate::summary::BatchRequest;
 use crate::Error;
 
@@ -45,6 +45,11 @@ pub struct Args {
     /// pages), csv (usage.csv, other_charges.csv) and html (report.html).
     #[arg(long, default_value = "json,csv,html")]
     pub formats: String,
+    /// How each account's JSON pages are written: files (page-0001.json,
+    /// ...) or jsonl (one pages.jsonl per account, one page per line: the
+    /// bytes of `summary --all-pages`; far fewer files for large runs).
+    #[arg(long, value_enum, default_value = "files")]
+    pub pages: PagesArg,
     /// Print nothing but errors.
     #[arg(long)]
     pub quiet: bool,
@@ -72,6 +77,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(formats) => formats,
         Err(message) => return bad_request(&message),
     };
+    let pages = match page_files(args.pages, formats) {
+        Ok(pages) => pages,
+        Err(message) => return bad_request(&message),
+    };
     let dataset = args.source.open(super::warn)?;
     let key = args.source.token_key()?;
     let on_bad_row = args.on_bad_row.into();
@@ -80,6 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         query: &args.query,
         now_given: args.now.is_some(),
         formats,
+        pages,
     };
     let display = Display::new(args.quiet);
     let bytes_read = AtomicU64::new(0);
@@ -134,6 +144,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--pages`: how each account's JSON pages are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PagesArg {
+    /// page-0001.json, page-0002.json, ...
+    Files,
+    /// One pages.jsonl per account, one page per line.
+    Jsonl,
+}
+
+/// `--pages`; `jsonl` lays out the JSON pages, so it needs json in `--formats`.
+fn page_files(arg: PagesArg, formats: Formats) -> Result<PageFiles, String> {
+    let pages = match arg {
+        PagesArg::Files => PageFiles::Files,
+        PagesArg::Jsonl => PageFiles::Jsonl,
+    };
+    if pages == PageFiles::Jsonl && !formats.json {
+        return Err(format!(
+            "--pages jsonl writes the JSON pages, but --formats {} leaves json out",
+            formats.names().join(",")
+        ));
+    }
+    Ok(pages)
 }
 
 fn parse_accounts(text: &str) -> Result<AccountScope, String> {

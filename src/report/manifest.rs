@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use chrono::SecondsFormat;
 use serde::Serialize;
 
-use super::options::{Formats, ReportRequest};
+use super::options::{Formats, PageFiles, ReportRequest};
 use crate::aggregate::{AccountScope, OnBadRow, Tally};
 use crate::error::{Error, Result};
 use crate::money::Amount;
@@ -70,6 +70,9 @@ pub(super) struct AccountEntry {
     pub(super) from_date: String,
     pub(super) to_date: String,
     pub(super) pages: u64,
+    /// `DIR/pages.jsonl` with `--pages jsonl` (the pages, one per line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) pages_file: Option<String>,
     pub(super) usage_rows: u64,
     pub(super) records: u64,
     pub(super) usage_spend: Decimal,
@@ -160,6 +163,9 @@ pub(super) struct RequestEntry {
     /// Only when not every format is written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) formats: Option<Vec<&'static str>>,
+    /// Only with `--pages jsonl`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) pages: Option<&'static str>,
     pub(super) granularity: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) from_date: Option<String>,
@@ -197,6 +203,7 @@ impl RequestEntry {
                 OnBadRow::SetAside => "set-aside",
             },
             formats: (request.formats != Formats::ALL).then(|| request.formats.names()),
+            pages: (request.pages != PageFiles::default()).then(|| request.pages.name()),
             granularity: p.granularity.as_str(),
             from_date: p.from_date.map(|d| d.to_string()),
             to_date: p.to_date.map(|d| d.to_string()),

@@ -21,10 +21,10 @@ pub mod options;
 mod output;
 
 pub use manifest::{GENERATOR, MANIFEST};
-pub use options::{Formats, Progress, ReportRequest};
+pub use options::{Formats, PageFiles, Progress, ReportRequest};
 
 use std::collections::BTreeMap;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -142,7 +142,7 @@ fn write_all(
                     break;
                 }
                 let (auth_id, summary) = accounts[i];
-                let result = write_account(auth_id, summary, request.query, request.formats, key, staging);
+                let result = write_account(auth_id, summary, request, key, staging);
                 if result.is_err() {
                     failed.store(true, Ordering::Relaxed);
                 } else {
@@ -219,16 +219,17 @@ fn write_all(
 }
 
 /// Writes one account's folder, page by page: each page is cut, written as
-/// JSON and appended to usage.csv and report.html before the next is cut,
-/// so memory does not grow with the account's size.
+/// JSON (its own file, or a line of `pages.jsonl`) and appended to
+/// usage.csv and report.html before the next is cut, so memory does not
+/// grow with the account's size.
 fn write_account(
     auth_id: &str,
     summary: &Summary,
-    query: &str,
-    formats: Formats,
+    request: &ReportRequest<'_>,
     key: &TokenKey,
     staging: &Path,
 ) -> Result<Written> {
+    let (query, formats) = (request.query, request.formats);
     let dir_name = account_dir(auth_id);
     let dir = staging.join(&dir_name);
     std::fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -255,6 +256,12 @@ fn write_account(
         report = Some(html::AccountReport::start(&page, BufWriter::with_capacity(1 << 16, create(&path)?), path)?);
     }
 
+    let jsonl_path = dir.join(PageFiles::JSONL_FILE);
+    let mut jsonl = match (formats.json, request.pages) {
+        (true, PageFiles::Jsonl) => Some(BufWriter::with_capacity(1 << 16, create(&jsonl_path)?)),
+        _ => None,
+    };
+
     let mut usage_sum = Amount::ZERO;
     let mut json = Vec::new();
     let size = summary.request.params.page_size as u64;
@@ -271,7 +278,10 @@ fn write_account(
             json.clear();
             serde_json::to_writer(&mut json, page).map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))?;
             json.push(b'\n');
-            write_file(&dir.join(format!("page-{:04}.json", i + 1)), &json)?;
+            match &mut jsonl {
+                Some(jsonl) => jsonl.write_all(&json).map_err(|e| Error::io(&jsonl_path, e))?,
+                None => write_file(&dir.join(format!("page-{:04}.json", i + 1)), &json)?,
+            }
         }
         for item in &page.usage {
             usage_sum = usage_sum.checked_add(item.total_amount.0).ok_or_else(overflow)?;
@@ -283,6 +293,13 @@ fn write_account(
             }
         }
     }
+    let pages_file = match jsonl {
+        Some(jsonl) => {
+            jsonl.into_inner().map_err(|e| Error::io(&jsonl_path, e.into_error()))?;
+            Some(format!("{dir_name}/{}", PageFiles::JSONL_FILE))
+        }
+        None => None,
+    };
     if let Some(csv) = csv {
         csv.finish()?;
     }
@@ -309,6 +326,7 @@ fn write_account(
         from_date: format_instant(summary.request.window.start, tz),
         to_date: format_instant(summary.request.window.end, tz),
         pages,
+        pages_file,
         usage_rows: summary.rows.len() as u64,
         records,
         usage_spend: Decimal(usage_sum),
@@ -364,13 +382,26 @@ mod tests {
         Batch { summaries: BTreeMap::from([("A".to_owned(), summary)]), aggregate }
     }
 
+    /// A request for every file, the query empty.
+    fn every_file<'a>(params: &'a UsageParams, accounts: &'a crate::aggregate::AccountScope) -> ReportRequest<'a> {
+        let now = DateTime::parse_from_rfc3339("2026-11-21T00:00:00Z").unwrap().with_timezone(&Utc);
+        ReportRequest {
+            batch: crate::summary::BatchRequest { params, accounts, now, on_bad_row: OnBadRow::Fail },
+            query: "",
+            now_given: true,
+            formats: Formats::ALL,
+            pages: PageFiles::Files,
+        }
+    }
+
     #[test]
     fn reconciliation_holds_and_fails_on_one_nano_of_difference() {
         let batch = one_account_batch();
         let dir = tempfile::tempdir().unwrap();
         let summary = &batch.summaries["A"];
-        let written =
-            write_account("A", summary, "", Formats::ALL, &TokenKey::from_secret("unit tests"), dir.path()).unwrap();
+        let (params, accounts) = (UsageParams::default(), crate::aggregate::AccountScope::All);
+        let request = every_file(&params, &accounts);
+        let written = write_account("A", summary, &request, &TokenKey::from_secret("unit tests"), dir.path()).unwrap();
         assert_eq!(written.total_spend, Amount::from_nanos(3_750_000_000));
         let check = reconcile(&batch, std::slice::from_ref(&written)).unwrap();
         assert!(check.ok);
@@ -386,23 +417,16 @@ mod tests {
         let written = write_account(
             "A",
             &extra.summaries["A"],
-            "",
-            Formats::ALL,
+            &request,
             &TokenKey::from_secret("unit tests"),
             &dir.path().join("x"),
         )
         .err();
         assert!(written.is_some(), "the account folder's parent must exist");
         let dir2 = tempfile::tempdir().unwrap();
-        let written = write_account(
-            "A",
-            &extra.summaries["A"],
-            "",
-            Formats::ALL,
-            &TokenKey::from_secret("unit tests"),
-            dir2.path(),
-        )
-        .unwrap();
+        let written =
+            write_account("A", &extra.summaries["A"], &request, &TokenKey::from_secret("unit tests"), dir2.path())
+                .unwrap();
         let mut lost = extra.aggregate.groups.keys().next().unwrap().clone();
         lost.account = "B".into();
         extra.aggregate.groups.insert(lost, Totals { records: 1, units: 1, duration: 0, amount: 1, surcharge: 0 });
@@ -450,6 +474,7 @@ mod tests {
             query: "",
             now_given: true,
             formats: Formats { json: true, csv: false, html: false },
+            pages: PageFiles::Files,
         };
         let out = tempfile::tempdir().unwrap();
         let events = Mutex::new(Vec::new());

@@ -1,5 +1,6 @@
 //! What `telemeter report` is asked to do: the request ([`ReportRequest`]),
-//! which files each account gets ([`Formats`]), and the progress events a
+//! which files each account gets ([`Formats`]) and how its pages are laid
+//! out ([`PageFiles`]), and the progress events a
 //! run reports ([`Progress`]). The run (`report`) and the HTML writer
 //! (`report::html`) both read these; neither imports the other for them.
 
@@ -19,6 +20,34 @@ pub struct ReportRequest<'a> {
     pub now_given: bool,
     /// Which files each account gets.
     pub formats: Formats,
+    /// How the JSON pages are laid out: a file per page, or one
+    /// `pages.jsonl` per account.
+    pub pages: PageFiles,
+}
+
+/// How an account's JSON pages are written: `page-0001.json`, ... (the
+/// default), or every page as one line of `pages.jsonl` (one file per
+/// account however many pages: the bytes of `summary --all-pages`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PageFiles {
+    /// One file per page.
+    #[default]
+    Files,
+    /// One `pages.jsonl` per account, one page per line.
+    Jsonl,
+}
+
+impl PageFiles {
+    /// The name of the one file of [`PageFiles::Jsonl`].
+    pub const JSONL_FILE: &'static str = "pages.jsonl";
+
+    /// The name `--pages` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PageFiles::Files => "files",
+            PageFiles::Jsonl => "jsonl",
+        }
+    }
 }
 
 /// Which files each account's folder gets: the JSON pages, `usage.csv` and

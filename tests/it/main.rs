@@ -6,6 +6,8 @@ mod common;
 mod differential;
 // One row check: `summary`, `report` and `ingest` accept and refuse the same rows.
 mod edges;
+// Output formats: summary --format table|csv, -o FILE, report --pages jsonl.
+mod formats;
 // Bad requests (exit 2, the 400 body) and bad records (exit 1, file:line:column).
 mod errors;
 // `serve --store` following the generations `ingest` publishes.

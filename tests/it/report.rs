@@ -295,7 +295,7 @@ fn pages_are_byte_identical_to_summary() {
 }
 
 /// One usage item with every value as its raw JSON text.
-type RawItem = BTreeMap<String, Box<RawValue>>;
+pub type RawItem = BTreeMap<String, Box<RawValue>>;
 
 fn raw_items(page: &Path, array: &str) -> Vec<RawItem> {
     let text = std::fs::read_to_string(page).expect("page");
@@ -307,7 +307,7 @@ fn raw_items(page: &Path, array: &str) -> Vec<RawItem> {
 }
 
 /// The CSV cell text of a raw JSON value: strings decoded, numbers as written.
-fn cell(raw: Option<&RawValue>) -> String {
+pub fn cell(raw: Option<&RawValue>) -> String {
     match raw {
         None => String::new(),
         Some(raw) if raw.get().starts_with('"') => serde_json::from_str(raw.get()).expect("string"),
