@@ -16,7 +16,7 @@ use serde_json::Value;
 use telemeter::money::Amount;
 
 use crate::common::{golden, sample_data, summary, temp_dir, NOW};
-use crate::report::{cell, run, run_ok, tree, RawItem};
+use crate::report::{cell, run, run_ok, tree, RawItem, USAGE_FIELDS as API_FIELDS};
 
 /// One request: golden name, account, query, extra flags.
 const CASES: &[(&str, &str, &str, &[&str])] = &[
@@ -41,24 +41,6 @@ const CASES: &[(&str, &str, &str, &[&str])] = &[
 
 /// The paged request of `tests/it/summary.rs`: 13 usage rows in pages of 3.
 const PAGED: &str = "product=voice,transcription,other&from_date=2026-11-05&to_date=2026-11-21&page_size=3";
-
-/// The usage item fields of api.md section 2.3, in its order.
-const API_FIELDS: [&str; 14] = [
-    "from_date",
-    "to_date",
-    "product",
-    "type",
-    "subaccount_auth",
-    "country",
-    "direction",
-    "total_units",
-    "duration_seconds",
-    "total_amount",
-    "surcharge",
-    "error_code",
-    "hangup_cause",
-    "error_reason",
-];
 
 fn format(auth_id: &str, query: &str, extra: &[&str], format: &str) -> String {
     let mut args = extra.to_vec();

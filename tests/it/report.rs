@@ -315,26 +315,30 @@ pub fn cell(raw: Option<&RawValue>) -> String {
     }
 }
 
+/// The usage item fields of api.md section 2.3, in its order: the header
+/// of every usage CSV.
+pub const USAGE_FIELDS: [&str; 14] = [
+    "from_date",
+    "to_date",
+    "product",
+    "type",
+    "subaccount_auth",
+    "country",
+    "direction",
+    "total_units",
+    "duration_seconds",
+    "total_amount",
+    "surcharge",
+    "error_code",
+    "hangup_cause",
+    "error_reason",
+];
+
 #[test]
 fn csv_files_carry_every_row_with_the_json_text() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_, out, _) = sample_report(dir.path());
-    let columns = [
-        "from_date",
-        "to_date",
-        "product",
-        "type",
-        "subaccount_auth",
-        "country",
-        "direction",
-        "total_units",
-        "duration_seconds",
-        "total_amount",
-        "surcharge",
-        "error_code",
-        "hangup_cause",
-        "error_reason",
-    ];
+    let columns = USAGE_FIELDS;
     for (id, ..) in ACCOUNTS {
         let account = out.join(id);
         let items: Vec<RawItem> = page_files(&account).iter().flat_map(|p| raw_items(p, "usage")).collect();
