@@ -12,7 +12,7 @@ use crate::generate::{self, OutputFormat, Spec};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The data directory to write (created; must be empty unless --force).
-    #[arg(long)]
+    #[arg(short = 'o', long)]
     pub out: PathBuf,
     /// Call rows, re-delivered duplicates included.
     #[arg(long, default_value_t = 100_000)]

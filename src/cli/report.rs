@@ -27,7 +27,7 @@ pub struct Args {
     #[command(flatten)]
     pub source: super::SourceArgs,
     /// The output folder; replaced as a whole when the run succeeds.
-    #[arg(long)]
+    #[arg(short = 'o', long)]
     pub out: PathBuf,
     /// `all`, or a comma-separated list of account ids.
     #[arg(long, default_value = "all")]

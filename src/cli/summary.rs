@@ -259,11 +259,10 @@ fn note_charges_left_out(page: &summary::wire::Page<'_>) {
     let Some(charges) = page.other_charges.as_deref().filter(|c| !c.is_empty()) else { return };
     let total = charges.iter().try_fold(crate::money::Amount::ZERO, |sum, c| sum.checked_add(c.total_amount.0));
     let total = total.map(|t| format!(" ({t} {})", page.meta.currency)).unwrap_or_default();
-    eprintln!(
-        "note: {} other charges{total} are not in the CSV, which holds the usage rows; \
-         --format table or json shows them",
+    super::warn(&format!(
+        "{} other charges{total} are not in the CSV, which holds the usage rows; --format table or json shows them",
         charges.len()
-    );
+    ));
 }
 
 /// Writes the API's 400 body on stdout and the message on stderr; exit 2.

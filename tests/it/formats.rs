@@ -152,7 +152,7 @@ fn csv_of_every_page_is_the_reports_usage_csv() {
     let query = "granularity=day&from_date=2026-10-25&to_date=2026-11-21&page_size=4";
     let data_arg = data.to_str().expect("UTF-8");
     let out_arg = out.to_str().expect("UTF-8");
-    run_ok(&["report", "--data", data_arg, "--out", out_arg, "--query", query, "--now", NOW, "--quiet"]);
+    run_ok(&["report", "--data", data_arg, "-o", out_arg, "--query", query, "--now", NOW, "--quiet"]);
     for auth_id in ["MA001", "MB002", "MC003", "MD004"] {
         let csv = format(auth_id, query, &["--all-pages"], "csv");
         let usage = std::fs::read_to_string(out.join(auth_id).join("usage.csv")).expect("usage.csv");
