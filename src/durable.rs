@@ -44,7 +44,8 @@ impl AtomicFile {
         let name = path.file_name().ok_or_else(|| Error::io(path, "not a file name"))?.to_string_lossy();
         let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let temporary = folder.join(format!(".{name}.tmp-{}", std::process::id()));
-        let file = std::fs::File::create(&temporary).map_err(|e| Error::io(&temporary, e))?;
+        // Named by the path asked for: the temporary name is ours, not the user's.
+        let file = std::fs::File::create(&temporary).map_err(|e| Error::io(path, e))?;
         Ok(AtomicFile {
             path: path.to_owned(),
             temporary,
