@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::aggregate::{self, Aggregate, AggregateOptions, Selector};
-use crate::error::Result;
+use crate::error::{Notice, Result};
 use crate::records::accounts::Accounts;
 use crate::records::files::Inventory;
 use crate::store::Store;
@@ -67,6 +67,17 @@ impl Dataset {
         match &self.source {
             Source::Raw(dir) => dir,
             Source::Store(store) => &store.dir,
+        }
+    }
+
+    /// What is surprising about the data set's layout, for a warning: a
+    /// raw directory with no record folder, files no reader takes, entries
+    /// nothing reads (`Inventory::notices`). A store has none: `ingest`
+    /// said them when it read the directory.
+    pub fn notices(&self) -> Result<Vec<Notice>> {
+        match &self.source {
+            Source::Raw(dir) => Ok(Inventory::scan(dir)?.notices(dir)),
+            Source::Store(_) => Ok(Vec::new()),
         }
     }
 

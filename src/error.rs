@@ -67,6 +67,14 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Something surprising about a run that is not an error (an account no
+/// one knows, a query key that is not a parameter, a window with no data,
+/// a file that is not a record file): the commands say it on stderr
+/// (`warning: ...`, silenced by `--quiet`); it never changes an output.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", printable(.0))]
+pub struct Notice(pub String);
+
 /// A request the API answers with 400.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]

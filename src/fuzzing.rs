@@ -117,7 +117,7 @@ impl RowSink for Collect {
         true
     }
 
-    fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
+    fn malformed(&mut self, line: u64, _: &str, value: String, reason: String) -> bool {
         assert!(!reason.is_empty(), "line {line}: a malformed row without a reason ({value:?})");
         self.rows.push(Row { line, outcome: Outcome::Malformed });
         true

@@ -3,7 +3,8 @@
 //!
 //! The HTTP server and `summary --query` share this code: repeated keys,
 //! comma lists and percent-encoding are read the same way, unknown keys are
-//! dropped and an `auth_id` key is ignored (the path's account is used).
+//! dropped and an `auth_id` key is ignored (the path's account is used);
+//! [`dropped_keys`] names them for a warning, the answer unchanged.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 use sha2::{Digest, Sha256};
 
-use crate::error::BadRequest;
+use crate::error::{BadRequest, Notice};
 use crate::records::ProductSet;
 use crate::records::{Country, Direction, Product};
 use crate::time::{self, Granularity, Window};
@@ -121,7 +122,7 @@ impl UsageParams {
                         .ok_or_else(|| bad(key, value, "expected one of hour, day, month, year"))?;
                 }
                 "from_date" | "to_date" => {
-                    let date = time::parse_date(value).ok_or_else(|| bad(key, value, "expected a date YYYY-MM-DD"))?;
+                    let date = time::check_date(value).map_err(|e| bad(key, value, &date_reason(e)))?;
                     if key == "from_date" {
                         params.from_date = Some(date);
                     } else {
@@ -197,8 +198,85 @@ impl UsageParams {
     }
 }
 
+/// What the usage summary drops of a request's keys, one notice per key
+/// (first seen first): a key that is not a parameter (with the parameter
+/// it is likely a misspelling of), and `auth_id` (the path's account is
+/// used). The answer is the same with or without them; the commands say
+/// them on stderr.
+pub fn dropped_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<Notice> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut notices = Vec::new();
+    for key in keys {
+        if KEYS.contains(&key) || seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let shown = crate::error::printable(key);
+        let text = if key == "auth_id" {
+            "query key 'auth_id' was ignored: the account is the one of the request path (--auth-id)".to_owned()
+        } else {
+            match did_you_mean(key) {
+                Some(known) => {
+                    format!("query key '{shown}' is not an API parameter and was ignored (did you mean '{known}'?)")
+                }
+                None => format!(
+                    "query key '{shown}' is not an API parameter and was ignored (the parameters are {})",
+                    KEYS.join(", ")
+                ),
+            }
+        };
+        notices.push(Notice(text));
+    }
+    notices
+}
+
+/// The parameter `key` is most likely a misspelling of: the same letters
+/// but for case, `-`, `_` and spaces, else within two edits.
+pub fn did_you_mean(key: &str) -> Option<&'static str> {
+    let plain = |text: &str| -> String {
+        text.chars().filter(|c| !matches!(c, '_' | '-' | ' ' | '.')).flat_map(char::to_lowercase).collect()
+    };
+    let given = plain(key);
+    if given.is_empty() {
+        return None;
+    }
+    if let Some(known) = KEYS.iter().find(|k| plain(k) == given) {
+        return Some(known);
+    }
+    // Short keys get one edit: two would turn "to" into many things.
+    let most = if given.chars().count() <= 4 { 1 } else { 2 };
+    KEYS.iter()
+        .map(|known| (edit_distance(&given, &plain(known)), *known))
+        .filter(|(distance, _)| *distance <= most)
+        .min()
+        .map(|(_, known)| known)
+}
+
+/// Levenshtein distance between two short texts, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 fn bad(key: &str, value: &str, allowed: &str) -> BadRequest {
     BadRequest::new(key, format!("invalid {key} '{value}': {allowed}"))
+}
+
+/// What a 400 of a date says after the value: `expected a date
+/// YYYY-MM-DD`, or `not a calendar date (November 2026 has 30 days)`.
+fn date_reason(error: time::DateError) -> String {
+    let reason = error.to_string();
+    reason.strip_prefix("is ").map(str::to_owned).unwrap_or(reason)
 }
 
 fn single<'a>(key: &str, given: &'a [String]) -> Result<&'a str, BadRequest> {
@@ -360,6 +438,42 @@ mod tests {
         assert!(error("timezone=Mars/Olympus").starts_with("invalid timezone 'Mars/Olympus'"));
         assert!(error("granularity=day&granularity=hour").contains("more than once"));
         assert!(UsageParams::parse_query("granularity=day&granularity=day").is_ok());
+    }
+
+    #[test]
+    fn dropped_keys_are_named_with_the_parameter_they_likely_misspell() {
+        let cases = [
+            ("fromdate", Some("from_date")),
+            ("FROM_DATE", Some("from_date")),
+            ("from-date", Some("from_date")),
+            ("todate", Some("to_date")),
+            ("to_dat", Some("to_date")),
+            ("granularty", Some("granularity")),
+            ("pagesize", Some("page_size")),
+            ("prodcut", Some("product")),
+            ("products", Some("product")),
+            ("timezon", Some("timezone")),
+            ("tz", None),
+            ("foo", None),
+            ("", None),
+            ("x", None),
+        ];
+        for (key, expected) in cases {
+            assert_eq!(did_you_mean(key), expected, "{key}");
+        }
+        let notices = dropped_keys(["fromdate", "granularity", "fromdate", "auth_id", "foo"]);
+        let texts: Vec<String> = notices.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            texts,
+            [
+                "query key 'fromdate' is not an API parameter and was ignored (did you mean 'from_date'?)",
+                "query key 'auth_id' was ignored: the account is the one of the request path (--auth-id)",
+                "query key 'foo' is not an API parameter and was ignored (the parameters are subaccount_auth, \
+                 granularity, from_date, to_date, product, error_code, hangup_cause, direction, country, \
+                 page_size, page_token, timezone)",
+            ]
+        );
+        assert!(dropped_keys(KEYS).is_empty());
     }
 
     #[test]

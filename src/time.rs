@@ -143,15 +143,80 @@ const fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 
 /// Parses a `YYYY-MM-DD` request date: four-digit year, a real calendar day.
 pub fn parse_date(text: &str) -> Option<NaiveDate> {
+    check_date(text).ok()
+}
+
+/// [`parse_date`], saying why a text is not a date: its shape, or the
+/// calendar (`2026-11-31`: November 2026 has 30 days).
+pub fn check_date(text: &str) -> Result<NaiveDate, DateError> {
     let b = text.as_bytes();
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return None;
+        return Err(DateError::Shape);
     }
-    let year = digits(&b[0..4]).ok()? as i32;
-    let month = digits(&b[5..7]).ok()?;
-    let day = digits(&b[8..10]).ok()?;
-    NaiveDate::from_ymd_opt(year, month, day)
+    let (Ok(year), Ok(month), Ok(day)) = (digits(&b[0..4]), digits(&b[5..7]), digits(&b[8..10])) else {
+        return Err(DateError::Shape);
+    };
+    if !(1..=12).contains(&month) {
+        return Err(DateError::NoSuchMonth { month });
+    }
+    let days = days_in_month(i64::from(year), month);
+    if day == 0 || day > days {
+        return Err(DateError::NoSuchDay { year, month, days });
+    }
+    NaiveDate::from_ymd_opt(year as i32, month, day).ok_or(DateError::Shape)
 }
+
+/// Why a request date is refused; prints as what a message says after the
+/// value (`'2026-11-31' is not a calendar date (November 2026 has 30 days)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DateError {
+    /// Not `YYYY-MM-DD` with digits.
+    #[error("expected a date YYYY-MM-DD")]
+    Shape,
+    /// A month outside 01-12.
+    #[error("is not a calendar date (there is no month {month:02}; months are 01 to 12)")]
+    NoSuchMonth {
+        /// The month given.
+        month: u32,
+    },
+    /// A day outside the month.
+    #[error("is not a calendar date ({} {year} has {days} days)", MONTH_NAMES[(*.month as usize).saturating_sub(1) % 12])]
+    NoSuchDay {
+        /// The year given.
+        year: u32,
+        /// The month given (1-12).
+        month: u32,
+        /// The days that month has.
+        days: u32,
+    },
+}
+
+impl DateError {
+    /// The message of a refused value: `'2026-11-31' is not a calendar date
+    /// (November 2026 has 30 days)`, `'20261101' is not a date (YYYY-MM-DD)`.
+    pub fn message(&self, text: &str) -> String {
+        let text = crate::error::printable(text);
+        match self {
+            DateError::Shape => format!("'{text}' is not a date (YYYY-MM-DD)"),
+            calendar => format!("'{text}' {calendar}"),
+        }
+    }
+}
+
+const MONTH_NAMES: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
 
 /// The bucket size of a report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -404,6 +469,28 @@ pub fn format_instant(secs: i64, tz: Tz) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dates_off_the_calendar_say_why() {
+        use super::{check_date, DateError};
+        let cases = [
+            ("2026-11-31", "'2026-11-31' is not a calendar date (November 2026 has 30 days)"),
+            ("2026-02-29", "'2026-02-29' is not a calendar date (February 2026 has 28 days)"),
+            ("2026-04-00", "'2026-04-00' is not a calendar date (April 2026 has 30 days)"),
+            ("2026-13-01", "'2026-13-01' is not a calendar date (there is no month 13; months are 01 to 12)"),
+            ("2026-00-10", "'2026-00-10' is not a calendar date (there is no month 00; months are 01 to 12)"),
+            ("20261101", "'20261101' is not a date (YYYY-MM-DD)"),
+            ("2026-1-011", "'2026-1-011' is not a date (YYYY-MM-DD)"),
+            ("2026-11-2x", "'2026-11-2x' is not a date (YYYY-MM-DD)"),
+        ];
+        for (text, message) in cases {
+            assert_eq!(check_date(text).unwrap_err().message(text), message, "{text}");
+        }
+        assert_eq!(check_date("2028-02-29").map(|d| d.to_string()).as_deref(), Ok("2028-02-29"));
+        assert_eq!(check_date("2000-02-29").map(|d| d.to_string()).as_deref(), Ok("2000-02-29"));
+        assert_eq!(check_date("1900-02-29"), Err(DateError::NoSuchDay { year: 1900, month: 2, days: 28 }));
+        assert_eq!(check_date("2026-11-30").map(|d| d.to_string()).as_deref(), Ok("2026-11-30"));
+    }
+
     use super::*;
 
     fn at(text: &str) -> i64 {

@@ -446,9 +446,9 @@ impl RowSink for Scan<'_> {
         }
     }
 
-    fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
+    fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
         self.read += 1;
-        self.bad_rows.malformed(line, value, reason)
+        self.bad_rows.malformed(line, column, value, reason)
     }
 }
 

@@ -57,7 +57,7 @@ pub struct Args {
 }
 
 fn parse_start(text: &str) -> Result<NaiveDate, String> {
-    crate::time::parse_date(text).ok_or_else(|| format!("'{text}' is not a date (YYYY-MM-DD)"))
+    crate::time::check_date(text).map_err(|e| e.message(text))
 }
 
 fn parse_format(text: &str) -> Result<OutputFormat, String> {

@@ -79,6 +79,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         pending_bytes: args.pending_mb << 20,
         resources: crate::resources::generation::build,
     };
+    // The data directory's surprises (no record folder, files nothing
+    // reads); a directory that cannot be listed fails the ingest below.
+    if let Ok(inventory) = crate::records::files::Inventory::scan(&args.data) {
+        super::warn_all(&inventory.notices(&args.data));
+    }
     let report = match args.engine {
         EngineArg::Local => store::ingest(&args.data, &args.store, &options),
         EngineArg::Spark => {

@@ -29,6 +29,9 @@ pub struct Cli {
     /// Worker threads (default: one per core).
     #[arg(long, global = true, env = "TELEMETER_THREADS")]
     pub threads: Option<usize>,
+    /// Print nothing but errors: no warnings, no progress.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
@@ -61,6 +64,7 @@ pub enum Command {
 /// Runs the command line; the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
     if let Some(threads) = cli.threads {
         if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build_global() {
             eprintln!("error: cannot start {threads} threads: {e}");
@@ -96,9 +100,10 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 /// of the two (`summary`, `report` and `serve` flatten it into their
 /// arguments).
 #[derive(Debug, clap::Args)]
+#[group(id = "source", required = true, multiple = false)]
 pub struct SourceArgs {
     /// The data directory (records.md).
-    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+    #[arg(long)]
     pub data: Option<PathBuf>,
     /// A store written by `telemeter ingest`, in place of --data.
     #[arg(long)]
@@ -106,10 +111,11 @@ pub struct SourceArgs {
 }
 
 impl SourceArgs {
-    /// Opens the store or the data directory. A store that cannot be
-    /// written is read without a read lease: `warn` gets the warning for
-    /// the operator (each command shows it its own way).
-    pub fn open(&self, warn: impl FnOnce(&str)) -> anyhow::Result<Dataset> {
+    /// Opens the store or the data directory. What is surprising about it
+    /// goes to `warn` (each command shows it its own way): a store that
+    /// cannot be written is read without a read lease; a data directory
+    /// with no record folder, or files and folders nothing reads.
+    pub fn open(&self, mut warn: impl FnMut(&str)) -> anyhow::Result<Dataset> {
         use anyhow::Context;
         match (&self.data, &self.store) {
             (_, Some(store)) => {
@@ -122,7 +128,13 @@ impl SourceArgs {
                 }
                 Ok(dataset)
             }
-            (Some(data), None) => Dataset::open(data).context("cannot open the data set"),
+            (Some(data), None) => {
+                let dataset = Dataset::open(data).context("cannot open the data set")?;
+                for notice in dataset.notices()? {
+                    warn(&notice.to_string());
+                }
+                Ok(dataset)
+            }
             (None, None) => anyhow::bail!("give --data DIR or --store STORE"),
         }
     }
@@ -152,9 +164,27 @@ impl From<BadRowArg> for OnBadRow {
     }
 }
 
-/// Prints a warning of [`SourceArgs::open`] on stderr.
+/// Whether `--quiet` was given (set once, by [`main`]).
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `--quiet` was given: no warnings, no progress, only errors.
+pub fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Prints a warning on stderr (`warning: ...`), unless `--quiet`: what is
+/// surprising about a run, never a change to its output.
 pub fn warn(text: &str) {
-    eprintln!("warning: {text}");
+    if !quiet() {
+        eprintln!("warning: {text}");
+    }
+}
+
+/// Prints each of the library's notices with [`warn`].
+pub fn warn_all<'a>(notices: impl IntoIterator<Item = &'a crate::error::Notice>) {
+    for notice in notices {
+        warn(&notice.to_string());
+    }
 }
 
 /// Parses `--now`: an RFC 3339 instant.

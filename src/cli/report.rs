@@ -50,9 +50,6 @@ pub struct Args {
     /// bytes of `summary --all-pages`; far fewer files for large runs).
     #[arg(long, value_enum, default_value = "files")]
     pub pages: PagesArg,
-    /// Print nothing but errors.
-    #[arg(long)]
-    pub quiet: bool,
 }
 
 /// Runs `report`.
@@ -66,6 +63,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(params) => params,
         Err(bad) => return bad_request(&bad.message),
     };
+    let keys: Vec<String> = form_urlencoded::parse(args.query.trim_start_matches('?').as_bytes())
+        .map(|(key, _)| key.into_owned())
+        .collect();
+    super::warn_all(&crate::query::dropped_keys(keys.iter().map(String::as_str)));
     if params.page_token.is_some() {
         return bad_request("invalid page_token: report writes every page; leave page_token out of --query");
     }
@@ -91,13 +92,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         formats,
         pages,
     };
-    let display = Display::new(args.quiet);
+    let display = Display::new(super::quiet());
     let bytes_read = AtomicU64::new(0);
     let reading_done = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| {
         // Shows the bytes read so far every 200 ms, so the read phase shows
         // rate and ETA between the pass's events.
-        if !args.quiet {
+        if !super::quiet() {
             let (display, reading_done, bytes_read) = (&display, &reading_done, &bytes_read);
             scope.spawn(move || {
                 while !reading_done.load(Ordering::Relaxed) {
@@ -125,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(Error::BadRequest(bad)) => return bad_request(&bad.message),
         Err(error) => return Err(error).context(format!("no report written to {}", args.out.display())),
     };
-    if !args.quiet {
+    if !super::quiet() {
         let spend: Vec<String> =
             outcome.spend.iter().map(|(currency, amount)| format!("{currency} {amount}")).collect();
         let spend = if spend.is_empty() { "0".to_owned() } else { spend.join(", ") };

@@ -97,7 +97,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             bail!("--trust-proxy-header '{name}' is not an HTTP header name");
         }
     }
-    let dataset = args.source.open(|warning| log(&serde_json::json!({"event": "warning", "message": warning})))?;
+    let dataset = args.source.open(|warning| {
+        if !super::quiet() {
+            log(&serde_json::json!({"event": "warning", "message": warning}))
+        }
+    })?;
     let resources = match &dataset.source {
         Source::Store(store) => Store::open_for_store(store).context("cannot open the store's resources")?,
         Source::Raw(dir) => load_resources(dir, args.db.as_deref())?,

@@ -124,10 +124,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(now) => now,
         Err(bad) => return bad_request(&args, &bad),
     };
-    let params = match UsageParams::from_pairs(args.pairs()) {
+    let pairs = args.pairs();
+    let params = match UsageParams::from_pairs(pairs.clone()) {
         Ok(params) => params,
         Err(bad) => return bad_request(&args, &bad),
     };
+    super::warn_all(&crate::query::dropped_keys(pairs.iter().map(|(key, _)| key.as_str())));
     let dataset = args.source.open(super::warn)?;
     let key = args.source.token_key()?;
     let request = match summary::resolve(&dataset, &args.auth_id, params, now, &key) {
@@ -135,12 +137,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(bad) => return bad_request(&args, &bad),
     };
     let summary = summary::build(&dataset, &request)?;
-    if let Some(data) = &args.source.data {
-        // Files in record folders that no reader takes are not data: say so.
-        for name in crate::records::files::Inventory::scan(data)?.ignored {
-            eprintln!("warning: {name}: not a record file (.csv, .csv.gz, .csv.zst, .parquet); skipped");
-        }
-    }
     let mut out = Output::open(args.output.as_deref())?;
     if let Err(bad) = write_pages(&args, &summary, &key, &mut out)? {
         return bad_request(&args, &bad);

@@ -71,12 +71,14 @@ impl Accounts {
             let record =
                 crate::records::csv::split_line(text).map_err(|reason| bad(&location, "-", &shown(), &reason))?;
             if record.len() != headers.len() {
-                let reason = if text.is_empty() {
-                    format!("is an empty line; every line after the header is a row of {} fields", headers.len())
-                } else {
-                    format!("has {} fields; the header has {}", record.len(), headers.len())
-                };
-                return Err(bad(&location, "-", &shown(), &reason));
+                if text.is_empty() {
+                    let reason =
+                        format!("is an empty line; every line after the header is a row of {} fields", headers.len());
+                    return Err(bad(&location, "-", &shown(), &reason));
+                }
+                let names: Vec<String> = headers.iter().map(|h| String::from_utf8_lossy(h).into_owned()).collect();
+                let (column, reason) = crate::records::csv::wrong_width(&names, record.len());
+                return Err(bad(&location, column, &shown(), &reason));
             }
             let cell = |column: Option<usize>, label: &str| -> Result<String> {
                 let Some(column) = column else { return Ok(String::new()) };
@@ -174,7 +176,7 @@ mod tests {
             (b"auth_id,currency\nA1,\"EUR\nA2,GBP\nA3,EUR\"\n", "accounts.csv:2: column '-': 'A1,\"EUR' has a quote"),
             (b"auth_id,currency\nA1,EUR\nA2,GB\"P\n", "accounts.csv:3: column '-': 'A2,GB\"P' has a stray quote"),
             (b"auth_id,currency\r\nA1,EUR\r\n\r\nA2,GBP\r\n", "accounts.csv:3: column '-': '' is an empty line"),
-            (b"auth_id,currency\nA1,EUR,x\n", "accounts.csv:2: column '-': 'A1,EUR,x' has 3 fields; the header has 2"),
+            (b"auth_id,currency\nA1,EUR,x\n", "accounts.csv:2: column '-': 'A1,EUR,x' has 3 fields, the header has 2: field 3 and after have no column"),
         ];
         for (bytes, message) in cases {
             let error = Accounts::parse(bytes, "accounts.csv").unwrap_err().to_string();

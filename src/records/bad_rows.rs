@@ -95,8 +95,8 @@ impl<'a> BadRows<'a> {
 
     /// A row the reader could not split into fields; returns whether to go
     /// on.
-    pub fn malformed(&mut self, line: u64, value: String, reason: String) -> bool {
-        self.reject(line, "-", value, reason)
+    pub fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.reject(line, column, value, reason)
     }
 
     /// The rows set aside, in line order.
@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn a_parquet_row_is_its_number_in_the_file_and_row_n_in_a_message() {
         let mut bad_rows = BadRows::new(&input("calls/a.parquet", Format::Parquet), 0, OnBadRow::SetAside, None);
-        assert!(bad_rows.malformed(41, "x".into(), "is odd".into()));
+        assert!(bad_rows.malformed(41, "-", "x".into(), "is odd".into()));
         assert_eq!(bad_rows.rejects()[0].location.to_string(), "calls/a.parquet: row 41");
         assert_eq!(
             String::from_utf8(rejected_csv(bad_rows.rejects()).unwrap()).unwrap(),
@@ -194,13 +194,13 @@ mod tests {
         let mut first = BadRows::new(&input("calls/a.csv", Format::Csv), 0, OnBadRow::Fail, Some(&stop));
         let second = BadRows::new(&input("calls/b.csv", Format::Csv), 1, OnBadRow::Fail, Some(&stop));
         assert!(!second.should_stop(2));
-        assert!(!first.malformed(5, String::new(), "bad".into()));
+        assert!(!first.malformed(5, "-", String::new(), "bad".into()));
         assert!(first.rejects().is_empty());
         assert_eq!(first.take_error().map(|e| e.location.line), Some(5));
         assert!(second.should_stop(2), "a later file stops");
         assert!(!first.should_stop(5) && first.should_stop(6), "rows up to the failure are still read");
         let mut alone = BadRows::new(&input("calls/a.csv", Format::Csv), 0, OnBadRow::Fail, None);
-        assert!(!alone.malformed(5, String::new(), "bad".into()));
+        assert!(!alone.malformed(5, "-", String::new(), "bad".into()));
         assert!(!alone.should_stop(6), "only a shared stop stops other rows");
         let set_aside = BadRows::new(&input("calls/c.csv", Format::Csv), 2, OnBadRow::SetAside, Some(&stop));
         assert!(!set_aside.should_stop(9), "rows set aside never stop a run");

@@ -21,9 +21,10 @@ use crate::error::{Error, Result};
 pub trait RowSink {
     /// One row, its fields in [`Kind::columns`] order. `false` stops reading.
     fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool;
-    /// A row that could not be split into the header's fields. `false`
-    /// stops reading.
-    fn malformed(&mut self, line: u64, value: String, reason: String) -> bool;
+    /// A row that could not be split into the header's fields: the header
+    /// column at fault (`-` for the line as a whole), the line as shown and
+    /// why. `false` stops reading.
+    fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool;
 }
 
 /// Chunks smaller than this are not split further.
@@ -204,7 +205,7 @@ impl Reader<'_> {
             let text = strip_cr(&rest[..end]);
             let go_on = if text.is_empty() {
                 let reason = format!("is an empty line; every line after the header is a record of {width} fields");
-                sink.malformed(line, String::new(), reason)
+                sink.malformed(line, "-", String::new(), reason)
             } else {
                 let shape = if all_printable {
                     split_commas_of::<false>(text, &mut commas)
@@ -217,7 +218,8 @@ impl Reader<'_> {
                     let commas = commas.as_slice();
                     let n_fields = commas.len() + 1;
                     if n_fields != width {
-                        sink.malformed(line, shown(text), format!("has {n_fields} fields; the header has {width}"))
+                        let (column, reason) = self.wrong_width(n_fields);
+                        sink.malformed(line, column, shown(text), reason)
                     } else {
                         let mut fields = [Field::Null; 16];
                         let field = |index: usize| {
@@ -262,17 +264,49 @@ impl Reader<'_> {
     fn quoted_line<S: RowSink>(&self, quoted: &mut QuotedLine, text: &[u8], line: u64, sink: &mut S) -> bool {
         if let Err(quoting) = quoted.split(text) {
             // The value shown is the line from the field at fault on.
-            return sink.malformed(line, shown(&text[quoting.start..]), quoting.reason(self.names));
+            let column = self.names.get(quoting.field).map_or("-", String::as_str);
+            return sink.malformed(line, column, shown(&text[quoting.start..]), quoting.reason(self.names));
         }
         let n_fields = quoted.ends.len();
         if n_fields != self.width {
-            return sink.malformed(line, shown(text), format!("has {n_fields} fields; the header has {}", self.width));
+            let (column, reason) = self.wrong_width(n_fields);
+            return sink.malformed(line, column, shown(text), reason);
         }
         let mut fields = [Field::Null; 16];
         for (slot, &index) in fields.iter_mut().zip(self.columns) {
             *slot = Field::Text(quoted.field(index));
         }
         sink.row(line, &fields[..self.columns.len()])
+    }
+}
+
+impl Reader<'_> {
+    /// The column and reason of a line of `n_fields` fields where the
+    /// header has another number ([`wrong_width`]).
+    fn wrong_width(&self, n_fields: usize) -> (&str, String) {
+        wrong_width(self.names, n_fields)
+    }
+}
+
+/// The column and reason of a line of `n_fields` fields under a header of
+/// `names`: a short line names the first column it lacks (`has 5 fields,
+/// the header has 9: column 'duration' is missing`), a long one the field
+/// no column holds. Record files and `accounts.csv` say it the same way.
+pub fn wrong_width(names: &[String], n_fields: usize) -> (&str, String) {
+    let width = names.len();
+    let plural = if n_fields == 1 { "" } else { "s" };
+    let head = format!("has {n_fields} field{plural}, the header has {width}");
+    match names.get(n_fields) {
+        Some(missing) if n_fields < width => {
+            let after = match width - n_fields - 1 {
+                0 => String::new(),
+                1 => " (and the 1 column after it)".to_owned(),
+                n => format!(" (and the {n} columns after it)"),
+            };
+            let missing = missing.as_str();
+            (missing, format!("{head}: column '{}'{after} is missing", crate::error::printable(missing)))
+        }
+        _ => ("-", format!("{head}: field {} and after have no column", width + 1)),
     }
 }
 
@@ -514,6 +548,20 @@ impl QuotedLine {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_line_of_the_wrong_width_names_the_column_it_lacks_or_the_field_it_has_too_many() {
+        let names: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| (*s).to_owned()).collect();
+        let cases = [
+            (3, "d", "has 3 fields, the header has 4: column 'd' is missing"),
+            (2, "c", "has 2 fields, the header has 4: column 'c' (and the 1 column after it) is missing"),
+            (1, "b", "has 1 field, the header has 4: column 'b' (and the 2 columns after it) is missing"),
+            (5, "-", "has 5 fields, the header has 4: field 5 and after have no column"),
+        ];
+        for (n_fields, column, reason) in cases {
+            assert_eq!(super::wrong_width(&names, n_fields), (column, reason.to_owned()), "{n_fields}");
+        }
+    }
+
     use proptest::strategy::Strategy;
 
     use super::*;
@@ -600,7 +648,7 @@ mod tests {
             self.lines.push((line, entry));
             true
         }
-        fn malformed(&mut self, line: u64, _: String, reason: String) -> bool {
+        fn malformed(&mut self, line: u64, _: &str, _: String, reason: String) -> bool {
             self.lines.push((line, Err(reason)));
             true
         }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Kind;
-use crate::error::{Error, Result};
+use crate::error::{Error, Notice, Result};
 
 /// How a file is encoded, from its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,7 +60,17 @@ pub struct Inventory {
     /// Files in record folders that are not of a record format (named so
     /// that a caller can warn about them); hidden files are not listed.
     pub ignored: Vec<String>,
+    /// Entries at the top of the data directory that are not part of its
+    /// layout ([`LAYOUT`]): not read. Hidden entries and `README*` files
+    /// are not listed.
+    pub unknown: Vec<String>,
+    /// How many of the record folders exist.
+    pub folders: usize,
 }
+
+/// What a data directory may hold at its top, beside the record folders
+/// (`records.md`, `resources.md`).
+pub const LAYOUT: [&str; 4] = ["accounts.csv", "endpoints.csv", "registrations.csv", "recordings"];
 
 impl Inventory {
     /// Lists every record file under `data`; missing folders hold nothing.
@@ -75,6 +85,7 @@ impl Inventory {
             if !folder.exists() {
                 continue;
             }
+            inventory.folders += 1;
             let mut found = Vec::new();
             walk(&folder, &mut found)?;
             for path in found {
@@ -95,8 +106,58 @@ impl Inventory {
         }
         inventory.files.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         inventory.ignored.sort();
+        inventory.unknown = unknown_entries(data)?;
         Ok(inventory)
     }
+
+    /// What is surprising about the data directory `data` this inventory
+    /// was taken of: no record folder at all (nothing to read), files in
+    /// record folders of no record format, entries at its top that nothing
+    /// reads. Paths are relative to the data directory.
+    pub fn notices(&self, data: &Path) -> Vec<Notice> {
+        let mut notices = Vec::new();
+        if self.folders == 0 {
+            let folders: Vec<String> = Kind::ALL.iter().map(|k| format!("{}/", k.name())).collect();
+            let (last, rest) = folders.split_last().map_or(("", &[][..]), |(l, r)| (l.as_str(), r));
+            notices.push(Notice(format!(
+                "{} has no {} or {last} folder: nothing to read",
+                data.display(),
+                rest.join(", ")
+            )));
+        }
+        for name in &self.ignored {
+            notices.push(Notice(format!("ignoring {name}: not a record file (.csv, .csv.gz, .csv.zst, .parquet)")));
+        }
+        for name in &self.unknown {
+            let folders: Vec<String> = Kind::ALL.iter().map(|k| format!("{}/", k.name())).collect();
+            notices.push(Notice(format!(
+                "ignoring {name}: not part of a data directory ({}, {}, {}/)",
+                folders.join(", "),
+                LAYOUT[..3].join(", "),
+                LAYOUT[3]
+            )));
+        }
+        notices
+    }
+}
+
+/// The entries at the top of `data` that are neither record folders nor
+/// in [`LAYOUT`] (hidden ones and `README*` files aside), sorted; a
+/// folder's name ends in `/`.
+fn unknown_entries(data: &Path) -> Result<Vec<String>> {
+    let mut unknown = Vec::new();
+    for entry in std::fs::read_dir(data).map_err(|e| Error::io(data, e))? {
+        let entry = entry.map_err(|e| Error::io(data, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let known = LAYOUT.contains(&name.as_str()) || Kind::ALL.iter().any(|k| k.name() == name);
+        if known || name.starts_with('.') || name.to_ascii_uppercase().starts_with("README") {
+            continue;
+        }
+        let is_dir = std::fs::metadata(entry.path()).map(|m| m.is_dir()).unwrap_or(false);
+        unknown.push(if is_dir { format!("{name}/") } else { name });
+    }
+    unknown.sort();
+    Ok(unknown)
 }
 
 /// Every regular file below `folder`, recursively, skipping hidden folders.

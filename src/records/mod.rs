@@ -321,7 +321,7 @@ pub fn record_id_at(file: &files::InputFile, line: u64) -> Option<String> {
             }
             line < self.line
         }
-        fn malformed(&mut self, line: u64, _: String, _: String) -> bool {
+        fn malformed(&mut self, line: u64, _: &str, _: String, _: String) -> bool {
             line < self.line
         }
     }

@@ -39,8 +39,11 @@ fn malformed_parameters_are_400s_naming_parameter_value_and_what_is_allowed() {
     let cases: &[(&str, &str)] = &[
         ("granularity=week", "invalid granularity 'week': expected one of hour, day, month, year"),
         ("granularity=Day", "invalid granularity 'Day': expected one of hour, day, month, year"),
-        ("from_date=2026-13-01", "invalid from_date '2026-13-01': expected a date YYYY-MM-DD"),
-        ("to_date=2026-11-31", "invalid to_date '2026-11-31': expected a date YYYY-MM-DD"),
+        (
+            "from_date=2026-13-01",
+            "invalid from_date '2026-13-01': not a calendar date (there is no month 13; months are 01 to 12)",
+        ),
+        ("to_date=2026-11-31", "invalid to_date '2026-11-31': not a calendar date (November 2026 has 30 days)"),
         ("from_date=20261101", "invalid from_date '20261101': expected a date YYYY-MM-DD"),
         ("to_date=2026-11-21T00:00:00Z", "invalid to_date '2026-11-21T00:00:00Z': expected a date YYYY-MM-DD"),
         (
@@ -281,8 +284,8 @@ fn bad_records_stop_the_run_naming_file_line_column_and_value() {
         (
             "messages/m.csv",
             with_row(MESSAGES, "m2,A1,,2026-11-20T11:00:00Z,sms,outbound,US,1,0.5,0"),
-            "messages/m.csv:3: column '-': 'm2,A1,,2026-11-20T11:00:00Z,sms,outbound,US,1,0.5,0' \
-             has 10 fields; the header has 11",
+            "messages/m.csv:3: column 'error_code': 'm2,A1,,2026-11-20T11:00:00Z,sms,outbound,US,1,0.5,0' \
+             has 10 fields, the header has 11: column 'error_code' is missing",
         ),
         (
             "charges/x.csv",

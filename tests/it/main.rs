@@ -22,6 +22,8 @@ mod generate;
 mod ingest;
 // The architecture: module docs, layer order, no file cycles.
 mod layers;
+// Warnings on stderr for surprising runs (stdout unchanged, --quiet), precise messages.
+mod notices;
 // `telemeter report`: pages, CSV, HTML, manifest, atomic output.
 mod report;
 // `telemeter serve` over HTTP: the API, auth, allowlists, resources.
