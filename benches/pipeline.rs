@@ -75,7 +75,7 @@ impl RowSink for Checked {
         }
         true
     }
-    fn malformed(&mut self, _line: u64, _value: String, _reason: String) -> bool {
+    fn malformed(&mut self, _line: u64, _column: &str, _value: String, _reason: String) -> bool {
         self.rows += 1;
         true
     }
@@ -107,7 +107,7 @@ fn dedup_entries(rows: u64) -> Vec<Vec<Seen>> {
             }
             true
         }
-        fn malformed(&mut self, _: u64, _: String, _: String) -> bool {
+        fn malformed(&mut self, _: u64, _: &str, _: String, _: String) -> bool {
             true
         }
     }
