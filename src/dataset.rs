@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::aggregate::{self, Aggregate, AggregateOptions, Selector};
+use crate::aggregate::{self, Aggregate, AggregateOptions, Selector, Span};
 use crate::error::{Notice, Result};
 use crate::records::accounts::Accounts;
 use crate::records::files::Inventory;
@@ -78,6 +78,17 @@ impl Dataset {
         match &self.source {
             Source::Raw(dir) => Ok(Inventory::scan(dir)?.notices(dir)),
             Source::Store(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// When the records of `account` lie, for a notice about an empty
+    /// answer that came without a pass (a store's rollups). A raw directory
+    /// says `None`: only a pass knows, and its answer carries it
+    /// (`Summary::covered`).
+    pub fn account_span(&self, account: &str) -> Result<Option<Span>> {
+        match &self.source {
+            Source::Raw(_) => Ok(None),
+            Source::Store(store) => store.account_span(account),
         }
     }
 

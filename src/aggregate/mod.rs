@@ -29,7 +29,7 @@ use std::sync::atomic::AtomicU64;
 pub use self::scan::Scan;
 pub use self::select::{AccountScope, Bucketing, Dimensions, Selector};
 pub(crate) use self::totals::sum_sorted;
-pub use self::totals::{GroupKey, Tally, Totals};
+pub use self::totals::{GroupKey, Span, Tally, Totals};
 use crate::error::{BadRecord, Result};
 pub use crate::records::bad_rows::OnBadRow;
 use crate::records::files::Inventory;
@@ -67,6 +67,12 @@ pub struct Aggregate {
     pub rejects: Vec<BadRecord>,
     /// The files read.
     pub inventory: Inventory,
+    /// The times of the records of each account in the selector's scope
+    /// (whatever the window and the other filters), for a warning when a
+    /// window holds none: from the pass at no extra cost.
+    pub spans: BTreeMap<String, Span>,
+    /// The times of every valid record read.
+    pub span: Option<Span>,
 }
 
 /// Reads every record file under `data` once and aggregates what
@@ -81,6 +87,8 @@ pub fn aggregate_files(inventory: Inventory, selector: &Selector, options: Aggre
     let fail_at = AtomicU64::new(u64::MAX);
     let mut scans = scan::scan_files(&inventory, selector, options, &fail_at)?;
     scan::drop_duplicates(&mut scans, &inventory)?;
-    let (groups, tallies, rejects) = scan::merge(scans)?;
-    Ok(Aggregate { groups, tallies, rejects, inventory })
+    let merged = scan::merge(scans)?;
+    let (groups, tallies, rejects, spans, span) =
+        (merged.groups, merged.tallies, merged.rejects, merged.spans, merged.span);
+    Ok(Aggregate { groups, tallies, rejects, inventory, spans, span })
 }

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::order::Order;
-use super::{sum_sorted, AggregateOptions, Dimensions, GroupKey, OnBadRow, Selector, Tally, Totals};
+use super::{sum_sorted, AggregateOptions, Dimensions, GroupKey, OnBadRow, Selector, Span, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::Interner;
 use crate::records::bad_rows::{position, BadRows};
@@ -149,11 +149,17 @@ pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
     let folded: Vec<Folded> = scans.into_par_iter().zip(ids).map(|(scan, ids)| scan.fold(&ids)).collect();
     let mut tallies: BTreeMap<Kind, Tally> = BTreeMap::new();
     let mut rejects = Vec::new();
+    let mut span = None;
+    let mut span_by_id: FxHashMap<u32, Span> = FxHashMap::default();
     let mut parts: Vec<Vec<Vec<(IdKey, Totals)>>> =
         (0..MERGE_PARTS).map(|_| Vec::with_capacity(folded.len())).collect();
     for scan in folded {
         *tallies.entry(scan.kind).or_default() += scan.tally;
         rejects.extend(scan.rejects);
+        span = Span::merge_opt(span, scan.span);
+        for (account, account_span) in scan.spans {
+            span_by_id.entry(account).and_modify(|s| *s = s.merge(account_span)).or_insert(account_span);
+        }
         for (part, groups) in parts.iter_mut().zip(scan.parts) {
             if !groups.is_empty() {
                 part.push(groups);
@@ -177,11 +183,19 @@ pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
     let owned: Vec<(GroupKey, Totals)> =
         merged.into_par_iter().map(|(key, totals)| (key.owned(&strings), totals)).collect();
     let groups = sum_sorted(owned, |key| Error::Internal(format!("sum overflow in group {key:?}")))?;
-    Ok((groups, tallies, rejects))
+    let spans = span_by_id.into_iter().map(|(id, s)| (strings.get(id).to_owned(), s)).collect();
+    Ok(Merged { groups, tallies, rejects, spans, span })
 }
 
-/// What [`merge`] returns: groups, tallies, rejects.
-pub(super) type Merged = (BTreeMap<GroupKey, Totals>, BTreeMap<Kind, Tally>, Vec<BadRecord>);
+/// What [`merge`] returns: the parts of an [`Aggregate`](super::Aggregate)
+/// a pass computes.
+pub(super) struct Merged {
+    pub(super) groups: BTreeMap<GroupKey, Totals>,
+    pub(super) tallies: BTreeMap<Kind, Tally>,
+    pub(super) rejects: Vec<BadRecord>,
+    pub(super) spans: BTreeMap<String, Span>,
+    pub(super) span: Option<Span>,
+}
 
 /// The largest file buffer kept for reuse.
 const MAX_SPARE_BUFFER: usize = 512 << 20;
@@ -295,6 +309,9 @@ struct Folded {
     parts: Vec<Vec<(IdKey, Totals)>>,
     tally: Tally,
     rejects: Vec<BadRecord>,
+    /// Record times per account, by shared string id.
+    spans: Vec<(u32, Span)>,
+    span: Option<Span>,
 }
 
 /// The per-file (or per-chunk) state of a pass: a [`RowSink`].
@@ -314,7 +331,15 @@ pub struct Scan<'s> {
     duplicates: FxHashSet<u64>,
     /// Buckets per account string id, once looked up.
     account_buckets: Vec<Option<Option<&'s Buckets>>>,
+    /// Record times per account string id of the accounts in scope
+    /// (`first > last`: none yet).
+    spans: Vec<Span>,
+    /// Record times of every valid row (`first > last`: none yet).
+    span: Span,
 }
+
+/// A span with no time in it yet: merging a time makes it that time.
+const NO_SPAN: Span = Span { first: i64::MAX, last: i64::MIN };
 
 impl<'s> Scan<'s> {
     fn new(
@@ -338,7 +363,19 @@ impl<'s> Scan<'s> {
             lines: (u64::MAX, 0),
             duplicates: FxHashSet::default(),
             account_buckets: Vec::new(),
+            spans: Vec::new(),
+            span: NO_SPAN,
         }
+    }
+
+    /// Notes a record of the account with string id `account` at `secs`.
+    #[inline]
+    fn note_time(&mut self, account: u32, secs: i64) {
+        let index = account as usize;
+        if index >= self.spans.len() {
+            self.spans.resize(index + 1, NO_SPAN);
+        }
+        self.spans[index] = self.spans[index].merge(Span::at(secs));
     }
 
     /// The buckets of the account with string id `account`.
@@ -415,7 +452,10 @@ impl<'s> Scan<'s> {
         let duplicates = self.duplicates.len() as u64;
         let tally =
             Tally { read: self.read, used: self.read - set_aside - duplicates, set_aside, duplicates, selected };
-        Folded { kind: self.kind, parts, tally, rejects }
+        let spans =
+            self.spans.iter().enumerate().filter(|(_, s)| s.first <= s.last).map(|(id, s)| (ids[id], *s)).collect();
+        let span = (self.span.first <= self.span.last).then_some(self.span);
+        Folded { kind: self.kind, parts, tally, rejects, spans, span }
     }
 }
 
@@ -431,13 +471,20 @@ impl RowSink for Scan<'_> {
             Ok(record) => {
                 let seen = Seen::new(record.record_id, record.content_hash(), self.file, line);
                 self.seen[seen.partition()].push(seen);
+                let secs = record.timestamp.secs;
+                self.span = self.span.merge(Span::at(secs));
                 // `Selector::select`, with the account's buckets looked up
-                // once per scan and account rather than once per row.
-                if self.selector.keeps(&Dimensions::of(&record)) {
+                // once per scan and account rather than once per row. The
+                // times of an account in scope are noted whatever the
+                // other filters (what dates it covers).
+                if self.selector.accounts.contains(record.auth_id) {
                     let account = self.strings.intern(record.auth_id);
-                    let bucket = self.buckets_of(account).and_then(|b| b.index(record.timestamp.secs));
-                    if let Some(bucket) = bucket {
-                        self.keep(&record, account, bucket, line);
+                    self.note_time(account, secs);
+                    if self.selector.keeps(&Dimensions::of(&record)) {
+                        let bucket = self.buckets_of(account).and_then(|b| b.index(secs));
+                        if let Some(bucket) = bucket {
+                            self.keep(&record, account, bucket, line);
+                        }
                     }
                 }
                 true

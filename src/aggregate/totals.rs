@@ -129,6 +129,45 @@ impl std::ops::AddAssign for Tally {
     }
 }
 
+/// The first and last record times of some rows (UTC seconds, both
+/// inclusive): what dates a data set or an account covers, for a warning
+/// when a window holds none of them. Merging is `min`/`max`, so any split
+/// of the rows gives the same span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// The earliest record's time.
+    pub first: i64,
+    /// The latest record's time.
+    pub last: i64,
+}
+
+impl Span {
+    /// The span of one instant.
+    #[inline]
+    pub fn at(secs: i64) -> Span {
+        Span { first: secs, last: secs }
+    }
+
+    /// The span of both.
+    #[inline]
+    pub fn merge(self, other: Span) -> Span {
+        Span { first: self.first.min(other.first), last: self.last.max(other.last) }
+    }
+
+    /// `span` widened by `other`, either possibly absent.
+    pub fn merge_opt(span: Option<Span>, other: Option<Span>) -> Option<Span> {
+        match (span, other) {
+            (Some(a), Some(b)) => Some(a.merge(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether any of it lies in `[start, end)`.
+    pub fn overlaps(&self, start: i64, end: i64) -> bool {
+        self.first < end && self.last >= start
+    }
+}
+
 /// The map of groups sorted by key, equal keys summed into one (in one
 /// pass, not an insert per group); `overflow` is the error of a group whose
 /// sum overflows.

@@ -126,6 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(Error::BadRequest(bad)) => return bad_request(&bad.message),
         Err(error) => return Err(error).context(format!("no report written to {}", args.out.display())),
     };
+    super::warn_all(&outcome.notices);
     if !super::quiet() {
         let spend: Vec<String> =
             outcome.spend.iter().map(|(currency, amount)| format!("{currency} {amount}")).collect();

@@ -137,6 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(bad) => return bad_request(&args, &bad),
     };
     let summary = summary::build(&dataset, &request)?;
+    super::warn_all(&summary::notices(&dataset, &summary)?);
     let mut out = Output::open(args.output.as_deref())?;
     if let Err(bad) = write_pages(&args, &summary, &key, &mut out)? {
         return bad_request(&args, &bad);

@@ -150,6 +150,10 @@ pub(super) struct Manifest<'a> {
     pub(super) rejected_file: Option<&'static str>,
     pub(super) spend_by_currency: BTreeMap<String, Decimal>,
     pub(super) accounts: Vec<AccountEntry>,
+    /// Ids of `--accounts` that neither `accounts.csv` nor any record
+    /// knows: no folder written (absent when there are none).
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub(super) skipped_accounts: &'a [String],
     pub(super) reconciliation: Reconciliation,
 }
 

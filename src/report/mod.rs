@@ -31,7 +31,7 @@ use std::sync::Mutex;
 
 use crate::aggregate::{OnBadRow, Tally};
 use crate::dataset::{Dataset, Inputs};
-use crate::error::{Error, Result};
+use crate::error::{Error, Notice, Result};
 use crate::money::Amount;
 use crate::summary::wire::Decimal;
 use crate::summary::{build_many, to_json, Batch, Summary};
@@ -56,6 +56,9 @@ pub struct Outcome {
     pub counts: Tally,
     /// Total spend per currency.
     pub spend: BTreeMap<String, Amount>,
+    /// What is surprising about the run, for a warning: ids of `--accounts`
+    /// that neither `accounts.csv` nor any record knows (no folder written).
+    pub notices: Vec<Notice>,
 }
 
 /// Builds every account's report from `dataset` and writes it to `out`,
@@ -169,7 +172,15 @@ fn write_all(
     }
 
     let reconciliation = reconcile(batch, &written)?;
-    let mut outcome = Outcome { accounts: written.len(), counts, ..Outcome::default() };
+    let notices = batch
+        .skipped
+        .iter()
+        .map(|id| {
+            let id = crate::error::printable(id);
+            Notice(format!("account {id} is not in accounts.csv and has no records: no report written for it"))
+        })
+        .collect();
+    let mut outcome = Outcome { accounts: written.len(), counts, notices, ..Outcome::default() };
     for w in &written {
         outcome.usage_rows += w.entry.usage_rows;
         let spend = outcome.spend.entry(w.entry.currency.clone()).or_default();
@@ -212,6 +223,7 @@ fn write_all(
         rejected_file: (request.batch.on_bad_row == OnBadRow::SetAside).then_some("rejected.csv"),
         spend_by_currency: outcome.spend.iter().map(|(c, a)| (c.clone(), Decimal(*a))).collect(),
         accounts: written.into_iter().map(|w| w.entry).collect(),
+        skipped_accounts: &batch.skipped,
         reconciliation,
     };
     write_file(&staging.join(MANIFEST), format!("{}\n", to_json(&manifest, true)?).as_bytes())?;
@@ -379,7 +391,7 @@ mod tests {
             .tallies
             .insert(crate::records::Kind::Charges, Tally { read: 1, used: 1, selected: 1, ..Tally::default() });
         let summary = summarize(&request, "USD", &buckets, &aggregate).unwrap();
-        Batch { summaries: BTreeMap::from([("A".to_owned(), summary)]), aggregate }
+        Batch { summaries: BTreeMap::from([("A".to_owned(), summary)]), aggregate, skipped: Vec::new() }
     }
 
     /// A request for every file, the query empty.

@@ -71,7 +71,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{self, Aggregate, AggregateOptions, Dimensions, GroupKey, Selector, Tally, Totals};
+use crate::aggregate::{self, Aggregate, AggregateOptions, Dimensions, GroupKey, Selector, Span, Tally, Totals};
 use crate::error::{Error, Result};
 use crate::records::accounts::Accounts;
 use crate::records::files::{Format, InputFile, Inventory};
@@ -311,6 +311,17 @@ impl Store {
         answer::account_rows(&self.dir.join(file), account, grain, selector, buckets).map(Some)
     }
 
+    /// When the records of `account` lie: its finest rollup file's first
+    /// slot start to its last slot's end (a second before). `None` when
+    /// the store holds no record of it. Reads one column of one file.
+    pub fn account_span(&self, account: &str) -> Result<Option<Span>> {
+        let Some((grain, file)) = self.manifest.rollups.get(account).and_then(|files| files.iter().next()) else {
+            return Ok(None);
+        };
+        let range = rollup::slot_range(&self.dir.join(file))?;
+        Ok(range.map(|(first, last)| Span { first, last: last.saturating_add(grain - 1) }))
+    }
+
     /// What `selector` keeps, summed: from the rollups when every bucket of
     /// the selector is a union of 15-minute slots, otherwise from the stored
     /// records. Tallies count stored records (read = used; `selected` = the
@@ -324,6 +335,7 @@ impl Store {
         // keys are sorted once and the map is built from the sorted list.
         let mut groups: Vec<(GroupKey, Totals)> = Vec::new();
         let mut selected: BTreeMap<Kind, u64> = BTreeMap::new();
+        let mut spans: BTreeMap<String, Span> = BTreeMap::new();
         for (account, files) in &self.manifest.rollups {
             if !selector.accounts.contains(account) {
                 continue;
@@ -337,7 +349,12 @@ impl Store {
             let mut local: FxHashMap<LocalKey<'_>, Totals> = FxHashMap::default();
             let path = self.dir.join(file);
             let frame = rollup::read_rollup_frame(&path)?;
+            let mut span: Option<Span> = None;
             rollup::for_each_rollup_in(&path, &frame, |row| {
+                // Every row, whatever the window and filters: the dates the
+                // account covers (to the end of the row's slot).
+                let row_span = Span { first: row.slot, last: row.slot.saturating_add(grain - 1) };
+                span = Some(span.map_or(row_span, |s| s.merge(row_span)));
                 let dimensions = Dimensions {
                     auth_id: row.auth_id,
                     product: row.product,
@@ -359,10 +376,14 @@ impl Store {
             groups.extend(
                 local.into_iter().map(|(key, totals)| (GroupKey::new(&key.dimensions, key.type_, key.bucket), totals)),
             );
+            if let Some(span) = span {
+                spans.insert(account.clone(), span);
+            }
         }
         groups.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let groups = aggregate::sum_sorted(groups, |key| overflow(&key.account))?;
-        let mut result = Aggregate { groups, ..Aggregate::default() };
+        let span = spans.values().copied().reduce(Span::merge);
+        let mut result = Aggregate { groups, spans, span, ..Aggregate::default() };
         for kind in Kind::ALL {
             let count = self.manifest.kind(kind).count;
             let tally = Tally {

@@ -297,6 +297,24 @@ pub(crate) struct RowText<'f> {
     pub surcharge: i128,
 }
 
+/// The first and last slot starts of a rollup file, reading its
+/// `slot_start` column alone; `None` when it has no rows.
+pub(crate) fn slot_range(path: &Path) -> Result<Option<(i64, i64)>> {
+    let frame = read_frame(path, &ROLLUP_COLUMNS[2..3])?;
+    let slots = frame.column(ROLLUP_COLUMNS[2]).and_then(|c| c.i64()).map_err(polars_error(path))?;
+    let range = slots.downcast_iter().flat_map(|array| array.values().iter().copied()).fold(
+        None,
+        |range: Option<(i64, i64)>, slot| match range {
+            Some((min, max)) => Some((min.min(slot), max.max(slot))),
+            None => Some((slot, slot)),
+        },
+    );
+    if slots.null_count() > 0 {
+        return Err(Error::io(path, "not a rollup file: null in 'slot_start'"));
+    }
+    Ok(range)
+}
+
 /// Hands every row of a rollup file to `each`, in file order, reading the
 /// columns a request needs (all but `auth_id`) one row group at a time, so
 /// that memory holds one row group's columns, not the file's. Row groups

@@ -6,8 +6,11 @@
 //! [`build_many`] for several accounts in one pass) and [`Summary::page`],
 //! so they answer with the same bytes.
 
+mod notices;
 pub mod render;
 pub mod wire;
+
+pub use notices::{notices, Covered};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -49,6 +52,10 @@ pub struct Summary {
     pub total_spend: Amount,
     /// Usage per subaccount; parent-level rows excluded.
     pub subaccount_spend: BTreeMap<String, Amount>,
+    /// What dates the account's records and the data set cover, when the
+    /// pass that answered saw them (`None`: answered without one, from a
+    /// store's rollups); for [`notices`], never for the answer.
+    pub covered: Option<Covered>,
     content_digest: [u8; 32],
 }
 
@@ -114,6 +121,9 @@ pub struct Batch {
     pub summaries: BTreeMap<String, Summary>,
     /// The pass itself: counts, set-aside rows, files read.
     pub aggregate: Aggregate,
+    /// Accounts asked for by name that are neither in `accounts.csv` nor in
+    /// any record: no summary, sorted.
+    pub skipped: Vec<String>,
 }
 
 /// Answers `request` for every account it names (each in its own time
@@ -147,6 +157,11 @@ pub fn build_many(
     let selector = selector(params, accounts.clone(), bucketing);
     let aggregate = dataset.aggregate(&selector, AggregateOptions { on_bad_row, on_read })?;
     named.extend(aggregate.groups.keys().map(|k| k.account.clone()));
+    // An account asked for by name that neither `accounts.csv` nor any
+    // record knows gets no summary: it is most likely a typo.
+    let (named, skipped): (BTreeSet<String>, BTreeSet<String>) =
+        named.into_iter().partition(|id| dataset.accounts.get(id).is_some() || aggregate.spans.contains_key(id));
+    let skipped: Vec<String> = skipped.into_iter().collect();
     let mut summaries = BTreeMap::new();
     for auth_id in named {
         let request = match requests.remove(&auth_id) {
@@ -158,7 +173,7 @@ pub fn build_many(
         let summary = summarize(&request, dataset.accounts.currency(&auth_id), &buckets, &aggregate)?;
         summaries.insert(auth_id, summary);
     }
-    Ok(Batch { summaries, aggregate })
+    Ok(Batch { summaries, aggregate, skipped })
 }
 
 /// The summary of `request`'s account from an aggregate that holds it.
@@ -173,6 +188,7 @@ pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggr
         direction: None,
         code: None,
     };
+    let covered = Covered { account: aggregate.spans.get(&request.auth_id).copied(), data: aggregate.span };
     let mut strings = Interner::default();
     let rows: Vec<(PackedKey, Totals)> = aggregate
         .groups
@@ -180,7 +196,9 @@ pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggr
         .take_while(|(k, _)| k.account == request.auth_id)
         .map(|(key, totals)| (rows::pack(key, &mut strings), *totals))
         .collect();
-    summarize_rows(request, currency, buckets, strings.into_table(), rows)
+    let mut summary = summarize_rows(request, currency, buckets, strings.into_table(), rows)?;
+    summary.covered = Some(covered);
+    Ok(summary)
 }
 
 /// The summary of `request`'s account from its rows in the report's order
@@ -236,6 +254,7 @@ pub(crate) fn summarize_rows(
         usage_spend,
         total_spend,
         subaccount_spend,
+        covered: None,
         content_digest: [0; 32],
     };
     summary.content_digest = summary.digest_content();

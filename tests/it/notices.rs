@@ -86,10 +86,13 @@ fn a_data_directory_without_record_folders_or_with_strange_files_is_named() {
     std::fs::create_dir_all(&empty).unwrap();
     assert_eq!(
         said(&empty, "A1", ""),
-        [format!(
-            "warning: {} has no calls/, messages/, transcriptions/ or charges/ folder: nothing to read",
-            empty.display()
-        )]
+        [
+            format!(
+                "warning: {} has no calls/, messages/, transcriptions/ or charges/ folder: nothing to read",
+                empty.display()
+            ),
+            "warning: account A1 is not in accounts.csv and has no records".to_owned(),
+        ]
     );
 
     let odd = dir.path().join("odd");
@@ -107,6 +110,7 @@ fn a_data_directory_without_record_folders_or_with_strange_files_is_named() {
              accounts.csv, endpoints.csv, registrations.csv, recordings/)",
             "warning: ignoring foo.txt: not part of a data directory (calls/, messages/, transcriptions/, charges/, \
              accounts.csv, endpoints.csv, registrations.csv, recordings/)",
+            "warning: no usage for A1 between 2026-11-14 and 2026-11-21: it has no records",
         ]
     );
     // `ingest` says the same, and still ingests.
@@ -162,4 +166,180 @@ fn a_command_without_a_source_names_both_flags() {
         assert_eq!(run.code, 2, "{command:?}: {}", run.stderr);
         assert!(run.stderr.contains("--data") && run.stderr.contains("--store"), "{command:?}: {}", run.stderr);
     }
+}
+
+#[test]
+fn an_unknown_account_is_named_and_its_answer_unchanged() {
+    // NOSUCH and MD004 (a row in accounts.csv, no records) answer the same
+    // empty usage but for the account id; only NOSUCH is unknown.
+    let said_nosuch = said(&sample_data(), "NOSUCH", "");
+    assert_eq!(said_nosuch, ["warning: account NOSUCH is not in accounts.csv and has no records"]);
+    let run = summary(&sample_data(), "NOSUCH", "", &[]);
+    assert_eq!(run.code, 0);
+    assert!(run.stdout.contains("\"usage\":[]"), "{}", run.stdout);
+    // The same from a store.
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    telemeter(&["ingest", "--data", sample_data().to_str().unwrap(), "--store", store.to_str().unwrap()]).ok();
+    let from_store = |auth_id: &str, query: &str| {
+        telemeter(&[
+            "summary",
+            "--store",
+            store.to_str().unwrap(),
+            "--auth-id",
+            auth_id,
+            "--query",
+            query,
+            "--now",
+            NOW,
+        ])
+    };
+    let stored = from_store("NOSUCH", "");
+    assert_eq!(stored.stdout, run.stdout);
+    assert_eq!(warnings(&stored.stderr), ["warning: account NOSUCH is not in accounts.csv and has no records"]);
+    // An account with usage in the window: nothing to say.
+    assert!(warnings(&from_store("MA001", "").stderr).is_empty());
+}
+
+#[test]
+fn a_window_without_the_accounts_data_says_which_dates_the_data_covers() {
+    // The dates the data covers, derived from sample_data itself: the
+    // earliest and latest timestamps of MA001's records, and of all.
+    let (mut account, mut all) = (Vec::new(), Vec::new());
+    for kind in ["calls", "messages", "transcriptions", "charges"] {
+        let mut files = Vec::new();
+        collect(&sample_data().join(kind), &mut files);
+        for file in files {
+            let bytes = std::fs::read(&file).unwrap();
+            let name = file.to_str().unwrap();
+            let bytes = if name.ends_with(".gz") {
+                let mut text = Vec::new();
+                std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
+                text
+            } else if name.ends_with(".zst") {
+                zstd::decode_all(&bytes[..]).unwrap()
+            } else {
+                bytes
+            };
+            let text = String::from_utf8(bytes).unwrap();
+            let mut lines = text.lines();
+            let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+            let at = |name: &str| header.iter().position(|h| *h == name).unwrap();
+            let (auth, time) = (at("auth_id"), at("timestamp"));
+            for line in lines.filter(|l| !l.is_empty()) {
+                let fields: Vec<&str> = line.split(',').collect();
+                let (Some(id), Some(stamp)) = (fields.get(auth), fields.get(time)) else { continue };
+                let stamp = stamp.replace(' ', "T");
+                let parsed = chrono::DateTime::parse_from_rfc3339(&stamp)
+                    .or_else(|_| chrono::DateTime::parse_from_rfc3339(&format!("{stamp}Z")));
+                let Ok(instant) = parsed else { panic!("{name}: timestamp '{stamp}'") };
+                let date = instant.with_timezone(&chrono::Utc).date_naive().to_string();
+                all.push(date.clone());
+                if *id == "MA001" {
+                    account.push(date);
+                }
+            }
+        }
+    }
+    let range = |dates: &mut Vec<String>| {
+        dates.sort();
+        format!("{} to {}", dates[0], dates[dates.len() - 1])
+    };
+    let (account, all) = (range(&mut account), range(&mut all));
+    let window = "from_date=2026-06-01&to_date=2026-06-08";
+    assert_eq!(
+        said(&sample_data(), "MA001", window),
+        [format!("warning: no usage for MA001 between 2026-06-01 and 2026-06-08; its data covers {account}")]
+    );
+    assert_eq!(
+        said(&sample_data(), "MD004", window),
+        [format!(
+            "warning: no usage for MD004 between 2026-06-01 and 2026-06-08: it has no records (the data covers {all})"
+        )]
+    );
+    // A window inside the data whose filters keep nothing.
+    let filtered = said(&sample_data(), "MA001", "product=voice&country=ZZ");
+    assert_eq!(filtered.len(), 1, "{filtered:?}");
+    assert!(filtered[0].contains("matches the request's filters"), "{filtered:?}");
+    // From a store: the account's dates from its rollups (to the day).
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    telemeter(&["ingest", "--data", sample_data().to_str().unwrap(), "--store", store.to_str().unwrap()]).ok();
+    let run = telemeter(&[
+        "summary",
+        "--store",
+        store.to_str().unwrap(),
+        "--auth-id",
+        "MA001",
+        "--query",
+        window,
+        "--now",
+        NOW,
+    ]);
+    assert_eq!(run.stdout, summary(&sample_data(), "MA001", window, &[]).stdout);
+    assert_eq!(
+        warnings(&run.stderr),
+        [format!("warning: no usage for MA001 between 2026-06-01 and 2026-06-08; its data covers {account}")]
+    );
+}
+
+/// Every file below `dir`.
+fn collect(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn report_writes_no_folder_for_an_account_no_one_knows() {
+    let dir = common::temp_dir();
+    let data = sample_data();
+    let run_report = |out: &Path, accounts: &str, quiet: bool| {
+        let mut args = vec![
+            "report",
+            "--data",
+            data.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--accounts",
+            accounts,
+            "--now",
+            NOW,
+        ];
+        if quiet {
+            args.push("--quiet");
+        }
+        telemeter(&args)
+    };
+    let with = dir.path().join("with");
+    let run = run_report(&with, "MA001,NOSUCH,MD004", false);
+    run.ok();
+    assert_eq!(
+        warnings(&run.stderr),
+        ["warning: account NOSUCH is not in accounts.csv and has no records: no report written for it"]
+    );
+    assert!(!with.join("NOSUCH").exists());
+    // MD004 (in accounts.csv, no records) still gets its report.
+    assert!(with.join("MD004").join("report.html").exists());
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(with.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["skipped_accounts"], serde_json::json!(["NOSUCH"]));
+    // The accounts written are those of the run without NOSUCH, byte for byte.
+    let without = dir.path().join("without");
+    run_report(&without, "MA001,MD004", false).ok();
+    for account in ["MA001", "MD004"] {
+        for entry in std::fs::read_dir(without.join(account)).unwrap() {
+            let name = entry.unwrap().file_name();
+            let (a, b) = (with.join(account).join(&name), without.join(account).join(&name));
+            assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "{}", a.display());
+        }
+    }
+    let quiet = run_report(&dir.path().join("quiet"), "MA001,NOSUCH", true);
+    quiet.ok();
+    assert!(quiet.stderr.is_empty(), "{}", quiet.stderr);
 }

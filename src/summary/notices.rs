@@ -1,0 +1,72 @@
+//! What is surprising about an answer, said beside it (never in it): an
+//! account that neither `accounts.csv` nor any record knows, a window that
+//! holds none of the account's records (with the dates its records do
+//! cover). The dates come from the pass that answered ([`Covered`]), or,
+//! for an empty answer from a store's rollups, from the account's rollup
+//! file alone; a request that finds rows costs nothing more.
+
+use chrono::{DateTime, NaiveDate};
+use chrono_tz::Tz;
+
+use super::Summary;
+use crate::aggregate::Span;
+use crate::dataset::Dataset;
+use crate::error::{Notice, Result};
+
+/// The record times a pass saw, beside its answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Covered {
+    /// The account's records, whatever the window and the filters.
+    pub account: Option<Span>,
+    /// Every record of the data set, when the pass read them all.
+    pub data: Option<Span>,
+}
+
+/// The notices of `summary`, answered from `dataset`: an unknown account
+/// with no records; else, when the answer is empty, the window and the
+/// dates the account's records (or the data set's) cover.
+pub fn notices(dataset: &Dataset, summary: &Summary) -> Result<Vec<Notice>> {
+    let request = &summary.request;
+    let auth_id = crate::error::printable(&request.auth_id);
+    let known = dataset.accounts.get(&request.auth_id).is_some();
+    let empty = summary.rows.is_empty() && summary.charges.as_ref().is_none_or(|c| c.is_empty());
+    if !empty {
+        return Ok(Vec::new());
+    }
+    let covered = match summary.covered {
+        Some(covered) => covered,
+        None => Covered { account: dataset.account_span(&request.auth_id)?, data: None },
+    };
+    let window = &request.window;
+    let tz = window.tz;
+    let dates = |span: Span| format!("{} to {}", local_date(span.first, tz), local_date(span.last, tz));
+    let text = match (known, covered.account) {
+        (false, None) => format!("account {auth_id} is not in accounts.csv and has no records"),
+        (true, None) => {
+            let data = covered.data.map(|span| format!(" (the data covers {})", dates(span))).unwrap_or_default();
+            format!("no usage for {auth_id} between {} and {}: it has no records{data}", window.from, window.to)
+        }
+        (_, Some(span)) if span.overlaps(window.start, window.end) => format!(
+            "no usage for {auth_id} between {} and {} matches the request's filters (its data covers {})",
+            window.from,
+            window.to,
+            dates(span)
+        ),
+        (_, Some(span)) => {
+            format!("no usage for {auth_id} between {} and {}; its data covers {}", window.from, window.to, dates(span))
+        }
+    };
+    Ok(vec![Notice(text)])
+}
+
+/// The local date of UTC second `secs` in `tz` (the instant's own text
+/// when chrono cannot hold it).
+fn local_date(secs: i64, tz: Tz) -> String {
+    match DateTime::from_timestamp(secs, 0) {
+        Some(instant) => {
+            let date: NaiveDate = instant.with_timezone(&tz).date_naive();
+            date.to_string()
+        }
+        None => format!("{secs} s since 1970"),
+    }
+}
