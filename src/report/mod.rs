@@ -264,7 +264,7 @@ fn write_account(
     }
     if formats.html {
         let path = dir.join("report.html");
-        let page = html::AccountPage { summary, charges, query };
+        let page = html::AccountPage { summary, charges, query, formats };
         report = Some(html::AccountReport::start(&page, BufWriter::with_capacity(1 << 16, create(&path)?), path)?);
     }
 

@@ -18,6 +18,8 @@ mod framing;
 mod fuzzing;
 // `telemeter generate`: deterministic, valid, duplicates counted once.
 mod generate;
+// report.html and index.html: formatted money, sorting, size, Chromium layout.
+mod html;
 // `ingest` at its memory limits, crash safety and idempotence.
 mod ingest;
 // The architecture: module docs, layer order, no file cycles.

@@ -1,10 +1,14 @@
 //! The spend-over-time chart of an account's page: one stacked bar per
-//! bucket and product, drawn twice (wide and narrow screens) as inline SVG.
-//! Bar geometry is floating point; every amount printed (axis, tooltips)
-//! is the exact decimal.
+//! bucket and product, drawn twice (wide and narrow screens) as inline SVG,
+//! each bar's total printed above it when the bars are few enough to label,
+//! and under the chart a "values" table (a `<details>`: one tap opens it,
+//! no script) with every bucket's amount per product. Bar geometry is
+//! floating point; every amount printed is from the exact decimal
+//! (rounded to the currency's decimals, exact in tooltips and titles).
 
 use std::fmt::Write as _;
 
+use super::format::{money, money_html};
 use super::{add, esc, product_label, Stats, COLOURS};
 use crate::error::Result;
 use crate::money::Amount;
@@ -40,8 +44,49 @@ pub(super) fn spend_over_time(out: &mut String, summary: &Summary, stats: &Stats
         bar_chart(out, summary, stats, &present, &totals, &layout);
     }
     w!(out, "<p class=\"note\">{}</p>", esc(&axis_note(granularity, tz.name(), &summary.currency)));
+    values_table(out, summary, stats, &present, &totals);
     out.push_str("</section>\n");
     Ok(())
+}
+
+/// Every non-empty bucket's spend per product, in a `<details>` that a
+/// tap opens: the chart's values without hovering.
+fn values_table(out: &mut String, summary: &Summary, stats: &Stats, present: &[usize], totals: &[i128]) {
+    let tz = summary.buckets.tz();
+    let currency = &summary.currency;
+    let granularity = summary.request.params.granularity;
+    w!(
+        out,
+        "<details class=\"values\"><summary>Values per {} ({})</summary><div class=\"scroll\"><table><thead><tr><th>{}</th>",
+        granularity.as_str(),
+        esc(currency),
+        capitalized(granularity.as_str())
+    );
+    for p in present {
+        w!(out, "<th class=\"n\">{}</th>", product_label(*p));
+    }
+    out.push_str("<th class=\"n m\">Total</th></tr></thead><tbody>");
+    for (i, bucket) in stats.by_bucket.iter().enumerate() {
+        if totals[i] == 0 && bucket.iter().all(|v| *v == 0) {
+            continue;
+        }
+        let (start, _) = summary.buckets.span(i as u32);
+        w!(out, "<tr><td>{}</td>", esc(&format_instant(start, tz)));
+        for p in present {
+            out.push_str("<td class=\"n\">");
+            money_html(out, Amount::from_nanos(bucket[*p]), currency);
+            out.push_str("</td>");
+        }
+        out.push_str("<td class=\"n m\">");
+        money_html(out, Amount::from_nanos(totals[i]), currency);
+        out.push_str("</td></tr>");
+    }
+    out.push_str("</tbody></table></div></details>");
+}
+
+fn capitalized(word: &str) -> String {
+    let mut chars = word.chars();
+    chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
 }
 
 /// The size of one drawing of the spend chart.
@@ -60,10 +105,12 @@ fn bar_chart(out: &mut String, summary: &Summary, stats: &Stats, present: &[usiz
     let step = nice_step(max);
     let top = (max + step - 1) / step * step;
     let Layout { width, height, left, font, .. } = *layout;
-    let (right, top_pad, bottom) = (10.0, 10.0, 26.0);
+    let n = stats.by_bucket.len().max(1);
+    // Few bars: each one's total is printed above it (room made at the top).
+    let labelled = n <= layout.labels;
+    let (right, top_pad, bottom) = (10.0, if labelled { 10.0 + font * 1.6 } else { 10.0 }, 26.0);
     let plot_w = width - left - right;
     let plot_h = height - top_pad - bottom;
-    let n = stats.by_bucket.len().max(1);
     let slot = plot_w / n as f64;
     let bar_w = (slot * 0.78).max(1.0);
     let y = |nanos: i128| top_pad + plot_h - plot_h * (nanos as f64 / top as f64);
@@ -113,6 +160,15 @@ fn bar_chart(out: &mut String, summary: &Summary, stats: &Stats, present: &[usiz
         }
         w!(title, "\ntotal: {}", Amount::from_nanos(totals[i]));
         w!(out, "<g><title>{}</title>{rects}</g>", esc(&title));
+        if labelled && totals[i] != 0 {
+            w!(
+                out,
+                "<text class=\"val\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                x + bar_w / 2.0,
+                y(totals[i]) - 5.0,
+                esc(&money(Amount::from_nanos(totals[i]), &summary.currency))
+            );
+        }
         if i % label_every == 0 {
             w!(
                 out,
@@ -158,7 +214,8 @@ fn bucket_label(start: i64, tz: chrono_tz::Tz, granularity: Granularity) -> Stri
 
 fn axis_note(granularity: Granularity, tz: &str, currency: &str) -> String {
     format!(
-        "Amounts in {currency}; one bar per {}, local time {tz}. Hover a bar for its exact amounts.",
+        "Amounts in {currency}; one bar per {}, local time {tz}. Hover a bar for its exact amounts, \
+         or open the values below.",
         granularity.as_str()
     )
 }

@@ -1,13 +1,20 @@
 //! `report.html` and `index.html`: one self-contained page per account (inline
 //! CSS and hand-written SVG; no script, no network), and an index linking them.
 //!
-//! Every number printed is the exact decimal of the JSON pages (amounts are
-//! summed as integers of nano-units and written with [`Amount`]'s `Display`,
-//! which is the JSON form). Floating point is used only for the geometry of
-//! bars, never for text.
+//! Amounts are summed as integers of nano-units and shown rounded to the
+//! currency's usual decimals with thousands separators (`format`); where
+//! rounding hid digits the exact decimal of the JSON pages is in a `title`
+//! and shown on tap or focus. Durations are `h:mm:ss`; totals are per unit
+//! kind (segments, calls, transcriptions are never added together).
+//! Floating point is used only for the geometry of bars, never for text.
+//!
+//! Every table keeps its money column last and sticky, so it stays in view
+//! in a table scrolled sideways at any width (checked in headless Chromium
+//! at 1366 and 390 px by `tests/it/html.rs`).
 //!
 //! Here: the pages' structure, the account's sums by dimension and the
-//! tables; `chart` draws the spend-over-time SVG; `report.css` is the style
+//! tables; `chart` draws the spend-over-time SVG, `usage` the usage table,
+//! `index` the index page, `format` the numbers; `report.css` is the style
 //! sheet every page inlines.
 
 use std::collections::BTreeMap;
@@ -19,7 +26,6 @@ use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 use crate::labels;
 use crate::money::Amount;
-use crate::query::UsageParams;
 use crate::records::Product;
 use crate::report::options::Formats;
 use crate::summary::wire::{ChargeItem, UsageItem};
@@ -35,38 +41,9 @@ pub struct AccountPage<'a> {
     pub charges: Option<&'a [ChargeItem<'a>]>,
     /// The request's query string, as given.
     pub query: &'a str,
-}
-
-/// One line of `index.html`.
-#[derive(Debug)]
-pub struct IndexEntry<'a> {
-    /// The account.
-    pub auth_id: &'a str,
-    /// Its folder, relative to the output directory.
-    pub dir: &'a str,
-    /// Its currency.
-    pub currency: &'a str,
-    /// Its time zone.
-    pub timezone: &'a str,
-    /// Window start and end, as in `meta`.
-    pub window: (String, String),
-    /// Usage rows.
-    pub rows: usize,
-    /// `meta.total_spend`.
-    pub total_spend: Amount,
-}
-
-/// Counts shown at the top of `index.html`.
-#[derive(Debug, Default)]
-pub struct IndexCounts {
-    /// Rows read.
-    pub read: u64,
-    /// Rows used.
-    pub used: u64,
-    /// Rows set aside.
-    pub set_aside: u64,
-    /// Duplicate rows.
-    pub duplicates: u64,
+    /// The files the account's folder gets (the page says where the rows
+    /// it leaves out are).
+    pub formats: Formats,
 }
 
 /// Product colours, in [`Product`] order (message, transcription, voice,
@@ -83,8 +60,14 @@ macro_rules! w {
     }};
 }
 
-// Declared after `w!`, which it uses.
+// Declared after `w!`, which they use.
 mod chart;
+pub mod format;
+mod index;
+mod usage;
+
+use format::{duration_html, grouped, money_html};
+pub use index::{index, IndexCounts, IndexEntry};
 
 /// `report.html` of one account, written as it is drawn: [`start`](Self::start)
 /// writes everything above the usage table, [`row`](Self::row) one usage
@@ -97,12 +80,8 @@ pub struct AccountReport<W: Write> {
     path: PathBuf,
     out: String,
     currency: String,
-    expected_rows: usize,
-    rows: usize,
-    units: u128,
-    duration: i128,
-    amount: i128,
-    surcharge: i128,
+    formats: Formats,
+    table: usage::UsageTable,
 }
 
 /// Bytes of page text buffered before they go to the sink.
@@ -113,63 +92,50 @@ impl<W: Write> AccountReport<W> {
     /// usage table's header. `path` names the file in error messages.
     pub fn start(page: &AccountPage<'_>, sink: W, path: impl Into<PathBuf>) -> Result<AccountReport<W>> {
         let summary = page.summary;
+        let mut out = String::with_capacity(2 * FLUSH_AT);
+        account_head(&mut out, page)?;
+        let table = usage::UsageTable::start(&mut out, summary.rows.len(), &summary.currency);
         let mut report = AccountReport {
             sink,
             path: path.into(),
-            out: String::with_capacity(2 * FLUSH_AT),
+            out,
             currency: esc(&summary.currency),
-            expected_rows: summary.rows.len(),
-            rows: 0,
-            units: 0,
-            duration: 0,
-            amount: 0,
-            surcharge: 0,
+            formats: page.formats,
+            table,
         };
-        account_head(&mut report.out, page)?;
         report.flush_if_full()?;
         Ok(report)
     }
 
     /// One usage row, as the JSON pages carry it (in their order).
     pub fn row(&mut self, item: &UsageItem<'_>) -> Result<()> {
-        self.rows += 1;
-        self.units = self.units.checked_add(item.total_units).ok_or_else(overflow)?;
-        if let Some(d) = item.duration_seconds {
-            add(&mut self.duration, d.0.nanos())?;
-        }
-        add(&mut self.amount, item.total_amount.0.nanos())?;
-        if let Some(s) = item.surcharge {
-            add(&mut self.surcharge, s.0.nanos())?;
-        }
-        usage_row(&mut self.out, item);
+        self.table.row(&mut self.out, item)?;
         self.flush_if_full()
     }
 
     /// The table's totals and the footer; hands the sink back, flushed.
     pub fn finish(mut self) -> Result<W> {
-        if self.rows != self.expected_rows {
+        if self.table.rows() != self.table.expected() {
             return Err(Error::Internal(format!(
                 "report.html: {} usage rows written of {}",
-                self.rows, self.expected_rows
+                self.table.rows(),
+                self.table.expected()
             )));
         }
+        let full_in = if self.formats.csv {
+            "usage.csv in this folder"
+        } else if self.formats.json {
+            "the JSON pages in this folder"
+        } else {
+            "none of this run's files (--formats without csv or json: add csv for usage.csv)"
+        };
         let out = &mut self.out;
-        if self.rows > 0 {
-            w!(
-                out,
-                "</tbody><tfoot><tr><td colspan=\"7\">Total ({} rows)</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td colspan=\"3\"></td></tr></tfoot></table></div></section>\n",
-                self.rows,
-                self.units,
-                Amount::from_nanos(self.duration),
-                Amount::from_nanos(self.amount),
-                Amount::from_nanos(self.surcharge)
-            );
-        }
+        self.table.finish(out, full_in);
         w!(
             out,
-            "<footer>Generated by telemeter from the same data and request as the JSON pages in this folder; \
-             amounts are exact and in {}. <a href=\"../index.html\">All accounts</a></footer>\n",
+            "<footer>Generated by telemeter from the same data and request as the JSON pages and CSV files. \
+             Amounts are in {} rounded to its usual decimals (half up); tap or hover a rounded amount or a \
+             duration for its exact value. <a href=\"../index.html\">All accounts</a></footer>\n",
             self.currency
         );
         out.push_str("</main></body></html>\n");
@@ -207,7 +173,6 @@ fn account_head(out: &mut String, page: &AccountPage<'_>) -> Result<()> {
     let request = &summary.request;
     let tz = summary.buckets.tz();
     let stats = Stats::of(summary)?;
-    let rows = summary.rows.len();
     let title = format!("Usage report: {}", request.auth_id);
     head(out, &title);
     w!(out, "<header><h1>{}</h1>", esc(&request.auth_id));
@@ -228,119 +193,41 @@ fn account_head(out: &mut String, page: &AccountPage<'_>) -> Result<()> {
     out.push_str("</div></header>\n");
 
     // Totals.
-    let currency = esc(&summary.currency);
+    let currency = &summary.currency;
+    let money = |amount: Amount| {
+        let mut text = String::new();
+        money_html(&mut text, amount, currency);
+        text
+    };
     out.push_str("<div class=\"cards\">");
-    card(out, "main", "Total spend", &format!("{} <small>{currency}</small>", summary.total_spend));
-    card(out, "", &format!("Usage &middot; {currency}"), &summary.usage_spend.to_string());
+    card(out, "main", "Total spend", &format!("{} <small>{}</small>", money(summary.total_spend), esc(currency)));
+    card(out, "", &format!("Usage &middot; {}", esc(currency)), &money(summary.usage_spend));
     match &summary.charges {
-        Some(_) => card(out, "", &format!("Other charges &middot; {currency}"), &stats.charge_spend.to_string()),
+        Some(_) => card(out, "", &format!("Other charges &middot; {}", esc(currency)), &money(stats.charge_spend)),
         None => card(out, "", "Other charges", "<small>not requested</small>"),
     }
-    card(out, "", "Usage rows", &rows.to_string());
-    card(out, "", "Records", &stats.records.to_string());
+    card(out, "", "Usage rows", &grouped(summary.rows.len() as u128));
+    card(out, "", "Records", &grouped(stats.records.into()));
     out.push_str("</div>\n");
 
     chart::spend_over_time(out, summary, &stats)?;
 
     out.push_str("<div class=\"grid2\">");
-    dimension_table(out, "By country", "Country", &stats.by_country, &summary.currency)?;
-    dimension_table(out, "By direction", "Direction", &stats.by_direction, &summary.currency)?;
+    dimension_table(out, "By country", "Country", &stats.by_country, currency)?;
+    dimension_table(out, "By direction", "Direction", &stats.by_direction, currency)?;
     out.push_str("</div>\n");
-    type_table(out, &stats, &summary.currency);
+    type_table(out, &stats, currency);
 
     out.push_str("<div class=\"grid2\">");
     subaccount_table(out, summary)?;
-    charges_table(out, page.charges, summary.charges.is_some(), &stats, &summary.currency)?;
+    charges_table(out, page.charges, summary.charges.is_some(), &stats, currency)?;
     out.push_str("</div>\n");
 
     out.push_str("<div class=\"grid2\">");
-    codes_table(out, "Top message error codes", "Segments", &stats.error_codes, &summary.currency);
-    codes_table(out, "Top hangup causes", "Calls", &stats.hangup_causes, &summary.currency);
+    codes_table(out, "Top message error codes", "Segments", &stats.error_codes, currency);
+    codes_table(out, "Top hangup causes", "Calls", &stats.hangup_causes, currency);
     out.push_str("</div>\n");
-
-    usage_table_head(out, rows);
     Ok(())
-}
-
-/// `index.html`: every account with its total spend.
-/// Each account is linked to its report.html, or with `formats` that leave
-/// HTML out, to its first JSON page or its usage.csv.
-pub fn index(
-    entries: &[IndexEntry<'_>],
-    params: &UsageParams,
-    query: &str,
-    counts: &IndexCounts,
-    formats: Formats,
-) -> Result<String> {
-    let link = if formats.html {
-        "report.html"
-    } else if formats.json {
-        "page-0001.json"
-    } else {
-        "usage.csv"
-    };
-    let mut out = String::with_capacity(4096 + entries.len() * 300);
-    head(&mut out, "Usage reports");
-    out.push_str("<header><h1>Usage reports</h1><div class=\"sub\">");
-    w!(out, "{} accounts &middot; by {}", entries.len(), params.granularity.as_str());
-    if !query.is_empty() {
-        w!(out, " &middot; query <code>{}</code>", esc(query));
-    }
-    out.push_str("</div></header>\n<div class=\"cards\">");
-    let mut by_currency: BTreeMap<&str, i128> = BTreeMap::new();
-    for entry in entries {
-        add(by_currency.entry(entry.currency).or_default(), entry.total_spend.nanos())?;
-    }
-    for (currency, nanos) in &by_currency {
-        card(
-            &mut out,
-            "main",
-            "Total spend",
-            &format!("{} <small>{}</small>", Amount::from_nanos(*nanos), esc(currency)),
-        );
-    }
-    card(&mut out, "", "Rows read", &counts.read.to_string());
-    card(&mut out, "", "Used", &counts.used.to_string());
-    card(&mut out, "", "Set aside", &counts.set_aside.to_string());
-    card(&mut out, "", "Duplicates", &counts.duplicates.to_string());
-    out.push_str("</div>\n<section><h2>Accounts</h2><div class=\"scroll\"><table><thead><tr>");
-    out.push_str("<th>Account</th><th>Window</th><th>Time zone</th><th class=\"n\">Rows</th><th class=\"n\">Total spend</th><th>Currency</th></tr></thead><tbody>");
-    for entry in entries {
-        w!(
-            out,
-            "<tr><td><a href=\"{}/{link}\">{}</a></td><td>{} &rarr; {}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
-            esc(&href(entry.dir)),
-            esc(entry.auth_id),
-            esc(&entry.window.0),
-            esc(&entry.window.1),
-            esc(entry.timezone),
-            entry.rows,
-            entry.total_spend,
-            esc(entry.currency)
-        );
-    }
-    out.push_str("</tbody></table></div></section>\n");
-    let files = if formats == Formats::ALL {
-        "the JSON pages, usage.csv, other_charges.csv and report.html".to_owned()
-    } else {
-        let mut files = Vec::new();
-        if formats.json {
-            files.push("the JSON pages");
-        }
-        if formats.csv {
-            files.push("usage.csv, other_charges.csv");
-        }
-        if formats.html {
-            files.push("report.html");
-        }
-        format!("{} (--formats {})", files.join(", "), formats.names().join(","))
-    };
-    w!(
-        out,
-        "<footer>Generated by telemeter. Every account folder holds {files}; manifest.json lists the inputs and the reconciliation.</footer>\n"
-    );
-    out.push_str("</main></body></html>\n");
-    Ok(out)
 }
 
 /// Sums of one account's rows along the dimensions the page shows.
@@ -357,7 +244,9 @@ struct Stats {
     hangup_causes: BTreeMap<String, Dim>,
 }
 
-/// Units and money of one value of a dimension.
+/// Units and money of one value of a dimension. `units` is only ever
+/// shown where every row has one product's unit (a product and type, a
+/// message error code, a hangup cause).
 #[derive(Debug, Default, Clone, Copy)]
 struct Dim {
     segments: u128,
@@ -421,6 +310,8 @@ impl Stats {
     }
 }
 
+/// A table of one dimension's values by spend: the top [`TOP_ROWS`], then
+/// the rest summed (exactly) into one row so the table stays short.
 fn dimension_table(
     out: &mut String,
     title: &str,
@@ -439,10 +330,9 @@ fn dimension_table(
     w!(
         out,
         "<div class=\"scroll\"><table><thead><tr><th>{column}</th><th class=\"n\">Segments</th><th class=\"n\">Calls</th>\
-         <th class=\"n\">Spend ({})</th><th></th></tr></thead><tbody>",
+         <th class=\"bar\"></th><th class=\"n m\">Spend ({})</th></tr></thead><tbody>",
         esc(currency)
     );
-    // The top rows, then the rest summed into one (exactly) so the table stays short.
     let shown = if sorted.len() > TOP_ROWS + 1 { TOP_ROWS } else { sorted.len() };
     let mut rest = Dim::default();
     for (_, dim) in &sorted[shown..] {
@@ -450,18 +340,19 @@ fn dimension_table(
         rest.calls = rest.calls.checked_add(dim.calls).ok_or_else(overflow)?;
         add(&mut rest.amount, dim.amount)?;
     }
-    let rest_label = format!("<i>{} others</i>", sorted.len() - shown);
+    let rest_label = format!("<i>{} others</i>", grouped((sorted.len() - shown) as u128));
     let rows = sorted[..shown].iter().map(|(name, dim)| (esc(name), **dim));
     let rows = rows.chain((shown < sorted.len()).then_some((rest_label, rest)));
     for (name, dim) in rows {
         w!(
             out,
-            "<tr><td>{name}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
-            dim.segments,
-            dim.calls,
-            Amount::from_nanos(dim.amount),
+            "<tr><td>{name}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}<td class=\"n m\">",
+            grouped(dim.segments),
+            grouped(dim.calls),
             bar(dim.amount, max, None)
         );
+        money_html(out, Amount::from_nanos(dim.amount), currency);
+        out.push_str("</td></tr>");
     }
     out.push_str("</tbody></table></div></section>");
     Ok(())
@@ -469,6 +360,16 @@ fn dimension_table(
 
 /// Rows of a dimension table before the rest is summed into one.
 const TOP_ROWS: usize = 12;
+
+/// A product's unit, and whether its rows carry a duration.
+fn unit_of(product: Product) -> (&'static str, bool) {
+    match product {
+        Product::Message => ("segments", false),
+        Product::Voice | Product::Zentrunk => ("calls", true),
+        Product::Transcription => ("transcriptions", true),
+        Product::Other => ("units", false),
+    }
+}
 
 fn type_table(out: &mut String, stats: &Stats, currency: &str) {
     out.push_str("<section><h2>By product and type</h2>");
@@ -480,41 +381,35 @@ fn type_table(out: &mut String, stats: &Stats, currency: &str) {
     w!(
         out,
         "<div class=\"scroll\"><table><thead><tr><th>Product</th><th>Type</th><th class=\"n\">Units</th><th>Unit</th>\
-         <th class=\"n\">Duration (s)</th><th class=\"n\">Spend ({})</th><th></th></tr></thead><tbody>",
+         <th class=\"n\">Duration</th><th class=\"bar\"></th><th class=\"n m\">Spend ({})</th></tr></thead><tbody>",
         esc(currency)
     );
     for ((product, type_), dim) in &stats.by_type {
-        let (unit, has_duration) = match product {
-            Product::Message => ("segments", false),
-            Product::Voice | Product::Zentrunk => ("calls", true),
-            Product::Transcription => ("transcriptions", true),
-            Product::Other => ("units", false),
-        };
-        let duration = if has_duration { Amount::from_nanos(dim.duration).to_string() } else { String::new() };
+        let (unit, has_duration) = unit_of(*product);
         w!(
             out,
-            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{unit}</td><td class=\"n\">{duration}</td>\
-             <td class=\"n\">{}</td>{}</tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{unit}</td><td class=\"n\">",
             product.as_str(),
             esc(type_),
-            dim.units,
-            Amount::from_nanos(dim.amount),
-            bar(dim.amount, max, Some(COLOURS[*product as usize]))
+            grouped(dim.units)
         );
+        if has_duration {
+            duration_html(out, Amount::from_nanos(dim.duration));
+        }
+        w!(out, "</td>{}<td class=\"n m\">", bar(dim.amount, max, Some(COLOURS[*product as usize])));
+        money_html(out, Amount::from_nanos(dim.amount), currency);
+        out.push_str("</td></tr>");
     }
     out.push_str("</tbody></table></div></section>\n");
 }
 
 fn subaccount_table(out: &mut String, summary: &Summary) -> Result<()> {
+    let currency = &summary.currency;
     out.push_str("<section><h2>Spend per subaccount</h2>");
     if let Some(subaccount) = &summary.request.params.subaccount_auth {
-        w!(
-            out,
-            "<p>Scoped to subaccount <b>{}</b>: {} {}</p></section>",
-            esc(subaccount),
-            summary.usage_spend,
-            esc(&summary.currency)
-        );
+        w!(out, "<p>Scoped to subaccount <b>{}</b>: ", esc(subaccount));
+        money_html(out, summary.usage_spend, currency);
+        w!(out, " {}</p></section>", esc(currency));
         return Ok(());
     }
     let mut subaccounts_total = 0i128;
@@ -529,23 +424,18 @@ fn subaccount_table(out: &mut String, summary: &Summary) -> Result<()> {
     let max = rows.iter().map(|r| r.1).max().unwrap_or(0);
     w!(
         out,
-        "<div class=\"scroll\"><table><thead><tr><th>Subaccount</th><th class=\"n\">Spend ({})</th><th></th></tr></thead><tbody>",
-        esc(&summary.currency)
+        "<div class=\"scroll\"><table><thead><tr><th>Subaccount</th><th class=\"bar\"></th><th class=\"n m\">Spend ({})</th></tr></thead><tbody>",
+        esc(currency)
     );
     for (name, nanos, is_parent) in &rows {
         let name = if *is_parent { format!("<i>{name}</i>") } else { name.clone() };
-        w!(
-            out,
-            "<tr><td>{name}</td><td class=\"n\">{}</td>{}</tr>",
-            Amount::from_nanos(*nanos),
-            bar(*nanos, max, None)
-        );
+        w!(out, "<tr><td>{name}</td>{}<td class=\"n m\">", bar(*nanos, max, None));
+        money_html(out, Amount::from_nanos(*nanos), currency);
+        out.push_str("</td></tr>");
     }
-    w!(
-        out,
-        "</tbody><tfoot><tr><td>Usage total</td><td class=\"n\">{}</td><td></td></tr></tfoot></table></div></section>",
-        summary.usage_spend
-    );
+    out.push_str("</tbody><tfoot><tr><td>Usage total</td><td></td><td class=\"n m\">");
+    money_html(out, summary.usage_spend, currency);
+    out.push_str("</td></tr></tfoot></table></div></section>");
     Ok(())
 }
 
@@ -571,7 +461,7 @@ fn charges_table(
     w!(
         out,
         "<div class=\"scroll\"><table><thead><tr><th>From</th><th>Description</th><th class=\"n\">Units</th>\
-         <th class=\"n\">Amount ({})</th></tr></thead><tbody>",
+         <th class=\"n m\">Amount ({})</th></tr></thead><tbody>",
         esc(currency)
     );
     let mut units = 0u128;
@@ -579,18 +469,17 @@ fn charges_table(
         units = units.checked_add(item.total_units).ok_or_else(overflow)?;
         w!(
             out,
-            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n m\">",
             esc(&item.from_date),
             esc(item.description),
-            item.total_units,
-            item.total_amount.0
+            grouped(item.total_units)
         );
+        money_html(out, item.total_amount.0, currency);
+        out.push_str("</td></tr>");
     }
-    w!(
-        out,
-        "</tbody><tfoot><tr><td>Total</td><td></td><td class=\"n\">{units}</td><td class=\"n\">{}</td></tr></tfoot></table></div></section>",
-        stats.charge_spend
-    );
+    w!(out, "</tbody><tfoot><tr><td>Total</td><td></td><td class=\"n\">{}</td><td class=\"n m\">", grouped(units));
+    money_html(out, stats.charge_spend, currency);
+    out.push_str("</td></tr></tfoot></table></div></section>");
     Ok(())
 }
 
@@ -608,76 +497,27 @@ fn codes_table(out: &mut String, title: &str, unit: &str, codes: &BTreeMap<Strin
     w!(
         out,
         "<div class=\"scroll\"><table><thead><tr><th>Code</th><th>Label</th><th class=\"n\">{unit}</th>\
-         <th class=\"n\">Spend ({})</th><th></th></tr></thead><tbody>",
+         <th class=\"bar\"></th><th class=\"n m\">Spend ({})</th></tr></thead><tbody>",
         esc(currency)
     );
     for (code, dim) in &sorted[..shown] {
         let label = if is_message { labels::error_code(code) } else { labels::hangup_cause(code) };
         w!(
             out,
-            "<tr><td>{}</td><td class=\"label\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
+            "<tr><td>{}</td><td class=\"label\">{}</td><td class=\"n\">{}</td>{}<td class=\"n m\">",
             esc(code),
             esc(label),
-            dim.units,
-            Amount::from_nanos(dim.amount),
+            grouped(dim.units),
             bar(dim.units.min(i128::MAX as u128) as i128, max.min(i128::MAX as u128) as i128, Some("#c0504d"))
         );
+        money_html(out, Amount::from_nanos(dim.amount), currency);
+        out.push_str("</td></tr>");
     }
     out.push_str("</tbody></table></div>");
     if sorted.len() > shown {
-        w!(out, "<p class=\"empty\">{} more codes in usage.csv.</p>", sorted.len() - shown);
+        w!(out, "<p class=\"empty\">{} more codes in usage.csv.</p>", grouped((sorted.len() - shown) as u128));
     }
     out.push_str("</section>");
-}
-
-/// The usage table's title and header (or the note that there are no rows).
-fn usage_table_head(out: &mut String, rows: usize) {
-    w!(out, "<section><h2>Usage rows ({rows})</h2>");
-    if rows == 0 {
-        out.push_str("<p class=\"empty\">No usage rows.</p></section>\n");
-        return;
-    }
-    out.push_str("<div class=\"scroll\"><table class=\"usage\"><thead><tr>");
-    for column in crate::report::csv_out::USAGE_COLUMNS {
-        let numeric = matches!(column, "total_units" | "duration_seconds" | "total_amount" | "surcharge");
-        w!(out, "<th{}>{}</th>", if numeric { " class=\"n\"" } else { "" }, column.replace('_', " "));
-    }
-    out.push_str("</tr></thead><tbody>\n");
-}
-
-/// One line of the usage table: the cells of usage.csv, escaped.
-fn usage_row(out: &mut String, item: &UsageItem<'_>) {
-    let text = |out: &mut String, v: Option<&str>| esc_into(out, v.unwrap_or_default());
-    let number = |out: &mut String, d: Option<crate::summary::wire::Decimal>| {
-        if let Some(d) = d {
-            w!(out, "{}", d.0);
-        }
-    };
-    out.push_str("<tr><td>");
-    esc_into(out, &item.from_date);
-    out.push_str("</td><td>");
-    esc_into(out, &item.to_date);
-    out.push_str("</td><td>");
-    out.push_str(item.product);
-    out.push_str("</td><td>");
-    esc_into(out, item.type_);
-    out.push_str("</td><td>");
-    text(out, item.subaccount_auth);
-    out.push_str("</td><td>");
-    text(out, item.country);
-    out.push_str("</td><td>");
-    text(out, item.direction);
-    w!(out, "</td><td class=\"n\">{}</td><td class=\"n\">", item.total_units);
-    number(out, item.duration_seconds);
-    w!(out, "</td><td class=\"n\">{}</td><td class=\"n\">", item.total_amount.0);
-    number(out, item.surcharge);
-    out.push_str("</td><td>");
-    text(out, item.error_code);
-    out.push_str("</td><td>");
-    text(out, item.hangup_cause);
-    out.push_str("</td><td class=\"label\">");
-    text(out, item.error_reason);
-    out.push_str("</td></tr>\n");
 }
 
 fn head(out: &mut String, title: &str) {
@@ -691,9 +531,24 @@ fn head(out: &mut String, title: &str) {
 }
 
 fn card(out: &mut String, class: &str, key: &str, value: &str) {
-    let visible = value.split('<').next().unwrap_or_default().trim().len();
+    let visible = visible_text(value.split("<small>").next().unwrap_or_default()).trim().len();
     let long = if class != "main" && visible > 10 { " long" } else { "" };
     w!(out, "<div class=\"card {class}{long}\"><div class=\"k\">{key}</div><div class=\"v\">{value}</div></div>");
+}
+
+/// `html` without its tags (entities are left as they are).
+fn visible_text(html: &str) -> String {
+    let mut text = String::with_capacity(html.len());
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            _ if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text
 }
 
 /// A table cell with a bar of `value / max` of its width.

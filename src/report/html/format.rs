@@ -1,0 +1,208 @@
+//! Numbers as a person reads them on the report pages: money with thousands
+//! separators and its currency's usual decimals, counts with separators,
+//! durations as h:mm:ss. Everything is integer arithmetic on
+//! [`Amount`]'s nano-units; nothing passes through floating point.
+//!
+//! Money is rounded **half up** (half away from zero: 0.005 USD shows as
+//! 0.01), the way an invoice rounds; durations are rounded half up to whole
+//! seconds. Wherever rounding hid digits, the HTML form carries the exact
+//! decimal (the JSON's) in a `title` and shows it in place when the value
+//! is tapped or focused (CSS only, see `report.css`: `.x:focus`).
+
+use std::fmt::Write as _;
+
+use crate::money::Amount;
+
+/// The usual number of decimals of a currency (ISO 4217 minor units):
+/// 0 for the yen, won and the like, 3 for the dinars and rials that use
+/// thousandths, 2 for every other code (unknown codes included).
+pub fn currency_decimals(currency: &str) -> u32 {
+    match currency.to_ascii_uppercase().as_str() {
+        "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX" | "UYI" | "VND"
+        | "VUV" | "XAF" | "XOF" | "XPF" => 0,
+        "BHD" | "IQD" | "JOD" | "KWD" | "LYD" | "OMR" | "TND" => 3,
+        _ => 2,
+    }
+}
+
+/// `nanos` rounded half up (away from zero) to `decimals` fractional
+/// digits, as an integer count of `10^-decimals` units.
+pub fn round_half_up(nanos: i128, decimals: u32) -> i128 {
+    let decimals = decimals.min(9);
+    let step = 10i128.pow(9 - decimals);
+    let (quotient, remainder) = (nanos / step, nanos % step);
+    if remainder.unsigned_abs() * 2 >= step.unsigned_abs() {
+        quotient + nanos.signum()
+    } else {
+        quotient
+    }
+}
+
+/// An integer with a comma between groups of three digits: `1,234,567`.
+pub fn grouped(value: u128) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `amount` in `currency`'s usual decimals with thousands separators
+/// (`6,818.05`, `1,235` for JPY), rounded half up.
+pub fn money(amount: Amount, currency: &str) -> String {
+    let decimals = currency_decimals(currency);
+    let rounded = round_half_up(amount.nanos(), decimals);
+    let scale = 10u128.pow(decimals);
+    let magnitude = rounded.unsigned_abs();
+    let mut out = String::new();
+    if rounded < 0 {
+        out.push('-');
+    }
+    out.push_str(&grouped(magnitude / scale));
+    if decimals > 0 {
+        let _ = write!(out, ".{:0width$}", magnitude % scale, width = decimals as usize);
+    }
+    out
+}
+
+/// A duration in seconds as `h:mm:ss` (hours grouped: `2,543:20:00`),
+/// rounded half up to whole seconds.
+pub fn duration(seconds: Amount) -> String {
+    let whole = round_half_up(seconds.nanos(), 0);
+    let magnitude = whole.unsigned_abs();
+    let sign = if whole < 0 { "-" } else { "" };
+    let (hours, minutes, secs) = (magnitude / 3600, magnitude / 60 % 60, magnitude % 60);
+    format!("{sign}{}:{minutes:02}:{secs:02}", grouped(hours))
+}
+
+/// Whether `amount` has no digits beyond `decimals`, so its rounded form
+/// says everything the exact value does.
+fn is_exact(amount: Amount, decimals: u32) -> bool {
+    amount.nanos() % 10i128.pow(9 - decimals.min(9)) == 0
+}
+
+/// Appends `shown` as HTML; when `exact` differs from it, as a focusable
+/// span whose `title` (and, on tap or focus, its text) is the exact value.
+fn write_with_exact(out: &mut String, shown: &str, exact: Option<Amount>) {
+    match exact {
+        None => out.push_str(shown),
+        Some(exact) => {
+            let _ = write!(out, "<span class=\"x\" tabindex=\"0\" title=\"{exact}\">{shown}</span>");
+        }
+    }
+}
+
+/// Appends [`money`] as HTML, with the exact decimal attached when
+/// rounding hid digits.
+pub fn money_html(out: &mut String, amount: Amount, currency: &str) {
+    let exact = (!is_exact(amount, currency_decimals(currency))).then_some(amount);
+    write_with_exact(out, &money(amount, currency), exact);
+}
+
+/// Appends [`duration`] as HTML; the exact seconds are attached to every
+/// non-zero duration (`h:mm:ss` does not say the unit is seconds, and
+/// rounds fractions of a second).
+pub fn duration_html(out: &mut String, seconds: Amount) {
+    write_with_exact(out, &duration(seconds), (seconds != Amount::ZERO).then_some(seconds));
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn amount(text: &str) -> Amount {
+        Amount::parse_total(text.as_bytes()).expect("decimal")
+    }
+
+    #[test]
+    fn money_uses_the_currency_decimals_and_rounds_half_up() {
+        assert_eq!(money(amount("6818.05492"), "USD"), "6,818.05");
+        assert_eq!(money(amount("0.9"), "USD"), "0.90");
+        assert_eq!(money(amount("0.005"), "EUR"), "0.01");
+        assert_eq!(money(amount("0.0049999"), "EUR"), "0.00");
+        assert_eq!(money(amount("1234.5"), "JPY"), "1,235");
+        assert_eq!(money(amount("1234.4999"), "jpy"), "1,234");
+        assert_eq!(money(amount("12.3455"), "KWD"), "12.346");
+        assert_eq!(money(amount("1000000"), "XYZ"), "1,000,000.00");
+        assert_eq!(money(Amount::from_nanos(-1_005_000_000), "USD"), "-1.01");
+        assert_eq!(money(Amount::ZERO, "USD"), "0.00");
+    }
+
+    #[test]
+    fn the_exact_value_is_attached_only_when_rounding_hid_digits() {
+        let mut out = String::new();
+        money_html(&mut out, amount("0.26"), "USD");
+        assert_eq!(out, "0.26");
+        out.clear();
+        money_html(&mut out, amount("6818.05492"), "USD");
+        assert_eq!(out, "<span class=\"x\" tabindex=\"0\" title=\"6818.05492\">6,818.05</span>");
+        out.clear();
+        duration_html(&mut out, amount("9156000.0"));
+        assert_eq!(out, "<span class=\"x\" tabindex=\"0\" title=\"9156000.0\">2,543:20:00</span>");
+        out.clear();
+        duration_html(&mut out, amount("90.5"));
+        assert_eq!(out, "<span class=\"x\" tabindex=\"0\" title=\"90.5\">0:01:31</span>");
+        out.clear();
+        duration_html(&mut out, Amount::ZERO);
+        assert_eq!(out, "0:00:00");
+    }
+
+    #[test]
+    fn counts_and_durations() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(1_234_567), "1,234,567");
+        assert_eq!(duration(amount("59.4")), "0:00:59");
+        assert_eq!(duration(amount("59.5")), "0:01:00");
+        assert_eq!(duration(amount("3600")), "1:00:00");
+    }
+
+    /// The reference rounding: half up on the decimal digits themselves.
+    fn rounded_by_digits(nanos: i128, decimals: u32) -> i128 {
+        let text = format!("{:010}", nanos);
+        let (whole, fraction) = text.split_at(text.len() - 9);
+        let kept: i128 = format!("{whole}{}", &fraction[..decimals as usize]).parse().expect("digits");
+        let next = fraction.as_bytes().get(decimals as usize).copied().unwrap_or(b'0');
+        kept + i128::from(next >= b'5')
+    }
+
+    proptest! {
+        /// The formatted text, separators removed, parses back to the
+        /// exact value rounded half up to the currency's decimals.
+        #[test]
+        fn formatted_money_parses_back_to_the_rounded_value(
+            nanos in 0i128..=i64::MAX as i128 * 1000,
+            currency in prop::sample::select(vec!["USD", "EUR", "JPY", "KWD", "GBP", "CLP", "BHD"]),
+        ) {
+            let decimals = currency_decimals(currency);
+            let text = money(Amount::from_nanos(nanos), currency);
+            let parts: Vec<&str> = text.split('.').collect();
+            prop_assert_eq!(parts.len(), if decimals == 0 { 1 } else { 2 });
+            let groups: Vec<&str> = parts[0].split(',').collect();
+            prop_assert!(groups[0].len() <= 3 && !groups[0].is_empty());
+            prop_assert!(groups[1..].iter().all(|g| g.len() == 3));
+            let back = Amount::parse_total(text.replace(',', "").as_bytes()).expect("parses");
+            let step = 10i128.pow(9 - decimals);
+            prop_assert_eq!(back.nanos(), rounded_by_digits(nanos, decimals) * step);
+            prop_assert!((back.nanos() - nanos).abs() * 2 <= step);
+        }
+
+        /// h:mm:ss reads back to the seconds rounded half up.
+        #[test]
+        fn durations_read_back(nanos in 0i128..=i64::MAX as i128 * 1000) {
+            let text = duration(Amount::from_nanos(nanos));
+            let parts: Vec<u128> = text.replace(',', "").split(':').map(|p| p.parse().expect("digits")).collect();
+            prop_assert_eq!(parts.len(), 3);
+            prop_assert!(parts[1] < 60 && parts[2] < 60);
+            let seconds = parts[0] * 3600 + parts[1] * 60 + parts[2];
+            prop_assert_eq!(seconds as i128, rounded_by_digits(nanos, 0));
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! `index.html`: every account of the run, by spend (largest first, within
+//! each currency), with a total row per currency (USD is never added to
+//! EUR) and the run's row counts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::format::{grouped, money_html};
+use super::{add, card, esc, head, href};
+use crate::error::Result;
+use crate::money::Amount;
+use crate::query::UsageParams;
+use crate::report::options::Formats;
+
+/// One line of `index.html`.
+#[derive(Debug)]
+pub struct IndexEntry<'a> {
+    /// The account.
+    pub auth_id: &'a str,
+    /// Its folder, relative to the output directory.
+    pub dir: &'a str,
+    /// Its currency.
+    pub currency: &'a str,
+    /// Its time zone.
+    pub timezone: &'a str,
+    /// Window start and end, as in `meta`.
+    pub window: (String, String),
+    /// Usage rows.
+    pub rows: usize,
+    /// `meta.total_spend`.
+    pub total_spend: Amount,
+}
+
+/// Counts shown at the top of `index.html`.
+#[derive(Debug, Default)]
+pub struct IndexCounts {
+    /// Rows read.
+    pub read: u64,
+    /// Rows used.
+    pub used: u64,
+    /// Rows set aside.
+    pub set_aside: u64,
+    /// Duplicate rows.
+    pub duplicates: u64,
+}
+
+/// `index.html`: every account with its total spend, grouped by currency
+/// (codes in byte order), by spend descending within a currency, ties by
+/// account id. Each account is linked to its report.html, or with
+/// `formats` that leave HTML out, to its first JSON page or its usage.csv.
+pub fn index(
+    entries: &[IndexEntry<'_>],
+    params: &UsageParams,
+    query: &str,
+    counts: &IndexCounts,
+    formats: Formats,
+) -> Result<String> {
+    let link = if formats.html {
+        "report.html"
+    } else if formats.json {
+        "page-0001.json"
+    } else {
+        "usage.csv"
+    };
+    let mut out = String::with_capacity(4096 + entries.len() * 400);
+    head(&mut out, "Usage reports");
+    out.push_str("<header><h1>Usage reports</h1><div class=\"sub\">");
+    w!(out, "{} accounts &middot; by {}", grouped(entries.len() as u128), params.granularity.as_str());
+    if !query.is_empty() {
+        w!(out, " &middot; query <code>{}</code>", esc(query));
+    }
+    out.push_str("</div></header>\n<div class=\"cards\">");
+    let mut by_currency: BTreeMap<&str, (i128, usize)> = BTreeMap::new();
+    for entry in entries {
+        let (sum, accounts) = by_currency.entry(entry.currency).or_default();
+        add(sum, entry.total_spend.nanos())?;
+        *accounts += 1;
+    }
+    for (currency, (nanos, _)) in &by_currency {
+        let mut value = String::new();
+        money_html(&mut value, Amount::from_nanos(*nanos), currency);
+        w!(value, " <small>{}</small>", esc(currency));
+        card(&mut out, "main", "Total spend", &value);
+    }
+    card(&mut out, "", "Rows read", &grouped(counts.read.into()));
+    card(&mut out, "", "Used", &grouped(counts.used.into()));
+    card(&mut out, "", "Set aside", &grouped(counts.set_aside.into()));
+    card(&mut out, "", "Duplicates", &grouped(counts.duplicates.into()));
+    out.push_str("</div>\n<section><h2>Accounts by spend</h2><div class=\"scroll\"><table><thead><tr>");
+    out.push_str(
+        "<th>Account</th><th>Window</th><th>Time zone</th><th class=\"n\">Usage rows</th><th>Currency</th>\
+         <th class=\"n m\">Total spend</th></tr></thead><tbody>",
+    );
+    let mut sorted: Vec<&IndexEntry<'_>> = entries.iter().collect();
+    sorted.sort_by(|a, b| {
+        (a.currency.cmp(b.currency))
+            .then(b.total_spend.cmp(&a.total_spend))
+            .then(a.auth_id.cmp(b.auth_id))
+            .then(a.dir.cmp(b.dir))
+    });
+    for entry in sorted {
+        w!(
+            out,
+            "<tr><td><a href=\"{}/{link}\">{}</a></td><td>{} &rarr; {}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n m\">",
+            esc(&href(entry.dir)),
+            esc(entry.auth_id),
+            esc(&entry.window.0),
+            esc(&entry.window.1),
+            esc(entry.timezone),
+            grouped(entry.rows as u128),
+            esc(entry.currency)
+        );
+        money_html(&mut out, entry.total_spend, entry.currency);
+        out.push_str("</td></tr>");
+    }
+    out.push_str("</tbody><tfoot>");
+    for (currency, (nanos, accounts)) in &by_currency {
+        let plural = if *accounts == 1 { "" } else { "s" };
+        w!(
+            out,
+            "<tr><td colspan=\"4\">Total, {} account{plural}</td><td>{}</td><td class=\"n m\">",
+            grouped(*accounts as u128),
+            esc(currency)
+        );
+        money_html(&mut out, Amount::from_nanos(*nanos), currency);
+        out.push_str("</td></tr>");
+    }
+    out.push_str("</tfoot></table></div></section>\n");
+    let files = if formats == Formats::ALL {
+        "the JSON pages, usage.csv, other_charges.csv and report.html".to_owned()
+    } else {
+        let mut files = Vec::new();
+        if formats.json {
+            files.push("the JSON pages");
+        }
+        if formats.csv {
+            files.push("usage.csv, other_charges.csv");
+        }
+        if formats.html {
+            files.push("report.html");
+        }
+        format!("{} (--formats {})", files.join(", "), formats.names().join(","))
+    };
+    w!(
+        out,
+        "<footer>Generated by telemeter. Amounts are rounded to each currency's usual decimals (half up); \
+         tap or hover a rounded amount for its exact value. Every account folder holds {files}; \
+         manifest.json lists the inputs and the reconciliation.</footer>\n"
+    );
+    out.push_str("</main></body></html>\n");
+    Ok(out)
+}

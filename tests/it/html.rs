@@ -1,0 +1,387 @@
+//! `report.html` and `index.html` as an analyst reads them: money rounded to
+//! the currency's decimals with the exact JSON value attached, durations as
+//! h:mm:ss, totals per unit kind, accounts by spend with a total per
+//! currency, a large account's page kept small (its top rows by amount,
+//! checked against usage.csv), and headless Chromium laying the pages out
+//! at 1366 and 390 px with every money column inside the viewport.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::common::telemeter;
+use super::report::{run, write_sample, ACCOUNTS, NOW, SAMPLE_QUERY};
+
+/// The usual decimals of the sample's currencies (ISO 4217).
+fn decimals(currency: &str) -> usize {
+    match currency {
+        "JPY" => 0,
+        _ => 2,
+    }
+}
+
+/// `exact` (a JSON decimal) rounded half up to `decimals` digits, with
+/// thousands separators: worked on the digits, as a person would.
+fn rounded(exact: &str, decimals: usize) -> String {
+    let (whole, fraction) = exact.split_once('.').unwrap_or((exact, ""));
+    let fraction = format!("{fraction:0<width$}", width = decimals + 1);
+    let mut digits: Vec<u8> = format!("0{whole}{}", &fraction[..decimals]).into_bytes();
+    if fraction.as_bytes()[decimals] >= b'5' {
+        let mut at = digits.len() - 1;
+        loop {
+            if digits[at] == b'9' {
+                digits[at] = b'0';
+                at -= 1;
+            } else {
+                digits[at] += 1;
+                break;
+            }
+        }
+    }
+    let text = String::from_utf8(digits).expect("digits");
+    let (whole, fraction) = text.split_at(text.len() - decimals);
+    let whole = whole.trim_start_matches('0');
+    let whole = if whole.is_empty() { "0" } else { whole };
+    let mut grouped = String::new();
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    if decimals == 0 {
+        grouped
+    } else {
+        format!("{grouped}.{fraction}")
+    }
+}
+
+/// How the page must show `exact`: the rounded text, inside a span whose
+/// title is the exact value when rounding hid digits.
+fn shown(exact: &str, currency: &str) -> String {
+    let text = rounded(exact, decimals(currency));
+    let digits = exact.split_once('.').map_or("", |(_, f)| f.trim_end_matches('0'));
+    if digits.len() > decimals(currency) {
+        format!("<span class=\"x\" tabindex=\"0\" title=\"{exact}\">{text}</span>")
+    } else {
+        text
+    }
+}
+
+/// Nanos of a JSON decimal.
+fn nanos(exact: &str) -> i128 {
+    let (whole, fraction) = exact.split_once('.').unwrap_or((exact, ""));
+    format!("{whole}{fraction:0<9}").parse().expect("decimal")
+}
+
+fn sample_report(dir: &Path) -> PathBuf {
+    let data = dir.join("data");
+    write_sample(&data, 1);
+    let out = dir.join("out");
+    let (data, out_text) = (data.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
+    let output = run(&["report", "--data", data, "--out", out_text, "--query", SAMPLE_QUERY, "--now", NOW]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    out
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every usage row of the JSON pages is on the page with its amount
+/// rounded to the currency's decimals (exact value in the title when
+/// rounding hid digits), its duration as h:mm:ss (never raw seconds), and
+/// the footer's unit totals are per product.
+#[test]
+fn money_is_rounded_with_the_exact_value_attached_and_durations_are_clock_times() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = sample_report(dir.path());
+    for (id, currency, _) in ACCOUNTS {
+        let html = read(&out.join(id).join("report.html"));
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        for forbidden in ["<script", "http://", "https://", "<link", "@import", "url("] {
+            assert!(!html.contains(forbidden), "{id}: {forbidden}");
+        }
+        let page1: Value = serde_json::from_str(&read(&out.join(id).join("page-0001.json"))).expect("page");
+        let total = page1["meta"]["total_spend"].to_string();
+        assert!(html.contains(&format!("{} <small>{currency}</small>", shown(&total, currency))), "{id}: {total}");
+
+        let csv = read(&out.join(id).join("usage.csv"));
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).expect("column");
+        let body = html.split("<table class=\"usage\">").nth(1).expect("usage table");
+        let mut rows = body.split("<tbody>\n").nth(1).expect("rows").split("</tr>\n");
+        let mut units: BTreeMap<String, u128> = BTreeMap::new();
+        for line in lines {
+            let cells: Vec<&str> = line.split(',').collect();
+            let row = rows.next().expect("a row per usage line");
+            let amount = cells[col("total_amount")];
+            assert!(row.ends_with(&format!("<td class=\"n m\">{}</td>", shown(amount, currency))), "{row}");
+            let duration = cells[col("duration_seconds")];
+            if !duration.is_empty() {
+                let seconds = (nanos(duration) + 500_000_000) / 1_000_000_000;
+                let clock = format!("{}:{:02}:{:02}", seconds / 3600, seconds / 60 % 60, seconds % 60);
+                assert!(row.contains(&format!("title=\"{duration}\">{clock}</span>")), "{duration} in {row}");
+                assert!(!row.contains(&format!(">{duration}<")), "raw seconds in {row}");
+            }
+            *units.entry(cells[col("product")].to_owned()).or_default() +=
+                cells[col("total_units")].parse::<u128>().expect("units");
+        }
+        let footer = body.split("<tfoot>").nth(1).expect("footer");
+        for (product, sum) in &units {
+            let unit = match product.as_str() {
+                "message" => "segments",
+                "transcription" => "transcriptions",
+                _ => "calls",
+            };
+            assert!(
+                footer.contains(&format!(">{} {unit}</td>", group(*sum as usize))),
+                "{id}: {product} {sum} {unit} in {footer}"
+            );
+        }
+        // No line of the footer adds one product's units to another's.
+        let all: u128 = units.values().sum();
+        if units.len() > 1 {
+            assert!(!footer.contains(&format!(">{all}<")), "{id}: mixed units total {all}");
+        }
+    }
+}
+
+/// index.html lists accounts by spend (largest first within a currency,
+/// ties by id) and totals each currency on its own line.
+#[test]
+fn index_is_sorted_by_spend_with_a_total_per_currency() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = sample_report(dir.path());
+    let manifest: Value = serde_json::from_str(&read(&out.join("manifest.json"))).expect("manifest");
+    let mut expected: Vec<(String, i128, String)> = manifest["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .map(|a| {
+            let currency = a["currency"].as_str().expect("currency").to_owned();
+            (currency, -nanos(&a["total_spend"].to_string()), a["auth_id"].as_str().expect("id").to_owned())
+        })
+        .collect();
+    expected.sort();
+    let index = read(&out.join("index.html"));
+    let body = index.split("<tbody>").nth(1).expect("table");
+    let order: Vec<&str> = body
+        .split("<tr><td><a href=\"")
+        .skip(1)
+        .map(|row| row.split_once("\">").expect("link").1.split_once('<').expect("id").0)
+        .collect();
+    assert_eq!(order, expected.iter().map(|e| e.2.as_str()).collect::<Vec<_>>());
+    let footer = body.split("<tfoot>").nth(1).expect("footer");
+    for (currency, total) in manifest["spend_by_currency"].as_object().expect("spend") {
+        let accounts = expected.iter().filter(|e| e.0 == *currency).count();
+        let plural = if accounts == 1 { "" } else { "s" };
+        let line = format!(
+            "Total, {accounts} account{plural}</td><td>{currency}</td><td class=\"n m\">{}</td>",
+            shown(&total.to_string(), currency)
+        );
+        assert!(footer.contains(&line), "{line} in {footer}");
+    }
+}
+
+/// A generated account with thousands of usage rows: its page shows the
+/// top rows by amount (the same as usage.csv's, ties in row order), says
+/// where the rest is, totals every row, and stays under a megabyte.
+#[test]
+fn a_large_account_page_shows_its_top_rows_and_stays_small() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, out) = (dir.path().join("data"), dir.path().join("out"));
+    let (data_text, out_text) = (data.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
+    telemeter(&[
+        "generate",
+        "--out",
+        data_text,
+        "--calls",
+        "20000",
+        "--messages",
+        "10000",
+        "--transcriptions",
+        "2000",
+        "--charges",
+        "200",
+        "--accounts",
+        "3",
+        "--days",
+        "30",
+    ])
+    .ok();
+    let query = "granularity=day&from_date=2026-08-01&to_date=2026-08-31";
+    let args = ["report", "--data", data_text, "--out", out_text, "--query", query, "--now", "2026-09-15T00:00:00Z"];
+    telemeter(&[&args[..], &["--formats", "csv,html", "--quiet"]].concat()).ok();
+    let mut largest = (0, String::new());
+    for entry in std::fs::read_dir(&out).expect("out") {
+        let folder = entry.expect("entry").path();
+        if !folder.is_dir() {
+            continue;
+        }
+        let html = read(&folder.join("report.html"));
+        assert!(html.len() < 1 << 20, "{}: {} bytes", folder.display(), html.len());
+        let csv = read(&folder.join("usage.csv"));
+        let rows = csv.lines().count() - 1;
+        if rows > largest.0 {
+            largest = (rows, folder.display().to_string());
+        }
+        let header: Vec<&str> = csv.lines().next().expect("header").split(',').collect();
+        let amount_at = header.iter().position(|h| *h == "total_amount").expect("column");
+        // CSV amounts, biggest first, ties in the file's order.
+        let mut amounts: Vec<(i128, usize, String)> = csv
+            .lines()
+            .skip(1)
+            .enumerate()
+            .map(|(i, line)| {
+                let exact = line.split(',').nth(amount_at).expect("amount").to_owned();
+                (-nanos(&exact), i, exact)
+            })
+            .collect();
+        amounts.sort();
+        let shown_rows = rows.min(500);
+        let table = html.split("<table class=\"usage\">").nth(1).expect("usage table");
+        let body = table.split("<tbody>\n").nth(1).expect("rows").split("</tbody>").next().expect("body");
+        let cells: Vec<&str> = body
+            .split("</tr>\n")
+            .filter(|r| !r.is_empty())
+            .map(|r| r.rsplit("<td class=\"n m\">").next().expect("amount"))
+            .collect();
+        assert_eq!(cells.len(), shown_rows, "{}", folder.display());
+        let mut expected: Vec<&(i128, usize, String)> = amounts.iter().take(shown_rows).collect();
+        if rows <= 500 {
+            expected.sort_by_key(|a| a.1);
+        }
+        for (cell, (_, _, exact)) in cells.iter().zip(expected) {
+            assert_eq!(*cell, format!("{}</td>", shown(exact, "USD")));
+        }
+        let total: i128 = amounts.iter().map(|a| -a.0).sum();
+        let footer = table.split("<tfoot>").nth(1).expect("footer");
+        assert!(footer.contains(&format!("Total ({} rows)", group(rows))), "{footer}");
+        let fraction = format!("{:09}", total % 1_000_000_000);
+        let fraction = fraction.trim_end_matches('0');
+        let total_text = format!("{}.{}", total / 1_000_000_000, if fraction.is_empty() { "0" } else { fraction });
+        assert!(footer.contains(&shown(&total_text, "USD")), "total {total_text} in {footer}");
+        if rows > 500 {
+            assert!(html.contains(&format!("Top 500 usage rows by amount, of {}", group(rows))), "heading");
+            assert!(html.contains("every row is in usage.csv in this folder"), "where the rest is");
+        }
+    }
+    assert!(largest.0 > 2000, "the generated set should have an account of thousands of rows: {largest:?}");
+}
+
+fn group(n: usize) -> String {
+    rounded(&n.to_string(), 0)
+}
+
+/// Headless Chromium (at `/usr/bin/chromium`, installed in CI; elsewhere the
+/// test says it was skipped) lays the sample's pages out at 1366 and 390 px:
+/// nothing makes the page itself scroll sideways, and every money cell of
+/// every table lies inside the viewport and inside its table's visible
+/// box. An inline probe script (added to a copy of the page; the pages
+/// have none) writes the boxes into the DOM that `--dump-dom` prints. Also
+/// takes screenshots; `TELEMETER_SCREENSHOT=prefix` keeps them.
+#[test]
+fn chromium_keeps_money_columns_in_view_at_laptop_and_phone_widths() {
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.exists() {
+        eprintln!("skipped: /usr/bin/chromium is not installed (apt-get install chromium)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = sample_report(dir.path());
+    let pages =
+        [out.join("MA100001").join("report.html"), out.join("MA300003").join("report.html"), out.join("index.html")];
+    for width in [1366u32, 390] {
+        for page in &pages {
+            // Headless windows are at least 500 px wide, so the page is laid
+            // out in a frame of the width under test.
+            let probed = read(page).replace("</main></body>", &format!("</main>{PROBE}</body>"));
+            let frame = format!(
+                "<!DOCTYPE html><html><body style=\"margin:0\"><iframe style=\"width:{width}px;height:900px;border:0\" \
+                 srcdoc=\"{}\"></iframe></body></html>",
+                probed.replace('&', "&amp;").replace('"', "&quot;")
+            );
+            let wrapper = dir.path().join("frame.html");
+            std::fs::write(&wrapper, frame).expect("frame");
+            let layout = chromium_run(chromium, dir.path(), 1400, 1000, &["--dump-dom".into()], &wrapper);
+            let text = String::from_utf8_lossy(&layout.stdout);
+            let boxes = text.split("<pre id=\"layout\">").nth(1).and_then(|t| t.split("</pre>").next());
+            let boxes = boxes.unwrap_or_else(|| panic!("no layout from {}: {text}", page.display()));
+            let mut lines = boxes.split('|');
+            let viewport: Vec<f64> = numbers(lines.next().expect("viewport"));
+            let name = format!("{} at {width}px", page.display());
+            assert_eq!(viewport[0], f64::from(width), "{name}: viewport");
+            assert!(viewport[1] <= viewport[0], "{name}: the page scrolls sideways ({} px wide)", viewport[1]);
+            let mut cells = 0;
+            for line in lines {
+                let [left, right, box_left, box_right] = numbers(line)[..] else { panic!("{line}") };
+                assert!(left >= 0.0 && right <= viewport[0] + 0.5, "{name}: money cell at {left}..{right}");
+                assert!(
+                    left >= box_left - 0.5 && right <= box_right + 0.5,
+                    "{name}: cell {left}..{right} outside its table {box_left}..{box_right}"
+                );
+                cells += 1;
+            }
+            assert!(cells >= 4, "{name}: only {cells} money cells laid out");
+        }
+        // The screenshot: a real picture of the right size, not a blank page.
+        let png = dir.path().join(format!("report-{width}.png"));
+        let arg = format!("--screenshot={}", png.display());
+        chromium_run(chromium, dir.path(), width, 2400, &[arg], &pages[0]);
+        let bytes = std::fs::read(&png).expect("screenshot written");
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+        let size = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        assert_eq!((size(16), size(20)), (width, 2400), "IHDR dimensions");
+        assert!(bytes.len() > 40_000, "{width}: only {} bytes", bytes.len());
+        if let Ok(keep) = std::env::var("TELEMETER_SCREENSHOT") {
+            std::fs::copy(&png, format!("{keep}.{width}.png")).expect("keep screenshot");
+        }
+    }
+}
+
+/// Writes (into the parent frame's DOM) the viewport's width and the
+/// document's scroll width, then each laid-out money cell's left and right
+/// and its scroll box's, `|`-separated.
+const PROBE: &str = "<script>(function(){var d=document.documentElement,o=['v '+d.clientWidth+' '+d.scrollWidth];\
+document.querySelectorAll('.m').forEach(function(e){var r=e.getBoundingClientRect();if(r.width===0)return;\
+var s=e.closest('.scroll'),c=s?s.getBoundingClientRect():r;o.push('m '+r.left+' '+r.right+' '+c.left+' '+c.right);});\
+var p=parent.document.createElement('pre');p.id='layout';p.textContent=o.join('|');parent.document.body.appendChild(p);})();</script>";
+
+fn numbers(line: &str) -> Vec<f64> {
+    line.split(' ').skip(1).map(|n| n.parse().unwrap_or_else(|_| panic!("{line}"))).collect()
+}
+
+fn chromium_run(
+    chromium: &Path,
+    dir: &Path,
+    width: u32,
+    height: u32,
+    extra: &[String],
+    page: &Path,
+) -> std::process::Output {
+    let profile = dir.join("profile");
+    let output = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--window-size={width},{height}"))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    assert!(output.status.success(), "chromium failed: {}", String::from_utf8_lossy(&output.stderr));
+    output
+}
