@@ -446,7 +446,7 @@ fn charges_table(
     stats: &Stats,
     currency: &str,
 ) -> Result<()> {
-    out.push_str("<section><h2>Other charges</h2>");
+    out.push_str("<section><h2>Other charges by description</h2>");
     let items = match charges {
         Some(items) if returned => items,
         _ => {
@@ -458,26 +458,39 @@ fn charges_table(
         out.push_str("<p class=\"empty\">No other charges in this window.</p></section>");
         return Ok(());
     }
+    // Summed per description (the per-bucket lines are in other_charges.csv
+    // and the JSON), so the table stays short over a long window.
+    let mut by_description: BTreeMap<&str, (usize, u128, i128)> = BTreeMap::new();
+    for item in items {
+        let (lines, units, amount) = by_description.entry(item.description).or_default();
+        *lines += 1;
+        *units = units.checked_add(item.total_units).ok_or_else(overflow)?;
+        add(amount, item.total_amount.0.nanos())?;
+    }
+    let mut sorted: Vec<(&str, (usize, u128, i128))> = by_description.into_iter().collect();
+    sorted.sort_by(|a, b| b.1 .2.cmp(&a.1 .2).then(a.0.cmp(b.0)));
     w!(
         out,
-        "<div class=\"scroll\"><table><thead><tr><th>From</th><th>Description</th><th class=\"n\">Units</th>\
+        "<div class=\"scroll\"><table><thead><tr><th>Description</th><th class=\"n\">Lines</th><th class=\"n\">Units</th>\
          <th class=\"n m\">Amount ({})</th></tr></thead><tbody>",
         esc(currency)
     );
-    let mut units = 0u128;
-    for item in items {
-        units = units.checked_add(item.total_units).ok_or_else(overflow)?;
+    for (description, (lines, units, amount)) in &sorted {
         w!(
             out,
-            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n m\">",
-            esc(&item.from_date),
-            esc(item.description),
-            grouped(item.total_units)
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n m\">",
+            esc(description),
+            grouped(*lines as u128),
+            grouped(*units)
         );
-        money_html(out, item.total_amount.0, currency);
+        money_html(out, Amount::from_nanos(*amount), currency);
         out.push_str("</td></tr>");
     }
-    w!(out, "</tbody><tfoot><tr><td>Total</td><td></td><td class=\"n\">{}</td><td class=\"n m\">", grouped(units));
+    w!(
+        out,
+        "</tbody><tfoot><tr><td>Total</td><td class=\"n\">{}</td><td></td><td class=\"n m\">",
+        grouped(items.len() as u128)
+    );
     money_html(out, stats.charge_spend, currency);
     out.push_str("</td></tr></tfoot></table></div></section>");
     Ok(())
