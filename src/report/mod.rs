@@ -210,7 +210,8 @@ fn write_all(
     };
     write_file(
         &staging.join("index.html"),
-        html::index(&entries, request.batch.params, request.query, &index_counts, request.formats)?.as_bytes(),
+        html::index(&entries, request.batch.params, request.query, &index_counts, request.formats, request.pages)?
+            .as_bytes(),
     )?;
 
     let manifest = Manifest {

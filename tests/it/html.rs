@@ -385,3 +385,25 @@ fn chromium_run(
     assert!(output.status.success(), "chromium failed: {}", String::from_utf8_lossy(&output.stderr));
     output
 }
+
+/// Without HTML, index.html links every account to a file the run wrote:
+/// its first JSON page, its pages.jsonl, or its usage.csv.
+#[test]
+fn index_links_point_at_files_that_exist() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_sample(&data, 1);
+    for (formats, pages) in [("json", "files"), ("json", "jsonl"), ("csv", "files"), ("json,csv,html", "jsonl")] {
+        let out = dir.path().join(format!("out-{formats}-{pages}"));
+        let (data, out_text) = (data.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
+        let args = ["report", "--data", data, "--out", out_text, "--query", SAMPLE_QUERY, "--now", NOW];
+        let output = run(&[&args[..], &["--formats", formats, "--pages", pages, "--quiet"]].concat());
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let index = read(&out.join("index.html"));
+        let links: Vec<&str> = index.split("<a href=\"").skip(1).filter_map(|l| l.split('"').next()).collect();
+        assert_eq!(links.len(), ACCOUNTS.len(), "{formats} {pages}");
+        for link in links {
+            assert!(out.join(link).is_file(), "{formats} {pages}: {link} does not exist");
+        }
+    }
+}

@@ -10,7 +10,7 @@ use super::{add, card, esc, head, href};
 use crate::error::Result;
 use crate::money::Amount;
 use crate::query::UsageParams;
-use crate::report::options::Formats;
+use crate::report::options::{Formats, PageFiles};
 
 /// One line of `index.html`.
 #[derive(Debug)]
@@ -47,16 +47,20 @@ pub struct IndexCounts {
 /// `index.html`: every account with its total spend, grouped by currency
 /// (codes in byte order), by spend descending within a currency, ties by
 /// account id. Each account is linked to its report.html, or with
-/// `formats` that leave HTML out, to its first JSON page or its usage.csv.
+/// `formats` that leave HTML out, to its first JSON page (`pages.jsonl`
+/// with `pages` jsonl) or its usage.csv.
 pub fn index(
     entries: &[IndexEntry<'_>],
     params: &UsageParams,
     query: &str,
     counts: &IndexCounts,
     formats: Formats,
+    pages: PageFiles,
 ) -> Result<String> {
     let link = if formats.html {
         "report.html"
+    } else if formats.json && pages == PageFiles::Jsonl {
+        PageFiles::JSONL_FILE
     } else if formats.json {
         "page-0001.json"
     } else {
