@@ -45,6 +45,7 @@ fn scan_file<'s>(
             // page fault (and a zeroed page) per 4 KiB, as much as reading it.
             let mut bytes = BUFFERS.lock().map(|mut pool| pool.pop().unwrap_or_default()).unwrap_or_default();
             let scans = records::decode::read_into(&file.path, file.format, &mut bytes)
+                .map_err(|e| file.renamed(e))
                 .and_then(|()| records::csv::read(file, file.kind, &bytes, new_scan));
             if let Ok(mut pool) = BUFFERS.lock() {
                 if pool.len() < rayon::current_num_threads() + 1 && bytes.capacity() <= MAX_SPARE_BUFFER {

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use super::files::{Format, InputFile};
 use super::{Field, Kind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// What a reader hands each row to.
 pub trait RowSink {
@@ -84,7 +84,7 @@ where
     let names = match header.split(header_line) {
         Ok(()) => header.fields().map(|name| String::from_utf8_lossy(name).into_owned()).collect::<Vec<_>>(),
         Err(quoting) => {
-            return Err(Error::bad_file(&file.path, format!("unreadable header (line 1): {}", quoting.reason(&[]))));
+            return Err(file.bad_file(format!("unreadable header (line 1): {}", quoting.reason(&[]))));
         }
     };
     let columns = map_columns(file, kind, &names)?;
@@ -122,15 +122,12 @@ fn map_columns(file: &InputFile, kind: Kind, names: &[String]) -> Result<Vec<usi
             match (found.next(), found.next()) {
                 (Some(index), None) => Ok(index),
                 (Some(_), Some(_)) => {
-                    Err(Error::bad_file(&file.path, format!("column '{column}' appears more than once in the header")))
+                    Err(file.bad_file(format!("column '{column}' appears more than once in the header")))
                 }
-                (None, _) => Err(Error::bad_file(
-                    &file.path,
-                    format!(
-                        "missing required column '{column}' (the header has: {})",
-                        crate::error::printable(&names.join(", "))
-                    ),
-                )),
+                (None, _) => Err(file.bad_file(format!(
+                    "missing required column '{column}' (the header has: {})",
+                    crate::error::printable(&names.join(", "))
+                ))),
             }
         })
         .collect()

@@ -52,6 +52,33 @@ pub struct InputFile {
     pub size: u64,
 }
 
+impl InputFile {
+    /// An error about this file as a whole ([`Error::BadFile`]), named as
+    /// every message names an input file: by [`InputFile::name`], its path
+    /// relative to the data directory.
+    pub fn bad_file(&self, message: impl Into<String>) -> Error {
+        Error::bad_file(&self.name, message)
+    }
+
+    /// An I/O error on this file ([`Error::Io`]), named by
+    /// [`InputFile::name`] as [`InputFile::bad_file`] names it.
+    pub fn io_error(&self, error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+        Error::io(&self.name, error)
+    }
+
+    /// `error` of a function that read this file by its path on disk
+    /// (`decode::read`), named by [`InputFile::name`] instead.
+    pub fn renamed(&self, error: Error) -> Error {
+        match error {
+            Error::Io { path, source } if path == self.path => Error::Io { path: self.name.clone().into(), source },
+            Error::BadFile { path, message } if path == self.path => {
+                Error::BadFile { path: self.name.clone().into(), message }
+            }
+            other => other,
+        }
+    }
+}
+
 /// The files of a data directory, in a fixed order: by kind, then by name.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
@@ -97,7 +124,7 @@ impl Inventory {
                 }
                 match Format::of(&file_name) {
                     Some(format) => {
-                        let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+                        let size = std::fs::metadata(&path).map_err(|e| Error::io(&name, e))?.len();
                         inventory.files.push(InputFile { kind, path, name, format, size });
                     }
                     None => inventory.ignored.push(name),

@@ -14,7 +14,7 @@ use polars::prelude::{Column, DataType, ParquetReader, SerReader, TimeUnit};
 use super::csv::RowSink;
 use super::files::InputFile;
 use super::{ColumnType, Field, Kind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::time::Instant;
 
 /// One contract column, decoded.
@@ -48,21 +48,17 @@ impl Values<'_> {
 
 /// Reads every row of a Parquet file into one sink.
 pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()> {
-    let handle = std::fs::File::open(&file.path).map_err(|e| Error::io(&file.path, e))?;
-    if handle.metadata().map_err(|e| Error::io(&file.path, e))?.len() == 0 {
+    let handle = std::fs::File::open(&file.path).map_err(|e| file.io_error(e))?;
+    if handle.metadata().map_err(|e| file.io_error(e))?.len() == 0 {
         return Ok(());
     }
-    let frame = ParquetReader::new(handle)
-        .finish()
-        .map_err(|e| Error::io(&file.path, format!("not a readable Parquet file: {e}")))?;
+    let frame =
+        ParquetReader::new(handle).finish().map_err(|e| file.io_error(format!("not a readable Parquet file: {e}")))?;
     let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
     for (index, name) in kind.columns().iter().enumerate() {
         let column = frame.column(name).map_err(|_| {
             let names: Vec<String> = frame.get_column_names().iter().map(|n| n.to_string()).collect();
-            Error::bad_file(
-                &file.path,
-                format!("missing required column '{name}' (the file has: {})", names.join(", ")),
-            )
+            file.bad_file(format!("missing required column '{name}' (the file has: {})", names.join(", ")))
         })?;
         prepared.push((widen(file, column)?, kind.column_type(index), name));
     }
@@ -96,9 +92,8 @@ pub fn nanos_per_unit(unit: TimeUnit) -> i128 {
 /// than 64 bits (and UInt32) widened to Int64, dictionary-encoded strings
 /// (Categorical, Enum) decoded to strings; every other column as it is.
 fn widen(file: &InputFile, column: &Column) -> Result<Column> {
-    let cast = |to: &DataType| {
-        column.strict_cast(to).map_err(|e| Error::bad_file(&file.path, format!("column '{}': {e}", column.name())))
-    };
+    let cast =
+        |to: &DataType| column.strict_cast(to).map_err(|e| file.bad_file(format!("column '{}': {e}", column.name())));
     match column.dtype() {
         DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 => {
             cast(&DataType::Int64)
@@ -109,10 +104,8 @@ fn widen(file: &InputFile, column: &Column) -> Result<Column> {
 }
 
 fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: &str) -> Result<Values<'a>> {
-    let wrong = |what: &str| {
-        Error::bad_file(&file.path, format!("column '{name}' holds {} values; expected {what}", column.dtype()))
-    };
-    let polars = |e: polars::prelude::PolarsError| Error::bad_file(&file.path, format!("column '{name}': {e}"));
+    let wrong = |what: &str| file.bad_file(format!("column '{name}' holds {} values; expected {what}", column.dtype()));
+    let polars = |e: polars::prelude::PolarsError| file.bad_file(format!("column '{name}': {e}"));
     let dtype = column.dtype().clone();
     Ok(match (&dtype, expected) {
         (DataType::Null, _) => Values::Null,

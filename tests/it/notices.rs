@@ -343,3 +343,27 @@ fn report_writes_no_folder_for_an_account_no_one_knows() {
     quiet.ok();
     assert!(quiet.stderr.is_empty(), "{}", quiet.stderr);
 }
+
+#[test]
+fn file_errors_name_the_file_relative_to_the_data_directory() {
+    let dir = common::temp_dir();
+    let data = dir.path().join("data");
+    common::write(
+        &data,
+        "charges/x.csv",
+        "record_id,auth_id,timestamp,units,amount\nx1,A1,2026-11-20T00:00:00Z,2,0.01\n",
+    );
+    let run = summary(&data, "A1", "", &[]);
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr.trim_end(),
+        "error: charges/x.csv: missing required column 'description' (the header has: record_id, auth_id, \
+         timestamp, units, amount)"
+    );
+    std::fs::remove_file(data.join("charges/x.csv")).unwrap();
+    common::write(&data, "calls/a.csv.gz", "not gzip");
+    let run = summary(&data, "A1", "", &[]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.starts_with("error: calls/a.csv.gz: not a readable gzip file"), "{}", run.stderr);
+    assert!(!run.stderr.contains(dir.path().to_str().unwrap()), "{}", run.stderr);
+}

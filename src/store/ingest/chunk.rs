@@ -199,7 +199,7 @@ pub(in crate::store) fn check_file(
             vec![chunk]
         }
         _ => {
-            let bytes = records::decode::read(&file.path, file.format)?;
+            let bytes = records::decode::read(&file.path, file.format).map_err(|e| file.renamed(e))?;
             records::csv::read(file, kind, &bytes, new_chunk)?
         }
     };
