@@ -211,12 +211,15 @@ fn a_large_account_page_shows_its_top_rows_and_stays_small() {
         "3",
         "--days",
         "30",
+        "--subaccounts",
+        "20",
     ])
     .ok();
     let query = "granularity=day&from_date=2026-08-01&to_date=2026-08-31";
     let args = ["report", "--data", data_text, "--out", out_text, "--query", query, "--now", "2026-09-15T00:00:00Z"];
     telemeter(&[&args[..], &["--formats", "csv,html", "--quiet"]].concat()).ok();
-    let mut largest = (0, String::new());
+    let manifest: Value = serde_json::from_str(&read(&out.join("manifest.json"))).expect("manifest");
+    let (mut largest, mut capped_subaccounts) = ((0, String::new()), 0);
     for entry in std::fs::read_dir(&out).expect("out") {
         let folder = entry.expect("entry").path();
         if !folder.is_dir() {
@@ -224,6 +227,14 @@ fn a_large_account_page_shows_its_top_rows_and_stays_small() {
         }
         let html = read(&folder.join("report.html"));
         assert!(html.len() < 1 << 20, "{}: {} bytes", folder.display(), html.len());
+        // Subaccounts beyond the top 12 are summed into one line.
+        let name = folder.file_name().expect("name").to_string_lossy().into_owned();
+        let accounts = manifest["accounts"].as_array().expect("accounts");
+        let account = accounts.iter().find(|a| a["dir"] == name.as_str()).expect("in the manifest");
+        let subaccounts = account["subaccount_spend"].as_object().expect("subaccounts").len();
+        let line = format!("<i>{} other subaccounts</i>", subaccounts.saturating_sub(12));
+        assert_eq!(html.contains(&line), subaccounts > 13, "{name}: {subaccounts} subaccounts, {line}");
+        capped_subaccounts += usize::from(subaccounts > 13);
         let csv = read(&folder.join("usage.csv"));
         let rows = csv.lines().count() - 1;
         if rows > largest.0 {
@@ -270,6 +281,7 @@ fn a_large_account_page_shows_its_top_rows_and_stays_small() {
             assert!(html.contains("every row is in usage.csv in this folder"), "where the rest is");
         }
     }
+    assert!(capped_subaccounts > 0, "no account with more than 13 subaccounts");
     assert!(largest.0 > 2000, "the generated set should have an account of thousands of rows: {largest:?}");
 }
 
@@ -281,7 +293,8 @@ fn group(n: usize) -> String {
 /// test says it was skipped) lays the sample's pages out at 1366 and 390 px:
 /// nothing makes the page itself scroll sideways, and every money cell of
 /// every table lies inside the viewport and inside its table's visible
-/// box. An inline probe script (added to a copy of the page; the pages
+/// box; a rounded amount, focused as a tap focuses it, shows its exact
+/// value. An inline probe script (added to a copy of the page; the pages
 /// have none) writes the boxes into the DOM that `--dump-dom` prints. Also
 /// takes screenshots; `TELEMETER_SCREENSHOT=prefix` keeps them.
 #[test]
@@ -316,8 +329,15 @@ fn chromium_keeps_money_columns_in_view_at_laptop_and_phone_widths() {
             let name = format!("{} at {width}px", page.display());
             assert_eq!(viewport[0], f64::from(width), "{name}: viewport");
             assert!(viewport[1] <= viewport[0], "{name}: the page scrolls sideways ({} px wide)", viewport[1]);
-            let mut cells = 0;
+            let (mut cells, mut exact_on_focus) = (0, 0);
             for line in lines {
+                if let Some(focused) = line.strip_prefix("x ") {
+                    // A rounded value, focused (as a tap does), shows its exact value.
+                    let (title, content) = focused.split_once(' ').expect("title and content");
+                    assert_eq!(content, format!("\"{title}\""), "{name}: the focused value shows {content}");
+                    exact_on_focus += 1;
+                    continue;
+                }
                 let [left, right, box_left, box_right] = numbers(line)[..] else { panic!("{line}") };
                 assert!(left >= 0.0 && right <= viewport[0] + 0.5, "{name}: money cell at {left}..{right}");
                 assert!(
@@ -327,6 +347,7 @@ fn chromium_keeps_money_columns_in_view_at_laptop_and_phone_widths() {
                 cells += 1;
             }
             assert!(cells >= 4, "{name}: only {cells} money cells laid out");
+            assert_eq!(exact_on_focus, 1, "{name}: no rounded value to focus");
         }
         // The screenshot: a real picture of the right size, not a blank page.
         let png = dir.path().join(format!("report-{width}.png"));
@@ -349,6 +370,7 @@ fn chromium_keeps_money_columns_in_view_at_laptop_and_phone_widths() {
 const PROBE: &str = "<script>(function(){var d=document.documentElement,o=['v '+d.clientWidth+' '+d.scrollWidth];\
 document.querySelectorAll('.m').forEach(function(e){var r=e.getBoundingClientRect();if(r.width===0)return;\
 var s=e.closest('.scroll'),c=s?s.getBoundingClientRect():r;o.push('m '+r.left+' '+r.right+' '+c.left+' '+c.right);});\
+var x=document.querySelector('.x');if(x){x.focus();o.push('x '+x.title+' '+getComputedStyle(x,'::after').content);}\
 var p=parent.document.createElement('pre');p.id='layout';p.textContent=o.join('|');parent.document.body.appendChild(p);})();</script>";
 
 fn numbers(line: &str) -> Vec<f64> {

@@ -358,7 +358,8 @@ fn dimension_table(
     Ok(())
 }
 
-/// Rows of a dimension table before the rest is summed into one.
+/// Rows of a dimension or subaccount table before the rest is summed into
+/// one.
 const TOP_ROWS: usize = 12;
 
 /// A product's unit, and whether its rows carry a duration.
@@ -417,19 +418,27 @@ fn subaccount_table(out: &mut String, summary: &Summary) -> Result<()> {
         add(&mut subaccounts_total, spend.nanos())?;
     }
     let parent = summary.usage_spend.nanos().checked_sub(subaccounts_total).ok_or_else(overflow)?;
-    let mut rows: Vec<(String, i128, bool)> =
-        summary.subaccount_spend.iter().map(|(k, v)| (esc(k), v.nanos(), false)).collect();
+    // Label (HTML) and spend: the top subaccounts, the rest summed into one
+    // line (exactly), then the parent's own usage.
+    let mut rows: Vec<(String, i128)> = summary.subaccount_spend.iter().map(|(k, v)| (esc(k), v.nanos())).collect();
     rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    rows.push(("parent account (no subaccount)".to_owned(), parent, true));
+    if rows.len() > TOP_ROWS + 1 {
+        let rest = rows.split_off(TOP_ROWS);
+        let mut sum = 0i128;
+        for (_, nanos) in &rest {
+            add(&mut sum, *nanos)?;
+        }
+        rows.push((format!("<i>{} other subaccounts</i>", grouped(rest.len() as u128)), sum));
+    }
+    rows.push(("<i>parent account (no subaccount)</i>".to_owned(), parent));
     let max = rows.iter().map(|r| r.1).max().unwrap_or(0);
     w!(
         out,
         "<div class=\"scroll\"><table><thead><tr><th>Subaccount</th><th class=\"bar\"></th><th class=\"n m\">Spend ({})</th></tr></thead><tbody>",
         esc(currency)
     );
-    for (name, nanos, is_parent) in &rows {
-        let name = if *is_parent { format!("<i>{name}</i>") } else { name.clone() };
-        w!(out, "<tr><td>{name}</td>{}<td class=\"n m\">", bar(*nanos, max, None));
+    for (label, nanos) in &rows {
+        w!(out, "<tr><td>{label}</td>{}<td class=\"n m\">", bar(*nanos, max, None));
         money_html(out, Amount::from_nanos(*nanos), currency);
         out.push_str("</td></tr>");
     }
