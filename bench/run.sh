@@ -10,7 +10,10 @@
 #      92 days, from the raw CSV;
 #   2. `report` of every account (same query) from the raw CSV: the full
 #      report, then the summaries alone (`--formats json`);
-#   3. `ingest` into a store and `summary --store`, when this build has them.
+#   3. `ingest` into a store and `summary --store`, when this build has them;
+#   4. the peers (bench/peers.py: polars lazy and DuckDB 1.4, in a virtual
+#      environment under $BENCH_WORK) side by side with telemeter, one account
+#      and every account, and the ratios (PEERS=0 skips; ROUNDS=3).
 # Usage: bench/run.sh [--threads N]   (extra arguments go to every timed command)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +24,9 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-release}
 cargo build --release --quiet
 BIN=$CARGO_TARGET_DIR/release/telemeter
 mkdir -p "$WORK"
+# One token key for raw data and the store (each has its own key file
+# otherwise), so that their answers compare byte for byte, tokens included.
+export TELEMETER_TOKEN_KEY=${TELEMETER_TOKEN_KEY:-bench}
 
 STAMP="$DATA/.generated-v1"
 if [ ! -f "$STAMP" ]; then
@@ -101,4 +107,84 @@ if "$BIN" ingest --help > /dev/null 2>&1; then
   else
     echo "summary from the store DIFFERS from the raw CSV answer"
   fi
+fi
+
+# 4. Peers, side by side: bench/peers.py runs the same grouping with polars
+# (lazy) and DuckDB 1.4 on the same files (see its doc for what it does and
+# does not do). Rounds alternate telemeter and the peers; the ratio is taken
+# pair by pair (telemeter / peer, same round) and the median printed.
+# PEERS=0 skips this part; ROUNDS (default 3) sets the rounds.
+if [ "${PEERS:-1}" != 0 ]; then
+  PEER_VENV=${PEER_VENV:-$WORK/peer-venv}
+  if ! "$PEER_VENV/bin/python" -c 'import polars, duckdb' > /dev/null 2>&1; then
+    python3 -m venv "$PEER_VENV"
+    "$PEER_VENV/bin/pip" install -q -r bench/requirements-peers.txt
+  fi
+  PY="$PEER_VENV/bin/python"
+  TO=2026-11-01
+  PAGES=()
+  "$BIN" report --help | grep -q -- '--pages' && PAGES=(--pages jsonl)
+  timed() { # name command...: /usr/bin/time -v into $WORK/name.time
+    local name=$1; shift
+    /usr/bin/time -v -o "$WORK/$name.time" "$@"
+  }
+  for round in $(seq "${ROUNDS:-3}"); do
+    timed "one-telemeter-$round" "$BIN" "${EXTRA[@]}" summary --data "$DATA" --auth-id "$ACCOUNT" \
+      --query "$QUERY" --now "$NOW" --all-pages > "$WORK/one-telemeter.jsonl"
+    for peer in polars duckdb; do
+      timed "one-$peer-$round" "$PY" bench/peers.py --engine "$peer" --data "$DATA" \
+        --from 2026-08-01 --to "$TO" --account "$ACCOUNT" --totals "$WORK/one-$peer.totals" > /dev/null
+    done
+    rm -rf "$WORK/report-peers"
+    timed "all-telemeter-$round" "$BIN" "${EXTRA[@]}" report --data "$DATA" --out "$WORK/report-peers" \
+      --query "$QUERY" --now "$NOW" --quiet --formats json "${PAGES[@]}"
+    for peer in polars duckdb; do
+      timed "all-$peer-$round" "$PY" bench/peers.py --engine "$peer" --data "$DATA" \
+        --from 2026-08-01 --to "$TO" --totals "$WORK/all-$peer.totals" > /dev/null
+    done
+  done
+  # Medians, ratios, and a check that every engine found the same money:
+  # the one account's total, and every UTC account's total in the report
+  # (the peers bucket UTC days for everyone; telemeter uses each account's
+  # zone, so only UTC accounts are comparable).
+  "$PY" - "$WORK" "${ROUNDS:-3}" "$DATA/accounts.csv" <<'PYEOF'
+import json, os, statistics, sys
+from decimal import Decimal
+work, rounds, accounts_csv = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+def measure(name):
+    wall = rss = None
+    for line in open(os.path.join(work, name + ".time")):
+        if "Elapsed (wall clock)" in line:
+            parts = line.rsplit(" ", 1)[1].strip().split(":")
+            wall = sum(float(p) * 60 ** i for i, p in enumerate(reversed(parts)))
+        if "Maximum resident set size" in line:
+            rss = int(line.rsplit(" ", 1)[1]) / 1024
+    return wall, rss
+
+for job in ("one", "all"):
+    tel = [measure(f"{job}-telemeter-{r}") for r in range(1, rounds + 1)]
+    print(f"{job} account(s): telemeter median {statistics.median(w for w, _ in tel):.2f} s, "
+          f"peak {max(m for _, m in tel):.0f} MiB")
+    for peer in ("polars", "duckdb"):
+        runs = [measure(f"{job}-{peer}-{r}") for r in range(1, rounds + 1)]
+        ratio = statistics.median(t[0] / p[0] for t, p in zip(tel, runs))
+        print(f"  {peer:7} median {statistics.median(w for w, _ in runs):.2f} s, peak {max(m for _, m in runs):.0f} MiB;"
+              f" telemeter/{peer} = {ratio:.2f}x")
+
+def peer_totals(path):
+    return {a: Decimal(v) for a, v in (l.strip().split(",") for l in open(path) if l.strip())}
+
+first = json.loads(open(os.path.join(work, "one-telemeter.jsonl")).readline())
+spend = Decimal(str(first["meta"]["total_spend"]))
+utc = {l.split(",")[0] for l in open(accounts_csv).read().splitlines()[1:] if l.split(",")[2:3] in ([""], [])}
+manifest = json.load(open(os.path.join(work, "report-peers", "manifest.json")))
+report = {a["auth_id"]: Decimal(str(a["total_spend"])) for a in manifest["accounts"]}
+for peer in ("polars", "duckdb"):
+    one = sum(peer_totals(os.path.join(work, f"one-{peer}.totals")).values(), Decimal(0))
+    every = peer_totals(os.path.join(work, f"all-{peer}.totals"))
+    differ = [a for a in sorted(utc) if report.get(a, Decimal(0)) != every.get(a, Decimal(0))]
+    print(f"  {peer}: one account {'same' if one == spend else 'DIFFERENT'} spend ({one} vs {spend}); "
+          f"{len(utc) - len(differ)} of {len(utc)} UTC accounts the same spend" + (f"; differ: {differ}" if differ else ""))
+PYEOF
 fi

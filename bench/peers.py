@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Peer implementations of telemeter's heavy step, for bench/run.sh.
+
+The same raw CSV files, the same work as `telemeter summary` / `report`:
+parse every column of the records the query reads (timestamps as instants,
+money as DECIMAL(38,9), never floating point), drop re-delivered rows
+(unique by record_id, per kind), keep the window (and the account), bucket
+by day, group by account, day and the usage dimensions (product, type,
+subaccount, country, direction, code), sum units, duration, amount and
+surcharge, and sort.
+
+Differences from telemeter, all of which make the peer's job lighter:
+- days are UTC days for every account (telemeter uses each account's time
+  zone from accounts.csv);
+- a row that breaks the contract is not looked for (telemeter checks every
+  field of every row and fails or sets the row aside);
+- a conflicting re-delivery (same record_id, different content) is not
+  looked for (telemeter compares a hash of every field);
+- the output is the grouped frame (nothing written), not API pages.
+
+Usage:
+  peers.py --engine polars|duckdb --data DIR --from YYYY-MM-DD --to YYYY-MM-DD
+           [--account AUTH_ID] [--threads N] [--totals FILE]
+Prints one line: engine, groups, total amount (exact), seconds; --totals
+writes each account's amount (auth_id,amount) for a check against telemeter.
+"""
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+
+# Per kind: (folder, timestamp format (polars / strptime), units column,
+# duration column, type column, product expression, code column, has
+# surcharge, has direction/country).
+KINDS = {
+    "calls": dict(ts="%Y-%m-%dT%H:%M:%SZ", units=None, duration="billed_seconds", type="type",
+                  product="product", code="hangup_cause", surcharge=True, geo=True),
+    "messages": dict(ts="%Y-%m-%dT%H:%M:%S%.fZ", units="segments", duration=None, type="type",
+                     product="'sms'", code="error_code", surcharge=True, geo=True),
+    "transcriptions": dict(ts="%Y-%m-%d %H:%M:%S%:z", units=None, duration="duration_seconds", type="type",
+                           product="'transcription'", code=None, surcharge=False, geo=False),
+    "charges": dict(ts="%Y-%m-%dT%H:%M:%SZ", units="units", duration=None, type="description",
+                    product="'other'", code=None, surcharge=False, geo=False),
+}
+
+GROUP = ["auth_id", "day", "product", "type", "subaccount", "country", "direction", "code"]
+
+
+def files(data, kind):
+    folder = os.path.join(data, kind)
+    if not os.path.isdir(folder):
+        return []
+    return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".csv"))
+
+
+def run_polars(args):
+    import polars as pl
+
+    start = dt.datetime.fromisoformat(args.from_date).replace(tzinfo=dt.timezone.utc)
+    end = dt.datetime.fromisoformat(args.to_date).replace(tzinfo=dt.timezone.utc)
+    money = pl.Decimal(38, 9)
+    frames = []
+    for kind, spec in KINDS.items():
+        paths = files(args.data, kind)
+        if not paths:
+            continue
+        lf = pl.scan_csv(paths, infer_schema=False)  # every column a string: we parse
+        if args.account:
+            lf = lf.filter(pl.col("auth_id") == args.account)
+        lf = lf.unique(subset=["record_id"], keep="any")
+        ts = pl.col("timestamp").str.to_datetime(spec["ts"], time_zone="UTC", time_unit="ns")
+        lit = lambda name: pl.lit(name.strip("'")) if name.startswith("'") else pl.col(name)
+        cols = [
+            pl.col("auth_id"),
+            ts.alias("ts"),
+            lit(spec["product"]).alias("product"),
+            pl.col(spec["type"]).alias("type"),
+            pl.col("subaccount_auth").fill_null("").alias("subaccount") if kind != "charges" else pl.lit("").alias("subaccount"),
+            (pl.col("country") if spec["geo"] else pl.lit("")).fill_null("").alias("country"),
+            (pl.col("direction") if spec["geo"] else pl.lit("")).fill_null("").alias("direction"),
+            (pl.col(spec["code"]) if spec["code"] else pl.lit("")).fill_null("").alias("code"),
+            (pl.col(spec["units"]).cast(pl.Int64) if spec["units"] else pl.lit(1, pl.Int64)).alias("units"),
+            (pl.col(spec["duration"]).cast(money) if spec["duration"] else pl.lit(0).cast(money)).alias("duration"),
+            pl.col("amount").cast(money).alias("amount"),
+            (pl.col("surcharge").cast(money) if spec["surcharge"] else pl.lit(0).cast(money)).alias("surcharge"),
+        ]
+        lf = lf.select(cols).filter((pl.col("ts") >= start) & (pl.col("ts") < end))
+        frames.append(lf.with_columns(pl.col("ts").dt.truncate("1d").alias("day")).drop("ts"))
+    query = (
+        pl.concat(frames)
+        .group_by(GROUP)
+        .agg(pl.col("units").sum(), pl.col("duration").sum(), pl.col("amount").sum(), pl.col("surcharge").sum())
+        .sort(GROUP)
+    )
+    frame = query.collect()
+    total = frame["amount"].sum() if frame.height else 0
+    per_account = frame.group_by("auth_id").agg(pl.col("amount").sum()).sort("auth_id").rows()
+    return frame.height, total, per_account
+
+
+def run_duckdb(args):
+    import duckdb
+
+    con = duckdb.connect()
+    if args.threads:
+        con.execute(f"SET threads = {int(args.threads)}")
+    con.execute("SET TimeZone = 'UTC'")
+    selects = []
+    for kind, spec in KINDS.items():
+        paths = files(args.data, kind)
+        if not paths:
+            continue
+        listing = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+        account = f"AND auth_id = '{args.account}'" if args.account else ""
+        sub = "coalesce(subaccount_auth, '')" if kind != "charges" else "''"
+        geo = ("coalesce(country, '')", "coalesce(direction, '')") if spec["geo"] else ("''", "''")
+        code = f"coalesce({spec['code']}, '')" if spec["code"] else "''"
+        units = f"CAST({spec['units']} AS BIGINT)" if spec["units"] else "1"
+        duration = f"CAST({spec['duration']} AS DECIMAL(38,9))" if spec["duration"] else "CAST(0 AS DECIMAL(38,9))"
+        surcharge = "CAST(surcharge AS DECIMAL(38,9))" if spec["surcharge"] else "CAST(0 AS DECIMAL(38,9))"
+        selects.append(f"""
+            SELECT auth_id, date_trunc('day', ts) AS day, {spec['product']} AS product, {spec['type']} AS type,
+                   {sub} AS subaccount, {geo[0]} AS country, {geo[1]} AS direction, {code} AS code,
+                   {units} AS units, {duration} AS duration, CAST(amount AS DECIMAL(38,9)) AS amount,
+                   {surcharge} AS surcharge
+            FROM (
+                SELECT *, CAST("timestamp" AS TIMESTAMPTZ) AS ts
+                FROM (SELECT * FROM read_csv({listing}, all_varchar = true, header = true) WHERE true {account})
+                QUALIFY row_number() OVER (PARTITION BY record_id) = 1
+            )
+            WHERE ts >= TIMESTAMPTZ '{args.from_date} 00:00:00+00' AND ts < TIMESTAMPTZ '{args.to_date} 00:00:00+00'
+        """)
+    sql = f"""
+        SELECT {', '.join(GROUP)}, sum(units) AS units, sum(duration) AS duration, sum(amount) AS amount,
+               sum(surcharge) AS surcharge
+        FROM ({' UNION ALL '.join(selects)})
+        GROUP BY ALL ORDER BY ALL
+    """
+    con.execute(f"CREATE TEMP TABLE result AS {sql}")
+    groups, total = con.execute("SELECT count(*), coalesce(sum(amount), 0) FROM result").fetchone()
+    per_account = con.execute("SELECT auth_id, sum(amount) FROM result GROUP BY ALL ORDER BY ALL").fetchall()
+    return groups, total, per_account
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=["polars", "duckdb"], required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--from", dest="from_date", required=True)
+    parser.add_argument("--to", dest="to_date", required=True)
+    parser.add_argument("--account")
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--totals")
+    args = parser.parse_args()
+    if args.threads and args.engine == "polars":
+        os.environ["POLARS_MAX_THREADS"] = str(args.threads)
+    began = time.perf_counter()
+    groups, total, per_account = (run_polars if args.engine == "polars" else run_duckdb)(args)
+    seconds = time.perf_counter() - began
+    if args.totals:
+        with open(args.totals, "w") as out:
+            out.writelines(f"{account},{amount}\n" for account, amount in per_account)
+    print(f"{args.engine} groups={groups} amount={total} seconds={seconds:.3f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
