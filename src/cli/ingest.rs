@@ -14,7 +14,7 @@ use crate::store::{self, IngestOptions};
 /// Arguments of `ingest`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The data directory to read (records.md).
+    /// The data directory to read (layout: `telemeter --help`).
     #[arg(long)]
     pub data: PathBuf,
     /// The store to add to (created when missing).

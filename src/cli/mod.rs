@@ -3,7 +3,10 @@
 //! uses `anyhow`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod accounts;
+pub mod completions;
 pub mod generate;
+pub mod help;
 pub mod ingest;
 pub mod loadtest;
 pub mod report;
@@ -24,7 +27,7 @@ use crate::token::TokenKey;
 
 /// telemeter: usage aggregation and Usage Summary reports.
 #[derive(Debug, Parser)]
-#[command(name = "telemeter", version, about)]
+#[command(name = "telemeter", version, about, after_help = help::top())]
 pub struct Cli {
     /// Worker threads (default: one per core).
     #[arg(long, global = true, env = "TELEMETER_THREADS")]
@@ -43,18 +46,33 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the Usage Summary of one account, as the API returns it.
+    #[command(after_help = help::after("summary"))]
     Summary(summary::Args),
     /// Serve the HTTP API (usage summary, endpoints, recordings).
+    #[command(after_help = help::after("serve"))]
     Serve(serve::Args),
-    /// Load-test a running server on loopback (bounded; see docs/server.md).
+    /// Load-test a running server on loopback (bounded; a developer's tool).
     #[command(hide = true)]
     Loadtest(loadtest::Args),
     /// Check and deduplicate a data directory into a store (rollups and records).
+    #[command(after_help = help::after("ingest"))]
     Ingest(ingest::Args),
     /// Write every account's report (JSON pages, CSV, HTML) to a folder.
+    #[command(after_help = help::after("report"))]
     Report(report::Args),
-    /// Write a synthetic data set (records.md) for benchmarks and demos.
+    /// Write a synthetic data folder (the layout of `telemeter --help`) for
+    /// benchmarks and demos.
+    #[command(after_help = help::after("generate"))]
     Generate(generate::Args),
+    /// List the accounts, or set an account's API token.
+    #[command(after_help = help::after("accounts"))]
+    Accounts(accounts::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = help::after("completions"))]
+    Completions(completions::Args),
+    /// Print the man page, or write every page to a folder.
+    #[command(after_help = help::after("man"))]
+    Man(completions::ManArgs),
     /// One Spark task of `ingest --engine spark`: check one input file
     /// (run by the Spark job, not by hand).
     #[command(hide = true)]
@@ -78,6 +96,9 @@ pub fn main() -> ExitCode {
         Command::Ingest(args) => ingest::run(args),
         Command::Report(args) => report::run(args),
         Command::Generate(args) => generate::run(args),
+        Command::Accounts(args) => accounts::run(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => completions::run_man(args),
         Command::SparkTask(args) => spark_task::run(args),
     };
     match outcome {
@@ -102,7 +123,8 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 #[derive(Debug, clap::Args)]
 #[group(id = "source", required = true, multiple = false)]
 pub struct SourceArgs {
-    /// The data directory (records.md).
+    /// The data directory: accounts.csv and the record folders calls/,
+    /// messages/, transcriptions/, charges/ (layout: `telemeter --help`).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// A store written by `telemeter ingest`, in place of --data.

@@ -9,6 +9,7 @@
 //! the BOM); [`bad_rows`] what happens to a row that breaks the contract,
 //! and the one `rejected.csv` of every command.
 
+pub mod account_token;
 pub mod accounts;
 pub mod bad_rows;
 mod check;

@@ -5,7 +5,9 @@
 //!
 //! ```text
 //! manifest.json                       the one published pointer (see below)
-//! accounts/<ingest>.csv               accounts.csv as of an ingest
+//! accounts/<ingest>.csv               accounts.csv as of an ingest (or
+//!                                     accounts/g<generation>.csv as of an
+//!                                     `accounts set-token`: `accounts.rs`)
 //! records/<kind>/<ingest>-<n>.parquet normalized records, contract columns in
 //!                                     natural types (timestamp ns UTC,
 //!                                     DECIMAL(38,9) money), plus source_file
@@ -56,6 +58,7 @@
 //! order (`Store::account_rows`, `answer.rs`); several accounts (`report`)
 //! go through [`Store::aggregate`].
 
+pub mod accounts;
 pub(crate) mod answer;
 mod index;
 pub mod ingest;

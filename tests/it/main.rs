@@ -26,6 +26,8 @@ mod ingest;
 mod layers;
 // Warnings on stderr for surprising runs (stdout unchanged, --quiet), precise messages.
 mod notices;
+// Completions, man pages, help examples that run, `accounts set-token`.
+mod onboard;
 // `telemeter report`: pages, CSV, HTML, manifest, atomic output.
 mod report;
 // `telemeter serve` over HTTP: the API, auth, allowlists, resources.

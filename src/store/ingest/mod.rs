@@ -233,9 +233,7 @@ pub(super) fn prepare(data: &Path, store: &Path, id: &str, build_resources: Buil
         return Err(Error::Usage(format!("ingest id '{id}' must be non-empty: letters, digits, '-', '_' or '.'")));
     }
     std::fs::create_dir_all(store).map_err(|e| Error::io(store, e))?;
-    let lock_path = store.join(".ingest.lock");
-    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
-    lock.try_lock().map_err(|_| Error::io(&lock_path, "another ingest is running on this store"))?;
+    let lock = lock(store)?;
 
     // The store's own page-token key, made with the store.
     crate::token::TokenKey::load_or_create(&store.join(super::TOKEN_KEY))?;
@@ -257,6 +255,16 @@ pub(super) fn prepare(data: &Path, store: &Path, id: &str, build_resources: Buil
     };
     let resources = build_resources(data, previous, &store.join(super::DELETIONS_DB), &store.join(&resources_name))?;
     Ok(Prepared { lock, old, inventory, accounts_bytes, resources, resources_name })
+}
+
+/// Takes the store's writer lock (`STORE/.ingest.lock`), held by every
+/// publisher (an ingest, `accounts set-token`) until the file is dropped;
+/// another publisher at work is an error.
+pub(super) fn lock(store: &Path) -> Result<std::fs::File> {
+    let lock_path = store.join(".ingest.lock");
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    lock.try_lock().map_err(|_| Error::io(&lock_path, "another ingest is running on this store"))?;
+    Ok(lock)
 }
 
 /// Ends an ingest whose new records and index files are written and whose
@@ -348,7 +356,7 @@ const GENERATION_FOLDERS: [&str; 6] = ["records", "index", "rollups", "accounts"
 /// late", for readers that cannot take a lease).
 /// Best effort: a file that cannot be deleted is left for the next run; a
 /// live lease that cannot be read keeps everything.
-fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
+pub(super) fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
     let Ok(leases) = super::lease::live_manifests(store) else { return 0 };
     let mut held = Vec::with_capacity(leases.manifests.len());
     for bytes in &leases.manifests {

@@ -1,0 +1,62 @@
+//! A store's accounts changed without an ingest: `accounts set-token
+//! --store` publishes a new generation whose only new file is
+//! `accounts/<name>.csv`, through the same manifest swap as an ingest
+//! (under the store's writer lock, then the same garbage collection). No
+//! published file is edited; a running `serve --store` follows the new
+//! generation like any other.
+//!
+//! A later ingest whose data folder has an `accounts.csv` publishes that
+//! file instead (as it always does): the data folder's file is the source
+//! of truth, so a token meant to last goes there too.
+
+use std::path::Path;
+
+use super::{ingest, Manifest};
+use crate::error::{Error, Result};
+
+/// Publishes a generation of `store` whose accounts are `edit` applied to
+/// the current accounts file (`None`: the store has none); every other file
+/// of the generation is kept. Returns the new generation's number.
+pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>>) -> Result<u64> {
+    let lock = ingest::lock(store)?;
+    let old = read(store)?;
+    let current = read_accounts(store, &old)?;
+    let bytes = edit(current.as_ref().map(|(_, bytes)| bytes.as_slice()))?;
+    crate::records::accounts::Accounts::parse(&bytes, "accounts.csv")?;
+    let generation = old.generation + 1;
+    // A name no file of the current generation has (an ingest's accounts
+    // file is accounts/<ingest id>.csv).
+    let mut name = format!("accounts/g{generation}.csv");
+    if old.accounts_csv.as_deref() == Some(name.as_str()) {
+        name = format!("accounts/g{generation}-edit.csv");
+    }
+    let path = store.join(&name);
+    let folder = store.join("accounts");
+    std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+    super::write_synced(&path, &bytes)?;
+    super::sync_dir(&folder)?;
+    let mut manifest = old.clone();
+    manifest.accounts_csv = Some(name);
+    manifest.generation = generation;
+    manifest.publish(store, &format!("accounts-g{generation}"))?;
+    ingest::collect_garbage(store, &[&old, &manifest]);
+    drop(lock);
+    Ok(generation)
+}
+
+fn read(store: &Path) -> Result<Manifest> {
+    Manifest::read(store)?.ok_or_else(|| {
+        Error::io(store, format!("not a telemeter store (no {}; run `telemeter ingest` first)", super::MANIFEST))
+    })
+}
+
+fn read_accounts(store: &Path, manifest: &Manifest) -> Result<Option<(String, Vec<u8>)>> {
+    match &manifest.accounts_csv {
+        Some(name) => {
+            let path = store.join(name);
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            Ok(Some((name.clone(), bytes)))
+        }
+        None => Ok(None),
+    }
+}
