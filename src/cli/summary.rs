@@ -67,8 +67,8 @@ pub struct Args {
     #[arg(long)]
     pub pretty: bool,
     /// How to print the page: json (the API payload), table (aligned, with
-    /// totals per unit kind, for a terminal) or csv (the usage rows, api.md
-    /// field names as header, for a spreadsheet).
+    /// totals per unit kind, for a terminal) or csv (the usage rows, the
+    /// API's field names as header, for a spreadsheet).
     #[arg(long, value_enum, default_value = "json")]
     pub format: Format,
     /// Write to FILE instead of stdout; the file appears whole or not at
