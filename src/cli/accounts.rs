@@ -117,7 +117,8 @@ fn set_token(account: &str, source: &super::SourceArgs, add: bool) -> anyhow::Re
             .with_context(|| format!("cannot set the token of '{account}' in the store {}", store.display()))?;
             eprintln!(
                 "token of {account} set: published generation {generation} of {} (a running `serve --store` \
-                 follows it within its --reload-interval)",
+                 follows it within its --reload-interval). A later ingest of a data folder with its own \
+                 accounts.csv publishes that file instead: set the token there too for it to last.",
                 store.display()
             );
         }

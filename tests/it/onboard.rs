@@ -63,6 +63,22 @@ fn completion_scripts_are_valid_and_name_every_command_and_flag() {
         }
     }
     assert!(!script.contains("spark-task") && !script.contains("loadtest"), "a hidden command is offered");
+    // bash completes with it: a command, a flag of a nested command, a value.
+    let complete = |words: &str, cword: usize| -> String {
+        let program = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={cword}; \
+             _telemeter telemeter \"${{COMP_WORDS[$COMP_CWORD]}}\" \"${{COMP_WORDS[$COMP_CWORD-1]}}\"; \
+             echo \"${{COMPREPLY[*]}}\"",
+            path.display()
+        );
+        let output = Command::new("bash").args(["-c", &program]).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    };
+    assert_eq!(complete("telemeter acc", 1), "accounts");
+    assert_eq!(complete("telemeter accounts set-token --st", 3), "--store");
+    let shells = complete("telemeter completions ''", 2);
+    assert!(["bash", "zsh", "fish"].iter().all(|s| shells.split(' ').any(|w| w == *s)), "{shells}");
     for shell in ["zsh", "fish"] {
         let text = telemeter(&["completions", shell]).ok().to_owned();
         for (name, _) in &commands {
@@ -348,6 +364,8 @@ fn a_generated_store_is_served_once_an_account_has_a_token() {
         &["--store".into(), store.clone().into(), "--reload-interval".into(), "0.2".into()],
     );
     assert_eq!(get(&mut server.client(), &usage_path(&account), &basic(&account, "s3cret")).status, 401);
+    let hint = |logs: &[String]| logs.iter().any(|l| l.contains("401") && l.contains("telemeter accounts set-token"));
+    assert!(hint(&server.logs_when(hint)), "serve does not say how to set a token");
 
     // Refusals change nothing.
     let manifest = std::fs::read(store.join("manifest.json")).unwrap();
