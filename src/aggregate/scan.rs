@@ -481,7 +481,7 @@ impl RowSink for Scan<'_> {
                 if self.selector.accounts.contains(record.auth_id) {
                     let account = self.strings.intern(record.auth_id);
                     self.note_time(account, secs);
-                    if self.selector.keeps(&Dimensions::of(&record)) {
+                    if self.selector.keeps_in_scope(&Dimensions::of(&record)) {
                         let bucket = self.buckets_of(account).and_then(|b| b.index(secs));
                         if let Some(bucket) = bucket {
                             self.keep(&record, account, bucket, line);

@@ -140,7 +140,14 @@ impl Selector {
     /// dimensions (the window is not checked here).
     #[inline]
     pub fn keeps(&self, row: &Dimensions<'_>) -> bool {
-        if !self.products.contains(row.product) || !self.accounts.contains(row.auth_id) {
+        self.products.contains(row.product) && self.accounts.contains(row.auth_id) && self.keeps_in_scope(row)
+    }
+
+    /// [`Selector::keeps`] for a row whose account is known to be in
+    /// scope: the product and the filters alone.
+    #[inline]
+    pub fn keeps_in_scope(&self, row: &Dimensions<'_>) -> bool {
+        if !self.products.contains(row.product) {
             return false;
         }
         let product = row.product;
