@@ -39,7 +39,7 @@ CONTENT = [
     "auth_id", "subaccount", "secs", "nanos", "product", "type", "direction",
     "country", "units", "duration", "amount", "surcharge", "code",
 ]
-# The columns of checked and new rows (src/store/spark.rs CHECKED_COLUMNS).
+# The columns of checked and new rows (src/store/spark/task.rs CHECKED_COLUMNS).
 CHECKED = ["record_id"] + CONTENT + ["file", "line", "id_hi", "id_lo", "content"]
 SLOT_SECONDS = 900
 KINDS = ["calls", "messages", "transcriptions", "charges"]
