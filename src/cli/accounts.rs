@@ -96,7 +96,7 @@ fn list(source: &super::SourceArgs) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     if rows.len() == 1 {
-        eprintln!("warning: no accounts.csv rows: no account can be served until one is given a token");
+        super::warn("no accounts.csv rows: no account can be served until one is given a token");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -115,24 +115,31 @@ fn set_token(account: &str, source: &super::SourceArgs, add: bool) -> anyhow::Re
                 account_token::with_token(current, account, &hash, missing)
             })
             .with_context(|| format!("cannot set the token of '{account}' in the store {}", store.display()))?;
-            eprintln!(
+            note(&format!(
                 "token of {account} set: published generation {generation} of {} (a running `serve --store` \
                  follows it within its --reload-interval). A later ingest of a data folder with its own \
                  accounts.csv publishes that file instead: set the token there too for it to last.",
                 store.display()
-            );
+            ));
         }
         (Some(data), None) => {
             account_token::set_in_folder(data, account, &hash, missing)
                 .with_context(|| format!("cannot set the token of '{account}' in {}", data.display()))?;
-            eprintln!(
+            note(&format!(
                 "token of {account} set in {} (a running `serve --data` reads it at its next start)",
                 data.join("accounts.csv").display()
-            );
+            ));
         }
         (None, None) => bail!("give --data DIR or --store STORE"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What was done, on stderr (stdout stays empty), unless `--quiet`.
+fn note(text: &str) {
+    if !super::quiet() {
+        eprintln!("{text}");
+    }
 }
 
 /// The token on `input`: one line, its `\n` or `\r\n` removed; refused when

@@ -133,6 +133,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &report.rejected_file {
         println!("set-aside rows: {}", path.display());
     }
+    if report.published && !report.tokens_dropped.is_empty() {
+        super::warn(&format!(
+            "{}'s accounts.csv gives no token to {} account(s) that had one in the store ({}): their API \
+             requests are now refused (401); set tokens in the data folder's accounts.csv \
+             (telemeter accounts set-token ACCOUNT --data DIR) so that ingests keep them",
+            args.data.display(),
+            report.tokens_dropped.len(),
+            report.tokens_dropped.join(", ")
+        ));
+    }
     if report.published {
         println!("published generation {} (ingest {})", report.generation, report.id);
         if report.removed > 0 {

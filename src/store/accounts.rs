@@ -7,7 +7,8 @@
 //!
 //! A later ingest whose data folder has an `accounts.csv` publishes that
 //! file instead (as it always does): the data folder's file is the source
-//! of truth, so a token meant to last goes there too.
+//! of truth, so a token meant to last goes there too. That ingest names the
+//! accounts whose token it removes ([`tokens_dropped`]).
 
 use std::path::Path;
 
@@ -44,6 +45,22 @@ pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result
     Ok(generation)
 }
 
+/// The accounts that have a token in `old` (an accounts file) and none in
+/// `new` (no row, or an empty `auth_token_sha256`): an ingest publishing
+/// `new` over `old` takes their credentials away, which the command says.
+/// A file that does not parse has no tokens.
+pub fn tokens_dropped(old: &[u8], new: &[u8]) -> Vec<String> {
+    use crate::records::accounts::Accounts;
+    let (Ok(old), Ok(new)) = (Accounts::parse(old, "accounts.csv"), Accounts::parse(new, "accounts.csv")) else {
+        return Vec::new();
+    };
+    old.iter()
+        .filter(|account| account.auth_token_sha256.is_some())
+        .filter(|account| new.get(&account.auth_id).is_none_or(|row| row.auth_token_sha256.is_none()))
+        .map(|account| account.auth_id.clone())
+        .collect()
+}
+
 fn read(store: &Path) -> Result<Manifest> {
     Manifest::read(store)?.ok_or_else(|| {
         Error::io(store, format!("not a telemeter store (no {}; run `telemeter ingest` first)", super::MANIFEST))
@@ -58,5 +75,19 @@ fn read_accounts(store: &Path, manifest: &Manifest) -> Result<Option<(String, Ve
             Ok(Some((name.clone(), bytes)))
         }
         None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_dropped_when_the_new_row_has_none_or_there_is_no_row() {
+        let old = b"auth_id,auth_token_sha256\nA,aa\nB,bb\nC,cc\nD,\n";
+        let new = b"auth_id,auth_token_sha256\nA,\nB,b2\nD,dd\n";
+        assert_eq!(tokens_dropped(old, new), ["A", "C"]);
+        assert_eq!(tokens_dropped(old, b"auth_id\nA\n"), ["A", "B", "C"]);
+        assert!(tokens_dropped(b"not, a file", new).is_empty());
     }
 }

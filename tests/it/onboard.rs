@@ -417,6 +417,14 @@ fn a_generated_store_is_served_once_an_account_has_a_token() {
     let listed = telemeter(&["accounts", "list", "--store", store_s]).ok().to_owned();
     assert!(listed.lines().any(|l| l.starts_with(&account) && l.split_whitespace().nth(3) == Some("set")), "{listed}");
     assert!(!listed.contains(&crate::server::sha_hex("s3cret")), "{listed}");
+    drop(fresh);
+
+    // An ingest of the data folder publishes its accounts.csv (no tokens) and says whose token it removed.
+    let again = telemeter(&["ingest", "--data", data_s, "--store", store_s]);
+    again.ok();
+    assert!(again.stderr.contains("warning:") && again.stderr.contains(&format!("({account})")), "{}", again.stderr);
+    let listed = telemeter(&["accounts", "list", "--store", store_s]).ok().to_owned();
+    assert!(listed.lines().any(|l| l.starts_with(&account) && l.split_whitespace().nth(3) == Some("-")), "{listed}");
 }
 
 #[test]

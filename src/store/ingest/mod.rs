@@ -173,6 +173,9 @@ pub struct IngestReport {
     /// What this ingest did to the resources (endpoints, registrations,
     /// recordings), when the data directory has any of them.
     pub resources: Option<ResourceChanges>,
+    /// Accounts whose API token the new accounts.csv removed (they had one
+    /// in the store, and the data folder's file gives none).
+    pub tokens_dropped: Vec<String>,
 }
 
 impl IngestReport {
@@ -301,6 +304,9 @@ pub(super) fn finish(
             None => None,
         };
         if stored.as_ref() != Some(bytes) {
+            if let Some(stored) = &stored {
+                report.tokens_dropped = super::accounts::tokens_dropped(stored, bytes);
+            }
             let name = format!("accounts/{id}.csv");
             create_parent(&store.join(&name))?;
             super::write_synced(&store.join(&name), bytes)?;
