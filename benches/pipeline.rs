@@ -208,6 +208,7 @@ fn aggregate_and_end_to_end(c: &mut Criterion) {
         filter_bytes: IngestOptions::DEFAULT_FILTER_BYTES,
         pending_bytes: IngestOptions::DEFAULT_PENDING_BYTES,
         resources: telemeter::resources::generation::build,
+        progress: Default::default(),
     };
     telemeter::store::ingest(dir, store_dir.path(), &options).expect("ingested");
     let mut group = c.benchmark_group("store");

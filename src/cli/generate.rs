@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use chrono::NaiveDate;
 
+use super::progress::{Progress, Unit};
 use crate::generate::{self, OutputFormat, Spec};
 
 /// Arguments of `generate`.
@@ -54,6 +55,9 @@ pub struct Args {
     /// of a non-empty --out.
     #[arg(long)]
     pub force: bool,
+    /// Print no progress on stderr (the summary line on stdout stays).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 fn parse_start(text: &str) -> Result<NaiveDate, String> {
@@ -66,6 +70,7 @@ fn parse_format(text: &str) -> Result<OutputFormat, String> {
 
 /// Runs `generate`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let progress = Progress::new("generate", args.quiet);
     let spec = Spec {
         rows: [args.calls, args.messages, args.transcriptions, args.charges],
         accounts: args.accounts,
@@ -83,7 +88,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     prepare(&args.out, args.force)?;
     let started = std::time::Instant::now();
-    let written = generate::generate(&spec, &args.out)?;
+    let planned: u64 = spec.rows.iter().sum();
+    let files = spec.files as usize * spec.rows.iter().filter(|&&rows| rows > 0).count();
+    let written = progress.run(|| {
+        progress.phase(&format!("writing {files} files"), Unit::Items("rows"), Some(planned), Some(Unit::Bytes));
+        generate::generate_with(&spec, &args.out, &|rows, bytes| progress.add(rows, bytes))
+    })?;
     let seconds = started.elapsed().as_secs_f64();
     let rows: u64 = written.rows.iter().sum();
     let duplicates: u64 = written.duplicates.iter().sum();
@@ -93,6 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         written.bytes() as f64 / (1024.0 * 1024.0),
         args.out.display()
     );
+    progress.note(&format!("done, {}", progress.elapsed()));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,12 +4,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use chrono::Utc;
 
+use super::progress::{Progress, Unit};
 use super::BadRowArg;
 use crate::records::Kind;
-use crate::store::{self, IngestOptions};
+use crate::store::{self, IngestOptions, IngestProgress, OnProgress};
 
 /// Arguments of `ingest`.
 #[derive(Debug, clap::Args)]
@@ -68,6 +71,7 @@ pub enum EngineArg {
 
 /// Runs `ingest`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let progress = Arc::new(Progress::new("ingest", super::quiet()));
     let on_bad_row = args.on_bad_row.into();
     let ingest_id = format!("{}-{}", Utc::now().format("%Y%m%dT%H%M%S%3fZ"), std::process::id());
     let options = IngestOptions {
@@ -78,20 +82,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         filter_bytes: args.filter_mb << 20,
         pending_bytes: args.pending_mb << 20,
         resources: crate::resources::generation::build,
+        progress: if progress.is_quiet() { OnProgress::default() } else { on_progress(&progress) },
     };
     // The data directory's surprises (no record folder, files nothing
     // reads); a directory that cannot be listed fails the ingest below.
     if let Ok(inventory) = crate::records::files::Inventory::scan(&args.data) {
         super::warn_all(&inventory.notices(&args.data));
     }
-    let report = match args.engine {
-        EngineArg::Local => store::ingest(&args.data, &args.store, &options),
-        EngineArg::Spark => {
-            let spark = spark_options(&args)?;
-            store::spark::ingest_spark(&args.data, &args.store, &options, &spark)
-        }
-    }
-    .with_context(|| format!("cannot ingest {} into {}", args.data.display(), args.store.display()))?;
+    let failed = || format!("cannot ingest {} into {}", args.data.display(), args.store.display());
+    let spark = match args.engine {
+        EngineArg::Local => None,
+        EngineArg::Spark => Some(spark_options(&args).with_context(failed)?),
+    };
+    let report = progress
+        .run(|| match &spark {
+            None => store::ingest(&args.data, &args.store, &options),
+            Some(spark) => store::spark::ingest_spark(&args.data, &args.store, &options, spark),
+        })
+        .with_context(failed)?;
     for kind in Kind::ALL {
         let t = report.tallies.get(&kind).copied().unwrap_or_default();
         println!(
@@ -151,7 +159,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         println!("nothing new: the store is unchanged at generation {}", report.generation);
     }
+    if !progress.is_quiet() {
+        let kinds: Vec<String> = Kind::ALL
+            .iter()
+            .map(|kind| {
+                let t = report.tallies.get(kind).copied().unwrap_or_default();
+                format!(
+                    "{} read {} used {} set aside {} duplicates {}",
+                    kind.name(),
+                    t.read,
+                    t.used,
+                    t.set_aside,
+                    t.duplicates
+                )
+            })
+            .collect();
+        progress.note(&format!("done, {}: {}", progress.elapsed(), kinds.join("; ")));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The ingest's events, shown by `progress`: the input's reading as a bar
+/// over its bytes, with the records read; Spark's steps and the publish as
+/// phases of their own.
+fn on_progress(progress: &Arc<Progress>) -> OnProgress {
+    let progress = Arc::clone(progress);
+    OnProgress::new(move |event| match event {
+        IngestProgress::Started { files, bytes } => {
+            progress.phase(&format!("reading {files} files"), Unit::Bytes, Some(bytes), Some(Unit::Items("records")))
+        }
+        IngestProgress::Read { bytes, rows } => progress.add(bytes, rows),
+        IngestProgress::Submitted => progress.phase("Spark job running", Unit::Time, None, None),
+        IngestProgress::JobDone => progress.phase("reading the Spark job's result", Unit::Time, None, None),
+        IngestProgress::Publishing => progress.phase("publishing", Unit::Time, None, None),
+    })
 }
 
 /// Where Spark is (`SPARK_HOME`), and the job's settings.

@@ -179,6 +179,13 @@ impl Written {
 /// Writes the data set of `spec` under `out` (which must exist), files in
 /// parallel.
 pub fn generate(spec: &Spec, out: &Path) -> Result<Written> {
+    generate_with(spec, out, &|_, _| {})
+}
+
+/// [`generate`], telling `on_written` the rows and bytes written as they
+/// are (added amounts, from the writing threads: rows at each 4 MiB of CSV
+/// or at the end of a Parquet file, bytes at each write to a file).
+pub fn generate_with(spec: &Spec, out: &Path, on_written: &(dyn Fn(u64, u64) + Sync)) -> Result<Written> {
     let plan = Plan::new(spec)?;
     let accounts_path = out.join("accounts.csv");
     std::fs::write(&accounts_path, plan.accounts_csv()).map_err(|e| Error::io(&accounts_path, e))?;
@@ -194,7 +201,8 @@ pub fn generate(spec: &Spec, out: &Path) -> Result<Written> {
         .map(|file| {
             let path: PathBuf = out.join(&file.name);
             let handle = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
-            plan.write_file(file, handle).map_err(|e| Error::io(&path, e))?;
+            let counted = Counted { inner: handle, on_written };
+            plan.write_file_counted(file, counted, &|rows| on_written(rows, 0)).map_err(|e| Error::io(&path, e))?;
             Ok(std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len())
         })
         .collect();
@@ -206,6 +214,24 @@ pub fn generate(spec: &Spec, out: &Path) -> Result<Written> {
         written.files.push((file.name.clone(), size?));
     }
     Ok(written)
+}
+
+/// A file that tells [`generate_with`]'s listener the bytes written to it.
+struct Counted<'a, W> {
+    inner: W,
+    on_written: &'a (dyn Fn(u64, u64) + Sync),
+}
+
+impl<W: std::io::Write> std::io::Write for Counted<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        (self.on_written)(0, n as u64);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 #[cfg(test)]

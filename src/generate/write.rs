@@ -14,21 +14,31 @@ use crate::records::Kind;
 impl Plan {
     /// Writes one file in the spec's format.
     pub fn write_file<W: Write>(&self, file: &FilePlan, out: W) -> std::io::Result<()> {
+        self.write_file_counted(file, out, &|_| {})
+    }
+
+    /// Writes one file in the spec's format; `on_rows` hears the rows
+    /// written, in steps (at each 4 MiB of CSV; a Parquet file's at its end).
+    pub fn write_file_counted<W: Write>(&self, file: &FilePlan, out: W, on_rows: &dyn Fn(u64)) -> std::io::Result<()> {
         match self.spec.format {
-            OutputFormat::Csv => self.write_csv(file, out),
+            OutputFormat::Csv => self.write_csv(file, out, on_rows),
             OutputFormat::CsvGz => {
                 let mut encoder = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
-                self.write_csv(file, &mut encoder)?;
+                self.write_csv(file, &mut encoder, on_rows)?;
                 encoder.finish()?;
                 Ok(())
             }
             OutputFormat::CsvZst => {
                 let mut encoder = zstd::stream::Encoder::new(out, 1)?;
-                self.write_csv(file, &mut encoder)?;
+                self.write_csv(file, &mut encoder, on_rows)?;
                 encoder.finish()?;
                 Ok(())
             }
-            OutputFormat::Parquet => self.write_parquet(file, out),
+            OutputFormat::Parquet => {
+                self.write_parquet(file, out)?;
+                on_rows(file.unique + file.duplicates);
+                Ok(())
+            }
         }
     }
 
@@ -71,21 +81,30 @@ impl Plan {
         Ok(())
     }
 
-    pub(super) fn write_csv<W: Write>(&self, file: &FilePlan, mut out: W) -> std::io::Result<()> {
+    pub(super) fn write_csv<W: Write>(
+        &self,
+        file: &FilePlan,
+        mut out: W,
+        on_rows: &dyn Fn(u64),
+    ) -> std::io::Result<()> {
         const FLUSH_AT: usize = 4 << 20;
         let mut buf = Vec::with_capacity(FLUSH_AT + 4096);
         buf.extend_from_slice(header(file.kind).as_bytes());
         buf.push(b'\n');
+        let mut rows = 0;
         self.order(file, |index| {
             let row = self.row(file.kind, index);
             self.push_csv(file.kind, &row, &mut buf);
+            rows += 1;
             if buf.len() >= FLUSH_AT {
                 out.write_all(&buf)?;
                 buf.clear();
+                on_rows(std::mem::take(&mut rows));
             }
             Ok(())
         })?;
         out.write_all(&buf)?;
+        on_rows(rows);
         out.flush()
     }
 

@@ -80,7 +80,9 @@ use crate::records::accounts::Accounts;
 use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::Kind;
 
-pub use ingest::{ingest, BuildResources, IngestOptions, IngestReport, PreviousResources, ResourceChanges};
+pub use ingest::{
+    ingest, BuildResources, IngestOptions, IngestProgress, IngestReport, OnProgress, PreviousResources, ResourceChanges,
+};
 
 /// The finest rollup slot, in seconds: every report bucket is a union of
 /// them (in every zone whose offset is a multiple of 15 minutes).

@@ -91,6 +91,61 @@ pub struct IngestOptions {
     /// by the command because `resources` sits above the store, which only
     /// names the file, says what it starts from and publishes it.
     pub resources: BuildResources,
+    /// Who hears how far the ingest got (nobody by default).
+    pub progress: OnProgress,
+}
+
+/// How far an ingest got, as it goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IngestProgress {
+    /// The input is known: this many record files and bytes.
+    Started {
+        /// Record files.
+        files: usize,
+        /// Their total size on disk.
+        bytes: u64,
+    },
+    /// One more input file read and checked (from the reading threads, so
+    /// not in file order): its size on disk and its rows.
+    Read {
+        /// The file's size on disk.
+        bytes: u64,
+        /// Its rows, valid or not.
+        rows: u64,
+    },
+    /// The Spark job was submitted (`ingest --engine spark`).
+    Submitted,
+    /// The Spark job is done; its result is read.
+    JobDone,
+    /// The records are in; the rollups are merged and the generation
+    /// published.
+    Publishing,
+}
+
+/// The callback of [`IngestOptions::progress`]: called once per event (at
+/// most once per input file while reading), so it may be as cheap as an
+/// atomic add.
+#[derive(Clone, Default)]
+pub struct OnProgress(Option<std::sync::Arc<dyn Fn(IngestProgress) + Send + Sync>>);
+
+impl OnProgress {
+    /// Calls `hear` with every event.
+    pub fn new(hear: impl Fn(IngestProgress) + Send + Sync + 'static) -> OnProgress {
+        OnProgress(Some(std::sync::Arc::new(hear)))
+    }
+
+    /// Tells the listener, if any.
+    pub(in crate::store) fn tell(&self, event: IngestProgress) {
+        if let Some(hear) = &self.0 {
+            hear(event);
+        }
+    }
+}
+
+impl std::fmt::Debug for OnProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "OnProgress(Fn)" } else { "OnProgress(none)" })
+    }
 }
 
 /// The resources step of an ingest: builds `out` from `previous` and the
@@ -193,6 +248,7 @@ impl IngestReport {
 pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<IngestReport> {
     let id = &options.ingest_id;
     let prepared = prepare(data, store, id, options.resources)?;
+    options.progress.tell(started(&prepared.inventory));
     let mut run = Run {
         store,
         id,
@@ -208,7 +264,13 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
         run.ingest_kind(kind)?;
     }
     let (report, manifest, rollups) = (run.report, run.manifest, run.rollups);
+    options.progress.tell(IngestProgress::Publishing);
     finish(store, id, prepared, manifest, rollups, report)
+}
+
+/// The event that starts an ingest of `inventory`.
+pub(super) fn started(inventory: &Inventory) -> IngestProgress {
+    IngestProgress::Started { files: inventory.files.len(), bytes: inventory.files.iter().map(|f| f.size).sum() }
 }
 
 /// What an ingest holds from its start to its publish: the store's lock,
@@ -575,8 +637,17 @@ impl Run<'_> {
     /// order) is an error unless rows are set aside.
     fn read_batch(&self, kind: Kind, batch: &[(u32, &InputFile)]) -> Result<Vec<Chunk>> {
         let on_bad_row = self.options.on_bad_row;
-        let read: Vec<Result<Vec<Chunk>>> =
-            batch.par_iter().map(|&(index, file)| check_file(kind, index, file, on_bad_row)).collect();
+        let read: Vec<Result<Vec<Chunk>>> = batch
+            .par_iter()
+            .map(|&(index, file)| {
+                let chunks = check_file(kind, index, file, on_bad_row);
+                if let Ok(chunks) = &chunks {
+                    let rows = chunks.iter().map(|c| c.read).sum();
+                    self.options.progress.tell(IngestProgress::Read { bytes: file.size, rows });
+                }
+                chunks
+            })
+            .collect();
         let mut chunks = Vec::new();
         for file_chunks in read {
             chunks.extend(file_chunks?);

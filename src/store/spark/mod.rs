@@ -39,7 +39,7 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
-use super::ingest::{self, IngestOptions, IngestReport};
+use super::ingest::{self, IngestOptions, IngestProgress, IngestReport};
 use crate::aggregate::OnBadRow;
 use crate::error::{Error, Result};
 use crate::records::Kind;
@@ -153,6 +153,7 @@ struct KindResult {
 pub fn ingest_spark(data: &Path, store: &Path, options: &IngestOptions, spark: &SparkOptions) -> Result<IngestReport> {
     let id = &options.ingest_id;
     let prepared = ingest::prepare(data, store, id, options.resources)?;
+    options.progress.tell(ingest::started(&prepared.inventory));
     let store_abs = std::path::absolute(store).map_err(|e| Error::io(store, e))?;
     // Staging folders of earlier runs that failed or were killed: no ingest
     // is running (the lock is held), so they are nobody's.
@@ -251,8 +252,10 @@ fn run_job(
     // The job's own output goes to our standard error: standard output is
     // the ingest's report.
     command.stdout(Stdio::from(std::io::stderr())).stdin(Stdio::null());
+    options.progress.tell(IngestProgress::Submitted);
     let status =
         command.status().map_err(|e| Error::io(&spark.spark_submit, format!("cannot run spark-submit: {e}")))?;
+    options.progress.tell(IngestProgress::JobDone);
     let result_path = staging.join("result.json");
     if !status.success() || !result_path.exists() {
         return Err(Error::External(format!(

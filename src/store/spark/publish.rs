@@ -9,7 +9,7 @@ use polars::prelude::DataFrame;
 use rustc_hash::FxHashSet;
 
 use super::super::index::{self, Filter, IndexEntry, IndexFile};
-use super::super::ingest::{self, IngestOptions, IngestReport, Pending, Rollups};
+use super::super::ingest::{self, IngestOptions, IngestProgress, IngestReport, Pending, Rollups};
 use super::super::parquet_io::{polars_error, read_frame, RecordView};
 use super::super::KindFiles;
 use super::task::{TaskError, CHECKED_COLUMNS};
@@ -180,6 +180,7 @@ pub(super) fn publish(
     for part in parts(&staging.join("rollups"))? {
         read_rollups(&part, &mut rollups)?;
     }
+    options.progress.tell(IngestProgress::Publishing);
     ingest::finish(store, id, prepared, manifest, rollups, report)
 }
 
