@@ -130,7 +130,7 @@ impl Progress {
         let tick = match self.output {
             Output::Quiet => return work(),
             Output::Bar => Duration::from_millis(100),
-            Output::Lines(every) => (every / 4).clamp(Duration::from_millis(5), Duration::from_millis(100)),
+            Output::Lines(every) => (every / 4).clamp(Duration::from_millis(1), Duration::from_millis(100)),
         };
         let done = AtomicBool::new(false);
         let outcome = std::thread::scope(|scope| {
@@ -267,7 +267,7 @@ impl Progress {
                 if phase.total.is_none_or(|total| position <= total) {
                     bar.set_position(position);
                 }
-                bar.set_message(count_text);
+                bar.set_message(if count_text.is_empty() { count_text } else { format!(", {count_text}") });
             }
             (Output::Lines(every), _) => {
                 let Ok(mut last) = self.last_line.lock() else { return };
@@ -325,12 +325,15 @@ fn new_bar(command: &str, name: &str, unit: Unit, total: Option<u64>) -> Progres
         Some(total) => (
             ProgressBar::new(total),
             format!(
-                "{{spinner}} {command}: {name} [{{bar:24.cyan/blue}}] {position}/{total_text}{items}, {rate}, \
-                 ETA {{eta}} {{msg}}"
+                "{{spinner}} {command}: {name} [{{bar:24.cyan/blue}}] {position}/{total_text}{items}, {rate}{{msg}}, \
+                 ETA {{eta}}"
             ),
         ),
+        None if unit == Unit::Time => {
+            (ProgressBar::no_length(), format!("{{spinner}} {command}: {name}{{msg}}, {{elapsed}}"))
+        }
         None => {
-            (ProgressBar::no_length(), format!("{{spinner}} {command}: {name} {position}{items} {{elapsed}} {{msg}}"))
+            (ProgressBar::no_length(), format!("{{spinner}} {command}: {name} {position}{items}{{msg}}, {{elapsed}}"))
         }
     };
     if let Ok(style) = ProgressStyle::with_template(&template) {

@@ -28,6 +28,8 @@ mod layers;
 mod notices;
 // Completions, man pages, help examples that run, `accounts set-token`.
 mod onboard;
+// Progress on stderr of `generate`, `ingest` and `report`: lines, counts, `--quiet`.
+mod progress;
 // `telemeter report`: pages, CSV, HTML, manifest, atomic output.
 mod report;
 // `telemeter serve` over HTTP: the API, auth, allowlists, resources.
