@@ -41,7 +41,7 @@ fn generate(out: &Path, extra: &[&str]) -> Run {
 /// `number_before(line, " records,")`.
 fn number_before(line: &str, unit: &str) -> f64 {
     let at = line.find(unit).unwrap_or_else(|| panic!("no '{unit}' in: {line}"));
-    let start = line[..at].rfind(|c: char| c == ' ' || c == '(').map_or(0, |i| i + 1);
+    let start = line[..at].rfind([' ', '(']).map_or(0, |i| i + 1);
     line[start..at]
         .parse()
         .unwrap_or_else(|e| panic!("'{}' before '{unit}' is not a number ({e}): {line}", &line[start..at]))
