@@ -55,9 +55,6 @@ pub struct Args {
     /// of a non-empty --out.
     #[arg(long)]
     pub force: bool,
-    /// Print no progress on stderr (the summary line on stdout stays).
-    #[arg(long)]
-    pub quiet: bool,
 }
 
 fn parse_start(text: &str) -> Result<NaiveDate, String> {
@@ -70,7 +67,7 @@ fn parse_format(text: &str) -> Result<OutputFormat, String> {
 
 /// Runs `generate`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let progress = Progress::new("generate", args.quiet);
+    let progress = Progress::new("generate", super::quiet());
     let spec = Spec {
         rows: [args.calls, args.messages, args.transcriptions, args.charges],
         accounts: args.accounts,
