@@ -222,12 +222,16 @@ fn ingest_shows_bytes_and_records_then_the_manifests_counts_and_elapsed() {
     assert_eq!(quiet.stdout.replace(quiet_id, "ID"), run.stdout.replace(&id, "ID"));
 }
 
+/// A window that holds sample_data's records.
+const QUERY: &str = "from_date=2026-10-25&to_date=2026-11-21";
+
 #[test]
 fn report_shows_its_phases_and_ends_with_elapsed_and_quiet_changes_nothing_else() {
     let dir = temp_dir();
     let data = sample_data();
     let out = dir.path().join("out");
-    let args = ["report", "--data", s(&data), "--out", s(&out), "--now", NOW, "--accounts", "MA100001,MA200002"];
+    let args =
+        ["report", "--data", s(&data), "--out", s(&out), "--now", NOW, "--accounts", "MA001,MB002", "--query", QUERY];
     let run = with_progress(&args);
     let stderr = &run.stderr;
     let first = stderr.lines().next().expect("a first line");
@@ -249,6 +253,7 @@ fn report_shows_its_phases_and_ends_with_elapsed_and_quiet_changes_nothing_else(
     let written = stderr.lines().find(|l| l.starts_with("report: writing: ") && l.contains(" in ")).expect("end");
     assert_eq!(number_before(written, " accounts in"), 2.0, "{written}");
     elapsed_never_goes_back(stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
     let last = stderr.lines().last().expect("a last line");
     assert!(last.starts_with("report: 2 accounts, ") && number_after(last, "elapsed ") > 0.0, "{last}");
 
