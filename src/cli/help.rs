@@ -42,6 +42,11 @@ const ENVIRONMENT: &[Var] = &[
         commands: &["summary", "report", "serve"],
     },
     Var {
+        name: "TELEMETER_PROGRESS_EVERY",
+        text: "seconds between two progress lines when stderr is not a terminal (default 2)",
+        commands: &["ingest", "generate", "report"],
+    },
+    Var {
         name: "SPARK_HOME",
         text: "the Apache Spark installation that ingest --engine spark runs (bin/spark-submit)",
         commands: &["ingest"],

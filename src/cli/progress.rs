@@ -20,11 +20,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 
-/// The environment variable that sets the seconds between two plain
-/// progress lines (a decimal; default 2).
-pub const EVERY_VAR: &str = "TELEMETER_PROGRESS_EVERY";
-
-/// Seconds between two plain progress lines when [`EVERY_VAR`] is not set.
+/// Seconds between two plain progress lines when
+/// `TELEMETER_PROGRESS_EVERY` is not set.
 const DEFAULT_EVERY: Duration = Duration::from_secs(2);
 
 /// What a phase counts in: its position and total.
@@ -343,9 +340,10 @@ fn new_bar(command: &str, name: &str, unit: Unit, total: Option<u64>) -> Progres
     bar
 }
 
-/// The seconds between plain lines: [`EVERY_VAR`], else 2.
+/// The seconds between plain lines: `TELEMETER_PROGRESS_EVERY` (a
+/// decimal), else 2.
 fn line_interval() -> Duration {
-    std::env::var(EVERY_VAR)
+    std::env::var("TELEMETER_PROGRESS_EVERY")
         .ok()
         .and_then(|text| text.trim().parse::<f64>().ok())
         .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
