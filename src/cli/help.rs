@@ -116,6 +116,9 @@ const EXAMPLES: &[(&str, &str)] = &[
     $ telemeter summary --data sample_data --auth-id MA001 --granularity month --from-date 2026-10-01 --to-date 2026-11-21 --product voice --now 2026-11-21T12:00:00Z
   Every page of 5 rows, one JSON document a line:
     $ telemeter summary --data sample_data --auth-id MA001 --page-size 5 --all-pages --now 2026-11-21T12:00:00Z
+  An aligned table with totals, for a terminal; the rows as CSV, into a file:
+    $ telemeter summary --data sample_data --auth-id MB002 --from-date 2026-11-01 --to-date 2026-11-21 --format table --now 2026-11-21T12:00:00Z
+    $ telemeter summary --data sample_data --auth-id MA001 --from-date 2026-11-01 --to-date 2026-11-21 --format csv -o ma001.csv --now 2026-11-21T12:00:00Z
   From a store (see ingest's examples), in Berlin's days:
     $ telemeter summary --store store --auth-id MB002 --from-date 2026-11-01 --to-date 2026-11-21 --timezone Europe/Berlin --now 2026-11-21T12:00:00Z
 ",
@@ -126,6 +129,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     $ telemeter report --data sample_data --out reports --query 'granularity=day&from_date=2026-11-01&to_date=2026-11-21' --now 2026-11-21T12:00:00Z
   Two accounts from a store, CSV and HTML only:
     $ telemeter report --store store --out reports --accounts MA001,MB002 --formats csv,html --now 2026-11-21T12:00:00Z
+  A large run: each account's pages as one pages.jsonl (one page a line):
+    $ telemeter report --store store --out reports --pages jsonl --now 2026-11-21T12:00:00Z
 ",
     ),
     (

@@ -296,6 +296,7 @@ fn every_example_in_the_help_runs() {
         "demo",
         "store/manifest.json",
         "reports",
+        "ma001.csv",
         "mydata/accounts.csv",
         "home/.local/share/man/man1/telemeter-summary.1",
     ] {
