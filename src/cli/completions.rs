@@ -35,8 +35,12 @@ pub struct ManArgs {
 /// Runs `completions`: the script on stdout.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut command = visible();
+    // Generated into memory first: clap_complete panics on a failed write
+    // (a closed pipe, `| head`), a plain write returns the error.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "telemeter", &mut script);
     let mut out = std::io::stdout().lock();
-    clap_complete::generate(args.shell, &mut command, "telemeter", &mut out);
+    out.write_all(&script)?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -87,11 +87,19 @@ impl<W: Write> UsageCsv<W> {
         if let Some(value) = value {
             let _ = write!(self.number, "{value}");
         }
-        self.writer.write_field(&self.number).map_err(|e| Error::io(&self.path, e))
+        self.writer.write_field(&self.number).map_err(|e| self.error(e))
     }
 
+    /// A write error, with the operating system's error as its source when
+    /// there is one (so that a closed stdout reads as a broken pipe).
     fn error(&self, error: csv::Error) -> Error {
-        Error::io(&self.path, error)
+        if !error.is_io_error() {
+            return Error::io(&self.path, error);
+        }
+        match error.into_kind() {
+            csv::ErrorKind::Io(io) => Error::io(&self.path, io),
+            other => Error::io(&self.path, format!("{other:?}")),
+        }
     }
 }
 

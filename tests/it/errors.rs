@@ -487,3 +487,34 @@ fn bad_parquet_rows_are_named_by_row() {
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("transcriptions/t.parquet: not a readable Parquet file"), "{}", run.stderr);
 }
+
+/// A reader that stops reading (`| head`) ends the command quietly: exit
+/// 0, nothing on stderr, no panic, for every output that writes more than
+/// the reader takes. The pipe is closed before the command writes, so the
+/// first write fails every time.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let sample = sample_data();
+    let data = sample.to_str().expect("a UTF-8 path");
+    let summary = ["summary", "--data", data, "--auth-id", "MA001", "--now", "2026-11-21T12:00:00Z"];
+    let window = ["--query", "from_date=2026-10-01&to_date=2026-11-21", "--page-size", "1", "--all-pages"];
+    let runs: Vec<Vec<&str>> = vec![
+        [&summary[..], &window[..]].concat(),
+        [&summary[..], &window[..], &["--format", "csv", "-q"][..]].concat(),
+        [&summary[..], &window[..], &["--format", "table"][..]].concat(),
+        vec!["completions", "bash"],
+        vec!["man"],
+        vec!["--help"],
+    ];
+    for args in runs {
+        let mut command = crate::common::command();
+        command.env("TELEMETER_TOKEN_KEY", "test").args(&args);
+        command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().expect("the binary starts");
+        drop(child.stdout.take());
+        let output = child.wait_with_output().expect("the binary ends");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: stderr {stderr}");
+        assert_eq!(stderr, "", "{args:?}");
+    }
+}
