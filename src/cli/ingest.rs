@@ -82,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         filter_bytes: args.filter_mb << 20,
         pending_bytes: args.pending_mb << 20,
         resources: crate::resources::generation::build,
-        progress: if progress.is_quiet() { OnProgress::default() } else { on_progress(&progress) },
+        progress: if progress.is_quiet() { OnProgress::default() } else { on_progress(&progress, args.engine) },
     };
     // The data directory's surprises (no record folder, files nothing
     // reads); a directory that cannot be listed fails the ingest below.
@@ -180,11 +180,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The ingest's events, shown by `progress`: the input's reading as a bar
-/// over its bytes, with the records read; Spark's steps and the publish as
-/// phases of their own.
-fn on_progress(progress: &Arc<Progress>) -> OnProgress {
+/// over its bytes, with the records read (here; on Spark, a line saying
+/// what the job reads); Spark's steps and the publish as phases of their
+/// own.
+fn on_progress(progress: &Arc<Progress>, engine: EngineArg) -> OnProgress {
     let progress = Arc::clone(progress);
     OnProgress::new(move |event| match event {
+        IngestProgress::Started { files, bytes } if engine == EngineArg::Spark => {
+            progress.note(&format!("{files} files ({}) for the Spark job to read", indicatif::HumanBytes(bytes)))
+        }
         IngestProgress::Started { files, bytes } => {
             progress.phase(&format!("reading {files} files"), Unit::Bytes, Some(bytes), Some(Unit::Items("records")))
         }
