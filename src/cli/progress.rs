@@ -213,21 +213,21 @@ impl Progress {
     }
 
     /// Ends the current phase: with `report`, a last line says how far it
-    /// got and how long it took (kept on a terminal), `report` added; the
-    /// bar is gone.
+    /// got and how long it took, `report` added; the bar is gone.
     fn end_phase(&self, report: Option<&str>) {
         let Ok(mut phase) = self.phase.lock() else { return };
         let Some(phase) = phase.take() else { return };
         let text = format!("{}: {}", self.command, self.done_text(&phase, report.unwrap_or("")));
         let report = report.is_some();
         match phase.bar {
-            Some(bar) if report => {
-                if let Ok(style) = ProgressStyle::with_template("{msg}") {
-                    bar.set_style(style);
+            // The bar goes, and the line takes its place (a line of its
+            // own: the next phase's bar does not draw over it).
+            Some(bar) => {
+                bar.finish_and_clear();
+                if report {
+                    eprintln!("{text}");
                 }
-                bar.finish_with_message(text);
             }
-            Some(bar) => bar.finish_and_clear(),
             None if report => eprintln!("{text}"),
             None => {}
         }
@@ -264,7 +264,14 @@ impl Progress {
                 if phase.total.is_none_or(|total| position <= total) {
                     bar.set_position(position);
                 }
-                bar.set_message(if count_text.is_empty() { count_text } else { format!(", {count_text}") });
+                let mut message = String::new();
+                if let Unit::Items(_) = phase.unit {
+                    message = format!(", {}", phase.unit.rate(position as f64 / seconds));
+                }
+                if !count_text.is_empty() {
+                    message = format!("{message}, {count_text}");
+                }
+                bar.set_message(message);
             }
             (Output::Lines(every), _) => {
                 let Ok(mut last) = self.last_line.lock() else { return };
@@ -310,9 +317,9 @@ impl Progress {
 /// spinner with the position.
 fn new_bar(command: &str, name: &str, unit: Unit, total: Option<u64>) -> ProgressBar {
     let (position, total_text, rate) = match unit {
-        Unit::Bytes => ("{bytes}", "{total_bytes}", "{bytes_per_sec}"),
-        Unit::Items(_) => ("{pos}", "{len}", "{per_sec}"),
-        Unit::Time => ("", "", ""),
+        Unit::Bytes => ("{bytes}", "{total_bytes}", ", {bytes_per_sec}"),
+        // Items: the rate is in the message, with one decimal.
+        Unit::Items(_) | Unit::Time => ("{pos}", "{len}", ""),
     };
     let items = match unit {
         Unit::Items(name) => format!(" {name}"),
@@ -322,7 +329,7 @@ fn new_bar(command: &str, name: &str, unit: Unit, total: Option<u64>) -> Progres
         Some(total) => (
             ProgressBar::new(total),
             format!(
-                "{{spinner}} {command}: {name} [{{bar:24.cyan/blue}}] {position}/{total_text}{items}, {rate}{{msg}}, \
+                "{{spinner}} {command}: {name} [{{bar:24.cyan/blue}}] {position}/{total_text}{items}{rate}{{msg}}, \
                  ETA {{eta}}"
             ),
         ),
