@@ -376,6 +376,14 @@ fn spark_local_mode_builds_the_same_store_as_the_local_engine() {
     let (_, by_spark) = ingest_both(&spark, &day2, &local, &remote, TIGHT, master);
     let text = ok(&by_spark);
     assert!(text.contains("published generation 2"), "{text}");
+    // Its progress on stderr (not a terminal: plain lines): the job's steps in order.
+    let stderr = String::from_utf8_lossy(&by_spark.stderr);
+    let steps = ["Spark job running", "reading the Spark job's result", "publishing", "done, elapsed "];
+    let at: Vec<usize> = steps
+        .iter()
+        .map(|step| stderr.find(&format!("ingest: {step}")).unwrap_or_else(|| panic!("no '{step}' in:\n{stderr}")))
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{stderr}");
     let calls: Vec<u64> = counts(&text)[0].split_whitespace().filter_map(|w| w.parse().ok()).collect();
     assert!(calls[3] >= 1000, "the re-delivered file's rows are duplicates of stored ones: {text}");
     assert_same_stores(&spark, &local, &remote, &accounts);
