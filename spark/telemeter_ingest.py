@@ -16,6 +16,14 @@ and the staging folder. The job writes, under that folder:
   rollups/part-*.parquet      their 15-minute rollups, exact integer sums
   result.json                 counts per kind, or the first error
 
+and, when DATA is a URI (plan's data_uri: s3a://, hdfs://, file://...),
+which the job lists and reads through Hadoop's FileSystem:
+
+  listing.json                every file under DATA's kind folders (name,
+                              URI, size) and the ones checked, in order
+  side/                       accounts.csv, endpoints.csv, registrations.csv
+                              and recordings/, copied for telemeter to read
+
 and publishes nothing: telemeter writes the store's files from them and
 swaps the manifest. Every sum is exact (integers of nano-units summed as
 DECIMAL(38,0) under ANSI SQL, where an overflow is an error, never NULL).
@@ -28,6 +36,9 @@ import stat
 import subprocess
 import sys
 import tempfile
+from urllib.parse import unquote
+
+from py4j.protocol import Py4JJavaError
 
 from pyspark import SparkFiles, TaskContext
 from pyspark.sql import SparkSession, Window
@@ -64,21 +75,174 @@ def check_files(binary, out, on_bad_row):
         context = TaskContext.get()
         threads = str(max(1, context.cpus() if context else 1))
         for f in files:
-            command = [
-                exe, "--threads", threads, "spark-task", "--kind", f["kind"], "--file", f["path"],
-                "--name", f["name"], "--source", str(f["index"]), "--on-bad-row", on_bad_row, "--out", out,
-            ]
-            done = subprocess.run(command, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"telemeter spark-task failed on {f['name']}: {done.stderr.strip()}")
-            yield json.loads(done.stdout)
+            yield run_task(exe, threads, f, on_bad_row, out)
+
+    return run
+
+
+def run_task(exe, threads, f, on_bad_row, out):
+    """`telemeter spark-task` on one input file: its summary."""
+    command = [
+        exe, "--threads", threads, "spark-task", "--kind", f["kind"], "--file", f["path"],
+        "--name", f["name"], "--source", str(f["index"]), "--on-bad-row", on_bad_row, "--out", out,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"telemeter spark-task failed on {f['name']}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+# How telemeter names record files (src/records/files.rs, Format::of):
+# telemeter checks the listing against its own rule before publishing.
+RECORD_SUFFIXES = (".csv", ".csv.gz", ".csv.zst", ".parquet")
+
+
+class Unreadable(Exception):
+    """DATA (a URI) cannot be listed as a data directory."""
+
+
+def local(path):
+    """A local (or mounted) path, for Spark: `file:` whatever the cluster's
+    default filesystem (on a YARN cluster a bare path means HDFS)."""
+    return "file://" + path
+
+
+def hidden(relative):
+    """Whether a file's path below its folder has a hidden part (telemeter's
+    walk skips hidden folders and files)."""
+    return any(part.startswith(".") for part in relative.split("/"))
+
+
+def walk(fs, folder):
+    """Every file below `folder` (a Hadoop Path): (relative name, status)."""
+    base = fs.makeQualified(folder).toString().rstrip("/") + "/"
+    found = []
+    listing = fs.listFiles(folder, True)
+    while listing.hasNext():
+        status = listing.next()
+        path = status.getPath().toString()
+        if not path.startswith(base):
+            raise RuntimeError(f"{path} is listed under {base} but outside it")
+        relative = path[len(base):]
+        if not hidden(relative):
+            found.append((relative, status))
+    return found
+
+
+def list_data(spark, uri, staging, side_names):
+    """Lists DATA (a URI) through Hadoop's FileSystem, as telemeter lists a
+    local data directory: record files under each kind's folder, sorted by
+    kind then name. Writes staging/listing.json (every file found, for
+    telemeter to check against its own rule and to publish from) and copies
+    the side inputs (`side_names`: files or folders at DATA's top, the
+    plan's "side") to staging/side/. Returns the plan's files."""
+    jvm = spark._jvm
+    hadoop = jvm.org.apache.hadoop.fs.Path
+    root = hadoop(uri)
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.getFileStatus(root).isDirectory():
+        raise Unreadable(f"{uri} is not a directory")
+    listing = []
+    for kind in KINDS:
+        folder = hadoop(root, kind)
+        if not fs.exists(folder):
+            continue
+        for relative, status in walk(fs, folder):
+            name = f"{kind}/{relative}"
+            listing.append({"kind": kind, "name": name, "uri": status.getPath().toString(), "size": status.getLen()})
+    listing.sort(key=lambda f: (KINDS.index(f["kind"]), f["name"].encode("utf-8")))
+    side = os.path.join(staging, "side")
+    os.makedirs(side)
+    copies = []
+    for name in side_names:
+        path = hadoop(root, name)
+        if not fs.exists(path):
+            continue
+        if fs.getFileStatus(path).isDirectory():
+            os.makedirs(os.path.join(side, name))
+            copies += [(status.getPath(), f"{name}/{relative}") for relative, status in walk(fs, path)]
+        else:
+            copies.append((path, name))
+    for source, name in copies:
+        target = os.path.join(side, *name.split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fs.copyToLocalFile(False, source, hadoop(local(target)), True)
+    records = [f for f in listing if f["name"].lower().endswith(RECORD_SUFFIXES)]
+    for f in records:
+        if f["name"].rsplit("/", 1)[-1].startswith("_"):
+            raise Unreadable(
+                f"{f['uri']}: Spark's file sources skip names that start with '_' (telemeter reads such a file "
+                "from a local path): rename it"
+            )
+    temporary = os.path.join(staging, "listing.json.tmp")
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump({"files": listing, "checked": [f["name"] for f in records]}, f)
+    os.replace(temporary, os.path.join(staging, "listing.json"))
+    return [dict(index=i, kind=f["kind"], path=f["uri"], name=f["name"], size=f["size"]) for i, f in enumerate(records)]
+
+
+def read_contents(spark, files, use):
+    """`use` of the input files' bytes (path, content), one Spark partition
+    per file (Spark's binaryFile source: any Hadoop filesystem, files up to
+    2 GiB)."""
+    # A file "costs" more than a partition holds: each gets its own. Only
+    # for this read: the Parquet reads after it keep the session's settings.
+    settings = {"spark.sql.files.maxPartitionBytes": str(128 << 20), "spark.sql.files.openCostInBytes": str(1 << 40)}
+    saved = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        paths = [glob_escape(f["path"]) for f in files]
+        reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+        return use(reader.load(paths).select("path", "content"))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def glob_escape(path):
+    """A path Spark's reader takes as itself, not as a glob pattern."""
+    return "".join("\\" + c if c in "\\*?[]{}" else c for c in path)
+
+
+def check_contents(binary, out, on_bad_row, files):
+    """The task of a partition of input files read by Spark: each file's
+    bytes written to the executor's scratch folder, then `telemeter
+    spark-task` on that copy (under the file's own name)."""
+    by_path = {f["path"]: f for f in files}
+
+    def run(rows):
+        exe = executable(binary)
+        context = TaskContext.get()
+        threads = str(max(1, context.cpus() if context else 1))
+        for row in rows:
+            f = by_path.get(row["path"]) or by_path.get(unquote(row["path"]))
+            if f is None:
+                raise RuntimeError(f"Spark read {row['path']}, which is not in the listing")
+            content = row["content"]
+            if len(content) != f["size"]:
+                raise RuntimeError(
+                    f"{f['name']} changed while the ingest ran: listed with {f['size']} bytes, read {len(content)}"
+                )
+            scratch = tempfile.mkdtemp(prefix="telemeter-", dir=SparkFiles.getRootDirectory())
+            try:
+                copy = os.path.join(scratch, "input")
+                with open(copy, "wb") as data:
+                    data.write(content)
+                del content
+                yield run_task(exe, threads, dict(f, path=copy), on_bad_row, out)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
 
     return run
 
 
 def stored_rows(spark, kind, paths):
     """The stored records of a kind, in the checked rows' normalized columns."""
-    frame = spark.read.parquet(*paths)
+    frame = spark.read.parquet(*(local(p) for p in paths))
     ts = F.col("timestamp")
     nanos_of = lambda c: F.col(c) * F.lit(1000000000)  # DECIMAL(38,9) -> integer nano-units  # noqa: E731
     to_long = lambda e: e.cast("bigint")  # noqa: E731
@@ -141,6 +305,15 @@ def dedup(spark, kind, new, stored_paths):
     return marked
 
 
+def finish(spark, staging, result):
+    """Writes result.json (atomically: telemeter reads it after the job)."""
+    temporary = os.path.join(staging, "result.json.tmp")
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    os.replace(temporary, os.path.join(staging, "result.json"))
+    spark.stop()
+
+
 def main():
     plan_path = sys.argv[1]
     with open(plan_path, encoding="utf-8") as f:
@@ -154,11 +327,26 @@ def main():
     checked_dir = os.path.join(staging, "checked")
     os.makedirs(checked_dir, exist_ok=True)
     summaries = []
+    if plan.get("data_uri"):
+        # DATA is a URI: listed and copied here through Hadoop's FileSystem.
+        try:
+            files = list_data(spark, plan["data_uri"], staging, plan["side"])
+        except (Py4JJavaError, Unreadable) as e:
+            message = e.java_exception.toString() if isinstance(e, Py4JJavaError) else str(e)
+            result["error"] = {"type": "unreadable", "uri": plan["data_uri"], "message": message}
+            return finish(spark, staging, result)
     if files:
         sc.setJobDescription("check every row (telemeter spark-task, one task per input file)")
-        task = check_files(plan["binary"], checked_dir, plan["on_bad_row"])
-        summaries = sc.parallelize(files, len(files)).mapPartitions(task).collect()
+        if plan.get("data_uri"):
+            task = check_contents(plan["binary"], checked_dir, plan["on_bad_row"], files)
+            summaries = read_contents(spark, files, lambda contents: contents.rdd.mapPartitions(task).collect())
+        else:
+            task = check_files(plan["binary"], checked_dir, plan["on_bad_row"])
+            summaries = sc.parallelize(files, len(files)).mapPartitions(task).collect()
     by_index = {s["index"]: s for s in summaries}
+    missing = [f["name"] for f in files if f["index"] not in by_index]
+    if missing:
+        raise RuntimeError(f"Spark read no contents for {', '.join(missing)}")
 
     new_frames = []
     persisted = []  # kept until the rollups are summed from them
@@ -180,7 +368,7 @@ def main():
         if not paths:
             continue
         sc.setJobDescription(f"deduplicate {kind}")
-        marked = dedup(spark, kind, spark.read.parquet(*paths), plan["stored"].get(kind, [])).persist()
+        marked = dedup(spark, kind, spark.read.parquet(*(local(p) for p in paths)), plan["stored"].get(kind, [])).persist()
         conflict = (
             marked.filter(F.col("mark") == "conflict").orderBy("file", "line")
             .select("record_id", "first_place", "file", "line").limit(1).collect()
@@ -203,7 +391,7 @@ def main():
             counts[{"new": "used", "dup": "duplicates"}[row["mark"]]] = row["count"]
         fresh = marked.filter(F.col("mark") == "new").select(*CHECKED)
         sc.setJobDescription(f"write new {kind} rows")
-        fresh.orderBy("file", "line").write.mode("overwrite").parquet(os.path.join(staging, "new", kind))
+        fresh.orderBy("file", "line").write.mode("overwrite").parquet(local(os.path.join(staging, "new", kind)))
         # The repeats, for the publish step to replay the local ingest's
         # candidate budget: where each one's first row is, and the bytes of
         # text the local ingest would hold for it.
@@ -218,7 +406,7 @@ def main():
                 F.col("first_place.line").cast("bigint").alias("first_line"),
                 text.cast("bigint").alias("text"),
             )
-            .write.mode("overwrite").parquet(os.path.join(staging, "dups", kind))
+            .write.mode("overwrite").parquet(local(os.path.join(staging, "dups", kind)))
         )
         new_frames.append(fresh)
         persisted.append(marked)
@@ -237,15 +425,11 @@ def main():
             )
         )
         sc.setJobDescription("sum 15-minute rollups")
-        rollups.write.mode("overwrite").parquet(os.path.join(staging, "rollups"))
+        rollups.write.mode("overwrite").parquet(local(os.path.join(staging, "rollups")))
 
     for frame in persisted:
         frame.unpersist()
-    temporary = os.path.join(staging, "result.json.tmp")
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    os.replace(temporary, os.path.join(staging, "result.json"))
-    spark.stop()
+    finish(spark, staging, result)
 
 
 if __name__ == "__main__":

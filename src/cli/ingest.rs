@@ -12,15 +12,18 @@ use chrono::Utc;
 use super::progress::{Progress, Unit};
 use super::BadRowArg;
 use crate::records::Kind;
+use crate::store::location::{self, DataLocation};
 use crate::store::{self, IngestOptions, IngestProgress, OnProgress};
 
 /// Arguments of `ingest`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The data directory to read (layout: `telemeter --help`).
+    /// The data directory to read (layout: `telemeter --help`): a path
+    /// or a file:// URI; with `--engine spark`, any URI Spark's Hadoop
+    /// filesystems read (`s3a://`, `hdfs://`, `gs://`, `abfs://`, `file://`).
     #[arg(long)]
     pub data: PathBuf,
-    /// The store to add to (created when missing).
+    /// The store to add to (created when missing): a path, or a file:// URI.
     #[arg(long)]
     pub store: PathBuf,
     /// What to do with a row that breaks the contract: stop with an error
@@ -84,10 +87,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         resources: crate::resources::generation::build,
         progress: if progress.is_quiet() { OnProgress::default() } else { on_progress(&progress, args.engine) },
     };
+    let store = location::store_path(args.store.as_os_str())?;
+    let data = match args.engine {
+        EngineArg::Local => DataLocation::Local(location::local_data(args.data.as_os_str())?),
+        EngineArg::Spark => DataLocation::for_spark(args.data.as_os_str()),
+    };
     // The data directory's surprises (no record folder, files nothing
-    // reads); a directory that cannot be listed fails the ingest below.
-    if let Ok(inventory) = crate::records::files::Inventory::scan(&args.data) {
-        super::warn_all(&inventory.notices(&args.data));
+    // reads); a directory that cannot be listed fails the ingest below. (A
+    // URI is listed by the Spark job.)
+    if let DataLocation::Local(dir) = &data {
+        if let Ok(inventory) = crate::records::files::Inventory::scan(dir) {
+            super::warn_all(&inventory.notices(dir));
+        }
     }
     let failed = || format!("cannot ingest {} into {}", args.data.display(), args.store.display());
     let spark = match args.engine {
@@ -95,9 +106,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         EngineArg::Spark => Some(spark_options(&args).with_context(failed)?),
     };
     let report = progress
-        .run(|| match &spark {
-            None => store::ingest(&args.data, &args.store, &options),
-            Some(spark) => store::spark::ingest_spark(&args.data, &args.store, &options, spark),
+        .run(|| match (&spark, &data) {
+            (Some(spark), data) => store::spark::ingest_spark(data, &store, &options, spark),
+            (None, DataLocation::Local(dir)) => store::ingest(dir, &store, &options),
+            // (The local engine's data went through `local_data`: a URI
+            // here would be refused the same way.)
+            (None, DataLocation::Uri(uri)) => location::local_data(std::ffi::OsStr::new(&uri.text))
+                .and_then(|dir| store::ingest(&dir, &store, &options)),
         })
         .with_context(failed)?;
     for kind in Kind::ALL {

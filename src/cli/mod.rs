@@ -24,6 +24,7 @@ use clap::{Parser, Subcommand};
 
 use crate::aggregate::OnBadRow;
 use crate::dataset::Dataset;
+use crate::store::location;
 use crate::token::TokenKey;
 
 /// telemeter: usage aggregation and Usage Summary reports.
@@ -125,12 +126,34 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 #[group(id = "source", required = true, multiple = false)]
 pub struct SourceArgs {
     /// The data directory: accounts.csv and the record folders calls/,
-    /// messages/, transcriptions/, charges/ (layout: `telemeter --help`).
-    #[arg(long)]
+    /// messages/, transcriptions/, charges/ (layout: `telemeter --help`): a path
+    /// or a file:// URI.
+    #[arg(long, value_parser = LocalPath(location::local_data))]
     pub data: Option<PathBuf>,
-    /// A store written by `telemeter ingest`, in place of --data.
-    #[arg(long)]
+    /// A store written by `telemeter ingest`, in place of --data: a path or
+    /// a file:// URI.
+    #[arg(long, value_parser = LocalPath(location::store_path))]
     pub store: Option<PathBuf>,
+}
+
+/// A `--data` or `--store` value read on this machine: a path, or a
+/// `file://` URI turned into its path (`store::location`); any other URI
+/// is refused with the reason and what to do instead.
+#[derive(Clone)]
+struct LocalPath(fn(&std::ffi::OsStr) -> crate::error::Result<PathBuf>);
+
+impl clap::builder::TypedValueParser for LocalPath {
+    type Value = PathBuf;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<PathBuf, clap::Error> {
+        (self.0)(value)
+            .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n")).with_cmd(command))
+    }
 }
 
 impl SourceArgs {

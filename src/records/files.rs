@@ -119,22 +119,58 @@ impl Inventory {
                 let relative = path.strip_prefix(data).unwrap_or(&path);
                 let name = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
                 let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                if file_name.starts_with('.') {
-                    continue;
-                }
-                match Format::of(&file_name) {
-                    Some(format) => {
-                        let size = std::fs::metadata(&path).map_err(|e| Error::io(&name, e))?.len();
-                        inventory.files.push(InputFile { kind, path, name, format, size });
-                    }
-                    None => inventory.ignored.push(name),
-                }
+                inventory.add(kind, path, name, &file_name, |path, name| {
+                    std::fs::metadata(path).map(|m| m.len()).map_err(|e| Error::io(name, e))
+                })?;
             }
         }
-        inventory.files.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
-        inventory.ignored.sort();
+        inventory.sort();
         inventory.unknown = unknown_entries(data)?;
         Ok(inventory)
+    }
+
+    /// The inventory of a data directory listed elsewhere (by the Spark job,
+    /// through Hadoop, for a URI): every file found under the kinds'
+    /// folders, outside hidden folders, as (kind, URI, name relative to the
+    /// data directory, size); chosen and sorted as [`Inventory::scan`] does.
+    /// (What [`Inventory::notices`] reports is not known of a listing.)
+    pub fn from_listing(listing: impl IntoIterator<Item = (Kind, String, String, u64)>) -> Inventory {
+        let mut inventory = Inventory::default();
+        for (kind, uri, name, size) in listing {
+            let file_name = name.rsplit('/').next().unwrap_or_default().to_owned();
+            let added: Result<()> = inventory.add(kind, PathBuf::from(uri), name, &file_name, |_, _| Ok(size));
+            debug_assert!(added.is_ok(), "a listed size is never an error");
+        }
+        inventory.sort();
+        inventory
+    }
+
+    /// Adds the file `path` (`name` in messages) if it is a record file of
+    /// a known format; not hidden files; other files as ignored.
+    fn add(
+        &mut self,
+        kind: Kind,
+        path: PathBuf,
+        name: String,
+        file_name: &str,
+        size: impl FnOnce(&Path, &str) -> Result<u64>,
+    ) -> Result<()> {
+        if file_name.starts_with('.') {
+            return Ok(());
+        }
+        match Format::of(file_name) {
+            Some(format) => {
+                let size = size(&path, &name)?;
+                self.files.push(InputFile { kind, path, name, format, size });
+            }
+            None => self.ignored.push(name),
+        }
+        Ok(())
+    }
+
+    fn sort(&mut self) {
+        self.files.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        self.ignored.sort();
     }
 
     /// What is surprising about the data directory `data` this inventory

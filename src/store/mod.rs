@@ -63,6 +63,7 @@ pub(crate) mod answer;
 mod index;
 pub mod ingest;
 pub mod lease;
+pub mod location;
 mod parquet_io;
 mod rollup;
 pub mod spark;

@@ -172,3 +172,17 @@ pub fn forged_v1(key: &[u8; 32], offset: u64, from_days: i32, to_days: i32, dige
     body.extend_from_slice(&mac.finalize().into_bytes()[..16]);
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(body)
 }
+
+/// Copies the folder `from` to `to`, recursively.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{summary, telemeter, temp_dir, write, Run};
+use crate::common::{copy_tree, summary, telemeter, temp_dir, write, Run};
 
 fn s(path: &Path) -> &str {
     path.to_str().expect("UTF-8 path")
@@ -193,19 +193,6 @@ fn spend_without(data: &Path, original: &[String], skipped: &[usize]) -> String 
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).expect("manifest")).expect("JSON");
     manifest["reconciliation"]["sum_of_account_total_spend"].to_string()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy");
-        }
-    }
 }
 
 /// Set aside: exactly `bad` lines, every other line read, and the spend of

@@ -644,3 +644,109 @@ fn spark_standalone_cluster_of_two_workers_builds_the_same_store() {
     drop(cluster);
     assert_same_stores(&spark, &local, &remote, &accounts);
 }
+
+/// `--data` as a URI: the job lists and reads it through Hadoop's
+/// `FileSystem` (here `file://`, the one scheme this machine has; `s3a://`
+/// and `hdfs://` take the same path in the job), and telemeter touches
+/// nothing there: the listing, the sizes, accounts.csv and the resources
+/// come from the job. The store is the one the local engine builds from the
+/// same folder as a path, byte for byte. Hidden and non-record files are
+/// left out as locally, and a name with a space is read. A scheme Spark has
+/// no filesystem for fails the job with Hadoop's message, publishing
+/// nothing.
+#[test]
+fn spark_reads_data_at_a_uri_as_the_local_engine_reads_the_path() {
+    let Some(spark) = spark() else { return };
+    let master = "local[2]";
+    let temp = tempfile::tempdir().expect("tempdir");
+    let data = temp.path().join("exports");
+    crate::common::copy_tree(&crate::common::sample_data(), &data);
+    let junk = "not,a,record\n\"unclosed\n";
+    put(&data, "calls/.partial/part-9.csv", junk);
+    put(&data, ".staging/calls/x.csv", junk);
+    put(&data, "calls/.in-flight.csv", junk);
+    put(&data, "calls/notes.txt", junk);
+    let part = std::fs::read_to_string(data.join("messages/2026-11/part-1.csv")).expect("part-1");
+    put(&data, "messages/2026-11/part 2 (resent).csv", &part);
+    let accounts = accounts_of(&[&data]);
+    let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
+    let by_local = run(&spark, &["ingest", "--data", s(&data), "--store", s(&local)]);
+    let uri = format!("file://{}", s(&data));
+    let by_spark = run(
+        &spark,
+        &[
+            "ingest",
+            "--data",
+            &uri,
+            "--store",
+            &format!("file://{}", s(&remote)),
+            "--engine",
+            "spark",
+            "--spark-master",
+            master,
+            "--spark-conf",
+            "spark.sql.shuffle.partitions=4",
+        ],
+    );
+    let (local_text, spark_text) = (ok(&by_local), ok(&by_spark));
+    assert_eq!(counts(&local_text), counts(&spark_text));
+    let resources = |text: &str| text.lines().find(|l| l.starts_with("resources")).map(str::to_owned);
+    assert!(resources(&local_text).is_some_and(|l| l.contains("endpoints ")), "{local_text}");
+    assert_eq!(resources(&local_text), resources(&spark_text));
+    assert!(!remote.join("staging").exists(), "the Spark ingest left its staging folder");
+    assert_same_stores(&spark, &local, &remote, &accounts);
+
+    let before = std::fs::read(remote.join("manifest.json")).expect("manifest");
+    let unknown = run(
+        &spark,
+        &[
+            "ingest",
+            "--data",
+            "nosuchfs://bucket/exports",
+            "--store",
+            s(&remote),
+            "--engine",
+            "spark",
+            "--spark-master",
+            master,
+        ],
+    );
+    assert_eq!(unknown.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    let message = stderr.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+    assert!(message.contains("Spark cannot read nosuchfs://bucket/exports"), "{stderr}");
+    assert!(message.contains("No FileSystem for scheme \"nosuchfs\""), "{stderr}");
+    assert!(message.contains("nothing was published"), "{stderr}");
+    assert_eq!(std::fs::read(remote.join("manifest.json")).expect("manifest"), before);
+    assert!(!remote.join("staging").exists(), "the failed Spark ingest left its staging folder");
+}
+
+/// Without Spark: a URI other than `file://` given to a command that reads
+/// files here fails before anything is read, saying why and what to run;
+/// a `file://` URI is its path.
+#[test]
+fn uris_need_spark_for_data_and_a_mount_for_the_store() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let store = temp.path().join("store");
+    let first = crate::common::telemeter(&["ingest", "--data", "s3a://exports/2026-11-20", "--store", s(&store)]);
+    assert_eq!(first.code, 1);
+    assert!(first.stderr.contains("'s3a://exports/2026-11-20' is a s3a:// location"), "{}", first.stderr);
+    assert!(first.stderr.contains("--engine spark"), "{}", first.stderr);
+    assert!(!store.exists(), "nothing was created");
+    let data = crate::common::sample_data();
+    let refused = crate::common::telemeter(&["ingest", "--data", s(&data), "--store", "hdfs://nn:8020/telemeter"]);
+    assert_eq!(refused.code, 1);
+    assert!(refused.stderr.contains("'hdfs://nn:8020/telemeter' is a hdfs:// location"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("atomic rename of manifest.json"), "{}", refused.stderr);
+    crate::common::telemeter(&["ingest", "--data", &format!("file://{}", s(&data)), "--store", s(&store)]).ok();
+    let query = "from_date=2026-11-01&to_date=2026-11-21&granularity=day";
+    let account = accounts_of(&[&data])[0].clone();
+    let by_path = crate::common::telemeter(&["summary", "--store", s(&store), "--auth-id", &account, "--query", query]);
+    let store_uri = format!("file://{}", s(&store));
+    let by_uri = crate::common::telemeter(&["summary", "--store", &store_uri, "--auth-id", &account, "--query", query]);
+    assert_eq!(by_path.ok(), by_uri.ok());
+    let remote =
+        crate::common::telemeter(&["summary", "--store", "s3a://b/store", "--auth-id", &account, "--query", query]);
+    assert_eq!(remote.code, 2, "a bad argument: {}", remote.stderr);
+    assert!(remote.stderr.contains("'s3a://b/store' is a s3a:// location"), "{}", remote.stderr);
+}

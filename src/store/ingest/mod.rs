@@ -294,6 +294,21 @@ pub(super) struct Prepared {
 /// Starts an ingest of `data` into `store`: checks the id, creates the
 /// store, takes its lock, reads the manifest, the inventory and accounts.
 pub(super) fn prepare(data: &Path, store: &Path, id: &str, build_resources: BuildResources) -> Result<Prepared> {
+    let opened = open(store, id)?;
+    let inventory = Inventory::scan(data)?;
+    opened.read_inputs(data, store, id, inventory, build_resources)
+}
+
+/// An ingest that holds its store's lock and has read its manifest, before
+/// it reads the data directory.
+pub(super) struct Opened {
+    lock: std::fs::File,
+    /// The generation this ingest builds on.
+    pub(super) old: Manifest,
+}
+
+/// Checks the id, creates the store, takes its lock, reads the manifest.
+pub(super) fn open(store: &Path, id: &str) -> Result<Opened> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
         return Err(Error::Usage(format!("ingest id '{id}' must be non-empty: letters, digits, '-', '_' or '.'")));
     }
@@ -304,22 +319,39 @@ pub(super) fn prepare(data: &Path, store: &Path, id: &str, build_resources: Buil
     crate::token::TokenKey::load_or_create(&store.join(super::TOKEN_KEY))?;
 
     let old = Manifest::read(store)?.unwrap_or(Manifest { format: FORMAT_VERSION, ..Manifest::default() });
-    let inventory = Inventory::scan(data)?;
-    check_source_count(store, old.sources.len() as u64, inventory.files.len() as u64)?;
-    let accounts_bytes = read_accounts(data)?;
-    // The resources first (they are small, and a bad file fails the run
-    // before the records' work): a new database of this generation,
-    // published with the manifest, or nothing when nothing changed.
-    let resources_name = format!("resources/{id}.sqlite");
-    let legacy = store.join(super::LEGACY_RESOURCES_DB);
-    let previous_resources = old.resources.as_ref().map(|name| store.join(name));
-    let previous = match &previous_resources {
-        Some(path) => PreviousResources::Generation(path),
-        None if legacy.exists() => PreviousResources::Legacy(&legacy),
-        None => PreviousResources::Nothing,
-    };
-    let resources = build_resources(data, previous, &store.join(super::DELETIONS_DB), &store.join(&resources_name))?;
-    Ok(Prepared { lock, old, inventory, accounts_bytes, resources, resources_name })
+    Ok(Opened { lock, old })
+}
+
+impl Opened {
+    /// Reads what the ingest needs besides the record files of `inventory`
+    /// from `data` (a data directory, or the side inputs the Spark job
+    /// copied from a URI): accounts and resources.
+    pub(super) fn read_inputs(
+        self,
+        data: &Path,
+        store: &Path,
+        id: &str,
+        inventory: Inventory,
+        build_resources: BuildResources,
+    ) -> Result<Prepared> {
+        let Opened { lock, old } = self;
+        check_source_count(store, old.sources.len() as u64, inventory.files.len() as u64)?;
+        let accounts_bytes = read_accounts(data)?;
+        // The resources first (they are small, and a bad file fails the run
+        // before the records' work): a new database of this generation,
+        // published with the manifest, or nothing when nothing changed.
+        let resources_name = format!("resources/{id}.sqlite");
+        let legacy = store.join(super::LEGACY_RESOURCES_DB);
+        let previous_resources = old.resources.as_ref().map(|name| store.join(name));
+        let previous = match &previous_resources {
+            Some(path) => PreviousResources::Generation(path),
+            None if legacy.exists() => PreviousResources::Legacy(&legacy),
+            None => PreviousResources::Nothing,
+        };
+        let resources =
+            build_resources(data, previous, &store.join(super::DELETIONS_DB), &store.join(&resources_name))?;
+        Ok(Prepared { lock, old, inventory, accounts_bytes, resources, resources_name })
+    }
 }
 
 /// Takes the store's writer lock (`STORE/.ingest.lock`), held by every

@@ -21,6 +21,12 @@
 //!    rollups summed in exact integers (`rollups/`), and `result.json`
 //!    (counts per kind, or the first error).
 //!
+//! With DATA at a URI ([`DataLocation::Uri`]: `s3a://`, `hdfs://`,
+//! `file://`...), the job first lists it through Hadoop (`listing.json`)
+//! and copies the side inputs (accounts, resources) to `side/`; its tasks
+//! get each file's bytes from Spark's `binaryFile` source. The inventory,
+//! accounts and resources are then read from those, after the job.
+//!
 //! [`ingest_spark`] then writes the new rows as records and index files,
 //! cut as the local ingest cuts them (its record-id filter and candidate
 //! budget replayed: the same files, byte for byte), merges the rollups into each account's files (`Rollups::write`, as the
@@ -40,8 +46,11 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 use super::ingest::{self, IngestOptions, IngestProgress, IngestReport};
+use super::location::{DataLocation, Uri};
+use super::Manifest;
 use crate::aggregate::OnBadRow;
 use crate::error::{Error, Result};
+use crate::records::files::{InputFile, Inventory, LAYOUT};
 use crate::records::Kind;
 use publish::publish;
 
@@ -103,6 +112,13 @@ struct Plan {
     generation: u64,
     on_bad_row: &'static str,
     binary: String,
+    /// DATA as a URI: the job lists it (`listing.json`) and reads it
+    /// through Hadoop; `files` is then empty.
+    data_uri: Option<String>,
+    /// What a data directory holds beside the record folders
+    /// ([`LAYOUT`]): with `data_uri`, the job copies those it finds to
+    /// `side/`.
+    side: [&'static str; LAYOUT.len()],
     files: Vec<PlanFile>,
     /// The stored records files of each kind, absolute paths.
     stored: BTreeMap<String, Vec<String>>,
@@ -134,6 +150,70 @@ enum JobError {
         second_index: u32,
         second_line: u64,
     },
+    /// DATA (a URI) could not be listed: Hadoop's message (no filesystem
+    /// for its scheme, no such directory, access denied...).
+    Unreadable { uri: String, message: String },
+}
+
+/// What the job found at a DATA URI (`listing.json`).
+#[derive(Debug, Deserialize)]
+struct Listing {
+    /// Every file under the kinds' folders, outside hidden folders.
+    files: Vec<ListedFile>,
+    /// The names of the files the job checked, in its index order.
+    checked: Vec<String>,
+}
+
+/// A file of the listing.
+#[derive(Debug, Deserialize)]
+struct ListedFile {
+    kind: String,
+    name: String,
+    uri: String,
+    size: u64,
+}
+
+/// The error of a DATA URI the job could not list.
+fn unreadable(uri: &str, message: &str) -> Error {
+    let no_connector = message.contains("No FileSystem for scheme") || message.contains("ClassNotFoundException");
+    let hint = if no_connector {
+        " (a scheme other than file:// and hdfs:// needs its Hadoop connector on Spark's classpath, e.g. \
+         --spark-conf spark.jars.packages=org.apache.hadoop:hadoop-aws:<Spark's Hadoop version> for s3a://: \
+         README, 'Running on Spark')"
+    } else {
+        ""
+    };
+    Error::External(format!("Spark cannot read {uri}: {message}; nothing was published{hint}"))
+}
+
+/// What an ingest has read before the job: everything, for a local data
+/// directory; only the store, for a URI (the job lists and copies it).
+enum Before {
+    Prepared(ingest::Prepared),
+    Opened(ingest::Opened, Uri),
+}
+
+impl Before {
+    fn old(&self) -> &Manifest {
+        match self {
+            Before::Prepared(prepared) => &prepared.old,
+            Before::Opened(opened, _) => &opened.old,
+        }
+    }
+
+    fn files(&self) -> &[InputFile] {
+        match self {
+            Before::Prepared(prepared) => &prepared.inventory.files,
+            Before::Opened(..) => &[],
+        }
+    }
+
+    fn uri(&self) -> Option<&Uri> {
+        match self {
+            Before::Prepared(_) => None,
+            Before::Opened(_, uri) => Some(uri),
+        }
+    }
 }
 
 /// The counts of one kind.
@@ -150,17 +230,42 @@ struct KindResult {
 
 /// Ingests `data` into `store` with the checking, deduplication and rollups
 /// run as a Spark job; publishes like [`super::ingest()`].
-pub fn ingest_spark(data: &Path, store: &Path, options: &IngestOptions, spark: &SparkOptions) -> Result<IngestReport> {
+///
+/// DATA at a URI (`s3a://`, `hdfs://`, `file://`...) is listed and read by
+/// the job through Hadoop's `FileSystem`; nothing here touches it: the job
+/// writes the listing and copies the side inputs (accounts, resources) to
+/// its staging folder, and they are read from there, after the job.
+pub fn ingest_spark(
+    data: &DataLocation,
+    store: &Path,
+    options: &IngestOptions,
+    spark: &SparkOptions,
+) -> Result<IngestReport> {
     let id = &options.ingest_id;
-    let prepared = ingest::prepare(data, store, id, options.resources)?;
-    options.progress.tell(ingest::started(&prepared.inventory));
+    let before = match data {
+        DataLocation::Local(dir) => {
+            let prepared = ingest::prepare(dir, store, id, options.resources)?;
+            options.progress.tell(ingest::started(&prepared.inventory));
+            Before::Prepared(prepared)
+        }
+        // The input is known after the job, which lists it.
+        DataLocation::Uri(uri) => Before::Opened(ingest::open(store, id)?, uri.clone()),
+    };
     let store_abs = std::path::absolute(store).map_err(|e| Error::io(store, e))?;
     // Staging folders of earlier runs that failed or were killed: no ingest
     // is running (the lock is held), so they are nobody's.
     let _ = std::fs::remove_dir_all(store_abs.join("staging"));
     let staging = store_abs.join("staging").join(id);
-    let outcome = run_job(&store_abs, &staging, id, options, spark, &prepared)
-        .and_then(|result| publish(store, options, &staging, prepared, result));
+    let outcome = run_job(&store_abs, &staging, id, options, spark, &before).and_then(|result| {
+        let prepared = match before {
+            Before::Prepared(prepared) => prepared,
+            Before::Opened(opened, _) => {
+                let inventory = read_listing(&staging)?;
+                opened.read_inputs(&staging.join("side"), store, id, inventory, options.resources)?
+            }
+        };
+        publish(store, options, &staging, prepared, result)
+    });
     // Scratch of this ingest: published files were copied out of it.
     let _ = std::fs::remove_dir_all(&staging);
     if let Ok(mut left) = std::fs::read_dir(store.join("staging")) {
@@ -179,14 +284,14 @@ fn run_job(
     id: &str,
     options: &IngestOptions,
     spark: &SparkOptions,
-    prepared: &ingest::Prepared,
+    before: &Before,
 ) -> Result<JobResult> {
     if staging.exists() {
         std::fs::remove_dir_all(staging).map_err(|e| Error::io(staging, e))?;
     }
     std::fs::create_dir_all(staging).map_err(|e| Error::io(staging, e))?;
     let mut files = Vec::new();
-    for (i, file) in prepared.inventory.files.iter().enumerate() {
+    for (i, file) in before.files().iter().enumerate() {
         let path = std::path::absolute(&file.path).map_err(|e| Error::io(&file.path, e))?;
         files.push(PlanFile {
             index: i as u32,
@@ -197,7 +302,7 @@ fn run_job(
     }
     let mut stored = BTreeMap::new();
     for kind in Kind::ALL {
-        let names = prepared.old.kind(kind).records;
+        let names = before.old().kind(kind).records;
         let paths = names.iter().map(|n| path_text(&store.join(n))).collect::<Result<Vec<_>>>()?;
         stored.insert(kind.name().to_owned(), paths);
     }
@@ -207,7 +312,7 @@ fn run_job(
         .and_then(|n| n.to_str())
         .ok_or_else(|| Error::io(&spark.binary, "not a program name"))?
         .to_owned();
-    let generation = prepared.old.generation + 1;
+    let generation = before.old().generation + 1;
     let plan = Plan {
         store: path_text(store)?,
         staging: path_text(staging)?,
@@ -218,6 +323,8 @@ fn run_job(
             OnBadRow::SetAside => "set-aside",
         },
         binary: binary_name,
+        data_uri: before.uri().map(|uri| uri.text.clone()),
+        side: LAYOUT,
         files,
         stored,
     };
@@ -264,7 +371,38 @@ fn run_job(
         )));
     }
     let bytes = std::fs::read(&result_path).map_err(|e| Error::io(&result_path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::io(&result_path, format!("not a job result: {e}")))
+    let result: JobResult =
+        serde_json::from_slice(&bytes).map_err(|e| Error::io(&result_path, format!("not a job result: {e}")))?;
+    match &result.error {
+        Some(JobError::Unreadable { uri, message }) => Err(unreadable(uri, message)),
+        _ => Ok(result),
+    }
+}
+
+/// The inventory of a DATA URI, from the job's listing: telemeter's own
+/// rule ([`Inventory::from_listing`]) applied to what the job found, which
+/// must give the files the job checked.
+fn read_listing(staging: &Path) -> Result<Inventory> {
+    let path = staging.join("listing.json");
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let listing: Listing =
+        serde_json::from_slice(&bytes).map_err(|e| Error::io(&path, format!("not a listing: {e}")))?;
+    let mut files = Vec::with_capacity(listing.files.len());
+    for file in listing.files {
+        let kind = Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == file.kind)
+            .ok_or_else(|| Error::io(&path, format!("'{}' is not a record kind", file.kind)))?;
+        files.push((kind, file.uri, file.name, file.size));
+    }
+    let inventory = Inventory::from_listing(files);
+    if !inventory.files.iter().map(|f| &f.name).eq(listing.checked.iter()) {
+        return Err(Error::Internal(format!(
+            "{}: the Spark job checked other files than telemeter would read from its listing",
+            path.display()
+        )));
+    }
+    Ok(inventory)
 }
 
 fn path_text(path: &Path) -> Result<String> {

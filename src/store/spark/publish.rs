@@ -55,6 +55,7 @@ pub(super) fn publish(
                     second: new_place(inventory, second_index, second_line),
                 }
             }
+            JobError::Unreadable { uri, message } => super::unreadable(&uri, &message),
         });
     }
     let mut manifest = old.clone();
