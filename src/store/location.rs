@@ -102,10 +102,10 @@ pub fn store_path(text: &OsStr) -> Result<PathBuf> {
             None => Err(Error::Usage(format!(
                 "'{}' is a {}:// location: a store is a directory on this machine (a path or a file:// URI). \
                  Its one commit point is an atomic rename of manifest.json, and summary, report and serve \
-                 read its files directly; {} gives neither here. Put the store on a filesystem mounted at the \
-                 same path here and on Spark's driver and executors (NFS, or HDFS through its NFS gateway or \
-                 fuse-dfs; an object store's FUSE mount has no atomic rename): the data may stay at a {}:// \
-                 URI (docs/scale.md, 'Data and store on a cluster')",
+                 read its files directly; {} gives neither here. Put the store on a POSIX filesystem mounted at \
+                 the same path here and on Spark's driver and executors (such as NFS; an object store's FUSE \
+                 mount has no atomic rename, and HDFS mounts need checking): the data may stay at a {}:// URI \
+                 (docs/scale.md, 'Data and store on a cluster')",
                 uri.text, uri.scheme, uri.scheme, uri.scheme
             ))),
         },
