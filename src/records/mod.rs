@@ -241,6 +241,11 @@ impl Country {
         }
     }
 
+    /// The code's two letters.
+    pub fn as_bytes(&self) -> &[u8; 2] {
+        &self.0
+    }
+
     /// The code as text.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).unwrap_or("??")

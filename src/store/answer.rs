@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 
 use super::rollup::{self, RowText, Text};
 use crate::aggregate::rows::{PackedKey, ABSENT};
-use crate::aggregate::{AccountScope, Dimensions, Selector, Totals};
+use crate::aggregate::{Dimensions, Selector, Totals};
 use crate::error::{Error, Result};
 use crate::intern::Interner;
 use crate::records::{Country, Direction, Product};
@@ -38,8 +38,8 @@ pub(crate) fn account_rows(
 ) -> Result<AccountRows> {
     let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
     let overflow = || Error::Internal(format!("sum overflow in the rollups of account {account}"));
-    // The file holds one account: the account is checked once, not per row.
-    let row_selector = Selector { accounts: AccountScope::All, ..selector.clone() };
+    // The file holds one account: the account is checked once (by the
+    // caller), not per row.
     let mut strings = Dictionary::default();
     let mut out: Vec<(PackedKey, Totals)> = Vec::new();
     // Start of each bucket's rows in `out`, and the bucket.
@@ -99,7 +99,7 @@ pub(crate) fn account_rows(
             direction,
             code: code.text,
         };
-        if !row_selector.keeps(&dimensions) {
+        if !selector.keeps_in_scope(&dimensions) {
             return Ok(());
         }
         if row.records < 0 || row.units < 0 {

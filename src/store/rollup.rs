@@ -9,7 +9,8 @@
 use std::path::Path;
 
 use polars::prelude::{
-    Column, DataFrame, DataType, ParallelStrategy, ParquetCompression, ParquetReader, ParquetWriter, SerReader,
+    ChunkedArray, Column, DataFrame, DataType, ParallelStrategy, ParquetCompression, ParquetReader, ParquetWriter,
+    PolarsDataType, SerReader, StringType,
 };
 
 use super::parquet_io::{decimal_column, int_column, polars_error, read_frame, text_column, to_i64, units_column};
@@ -280,7 +281,7 @@ pub(crate) struct Text<'f> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RowText<'f> {
     /// Whether this row starts a row group (views of earlier rows mean
-    /// nothing from here on).
+    /// nothing from here on): its first row.
     pub group_start: bool,
     pub subaccount: Text<'f>,
     pub slot: i64,
@@ -350,117 +351,96 @@ pub(crate) fn for_each_row(
             offset += n_rows;
             continue;
         }
-        let frame = read(columns.clone())?;
+        let mut frame = read(columns.clone())?;
+        frame.rechunk_mut();
         for_each_row_in(path, &frame, &mut each)?;
         offset += n_rows;
     }
     Ok(())
 }
 
-/// Hands every row of `frame` (columns of a rollup file at `path`) to
-/// `each`, borrowing text from the frame.
+/// Hands every row of `frame` (columns of a rollup file at `path`, one
+/// array per column) to `each`, borrowing text from the frame: each column
+/// is one plain slice (or one view array), indexed by row.
 fn for_each_row_in<'f>(
     path: &Path,
     frame: &'f DataFrame,
     mut each: impl FnMut(RowText<'f>) -> Result<()>,
 ) -> Result<()> {
     let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
-    let no_nulls = |name: &str, nulls: usize| {
-        if nulls > 0 {
-            return Err(broken(format!("null in '{name}'")));
-        }
-        Ok(())
-    };
-    let text = |name: &str| -> Result<_> {
+    let height = frame.height();
+    if height == 0 {
+        return Ok(());
+    }
+    let text = |name: &str| -> Result<&'f Utf8ViewArray> {
         let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
-        no_nulls(name, column.null_count())?;
-        Ok(column.downcast_iter().flat_map(|array| array.values_iter()))
+        one_array(path, name, column, height)
     };
-    let viewed = |name: &str| -> Result<_> {
-        let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
-        no_nulls(name, column.null_count())?;
-        Ok(column.downcast_iter().flat_map(|array| {
-            array.views().iter().zip(array.values_iter()).map(|(view, text)| Text { view: view.as_u128(), text })
-        }))
-    };
-    let int = |name: &str| -> Result<_> {
+    let int = |name: &str| -> Result<&'f [i64]> {
         let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
-        no_nulls(name, column.null_count())?;
-        Ok(column.downcast_iter().flat_map(|array| array.values().iter().copied()))
+        Ok(one_array(path, name, column, height)?.values().as_slice())
     };
-    let decimal_of = |name: &str, scale: usize| -> Result<_> {
+    let decimal_of = |name: &str, scale: usize| -> Result<&'f [i128]> {
         let column = frame.column(name).map_err(polars_error(path))?;
         if *column.dtype() != DataType::Decimal(38, scale) {
             return Err(broken(format!("'{name}' is {}, not decimal(38, {scale})", column.dtype())));
         }
         let values = column.decimal().map_err(polars_error(path))?.physical();
-        no_nulls(name, values.null_count())?;
-        Ok(values.downcast_iter().flat_map(|array| array.values().iter().copied()))
+        Ok(one_array(path, name, values, height)?.values().as_slice())
     };
-    let (mut subaccount, mut slot, mut product, mut type_) =
-        (viewed("subaccount_auth")?, int("slot_start")?, viewed("product")?, viewed("type")?);
-    let (mut country, mut direction, mut error_code, mut hangup_cause) =
-        (text("country")?, text("direction")?, viewed("error_code")?, viewed("hangup_cause")?);
+    let (subaccount, slot, product, type_) =
+        (text("subaccount_auth")?, int("slot_start")?, text("product")?, text("type")?);
+    let (country, direction, error_code, hangup_cause) =
+        (text("country")?, text("direction")?, text("error_code")?, text("hangup_cause")?);
     let decimal = |name: &str| decimal_of(name, 9);
-    let (mut records, mut units) = (int("records")?, decimal_of("units", 0)?);
-    let (mut duration, mut amount, mut surcharge) =
-        (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
-    // Views index their own array's buffers: with one array per column they
-    // hold for the whole frame; otherwise every row starts afresh.
-    let one_array = ["subaccount_auth", "product", "type", "error_code", "hangup_cause"]
-        .iter()
-        .all(|name| frame.column(name).ok().and_then(|c| c.str().ok()).is_some_and(|c| c.chunks().len() == 1));
-    for i in 0..frame.height() {
-        let (
-            Some(subaccount),
-            Some(slot),
-            Some(product),
-            Some(type_),
-            Some(country),
-            Some(direction),
-            Some(error_code),
-            Some(hangup_cause),
-            Some(records),
-            Some(units),
-            Some(duration),
-            Some(amount),
-            Some(surcharge),
-        ) = (
-            subaccount.next(),
-            slot.next(),
-            product.next(),
-            type_.next(),
-            country.next(),
-            direction.next(),
-            error_code.next(),
-            hangup_cause.next(),
-            records.next(),
-            units.next(),
-            duration.next(),
-            amount.next(),
-            surcharge.next(),
-        )
-        else {
-            return Err(broken("columns of different lengths".to_owned()));
-        };
+    let (records, units) = (int("records")?, decimal_of("units", 0)?);
+    let (duration, amount, surcharge) = (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
+    let viewed = |array: &'f Utf8ViewArray| {
+        let views = array.views().as_slice();
+        move |i: usize| Text { view: views[i].as_u128(), text: array.value(i) }
+    };
+    let (subaccount, product, type_) = (viewed(subaccount), viewed(product), viewed(type_));
+    let (error_code, hangup_cause) = (viewed(error_code), viewed(hangup_cause));
+    for i in 0..height {
         each(RowText {
-            group_start: i == 0 || !one_array,
-            subaccount,
-            slot,
-            product,
-            type_,
-            country,
-            direction,
-            error_code,
-            hangup_cause,
-            records,
-            units,
-            duration,
-            amount,
-            surcharge,
+            group_start: i == 0,
+            subaccount: subaccount(i),
+            slot: slot[i],
+            product: product(i),
+            type_: type_(i),
+            country: country.value(i),
+            direction: direction.value(i),
+            error_code: error_code(i),
+            hangup_cause: hangup_cause(i),
+            records: records[i],
+            units: units[i],
+            duration: duration[i],
+            amount: amount[i],
+            surcharge: surcharge[i],
         })?;
     }
     Ok(())
+}
+
+/// A text column's array.
+type Utf8ViewArray = <StringType as PolarsDataType>::Array;
+
+/// The one array of `column` (of a frame of `height` rows), which holds no
+/// null.
+fn one_array<'f, T: PolarsDataType>(
+    path: &Path,
+    name: &str,
+    column: &'f ChunkedArray<T>,
+    height: usize,
+) -> Result<&'f T::Array> {
+    if column.null_count() > 0 {
+        return Err(Error::io(path, format!("not a rollup file: null in '{name}'")));
+    }
+    let not_one = || Error::Internal(format!("{}: column '{name}' is not one array of {height} rows", path.display()));
+    if column.len() != height || column.chunks().len() != 1 {
+        return Err(not_one());
+    }
+    column.downcast_iter().next().ok_or_else(not_one)
 }
 
 #[cfg(test)]

@@ -257,7 +257,7 @@ pub(crate) fn summarize_rows(
         covered: None,
         content_digest: [0; 32],
     };
-    summary.content_digest = summary.digest_content();
+    summary.content_digest = content_digest(&summary.currency, &summary.rows, summary.charges.as_ref());
     Ok(summary)
 }
 
@@ -376,30 +376,39 @@ impl Summary {
         hash.update(self.content_digest);
         uuid_text(&hash.finalize())
     }
+}
 
-    fn digest_content(&self) -> [u8; 32] {
-        // Fed field by field (length-prefixed text, little-endian integers):
-        // this runs over every row of a result, so no per-row formatting.
-        // The bytes are gathered in a buffer and hashed a block at a time
-        // (the same stream, so the same digest, as one update per field).
-        let mut hash = xxhash_rust::xxh3::Xxh3::new();
-        let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
-        let text = |b: &mut Vec<u8>, value: Option<&str>| match value {
-            Some(v) => {
-                b.extend_from_slice(&(v.len() as u64 + 1).to_le_bytes());
-                b.extend_from_slice(v.as_bytes());
-            }
-            None => b.extend_from_slice(&0u64.to_le_bytes()),
-        };
-        text(&mut buffer, Some(&self.currency));
-        for (key, totals) in self.rows.iter().chain(self.charges.iter().flatten()) {
+/// The digest of a result's content (the currency, every usage row, the
+/// other charges): the same rows give the same digest, from raw files or a
+/// store.
+fn content_digest(currency: &str, rows: &Rows, charges: Option<&Rows>) -> [u8; 32] {
+    // Fed field by field (length-prefixed text, little-endian integers):
+    // this runs over every row of a result, so no per-row formatting,
+    // and each string's length-prefixed bytes are made once per string
+    // of the table, not per row. The bytes are gathered in a buffer and
+    // hashed a block at a time (the same stream, so the same digest, as
+    // one update per field).
+    let mut hash = xxhash_rust::xxh3::Xxh3::new();
+    let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
+    text_field(&mut buffer, currency);
+    let usage_texts = TextFields::new(rows.strings());
+    let mut feed = |texts: &TextFields, rows: &[(PackedKey, Totals)]| {
+        for (key, totals) in rows {
             let b = &mut buffer;
             b.extend_from_slice(&key.bucket.to_le_bytes());
             b.extend_from_slice(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
-            text(b, Some(key.type_));
-            text(b, key.subaccount);
-            text(b, key.country.map(|c| c.as_str()));
-            text(b, key.code);
+            // An absent type reads as the empty text, an absent
+            // subaccount or code as no text.
+            b.extend_from_slice(texts.get(key.type_).unwrap_or(&TEXT_EMPTY));
+            b.extend_from_slice(texts.get(key.subaccount).unwrap_or(&TEXT_NONE));
+            match key.country {
+                Some(country) => {
+                    b.extend_from_slice(&3u64.to_le_bytes());
+                    b.extend_from_slice(country.as_bytes());
+                }
+                None => b.extend_from_slice(&TEXT_NONE),
+            }
+            b.extend_from_slice(texts.get(key.code).unwrap_or(&TEXT_NONE));
             b.extend_from_slice(&totals.records.to_le_bytes());
             b.extend_from_slice(&totals.units.to_le_bytes());
             b.extend_from_slice(&totals.duration.to_le_bytes());
@@ -410,11 +419,64 @@ impl Summary {
                 b.clear();
             }
         }
-        hash.update(&buffer);
-        let digest = hash.digest128().to_le_bytes();
-        let mut out = [0u8; 32];
-        out[..16].copy_from_slice(&digest);
-        out
+    };
+    feed(&usage_texts, rows.packed());
+    if let Some(charges) = charges {
+        // Usage and charges share one table when built together.
+        if Arc::ptr_eq(charges.strings(), rows.strings()) {
+            feed(&usage_texts, charges.packed());
+        } else {
+            feed(&TextFields::new(charges.strings()), charges.packed());
+        }
+    }
+    hash.update(&buffer);
+    let digest = hash.digest128().to_le_bytes();
+    let mut out = [0u8; 32];
+    out[..16].copy_from_slice(&digest);
+    out
+}
+
+/// An absent text in the digest's stream: length 0.
+const TEXT_NONE: [u8; 8] = 0u64.to_le_bytes();
+/// The empty text in the digest's stream: length 0 + 1.
+const TEXT_EMPTY: [u8; 8] = 1u64.to_le_bytes();
+
+/// A text in the digest's stream: its length + 1 (u64, little-endian),
+/// then its bytes.
+fn text_field(buffer: &mut Vec<u8>, text: &str) {
+    buffer.extend_from_slice(&(text.len() as u64 + 1).to_le_bytes());
+    buffer.extend_from_slice(text.as_bytes());
+}
+
+/// Every string of a table as the digest's stream holds it
+/// ([`text_field`]), made once.
+struct TextFields {
+    bytes: Vec<u8>,
+    /// Where each string's field ends in `bytes` (it starts where the
+    /// previous one ends).
+    ends: Vec<usize>,
+}
+
+impl TextFields {
+    fn new(strings: &[Box<str>]) -> TextFields {
+        let mut bytes = Vec::new();
+        let mut ends = Vec::with_capacity(strings.len() + 1);
+        ends.push(0);
+        for text in strings {
+            text_field(&mut bytes, text);
+            ends.push(bytes.len());
+        }
+        TextFields { bytes, ends }
+    }
+
+    /// The field of string `id`, `None` for [`rows::ABSENT`].
+    #[inline]
+    fn get(&self, id: u32) -> Option<&[u8]> {
+        if id == rows::ABSENT {
+            return None;
+        }
+        let id = id as usize;
+        Some(&self.bytes[self.ends[id]..self.ends[id + 1]])
     }
 }
 
@@ -458,4 +520,95 @@ pub fn uuid_text(hash: &[u8]) -> String {
 pub fn to_json<T: serde::Serialize>(value: &T, pretty: bool) -> Result<String> {
     let text = if pretty { serde_json::to_string_pretty(value) } else { serde_json::to_string(value) };
     text.map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{Country, Direction};
+
+    /// The digest's stream as its contract reads, field by field over the
+    /// rows' borrowed keys: the bytes [`content_digest`] must hash.
+    fn stream_by_fields(currency: &str, rows: &Rows, charges: Option<&Rows>) -> Vec<u8> {
+        let mut b = Vec::new();
+        let text = |b: &mut Vec<u8>, value: Option<&str>| match value {
+            Some(v) => {
+                b.extend_from_slice(&(v.len() as u64 + 1).to_le_bytes());
+                b.extend_from_slice(v.as_bytes());
+            }
+            None => b.extend_from_slice(&0u64.to_le_bytes()),
+        };
+        text(&mut b, Some(currency));
+        for (key, totals) in rows.iter().chain(charges.into_iter().flatten()) {
+            b.extend_from_slice(&key.bucket.to_le_bytes());
+            b.extend_from_slice(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
+            text(&mut b, Some(key.type_));
+            text(&mut b, key.subaccount);
+            text(&mut b, key.country.map(|c| c.as_str()));
+            text(&mut b, key.code);
+            b.extend_from_slice(&totals.records.to_le_bytes());
+            b.extend_from_slice(&totals.units.to_le_bytes());
+            b.extend_from_slice(&totals.duration.to_le_bytes());
+            b.extend_from_slice(&totals.amount.to_le_bytes());
+            b.extend_from_slice(&totals.surcharge.to_le_bytes());
+        }
+        b
+    }
+
+    /// The digest made from each string's bytes once equals the hash of
+    /// the field-by-field stream: absent and empty texts, countries, codes,
+    /// charges on the usage rows' table or their own, and more rows than
+    /// one buffer holds.
+    #[test]
+    fn the_digest_hashes_the_field_by_field_stream() {
+        let mut strings = Interner::default();
+        let (sms, sub, code, empty) =
+            (strings.intern("sms"), strings.intern("SUB1"), strings.intern("30007"), strings.intern(""));
+        let fees = strings.intern("Number Charges");
+        let table = strings.into_table();
+        let key = |bucket, product, type_, subaccount, country: Option<Country>, direction, code| PackedKey {
+            bucket,
+            type_,
+            subaccount,
+            code,
+            product,
+            country,
+            direction,
+        };
+        let totals = |i: u64| Totals {
+            records: i,
+            units: u128::from(i) << 70,
+            duration: -(i as i128),
+            amount: i as i128 * 1_000_000_007,
+            surcharge: 3,
+        };
+        let us = Country::parse(b"US");
+        let mut usage: Vec<(PackedKey, Totals)> = Vec::new();
+        for i in 0..3000u32 {
+            let row = match i % 4 {
+                0 => key(i, Product::Message, sms, sub, us, Some(Direction::Outbound), code),
+                1 => key(i, Product::Message, sms, rows::ABSENT, None, Some(Direction::Inbound), empty),
+                2 => key(i, Product::Transcription, rows::ABSENT, rows::ABSENT, None, None, rows::ABSENT),
+                _ => key(i, Product::Voice, empty, sub, us, None, rows::ABSENT),
+            };
+            usage.push((row, totals(u64::from(i))));
+        }
+        let charge = vec![(key(0, Product::Other, fees, rows::ABSENT, None, None, rows::ABSENT), totals(9))];
+        let rows = Rows::new(table.clone(), usage);
+        let shared = Rows::new(table.clone(), charge.clone());
+        // The same rows over a table of their own (other ids, same text).
+        let own_table: Arc<[Box<str>]> = vec!["Number Charges".into()].into();
+        let own = Rows::new(own_table, vec![(PackedKey { type_: 0, ..charge[0].0 }, charge[0].1)]);
+        let expected = |charges: Option<&Rows>| {
+            let mut hash = xxhash_rust::xxh3::Xxh3::new();
+            hash.update(&stream_by_fields("USD", &rows, charges));
+            hash.digest128().to_le_bytes()
+        };
+        for charges in [None, Some(&shared), Some(&own)] {
+            let digest = content_digest("USD", &rows, charges);
+            assert_eq!(digest[..16], expected(charges));
+            assert_eq!(digest[16..], [0; 16]);
+        }
+        assert_eq!(expected(Some(&shared)), expected(Some(&own)));
+    }
 }
