@@ -47,11 +47,14 @@ pub(crate) fn account_rows(
     let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
     let mut current: Option<(u32, i64, i64, bool)> = None;
     let mut last_product: Option<(u128, Product)> = None;
+    // The last country and direction views, and what they read as.
+    let mut last_place: Option<(u128, u128, Option<Country>, Option<Direction>)> = None;
     let window = (buckets.span(0).0, buckets.span(buckets.len().saturating_sub(1) as u32).1);
     rollup::for_each_row(path, window, |row: RowText<'_>| {
         if row.group_start {
             strings.new_group();
             last_product = None;
+            last_place = None;
         }
         let slot = row.slot;
         let (bucket, folds) = match current {
@@ -71,37 +74,53 @@ pub(crate) fn account_rows(
         let product = match last_product {
             Some((view, last)) if view == row.product.view => last,
             _ => {
-                let text = row.product.text;
+                let text = row.product.text();
                 Product::parse(text).ok_or_else(|| broken(format!("unknown product '{text}'")))?
             }
         };
         last_product = Some((row.product.view, product));
+        let (country, direction) = match last_place {
+            Some((c, d, country, direction)) if c == row.country.view && d == row.direction.view => {
+                (country, direction)
+            }
+            _ => {
+                let country = match row.country.text() {
+                    "" => None,
+                    text => {
+                        Some(Country::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad country '{text}'")))?)
+                    }
+                };
+                let direction = match row.direction.text() {
+                    "" => None,
+                    text => Some(
+                        Direction::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad direction '{text}'")))?,
+                    ),
+                };
+                last_place = Some((row.country.view, row.direction.view, country, direction));
+                (country, direction)
+            }
+        };
+        // Text by id: each distinct value of a row group is looked up once.
+        let subaccount = strings.id_of(Column::Subaccount, row.subaccount);
         let code = if product.has_error_code() {
-            row.error_code
+            strings.id_of(Column::ErrorCode, row.error_code)
         } else if product.has_hangup_cause() {
-            row.hangup_cause
+            strings.id_of(Column::HangupCause, row.hangup_cause)
         } else {
-            Text { view: 0, text: "" }
-        };
-        let country = match row.country {
-            "" => None,
-            text => Some(Country::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad country '{text}'")))?),
-        };
-        let direction = match row.direction {
-            "" => None,
-            text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad direction '{text}'")))?),
+            ABSENT
         };
         let dimensions = Dimensions {
             auth_id: account,
             product,
-            subaccount: row.subaccount.text,
+            subaccount: strings.text(subaccount),
             country,
             direction,
-            code: code.text,
+            code: if code == ABSENT { "" } else { strings.text(code) },
         };
         if !selector.keeps_in_scope(&dimensions) {
             return Ok(());
         }
+        let parent_level = dimensions.subaccount.is_empty() || product == Product::Other;
         if row.records < 0 || row.units < 0 {
             return Err(broken("negative count".to_owned()));
         }
@@ -116,17 +135,9 @@ pub(crate) fn account_rows(
         let has_place = product.has_country_and_direction();
         let key = PackedKey {
             bucket,
-            type_: strings.id(Column::Type, row.type_),
-            subaccount: if row.subaccount.text.is_empty() || product == Product::Other {
-                ABSENT
-            } else {
-                strings.id(Column::Subaccount, row.subaccount)
-            },
-            code: if product.has_error_code() || product.has_hangup_cause() {
-                strings.id(Column::Code, code)
-            } else {
-                ABSENT
-            },
+            type_: strings.id_of(Column::Type, row.type_),
+            subaccount: if parent_level { ABSENT } else { subaccount },
+            code,
             product,
             country: country.filter(|_| has_place),
             direction: direction.filter(|_| has_place),
@@ -200,12 +211,14 @@ fn order_key(key: &PackedKey, rank: impl Fn(u32) -> u32) -> u128 {
     key.order(rank).packed()
 }
 
-/// Which column a text came from (each keeps its last value).
+/// Which column a text came from (each keeps its last value; views of
+/// different columns index different buffers).
 #[derive(Clone, Copy)]
 enum Column {
     Type,
     Subaccount,
-    Code,
+    ErrorCode,
+    HangupCause,
 }
 
 /// The distinct strings of a file, interned as they come (the one
@@ -214,9 +227,9 @@ enum Column {
 struct Dictionary {
     strings: Interner,
     /// Per column, the ids of the views seen in the current row group.
-    by_view: [FxHashMap<u128, u32>; 3],
+    by_view: [FxHashMap<u128, u32>; 4],
     /// Per column, the last view and 1 + its id (0: none yet).
-    last: [(u128, u32); 3],
+    last: [(u128, u32); 4],
 }
 
 impl Dictionary {
@@ -225,26 +238,46 @@ impl Dictionary {
         for map in &mut self.by_view {
             map.clear();
         }
-        self.last = [(0, 0); 3];
+        self.last = [(0, 0); 4];
     }
 
+    /// The id of a text by its view: `text` is called only for a view not
+    /// seen in this row group.
     #[inline]
-    fn id(&mut self, column: Column, text: Text<'_>) -> u32 {
-        let c = column as usize;
-        let (last_view, last_id) = self.last[c];
-        if last_id != 0 && last_view == text.view {
+    fn id<'a>(&mut self, column: Column, view: u128, text: impl FnOnce() -> &'a str) -> u32 {
+        let (last_view, last_id) = self.last[column as usize];
+        if last_id != 0 && last_view == view {
             return last_id - 1;
         }
-        let id = match self.by_view[c].get(&text.view) {
+        self.id_of_view(column, view, text())
+    }
+
+    /// [`Dictionary::id`] for a view other than the column's last.
+    #[inline(never)]
+    fn id_of_view(&mut self, column: Column, view: u128, text: &str) -> u32 {
+        let c = column as usize;
+        let id = match self.by_view[c].get(&view) {
             Some(id) => *id,
             None => {
-                let id = self.strings.intern(text.text);
-                self.by_view[c].insert(text.view, id);
+                let id = self.strings.intern(text);
+                self.by_view[c].insert(view, id);
                 id
             }
         };
-        self.last[c] = (text.view, id + 1);
+        self.last[c] = (view, id + 1);
         id
+    }
+
+    /// The id of a row's text.
+    #[inline]
+    fn id_of(&mut self, column: Column, text: Text<'_>) -> u32 {
+        self.id(column, text.view, || text.text())
+    }
+
+    /// The text of `id`.
+    #[inline]
+    fn text(&self, id: u32) -> &str {
+        self.strings.get(id)
     }
 
     /// The strings as a table, and each id's rank in byte order.
@@ -265,11 +298,7 @@ mod tests {
     fn order_keys_sort_like_group_keys() {
         let mut strings = Dictionary::default();
         let texts = ["sms", "", "S2", "voice", "S1", "4000", "30007", "Number Charges", "mms", "3010"];
-        let ids: Vec<u32> = texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| strings.id(Column::Type, Text { view: i as u128, text: t }))
-            .collect();
+        let ids: Vec<u32> = texts.iter().enumerate().map(|(i, t)| strings.id(Column::Type, i as u128, || t)).collect();
         let id = |text: &str| ids[texts.iter().position(|t| *t == text).unwrap()];
         let (table, ranks) = strings.ranked();
         let us = Country::parse(b"US");

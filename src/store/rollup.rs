@@ -266,14 +266,24 @@ pub fn for_each_rollup_in<'f>(
     Ok(())
 }
 
-/// A text value and its Arrow view: within one row group, equal views are
+/// A text value by its Arrow view: within one row group, equal views are
 /// equal texts (a view holds a text of up to 12 bytes whole, a longer one
 /// by its place in the row group's buffers), so a reader can recognize a
-/// repeated value by one integer.
+/// repeated value by one integer, and looks the text up ([`Text::text`])
+/// only for a view it has not seen.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Text<'f> {
     pub view: u128,
-    pub text: &'f str,
+    array: &'f Utf8ViewArray,
+    row: usize,
+}
+
+impl<'f> Text<'f> {
+    /// The text.
+    #[inline]
+    pub fn text(&self) -> &'f str {
+        self.array.value(self.row)
+    }
 }
 
 /// One rollup row as a request reads it: `auth_id` is left unread (a file
@@ -287,8 +297,8 @@ pub(crate) struct RowText<'f> {
     pub slot: i64,
     pub product: Text<'f>,
     pub type_: Text<'f>,
-    pub country: &'f str,
-    pub direction: &'f str,
+    pub country: Text<'f>,
+    pub direction: Text<'f>,
     pub error_code: Text<'f>,
     pub hangup_cause: Text<'f>,
     pub records: i64,
@@ -397,9 +407,10 @@ fn for_each_row_in<'f>(
     let (duration, amount, surcharge) = (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
     let viewed = |array: &'f Utf8ViewArray| {
         let views = array.views().as_slice();
-        move |i: usize| Text { view: views[i].as_u128(), text: array.value(i) }
+        move |row: usize| Text { view: views[row].as_u128(), array, row }
     };
     let (subaccount, product, type_) = (viewed(subaccount), viewed(product), viewed(type_));
+    let (country, direction) = (viewed(country), viewed(direction));
     let (error_code, hangup_cause) = (viewed(error_code), viewed(hangup_cause));
     for i in 0..height {
         each(RowText {
@@ -408,8 +419,8 @@ fn for_each_row_in<'f>(
             slot: slot[i],
             product: product(i),
             type_: type_(i),
-            country: country.value(i),
-            direction: direction.value(i),
+            country: country(i),
+            direction: direction(i),
             error_code: error_code(i),
             hangup_cause: hangup_cause(i),
             records: records[i],

@@ -395,25 +395,32 @@ fn content_digest(currency: &str, rows: &Rows, charges: Option<&Rows>) -> [u8; 3
     let mut feed = |texts: &TextFields, rows: &[(PackedKey, Totals)]| {
         for (key, totals) in rows {
             let b = &mut buffer;
-            b.extend_from_slice(&key.bucket.to_le_bytes());
-            b.extend_from_slice(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
+            let mut head = [0u8; 6];
+            head[..4].copy_from_slice(&key.bucket.to_le_bytes());
+            head[4] = key.product as u8;
+            head[5] = key.direction.map_or(0, |d| d as u8 + 1);
+            b.extend_from_slice(&head);
             // An absent type reads as the empty text, an absent
             // subaccount or code as no text.
-            b.extend_from_slice(texts.get(key.type_).unwrap_or(&TEXT_EMPTY));
-            b.extend_from_slice(texts.get(key.subaccount).unwrap_or(&TEXT_NONE));
+            texts.write(b, key.type_, &TEXT_EMPTY);
+            texts.write(b, key.subaccount, &TEXT_NONE);
             match key.country {
                 Some(country) => {
-                    b.extend_from_slice(&3u64.to_le_bytes());
-                    b.extend_from_slice(country.as_bytes());
+                    let mut field = [0u8; 10];
+                    field[..8].copy_from_slice(&3u64.to_le_bytes());
+                    field[8..].copy_from_slice(country.as_bytes());
+                    b.extend_from_slice(&field);
                 }
                 None => b.extend_from_slice(&TEXT_NONE),
             }
-            b.extend_from_slice(texts.get(key.code).unwrap_or(&TEXT_NONE));
-            b.extend_from_slice(&totals.records.to_le_bytes());
-            b.extend_from_slice(&totals.units.to_le_bytes());
-            b.extend_from_slice(&totals.duration.to_le_bytes());
-            b.extend_from_slice(&totals.amount.to_le_bytes());
-            b.extend_from_slice(&totals.surcharge.to_le_bytes());
+            texts.write(b, key.code, &TEXT_NONE);
+            let mut sums = [0u8; 72];
+            sums[..8].copy_from_slice(&totals.records.to_le_bytes());
+            sums[8..24].copy_from_slice(&totals.units.to_le_bytes());
+            sums[24..40].copy_from_slice(&totals.duration.to_le_bytes());
+            sums[40..56].copy_from_slice(&totals.amount.to_le_bytes());
+            sums[56..].copy_from_slice(&totals.surcharge.to_le_bytes());
+            b.extend_from_slice(&sums);
             if b.len() >= (1 << 16) - 512 {
                 hash.update(b);
                 b.clear();
@@ -449,34 +456,59 @@ fn text_field(buffer: &mut Vec<u8>, text: &str) {
 }
 
 /// Every string of a table as the digest's stream holds it
-/// ([`text_field`]), made once.
+/// ([`text_field`]), made once. A short field is kept in a fixed-size slot
+/// and copied whole (a copy of known size, no call), then the buffer is cut
+/// back to the field's length.
 struct TextFields {
-    bytes: Vec<u8>,
-    /// Where each string's field ends in `bytes` (it starts where the
-    /// previous one ends).
-    ends: Vec<usize>,
+    fields: Vec<TextSlot>,
+}
+
+/// Bytes of a [`TextFields`] slot: fields of texts up to 32 bytes.
+const SLOT: usize = 40;
+
+/// One string's field in the digest's stream.
+enum TextSlot {
+    /// The field in the first `.1` bytes, zeros after.
+    Short([u8; SLOT], usize),
+    /// A field longer than a slot.
+    Long(Vec<u8>),
 }
 
 impl TextFields {
     fn new(strings: &[Box<str>]) -> TextFields {
-        let mut bytes = Vec::new();
-        let mut ends = Vec::with_capacity(strings.len() + 1);
-        ends.push(0);
-        for text in strings {
-            text_field(&mut bytes, text);
-            ends.push(bytes.len());
-        }
-        TextFields { bytes, ends }
+        let fields = strings
+            .iter()
+            .map(|text| {
+                let mut field = Vec::with_capacity(text.len() + 8);
+                text_field(&mut field, text);
+                if field.len() <= SLOT {
+                    let mut slot = [0u8; SLOT];
+                    slot[..field.len()].copy_from_slice(&field);
+                    TextSlot::Short(slot, field.len())
+                } else {
+                    TextSlot::Long(field)
+                }
+            })
+            .collect();
+        TextFields { fields }
     }
 
-    /// The field of string `id`, `None` for [`rows::ABSENT`].
+    /// Appends the field of string `id` to `buffer`, `absent` for
+    /// [`rows::ABSENT`].
     #[inline]
-    fn get(&self, id: u32) -> Option<&[u8]> {
+    fn write(&self, buffer: &mut Vec<u8>, id: u32, absent: &[u8; 8]) {
         if id == rows::ABSENT {
-            return None;
+            buffer.extend_from_slice(absent);
+            return;
         }
-        let id = id as usize;
-        Some(&self.bytes[self.ends[id]..self.ends[id + 1]])
+        match &self.fields[id as usize] {
+            TextSlot::Short(slot, len) => {
+                let end = buffer.len() + len;
+                buffer.extend_from_slice(slot);
+                buffer.truncate(end);
+            }
+            TextSlot::Long(field) => buffer.extend_from_slice(field),
+        }
     }
 }
 
