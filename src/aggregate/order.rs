@@ -91,8 +91,8 @@ impl Order<u32> {
     pub(crate) fn packed(&self) -> u128 {
         let text = |rank: Option<u32>| rank.map_or(0, |r| r as u128 + 1);
         let country = self.country.map_or(0, |c| {
-            let b = c.as_str().as_bytes();
-            1 + ((b[0] as u128) << 8 | b[1] as u128)
+            let [a, b] = *c.as_bytes();
+            1 + ((a as u128) << 8 | b as u128)
         });
         let direction = self.direction.map_or(0, |d| 1 + d as u128);
         // 3 + 33 + 33 + 17 + 2 + 33 bits.
