@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::aggregate::{OnBadRow, Tally};
+use crate::aggregate::{AccountScope, OnBadRow, Tally};
 use crate::dataset::{Dataset, Inputs};
 use crate::error::{Error, Notice, Result};
 use crate::money::Amount;
@@ -86,8 +86,15 @@ pub fn write_reports(
     let staging = staging_dir(out, "tmp")?;
     let result = write_all(&batch, request, key, (&inputs, &hashed), counts, &staging, progress);
     match result {
-        Ok(outcome) => {
+        Ok(mut outcome) => {
             swap_into_place(&staging, out)?;
+            // An account asked for by name whose report is empty is said,
+            // as `summary` says it (with `all`, idle accounts are expected).
+            if matches!(request.batch.accounts, AccountScope::Some(_)) {
+                for summary in batch.summaries.values() {
+                    outcome.notices.extend(crate::summary::notices(dataset, summary)?);
+                }
+            }
             Ok(outcome)
         }
         Err(error) => {

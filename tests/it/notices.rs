@@ -319,9 +319,13 @@ fn report_writes_no_folder_for_an_account_no_one_knows() {
     let with = dir.path().join("with");
     let run = run_report(&with, "MA001,NOSUCH,MD004", false);
     run.ok();
+    // MD004 is named, known and without records: said as `summary` says it.
+    let md004 = said(&data, "MD004", "");
+    assert_eq!(md004.len(), 1, "{md004:?}");
+    assert!(md004[0].starts_with("warning: no usage for MD004 between"), "{md004:?}");
     assert_eq!(
         warnings(&run.stderr),
-        ["warning: account NOSUCH is not in accounts.csv and has no records: no report written for it"]
+        ["warning: account NOSUCH is not in accounts.csv and has no records: no report written for it", &md004[0]]
     );
     assert!(!with.join("NOSUCH").exists());
     // MD004 (in accounts.csv, no records) still gets its report.
