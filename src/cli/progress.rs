@@ -350,17 +350,29 @@ fn new_bar(command: &str, name: &str, unit: Unit, total: Option<u64>) -> Progres
 /// The seconds between plain lines: `TELEMETER_PROGRESS_EVERY` (a
 /// decimal), else 2.
 fn line_interval() -> Duration {
-    std::env::var("TELEMETER_PROGRESS_EVERY")
-        .ok()
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
-        .map(Duration::from_secs_f64)
+    interval_of(std::env::var("TELEMETER_PROGRESS_EVERY").ok().as_deref())
+}
+
+/// The interval a `TELEMETER_PROGRESS_EVERY` text asks for; 2 s when it is
+/// unset or not a duration (negative, NaN, or too large: no panic).
+fn interval_of(text: Option<&str>) -> Duration {
+    text.and_then(|text| text.trim().parse::<f64>().ok())
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
         .unwrap_or(DEFAULT_EVERY)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_progress_interval_out_of_range_is_the_default_not_a_panic() {
+        assert_eq!(interval_of(Some(" 0.5 ")), Duration::from_millis(500));
+        assert_eq!(interval_of(Some("0")), Duration::ZERO);
+        for text in [None, Some("x"), Some("-1"), Some("NaN"), Some("inf"), Some("1e30")] {
+            assert_eq!(interval_of(text), DEFAULT_EVERY, "{text:?}");
+        }
+    }
 
     fn lines_progress() -> Progress {
         let mut progress = Progress::new("test", true);
