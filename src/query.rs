@@ -122,7 +122,7 @@ impl UsageParams {
                         .ok_or_else(|| bad(key, value, "expected one of hour, day, month, year"))?;
                 }
                 "from_date" | "to_date" => {
-                    let date = time::check_date(value).map_err(|e| bad(key, value, &date_reason(e)))?;
+                    let date = time::check_date(value).map_err(|e| bad(key, value, &e.to_string()))?;
                     if key == "from_date" {
                         params.from_date = Some(date);
                     } else {
@@ -270,13 +270,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 fn bad(key: &str, value: &str, allowed: &str) -> BadRequest {
     BadRequest::new(key, format!("invalid {key} '{value}': {allowed}"))
-}
-
-/// What a 400 of a date says after the value: `expected a date
-/// YYYY-MM-DD`, or `not a calendar date (November 2026 has 30 days)`.
-fn date_reason(error: time::DateError) -> String {
-    let reason = error.to_string();
-    reason.strip_prefix("is ").map(str::to_owned).unwrap_or(reason)
 }
 
 fn single<'a>(key: &str, given: &'a [String]) -> Result<&'a str, BadRequest> {

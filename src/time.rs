@@ -166,21 +166,22 @@ pub fn check_date(text: &str) -> Result<NaiveDate, DateError> {
     NaiveDate::from_ymd_opt(year as i32, month, day).ok_or(DateError::Shape)
 }
 
-/// Why a request date is refused; prints as what a message says after the
-/// value (`'2026-11-31' is not a calendar date (November 2026 has 30 days)`).
+/// Why a request date is refused; prints as the reason alone (`not a
+/// calendar date (November 2026 has 30 days)`, `expected a date
+/// YYYY-MM-DD`), which [`DateError::message`] puts after the value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DateError {
     /// Not `YYYY-MM-DD` with digits.
     #[error("expected a date YYYY-MM-DD")]
     Shape,
     /// A month outside 01-12.
-    #[error("is not a calendar date (there is no month {month:02}; months are 01 to 12)")]
+    #[error("not a calendar date (there is no month {month:02}; months are 01 to 12)")]
     NoSuchMonth {
         /// The month given.
         month: u32,
     },
     /// A day outside the month.
-    #[error("is not a calendar date ({} {year} has {days} days)", MONTH_NAMES[(*.month as usize).saturating_sub(1) % 12])]
+    #[error("not a calendar date ({} {year} has {days} days)", MONTH_NAMES[(*.month as usize).saturating_sub(1) % 12])]
     NoSuchDay {
         /// The year given.
         year: u32,
@@ -198,7 +199,7 @@ impl DateError {
         let text = crate::error::printable(text);
         match self {
             DateError::Shape => format!("'{text}' is not a date (YYYY-MM-DD)"),
-            calendar => format!("'{text}' {calendar}"),
+            calendar => format!("'{text}' is {calendar}"),
         }
     }
 }
