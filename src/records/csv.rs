@@ -215,7 +215,7 @@ impl Reader<'_> {
                     let commas = commas.as_slice();
                     let n_fields = commas.len() + 1;
                     if n_fields != width {
-                        let (column, reason) = self.wrong_width(n_fields);
+                        let (column, reason) = wrong_width(self.names, n_fields);
                         sink.malformed(line, column, shown(text), reason)
                     } else {
                         let mut fields = [Field::Null; 16];
@@ -266,7 +266,7 @@ impl Reader<'_> {
         }
         let n_fields = quoted.ends.len();
         if n_fields != self.width {
-            let (column, reason) = self.wrong_width(n_fields);
+            let (column, reason) = wrong_width(self.names, n_fields);
             return sink.malformed(line, column, shown(text), reason);
         }
         let mut fields = [Field::Null; 16];
@@ -274,14 +274,6 @@ impl Reader<'_> {
             *slot = Field::Text(quoted.field(index));
         }
         sink.row(line, &fields[..self.columns.len()])
-    }
-}
-
-impl Reader<'_> {
-    /// The column and reason of a line of `n_fields` fields where the
-    /// header has another number ([`wrong_width`]).
-    fn wrong_width(&self, n_fields: usize) -> (&str, String) {
-        wrong_width(self.names, n_fields)
     }
 }
 
