@@ -496,7 +496,7 @@ impl RowSink for Scan<'_> {
 
     fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
         self.read += 1;
-        self.bad_rows.malformed(line, column, value, reason)
+        self.bad_rows.reject(line, column, value, reason)
     }
 }
 

@@ -69,7 +69,8 @@ impl<'a> BadRows<'a> {
             && self.stop.is_some_and(|stop| stop.load(Ordering::Relaxed) < position(self.file, line))
     }
 
-    /// A bad row; returns whether to go on reading.
+    /// A bad row (one the reader could not split into fields, or any
+    /// other); returns whether to go on reading.
     pub fn reject(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
         let location = Location { file: self.file_name.clone(), line, is_row: self.is_parquet };
         let bad = BadRecord { location, column: column.to_owned(), value, reason };
@@ -91,12 +92,6 @@ impl<'a> BadRows<'a> {
     /// A row of `kind` that `parse_record` refused; returns whether to go on.
     pub fn refused(&mut self, kind: Kind, line: u64, error: FieldError) -> bool {
         self.reject(line, kind.columns()[error.column], error.value, error.reason)
-    }
-
-    /// A row the reader could not split into fields; returns whether to go
-    /// on.
-    pub fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
-        self.reject(line, column, value, reason)
     }
 
     /// The rows set aside, in line order.
@@ -180,7 +175,7 @@ mod tests {
     #[test]
     fn a_parquet_row_is_its_number_in_the_file_and_row_n_in_a_message() {
         let mut bad_rows = BadRows::new(&input("calls/a.parquet", Format::Parquet), 0, OnBadRow::SetAside, None);
-        assert!(bad_rows.malformed(41, "-", "x".into(), "is odd".into()));
+        assert!(bad_rows.reject(41, "-", "x".into(), "is odd".into()));
         assert_eq!(bad_rows.rejects()[0].location.to_string(), "calls/a.parquet: row 41");
         assert_eq!(
             String::from_utf8(rejected_csv(bad_rows.rejects()).unwrap()).unwrap(),
@@ -194,13 +189,13 @@ mod tests {
         let mut first = BadRows::new(&input("calls/a.csv", Format::Csv), 0, OnBadRow::Fail, Some(&stop));
         let second = BadRows::new(&input("calls/b.csv", Format::Csv), 1, OnBadRow::Fail, Some(&stop));
         assert!(!second.should_stop(2));
-        assert!(!first.malformed(5, "-", String::new(), "bad".into()));
+        assert!(!first.reject(5, "-", String::new(), "bad".into()));
         assert!(first.rejects().is_empty());
         assert_eq!(first.take_error().map(|e| e.location.line), Some(5));
         assert!(second.should_stop(2), "a later file stops");
         assert!(!first.should_stop(5) && first.should_stop(6), "rows up to the failure are still read");
         let mut alone = BadRows::new(&input("calls/a.csv", Format::Csv), 0, OnBadRow::Fail, None);
-        assert!(!alone.malformed(5, "-", String::new(), "bad".into()));
+        assert!(!alone.reject(5, "-", String::new(), "bad".into()));
         assert!(!alone.should_stop(6), "only a shared stop stops other rows");
         let set_aside = BadRows::new(&input("calls/c.csv", Format::Csv), 2, OnBadRow::SetAside, Some(&stop));
         assert!(!set_aside.should_stop(9), "rows set aside never stop a run");

@@ -178,7 +178,7 @@ impl RowSink for Chunk {
 
     fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
         self.read += 1;
-        self.bad_rows.malformed(line, column, value, reason)
+        self.bad_rows.reject(line, column, value, reason)
     }
 }
 
