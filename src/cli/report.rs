@@ -55,14 +55,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(now) => now,
         Err(bad) => return bad_request(&bad.message),
     };
-    let params = match UsageParams::parse_query(&args.query) {
+    // Decoded once: the same pairs are checked and their dropped keys said.
+    let query = args.query.strip_prefix('?').unwrap_or(&args.query);
+    let pairs: Vec<(String, String)> =
+        form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    let params = match UsageParams::from_pairs(pairs.iter().cloned()) {
         Ok(params) => params,
         Err(bad) => return bad_request(&bad.message),
     };
-    let keys: Vec<String> = form_urlencoded::parse(args.query.trim_start_matches('?').as_bytes())
-        .map(|(key, _)| key.into_owned())
-        .collect();
-    super::warn_all(&crate::query::dropped_keys(keys.iter().map(String::as_str)));
+    super::warn_all(&crate::query::dropped_keys(pairs.iter().map(|(key, _)| key.as_str())));
     if params.page_token.is_some() {
         return bad_request("invalid page_token: report writes every page; leave page_token out of --query");
     }
