@@ -580,13 +580,12 @@ fn bar(value: i128, max: i128, colour: Option<&str>) -> String {
     format!("<td class=\"bar\"><span style=\"width:{share:.1}%{style}\"></span></td>")
 }
 
+/// The chart's name of product `index` (`Product as usize`): the API name,
+/// "other charges" for other.
 fn product_label(index: usize) -> &'static str {
-    match index {
-        0 => "message",
-        1 => "transcription",
-        2 => "voice",
-        3 => "zentrunk",
-        _ => "other charges",
+    match Product::ALL.get(index) {
+        Some(Product::Other) | None => "other charges",
+        Some(product) => product.as_str(),
     }
 }
 
