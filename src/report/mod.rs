@@ -182,10 +182,7 @@ fn write_all(
     let notices = batch
         .skipped
         .iter()
-        .map(|id| {
-            let id = crate::error::printable(id);
-            Notice(format!("account {id} is not in accounts.csv and has no records: no report written for it"))
-        })
+        .map(|id| Notice(format!("{}: no report written for it", crate::summary::unknown_account(id))))
         .collect();
     let mut outcome = Outcome { accounts: written.len(), counts, notices, ..Outcome::default() };
     for w in &written {

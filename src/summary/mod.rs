@@ -10,7 +10,7 @@ mod notices;
 pub mod render;
 pub mod wire;
 
-pub use notices::{notices, Covered};
+pub use notices::{notices, unknown_account, Covered};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -41,7 +41,7 @@ pub fn notices(dataset: &Dataset, summary: &Summary) -> Result<Vec<Notice>> {
     let tz = window.tz;
     let dates = |span: Span| format!("{} to {}", local_date(span.first, tz), local_date(span.last, tz));
     let text = match (known, covered.account) {
-        (false, None) => format!("account {auth_id} is not in accounts.csv and has no records"),
+        (false, None) => unknown_account(&request.auth_id),
         (true, None) => {
             let data = covered.data.map(|span| format!(" (the data covers {})", dates(span))).unwrap_or_default();
             format!("no usage for {auth_id} between {} and {}: it has no records{data}", window.from, window.to)
@@ -57,6 +57,12 @@ pub fn notices(dataset: &Dataset, summary: &Summary) -> Result<Vec<Notice>> {
         }
     };
     Ok(vec![Notice(text)])
+}
+
+/// What is said of an account that neither `accounts.csv` nor any record
+/// knows (`summary`'s notice; `report` adds that it wrote no folder).
+pub fn unknown_account(auth_id: &str) -> String {
+    format!("account {} is not in accounts.csv and has no records", crate::error::printable(auth_id))
 }
 
 /// The local date of UTC second `secs` in `tz` (the instant's own text
