@@ -42,8 +42,7 @@ impl AtomicFile {
             return Err(Error::io(path, "is a folder; give a file name"));
         }
         let name = path.file_name().ok_or_else(|| Error::io(path, "not a file name"))?.to_string_lossy();
-        let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let temporary = folder.join(format!(".{name}.tmp-{}", std::process::id()));
+        let temporary = folder_of(path).join(format!(".{name}.tmp-{}", std::process::id()));
         // Named by the path asked for: the temporary name is ours, not the user's.
         let file = std::fs::File::create(&temporary).map_err(|e| Error::io(path, e))?;
         Ok(AtomicFile {
@@ -70,12 +69,17 @@ impl AtomicFile {
             let _ = std::fs::remove_file(&self.temporary);
             return Err(error);
         }
-        sync_dir(self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+        sync_dir(folder_of(&self.path))
     }
 
     fn writer(&mut self) -> std::io::Result<&mut std::io::BufWriter<std::fs::File>> {
         self.file.as_mut().ok_or_else(|| std::io::Error::other("file already committed"))
     }
+}
+
+/// The folder `path` is in (`.` for a bare file name).
+fn folder_of(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
 impl std::io::Write for AtomicFile {
