@@ -120,6 +120,10 @@ impl Args {
 
 /// Runs `summary`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // A misuse of the flags is said before any data is read.
+    if args.pretty && args.format != Format::Json {
+        anyhow::bail!("--pretty indents JSON; it does not apply to --format {:?}", args.format);
+    }
     let now = match super::request_now(args.now.as_deref()) {
         Ok(now) => now,
         Err(bad) => return bad_request(&args, &bad),
@@ -201,9 +205,6 @@ fn write_pages(
     key: &crate::token::TokenKey,
     out: &mut Output,
 ) -> anyhow::Result<Result<(), BadRequest>> {
-    if args.pretty && args.format != Format::Json {
-        anyhow::bail!("--pretty indents JSON; it does not apply to --format {:?}", args.format);
-    }
     // One page at a time: --all-pages never holds every page (but the
     // table, whose columns are as wide as their widest cell, holds its cells).
     let pages: Box<dyn Iterator<Item = Result<summary::wire::Page<'_>, BadRequest>> + '_> = if args.all_pages {
