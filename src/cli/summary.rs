@@ -122,7 +122,8 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A misuse of the flags is said before any data is read.
     if args.pretty && args.format != Format::Json {
-        anyhow::bail!("--pretty indents JSON; it does not apply to --format {:?}", args.format);
+        let name = clap::ValueEnum::to_possible_value(&args.format).map(|v| v.get_name().to_owned());
+        anyhow::bail!("--pretty indents JSON; it does not apply to --format {}", name.unwrap_or_default());
     }
     let now = match super::request_now(args.now.as_deref()) {
         Ok(now) => now,
