@@ -224,8 +224,8 @@ fn account_head(out: &mut String, page: &AccountPage<'_>) -> Result<()> {
     out.push_str("</div>\n");
 
     out.push_str("<div class=\"grid2\">");
-    codes_table(out, "Top message error codes", "Segments", &stats.error_codes, currency);
-    codes_table(out, "Top hangup causes", "Calls", &stats.hangup_causes, currency);
+    codes_table(out, "Top message error codes", "Segments", labels::error_code, &stats.error_codes, currency);
+    codes_table(out, "Top hangup causes", "Calls", labels::hangup_cause, &stats.hangup_causes, currency);
     out.push_str("</div>\n");
     Ok(())
 }
@@ -505,13 +505,20 @@ fn charges_table(
     Ok(())
 }
 
-fn codes_table(out: &mut String, title: &str, unit: &str, codes: &BTreeMap<String, Dim>, currency: &str) {
+/// The top codes by units; `label` names a code.
+fn codes_table(
+    out: &mut String,
+    title: &str,
+    unit: &str,
+    label: fn(&str) -> &'static str,
+    codes: &BTreeMap<String, Dim>,
+    currency: &str,
+) {
     w!(out, "<section><h2>{title}</h2>");
     if codes.is_empty() {
         out.push_str("<p class=\"empty\">None in this window.</p></section>");
         return;
     }
-    let is_message = unit == "Segments";
     let mut sorted: Vec<(&String, &Dim)> = codes.iter().collect();
     sorted.sort_by(|a, b| b.1.units.cmp(&a.1.units).then(b.1.amount.cmp(&a.1.amount)).then(a.0.cmp(b.0)));
     let shown = sorted.len().min(10);
@@ -523,12 +530,11 @@ fn codes_table(out: &mut String, title: &str, unit: &str, codes: &BTreeMap<Strin
         esc(currency)
     );
     for (code, dim) in &sorted[..shown] {
-        let label = if is_message { labels::error_code(code) } else { labels::hangup_cause(code) };
         w!(
             out,
             "<tr><td>{}</td><td class=\"label\">{}</td><td class=\"n\">{}</td>{}<td class=\"n m\">",
             esc(code),
-            esc(label),
+            esc(label(code)),
             grouped(dim.units),
             bar(dim.units.min(i128::MAX as u128) as i128, max.min(i128::MAX as u128) as i128, Some("#c0504d"))
         );
