@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::format::{money, money_html};
-use super::{add, esc, product_label, Stats, COLOURS};
+use super::{add, esc, product_label, Stats, COLOURS, PRODUCTS};
 use crate::error::Result;
 use crate::money::Amount;
 use crate::summary::Summary;
@@ -18,7 +18,7 @@ use crate::time::{format_instant, Granularity};
 /// The chart's section: legend, the two drawings, and the axis note.
 pub(super) fn spend_over_time(out: &mut String, summary: &Summary, stats: &Stats) -> Result<()> {
     out.push_str("<section><h2>Spend over time, by product</h2>");
-    let present: Vec<usize> = (0..5).filter(|p| stats.by_bucket.iter().any(|b| b[*p] != 0)).collect();
+    let present: Vec<usize> = (0..PRODUCTS).filter(|p| stats.by_bucket.iter().any(|b| b[*p] != 0)).collect();
     out.push_str("<div class=\"legend\">");
     for p in &present {
         w!(out, "<span><i style=\"background:{}\"></i>{}</span>", COLOURS[*p], product_label(*p));

@@ -48,7 +48,10 @@ pub struct AccountPage<'a> {
 
 /// Product colours, in [`Product`] order (message, transcription, voice,
 /// zentrunk, other charges).
-const COLOURS: [&str; 5] = ["#3b6fb6", "#a86fb0", "#e8862e", "#4e9f5b", "#9a9a9a"];
+const COLOURS: [&str; PRODUCTS] = ["#3b6fb6", "#a86fb0", "#e8862e", "#4e9f5b", "#9a9a9a"];
+
+/// Products, other charges included: the length of every per-product array.
+const PRODUCTS: usize = Product::ALL.len();
 
 /// The pages' style sheet (inlined into every page's `<style>`).
 const CSS: &str = include_str!("report.css");
@@ -236,7 +239,7 @@ struct Stats {
     records: u64,
     charge_spend: Amount,
     /// Per bucket, spend per product (index = `Product as usize`).
-    by_bucket: Vec<[i128; 5]>,
+    by_bucket: Vec<[i128; PRODUCTS]>,
     by_country: BTreeMap<String, Dim>,
     by_direction: BTreeMap<String, Dim>,
     by_type: BTreeMap<(Product, String), Dim>,
@@ -275,7 +278,7 @@ impl Dim {
 
 impl Stats {
     fn of(summary: &Summary) -> Result<Stats> {
-        let mut stats = Stats { by_bucket: vec![[0; 5]; summary.buckets.len()], ..Stats::default() };
+        let mut stats = Stats { by_bucket: vec![[0; PRODUCTS]; summary.buckets.len()], ..Stats::default() };
         let rows = summary.rows.iter().map(|r| (r, false));
         let charges = summary.charges.iter().flatten().map(|r| (r, true));
         for ((key, totals), is_charge) in rows.chain(charges) {

@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 use std::fmt::Write as _;
 
 use super::format::{duration_html, grouped, money_html};
-use super::{add, esc, esc_into, overflow, unit_of};
+use super::{add, esc, esc_into, overflow, unit_of, PRODUCTS};
 use crate::error::Result;
 use crate::money::Amount;
 use crate::records::Product;
@@ -61,7 +61,7 @@ pub(super) struct UsageTable {
     currency: String,
     expected: usize,
     rows: usize,
-    per_product: [ProductSum; 5],
+    per_product: [ProductSum; PRODUCTS],
     amount: i128,
     surcharge: i128,
     /// The best [`SHOWN_ROWS`] rows so far (smallest on top), when the
@@ -95,7 +95,7 @@ impl UsageTable {
             currency: currency.to_owned(),
             expected,
             rows: 0,
-            per_product: [ProductSum::default(); 5],
+            per_product: [ProductSum::default(); PRODUCTS],
             amount: 0,
             surcharge: 0,
             top: capped.then(|| BinaryHeap::with_capacity(SHOWN_ROWS + 1)),
