@@ -75,18 +75,14 @@ impl DataLocation {
 /// `report`, `serve`, the local `ingest`): a path, or a `file://` URI;
 /// another scheme is an error that says which command reads it.
 pub fn local_data(text: &OsStr) -> Result<PathBuf> {
-    match Uri::parse(text) {
-        None => Ok(PathBuf::from(text)),
-        Some(uri) => match uri.file_path()? {
-            Some(path) => Ok(path),
-            None => Err(Error::Usage(format!(
-                "'{}' is a {}:// location: this command reads a directory on this machine (a path or a \
+    local_path(text, |uri| {
+        Error::Usage(format!(
+            "'{}' is a {}:// location: this command reads a directory on this machine (a path or a \
                  file:// URI); data on another filesystem is read by Spark: `telemeter ingest --engine spark \
                  --data {} --store STORE`, then answer from the store (README, 'Running on Spark')",
-                uri.text, uri.scheme, uri.text
-            ))),
-        },
-    }
+            uri.text, uri.scheme, uri.text
+        ))
+    })
 }
 
 /// `--store` of every command: a path, or a `file://` URI. A store on
@@ -95,20 +91,25 @@ pub fn local_data(text: &OsStr) -> Result<PathBuf> {
 /// directly, which object stores (no atomic rename) and HDFS (not a local
 /// filesystem) cannot give without a mount (docs/scale.md).
 pub fn store_path(text: &OsStr) -> Result<PathBuf> {
-    match Uri::parse(text) {
-        None => Ok(PathBuf::from(text)),
-        Some(uri) => match uri.file_path()? {
-            Some(path) => Ok(path),
-            None => Err(Error::Usage(format!(
-                "'{}' is a {}:// location: a store is a directory on this machine (a path or a file:// URI). \
+    local_path(text, |uri| {
+        Error::Usage(format!(
+            "'{}' is a {}:// location: a store is a directory on this machine (a path or a file:// URI). \
                  Its one commit point is an atomic rename of manifest.json, and summary, report and serve \
                  read its files directly; {} gives neither here. Put the store on a POSIX filesystem mounted at \
                  the same path here and on Spark's driver and executors (such as NFS; an object store's FUSE \
                  mount has no atomic rename, and HDFS mounts need checking): the data may stay at a {}:// URI \
                  (docs/scale.md, 'Data and store on a cluster')",
-                uri.text, uri.scheme, uri.scheme, uri.scheme
-            ))),
-        },
+            uri.text, uri.scheme, uri.scheme, uri.scheme
+        ))
+    })
+}
+
+/// `text` as a path on this machine: a path, or a `file://` URI's path;
+/// a URI of another scheme is the error `refused` makes of it.
+fn local_path(text: &OsStr, refused: impl FnOnce(&Uri) -> Error) -> Result<PathBuf> {
+    match Uri::parse(text) {
+        None => Ok(PathBuf::from(text)),
+        Some(uri) => uri.file_path()?.ok_or_else(|| refused(&uri)),
     }
 }
 
