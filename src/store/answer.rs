@@ -84,18 +84,7 @@ pub(crate) fn account_rows(
                 (country, direction)
             }
             _ => {
-                let country = match row.country.text() {
-                    "" => None,
-                    text => {
-                        Some(Country::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad country '{text}'")))?)
-                    }
-                };
-                let direction = match row.direction.text() {
-                    "" => None,
-                    text => Some(
-                        Direction::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad direction '{text}'")))?,
-                    ),
-                };
+                let (country, direction) = rollup::place(row.country.text(), row.direction.text(), broken)?;
                 last_place = Some((row.country.view, row.direction.view, country, direction));
                 (country, direction)
             }

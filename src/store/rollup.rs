@@ -194,6 +194,25 @@ pub fn read_rollup_frame(path: &Path) -> Result<DataFrame> {
     read_frame(path, &ROLLUP_COLUMNS)
 }
 
+/// The country and direction of a rollup row: `""` is none (a product
+/// without them); other text that names neither is the error `broken`
+/// makes of a message quoting it.
+pub(crate) fn place(
+    country: &str,
+    direction: &str,
+    broken: impl Fn(String) -> Error,
+) -> Result<(Option<Country>, Option<Direction>)> {
+    let country = match country {
+        "" => None,
+        text => Some(Country::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad country '{text}'")))?),
+    };
+    let direction = match direction {
+        "" => None,
+        text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad direction '{text}'")))?),
+    };
+    Ok((country, direction))
+}
+
 /// Hands every rollup row of `frame` (read from `path`) to `each`, borrowing
 /// text from the frame.
 pub fn for_each_rollup_in<'f>(
@@ -234,14 +253,7 @@ pub fn for_each_rollup_in<'f>(
         } else {
             ""
         };
-        let country = match country[i] {
-            "" => None,
-            text => Some(Country::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad country '{text}'")))?),
-        };
-        let direction = match direction[i] {
-            "" => None,
-            text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken(format!("bad direction '{text}'")))?),
-        };
+        let (country, direction) = place(country[i], direction[i], broken)?;
         if records[i] < 0 || units[i] < 0 {
             return Err(broken("negative count".to_owned()));
         }

@@ -11,6 +11,7 @@ use rustc_hash::FxHashSet;
 use super::super::index::{self, Filter, IndexEntry, IndexFile};
 use super::super::ingest::{self, IngestOptions, IngestProgress, IngestReport, Pending, Rollups};
 use super::super::parquet_io::{polars_error, read_frame, RecordView};
+use super::super::rollup;
 use super::super::KindFiles;
 use super::task::{TaskError, CHECKED_COLUMNS};
 use super::{JobError, JobResult, KindResult};
@@ -459,14 +460,7 @@ fn read_rollups(path: &Path, rollups: &mut Rollups) -> Result<()> {
     for (i, slot) in slot.iter().enumerate() {
         let slot = slot.ok_or_else(|| broken("null slot".into()))?;
         let product = Product::parse(product[i]).ok_or_else(|| broken(format!("product '{}'", product[i])))?;
-        let direction = match direction[i] {
-            "" => None,
-            t => Some(Direction::parse(t.as_bytes()).ok_or_else(|| broken(format!("direction '{t}'")))?),
-        };
-        let country = match country[i] {
-            "" => None,
-            t => Some(Country::parse(t.as_bytes()).ok_or_else(|| broken(format!("country '{t}'")))?),
-        };
+        let (country, direction) = rollup::place(country[i], direction[i], broken)?;
         let records = u64::try_from(int(&records, i, "records")?).map_err(|_| broken("records".into()))?;
         let units = u128::try_from(int(&units, i, "units")?).map_err(|_| broken("units".into()))?;
         let totals = Totals {
