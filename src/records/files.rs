@@ -1,5 +1,6 @@
 //! Finding the input files of a data directory.
 
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 
 use super::Kind;
@@ -138,8 +139,7 @@ impl Inventory {
         let mut inventory = Inventory::default();
         for (kind, uri, name, size) in listing {
             let file_name = name.rsplit('/').next().unwrap_or_default().to_owned();
-            let added: Result<()> = inventory.add(kind, PathBuf::from(uri), name, &file_name, |_, _| Ok(size));
-            debug_assert!(added.is_ok(), "a listed size is never an error");
+            let Ok(()) = inventory.add(kind, PathBuf::from(uri), name, &file_name, |_, _| Ok::<_, Infallible>(size));
         }
         inventory.sort();
         inventory
@@ -147,14 +147,15 @@ impl Inventory {
 
     /// Adds the file `path` (`name` in messages) if it is a record file of
     /// a known format; not hidden files; other files as ignored.
-    fn add(
+    /// `size` is asked only of a record file: its error is `add`'s.
+    fn add<E>(
         &mut self,
         kind: Kind,
         path: PathBuf,
         name: String,
         file_name: &str,
-        size: impl FnOnce(&Path, &str) -> Result<u64>,
-    ) -> Result<()> {
+        size: impl FnOnce(&Path, &str) -> std::result::Result<u64, E>,
+    ) -> std::result::Result<(), E> {
         if file_name.starts_with('.') {
             return Ok(());
         }
@@ -179,8 +180,8 @@ impl Inventory {
     /// reads. Paths are relative to the data directory.
     pub fn notices(&self, data: &Path) -> Vec<Notice> {
         let mut notices = Vec::new();
+        let folders: Vec<String> = Kind::ALL.iter().map(|k| format!("{}/", k.name())).collect();
         if self.folders == 0 {
-            let folders: Vec<String> = Kind::ALL.iter().map(|k| format!("{}/", k.name())).collect();
             let (last, rest) = folders.split_last().map_or(("", &[][..]), |(l, r)| (l.as_str(), r));
             notices.push(Notice(format!(
                 "{} has no {} or {last} folder: nothing to read",
@@ -192,7 +193,6 @@ impl Inventory {
             notices.push(Notice(format!("ignoring {name}: not a record file (.csv, .csv.gz, .csv.zst, .parquet)")));
         }
         for name in &self.unknown {
-            let folders: Vec<String> = Kind::ALL.iter().map(|k| format!("{}/", k.name())).collect();
             notices.push(Notice(format!(
                 "ignoring {name}: not part of a data directory ({}, {}, {}/)",
                 folders.join(", "),
