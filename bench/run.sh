@@ -111,7 +111,8 @@ fi
 
 # 4. Peers, side by side: bench/peers.py runs the same grouping with polars
 # (lazy) and DuckDB 1.4 on the same files (see its doc for what it does and
-# does not do). Rounds alternate telemeter and the peers; the ratio is taken
+# does not do), and the lighter polars query issue 13 quotes as its baseline
+# (polars-issue: inferred f64 money, the day cut from the timestamp text). Rounds alternate telemeter and the peers; the ratio is taken
 # pair by pair (telemeter / peer, same round) and the median printed.
 # PEERS=0 skips this part; ROUNDS (default 3) sets the rounds.
 if [ "${PEERS:-1}" != 0 ]; then
@@ -131,14 +132,14 @@ if [ "${PEERS:-1}" != 0 ]; then
   for round in $(seq "${ROUNDS:-3}"); do
     timed "one-telemeter-$round" "$BIN" "${EXTRA[@]}" summary --data "$DATA" --auth-id "$ACCOUNT" \
       --query "$QUERY" --now "$NOW" --all-pages > "$WORK/one-telemeter.jsonl"
-    for peer in polars duckdb; do
+    for peer in polars polars-issue duckdb; do
       timed "one-$peer-$round" "$PY" bench/peers.py --engine "$peer" --data "$DATA" \
         --from 2026-08-01 --to "$TO" --account "$ACCOUNT" --totals "$WORK/one-$peer.totals" > /dev/null
     done
     rm -rf "$WORK/report-peers"
     timed "all-telemeter-$round" "$BIN" "${EXTRA[@]}" report --data "$DATA" --out "$WORK/report-peers" \
       --query "$QUERY" --now "$NOW" --quiet --formats json "${PAGES[@]}"
-    for peer in polars duckdb; do
+    for peer in polars polars-issue duckdb; do
       timed "all-$peer-$round" "$PY" bench/peers.py --engine "$peer" --data "$DATA" \
         --from 2026-08-01 --to "$TO" --totals "$WORK/all-$peer.totals" > /dev/null
     done
@@ -166,10 +167,10 @@ for job in ("one", "all"):
     tel = [measure(f"{job}-telemeter-{r}") for r in range(1, rounds + 1)]
     print(f"{job} account(s): telemeter median {statistics.median(w for w, _ in tel):.2f} s, "
           f"peak {max(m for _, m in tel):.0f} MiB")
-    for peer in ("polars", "duckdb"):
+    for peer in ("polars", "polars-issue", "duckdb"):
         runs = [measure(f"{job}-{peer}-{r}") for r in range(1, rounds + 1)]
         ratio = statistics.median(t[0] / p[0] for t, p in zip(tel, runs))
-        print(f"  {peer:7} median {statistics.median(w for w, _ in runs):.2f} s, peak {max(m for _, m in runs):.0f} MiB;"
+        print(f"  {peer:12} median {statistics.median(w for w, _ in runs):.2f} s, peak {max(m for _, m in runs):.0f} MiB;"
               f" telemeter/{peer} = {ratio:.2f}x")
 
 def peer_totals(path):
@@ -186,5 +187,8 @@ for peer in ("polars", "duckdb"):
     differ = [a for a in sorted(utc) if report.get(a, Decimal(0)) != every.get(a, Decimal(0))]
     print(f"  {peer}: one account {'same' if one == spend else 'DIFFERENT'} spend ({one} vs {spend}); "
           f"{len(utc) - len(differ)} of {len(utc)} UTC accounts the same spend" + (f"; differ: {differ}" if differ else ""))
+# The issue's query sums f64: say how far its spend is from the exact one.
+loose = sum(Decimal(repr(float(v))) for v in peer_totals(os.path.join(work, "one-polars-issue.totals")).values())
+print(f"  polars-issue (f64): one account spend {loose} vs exact {spend} (off by {abs(loose - spend)})")
 PYEOF
 fi
