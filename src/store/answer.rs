@@ -10,13 +10,19 @@
 //! the other; when a bucket is one slot of the grain (a UTC day from the
 //! day grain, an hour from the hour grain), its rows are already in the
 //! report's order and the sort is a check.
+//!
+//! The work is shared by the threads: a row group's rows are folded in one
+//! part per thread, and the buckets are ordered in parallel. The result is
+//! the same on any number of threads (every sum exact, every bucket sorted
+//! whole).
 
 use std::path::Path;
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::rollup::{self, RowText, Text};
+use super::rollup::{self, GroupColumns, RollupFile, Text};
 use crate::aggregate::rows::{PackedKey, ABSENT};
 use crate::aggregate::{Dimensions, Selector, Totals};
 use crate::error::{Error, Result};
@@ -27,8 +33,19 @@ use crate::time::Buckets;
 /// The rows of a result in the report's order, their text by id.
 pub(crate) type AccountRows = (Arc<[Box<str>]>, Vec<(PackedKey, Totals)>);
 
+/// Rows a thread folds at least, when a row group is split between
+/// threads.
+const MIN_PART_ROWS: usize = 4096;
+
 /// The rows `selector` keeps from `account`'s rollup file at `grain`
 /// seconds, bucketed by `buckets` (every bucket a union of whole slots).
+///
+/// The file is read a row group at a time; each row group's rows are
+/// folded in parts, one per thread, each with text ids of its own. The
+/// parts are then put on one string table, in file order, and each
+/// bucket's rows are ordered (on the threads too). The result does not
+/// depend on the number of threads: a bucket whose rows lie in several
+/// parts is sorted whole, and equal keys are summed exactly.
 pub(crate) fn account_rows(
     path: &Path,
     account: &str,
@@ -36,161 +53,239 @@ pub(crate) fn account_rows(
     selector: &Selector,
     buckets: &Buckets,
 ) -> Result<AccountRows> {
-    let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
-    let overflow = || Error::Internal(format!("sum overflow in the rollups of account {account}"));
-    // The file holds one account: the account is checked once (by the
-    // caller), not per row.
-    let mut strings = Dictionary::default();
-    let mut out: Vec<(PackedKey, Totals)> = Vec::new();
-    // Start of each bucket's rows in `out`, and the bucket.
-    let mut segments: Vec<(usize, u32)> = Vec::new();
-    let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
-    let mut current: Option<(u32, i64, i64, bool)> = None;
-    let mut last_product: Option<(u128, Product)> = None;
-    // The last country and direction views, and what they read as.
-    let mut last_place: Option<(u128, u128, Option<Country>, Option<Direction>)> = None;
+    let request = Request { path, account, grain, selector, buckets };
     let window = (buckets.span(0).0, buckets.span(buckets.len().saturating_sub(1) as u32).1);
-    rollup::for_each_row(path, window, |row: RowText<'_>| {
-        if row.group_start {
-            strings.new_group();
-            last_product = None;
-            last_place = None;
+    let file = RollupFile::open(path)?;
+    let threads = rayon::current_num_threads();
+    let mut parts: Vec<Part> = Vec::new();
+    for group in file.groups() {
+        let Some(frame) = file.read_group(group, window, threads > 1)? else { continue };
+        let columns = GroupColumns::new(path, &frame)?;
+        let n = columns.len();
+        let k = threads.min(n.div_ceil(MIN_PART_ROWS)).max(1);
+        let folded: Vec<Result<Part>> =
+            (0..k).into_par_iter().map(|i| request.fold(&columns, i * n / k..(i + 1) * n / k)).collect();
+        for part in folded {
+            parts.push(part?);
         }
-        let slot = row.slot;
-        let (bucket, folds) = match current {
-            Some((bucket, start, end, folds)) if slot >= start && slot < end => (bucket, folds),
-            _ => {
-                let Some(bucket) = buckets.index(slot) else { return Ok(()) };
-                let (start, end) = buckets.span(bucket);
-                // A bucket of one slot takes each row as it comes; a wider
-                // one sums its slots' rows under one key.
-                let folds = end - start != grain;
-                current = Some((bucket, start, end, folds));
-                segments.push((out.len(), bucket));
-                by_key.clear();
-                (bucket, folds)
-            }
-        };
-        let product = match last_product {
-            Some((view, last)) if view == row.product.view => last,
-            _ => {
-                let text = row.product.text();
-                Product::parse(text).ok_or_else(|| broken(format!("unknown product '{text}'")))?
-            }
-        };
-        last_product = Some((row.product.view, product));
-        let (country, direction) = match last_place {
-            Some((c, d, country, direction)) if c == row.country.view && d == row.direction.view => {
-                (country, direction)
-            }
-            _ => {
-                let (country, direction) = rollup::place(row.country.text(), row.direction.text(), broken)?;
-                last_place = Some((row.country.view, row.direction.view, country, direction));
-                (country, direction)
-            }
-        };
-        // Text by id: each distinct value of a row group is looked up once.
-        let subaccount = strings.id_of(Column::Subaccount, row.subaccount);
-        let code = if product.has_error_code() {
-            strings.id_of(Column::ErrorCode, row.error_code)
-        } else if product.has_hangup_cause() {
-            strings.id_of(Column::HangupCause, row.hangup_cause)
-        } else {
-            ABSENT
-        };
-        let dimensions = Dimensions {
-            auth_id: account,
-            product,
-            subaccount: strings.text(subaccount),
-            country,
-            direction,
-            code: if code == ABSENT { "" } else { strings.text(code) },
-        };
-        if !selector.keeps_in_scope(&dimensions) {
-            return Ok(());
-        }
-        let parent_level = dimensions.subaccount.is_empty() || product == Product::Other;
-        if row.records < 0 || row.units < 0 {
-            return Err(broken("negative count".to_owned()));
-        }
-        let totals = Totals {
-            records: row.records as u64,
-            units: row.units as u128,
-            duration: row.duration,
-            amount: row.amount,
-            surcharge: row.surcharge,
-        };
-        // The fields `GroupKey::new` keeps, as ids.
-        let has_place = product.has_country_and_direction();
-        let key = PackedKey {
-            bucket,
-            type_: strings.id_of(Column::Type, row.type_),
-            subaccount: if parent_level { ABSENT } else { subaccount },
-            code,
-            product,
-            country: country.filter(|_| has_place),
-            direction: direction.filter(|_| has_place),
-        };
-        if folds {
-            match by_key.entry(order_key(&key, |id| id)) {
-                std::collections::hash_map::Entry::Occupied(entry) => {
-                    let sum = &mut out[*entry.get() as usize].1;
-                    *sum = sum.checked_add(&totals).ok_or_else(overflow)?;
-                    return Ok(());
+    }
+    request.merge(parts)
+}
+
+/// What [`account_rows`] answers.
+struct Request<'a> {
+    path: &'a Path,
+    account: &'a str,
+    grain: i64,
+    selector: &'a Selector,
+    buckets: &'a Buckets,
+}
+
+/// The rows of a run of a row group, folded per bucket, with text ids of
+/// their own.
+struct Part {
+    strings: Interner,
+    rows: Vec<(PackedKey, Totals)>,
+    /// Start of each bucket's rows in `rows`, and the bucket.
+    segments: Vec<(usize, u32)>,
+}
+
+impl Request<'_> {
+    fn broken(&self, what: String) -> Error {
+        Error::io(self.path, format!("not a rollup file: {what}"))
+    }
+
+    fn overflow(&self) -> Error {
+        Error::Internal(format!("sum overflow in the rollups of account {}", self.account))
+    }
+
+    /// The rows `range` of `columns` that the selector keeps, with the rows
+    /// of one key in one bucket summed.
+    fn fold(&self, columns: &GroupColumns<'_>, range: std::ops::Range<usize>) -> Result<Part> {
+        let (grain, buckets, broken) = (self.grain, self.buckets, |what| self.broken(what));
+        // The file holds one account: the account is checked once (by the
+        // caller), not per row.
+        let mut strings = Dictionary::default();
+        let mut out: Vec<(PackedKey, Totals)> = Vec::new();
+        let mut segments: Vec<(usize, u32)> = Vec::new();
+        let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
+        let mut current: Option<(u32, i64, i64, bool)> = None;
+        let mut last_product: Option<(u128, Product)> = None;
+        // The last country and direction views, and what they read as.
+        let mut last_place: Option<(u128, u128, Option<Country>, Option<Direction>)> = None;
+        for i in range {
+            let row = columns.row(i);
+            let slot = row.slot;
+            let (bucket, folds) = match current {
+                Some((bucket, start, end, folds)) if slot >= start && slot < end => (bucket, folds),
+                _ => {
+                    let Some(bucket) = buckets.index(slot) else { continue };
+                    let (start, end) = buckets.span(bucket);
+                    // A bucket of one slot takes each row as it comes; a wider
+                    // one sums its slots' rows under one key.
+                    let folds = end - start != grain;
+                    current = Some((bucket, start, end, folds));
+                    segments.push((out.len(), bucket));
+                    by_key.clear();
+                    (bucket, folds)
                 }
-                std::collections::hash_map::Entry::Vacant(entry) => {
-                    entry.insert(out.len() as u32);
+            };
+            let product = match last_product {
+                Some((view, last)) if view == row.product.view => last,
+                _ => {
+                    let text = row.product.text();
+                    Product::parse(text).ok_or_else(|| broken(format!("unknown product '{text}'")))?
                 }
-            }
-        }
-        out.push((key, totals));
-        Ok(())
-    })?;
-    // Each bucket's rows in the report's order (string ids by byte order),
-    // then equal keys summed (when a file held two rows of one group).
-    let (table, ranks) = strings.ranked();
-    let mut ends: Vec<usize> = segments.iter().skip(1).map(|s| s.0).collect();
-    ends.push(out.len());
-    let monotone = segments.windows(2).all(|w| w[0].1 < w[1].1);
-    if monotone {
-        // Sorted by (order key, position): 32-byte pairs move, not rows,
-        // and a bucket already in order (one slot per bucket) is only
-        // checked.
-        let mut order: Vec<(u128, u32)> = Vec::new();
-        let mut sorted: Vec<(PackedKey, Totals)> = Vec::new();
-        for ((start, _), end) in segments.iter().zip(ends) {
-            let rows = &mut out[*start..end];
-            order.clear();
-            order.extend(
-                rows.iter().enumerate().map(|(i, (key, _))| (order_key(key, |id| ranks[id as usize]), i as u32)),
-            );
-            if order.is_sorted() {
+            };
+            last_product = Some((row.product.view, product));
+            let (country, direction) = match last_place {
+                Some((c, d, country, direction)) if c == row.country.view && d == row.direction.view => {
+                    (country, direction)
+                }
+                _ => {
+                    let (country, direction) = rollup::place(row.country.text(), row.direction.text(), broken)?;
+                    last_place = Some((row.country.view, row.direction.view, country, direction));
+                    (country, direction)
+                }
+            };
+            // Text by id: each distinct value of a part is looked up once.
+            let subaccount = strings.id_of(Column::Subaccount, row.subaccount);
+            let code = if product.has_error_code() {
+                strings.id_of(Column::ErrorCode, row.error_code)
+            } else if product.has_hangup_cause() {
+                strings.id_of(Column::HangupCause, row.hangup_cause)
+            } else {
+                ABSENT
+            };
+            let dimensions = Dimensions {
+                auth_id: self.account,
+                product,
+                subaccount: strings.text(subaccount),
+                country,
+                direction,
+                code: if code == ABSENT { "" } else { strings.text(code) },
+            };
+            if !self.selector.keeps_in_scope(&dimensions) {
                 continue;
             }
-            order.sort_unstable();
-            sorted.clear();
-            sorted.extend(order.iter().map(|(_, i)| rows[*i as usize]));
-            rows.copy_from_slice(&sorted);
+            let parent_level = dimensions.subaccount.is_empty() || product == Product::Other;
+            if row.records < 0 || row.units < 0 {
+                return Err(broken("negative count".to_owned()));
+            }
+            let totals = Totals {
+                records: row.records as u64,
+                units: row.units as u128,
+                duration: row.duration,
+                amount: row.amount,
+                surcharge: row.surcharge,
+            };
+            // The fields `GroupKey::new` keeps, as ids.
+            let has_place = product.has_country_and_direction();
+            let key = PackedKey {
+                bucket,
+                type_: strings.id_of(Column::Type, row.type_),
+                subaccount: if parent_level { ABSENT } else { subaccount },
+                code,
+                product,
+                country: country.filter(|_| has_place),
+                direction: direction.filter(|_| has_place),
+            };
+            if folds {
+                match by_key.entry(order_key(&key, |id| id)) {
+                    std::collections::hash_map::Entry::Occupied(entry) => {
+                        let sum = &mut out[*entry.get() as usize].1;
+                        *sum = sum.checked_add(&totals).ok_or_else(|| self.overflow())?;
+                        continue;
+                    }
+                    std::collections::hash_map::Entry::Vacant(entry) => {
+                        entry.insert(out.len() as u32);
+                    }
+                }
+            }
+            out.push((key, totals));
         }
-    } else {
-        // Not sorted by slot: one sort of everything.
-        out.sort_unstable_by_key(|(key, _)| (key.bucket, order_key(key, |id| ranks[id as usize])));
+        Ok(Part { strings: strings.strings, rows: out, segments })
     }
-    let mut overflowed = false;
-    out.dedup_by(|(key, totals), (kept, sum)| {
-        if key != kept {
-            return false;
+
+    /// The parts' rows (in file order) on one string table, each bucket's
+    /// rows in the report's order (string ids by byte order), equal keys
+    /// summed (a bucket's rows in several parts, or a file holding two
+    /// rows of one group).
+    fn merge(&self, mut parts: Vec<Part>) -> Result<AccountRows> {
+        // One table: each part's strings, in part order.
+        let mut strings = Interner::default();
+        let maps: Vec<Vec<u32>> =
+            parts.iter().map(|part| part.strings.iter().map(|text| strings.intern(text)).collect()).collect();
+        parts.par_iter_mut().zip(&maps).for_each(|(part, map)| {
+            let id = |id: u32| if id == ABSENT { ABSENT } else { map[id as usize] };
+            for (key, _) in &mut part.rows {
+                (key.type_, key.subaccount, key.code) = (id(key.type_), id(key.subaccount), id(key.code));
+            }
+        });
+        let mut out: Vec<(PackedKey, Totals)> = Vec::with_capacity(parts.iter().map(|part| part.rows.len()).sum());
+        // Start of each bucket's rows in `out`, and the bucket: a bucket
+        // that goes on from one part to the next is one segment.
+        let mut segments: Vec<(usize, u32)> = Vec::new();
+        for part in parts {
+            for (start, bucket) in part.segments {
+                if segments.last().is_none_or(|last| last.1 != bucket) {
+                    segments.push((out.len() + start, bucket));
+                }
+            }
+            out.extend_from_slice(&part.rows);
         }
-        match sum.checked_add(totals) {
-            Some(total) => *sum = total,
-            None => overflowed = true,
+        let ranks = strings.ranks();
+        let rank = |id: u32| ranks[id as usize];
+        let monotone = segments.windows(2).all(|w| w[0].1 < w[1].1);
+        if monotone {
+            // Each bucket sorted by (order key, position): 32-byte pairs
+            // move, not rows, and a bucket already in order (one slot per
+            // bucket) is only checked.
+            let mut buckets: Vec<&mut [(PackedKey, Totals)]> = Vec::with_capacity(segments.len());
+            let mut rest = out.as_mut_slice();
+            let mut ends: Vec<usize> = segments.iter().skip(1).map(|s| s.0).collect();
+            ends.push(segments.last().map_or(0, |_| rest.len()));
+            let mut at = segments.first().map_or(0, |s| s.0);
+            for end in ends {
+                let (bucket, after) = std::mem::take(&mut rest).split_at_mut(end - at);
+                buckets.push(bucket);
+                rest = after;
+                at = end;
+            }
+            buckets.into_par_iter().for_each_init(
+                || (Vec::new(), Vec::new()),
+                |(order, sorted): &mut (Vec<(u128, u32)>, Vec<(PackedKey, Totals)>), rows| {
+                    order.clear();
+                    order.extend(rows.iter().enumerate().map(|(i, (key, _))| (order_key(key, rank), i as u32)));
+                    if order.is_sorted() {
+                        return;
+                    }
+                    order.sort_unstable();
+                    sorted.clear();
+                    sorted.extend(order.iter().map(|(_, i)| rows[*i as usize]));
+                    rows.copy_from_slice(sorted);
+                },
+            );
+        } else {
+            // Not sorted by slot: one sort of everything.
+            out.sort_unstable_by_key(|(key, _)| (key.bucket, order_key(key, rank)));
         }
-        true
-    });
-    if overflowed {
-        return Err(overflow());
+        let mut overflowed = false;
+        out.dedup_by(|(key, totals), (kept, sum)| {
+            if key != kept {
+                return false;
+            }
+            match sum.checked_add(totals) {
+                Some(total) => *sum = total,
+                None => overflowed = true,
+            }
+            true
+        });
+        if overflowed {
+            return Err(self.overflow());
+        }
+        Ok((strings.into_table(), out))
     }
-    Ok((table, out))
 }
 
 /// A key ordered as the report orders rows within a bucket
@@ -210,26 +305,19 @@ enum Column {
     HangupCause,
 }
 
-/// The distinct strings of a file, interned as they come (the one
-/// [`Interner`]), with a cache per column of the Arrow views seen.
+/// The distinct strings of a part of a row group, interned as they come
+/// (the one [`Interner`]), with a cache per column of the Arrow views seen
+/// (views compare within one row group).
 #[derive(Default)]
 struct Dictionary {
     strings: Interner,
-    /// Per column, the ids of the views seen in the current row group.
+    /// Per column, the ids of the views seen.
     by_view: [FxHashMap<u128, u32>; 4],
     /// Per column, the last view and 1 + its id (0: none yet).
     last: [(u128, u32); 4],
 }
 
 impl Dictionary {
-    /// Forgets the views of the previous row group.
-    fn new_group(&mut self) {
-        for map in &mut self.by_view {
-            map.clear();
-        }
-        self.last = [(0, 0); 4];
-    }
-
     /// The id of a text by its view: `text` is called only for a view not
     /// seen in this row group.
     #[inline]
@@ -268,12 +356,6 @@ impl Dictionary {
     fn text(&self, id: u32) -> &str {
         self.strings.get(id)
     }
-
-    /// The strings as a table, and each id's rank in byte order.
-    fn ranked(self) -> (Arc<[Box<str>]>, Vec<u32>) {
-        let ranks = self.strings.ranks();
-        (self.strings.into_table(), ranks)
-    }
 }
 
 #[cfg(test)]
@@ -289,7 +371,8 @@ mod tests {
         let texts = ["sms", "", "S2", "voice", "S1", "4000", "30007", "Number Charges", "mms", "3010"];
         let ids: Vec<u32> = texts.iter().enumerate().map(|(i, t)| strings.id(Column::Type, i as u128, || t)).collect();
         let id = |text: &str| ids[texts.iter().position(|t| *t == text).unwrap()];
-        let (table, ranks) = strings.ranked();
+        let ranks = strings.strings.ranks();
+        let table = strings.strings.into_table();
         let us = Country::parse(b"US");
         let de = Country::parse(b"DE");
         let key = |product, type_: &str, sub: Option<&str>, country, direction, code: Option<&str>| PackedKey {
@@ -388,5 +471,79 @@ mod tests {
                 (97, "sms".into(), s1(), 1)
             ]
         );
+    }
+
+    /// The same rows on 1, 2 and 3 threads: row groups of thousands of
+    /// rows split between threads, buckets (days of 15-minute slots, and
+    /// 15-minute buckets) that go on from one part and one row group to
+    /// the next.
+    #[test]
+    fn the_rows_do_not_depend_on_the_threads() {
+        use crate::aggregate::Bucketing;
+        use crate::store::rollup::{RollupRef, RollupWriter};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("r.parquet");
+        let subaccounts = ["", "S1", "S2", "S3"];
+        let types = ["sms", "mms"];
+        let codes = ["", "30007", "4000"];
+        let mut writer = RollupWriter::create(&path).expect("writer");
+        let day = 86_400;
+        // Three row groups of 9,216 rows, noon to noon: 96 slots of 96
+        // keys each.
+        let countries = [Country::parse(b"US"), Country::parse(b"DE")];
+        let directions = [Some(Direction::Inbound), Some(Direction::Outbound)];
+        for group in 0..3i64 {
+            let mut rows = Vec::new();
+            for slot in (0..96i64).map(|s| (group * 96 + s) * 900 + day / 2) {
+                let mut n = 0;
+                for subaccount in subaccounts {
+                    for type_ in types {
+                        for code in codes {
+                            for country in countries {
+                                for direction in directions {
+                                    n += 1;
+                                    rows.push(RollupRef {
+                                        auth_id: "A",
+                                        subaccount,
+                                        slot,
+                                        product: Product::Message,
+                                        type_,
+                                        country,
+                                        direction,
+                                        code,
+                                        totals: Totals {
+                                            records: 1,
+                                            units: n as u128,
+                                            duration: 0,
+                                            amount: slot as i128 * 1_000 + n,
+                                            surcharge: 0,
+                                        },
+                                    });
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            writer.write(&rows).expect("written");
+        }
+        writer.finish().expect("finished");
+        let read = |threads: usize, bounds: Vec<i64>| {
+            let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
+            let selector = Selector::everything(Bucketing::shared(buckets.clone()));
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+            let (table, rows) = pool.install(|| account_rows(&path, "A", 900, &selector, &buckets)).expect("read");
+            let rows = Rows::new(table, rows);
+            rows.iter().map(|(key, totals)| (format!("{key:?}"), *totals)).collect::<Vec<_>>()
+        };
+        let days = vec![0, day, 2 * day, 3 * day];
+        let slots: Vec<i64> = (0..=3 * 96).map(|i| i * 900).collect();
+        for bounds in [days, slots] {
+            let one = read(1, bounds.clone());
+            assert!(one.len() > 100, "{}", one.len());
+            assert!(one.windows(2).all(|w| w[0].0 != w[1].0), "one row per key");
+            assert_eq!(read(2, bounds.clone()), one);
+            assert_eq!(read(3, bounds), one);
+        }
     }
 }

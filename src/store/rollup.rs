@@ -9,8 +9,8 @@
 use std::path::Path;
 
 use polars::prelude::{
-    ChunkedArray, Column, DataFrame, DataType, ParallelStrategy, ParquetCompression, ParquetReader, ParquetWriter,
-    PolarsDataType, SerReader, StringType,
+    ChunkedArray, Column, DataFrame, DataType, FileMetadataRef, ParallelStrategy, ParquetCompression, ParquetReader,
+    ParquetWriter, PolarsDataType, SerReader, StringType,
 };
 
 use super::parquet_io::{decimal_column, int_column, polars_error, read_frame, text_column, to_i64, units_column};
@@ -299,12 +299,10 @@ impl<'f> Text<'f> {
 }
 
 /// One rollup row as a request reads it: `auth_id` is left unread (a file
-/// holds one account, named by the manifest) and text is not parsed.
+/// holds one account, named by the manifest) and text is not parsed. Views
+/// compare within one row group only.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RowText<'f> {
-    /// Whether this row starts a row group (views of earlier rows mean
-    /// nothing from here on): its first row.
-    pub group_start: bool,
     pub subaccount: Text<'f>,
     pub slot: i64,
     pub product: Text<'f>,
@@ -338,111 +336,154 @@ pub(crate) fn slot_range(path: &Path) -> Result<Option<(i64, i64)>> {
     Ok(range)
 }
 
-/// Hands every row of a rollup file to `each`, in file order, reading the
-/// columns a request needs (all but `auth_id`) one row group at a time, so
-/// that memory holds one row group's columns, not the file's. Row groups
-/// whose slots all lie outside `[window.0, window.1)` are skipped after
-/// reading their `slot_start` column alone.
-pub(crate) fn for_each_row(
-    path: &Path,
-    window: (i64, i64),
-    mut each: impl FnMut(RowText<'_>) -> Result<()>,
-) -> Result<()> {
-    let open = || std::fs::File::open(path).map_err(|e| Error::io(path, e));
-    let mut reader = ParquetReader::new(open()?);
-    let metadata = reader.get_metadata().map_err(polars_error(path))?.clone();
-    let columns: Vec<String> = ROLLUP_COLUMNS[1..].iter().map(|c| c.to_string()).collect();
-    let mut offset = 0;
-    for row_group in &metadata.row_groups {
-        let n_rows = row_group.num_rows();
-        let read = |columns: Vec<String>| -> Result<DataFrame> {
-            let mut reader = ParquetReader::new(open()?)
-                .with_columns(Some(columns))
+/// A rollup file opened for a request: its footer read once, its row
+/// groups read one at a time ([`RollupFile::read_group`]), so that memory
+/// holds a row group's columns, not the file's.
+pub(crate) struct RollupFile<'p> {
+    path: &'p Path,
+    metadata: FileMetadataRef,
+}
+
+impl<'p> RollupFile<'p> {
+    /// Opens `path` and reads its footer.
+    pub(crate) fn open(path: &'p Path) -> Result<RollupFile<'p>> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let metadata = ParquetReader::new(file).get_metadata().map_err(polars_error(path))?.clone();
+        Ok(RollupFile { path, metadata })
+    }
+
+    /// Each row group's first row and number of rows, in file order.
+    pub(crate) fn groups(&self) -> Vec<(usize, usize)> {
+        let mut offset = 0;
+        let mut groups = Vec::with_capacity(self.metadata.row_groups.len());
+        for row_group in &self.metadata.row_groups {
+            groups.push((offset, row_group.num_rows()));
+            offset += row_group.num_rows();
+        }
+        groups
+    }
+
+    /// The columns a request reads (all but `auth_id`) of the row group of
+    /// `n_rows` rows from row `offset`; `None` when its slots all lie
+    /// outside `[window.0, window.1)`, found by reading its `slot_start`
+    /// column alone. `parallel`: decode the columns on polars' threads.
+    pub(crate) fn read_group(
+        &self,
+        (offset, n_rows): (usize, usize),
+        window: (i64, i64),
+        parallel: bool,
+    ) -> Result<Option<DataFrame>> {
+        let path = self.path;
+        let read = |columns: &[&str], strategy: ParallelStrategy| -> Result<DataFrame> {
+            let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+            let mut reader = ParquetReader::new(file)
+                .with_columns(Some(columns.iter().map(|c| c.to_string()).collect()))
                 .with_slice(Some((offset, n_rows)))
-                .read_parallel(ParallelStrategy::None);
-            reader.set_metadata(metadata.clone());
+                .read_parallel(strategy);
+            reader.set_metadata(self.metadata.clone());
             reader.finish().map_err(polars_error(path))
         };
-        let slots = read(vec![ROLLUP_COLUMNS[2].to_owned()])?;
+        let slots = read(&ROLLUP_COLUMNS[2..3], ParallelStrategy::None)?;
         let slots = slots.column(ROLLUP_COLUMNS[2]).and_then(|c| c.i64()).map_err(polars_error(path))?;
         let (min, max) = slots
             .downcast_iter()
             .flat_map(|array| array.values().iter().copied())
             .fold((i64::MAX, i64::MIN), |(min, max), slot| (min.min(slot), max.max(slot)));
         if max < window.0 || min >= window.1 {
-            offset += n_rows;
-            continue;
+            return Ok(None);
         }
-        let mut frame = read(columns.clone())?;
+        let strategy = if parallel { ParallelStrategy::Columns } else { ParallelStrategy::None };
+        let mut frame = read(&ROLLUP_COLUMNS[1..], strategy)?;
         frame.rechunk_mut();
-        for_each_row_in(path, &frame, &mut each)?;
-        offset += n_rows;
+        Ok(Some(frame))
     }
-    Ok(())
 }
 
-/// Hands every row of `frame` (columns of a rollup file at `path`, one
-/// array per column) to `each`, borrowing text from the frame: each column
-/// is one plain slice (or one view array), indexed by row.
-fn for_each_row_in<'f>(
-    path: &Path,
-    frame: &'f DataFrame,
-    mut each: impl FnMut(RowText<'f>) -> Result<()>,
-) -> Result<()> {
-    let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
-    let height = frame.height();
-    if height == 0 {
-        return Ok(());
+/// The columns of one row group of a rollup file, one array each, read
+/// row by row ([`GroupColumns::row`]) by any number of threads.
+pub(crate) struct GroupColumns<'f> {
+    height: usize,
+    subaccount: &'f Utf8ViewArray,
+    slot: &'f [i64],
+    product: &'f Utf8ViewArray,
+    type_: &'f Utf8ViewArray,
+    country: &'f Utf8ViewArray,
+    direction: &'f Utf8ViewArray,
+    error_code: &'f Utf8ViewArray,
+    hangup_cause: &'f Utf8ViewArray,
+    records: &'f [i64],
+    units: &'f [i128],
+    duration: &'f [i128],
+    amount: &'f [i128],
+    surcharge: &'f [i128],
+}
+
+impl<'f> GroupColumns<'f> {
+    /// The columns of `frame` (a row group read by [`RollupFile::read_group`]
+    /// from `path`, named in messages).
+    pub(crate) fn new(path: &Path, frame: &'f DataFrame) -> Result<GroupColumns<'f>> {
+        let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
+        let height = frame.height();
+        let text = |name: &str| -> Result<&'f Utf8ViewArray> {
+            let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
+            one_array(path, name, column, height)
+        };
+        let int = |name: &str| -> Result<&'f [i64]> {
+            let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
+            Ok(one_array(path, name, column, height)?.values().as_slice())
+        };
+        let decimal_of = |name: &str, scale: usize| -> Result<&'f [i128]> {
+            let column = frame.column(name).map_err(polars_error(path))?;
+            if *column.dtype() != DataType::Decimal(38, scale) {
+                return Err(broken(format!("'{name}' is {}, not decimal(38, {scale})", column.dtype())));
+            }
+            let values = column.decimal().map_err(polars_error(path))?.physical();
+            Ok(one_array(path, name, values, height)?.values().as_slice())
+        };
+        let decimal = |name: &str| decimal_of(name, 9);
+        Ok(GroupColumns {
+            height,
+            subaccount: text("subaccount_auth")?,
+            slot: int("slot_start")?,
+            product: text("product")?,
+            type_: text("type")?,
+            country: text("country")?,
+            direction: text("direction")?,
+            error_code: text("error_code")?,
+            hangup_cause: text("hangup_cause")?,
+            records: int("records")?,
+            units: decimal_of("units", 0)?,
+            duration: decimal("duration_seconds")?,
+            amount: decimal("amount")?,
+            surcharge: decimal("surcharge")?,
+        })
     }
-    let text = |name: &str| -> Result<&'f Utf8ViewArray> {
-        let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
-        one_array(path, name, column, height)
-    };
-    let int = |name: &str| -> Result<&'f [i64]> {
-        let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
-        Ok(one_array(path, name, column, height)?.values().as_slice())
-    };
-    let decimal_of = |name: &str, scale: usize| -> Result<&'f [i128]> {
-        let column = frame.column(name).map_err(polars_error(path))?;
-        if *column.dtype() != DataType::Decimal(38, scale) {
-            return Err(broken(format!("'{name}' is {}, not decimal(38, {scale})", column.dtype())));
+
+    /// Number of rows.
+    pub(crate) fn len(&self) -> usize {
+        self.height
+    }
+
+    /// Row `i` (below [`GroupColumns::len`]), borrowing its text.
+    #[inline]
+    pub(crate) fn row(&self, i: usize) -> RowText<'f> {
+        let text = |array: &'f Utf8ViewArray| Text { view: array.views().as_slice()[i].as_u128(), array, row: i };
+        RowText {
+            subaccount: text(self.subaccount),
+            slot: self.slot[i],
+            product: text(self.product),
+            type_: text(self.type_),
+            country: text(self.country),
+            direction: text(self.direction),
+            error_code: text(self.error_code),
+            hangup_cause: text(self.hangup_cause),
+            records: self.records[i],
+            units: self.units[i],
+            duration: self.duration[i],
+            amount: self.amount[i],
+            surcharge: self.surcharge[i],
         }
-        let values = column.decimal().map_err(polars_error(path))?.physical();
-        Ok(one_array(path, name, values, height)?.values().as_slice())
-    };
-    let (subaccount, slot, product, type_) =
-        (text("subaccount_auth")?, int("slot_start")?, text("product")?, text("type")?);
-    let (country, direction, error_code, hangup_cause) =
-        (text("country")?, text("direction")?, text("error_code")?, text("hangup_cause")?);
-    let decimal = |name: &str| decimal_of(name, 9);
-    let (records, units) = (int("records")?, decimal_of("units", 0)?);
-    let (duration, amount, surcharge) = (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
-    let viewed = |array: &'f Utf8ViewArray| {
-        let views = array.views().as_slice();
-        move |row: usize| Text { view: views[row].as_u128(), array, row }
-    };
-    let (subaccount, product, type_) = (viewed(subaccount), viewed(product), viewed(type_));
-    let (country, direction) = (viewed(country), viewed(direction));
-    let (error_code, hangup_cause) = (viewed(error_code), viewed(hangup_cause));
-    for i in 0..height {
-        each(RowText {
-            group_start: i == 0,
-            subaccount: subaccount(i),
-            slot: slot[i],
-            product: product(i),
-            type_: type_(i),
-            country: country(i),
-            direction: direction(i),
-            error_code: error_code(i),
-            hangup_cause: hangup_cause(i),
-            records: records[i],
-            units: units[i],
-            duration: duration[i],
-            amount: amount[i],
-            surcharge: surcharge[i],
-        })?;
     }
-    Ok(())
 }
 
 /// A text column's array.
