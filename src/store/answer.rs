@@ -57,7 +57,7 @@ pub(crate) fn account_rows(
     let window = (buckets.span(0).0, buckets.span(buckets.len().saturating_sub(1) as u32).1);
     let file = RollupFile::open(path)?;
     let threads = rayon::current_num_threads();
-    let mut parts: Vec<Part> = Vec::new();
+    let mut merged = Merged::default();
     for group in file.groups() {
         let Some(frame) = file.read_group(group, window, threads > 1)? else { continue };
         let columns = GroupColumns::new(path, &frame)?;
@@ -66,10 +66,20 @@ pub(crate) fn account_rows(
         let folded: Vec<Result<Part>> =
             (0..k).into_par_iter().map(|i| request.fold(&columns, i * n / k..(i + 1) * n / k)).collect();
         for part in folded {
-            parts.push(part?);
+            merged.add(part?);
         }
     }
-    request.merge(parts)
+    merged.finish(&request)
+}
+
+/// The parts read so far, in file order, on one string table.
+#[derive(Default)]
+struct Merged {
+    strings: Interner,
+    rows: Vec<(PackedKey, Totals)>,
+    /// Start of each bucket's rows in `rows`, and the bucket: a bucket that
+    /// goes on from one part to the next is one segment.
+    segments: Vec<(usize, u32)>,
 }
 
 /// What [`account_rows`] answers.
@@ -207,33 +217,28 @@ impl Request<'_> {
         Ok(Part { strings: strings.strings, rows: out, segments })
     }
 
-    /// The parts' rows (in file order) on one string table, each bucket's
-    /// rows in the report's order (string ids by byte order), equal keys
-    /// summed (a bucket's rows in several parts, or a file holding two
-    /// rows of one group).
-    fn merge(&self, mut parts: Vec<Part>) -> Result<AccountRows> {
-        // One table: each part's strings, in part order.
-        let mut strings = Interner::default();
-        let maps: Vec<Vec<u32>> =
-            parts.iter().map(|part| part.strings.iter().map(|text| strings.intern(text)).collect()).collect();
-        parts.par_iter_mut().zip(&maps).for_each(|(part, map)| {
-            let id = |id: u32| if id == ABSENT { ABSENT } else { map[id as usize] };
-            for (key, _) in &mut part.rows {
-                (key.type_, key.subaccount, key.code) = (id(key.type_), id(key.subaccount), id(key.code));
+}
+
+impl Merged {
+    /// Appends `part`'s rows, its text ids made the table's.
+    fn add(&mut self, part: Part) {
+        let map: Vec<u32> = part.strings.iter().map(|text| self.strings.intern(text)).collect();
+        let id = |id: u32| if id == ABSENT { ABSENT } else { map[id as usize] };
+        for (start, bucket) in part.segments {
+            if self.segments.last().is_none_or(|last| last.1 != bucket) {
+                self.segments.push((self.rows.len() + start, bucket));
             }
-        });
-        let mut out: Vec<(PackedKey, Totals)> = Vec::with_capacity(parts.iter().map(|part| part.rows.len()).sum());
-        // Start of each bucket's rows in `out`, and the bucket: a bucket
-        // that goes on from one part to the next is one segment.
-        let mut segments: Vec<(usize, u32)> = Vec::new();
-        for part in parts {
-            for (start, bucket) in part.segments {
-                if segments.last().is_none_or(|last| last.1 != bucket) {
-                    segments.push((out.len() + start, bucket));
-                }
-            }
-            out.extend_from_slice(&part.rows);
         }
+        self.rows.extend(part.rows.into_iter().map(|(key, totals)| {
+            (PackedKey { type_: id(key.type_), subaccount: id(key.subaccount), code: id(key.code), ..key }, totals)
+        }));
+    }
+
+    /// The rows, each bucket's in the report's order (string ids by byte
+    /// order), equal keys summed (a bucket's rows in several parts, or a
+    /// file holding two rows of one group).
+    fn finish(self, request: &Request<'_>) -> Result<AccountRows> {
+        let Merged { strings, rows: mut out, segments } = self;
         let ranks = strings.ranks();
         let rank = |id: u32| ranks[id as usize];
         let monotone = segments.windows(2).all(|w| w[0].1 < w[1].1);
@@ -282,7 +287,7 @@ impl Request<'_> {
             true
         });
         if overflowed {
-            return Err(self.overflow());
+            return Err(request.overflow());
         }
         Ok((strings.into_table(), out))
     }
