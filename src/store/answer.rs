@@ -58,15 +58,20 @@ pub(crate) fn account_rows(
     let file = RollupFile::open(path)?;
     let threads = rayon::current_num_threads();
     let mut merged = Merged::default();
+    // Each part's rows, in a buffer kept from one row group to the next.
+    let mut buffers: Vec<Vec<(PackedKey, Totals)>> = vec![Vec::new(); threads];
     for group in file.groups() {
         let Some(frame) = file.read_group(group, window, threads > 1)? else { continue };
         let columns = GroupColumns::new(path, &frame)?;
         let n = columns.len();
         let k = threads.min(n.div_ceil(MIN_PART_ROWS)).max(1);
-        let folded: Vec<Result<Part>> =
-            (0..k).into_par_iter().map(|i| request.fold(&columns, i * n / k..(i + 1) * n / k)).collect();
-        for part in folded {
-            merged.add(part?);
+        let folded: Vec<Result<Part>> = buffers[..k]
+            .par_iter_mut()
+            .enumerate()
+            .map(|(i, rows)| request.fold(&columns, i * n / k..(i + 1) * n / k, rows))
+            .collect();
+        for (part, rows) in folded.into_iter().zip(&buffers) {
+            merged.add(part?, rows);
         }
     }
     merged.finish(&request)
@@ -91,12 +96,12 @@ struct Request<'a> {
     buckets: &'a Buckets,
 }
 
-/// The rows of a run of a row group, folded per bucket, with text ids of
+/// The text and buckets of the rows of a run of a row group, folded per
+/// bucket (the rows themselves in a buffer of the caller's): text ids of
 /// their own.
 struct Part {
     strings: Interner,
-    rows: Vec<(PackedKey, Totals)>,
-    /// Start of each bucket's rows in `rows`, and the bucket.
+    /// Start of each bucket's rows, and the bucket.
     segments: Vec<(usize, u32)>,
 }
 
@@ -110,13 +115,18 @@ impl Request<'_> {
     }
 
     /// The rows `range` of `columns` that the selector keeps, with the rows
-    /// of one key in one bucket summed.
-    fn fold(&self, columns: &GroupColumns<'_>, range: std::ops::Range<usize>) -> Result<Part> {
+    /// of one key in one bucket summed, in `out` (cleared first).
+    fn fold(
+        &self,
+        columns: &GroupColumns<'_>,
+        range: std::ops::Range<usize>,
+        out: &mut Vec<(PackedKey, Totals)>,
+    ) -> Result<Part> {
         let (grain, buckets, broken) = (self.grain, self.buckets, |what| self.broken(what));
         // The file holds one account: the account is checked once (by the
         // caller), not per row.
         let mut strings = Dictionary::default();
-        let mut out: Vec<(PackedKey, Totals)> = Vec::new();
+        out.clear();
         let mut segments: Vec<(usize, u32)> = Vec::new();
         let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
         let mut current: Option<(u32, i64, i64, bool)> = None;
@@ -214,14 +224,14 @@ impl Request<'_> {
             }
             out.push((key, totals));
         }
-        Ok(Part { strings: strings.strings, rows: out, segments })
+        Ok(Part { strings: strings.strings, segments })
     }
 
 }
 
 impl Merged {
-    /// Appends `part`'s rows, its text ids made the table's.
-    fn add(&mut self, part: Part) {
+    /// Appends `part`'s `rows`, its text ids made the table's.
+    fn add(&mut self, part: Part, rows: &[(PackedKey, Totals)]) {
         let map: Vec<u32> = part.strings.iter().map(|text| self.strings.intern(text)).collect();
         let id = |id: u32| if id == ABSENT { ABSENT } else { map[id as usize] };
         for (start, bucket) in part.segments {
@@ -229,8 +239,8 @@ impl Merged {
                 self.segments.push((self.rows.len() + start, bucket));
             }
         }
-        self.rows.extend(part.rows.into_iter().map(|(key, totals)| {
-            (PackedKey { type_: id(key.type_), subaccount: id(key.subaccount), code: id(key.code), ..key }, totals)
+        self.rows.extend(rows.iter().map(|(key, totals)| {
+            (PackedKey { type_: id(key.type_), subaccount: id(key.subaccount), code: id(key.code), ..*key }, *totals)
         }));
     }
 
