@@ -31,7 +31,10 @@ use crate::records::{Country, Direction, Product};
 use crate::time::Buckets;
 
 /// The rows of a result in the report's order, their text by id.
-pub(crate) type AccountRows = (Arc<[Box<str>]>, Vec<(PackedKey, Totals)>);
+pub(crate) type AccountRows = (Arc<[Box<str>]>, Vec<Row>);
+
+/// One row of a result: its key and sums.
+type Row = (PackedKey, Totals);
 
 /// Rows a thread folds at least, when a row group is split between
 /// threads.
@@ -226,7 +229,6 @@ impl Request<'_> {
         }
         Ok(Part { strings: strings.strings, segments })
     }
-
 }
 
 impl Merged {
@@ -269,7 +271,7 @@ impl Merged {
             }
             buckets.into_par_iter().for_each_init(
                 || (Vec::new(), Vec::new()),
-                |(order, sorted): &mut (Vec<(u128, u32)>, Vec<(PackedKey, Totals)>), rows| {
+                |(order, sorted): &mut (Vec<(u128, u32)>, Vec<Row>), rows| {
                     order.clear();
                     order.extend(rows.iter().enumerate().map(|(i, (key, _))| (order_key(key, rank), i as u32)));
                     if order.is_sorted() {
