@@ -22,7 +22,7 @@ use telemeter::dataset::Dataset;
 use telemeter::generate::{FilePlan, OutputFormat, Plan, Spec};
 use telemeter::query::{UsageParams, UsageRequest};
 use telemeter::records::csv::RowSink;
-use telemeter::records::dedup::{self, Seen, PARTITIONS};
+use telemeter::records::dedup::{self, Entry, Origin, ScanEntries, PARTITIONS};
 use telemeter::records::files::{Format, InputFile};
 use telemeter::records::{self, Field, Kind};
 use telemeter::store::IngestOptions;
@@ -97,13 +97,14 @@ fn parse(c: &mut Criterion) {
     group.finish();
 }
 
-fn dedup_entries(rows: u64) -> Vec<Vec<Seen>> {
-    struct Entries(Vec<Vec<Seen>>);
+fn dedup_entries(rows: u64) -> Vec<ScanEntries> {
+    struct Entries(Option<u64>, Vec<Vec<Entry>>);
     impl RowSink for Entries {
         fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+            let first = *self.0.get_or_insert(line);
             if let Ok(record) = records::parse_record(Kind::Calls, fields) {
-                let seen = Seen::new(record.record_id, record.content_hash(), 0, line);
-                self.0[seen.partition()].push(seen);
+                let entry = Entry::new(record.record_id, record.content_hash(), (line - first) as u32, 0);
+                self.1[entry.partition()].push(entry);
             }
             true
         }
@@ -113,15 +114,9 @@ fn dedup_entries(rows: u64) -> Vec<Vec<Seen>> {
     }
     let (file, bytes) = calls_file(rows);
     let sinks =
-        records::csv::read(&file, Kind::Calls, &bytes, || Entries((0..PARTITIONS).map(|_| Vec::new()).collect()))
+        records::csv::read(&file, Kind::Calls, &bytes, || Entries(None, (0..PARTITIONS).map(|_| Vec::new()).collect()))
             .expect("readable");
-    let mut parts: Vec<Vec<Seen>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
-    for sink in sinks {
-        for (p, entries) in sink.0.into_iter().enumerate() {
-            parts[p].extend(entries);
-        }
-    }
-    parts
+    sinks.into_iter().map(|sink| (Origin { file: 0, first_line: sink.0.unwrap_or(0) }, sink.1)).collect()
 }
 
 fn dedup(c: &mut Criterion) {
@@ -131,7 +126,7 @@ fn dedup(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("check_1m_calls", |b| {
         b.iter_batched(
-            || vec![parts.clone()],
+            || parts.clone(),
             |parts| {
                 let outcome = dedup::check(parts);
                 assert_eq!(outcome.duplicates.len(), 10_000);

@@ -86,7 +86,7 @@ pub fn aggregate(data: &Path, selector: &Selector, options: AggregateOptions<'_>
 pub fn aggregate_files(inventory: Inventory, selector: &Selector, options: AggregateOptions<'_>) -> Result<Aggregate> {
     let fail_at = AtomicU64::new(u64::MAX);
     let mut scans = scan::scan_files(&inventory, selector, options, &fail_at)?;
-    scan::drop_duplicates(&mut scans, &inventory)?;
+    scan::drop_duplicates(&mut scans, &inventory, selector)?;
     let merged = scan::merge(scans)?;
     let (groups, tallies, rejects, spans, span) =
         (merged.groups, merged.tallies, merged.rejects, merged.spans, merged.span);

@@ -14,7 +14,7 @@ use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::Interner;
 use crate::records::bad_rows::{position, BadRows};
 use crate::records::csv::RowSink;
-use crate::records::dedup::{self, Seen, PARTITIONS};
+use crate::records::dedup::{self, Entry, Origin, ScanEntries, PARTITIONS};
 use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::{self, Country, Direction, Field, Kind, Product, Record};
 use crate::time::Buckets;
@@ -26,11 +26,12 @@ fn scan_file<'s>(
     selector: &'s Selector,
     on_bad_row: OnBadRow,
     fail_at: &'s AtomicU64,
+    seed: u64,
 ) -> Result<Vec<Scan<'s>>> {
     if on_bad_row == OnBadRow::Fail && fail_at.load(Ordering::Relaxed) < position(index, 0) {
         return Ok(Vec::new());
     }
-    let new_scan = || Scan::new(file, index, selector, on_bad_row, fail_at);
+    let new_scan = || Scan::new(file, index, selector, on_bad_row, fail_at, seed);
     match file.format {
         Format::Parquet => {
             let mut scan = new_scan();
@@ -73,7 +74,7 @@ pub(super) fn scan_files<'s>(
         .par_iter()
         .enumerate()
         .map(|(index, file)| {
-            let scanned = scan_file(file, index as u32, selector, options.on_bad_row, fail_at);
+            let scanned = scan_file(file, index as u32, selector, options.on_bad_row, fail_at, 0);
             if let Some(on_read) = options.on_read {
                 on_read(bytes_read.fetch_add(file.size, Ordering::Relaxed) + file.size);
             }
@@ -91,6 +92,9 @@ pub(super) fn scan_files<'s>(
         match result {
             Ok(file_scans) => {
                 for mut scan in file_scans {
+                    if scan.too_many_lines {
+                        keep_error(position(index as u32, 0), too_many_lines(&inventory.files[index]));
+                    }
                     if let Some(error) = scan.bad_rows.take_error() {
                         keep_error(position(index as u32, error.location.line), Error::from(error));
                     }
@@ -108,14 +112,10 @@ pub(super) fn scan_files<'s>(
 
 /// Marks in each scan the rows that repeat an earlier row (record id and
 /// content), per kind; a record id with two contents is a conflict.
-pub(super) fn drop_duplicates(scans: &mut [Scan<'_>], inventory: &Inventory) -> Result<()> {
+pub(super) fn drop_duplicates(scans: &mut [Scan<'_>], inventory: &Inventory, selector: &Selector) -> Result<()> {
     for kind in Kind::ALL {
-        let kind_scans: Vec<&mut Scan<'_>> = scans.iter_mut().filter(|s| s.kind == kind).collect();
-        let parts = kind_scans.into_iter().map(|s| std::mem::take(&mut s.seen)).collect();
-        let outcome = dedup::check(parts);
-        if let Some((first, second)) = outcome.conflict {
-            return Err(conflict(inventory, kind, first, second));
-        }
+        let parts = scans.iter_mut().filter(|s| s.kind == kind).map(Scan::take_entries).collect();
+        let outcome = check_entries(parts, kind, inventory, selector)?;
         // Each scan takes the duplicate lines of its own file and line range.
         let mut by_file: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
         for (file, line) in outcome.duplicates {
@@ -134,6 +134,55 @@ pub(super) fn drop_duplicates(scans: &mut [Scan<'_>], inventory: &Inventory) -> 
         }
     }
     Ok(())
+}
+
+/// The dedup outcome of one kind's entries, a conflict confirmed: the
+/// entries hold 64 bits of id hash, so the record ids at a conflict's two
+/// places are read again. The same id is the conflict; two ids are a hash
+/// collision (about once in 10^13 runs of 16M rows), and the kind's files
+/// are read again for entries with another seed.
+fn check_entries(
+    parts: Vec<ScanEntries>,
+    kind: Kind,
+    inventory: &Inventory,
+    selector: &Selector,
+) -> Result<dedup::Outcome> {
+    let mut outcome = dedup::check(parts);
+    let mut seed = 0;
+    while let Some((first, second)) = outcome.conflict {
+        let id_at = |(file, line): (u32, u64)| records::record_id_at(&inventory.files[file as usize], line);
+        if id_at(first) == id_at(second) {
+            return Err(conflict(inventory, kind, first, second));
+        }
+        seed += 1;
+        if seed > 2 {
+            return Err(Error::Internal(format!("{kind}: record id hashes collide under {seed} seeds")));
+        }
+        outcome = dedup::check(entries_again(inventory, kind, selector, seed)?);
+    }
+    Ok(outcome)
+}
+
+/// The dedup entries of every file of `kind`, read again with `seed`.
+fn entries_again(inventory: &Inventory, kind: Kind, selector: &Selector, seed: u64) -> Result<Vec<ScanEntries>> {
+    let fail_at = AtomicU64::new(u64::MAX);
+    let scanned: Vec<Vec<Scan<'_>>> = inventory
+        .files
+        .par_iter()
+        .enumerate()
+        .filter(|(_, file)| file.kind == kind)
+        .map(|(index, file)| scan_file(file, index as u32, selector, OnBadRow::SetAside, &fail_at, seed))
+        .collect::<Result<_>>()?;
+    Ok(scanned.into_iter().flatten().map(|mut scan| scan.take_entries()).collect())
+}
+
+/// The error of a scan of more lines than its entries count.
+fn too_many_lines(file: &InputFile) -> Error {
+    Error::Limit(format!(
+        "{}: more than {} lines in one part of the file; split the file into smaller files",
+        file.name,
+        u32::MAX
+    ))
 }
 
 /// Merges the scans' groups: counts per kind, rows set aside (file order),
@@ -326,7 +375,13 @@ pub struct Scan<'s> {
     group_ids: FxHashMap<IdKey, u32>,
     groups: Vec<IdKey>,
     rows: Vec<KeptRow>,
-    seen: Vec<Vec<Seen>>,
+    seen: Vec<Vec<Entry>>,
+    /// The first line handed over: entries count rows from it.
+    first_line: Option<u64>,
+    /// The seed of the entries' id hash (0 but when a collision is checked).
+    seed: u64,
+    /// A row too far from the first for its entry: the scan stopped.
+    too_many_lines: bool,
     read: u64,
     lines: (u64, u64),
     duplicates: FxHashSet<u64>,
@@ -349,6 +404,7 @@ impl<'s> Scan<'s> {
         selector: &'s Selector,
         on_bad_row: OnBadRow,
         fail_at: &'s AtomicU64,
+        seed: u64,
     ) -> Scan<'s> {
         Scan {
             selector,
@@ -360,6 +416,9 @@ impl<'s> Scan<'s> {
             groups: Vec::new(),
             rows: Vec::new(),
             seen: (0..PARTITIONS).map(|_| Vec::new()).collect(),
+            first_line: None,
+            seed,
+            too_many_lines: false,
             read: 0,
             lines: (u64::MAX, 0),
             duplicates: FxHashSet::default(),
@@ -367,6 +426,12 @@ impl<'s> Scan<'s> {
             spans: Vec::new(),
             span: NO_SPAN,
         }
+    }
+
+    /// This scan's dedup entries, taken, and where they are.
+    fn take_entries(&mut self) -> ScanEntries {
+        let origin = Origin { file: self.file, first_line: self.first_line.unwrap_or(0) };
+        (origin, std::mem::take(&mut self.seen))
     }
 
     /// Notes a record of the account with string id `account` at `secs`.
@@ -466,12 +531,17 @@ impl RowSink for Scan<'_> {
         if self.read.is_multiple_of(1024) && self.bad_rows.should_stop(line) {
             return false;
         }
+        let first_line = *self.first_line.get_or_insert(line);
+        let Some(row) = line.checked_sub(first_line).and_then(|row| u32::try_from(row).ok()) else {
+            self.too_many_lines = true;
+            return false;
+        };
         self.read += 1;
         self.lines = (self.lines.0.min(line), self.lines.1.max(line));
         match records::parse_record(self.kind, fields) {
             Ok(record) => {
-                let seen = Seen::new(record.record_id, record.content_hash(), self.file, line);
-                self.seen[seen.partition()].push(seen);
+                let entry = Entry::new(record.record_id, record.content_hash(), row, self.seed);
+                self.seen[entry.partition()].push(entry);
                 let secs = record.timestamp.secs;
                 self.span = self.span.merge(Span::at(secs));
                 // `Selector::select`, with the account's buckets looked up
@@ -517,6 +587,50 @@ fn conflict(inventory: &Inventory, kind: Kind, first: (u32, u64), second: (u32, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The charges tally of a data folder holding `rows` as one charges
+    /// file, or the error.
+    fn charges_tally(rows: &[&str]) -> Result<Tally> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("charges")).unwrap();
+        let mut text = "record_id,auth_id,timestamp,description,units,amount\n".to_owned();
+        for row in rows {
+            text.push_str(row);
+            text.push('\n');
+        }
+        std::fs::write(dir.path().join("charges/a.csv"), text).unwrap();
+        let selector =
+            Selector::everything(super::super::Bucketing { default: None, by_account: FxHashMap::default() });
+        let options = AggregateOptions { on_bad_row: OnBadRow::Fail, on_read: None };
+        let aggregate = crate::aggregate::aggregate(dir.path(), &selector, options)?;
+        Ok(aggregate.tallies.get(&Kind::Charges).copied().unwrap_or_default())
+    }
+
+    #[test]
+    fn ids_whose_hashes_collide_are_told_apart_by_reading_them_again() {
+        // Under cfg(test) the ids `collide*` share one 64-bit id hash at the
+        // first seed (`dedup::test_collisions`).
+        let a = "collide-a,A1,2026-11-20T00:00:00Z,CNAM,1,0.5";
+        let b = "collide-b,A1,2026-11-20T00:00:00Z,CNAM,2,0.5";
+        let tally = charges_tally(&[a, b, "x,A1,2026-11-20T00:00:00Z,CNAM,1,0.5"]).unwrap();
+        assert_eq!((tally.read, tally.used, tally.duplicates), (3, 3, 0));
+        // The same content under two colliding ids is no duplicate either.
+        let b_like_a = "collide-b,A1,2026-11-20T00:00:00Z,CNAM,1,0.5";
+        let tally = charges_tally(&[a, b_like_a]).unwrap();
+        assert_eq!((tally.read, tally.used, tally.duplicates), (2, 2, 0));
+        // A real re-delivery among collisions is still one.
+        let tally = charges_tally(&[a, b, a, b_like_a.replace("collide-b", "collide-c").as_str()]).unwrap();
+        assert_eq!((tally.read, tally.used, tally.duplicates), (4, 3, 1));
+        // And a real conflict is still a conflict, naming its id and places.
+        let a_changed = "collide-a,A1,2026-11-20T00:00:00Z,CNAM,1,0.6";
+        match charges_tally(&[a, b, a_changed]) {
+            Err(Error::Conflict { record_id, first, second, .. }) => {
+                assert_eq!(record_id, "collide-a");
+                assert_eq!((first.line, second.line), (2, 4));
+            }
+            other => panic!("expected a conflict: {other:?}"),
+        }
+    }
 
     #[test]
     fn report_order_sorts_like_the_owned_keys() {
