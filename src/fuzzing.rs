@@ -12,7 +12,8 @@
 //!   row for row with an independent line-by-line reading of the framing:
 //!   every line after the header is one row or one malformed row, at its
 //!   line) and through `aggregate::aggregate`, in both `--on-bad-row` modes:
-//!   `read = used + set_aside + duplicates` with `read` the data lines.
+//!   `read = used + set_aside + duplicates` with `read` the data lines;
+//!   and the reader's SIMD structural index against a byte loop.
 //! - [`record_checks`]: fields into `records::parse_record` in each input
 //!   form; an accepted record reads back the same from its canonical text
 //!   and from Parquet-typed fields.
@@ -71,7 +72,20 @@ pub fn csv_reader(data: &[u8]) {
         bytes.push(b'\n');
     }
     bytes.extend_from_slice(rest);
+    check_index(&bytes);
     check_csv(kind, &bytes);
+}
+
+/// The reader's structural index (`records::simd`) of every 64-byte block
+/// of `bytes` (the tail padded with zeros, as the reader pads it) equals
+/// the byte-by-byte masks.
+fn check_index(bytes: &[u8]) {
+    use records::simd::{masks, masks_scalar, BLOCK};
+    for block in bytes.chunks(BLOCK) {
+        let mut whole = [0u8; BLOCK];
+        whole[..block.len()].copy_from_slice(block);
+        assert_eq!(masks(&whole), masks_scalar(&whole), "the SIMD and byte masks of {block:?} differ");
+    }
 }
 
 /// What became of one row: its line and its outcome.

@@ -14,6 +14,7 @@
 use rayon::prelude::*;
 
 use super::files::{Format, InputFile};
+use super::simd::{is_printable_unquoted, split_commas, Commas, Line};
 use super::{Field, Kind};
 use crate::error::Result;
 
@@ -182,71 +183,67 @@ impl Reader<'_> {
     /// Reads the lines of `chunk` (the first at `first_line`) into `sink`,
     /// one row or malformed row per line; whether the sink wants more.
     fn chunk<S: RowSink>(&self, chunk: &[u8], first_line: u64, sink: &mut S) -> bool {
-        let width = self.width;
-        let columns = self.columns;
+        // One UTF-8 check for the whole chunk, not one per field; and when
+        // the whole chunk is printable ASCII lines without quotes (the usual
+        // case), one vectorised pass says so for every line at once, and
+        // the structural index finds its lines and commas.
+        let chunk_text = std::str::from_utf8(chunk).ok();
+        match chunk_text {
+            Some(text) if is_printable_unquoted(chunk) => self.printable_chunk(text, first_line, sink),
+            _ => self.chunk_by_lines(chunk, chunk_text, first_line, sink),
+        }
+    }
+
+    /// [`Reader::chunk`] of a chunk of printable ASCII lines without
+    /// quotes (so without carriage returns): lines and commas from the
+    /// structural index ([`super::simd`]), 64 bytes a step.
+    fn printable_chunk<S: RowSink>(&self, text: &str, first_line: u64, sink: &mut S) -> bool {
+        let mut line = first_line;
+        let mut commas = Vec::with_capacity(64);
+        super::simd::for_each_line(text.as_bytes(), &mut commas, |start, end, commas| {
+            // Cut at ASCII bytes, so at character boundaries.
+            let line_text = &text[start..end];
+            let go_on = self.line(line_text.as_bytes(), Some(line_text), commas, line, sink);
+            line += 1;
+            go_on
+        })
+    }
+
+    /// [`Reader::chunk`] a line at a time: for a chunk with a quote, a
+    /// carriage return, a byte outside printable ASCII, or one that is not
+    /// UTF-8 (`chunk_text` is `None`).
+    fn chunk_by_lines<S: RowSink>(
+        &self,
+        chunk: &[u8],
+        chunk_text: Option<&str>,
+        first_line: u64,
+        sink: &mut S,
+    ) -> bool {
         // The fast path splits a line at commas: right for every line
         // without a quote (or a carriage return, which goes the slow way
         // too). A line with a quote is split by [`QuotedLine`], which
         // follows RFC 4180 within the line.
         let mut commas = Commas::default();
         let mut quoted = QuotedLine::new();
-        // One UTF-8 check for the whole chunk, not one per field; and when
-        // the whole chunk is printable ASCII lines without quotes (the usual
-        // case), one vectorised pass says so for every line at once.
-        let chunk_text = std::str::from_utf8(chunk).ok();
-        let all_printable = chunk_text.is_some() && is_printable_unquoted(chunk);
         let (mut pos, mut line) = (0usize, first_line);
         while pos < chunk.len() {
             let rest = &chunk[pos..];
             let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
             let text = strip_cr(&rest[..end]);
-            let go_on = if text.is_empty() {
-                let reason = format!("is an empty line; every line after the header is a record of {width} fields");
-                sink.malformed(line, "-", String::new(), reason)
+            let shape = if text.is_empty() { Line::Printable } else { split_commas(text, &mut commas) };
+            let go_on = if shape == Line::Quoted {
+                self.quoted_line(&mut quoted, text, line, sink)
             } else {
-                let shape = if all_printable {
-                    split_commas_of::<false>(text, &mut commas)
-                } else {
-                    split_commas(text, &mut commas)
+                // A printable line is a slice of the chunk's text (cut at
+                // ASCII bytes, so at character boundaries) or, in a chunk
+                // that is not all UTF-8, checked on its own.
+                let line_text = match (shape, chunk_text) {
+                    (Line::Printable, Some(chunk_text)) => Some(&chunk_text[pos..pos + text.len()]),
+                    (Line::Printable, None) => std::str::from_utf8(text).ok(),
+                    _ => None,
                 };
-                if shape == Line::Quoted {
-                    self.quoted_line(&mut quoted, text, line, sink)
-                } else {
-                    let commas = commas.as_slice();
-                    let n_fields = commas.len() + 1;
-                    if n_fields != width {
-                        let (column, reason) = wrong_width(self.names, n_fields);
-                        sink.malformed(line, column, shown(text), reason)
-                    } else {
-                        let mut fields = [Field::Null; 16];
-                        let field = |index: usize| {
-                            let start = if index == 0 { 0 } else { commas[index - 1] + 1 };
-                            let stop = if index == commas.len() { text.len() } else { commas[index] };
-                            &text[start..stop]
-                        };
-                        // A printable line is a slice of the chunk's text
-                        // (cut at ASCII bytes, so at character boundaries)
-                        // or, in a chunk that is not all UTF-8, checked on
-                        // its own.
-                        let line_text = match (shape, chunk_text) {
-                            (Line::Printable, Some(chunk_text)) => Some(&chunk_text[pos..pos + text.len()]),
-                            (Line::Printable, None) => std::str::from_utf8(text).ok(),
-                            _ => None,
-                        };
-                        if let Some(text) = line_text {
-                            for (slot, &index) in fields.iter_mut().zip(columns) {
-                                let start = if index == 0 { 0 } else { commas[index - 1] + 1 };
-                                let stop = if index == commas.len() { text.len() } else { commas[index] };
-                                *slot = Field::Ascii(&text[start..stop]);
-                            }
-                        } else {
-                            for (slot, &index) in fields.iter_mut().zip(columns) {
-                                *slot = Field::Text(field(index));
-                            }
-                        }
-                        sink.row(line, &fields[..columns.len()])
-                    }
-                }
+                let commas = if text.is_empty() { &[][..] } else { commas.as_slice() };
+                self.line(text, line_text, commas, line, sink)
             };
             if !go_on {
                 return false;
@@ -255,6 +252,41 @@ impl Reader<'_> {
             line += 1;
         }
         true
+    }
+
+    /// One line without a quote (`text`, without its line ending; `ascii`
+    /// the same when it is printable ASCII) whose commas are at `commas`:
+    /// a row of [`Field::Ascii`] or [`Field::Text`] fields, or a malformed
+    /// row (empty, or not as wide as the header).
+    #[inline]
+    fn line<S: RowSink>(&self, text: &[u8], ascii: Option<&str>, commas: &[usize], line: u64, sink: &mut S) -> bool {
+        if text.is_empty() {
+            let reason = format!("is an empty line; every line after the header is a record of {} fields", self.width);
+            return sink.malformed(line, "-", String::new(), reason);
+        }
+        let n_fields = commas.len() + 1;
+        if n_fields != self.width {
+            let (column, reason) = wrong_width(self.names, n_fields);
+            return sink.malformed(line, column, shown(text), reason);
+        }
+        let bounds = |index: usize| {
+            let start = if index == 0 { 0 } else { commas[index - 1] + 1 };
+            let stop = if index == commas.len() { text.len() } else { commas[index] };
+            (start, stop)
+        };
+        let mut fields = [Field::Null; 16];
+        if let Some(ascii) = ascii {
+            for (slot, &index) in fields.iter_mut().zip(self.columns) {
+                let (start, stop) = bounds(index);
+                *slot = Field::Ascii(&ascii[start..stop]);
+            }
+        } else {
+            for (slot, &index) in fields.iter_mut().zip(self.columns) {
+                let (start, stop) = bounds(index);
+                *slot = Field::Text(&text[start..stop]);
+            }
+        }
+        sink.row(line, &fields[..self.columns.len()])
     }
 
     /// A line with a quote (or a carriage return): split by `quoted`.
@@ -302,124 +334,6 @@ pub fn wrong_width(names: &[String], n_fields: usize) -> (&str, String) {
 /// A line as shown in a message: its first 80 characters.
 fn shown(text: &[u8]) -> String {
     String::from_utf8_lossy(text).chars().take(80).collect()
-}
-
-/// What [`split_commas`] found a line to be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Line {
-    /// Every byte printable ASCII (`0x20..=0x7e`), no quote: its fields
-    /// are [`Field::Ascii`].
-    Printable,
-    /// No quote and no carriage return, but other bytes (non-ASCII, control
-    /// characters): its fields are [`Field::Text`], checked field by field.
-    Text,
-    /// A quote or a carriage return: a line for [`QuotedLine`].
-    Quoted,
-}
-
-/// Positions of the commas of a line; the buffer only grows.
-#[derive(Debug, Default)]
-struct Commas {
-    at: Vec<usize>,
-    len: usize,
-}
-
-impl Commas {
-    fn as_slice(&self) -> &[usize] {
-        &self.at[..self.len]
-    }
-}
-
-/// Collects the positions of the commas of `line` and tells what bytes it
-/// holds (the positions are complete unless it is [`Line::Quoted`]). Eight
-/// bytes at a time: a SWAR scan beats a vectorised search restarted at every
-/// one of a dozen commas on a short line.
-fn split_commas(line: &[u8], commas: &mut Commas) -> Line {
-    split_commas_of::<true>(line, commas)
-}
-
-/// [`split_commas`], checking the bytes only when `CHECK` (a caller that
-/// knows the line to be printable ASCII passes `false`).
-#[inline(always)]
-fn split_commas_of<const CHECK: bool>(line: &[u8], commas: &mut Commas) -> Line {
-    // Room for a comma at every byte.
-    if commas.at.len() < line.len() + 2 {
-        commas.at.resize(line.len() + 2, 0);
-    }
-    let at = &mut commas.at[..];
-    let mut n = 0;
-    let mut words = line.chunks_exact(8);
-    let mut base = 0;
-    let mut odd = 0u64;
-    for word in &mut words {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(word);
-        let word = u64::from_le_bytes(bytes);
-        if CHECK {
-            odd |= bytes_equal(word, b'"') | not_printable(word);
-        }
-        let mut found = bytes_equal(word, b',');
-        while found != 0 {
-            at[n] = base + (found.trailing_zeros() / 8) as usize;
-            n += 1;
-            found &= found - 1;
-        }
-        base += 8;
-    }
-    let mut odd = odd != 0;
-    for (i, &b) in words.remainder().iter().enumerate() {
-        match b {
-            b',' => {
-                at[n] = base + i;
-                n += 1;
-            }
-            b'"' if CHECK => odd = true,
-            0x20..=0x7e => {}
-            _ if CHECK => odd = true,
-            _ => {}
-        }
-    }
-    commas.len = n;
-    if !odd {
-        Line::Printable
-    } else if memchr::memchr2(b'"', b'\r', line).is_some() {
-        Line::Quoted
-    } else {
-        Line::Text
-    }
-}
-
-/// Whether every byte of `bytes` is a newline or printable ASCII
-/// (`0x20..=0x7e`) other than a quote. A loop the compiler vectorises.
-fn is_printable_unquoted(bytes: &[u8]) -> bool {
-    bytes.chunks(4096).all(|block| {
-        let mut odd = 0u8;
-        for &b in block {
-            odd |= ((b.wrapping_sub(0x20) > 0x5e) & (b != b'\n')) as u8 | (b == b'"') as u8;
-        }
-        odd == 0
-    })
-}
-
-/// A non-zero value when some byte of `word` is outside `0x20..=0x7e`.
-#[inline]
-fn not_printable(word: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // A byte below 0x20 (exact as a whole: a borrow only follows such a
-    // byte); a byte of 0x7f (its low seven bits plus one carry into the high
-    // bit) or 0x80 and above (the high bit set).
-    let below = word.wrapping_sub(0x20 * ONES) & !word & HIGH;
-    let above = (((word & !HIGH) + ONES) | word) & HIGH;
-    below | above
-}
-
-/// The high bit of each byte of `word` that equals `byte`, and no other bit.
-#[inline]
-fn bytes_equal(word: u64, byte: u8) -> u64 {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let x = word ^ (0x0101_0101_0101_0101 * byte as u64);
-    !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7)
 }
 
 /// Fields of one line split by RFC 4180 rules, unquoted into a reused
@@ -555,66 +469,36 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn finds_every_comma_and_refuses_quotes_and_carriage_returns() {
-        let mut commas = Commas::default();
-        for line in [
-            "",
-            "a",
-            ",",
-            "a,b",
-            "abcdefgh,ijklmnop,",
-            ",,,,,,,,,,,,,,,,,",
-            "x,y,\u{e9}t\u{e9},,z,0.5,2026-11-20T13:45:01Z",
-        ] {
-            let expected: Vec<usize> = line.bytes().enumerate().filter(|(_, b)| *b == b',').map(|(i, _)| i).collect();
-            let shape = if line.is_ascii() { Line::Printable } else { Line::Text };
-            assert_eq!(split_commas(line.as_bytes(), &mut commas), shape, "{line}");
-            assert_eq!(commas.as_slice(), expected, "{line}");
+    /// Every event a sink receives: a row's fields, or a malformed row's
+    /// column, value and reason.
+    #[derive(Default)]
+    struct Events(Vec<(u64, Vec<String>)>);
+
+    impl RowSink for Events {
+        fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+            self.0.push((line, fields.iter().map(|f| format!("{f:?}")).collect()));
+            true
         }
-        for line in ["a,\"b\"", "abcdefghijklmno\"", "a\rb", "abcdefgh,ijklmnopq\r", "\u{e9},\"x\""] {
-            assert_eq!(split_commas(line.as_bytes(), &mut commas), Line::Quoted, "{line:?}");
-        }
-        for line in ["a\tb", "abcdefgh,ijk\u{7f}", "\u{0}", "abcdefgh\u{1f}", "caf\u{e9},x,y,z,1,2,3"] {
-            assert_eq!(split_commas(line.as_bytes(), &mut commas), Line::Text, "{line:?}");
+        fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+            self.0.push((line, vec![column.to_owned(), value, reason]));
+            true
         }
     }
 
     proptest::proptest! {
         #[test]
-        fn split_commas_agrees_with_a_byte_by_byte_reading(
-            line in proptest::collection::vec(
-                proptest::prop_oneof![
-                    proptest::sample::select(b",,,a9.-:Z\"\r\t\x7f\x80\xc3\xa9 ~".to_vec()),
-                    proptest::num::u8::ANY,
-                ],
-                0..80,
-            )
+        fn the_structural_index_reads_printable_chunks_as_the_line_reader_does(
+            chunk in proptest::collection::vec(proptest::sample::select(b",,,,\n\nab9 ~".to_vec()), 0..600),
+            first_line in 2u64..1000,
         ) {
-            let mut commas = Commas::default();
-            let shape = split_commas(&line, &mut commas);
-            let expected_shape = if line.iter().any(|b| matches!(b, b'"' | b'\r')) {
-                Line::Quoted
-            } else if line.iter().all(|b| (0x20..=0x7e).contains(b)) {
-                Line::Printable
-            } else {
-                Line::Text
-            };
-            proptest::prop_assert_eq!(shape, expected_shape);
-            proptest::prop_assert_eq!(
-                is_printable_unquoted(&line),
-                line.iter().all(|b| *b == b'\n' || (*b != b'"' && (0x20..=0x7e).contains(b)))
-            );
-            if shape == Line::Printable {
-                let mut unchecked = Commas::default();
-                proptest::prop_assert_eq!(split_commas_of::<false>(&line, &mut unchecked), Line::Printable);
-                proptest::prop_assert_eq!(unchecked.as_slice(), commas.as_slice());
-            }
-            if shape != Line::Quoted {
-                let expected: Vec<usize> =
-                    line.iter().enumerate().filter(|(_, b)| **b == b',').map(|(i, _)| i).collect();
-                proptest::prop_assert_eq!(commas.as_slice(), &expected[..]);
-            }
+            let names: Vec<String> = Kind::Charges.columns().iter().map(|c| (*c).to_owned()).collect();
+            let columns = [3, 0, 5, 1, 2, 4];
+            let reader = Reader { columns: &columns, width: names.len(), names: &names };
+            let text = std::str::from_utf8(&chunk).unwrap();
+            let (mut indexed, mut by_lines) = (Events::default(), Events::default());
+            proptest::prop_assert!(reader.printable_chunk(text, first_line, &mut indexed));
+            proptest::prop_assert!(reader.chunk_by_lines(&chunk, Some(text), first_line, &mut by_lines));
+            proptest::prop_assert_eq!(indexed.0, by_lines.0);
         }
     }
 

@@ -18,6 +18,7 @@ pub mod decode;
 pub mod dedup;
 pub mod files;
 pub mod parquet;
+pub(crate) mod simd;
 
 use std::fmt;
 
