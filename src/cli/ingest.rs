@@ -38,9 +38,9 @@ pub struct Args {
     /// (about 200 bytes each): bounds the rollups' memory.
     #[arg(long, default_value_t = IngestOptions::DEFAULT_MAX_ROLLUP_GROUPS)]
     pub max_rollup_groups: usize,
-    /// Megabytes of the record-id filter that spares most rows an exact
-    /// look-up in the store's index (fixed, whatever the store holds; 0: the
-    /// smallest, for tests).
+    /// Megabytes of the record-id filter, at most, that spares most rows an
+    /// exact look-up in the store's index (sized for the ids of each kind
+    /// within this; 0: the smallest, for tests).
     #[arg(long, default_value_t = IngestOptions::DEFAULT_FILTER_BYTES >> 20)]
     pub filter_mb: u64,
     /// Megabytes of rows whose id the filter may have seen, held before they

@@ -184,6 +184,28 @@ impl Filter {
         Filter { parts: (0..PARTITIONS).map(|_| vec![0u64; blocks * BLOCK_WORDS]).collect() }
     }
 
+    /// A filter for about `ids` ids: [`Filter::BYTES_PER_ID`] each (at
+    /// least [`Filter::MIN_BYTES`]), but never more than `max_bytes`. A
+    /// filter sized for what it will hold, rather than always `max_bytes`,
+    /// spares the zeroing and page faults of memory no id would reach.
+    pub fn for_ids(max_bytes: u64, ids: u64) -> Filter {
+        Filter::new(ids.saturating_mul(Filter::BYTES_PER_ID).max(Filter::MIN_BYTES).min(max_bytes))
+    }
+
+    /// Bytes per id of [`Filter::for_ids`]: 32 bits, 8 of them set in one
+    /// 512-bit block, so about 1 false candidate in 1,000 new ids when the
+    /// estimate holds (measured by the tests).
+    pub const BYTES_PER_ID: u64 = 4;
+
+    /// The smallest filter [`Filter::for_ids`] makes: 1 MiB.
+    pub const MIN_BYTES: u64 = 1 << 20;
+
+    /// Its size in bytes.
+    #[cfg(test)]
+    pub fn bytes(&self) -> u64 {
+        self.parts.iter().map(|words| words.len() as u64 * 8).sum()
+    }
+
     /// The slices of every partition, for parallel use (partition p holds
     /// only ids of partition p).
     pub fn parts_mut(&mut self) -> impl rayon::iter::IndexedParallelIterator<Item = FilterPart<'_>> {
@@ -299,5 +321,26 @@ mod tests {
         // 100,000 ids in 1 MiB: about 84 bits an id.
         let false_positives = (n..2 * n).filter(|&i| parts[partition_of(id(i))].check_and_insert(id(i))).count() as u64;
         assert!(false_positives < n / 1000, "{false_positives} false positives");
+    }
+
+    /// A filter sized for its ids errs as rarely as its size promises (and
+    /// never forgets); its size is capped by the budget.
+    #[test]
+    fn a_filter_sized_for_its_ids_keeps_its_promise() {
+        let n = 1_000_000;
+        let mut filter = Filter::for_ids(u64::MAX, n);
+        // Whole blocks in every partition: at most one block short each.
+        let asked = n * Filter::BYTES_PER_ID;
+        assert!(filter.bytes() <= asked && filter.bytes() > asked - 64 * PARTITIONS as u64, "{}", filter.bytes());
+        for i in 0..n {
+            filter.check_and_insert(id(i));
+        }
+        assert!((0..n).all(|i| filter.check_and_insert(id(i))), "no false negatives");
+        let false_positives = (n..2 * n).filter(|&i| filter.check_and_insert(id(i))).count() as u64;
+        // The documented rate is about 1 in 1,000; allow some slack.
+        assert!(false_positives < n / 500, "{false_positives} false positives in {n}");
+
+        assert_eq!(Filter::for_ids(u64::MAX, 10).bytes(), Filter::MIN_BYTES);
+        assert_eq!(Filter::for_ids(4 << 20, u64::MAX).bytes(), 4 << 20);
     }
 }

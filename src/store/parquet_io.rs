@@ -161,9 +161,7 @@ pub fn write_records(path: &Path, kind: Kind, rows: &[RecordView<'_>]) -> Result
             "type" | "description" => text_column(name, rows.iter().map(|r| r.type_).collect()),
             "direction" => text_column(name, rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())).collect()),
             "country" => {
-                let values: Vec<String> =
-                    rows.iter().map(|r| r.country.map_or(String::new(), |c| c.as_str().to_owned())).collect();
-                Column::new(name.into(), values)
+                text_column(name, rows.iter().map(|r| r.country.as_ref().map_or("", |c| c.as_str())).collect())
             }
             "billed_seconds" | "duration_seconds" => {
                 decimal_column(name, rows.iter().map(|r| r.duration as i128).collect())?

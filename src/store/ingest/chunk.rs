@@ -3,12 +3,12 @@
 //! `records::parse_record`, and keeps every valid row as a fixed-size [`Row`]
 //! whose text sits in the chunk's one arena, with its [`Seen`] entry for
 //! dedup; a bad row is set aside with its reason, or stops the run. After
-//! dedup has marked the rows, [`Chunk::fold`] folds the chunk's new ones
-//! into rollups, index entries and an amount ([`ChunkFold`]), one chunk per
-//! thread.
+//! dedup has marked the rows, [`Chunk::fold`] gathers the chunk's new ones:
+//! index entries, an amount, and the rows of each rollup shard
+//! ([`ChunkFold`]), one chunk per thread.
 
 use super::dedup::Mark;
-use super::rollups::Rollups;
+use super::rollups::{shard_of, SHARDS};
 use crate::error::{BadRecord, Result};
 use crate::records::bad_rows::{BadRows, OnBadRow};
 use crate::records::csv::RowSink;
@@ -114,9 +114,15 @@ impl Chunk {
         row.view(&self.arena, &self.file_name)
     }
 
-    /// The new rows of this chunk (marked [`Mark::New`]), folded.
-    pub(super) fn fold(&self, marks: &[Mark], base: u32) -> Result<ChunkFold> {
-        let mut fold = ChunkFold::default();
+    /// The new rows of this chunk (marked [`Mark::New`]), gathered.
+    pub(super) fn fold(&self, marks: &[Mark], base: u32) -> ChunkFold {
+        let mut fold = ChunkFold {
+            amount: 0,
+            entries: Vec::with_capacity(self.rows.len()),
+            kept: Vec::with_capacity(self.rows.len()),
+            by_shard: vec![Vec::new(); SHARDS],
+            duplicates: 0,
+        };
         for (r, (row, mark)) in self.rows.iter().zip(marks).enumerate() {
             match mark {
                 Mark::New => {}
@@ -127,12 +133,12 @@ impl Chunk {
                 Mark::Candidate => continue,
             }
             let view = self.view(row);
-            fold.rollups.add(&view)?;
+            fold.by_shard[shard_of(view.auth_id)].push(r as u32);
             fold.amount += view.amount as i128;
             fold.entries.push(row.entry(base));
             fold.kept.push(r as u32);
         }
-        Ok(fold)
+        fold
     }
 }
 
@@ -231,10 +237,11 @@ impl Chunk {
     }
 }
 
-/// The new rows of one chunk, folded.
-#[derive(Default)]
+/// The new rows of one chunk, gathered.
 pub(super) struct ChunkFold {
-    pub(super) rollups: Rollups,
+    /// The new rows of each rollup shard (by account), by position in the
+    /// chunk.
+    pub(super) by_shard: Vec<Vec<u32>>,
     /// Sum of amounts; a chunk holds far fewer than 2^64 rows of at most
     /// i64::MAX each, so this cannot overflow.
     pub(super) amount: i128,

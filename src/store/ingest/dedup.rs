@@ -187,9 +187,7 @@ impl Run<'_> {
             views.push(view);
         }
         state.add_amount(amount)?;
-        if self.rollups.groups.len() >= self.options.max_rollup_groups {
-            self.rollups.spill(self.store, self.id)?;
-        }
+        self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
         self.write_new(state, &views, &mut entries)
     }
 }
@@ -265,22 +263,40 @@ pub(in crate::store) struct Pending {
 
 impl Pending {
     /// Copies `row` (its text in `arena`) in.
-    pub(super) fn push(&mut self, arena: &str, row: &Row) {
-        let mut keep = |(start, length): Span| -> Span {
-            let text = arena.get(start as usize..(start + length) as usize).unwrap_or("");
-            let at = self.arena.len() as u32;
-            self.arena.push_str(text);
-            (at, length)
-        };
+    pub(super) fn push(&mut self, arena: &str, row: &Row) -> Result<()> {
+        let text = |(start, length): Span| arena.get(start as usize..(start + length) as usize).unwrap_or("");
         let row = Row {
-            record_id: keep(row.record_id),
-            auth_id: keep(row.auth_id),
-            subaccount: keep(row.subaccount),
-            type_: keep(row.type_),
-            code: keep(row.code),
+            record_id: self.keep(text(row.record_id))?,
+            auth_id: self.keep(text(row.auth_id))?,
+            subaccount: self.keep(text(row.subaccount))?,
+            type_: self.keep(text(row.type_))?,
+            code: self.keep(text(row.code))?,
             ..*row
         };
         self.rows.push(row);
+        Ok(())
+    }
+
+    /// Appends `text` to the arena: its span.
+    fn keep(&mut self, text: &str) -> Result<Span> {
+        let span = Pending::span_at(self.arena.len(), text.len())?;
+        self.arena.push_str(text);
+        Ok(span)
+    }
+
+    /// The span of `length` bytes at `at` in the arena, or a limit error
+    /// when it would end past what a span addresses (4 GiB of candidates'
+    /// text: only reached with a `--pending-mb` or `--batch-mb` in the
+    /// gigabytes).
+    fn span_at(at: usize, length: usize) -> Result<Span> {
+        match (u32::try_from(at), u32::try_from(length)) {
+            (Ok(start), Ok(len)) if start.checked_add(len).is_some() => Ok((start, len)),
+            _ => Err(Error::Limit(
+                "the candidate rows waiting for their exact check hold more than 4 GiB of text; \
+                 lower --pending-mb (or --batch-mb)"
+                    .to_owned(),
+            )),
+        }
     }
 
     /// Memory held, about: what decides when the candidates are checked.
@@ -297,19 +313,14 @@ impl Pending {
     /// Copies in a row the Spark job found new but the filter of a local
     /// ingest would have held for the exact check (`store::spark` replays
     /// those decisions so that both engines cut the same files).
-    pub(in crate::store) fn push_view(&mut self, view: &RecordView<'_>, seen: Seen) {
-        let mut keep = |text: &str| -> Span {
-            let at = self.arena.len() as u32;
-            self.arena.push_str(text);
-            (at, text.len() as u32)
-        };
+    pub(in crate::store) fn push_view(&mut self, view: &RecordView<'_>, seen: Seen) -> Result<()> {
         let row = Row {
             seen,
-            record_id: keep(view.record_id),
-            auth_id: keep(view.auth_id),
-            subaccount: keep(view.subaccount),
-            type_: keep(view.type_),
-            code: keep(view.code),
+            record_id: self.keep(view.record_id)?,
+            auth_id: self.keep(view.auth_id)?,
+            subaccount: self.keep(view.subaccount)?,
+            type_: self.keep(view.type_)?,
+            code: self.keep(view.code)?,
             secs: view.secs,
             nanos: view.nanos,
             product: view.product,
@@ -321,6 +332,7 @@ impl Pending {
             surcharge: view.surcharge,
         };
         self.rows.push(row);
+        Ok(())
     }
 
     /// Every row held, in the order pushed, as records (`names`: the input
@@ -339,5 +351,29 @@ impl Pending {
 
     fn view<'a>(&'a self, row: &Row, source_file: &'a str) -> RecordView<'a> {
         row.view(&self.arena, source_file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Candidates' text past 4 GiB is a limit naming the option that bounds
+    /// it, never a span that wraps around to the start of the arena.
+    #[test]
+    fn spans_past_4_gib_are_a_limit_not_a_wrap() {
+        let max = u32::MAX as usize;
+        assert_eq!(Pending::span_at(0, 5).ok(), Some((0, 5)));
+        assert_eq!(Pending::span_at(max - 5, 5).ok(), Some((u32::MAX - 5, 5)));
+        for (at, length) in [(max - 4, 5), (max + 1, 0), (1 << 33, 3), (0, max + 1)] {
+            let error = Pending::span_at(at, length).expect_err("past 4 GiB");
+            assert!(matches!(error, Error::Limit(_)), "{error}");
+            assert!(error.to_string().contains("--pending-mb"), "{error}");
+        }
+        // Below the limit the arena grows as before.
+        let mut pending = Pending::default();
+        assert_eq!(pending.keep("ab").ok(), Some((0, 2)));
+        assert_eq!(pending.keep("cde").ok(), Some((2, 3)));
+        assert_eq!(pending.arena, "abcde");
     }
 }

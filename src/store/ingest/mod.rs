@@ -26,7 +26,8 @@
 //! - one batch: its rows (about 250 bytes each, plus the CSV bytes of its
 //!   files: a batch holds at least one whole file), its records and index
 //!   entries (written before the next batch);
-//! - the record-id filter: [`IngestOptions::filter_bytes`], fixed;
+//! - the record-id filter: sized for the ids of the kind (stored, and
+//!   what the input can hold), at most [`IngestOptions::filter_bytes`];
 //! - candidates: [`IngestOptions::pending_bytes`], then one partition's
 //!   candidates in a hash map during the exact check (the index itself is
 //!   streamed, 1 MiB at a time per thread);
@@ -80,8 +81,9 @@ pub struct IngestOptions {
     /// Rollup groups held in memory before they are spilled to partial
     /// files (about 200 bytes each).
     pub max_rollup_groups: usize,
-    /// Size of the record-id filter, in bytes (fixed, whatever the store
-    /// holds; a fuller filter only sends more rows to the exact check).
+    /// Size of the record-id filter, in bytes, at most (each kind's is sized
+    /// for its ids within this, see [`Filter::for_ids`]; a fuller filter
+    /// only sends more rows to the exact check).
     pub filter_bytes: u64,
     /// Candidate rows (ids the filter may have seen) held before they are
     /// checked exactly against the index, in bytes.
@@ -412,7 +414,7 @@ pub(super) fn finish(
         report.generation = old.generation;
         return Ok(report);
     }
-    let partials: Vec<PathBuf> = rollups.spilled.values().flatten().cloned().collect();
+    let partials: Vec<PathBuf> = rollups.partials();
     rollups.write(store, id, &mut manifest)?;
     let total = report.total();
     manifest.generation = old.generation + 1;
@@ -592,7 +594,7 @@ impl Run<'_> {
         };
         let stored: Vec<IndexFile> =
             files_of_kind.index.iter().map(|name| IndexFile::open(&self.store.join(name))).collect::<Result<_>>()?;
-        let mut filter = Filter::new(self.options.filter_bytes);
+        let mut filter = filter_for(self.options.filter_bytes, &files_of_kind, &files);
         load_filter(&mut filter, &stored)?;
         let mut state = KindState {
             kind,
@@ -612,26 +614,31 @@ impl Run<'_> {
                 state.tally.set_aside += rejects.len() as u64;
                 self.report.rejects.append(&mut rejects);
             }
-            // Each chunk folds its new rows on its own thread; the partial
-            // rollups are then merged through a small id translation table.
+            // Each chunk gathers its new rows on its own thread; then each
+            // rollup shard folds its accounts' rows of every chunk.
             let base = base as u32;
-            let folds: Vec<Result<ChunkFold>> =
+            let folds: Vec<ChunkFold> =
                 chunks.par_iter().zip(&marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
-            let mut views = Vec::new();
-            let mut entries: Vec<IndexEntry> = Vec::new();
+            self.rollups.fold(|s, add| {
+                for (chunk, fold) in chunks.iter().zip(&folds) {
+                    for &r in &fold.by_shard[s] {
+                        add(&chunk.view(&chunk.rows[r as usize]))?;
+                    }
+                }
+                Ok(())
+            })?;
+            self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
+            let kept = folds.iter().map(|fold| fold.kept.len()).sum();
+            let mut views = Vec::with_capacity(kept);
+            let mut entries: Vec<IndexEntry> = Vec::with_capacity(kept);
             for ((chunk, fold), marks) in chunks.iter().zip(folds).zip(&marks) {
-                let fold = fold?;
                 state.tally.duplicates += fold.duplicates;
                 state.add_amount(fold.amount)?;
-                self.rollups.merge(fold.rollups)?;
-                if self.rollups.groups.len() >= self.options.max_rollup_groups {
-                    self.rollups.spill(self.store, self.id)?;
-                }
                 entries.extend(fold.entries);
                 views.extend(fold.kept.iter().map(|&r| chunk.view(&chunk.rows[r as usize])));
                 for (row, mark) in chunk.rows.iter().zip(marks) {
                     if *mark == Mark::Candidate {
-                        state.pending.push(&chunk.arena, row);
+                        state.pending.push(&chunk.arena, row)?;
                     }
                 }
             }
@@ -710,6 +717,32 @@ pub(super) fn write_files(
     index?;
     Ok((name, index_name))
 }
+
+/// The record-id filter of one kind (both engines make the same one, so
+/// that they take the same rows for candidates): sized for the ids it will
+/// hold, those `stored` and about as many new ones as the input `files`
+/// can hold (CSV rows of at least [`CSV_ROW_BYTES`], compressed or Parquet
+/// rows of at least [`PACKED_ROW_BYTES`]), within `max_bytes`
+/// (`--filter-mb`). An estimate too low only sends more rows to the exact
+/// check.
+pub(super) fn filter_for(max_bytes: u64, stored: &super::KindFiles, files: &[(u32, &InputFile)]) -> Filter {
+    use crate::records::files::Format;
+    let new: u64 = files
+        .iter()
+        .map(|(_, file)| match file.format {
+            Format::Csv => file.size / CSV_ROW_BYTES,
+            Format::CsvGz | Format::CsvZst | Format::Parquet => file.size / PACKED_ROW_BYTES,
+        })
+        .sum();
+    Filter::for_ids(max_bytes, stored.count.saturating_add(new))
+}
+
+/// Bytes of the shortest CSV row [`filter_for`] expects (the benchmark's are
+/// about 120).
+const CSV_ROW_BYTES: u64 = 48;
+
+/// Bytes of the shortest compressed or Parquet row [`filter_for`] expects.
+const PACKED_ROW_BYTES: u64 = 8;
 
 /// Splits files into batches of at most `limit` input bytes (at least one
 /// file each).

@@ -1,5 +1,6 @@
 //! The rollups of an ingest's new rows: groups keyed by interned strings and
-//! the 15-minute slot ([`Rollups`]), summed per chunk and merged; spilled to
+//! the 15-minute slot ([`Rollups`]), in shards by account, each row summed
+//! once into its shard (the shards in parallel); spilled to
 //! partial files of fixed-size binary rows (this run's string ids, never
 //! published) when more than [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups) are held;
 //! and at publish merged into each touched account's rollup files, one UTC
@@ -50,75 +51,96 @@ impl RollupKey {
     }
 }
 
-/// The rollups of this ingest's new rows.
-#[derive(Default)]
+/// Shards of [`Rollups`]: an account's groups all sit in the shard its id
+/// hashes to ([`shard_of`]), so shards fold, spill and publish on their own
+/// (in parallel), and the output does not depend on the sharding.
+pub(super) const SHARDS: usize = 16;
+
+/// The shard of the account `auth_id` (a fixed hash: the same on every run
+/// and thread count).
+pub(super) fn shard_of(auth_id: &str) -> usize {
+    (xxhash_rust::xxh3::xxh3_64(auth_id.as_bytes()) % SHARDS as u64) as usize
+}
+
+/// The rollups of this ingest's new rows, in [`SHARDS`] shards by account:
+/// each row is folded once, straight into its account's shard (no
+/// per-chunk maps merged afterwards), the shards in parallel.
 pub(in crate::store) struct Rollups {
-    strings: Interner,
-    pub(super) groups: FxHashMap<RollupKey, Totals>,
-    /// Partial files written by [`Rollups::spill`], by account.
-    pub(super) spilled: BTreeMap<String, Vec<PathBuf>>,
-    spills: u32,
+    shards: Vec<Shard>,
+}
+
+impl Default for Rollups {
+    fn default() -> Rollups {
+        Rollups { shards: (0..SHARDS).map(|_| Shard::default()).collect() }
+    }
 }
 
 impl Rollups {
-    /// Adds the groups of `other` (interned on its own).
-    pub(super) fn merge(&mut self, other: Rollups) -> Result<()> {
-        let ids: Vec<u32> = other.strings.iter().map(|text| self.strings.intern(text)).collect();
-        let id = |local: u32| ids[local as usize];
-        for (key, totals) in other.groups {
-            let key = RollupKey {
-                account: id(key.account),
-                subaccount: id(key.subaccount),
-                type_: id(key.type_),
-                code: id(key.code),
-                ..key
-            };
-            let entry = self.groups.entry(key).or_default();
-            *entry = entry.checked_add(&totals).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
-        }
-        Ok(())
-    }
-
+    /// Adds one row to its account's group.
     pub(super) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
-        let add = Totals {
-            records: 1,
-            units: row.units as u128,
-            duration: row.duration as i128,
-            amount: row.amount as i128,
-            surcharge: row.surcharge as i128,
-        };
-        self.add_totals(row, &add)
+        self.shard(row.auth_id).add(row)
     }
 
     /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
     /// `row.secs`): a row of rollups summed elsewhere (the Spark engine).
     pub(in crate::store) fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
-        let key = RollupKey {
-            account: self.strings.intern(row.auth_id),
-            subaccount: self.strings.intern(row.subaccount),
-            slot: crate::store::slot_of(row.secs),
-            product: row.product,
-            type_: self.strings.intern(row.type_),
-            country: row.country,
-            direction: row.direction,
-            code: self.strings.intern(row.code),
-        };
-        let totals = self.groups.entry(key).or_default();
-        *totals = totals.checked_add(add).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
+        self.shard(row.auth_id).add_totals(row, add)
+    }
+
+    fn shard(&mut self, auth_id: &str) -> &mut Shard {
+        &mut self.shards[shard_of(auth_id)]
+    }
+
+    /// Folds rows into their shards, the shards in parallel: `rows(s, add)`
+    /// calls `add` with every row of shard `s`.
+    pub(super) fn fold<F>(&mut self, rows: F) -> Result<()>
+    where
+        F: Fn(usize, &mut dyn FnMut(&RecordView<'_>) -> Result<()>) -> Result<()> + Sync,
+    {
+        let folded: Vec<Result<()>> =
+            self.shards.par_iter_mut().enumerate().map(|(s, shard)| rows(s, &mut |row| shard.add(row))).collect();
+        folded.into_iter().collect()
+    }
+
+    /// Spills every shard that holds at least its share of `max_groups`
+    /// (so that all shards together hold about `max_groups` at most).
+    pub(super) fn spill_full(&mut self, store: &Path, id: &str, max_groups: usize) -> Result<()> {
+        let limit = (max_groups / SHARDS).max(1);
+        for shard in &mut self.shards {
+            if shard.groups.len() >= limit {
+                shard.spill(store, id)?;
+            }
+        }
         Ok(())
     }
 
+    /// The partial files spilled so far (scratch files of this run).
+    pub(super) fn partials(&self) -> Vec<PathBuf> {
+        self.shards.iter().flat_map(|shard| shard.spilled.values().flatten().cloned()).collect()
+    }
+
     /// Merges the new groups into each touched account's rollups and writes
-    /// one new file per touched account and grain (accounts in parallel).
+    /// one new file per touched account and grain (accounts in parallel,
+    /// whatever their shard).
     pub(super) fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
-        let groups = self.take_by_account();
-        let spilled = std::mem::take(&mut self.spilled);
-        let mut accounts: BTreeMap<&str, Groups<'_>> = BTreeMap::new();
-        for slice in &groups {
-            accounts.insert(self.strings.get(slice[0].0.account), slice);
-        }
-        for account in spilled.keys() {
-            accounts.entry(account).or_insert(&[]);
+        let taken: Vec<(Vec<Vec<(RollupKey, Totals)>>, BTreeMap<String, Vec<PathBuf>>)> = self
+            .shards
+            .iter_mut()
+            .map(|shard| {
+                let groups = shard.take_by_account();
+                // Nothing more is added: the map's memory goes now.
+                shard.groups = FxHashMap::default();
+                (groups, std::mem::take(&mut shard.spilled))
+            })
+            .collect();
+        let mut accounts: BTreeMap<&str, (usize, Groups<'_>)> = BTreeMap::new();
+        for (s, (groups, spilled)) in taken.iter().enumerate() {
+            for slice in groups {
+                accounts.insert(self.shards[s].strings.get(slice[0].0.account), (s, slice));
+            }
+            for account in spilled.keys() {
+                accounts.entry(account).or_insert((s, &[]));
+            }
         }
         let n_accounts = accounts.len();
         // Plain threads, one account each at a time: inside a rayon task, a
@@ -128,14 +150,14 @@ impl Rollups {
         let jobs = std::sync::Mutex::new(accounts.into_iter());
         let done = std::sync::Mutex::new(Vec::new());
         let previous = &manifest.rollups;
-        let (this, spilled, finished) = (&self, &spilled, &done);
+        let (shards, taken, finished) = (&self.shards, &taken, &done);
         std::thread::scope(|scope| {
             for _ in 0..rayon::current_num_threads().max(1) {
                 // The lock is released inside `next`, before the work.
                 let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
                 scope.spawn(move || {
-                    while let Some((account, groups)) = next() {
-                        let result = this.publish_account(store, id, previous, spilled, account, groups);
+                    while let Some((account, (s, groups))) = next() {
+                        let result = shards[s].publish_account(store, id, previous, &taken[s].1, account, groups);
                         if let Ok(mut done) = finished.lock() {
                             done.push(result);
                         }
@@ -152,6 +174,47 @@ impl Rollups {
                 manifest.rollups.entry(account).or_default().insert(grain, name);
             }
         }
+        Ok(())
+    }
+}
+
+/// The rollups of the accounts of one shard.
+#[derive(Default)]
+struct Shard {
+    strings: Interner,
+    groups: FxHashMap<RollupKey, Totals>,
+    /// Partial files written by [`Shard::spill`], by account.
+    spilled: BTreeMap<String, Vec<PathBuf>>,
+    spills: u32,
+}
+
+impl Shard {
+    fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
+        let add = Totals {
+            records: 1,
+            units: row.units as u128,
+            duration: row.duration as i128,
+            amount: row.amount as i128,
+            surcharge: row.surcharge as i128,
+        };
+        self.add_totals(row, &add)
+    }
+
+    /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
+    /// `row.secs`).
+    fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
+        let key = RollupKey {
+            account: self.strings.intern(row.auth_id),
+            subaccount: self.strings.intern(row.subaccount),
+            slot: crate::store::slot_of(row.secs),
+            product: row.product,
+            type_: self.strings.intern(row.type_),
+            country: row.country,
+            direction: row.direction,
+            code: self.strings.intern(row.code),
+        };
+        let totals = self.groups.entry(key).or_default();
+        *totals = totals.checked_add(add).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
         Ok(())
     }
 
@@ -184,9 +247,10 @@ impl Rollups {
     }
 
     /// The in-memory groups, moved out and cut by account, each account's
-    /// sorted by slot.
+    /// sorted by slot. The map keeps its capacity for the next batches (its
+    /// pages stay mapped: no fresh page faults, no regrowing).
     fn take_by_account(&mut self) -> Vec<Vec<(RollupKey, Totals)>> {
-        let mut groups: Vec<(RollupKey, Totals)> = std::mem::take(&mut self.groups).into_iter().collect();
+        let mut groups: Vec<(RollupKey, Totals)> = self.groups.drain().collect();
         groups.sort_unstable_by_key(|(key, _)| (key.account, key.slot));
         groups.chunk_by(|a, b| a.0.account == b.0.account).map(<[_]>::to_vec).collect()
     }
@@ -195,7 +259,7 @@ impl Rollups {
     /// grain, sorted by slot, in this run's string ids: not published, read
     /// back only by [`Rollups::write`] of the same run) and forgets them, so that rollup memory stays
     /// bounded by [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups).
-    pub(super) fn spill(&mut self, store: &Path, id: &str) -> Result<()> {
+    fn spill(&mut self, store: &Path, id: &str) -> Result<()> {
         let groups = self.take_by_account();
         let n = self.spills;
         self.spills += 1;

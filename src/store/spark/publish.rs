@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::DataFrame;
 use rustc_hash::FxHashSet;
 
-use super::super::index::{self, Filter, IndexEntry, IndexFile};
+use super::super::index::{self, IndexEntry, IndexFile};
 use super::super::ingest::{self, IngestOptions, IngestProgress, IngestReport, Pending, Rollups};
 use super::super::parquet_io::{polars_error, read_frame, RecordView};
 use super::super::rollup;
@@ -89,7 +89,7 @@ pub(super) fn publish(
         let batch_of = |file: u32| ends.partition_point(|&end| end < file);
         let stored: Vec<IndexFile> =
             files.index.iter().map(|name| IndexFile::open(&store.join(name))).collect::<Result<_>>()?;
-        let mut filter = Filter::new(options.filter_bytes);
+        let mut filter = ingest::filter_for(options.filter_bytes, &files, &of_kind);
         ingest::load_filter(&mut filter, &stored)?;
         drop(stored);
         let repeats = Repeats::read(&staging.join("dups").join(kind.name()), ends.len(), &batch_of)?;
@@ -123,7 +123,7 @@ pub(super) fn publish(
                         let id = (rows.id_hi[i] as u64, rows.id_lo[i] as u64);
                         let content = rows.content[i] as u64;
                         if filter.check_and_insert(id) {
-                            pending.push_view(&view, Seen { id, file, line: view.source_line, content });
+                            pending.push_view(&view, Seen { id, file, line: view.source_line, content })?;
                             held.insert((file, view.source_line));
                             continue;
                         }
