@@ -186,9 +186,26 @@ struct Shard {
     /// Partial files written by [`Shard::spill`], by account.
     spilled: BTreeMap<String, Vec<PathBuf>>,
     spills: u32,
+    /// The last id of each string field of a key ([`Shard::intern`]).
+    recent: [Option<u32>; 4],
 }
 
 impl Shard {
+    /// The id of `text`, the value of string field `field` of a key:
+    /// consecutive rows mostly repeat a field's value, so the last id of
+    /// the field is tried first (a compare instead of a hash).
+    #[inline]
+    fn intern(&mut self, field: usize, text: &str) -> u32 {
+        if let Some(id) = self.recent[field] {
+            if self.strings.get(id) == text {
+                return id;
+            }
+        }
+        let id = self.strings.intern(text);
+        self.recent[field] = Some(id);
+        id
+    }
+
     fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
         let add = Totals {
             records: 1,
@@ -204,14 +221,14 @@ impl Shard {
     /// `row.secs`).
     fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
         let key = RollupKey {
-            account: self.strings.intern(row.auth_id),
-            subaccount: self.strings.intern(row.subaccount),
+            account: self.intern(0, row.auth_id),
+            subaccount: self.intern(1, row.subaccount),
             slot: crate::store::slot_of(row.secs),
             product: row.product,
-            type_: self.strings.intern(row.type_),
+            type_: self.intern(2, row.type_),
             country: row.country,
             direction: row.direction,
-            code: self.strings.intern(row.code),
+            code: self.intern(3, row.code),
         };
         let totals = self.groups.entry(key).or_default();
         *totals = totals.checked_add(add).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
