@@ -123,7 +123,9 @@ impl Rollups {
     /// one new file per touched account and grain (accounts in parallel,
     /// whatever their shard).
     pub(super) fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
-        let taken: Vec<(Vec<Vec<(RollupKey, Totals)>>, BTreeMap<String, Vec<PathBuf>>)> = self
+        // Each shard's groups by account, and its partial files by account.
+        type Taken = (Vec<Vec<(RollupKey, Totals)>>, BTreeMap<String, Vec<PathBuf>>);
+        let taken: Vec<Taken> = self
             .shards
             .iter_mut()
             .map(|shard| {
