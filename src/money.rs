@@ -154,34 +154,43 @@ pub fn parse_nanos(text: &[u8]) -> Result<i64, DecimalError> {
 #[inline]
 fn parse_short_nanos(text: &[u8]) -> Option<i64> {
     const POW10: [i64; 10] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+    // At most 9 + 1 + 9 bytes: at most 18 digits, so nothing overflows.
     if text.len() > 19 {
         return None;
     }
-    let mut digits: i64 = 0;
-    let mut dot = None;
-    for (i, &b) in text.iter().enumerate() {
-        let digit = b.wrapping_sub(b'0');
-        if digit < 10 {
-            // A tenth digit before the point is not the short form; stopping
-            // here also keeps `digits` to at most 18 digits (no overflow).
-            if dot.is_none() && i >= 9 {
-                return None;
-            }
-            digits = digits * 10 + digit as i64;
-        } else if b == b'.' && dot.is_none() {
-            dot = Some(i);
-        } else {
-            return None;
+    // The whole part: one to nine digits (a tenth is not the short form).
+    let mut value: i64 = 0;
+    let mut at = 0;
+    while at < text.len() && at < 10 {
+        let digit = text[at].wrapping_sub(b'0');
+        if digit >= 10 {
+            break;
         }
+        value = value * 10 + digit as i64;
+        at += 1;
     }
-    let (int_digits, frac_digits) = match dot {
-        Some(at) => (at, text.len() - at - 1),
-        None => (text.len(), 0),
-    };
-    if int_digits == 0 || int_digits > 9 || (dot.is_some() && frac_digits == 0) || frac_digits > MAX_FRACTION_DIGITS {
+    if at == 0 || at > 9 {
         return None;
     }
-    Some(digits * POW10[MAX_FRACTION_DIGITS - frac_digits])
+    if at == text.len() {
+        return Some(value * POW10[MAX_FRACTION_DIGITS]);
+    }
+    if text[at] != b'.' {
+        return None;
+    }
+    // The fraction: one to nine digits, nothing after them.
+    let fraction = &text[at + 1..];
+    if fraction.is_empty() || fraction.len() > MAX_FRACTION_DIGITS {
+        return None;
+    }
+    for &b in fraction {
+        let digit = b.wrapping_sub(b'0');
+        if digit >= 10 {
+            return None;
+        }
+        value = value * 10 + digit as i64;
+    }
+    Some(value * POW10[MAX_FRACTION_DIGITS - fraction.len()])
 }
 
 /// [`parse_nanos`] for any input, with every check and its reason.

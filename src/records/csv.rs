@@ -34,7 +34,9 @@ const CHUNK_BYTES: usize = 4 << 20;
 /// A plain CSV file mapped into memory, or `None` when it is compressed or
 /// cannot be mapped (the caller reads it with [`super::decode::read_into`]
 /// instead, which also reports any error). Mapping saves copying the file into a buffer
-/// and faulting in fresh pages for it.
+/// and faulting in fresh pages for it. [`read_mapped`] reads it and hands
+/// its pages back as it goes, so that a file's pages do not all count in
+/// the process's memory at once.
 pub fn map(file: &InputFile) -> Option<memmap2::Mmap> {
     if file.format != Format::Csv {
         return None;
@@ -46,7 +48,8 @@ pub fn map(file: &InputFile) -> Option<memmap2::Mmap> {
     Some(map)
 }
 
-/// The one place the crate uses `unsafe`.
+/// The file map's `unsafe` (with [`release`]; the CSV structural index
+/// has the crate's only other one, `records::simd`).
 #[allow(unsafe_code)]
 fn map_read_only(handle: &std::fs::File) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: the map is read-only and private, and is read only while the
@@ -56,7 +59,39 @@ fn map_read_only(handle: &std::fs::File) -> std::io::Result<memmap2::Mmap> {
     // starts and are not modified while telemeter reads them: that is a
     // precondition of every command that reads a data directory (read()
     // would see a mix of old and new bytes in that case too).
-    unsafe { memmap2::MmapOptions::new().populate().map(handle) }
+    unsafe { memmap2::MmapOptions::new().map(handle) }
+}
+
+/// Hands the whole pages of `done`, a part of `map` read to the end, back
+/// to the kernel (they leave the process's resident memory; the page cache
+/// keeps them).
+#[allow(unsafe_code)]
+fn release(map: &memmap2::Mmap, done: &[u8]) {
+    const PAGE: usize = 4096;
+    let start = (done.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+    let end = start.saturating_add(done.len());
+    let (first, last) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
+    if end > map.len() || first >= last {
+        return;
+    }
+    // SAFETY: the map is private, read-only and never written, so
+    // MADV_DONTNEED only drops its page table entries: a later read of
+    // these bytes (a neighbouring chunk's last line, a record id read again
+    // for a message) faults the same file bytes back in, under the
+    // precondition of `map_read_only` that the file does not change. No
+    // byte seen through the map changes value. Only a hint: an error is
+    // ignored.
+    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first) };
+}
+
+/// [`read`] of a file [`map`]ped: each chunk's pages are released once it
+/// is read.
+pub fn read_mapped<S, F>(file: &InputFile, kind: Kind, map: &memmap2::Mmap, make_sink: F) -> Result<Vec<S>>
+where
+    S: RowSink + Send,
+    F: Fn() -> S + Sync,
+{
+    read_in_chunks(file, kind, map, CHUNK_BYTES, make_sink, &|done| release(map, done))
 }
 
 /// Reads every row of a CSV file's `bytes` into sinks made by `make_sink`,
@@ -66,11 +101,19 @@ where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    read_in_chunks(file, kind, bytes, CHUNK_BYTES, make_sink)
+    read_in_chunks(file, kind, bytes, CHUNK_BYTES, make_sink, &|_| ())
 }
 
-/// [`read`] with chunks of about `chunk_bytes`.
-fn read_in_chunks<S, F>(file: &InputFile, kind: Kind, bytes: &[u8], chunk_bytes: usize, make_sink: F) -> Result<Vec<S>>
+/// [`read`] with chunks of about `chunk_bytes`, handing each part of
+/// `bytes` read to the end to `done` (chunks once counted, and once read).
+fn read_in_chunks<S, F>(
+    file: &InputFile,
+    kind: Kind,
+    bytes: &[u8],
+    chunk_bytes: usize,
+    make_sink: F,
+    done: &(dyn Fn(&[u8]) + Sync),
+) -> Result<Vec<S>>
 where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
@@ -92,7 +135,7 @@ where
     let width = names.len();
     let body = &bytes[(header_end + 1).min(bytes.len())..];
     let first_line = 2;
-    let chunks = split(body, first_line, chunk_bytes);
+    let chunks = split(body, first_line, chunk_bytes, done);
     let reader = Reader { columns: &columns, width, names: &names };
     if chunks.len() == 1 {
         let mut sink = make_sink();
@@ -107,6 +150,7 @@ where
             || (make_sink(), true),
             |(mut sink, go_on), (offset, line, end)| {
                 let go_on = go_on && reader.chunk(&body[offset..end], line, &mut sink);
+                done(&body[offset..end]);
                 (sink, go_on)
             },
         )
@@ -135,8 +179,9 @@ fn map_columns(file: &InputFile, kind: Kind, names: &[String]) -> Result<Vec<usi
 }
 
 /// Splits `body` into `(offset, first line, end)` chunks of about
-/// `chunk_bytes`, each cut after a newline.
-fn split(body: &[u8], first_line: u64, chunk_bytes: usize) -> Vec<(usize, u64, usize)> {
+/// `chunk_bytes`, each cut after a newline; each chunk is handed to `done`
+/// once its lines are counted.
+fn split(body: &[u8], first_line: u64, chunk_bytes: usize, done: &dyn Fn(&[u8])) -> Vec<(usize, u64, usize)> {
     if body.len() <= chunk_bytes * 2 {
         return vec![(0, first_line, body.len())];
     }
@@ -147,6 +192,7 @@ fn split(body: &[u8], first_line: u64, chunk_bytes: usize) -> Vec<(usize, u64, u
         let end = memchr::memchr(b'\n', &body[cut..]).map_or(body.len(), |at| cut + at + 1);
         chunks.push((start, line, end));
         line += memchr::memchr_iter(b'\n', &body[start..end]).count() as u64;
+        done(&body[start..end]);
         start = end;
     }
     chunks
@@ -545,7 +591,7 @@ mod tests {
 
     /// [`read_lines`] in chunks of about `chunk_bytes`.
     fn read_lines_in_chunks(bytes: &[u8], chunk_bytes: usize) -> Result<Lines> {
-        let sinks = read_in_chunks(&charges_file(), Kind::Charges, bytes, chunk_bytes, Collect::default)?;
+        let sinks = read_in_chunks(&charges_file(), Kind::Charges, bytes, chunk_bytes, Collect::default, &|_| ())?;
         Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
     }
 
@@ -776,7 +822,7 @@ mod tests {
         }
         body.extend_from_slice(b"last,no newline");
         for chunk_bytes in [1, 7, 100, 4096] {
-            let chunks = split(&body, 2, chunk_bytes);
+            let chunks = split(&body, 2, chunk_bytes, &|_| ());
             assert!(chunks.len() > 1);
             let mut expected_line = 2;
             let mut expected_offset = 0;
