@@ -815,6 +815,32 @@ mod tests {
     }
 
     #[test]
+    fn a_mapped_file_whose_pages_are_released_as_it_is_read_reads_the_same() {
+        let rows = charges_rows(20_000);
+        let text = file_of(&rows);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, &text).unwrap();
+        let file = InputFile { path, size: text.len() as u64, ..charges_file() };
+        let map = map(&file).expect("a plain file maps");
+        let expected = read_lines(text.as_bytes()).unwrap();
+        assert_eq!(expected.len(), 20_000);
+        // Chunks of a few pages, each released when counted and when read,
+        // while neighbouring chunks (which share their edge pages) are read
+        // on other threads.
+        for chunk_bytes in [5000, 64 << 10] {
+            let sinks = read_in_chunks(&file, Kind::Charges, &map, chunk_bytes, Collect::default, &|done| {
+                release(&map, done)
+            })
+            .unwrap();
+            let lines: Lines = sinks.into_iter().flat_map(|s| s.lines).collect();
+            assert_eq!(lines, expected);
+        }
+        let sinks = read_mapped(&file, Kind::Charges, &map, Collect::default).unwrap();
+        assert_eq!(sinks.into_iter().flat_map(|s| s.lines).collect::<Lines>(), expected);
+    }
+
+    #[test]
     fn splits_at_newlines_into_chunks_that_cover_the_body() {
         let mut body = Vec::new();
         for i in 0..2000 {
