@@ -829,10 +829,9 @@ mod tests {
         // while neighbouring chunks (which share their edge pages) are read
         // on other threads.
         for chunk_bytes in [5000, 64 << 10] {
-            let sinks = read_in_chunks(&file, Kind::Charges, &map, chunk_bytes, Collect::default, &|done| {
-                release(&map, done)
-            })
-            .unwrap();
+            let sinks =
+                read_in_chunks(&file, Kind::Charges, &map, chunk_bytes, Collect::default, &|done| release(&map, done))
+                    .unwrap();
             let lines: Lines = sinks.into_iter().flat_map(|s| s.lines).collect();
             assert_eq!(lines, expected);
         }
