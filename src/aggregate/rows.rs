@@ -122,17 +122,6 @@ impl Rows {
         self.range(0, self.rows.len())
     }
 
-    /// The string table the rows' ids index.
-    pub(crate) fn strings(&self) -> &Arc<[Box<str>]> {
-        &self.strings
-    }
-
-    /// The rows with their text as ids into [`Rows::strings`], for a pass
-    /// over every row that reads each distinct string once, not per row.
-    pub(crate) fn packed(&self) -> &[(PackedKey, Totals)] {
-        &self.rows
-    }
-
     fn text(&self, id: u32) -> Option<&str> {
         (id != ABSENT).then(|| &*self.strings[id as usize])
     }

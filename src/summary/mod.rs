@@ -211,41 +211,26 @@ pub(crate) fn summarize_rows(
     sorted: Vec<(PackedKey, Totals)>,
 ) -> Result<Summary> {
     let overflow = || Error::Internal("sum overflow".to_owned());
-    let mut usage = sorted;
-    let mut charges = Vec::new();
-    let mut usage_spend = Amount::ZERO;
-    let mut charge_spend = Amount::ZERO;
-    // Per subaccount id, then by name once at the end.
-    let mut by_subaccount: FxHashMap<u32, Amount> = FxHashMap::default();
-    let mut overflowed = false;
-    let mut add = |sum: &mut Amount, amount: Amount| match sum.checked_add(amount) {
-        Some(total) => *sum = total,
-        None => overflowed = true,
-    };
-    // In place: the usage rows stay where they are, charges move out.
-    usage.retain(|(key, totals)| {
-        let amount = Amount::from_nanos(totals.amount);
-        if key.product == Product::Other {
-            add(&mut charge_spend, amount);
-            charges.push((*key, *totals));
-            return false;
-        }
-        add(&mut usage_spend, amount);
-        if key.subaccount != rows::ABSENT {
-            add(by_subaccount.entry(key.subaccount).or_default(), amount);
-        }
-        true
-    });
-    if overflowed {
-        return Err(overflow());
-    }
-    let subaccount_spend =
-        by_subaccount.into_iter().map(|(id, spend)| (strings[id as usize].to_string(), spend)).collect();
     let params = &request.params;
     let charges_returned = params.subaccount_auth.is_none() && params.products.contains(Product::Other);
+    // The digest (of the usage rows, then the charges returned) and the
+    // spends read the rows side by side, on two threads; then the charges
+    // move out.
+    let (content_digest, spends) =
+        rayon::join(|| content_digest(currency, &strings, &sorted, charges_returned), || spends(&sorted));
+    let Spends { usage: usage_spend, charges: charge_spend, by_subaccount } = spends.ok_or_else(overflow)?;
+    let mut usage = sorted;
+    let charges: Vec<(PackedKey, Totals)> = if charges_returned {
+        usage.iter().filter(|(key, _)| key.product == Product::Other).copied().collect()
+    } else {
+        Vec::new()
+    };
+    usage.retain(|(key, _)| key.product != Product::Other);
+    let subaccount_spend =
+        by_subaccount.into_iter().map(|(id, spend)| (strings[id as usize].to_string(), spend)).collect();
     let total_spend =
         if charges_returned { usage_spend.checked_add(charge_spend).ok_or_else(overflow)? } else { usage_spend };
-    let mut summary = Summary {
+    let summary = Summary {
         request: request.clone(),
         currency: currency.to_owned(),
         buckets: buckets.clone(),
@@ -255,9 +240,8 @@ pub(crate) fn summarize_rows(
         total_spend,
         subaccount_spend,
         covered: None,
-        content_digest: [0; 32],
+        content_digest,
     };
-    summary.content_digest = content_digest(&summary.currency, &summary.rows, summary.charges.as_ref());
     Ok(summary)
 }
 
@@ -378,69 +362,104 @@ impl Summary {
     }
 }
 
+/// What a result's rows spend: usage, other charges, usage per
+/// subaccount id (parent-level rows excluded).
+struct Spends {
+    usage: Amount,
+    charges: Amount,
+    by_subaccount: FxHashMap<u32, Amount>,
+}
+
+/// The spends of `rows`; `None` on an overflow.
+fn spends(rows: &[(PackedKey, Totals)]) -> Option<Spends> {
+    let mut spends = Spends { usage: Amount::ZERO, charges: Amount::ZERO, by_subaccount: FxHashMap::default() };
+    for (key, totals) in rows {
+        let amount = Amount::from_nanos(totals.amount);
+        if key.product == Product::Other {
+            spends.charges = spends.charges.checked_add(amount)?;
+            continue;
+        }
+        spends.usage = spends.usage.checked_add(amount)?;
+        if key.subaccount != rows::ABSENT {
+            let sum = spends.by_subaccount.entry(key.subaccount).or_default();
+            *sum = sum.checked_add(amount)?;
+        }
+    }
+    Some(spends)
+}
+
+/// Rows of the digest's stream made while the previous block is hashed.
+const DIGEST_BLOCK_ROWS: usize = 1024;
+
 /// The digest of a result's content (the currency, every usage row, the
-/// other charges): the same rows give the same digest, from raw files or a
-/// store.
-fn content_digest(currency: &str, rows: &Rows, charges: Option<&Rows>) -> [u8; 32] {
+/// other charges when `with_charges`): the same rows give the same digest,
+/// from raw files or a store. `rows` are a result's rows in the report's
+/// order, usage and charges (product `other`) together, their text in
+/// `strings`.
+fn content_digest(currency: &str, strings: &[Box<str>], rows: &[(PackedKey, Totals)], with_charges: bool) -> [u8; 32] {
     // Fed field by field (length-prefixed text, little-endian integers):
     // this runs over every row of a result, so no per-row formatting,
     // and each string's length-prefixed bytes are made once per string
-    // of the table, not per row. The bytes are gathered in a buffer and
-    // hashed a block at a time (the same stream, so the same digest, as
-    // one update per field).
+    // of the table, not per row. The bytes are made a block of rows at a
+    // time, the next block while the last is hashed (the same stream, so
+    // the same digest, as one update per field).
+    let texts = TextFields::new(strings);
     let mut hash = xxhash_rust::xxh3::Xxh3::new();
-    let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
-    text_field(&mut buffer, currency);
-    let usage_texts = TextFields::new(rows.strings());
-    let mut feed = |texts: &TextFields, rows: &[(PackedKey, Totals)]| {
-        for (key, totals) in rows {
-            let b = &mut buffer;
-            let mut head = [0u8; 6];
-            head[..4].copy_from_slice(&key.bucket.to_le_bytes());
-            head[4] = key.product as u8;
-            head[5] = key.direction.map_or(0, |d| d as u8 + 1);
-            b.extend_from_slice(&head);
-            // An absent type reads as the empty text, an absent
-            // subaccount or code as no text.
-            texts.write(b, key.type_, &TEXT_EMPTY);
-            texts.write(b, key.subaccount, &TEXT_NONE);
-            match key.country {
-                Some(country) => {
-                    let mut field = [0u8; 10];
-                    field[..8].copy_from_slice(&3u64.to_le_bytes());
-                    field[8..].copy_from_slice(country.as_bytes());
-                    b.extend_from_slice(&field);
+    let mut ready: Vec<u8> = Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
+    let mut next: Vec<u8> = Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
+    text_field(&mut ready, currency);
+    let usage = rows.chunks(DIGEST_BLOCK_ROWS).map(|block| (block, false));
+    let charges = rows.chunks(DIGEST_BLOCK_ROWS).map(|block| (block, true)).filter(|_| with_charges);
+    // On a worker thread, so that each join hands the other half to the
+    // other threads without a trip through the pool's queue.
+    rayon::scope(|_| {
+        for (block, charge) in usage.chain(charges) {
+            next.clear();
+            let write = |buffer: &mut Vec<u8>| {
+                for (key, totals) in block.iter().filter(|(key, _)| (key.product == Product::Other) == charge) {
+                    digest_row(&texts, buffer, key, totals);
                 }
-                None => b.extend_from_slice(&TEXT_NONE),
-            }
-            texts.write(b, key.code, &TEXT_NONE);
-            let mut sums = [0u8; 72];
-            sums[..8].copy_from_slice(&totals.records.to_le_bytes());
-            sums[8..24].copy_from_slice(&totals.units.to_le_bytes());
-            sums[24..40].copy_from_slice(&totals.duration.to_le_bytes());
-            sums[40..56].copy_from_slice(&totals.amount.to_le_bytes());
-            sums[56..].copy_from_slice(&totals.surcharge.to_le_bytes());
-            b.extend_from_slice(&sums);
-            if b.len() >= (1 << 16) - 512 {
-                hash.update(b);
-                b.clear();
-            }
+            };
+            rayon::join(|| hash.update(&ready), || write(&mut next));
+            std::mem::swap(&mut ready, &mut next);
         }
-    };
-    feed(&usage_texts, rows.packed());
-    if let Some(charges) = charges {
-        // Usage and charges share one table when built together.
-        if Arc::ptr_eq(charges.strings(), rows.strings()) {
-            feed(&usage_texts, charges.packed());
-        } else {
-            feed(&TextFields::new(charges.strings()), charges.packed());
-        }
-    }
-    hash.update(&buffer);
+    });
+    hash.update(&ready);
     let digest = hash.digest128().to_le_bytes();
     let mut out = [0u8; 32];
     out[..16].copy_from_slice(&digest);
     out
+}
+
+/// One row in the digest's stream.
+#[inline]
+fn digest_row(texts: &TextFields, b: &mut Vec<u8>, key: &PackedKey, totals: &Totals) {
+    let mut head = [0u8; 6];
+    head[..4].copy_from_slice(&key.bucket.to_le_bytes());
+    head[4] = key.product as u8;
+    head[5] = key.direction.map_or(0, |d| d as u8 + 1);
+    b.extend_from_slice(&head);
+    // An absent type reads as the empty text, an absent subaccount or code
+    // as no text.
+    texts.write(b, key.type_, &TEXT_EMPTY);
+    texts.write(b, key.subaccount, &TEXT_NONE);
+    match key.country {
+        Some(country) => {
+            let mut field = [0u8; 10];
+            field[..8].copy_from_slice(&3u64.to_le_bytes());
+            field[8..].copy_from_slice(country.as_bytes());
+            b.extend_from_slice(&field);
+        }
+        None => b.extend_from_slice(&TEXT_NONE),
+    }
+    texts.write(b, key.code, &TEXT_NONE);
+    let mut sums = [0u8; 72];
+    sums[..8].copy_from_slice(&totals.records.to_le_bytes());
+    sums[8..24].copy_from_slice(&totals.units.to_le_bytes());
+    sums[24..40].copy_from_slice(&totals.duration.to_le_bytes());
+    sums[40..56].copy_from_slice(&totals.amount.to_le_bytes());
+    sums[56..].copy_from_slice(&totals.surcharge.to_le_bytes());
+    b.extend_from_slice(&sums);
 }
 
 /// An absent text in the digest's stream: length 0.
@@ -589,8 +608,8 @@ mod tests {
 
     /// The digest made from each string's bytes once equals the hash of
     /// the field-by-field stream: absent and empty texts, countries, codes,
-    /// charges on the usage rows' table or their own, and more rows than
-    /// one buffer holds.
+    /// charges among the usage rows (hashed after them, or not at all), and
+    /// more rows than one block, on one thread and two.
     #[test]
     fn the_digest_hashes_the_field_by_field_stream() {
         let mut strings = Interner::default();
@@ -625,22 +644,26 @@ mod tests {
             };
             usage.push((row, totals(u64::from(i))));
         }
-        let charge = vec![(key(0, Product::Other, fees, rows::ABSENT, None, None, rows::ABSENT), totals(9))];
+        // Charges among the usage rows (a result's rows before they are
+        // split), two of them.
+        let charge = |bucket| (key(bucket, Product::Other, fees, rows::ABSENT, None, None, rows::ABSENT), totals(9));
+        let mut mixed = usage.clone();
+        mixed.insert(1500, charge(1499));
+        mixed.push(charge(2999));
+        let charges = Rows::new(table.clone(), vec![charge(1499), charge(2999)]);
         let rows = Rows::new(table.clone(), usage);
-        let shared = Rows::new(table.clone(), charge.clone());
-        // The same rows over a table of their own (other ids, same text).
-        let own_table: Arc<[Box<str>]> = vec!["Number Charges".into()].into();
-        let own = Rows::new(own_table, vec![(PackedKey { type_: 0, ..charge[0].0 }, charge[0].1)]);
         let expected = |charges: Option<&Rows>| {
             let mut hash = xxhash_rust::xxh3::Xxh3::new();
             hash.update(&stream_by_fields("USD", &rows, charges));
             hash.digest128().to_le_bytes()
         };
-        for charges in [None, Some(&shared), Some(&own)] {
-            let digest = content_digest("USD", &rows, charges);
-            assert_eq!(digest[..16], expected(charges));
-            assert_eq!(digest[16..], [0; 16]);
+        for threads in [1, 2] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+            for (with_charges, charges) in [(false, None), (true, Some(&charges))] {
+                let digest = pool.install(|| content_digest("USD", &table, &mixed, with_charges));
+                assert_eq!(digest[..16], expected(charges));
+                assert_eq!(digest[16..], [0; 16]);
+            }
         }
-        assert_eq!(expected(Some(&shared)), expected(Some(&own)));
     }
 }
