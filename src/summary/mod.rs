@@ -401,30 +401,60 @@ fn content_digest(currency: &str, strings: &[Box<str>], rows: &[(PackedKey, Tota
     // this runs over every row of a result, so no per-row formatting,
     // and each string's length-prefixed bytes are made once per string
     // of the table, not per row. The bytes are made a block of rows at a
-    // time, the next block while the last is hashed (the same stream, so
-    // the same digest, as one update per field).
+    // time and hashed by a thread of their own while the next block is
+    // made (the same stream, so the same digest, as one update per field).
     let texts = TextFields::new(strings);
     let mut hash = xxhash_rust::xxh3::Xxh3::new();
-    let mut ready: Vec<u8> = Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
-    let mut next: Vec<u8> = Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
-    text_field(&mut ready, currency);
+    let mut head = Vec::new();
+    text_field(&mut head, currency);
+    hash.update(&head);
     let usage = rows.chunks(DIGEST_BLOCK_ROWS).map(|block| (block, false));
     let charges = rows.chunks(DIGEST_BLOCK_ROWS).map(|block| (block, true)).filter(|_| with_charges);
-    // On a worker thread, so that each join hands the other half to the
-    // other threads without a trip through the pool's queue.
-    rayon::scope(|_| {
-        for (block, charge) in usage.chain(charges) {
-            next.clear();
-            let write = |buffer: &mut Vec<u8>| {
-                for (key, totals) in block.iter().filter(|(key, _)| (key.product == Product::Other) == charge) {
-                    digest_row(&texts, buffer, key, totals);
-                }
-            };
-            rayon::join(|| hash.update(&ready), || write(&mut next));
-            std::mem::swap(&mut ready, &mut next);
+    let mut blocks = usage.chain(charges);
+    let write = |(block, charge): (&[(PackedKey, Totals)], bool), buffer: &mut Vec<u8>| {
+        buffer.clear();
+        for (key, totals) in block.iter().filter(|(key, _)| (key.product == Product::Other) == charge) {
+            digest_row(&texts, buffer, key, totals);
         }
-    });
-    hash.update(&ready);
+    };
+    let mut buffer = Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
+    if rayon::current_num_threads() > 1 && rows.len() > DIGEST_BLOCK_ROWS {
+        // Full blocks go to the hashing thread, empty ones come back.
+        let (full, to_hash) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+        let (empty, to_fill) = std::sync::mpsc::channel::<Vec<u8>>();
+        let hashed = std::thread::scope(|scope| {
+            let hasher = std::thread::Builder::new().name("digest".to_owned()).spawn_scoped(scope, move || {
+                for block in to_hash {
+                    hash.update(&block);
+                    // The maker may be gone (then the buffer is dropped).
+                    let _ = empty.send(block);
+                }
+                hash
+            });
+            let Ok(hasher) = hasher else { return None };
+            for block in blocks.by_ref() {
+                let mut buffer = to_fill.try_recv().unwrap_or_default();
+                write(block, &mut buffer);
+                if full.send(buffer).is_err() {
+                    break;
+                }
+            }
+            drop(full);
+            Some(hasher.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
+        match hashed {
+            Some(done) => hash = done,
+            // No thread (no block taken): every block on this one.
+            None => {
+                hash = xxhash_rust::xxh3::Xxh3::new();
+                hash.update(&head);
+            }
+        }
+    }
+    for block in blocks {
+        write(block, &mut buffer);
+        hash.update(&buffer);
+    }
     let digest = hash.digest128().to_le_bytes();
     let mut out = [0u8; 32];
     out[..16].copy_from_slice(&digest);
