@@ -72,10 +72,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{self, Aggregate, AggregateOptions, Dimensions, GroupKey, Selector, Span, Tally, Totals};
+use crate::aggregate::{self, Aggregate, AggregateOptions, GroupKey, Selector, Span, Tally, Totals};
 use crate::error::{Error, Result};
 use crate::records::accounts::Accounts;
 use crate::records::files::{Format, InputFile, Inventory};
@@ -337,53 +336,35 @@ impl Store {
         let Some(grain) = coarsest_grain(selector) else {
             return aggregate::aggregate_files(self.record_files()?, selector, AggregateOptions::default());
         };
-        // Rows are summed per account under borrowed keys, then the owned
-        // keys are sorted once and the map is built from the sorted list.
+        // Each account's rows are read as one account's request reads them
+        // (`answer.rs`: the row groups of the window, the threads sharing
+        // the work), from the coarsest of its files that answers its own
+        // buckets; then the owned keys are sorted once and the map is built
+        // from the sorted list.
         let mut groups: Vec<(GroupKey, Totals)> = Vec::new();
         let mut selected: BTreeMap<Kind, u64> = BTreeMap::new();
         let mut spans: BTreeMap<String, Span> = BTreeMap::new();
+        let no_file =
+            |grain: i64, account: &str| Error::io(&self.dir, format!("no {grain}-second rollups of account {account}"));
         for (account, files) in &self.manifest.rollups {
             if !selector.accounts.contains(account) {
                 continue;
             }
-            let Some(file) = files.get(&grain) else {
-                return Err(Error::io(&self.dir, format!("no {grain}-second rollups of account {account}")));
-            };
+            let Some(file) = files.get(&grain) else { return Err(no_file(grain, account)) };
             let Some(buckets) = selector.bucketing.of(account) else { continue };
-            // Rows are summed under borrowed keys first: owned keys are made
-            // once per output group, not once per rollup row.
-            let mut local: FxHashMap<LocalKey<'_>, Totals> = FxHashMap::default();
-            let path = self.dir.join(file);
-            let frame = rollup::read_rollup_frame(&path)?;
-            let mut span: Option<Span> = None;
-            rollup::for_each_rollup_in(&path, &frame, |row| {
-                // Every row, whatever the window and filters: the dates the
-                // account covers (to the end of the row's slot).
-                let row_span = Span { first: row.slot, last: row.slot.saturating_add(grain - 1) };
-                span = Some(span.map_or(row_span, |s| s.merge(row_span)));
-                let dimensions = Dimensions {
-                    auth_id: row.auth_id,
-                    product: row.product,
-                    subaccount: row.subaccount,
-                    country: row.country,
-                    direction: row.direction,
-                    code: row.code,
-                };
-                if !selector.keeps(&dimensions) {
-                    return Ok(());
-                }
-                let Some(bucket) = buckets.index(row.slot) else { return Ok(()) };
-                *selected.entry(kind_of(row.product)).or_default() += row.totals.records;
-                let key = LocalKey { dimensions, type_: row.type_, bucket };
-                let totals = local.entry(key).or_default();
-                *totals = totals.checked_add(&row.totals).ok_or_else(|| overflow(account))?;
-                Ok(())
-            })?;
-            groups.extend(
-                local.into_iter().map(|(key, totals)| (GroupKey::new(&key.dimensions, key.type_, key.bucket), totals)),
-            );
-            if let Some(span) = span {
-                spans.insert(account.clone(), span);
+            // The dates the account covers, at the request's grain (the same
+            // for every account): its first slot to the end of its last.
+            if let Some((first, last)) = rollup::slot_range(&self.dir.join(file))? {
+                spans.insert(account.clone(), Span { first, last: last.saturating_add(grain - 1) });
+            }
+            let own = coarsest_grain_of(std::iter::once(buckets)).unwrap_or(grain);
+            let Some(file) = files.get(&own) else { return Err(no_file(own, account)) };
+            let (strings, rows) = answer::account_rows(&self.dir.join(file), account, own, selector, buckets)?;
+            let rows = crate::aggregate::rows::Rows::new(strings, rows);
+            groups.reserve(rows.len());
+            for (key, totals) in rows.iter() {
+                *selected.entry(kind_of(key.product)).or_default() += totals.records;
+                groups.push((key.to_group_key(account), *totals));
             }
         }
         groups.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -409,14 +390,6 @@ fn overflow(account: &str) -> Error {
     Error::Internal(format!("sum overflow in the rollups of account {account}"))
 }
 
-/// A group key borrowing its text from a rollup file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct LocalKey<'a> {
-    dimensions: Dimensions<'a>,
-    type_: &'a str,
-    bucket: u32,
-}
-
 /// The record kind a product's rows come from.
 fn kind_of(product: crate::records::Product) -> Kind {
     use crate::records::Product;
@@ -433,8 +406,14 @@ fn kind_of(product: crate::records::Product) -> Kind {
 /// `None` when not even 15-minute slots do.
 fn coarsest_grain(selector: &Selector) -> Option<i64> {
     let bucketing = &selector.bucketing;
+    coarsest_grain_of(bucketing.default.iter().chain(bucketing.by_account.values()))
+}
+
+/// The coarsest rollup grain that divides every boundary of every one of
+/// `all` buckets.
+fn coarsest_grain_of<'a>(all: impl Iterator<Item = &'a crate::time::Buckets> + Clone) -> Option<i64> {
     GRAINS.iter().rev().copied().find(|grain| {
-        bucketing.default.iter().chain(bucketing.by_account.values()).all(|buckets| {
+        all.clone().all(|buckets| {
             (0..buckets.len() as u32).all(|i| {
                 let (start, end) = buckets.span(i);
                 start.rem_euclid(*grain) == 0 && end.rem_euclid(*grain) == 0

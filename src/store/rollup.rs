@@ -189,11 +189,6 @@ pub struct RollupRef<'a> {
     pub totals: Totals,
 }
 
-/// The columns of a rollup file.
-pub fn read_rollup_frame(path: &Path) -> Result<DataFrame> {
-    read_frame(path, &ROLLUP_COLUMNS)
-}
-
 /// The country and direction of a rollup row: `""` is none (a product
 /// without them); other text that names neither is the error `broken`
 /// makes of a message quoting it.
@@ -536,7 +531,7 @@ mod tests {
         let mut writer = RollupWriter::create(&path).expect("created");
         writer.write(&[row(held)]).expect("written");
         writer.finish().expect("finished");
-        let frame = read_rollup_frame(&path).expect("read");
+        let frame = read_rollup_slice(&path, 0, 1).expect("read");
         let mut read = Vec::new();
         for_each_rollup_in(&path, &frame, |r| {
             read.push(r.totals);
