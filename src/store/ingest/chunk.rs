@@ -42,9 +42,15 @@ pub(super) struct Row {
 }
 
 impl Row {
+    /// The text of one of the row's spans in `arena`.
+    #[inline]
+    pub(super) fn text<'a>(&self, arena: &'a str, (start, length): Span) -> &'a str {
+        arena.get(start as usize..(start + length) as usize).unwrap_or("")
+    }
+
     /// The row, its text in `arena`.
     pub(super) fn view<'a>(&self, arena: &'a str, source_file: &'a str) -> RecordView<'a> {
-        let text = |(start, length): Span| arena.get(start as usize..(start + length) as usize).unwrap_or("");
+        let text = |span: Span| self.text(arena, span);
         RecordView {
             record_id: text(self.record_id),
             auth_id: text(self.auth_id),
@@ -132,9 +138,8 @@ impl Chunk {
                 }
                 Mark::Candidate => continue,
             }
-            let view = self.view(row);
-            fold.by_shard[shard_of(view.auth_id)].push(r as u32);
-            fold.amount += view.amount as i128;
+            fold.by_shard[shard_of(row.text(&self.arena, row.auth_id))].push(r as u32);
+            fold.amount += row.amount as i128;
             fold.entries.push(row.entry(base));
             fold.kept.push(r as u32);
         }

@@ -92,13 +92,25 @@ impl Rollups {
     }
 
     /// Folds rows into their shards, the shards in parallel: `rows(s, add)`
-    /// calls `add` with every row of shard `s`.
-    pub(super) fn fold<F>(&mut self, rows: F) -> Result<()>
+    /// calls `add` with every row of shard `s`. A shard's map is made once
+    /// with room for its share of `max_groups` (what it holds before it is
+    /// spilled), so it never grows by rehashing.
+    pub(super) fn fold<F>(&mut self, max_groups: usize, rows: F) -> Result<()>
     where
         F: Fn(usize, &mut dyn FnMut(&RecordView<'_>) -> Result<()>) -> Result<()> + Sync,
     {
-        let folded: Vec<Result<()>> =
-            self.shards.par_iter_mut().enumerate().map(|(s, shard)| rows(s, &mut |row| shard.add(row))).collect();
+        let limit = (max_groups / SHARDS).max(1);
+        let folded: Vec<Result<()>> = self
+            .shards
+            .par_iter_mut()
+            .enumerate()
+            .map(|(s, shard)| {
+                if shard.groups.capacity() == 0 {
+                    shard.groups.reserve(limit);
+                }
+                rows(s, &mut |row| shard.add(row))
+            })
+            .collect();
         folded.into_iter().collect()
     }
 
@@ -124,7 +136,7 @@ impl Rollups {
     /// whatever their shard).
     pub(super) fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
         // Each shard's groups by account, and its partial files by account.
-        type Taken = (Vec<Vec<(RollupKey, Totals)>>, BTreeMap<String, Vec<PathBuf>>);
+        type Taken = (ByAccount, BTreeMap<String, Vec<PathBuf>>);
         let taken: Vec<Taken> = self
             .shards
             .iter_mut()
@@ -137,7 +149,7 @@ impl Rollups {
             .collect();
         let mut accounts: BTreeMap<&str, (usize, Groups<'_>)> = BTreeMap::new();
         for (s, (groups, spilled)) in taken.iter().enumerate() {
-            for slice in groups {
+            for slice in groups.accounts() {
                 accounts.insert(self.shards[s].strings.get(slice[0].0.account), (s, slice));
             }
             for account in spilled.keys() {
@@ -177,6 +189,21 @@ impl Rollups {
             }
         }
         Ok(())
+    }
+}
+
+/// A shard's groups sorted by account and slot, and where each account's
+/// rows end.
+struct ByAccount {
+    rows: Vec<(RollupKey, Totals)>,
+    ends: Vec<usize>,
+}
+
+impl ByAccount {
+    /// The rows of each account (never empty).
+    fn accounts(&self) -> impl Iterator<Item = Groups<'_>> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(start, &end)| &self.rows[start..end])
     }
 }
 
@@ -268,10 +295,19 @@ impl Shard {
     /// The in-memory groups, moved out and cut by account, each account's
     /// sorted by slot. The map keeps its capacity for the next batches (its
     /// pages stay mapped: no fresh page faults, no regrowing).
-    fn take_by_account(&mut self) -> Vec<Vec<(RollupKey, Totals)>> {
-        let mut groups: Vec<(RollupKey, Totals)> = self.groups.drain().collect();
-        groups.sort_unstable_by_key(|(key, _)| (key.account, key.slot));
-        groups.chunk_by(|a, b| a.0.account == b.0.account).map(<[_]>::to_vec).collect()
+    fn take_by_account(&mut self) -> ByAccount {
+        let mut rows: Vec<(RollupKey, Totals)> = self.groups.drain().collect();
+        rows.sort_unstable_by_key(|(key, _)| (key.account, key.slot));
+        let mut ends = Vec::new();
+        for (i, pair) in rows.windows(2).enumerate() {
+            if pair[0].0.account != pair[1].0.account {
+                ends.push(i + 1);
+            }
+        }
+        if !rows.is_empty() {
+            ends.push(rows.len());
+        }
+        ByAccount { rows, ends }
     }
 
     /// Writes the in-memory groups to one partial file per account (finest
@@ -280,16 +316,16 @@ impl Shard {
     /// bounded by [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups).
     fn spill(&mut self, store: &Path, id: &str) -> Result<()> {
         let groups = self.take_by_account();
+        let accounts: Vec<Groups<'_>> = groups.accounts().collect();
         let n = self.spills;
         self.spills += 1;
-        let written: Vec<Result<(String, PathBuf)>> = groups
+        let written: Vec<Result<(String, PathBuf)>> = accounts
             .into_par_iter()
-            .map(|mut rows| {
+            .map(|rows| {
                 let account = self.strings.get(rows[0].0.account);
                 let path = store.join(format!("rollups/{}/{id}-part-{n:05}.bin", account_folder(account)));
                 create_parent(&path)?;
-                rows.sort_unstable_by_key(|(key, _)| key.slot);
-                write_partial(&path, &rows)?;
+                write_partial(&path, rows)?;
                 Ok((account.to_owned(), path))
             })
             .collect();
