@@ -619,7 +619,7 @@ impl Run<'_> {
             let base = base as u32;
             let folds: Vec<ChunkFold> =
                 chunks.par_iter().zip(&marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
-            self.rollups.fold(self.options.max_rollup_groups, |s, add| {
+            self.rollups.fold(|s, add| {
                 for (chunk, fold) in chunks.iter().zip(&folds) {
                     for &r in &fold.by_shard[s] {
                         add(&chunk.view(&chunk.rows[r as usize]))?;

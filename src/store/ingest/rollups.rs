@@ -92,25 +92,16 @@ impl Rollups {
     }
 
     /// Folds rows into their shards, the shards in parallel: `rows(s, add)`
-    /// calls `add` with every row of shard `s`. A shard's map is made once
-    /// with room for its share of `max_groups` (what it holds before it is
-    /// spilled), so it never grows by rehashing.
-    pub(super) fn fold<F>(&mut self, max_groups: usize, rows: F) -> Result<()>
+    /// calls `add` with every row of shard `s`. (A shard's map grows as it
+    /// needs: made at its share of `--max-rollup-groups` up front, a small
+    /// ingest's maps would take that memory too, every page of it touched
+    /// by the random placement of its groups.)
+    pub(super) fn fold<F>(&mut self, rows: F) -> Result<()>
     where
         F: Fn(usize, &mut dyn FnMut(&RecordView<'_>) -> Result<()>) -> Result<()> + Sync,
     {
-        let limit = (max_groups / SHARDS).max(1);
-        let folded: Vec<Result<()>> = self
-            .shards
-            .par_iter_mut()
-            .enumerate()
-            .map(|(s, shard)| {
-                if shard.groups.capacity() == 0 {
-                    shard.groups.reserve(limit);
-                }
-                rows(s, &mut |row| shard.add(row))
-            })
-            .collect();
+        let folded: Vec<Result<()>> =
+            self.shards.par_iter_mut().enumerate().map(|(s, shard)| rows(s, &mut |row| shard.add(row))).collect();
         folded.into_iter().collect()
     }
 
