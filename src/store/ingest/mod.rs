@@ -15,11 +15,12 @@
 //!   kind by kind and batch by batch, rejects, publish) and the garbage
 //!   collection after publishing;
 //! - `chunk.rs`: the row sink that reads one file or CSV chunk into rows
-//!   whose text sits in one arena, and folds a chunk's new rows;
+//!   whose text sits in one arena, and gathers a chunk's new rows;
 //! - `dedup.rs`: dedup against the store's index (the id filter, the
 //!   pending candidates, their exact check, conflicts);
-//! - `rollups.rs`: the rollup groups of the new rows, their spill to partial
-//!   files, and the per-account merge into the published rollup files.
+//! - `rollups.rs`: the rollup groups of the new rows (in shards by
+//!   account, folded in parallel), their spill to partial files, and the
+//!   per-account merge into the published rollup files.
 //!
 //! Memory, and what bounds it:
 //!
