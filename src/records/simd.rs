@@ -269,6 +269,21 @@ fn bytes_equal(word: u64, byte: u8) -> u64 {
 mod tests {
     use super::*;
 
+    /// Arbitrary bytes, mostly the ones the index and the line scan look
+    /// for or sit next to (commas, newlines, quotes, carriage returns, the
+    /// edges of printable ASCII, UTF-8 and NUL).
+    fn csv_bytes(
+        len: impl Into<proptest::collection::SizeRange>,
+    ) -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::sample::select(b",,,\n\na9.-:Z\"\r\t\x00\x7f\x80\xc3\xa9\xff ~".to_vec()),
+                proptest::num::u8::ANY,
+            ],
+            len,
+        )
+    }
+
     #[test]
     fn finds_every_comma_and_refuses_quotes_and_carriage_returns() {
         let mut commas = Commas::default();
@@ -297,13 +312,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn split_commas_agrees_with_a_byte_by_byte_reading(
-            line in proptest::collection::vec(
-                proptest::prop_oneof![
-                    proptest::sample::select(b",,,a9.-:Z\"\r\t\x7f\x80\xc3\xa9 ~".to_vec()),
-                    proptest::num::u8::ANY,
-                ],
-                0..80,
-            )
+            line in csv_bytes(0..80)
         ) {
             let mut commas = Commas::default();
             let shape = split_commas(&line, &mut commas);
@@ -392,26 +401,14 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn lines_equal_a_byte_by_byte_reading(
-            bytes in proptest::collection::vec(
-                proptest::prop_oneof![
-                    proptest::sample::select(b",,,\n\na\"\r\x00\xff\x80 ~".to_vec()),
-                    proptest::num::u8::ANY,
-                ],
-                0..400,
-            )
+            bytes in csv_bytes(0..400)
         ) {
             proptest::prop_assert_eq!(lines_by_masks(&bytes), lines_by_bytes(&bytes));
         }
 
         #[test]
         fn simd_masks_equal_a_byte_by_byte_reading(
-            bytes in proptest::collection::vec(
-                proptest::prop_oneof![
-                    proptest::sample::select(b",,\n\na\"\r\x00\xff\x80 ~".to_vec()),
-                    proptest::num::u8::ANY,
-                ],
-                BLOCK,
-            )
+            bytes in csv_bytes(BLOCK)
         ) {
             let mut block = [0u8; BLOCK];
             block.copy_from_slice(&bytes);
