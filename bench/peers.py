@@ -63,6 +63,22 @@ def files(data, kind):
     return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".csv"))
 
 
+def group_and_sum(frames):
+    """Both polars queries' last step: group, sum, sort, collect."""
+    import polars as pl
+
+    query = (
+        pl.concat(frames)
+        .group_by(GROUP)
+        .agg(pl.col("units").sum(), pl.col("duration").sum(), pl.col("amount").sum(), pl.col("surcharge").sum())
+        .sort(GROUP)
+    )
+    frame = query.collect()
+    total = frame["amount"].sum() if frame.height else 0
+    per_account = frame.group_by("auth_id").agg(pl.col("amount").sum()).sort("auth_id").rows()
+    return frame.height, total, per_account
+
+
 def run_polars(args):
     import polars as pl
 
@@ -96,16 +112,7 @@ def run_polars(args):
         ]
         lf = lf.select(cols).filter((pl.col("ts") >= start) & (pl.col("ts") < end))
         frames.append(lf.with_columns(pl.col("ts").dt.truncate("1d").alias("day")).drop("ts"))
-    query = (
-        pl.concat(frames)
-        .group_by(GROUP)
-        .agg(pl.col("units").sum(), pl.col("duration").sum(), pl.col("amount").sum(), pl.col("surcharge").sum())
-        .sort(GROUP)
-    )
-    frame = query.collect()
-    total = frame["amount"].sum() if frame.height else 0
-    per_account = frame.group_by("auth_id").agg(pl.col("amount").sum()).sort("auth_id").rows()
-    return frame.height, total, per_account
+    return group_and_sum(frames)
 
 
 def run_polars_issue(args):
@@ -116,7 +123,10 @@ def run_polars_issue(args):
         paths = files(args.data, kind)
         if not paths:
             continue
-        lf = pl.scan_csv(paths)  # inferred types: money is f64
+        # Inferred types (money is f64), but a code column is text: a
+        # numeric-looking first hundred rows would fail on a later label.
+        codes = {spec["code"]: pl.String} if spec["code"] else None
+        lf = pl.scan_csv(paths, schema_overrides=codes)
         if args.account:
             lf = lf.filter(pl.col("auth_id") == args.account)
         lf = lf.unique(subset=["record_id"], keep="any")
@@ -137,16 +147,7 @@ def run_polars_issue(args):
             (pl.col("surcharge").cast(pl.Float64) if spec["surcharge"] else zero).alias("surcharge"),
         ]
         frames.append(lf.select(cols).filter((pl.col("day") >= args.from_date) & (pl.col("day") < args.to_date)))
-    query = (
-        pl.concat(frames)
-        .group_by(GROUP)
-        .agg(pl.col("units").sum(), pl.col("duration").sum(), pl.col("amount").sum(), pl.col("surcharge").sum())
-        .sort(GROUP)
-    )
-    frame = query.collect()
-    total = frame["amount"].sum() if frame.height else 0
-    per_account = frame.group_by("auth_id").agg(pl.col("amount").sum()).sort("auth_id").rows()
-    return frame.height, total, per_account
+    return group_and_sum(frames)
 
 
 def run_duckdb(args):
