@@ -63,7 +63,11 @@ pub(crate) fn account_rows(
     let mut merged = Merged::default();
     // Each part's rows, in a buffer kept from one row group to the next.
     let mut buffers: Vec<Vec<(PackedKey, Totals)>> = vec![Vec::new(); threads];
-    for group in file.groups() {
+    let groups = file.groups();
+    // At most one row out per row read: one allocation, each page touched
+    // once (growing by doubling copies every row into fresh pages again).
+    merged.rows.reserve(groups.iter().map(|(_, n)| n).sum());
+    for group in groups {
         let Some(frame) = file.read_group(group, window, threads > 1)? else { continue };
         let columns = GroupColumns::new(path, &frame)?;
         let n = columns.len();
@@ -241,7 +245,8 @@ impl Merged {
                 self.segments.push((self.rows.len() + start, bucket));
             }
         }
-        self.rows.extend(rows.iter().map(|(key, totals)| {
+        // Copied on the threads, each row straight into its place.
+        self.rows.par_extend(rows.par_iter().with_min_len(MIN_PART_ROWS).map(|(key, totals)| {
             (PackedKey { type_: id(key.type_), subaccount: id(key.subaccount), code: id(key.code), ..*key }, *totals)
         }));
     }
