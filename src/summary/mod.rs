@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 
@@ -388,8 +389,12 @@ fn spends(rows: &[(PackedKey, Totals)]) -> Option<Spends> {
     Some(spends)
 }
 
-/// Rows of the digest's stream made while the previous block is hashed.
+/// Rows of the digest's stream in one block (one `write` of a thread).
 const DIGEST_BLOCK_ROWS: usize = 1024;
+
+/// Blocks made side by side on the threads, then hashed in order while the
+/// next round is made.
+const DIGEST_ROUND_BLOCKS: usize = 8;
 
 /// The digest of a result's content (the currency, every usage row, the
 /// other charges when `with_charges`): the same rows give the same digest,
@@ -400,61 +405,66 @@ fn content_digest(currency: &str, strings: &[Box<str>], rows: &[(PackedKey, Tota
     // Fed field by field (length-prefixed text, little-endian integers):
     // this runs over every row of a result, so no per-row formatting,
     // and each string's length-prefixed bytes are made once per string
-    // of the table, not per row. The bytes are made a block of rows at a
-    // time and hashed by a thread of their own while the next block is
+    // of the table, not per row. The bytes are made a round of blocks at a
+    // time, the blocks of a round on the threads side by side, and each
+    // round is hashed, in order, by a thread of its own while the next is
     // made (the same stream, so the same digest, as one update per field).
     let texts = TextFields::new(strings);
-    let mut hash = xxhash_rust::xxh3::Xxh3::new();
     let mut head = Vec::new();
     text_field(&mut head, currency);
-    hash.update(&head);
     let usage = rows.chunks(DIGEST_BLOCK_ROWS).map(|block| (block, false));
     let charges = rows.chunks(DIGEST_BLOCK_ROWS).map(|block| (block, true)).filter(|_| with_charges);
-    let mut blocks = usage.chain(charges);
-    let write = |(block, charge): (&[(PackedKey, Totals)], bool), buffer: &mut Vec<u8>| {
+    let blocks: Vec<(&[(PackedKey, Totals)], bool)> = usage.chain(charges).collect();
+    let write = |&(block, charge): &(&[(PackedKey, Totals)], bool), buffer: &mut Vec<u8>| {
         buffer.clear();
         for (key, totals) in block.iter().filter(|(key, _)| (key.product == Product::Other) == charge) {
             digest_row(&texts, buffer, key, totals);
         }
     };
-    let mut buffer = Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
-    if rayon::current_num_threads() > 1 && rows.len() > DIGEST_BLOCK_ROWS {
-        // Full blocks go to the hashing thread, empty ones come back.
-        let (full, to_hash) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
-        let (empty, to_fill) = std::sync::mpsc::channel::<Vec<u8>>();
-        let hashed = std::thread::scope(|scope| {
-            let hasher = std::thread::Builder::new().name("digest".to_owned()).spawn_scoped(scope, move || {
-                for block in to_hash {
-                    hash.update(&block);
-                    // The maker may be gone (then the buffer is dropped).
-                    let _ = empty.send(block);
+    let start = || {
+        let mut hash = xxhash_rust::xxh3::Xxh3::new();
+        hash.update(&head);
+        hash
+    };
+    let threaded = (rayon::current_num_threads() > 1 && blocks.len() > 1)
+        .then(|| {
+            // Full rounds go to the hashing thread, empty ones come back.
+            let (full, to_hash) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
+            let (empty, to_fill) = std::sync::mpsc::channel::<Vec<Vec<u8>>>();
+            std::thread::scope(|scope| {
+                let mut hash = start();
+                let hasher = std::thread::Builder::new().name("digest".to_owned()).spawn_scoped(scope, move || {
+                    for round in to_hash {
+                        round.iter().for_each(|block| hash.update(block));
+                        // The maker may be gone (then the buffers are dropped).
+                        let _ = empty.send(round);
+                    }
+                    hash
+                });
+                // No thread: every block on this one, below.
+                let hasher = hasher.ok()?;
+                for round in blocks.chunks(DIGEST_ROUND_BLOCKS) {
+                    let mut buffers = to_fill.try_recv().unwrap_or_default();
+                    buffers.resize_with(round.len(), || Vec::with_capacity(DIGEST_BLOCK_ROWS * 160));
+                    round.par_iter().zip(buffers.par_iter_mut()).for_each(|(block, buffer)| write(block, buffer));
+                    if full.send(buffers).is_err() {
+                        break;
+                    }
                 }
-                hash
-            });
-            let Ok(hasher) = hasher else { return None };
-            for block in blocks.by_ref() {
-                let mut buffer = to_fill.try_recv().unwrap_or_default();
-                write(block, &mut buffer);
-                if full.send(buffer).is_err() {
-                    break;
-                }
-            }
-            drop(full);
-            Some(hasher.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-        });
-        match hashed {
-            Some(done) => hash = done,
-            // No thread (no block taken): every block on this one.
-            None => {
-                hash = xxhash_rust::xxh3::Xxh3::new();
-                hash.update(&head);
-            }
+                drop(full);
+                Some(hasher.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            })
+        })
+        .flatten();
+    let hash = threaded.unwrap_or_else(|| {
+        let mut hash = start();
+        let mut buffer = Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
+        for block in &blocks {
+            write(block, &mut buffer);
+            hash.update(&buffer);
         }
-    }
-    for block in blocks {
-        write(block, &mut buffer);
-        hash.update(&buffer);
-    }
+        hash
+    });
     let digest = hash.digest128().to_le_bytes();
     let mut out = [0u8; 32];
     out[..16].copy_from_slice(&digest);
