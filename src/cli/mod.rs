@@ -9,6 +9,7 @@ pub mod generate;
 pub mod help;
 pub mod ingest;
 pub mod loadtest;
+pub mod memory;
 pub mod progress;
 pub mod report;
 pub mod serve;
