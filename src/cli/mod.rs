@@ -86,6 +86,12 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
+    // The allocator's setup, before any thread starts (cli::memory).
+    match &cli.command {
+        Command::Summary(args) if args.source.store.is_some() => memory::for_one_answer(),
+        Command::Ingest(args) if args.engine == ingest::EngineArg::Local => memory::for_ingest(),
+        _ => {}
+    }
     if let Some(threads) = cli.threads {
         if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build_global() {
             eprintln!("error: cannot start {threads} threads: {e}");

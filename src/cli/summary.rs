@@ -135,9 +135,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(bad) => return bad_request(&args, &bad),
     };
     super::warn_all(&crate::query::dropped_keys(pairs.iter().map(|(key, _)| key.as_str())));
-    if args.source.store.is_some() {
-        super::memory::for_one_answer();
-    }
     let dataset = args.source.open(super::warn)?;
     let key = args.source.token_key()?;
     let request = match summary::resolve(&dataset, &args.auth_id, params, now, &key) {
