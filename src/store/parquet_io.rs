@@ -9,6 +9,7 @@ use polars::prelude::{
     Column, DataFrame, Int128Chunked, Int64Chunked, IntoColumn, IntoSeries, ParquetCompression, ParquetReader,
     ParquetWriter, SerReader, TimeUnit, TimeZone,
 };
+use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Kind, Product};
@@ -144,9 +145,10 @@ pub(super) fn count_rows(path: &Path) -> Result<usize> {
 /// Writes records of `kind` in the contract's columns (natural types) plus
 /// `source_file` and `source_line`.
 pub fn write_records(path: &Path, kind: Kind, rows: &[RecordView<'_>]) -> Result<()> {
-    let mut columns = Vec::new();
-    for &name in kind.columns() {
-        let column = match name {
+    // The columns are made side by side on the threads (each is a pass
+    // over every row, and most of the time is their fresh memory).
+    let column = |name: &str| -> Result<Column> {
+        Ok(match name {
             "record_id" => text_column(name, rows.iter().map(|r| r.record_id).collect()),
             "auth_id" => text_column(name, rows.iter().map(|r| r.auth_id).collect()),
             "subaccount_auth" => text_column(name, rows.iter().map(|r| r.subaccount).collect()),
@@ -174,9 +176,9 @@ pub fn write_records(path: &Path, kind: Kind, rows: &[RecordView<'_>]) -> Result
             }
             "hangup_cause" | "error_code" => text_column(name, rows.iter().map(|r| r.code).collect()),
             other => return Err(Error::Internal(format!("no store column for '{other}'"))),
-        };
-        columns.push(column);
-    }
+        })
+    };
+    let mut columns = kind.columns().par_iter().map(|&name| column(name)).collect::<Result<Vec<Column>>>()?;
     columns.push(text_column("source_file", rows.iter().map(|r| r.source_file).collect()));
     let lines = rows.iter().map(|r| to_i64(r.source_line, "line")).collect::<Result<Vec<i64>>>()?;
     columns.push(int_column("source_line", lines));
