@@ -13,8 +13,8 @@
 //! - `scan`: the [`Scan`] of a file, the dedup marking and the partitioned
 //!   merge;
 //! - `totals`: [`Totals`], [`Tally`], [`GroupKey`];
-//! - [`order`]: the report's row order, the one definition of it;
-//! - [`rows`]: one account's result, compact, for pages and reports.
+//! - `order`: the report's row order, the one definition of it;
+//! - `rows`: one account's result, compact, for pages and reports.
 
 pub(crate) mod order;
 pub(crate) mod rows;

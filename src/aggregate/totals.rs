@@ -40,9 +40,9 @@ impl Totals {
 /// The owned key of a group: one output row (or one other-charges item).
 ///
 /// Ordered as the report orders rows: account, bucket, then the usage sort
-/// key of `usage-summary.md` ([`Order`]). The derived order is that one
-/// because the fields after `bucket` are [`Order`]'s, in its order (a
-/// comparison built from [`Order`] cost the pass 5%); the tests
+/// key of `usage-summary.md` (`order::Order`). The derived order is that one
+/// because the fields after `bucket` are `Order`'s, in its order (a
+/// comparison built from `Order` cost the pass 5%); the tests
 /// `report_order_sorts_like_the_owned_keys` and
 /// `group_keys_sort_as_the_summary_contract_says` hold the two together.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

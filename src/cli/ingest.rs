@@ -1,5 +1,8 @@
 //! `telemeter ingest`: check and deduplicate a data directory once into a
 //! store that `summary --store` (and every later command) answers from.
+// The doc comments of the arguments are `--help` text, shown as written
+// (`<ingest>`, `local[*]`), not Markdown.
+#![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

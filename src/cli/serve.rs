@@ -16,6 +16,9 @@
 //! it looks at the manifest and answers from a newly published generation
 //! (`server::follow`). Connections are held to `--header-read-timeout`,
 //! `--idle-timeout` and `--max-connections` (`server::listen`).
+// The doc comments of the arguments are `--help` text, shown as written
+// (`<ingest>`, `local[*]`), not Markdown.
+#![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -83,7 +83,7 @@ pub struct IngestOptions {
     /// files (about 200 bytes each).
     pub max_rollup_groups: usize,
     /// Size of the record-id filter, in bytes, at most (each kind's is sized
-    /// for its ids within this, see [`Filter::for_ids`]; a fuller filter
+    /// for its ids within this, see `Filter::for_ids`; a fuller filter
     /// only sends more rows to the exact check).
     pub filter_bytes: u64,
     /// Candidate rows (ids the filter may have seen) held before they are
