@@ -633,11 +633,17 @@ fn routing_errors_health_and_openapi() {
         .collect();
     assert_eq!(operations.len(), 7, "{operations:?}");
     for (path, method, statuses) in [
-        ("/v1/Account/{auth_id}/UsageSummary/", "get", &["200", "400", "401", "403", "429", "502"][..]),
-        ("/v1/Account/{auth_id}/Endpoint/{endpoint_id}/", "get", &["200", "401", "403", "404", "502"]),
-        ("/v1/Account/{auth_id}/Recording/", "get", &["200", "400", "401", "403", "502"]),
-        ("/v1/Account/{auth_id}/Recording/{recording_id}/", "get", &["200", "401", "403", "404", "502"]),
-        ("/v1/Account/{auth_id}/Recording/{recording_id}/", "delete", &["204", "401", "403", "404", "502"]),
+        ("/v1/Account/{auth_id}/UsageSummary/", "get", &["200", "400", "401", "403", "414", "429", "431", "502"][..]),
+        ("/v1/Account/{auth_id}/Endpoint/{endpoint_id}/", "get", &["200", "401", "403", "404", "414", "431", "502"]),
+        ("/v1/Account/{auth_id}/Recording/", "get", &["200", "400", "401", "403", "414", "431", "502"]),
+        ("/v1/Account/{auth_id}/Recording/{recording_id}/", "get", &["200", "401", "403", "404", "414", "431", "502"]),
+        (
+            "/v1/Account/{auth_id}/Recording/{recording_id}/",
+            "delete",
+            &["204", "401", "403", "404", "414", "431", "502"],
+        ),
+        ("/healthz", "get", &["200", "414", "431"]),
+        ("/openapi.json", "get", &["200", "414", "431"]),
     ] {
         let responses = paths[path][method]["responses"].as_object().unwrap();
         let documented: Vec<&str> = responses.keys().map(String::as_str).collect();
