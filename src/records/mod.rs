@@ -175,6 +175,23 @@ impl Product {
     pub fn has_hangup_cause(self) -> bool {
         matches!(self, Product::Voice | Product::Zentrunk)
     }
+
+    /// What its `usage` counts, plural: message segments, calls (voice and
+    /// zentrunk), transcriptions, or a charge's units.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Product::Message => "segments",
+            Product::Voice | Product::Zentrunk => "calls",
+            Product::Transcription => "transcriptions",
+            Product::Other => "units",
+        }
+    }
+
+    /// Whether rows of this product carry a duration (billed or recorded
+    /// seconds).
+    pub fn has_duration(self) -> bool {
+        matches!(self, Product::Voice | Product::Zentrunk | Product::Transcription)
+    }
 }
 
 /// A set of products, `other` included.

@@ -365,16 +365,6 @@ fn dimension_table(
 /// one.
 const TOP_ROWS: usize = 12;
 
-/// A product's unit, and whether its rows carry a duration.
-fn unit_of(product: Product) -> (&'static str, bool) {
-    match product {
-        Product::Message => ("segments", false),
-        Product::Voice | Product::Zentrunk => ("calls", true),
-        Product::Transcription => ("transcriptions", true),
-        Product::Other => ("units", false),
-    }
-}
-
 fn type_table(out: &mut String, stats: &Stats, currency: &str) {
     out.push_str("<section><h2>By product and type</h2>");
     if stats.by_type.is_empty() {
@@ -389,7 +379,7 @@ fn type_table(out: &mut String, stats: &Stats, currency: &str) {
         esc(currency)
     );
     for ((product, type_), dim) in &stats.by_type {
-        let (unit, has_duration) = unit_of(*product);
+        let (unit, has_duration) = (product.unit(), product.has_duration());
         w!(
             out,
             "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{unit}</td><td class=\"n\">",

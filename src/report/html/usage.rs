@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 use std::fmt::Write as _;
 
 use super::format::{duration_html, grouped, money_html};
-use super::{add, esc, esc_into, overflow, unit_of, PRODUCTS};
+use super::{add, esc, esc_into, overflow, PRODUCTS};
 use crate::error::Result;
 use crate::money::Amount;
 use crate::records::Product;
@@ -166,7 +166,7 @@ impl UsageTable {
                 continue;
             }
             let product = Product::ALL[index];
-            let (unit, has_duration) = unit_of(product);
+            let (unit, has_duration) = (product.unit(), product.has_duration());
             w!(
                 out,
                 "<tr class=\"sum\"><td colspan=\"{span}\">{} &middot; {} rows</td><td class=\"n\">{} {unit}</td><td class=\"n\">",
