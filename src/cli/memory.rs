@@ -21,8 +21,9 @@
 //!   `glibc.malloc.hugetlb=1` tunable does, which a running process cannot
 //!   set).
 //!
-//! Not for a pass over raw files, which measured no gain (docs/performance.md),
-//! nor a server. A no-op where the allocator is not glibc's; where the
+//! Not for a pass over raw files, which measured slower with it (2.80 ->
+//! 3.12 s, and more memory: docs/performance.md), nor a server (not
+//! measured; one arena could contend under concurrent requests). A no-op where the allocator is not glibc's; where the
 //! kernel has no transparent huge pages (or they are off), the advice is a
 //! no-op.
 
@@ -35,11 +36,10 @@ pub fn for_one_answer() {
 }
 
 /// Sets the allocator up for an ingest on this machine (see the module
-/// documentation): 2 GiB of heap advised (the most `mallopt` takes),
-/// room for the default budgets
-/// (the 16.1M-record benchmark peaks at 1.4 GiB, mapped inputs included);
-/// larger budgets grow the heap past it in ordinary pages. Call before any
-/// thread starts.
+/// documentation): 2 GiB of heap advised (the most `mallopt` takes), room
+/// for the default budgets (the 16.1M-record benchmark peaks at 1.45 GB,
+/// mapped inputs included); larger budgets grow the heap past it in
+/// ordinary pages. Call before any thread starts.
 pub fn for_ingest() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     glibc::set_up(libc::c_int::MAX - (glibc::HUGE_PAGE as libc::c_int - 1));
