@@ -48,8 +48,8 @@ pub fn map(file: &InputFile) -> Option<memmap2::Mmap> {
     Some(map)
 }
 
-/// The file map's `unsafe` (with [`release`]; the CSV structural index
-/// has the crate's only other one, `records::simd`).
+/// The file map's `unsafe` (with [`release`]; ARCHITECTURE.md lists the
+/// crate's others).
 #[allow(unsafe_code)]
 fn map_read_only(handle: &std::fs::File) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: the map is read-only and private, and is read only while the

@@ -14,8 +14,8 @@
 //! - For the lines of other chunks, the SWAR comma scan ([`split_commas`],
 //!   eight bytes a step in a `u64`) that also tells what bytes a line holds.
 //!
-//! This module holds the crate's only `std::arch` code and its one `unsafe`
-//! block outside the file map (`csv::map_read_only`): the call of a
+//! This module holds the crate's only `std::arch` code and one of its
+//! `unsafe` blocks (ARCHITECTURE.md lists them all): the call of a
 //! `#[target_feature]` function. Miri is not installed here; the SSE2 path
 //! is checked against the byte loop by the property tests and the fuzz
 //! target.
@@ -178,13 +178,6 @@ impl Commas {
 /// bytes at a time: a SWAR scan beats a vectorised search restarted at every
 /// one of a dozen commas on a short line.
 pub(crate) fn split_commas(line: &[u8], commas: &mut Commas) -> Line {
-    split_commas_of::<true>(line, commas)
-}
-
-/// [`split_commas`], checking the bytes only when `CHECK` (a caller that
-/// knows the line to be printable ASCII passes `false`).
-#[inline(always)]
-fn split_commas_of<const CHECK: bool>(line: &[u8], commas: &mut Commas) -> Line {
     // Room for a comma at every byte.
     if commas.at.len() < line.len() + 2 {
         commas.at.resize(line.len() + 2, 0);
@@ -198,9 +191,7 @@ fn split_commas_of<const CHECK: bool>(line: &[u8], commas: &mut Commas) -> Line 
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(word);
         let word = u64::from_le_bytes(bytes);
-        if CHECK {
-            odd |= bytes_equal(word, b'"') | not_printable(word);
-        }
+        odd |= bytes_equal(word, b'"') | not_printable(word);
         let mut found = bytes_equal(word, b',');
         while found != 0 {
             at[n] = base + (found.trailing_zeros() / 8) as usize;
@@ -216,10 +207,9 @@ fn split_commas_of<const CHECK: bool>(line: &[u8], commas: &mut Commas) -> Line 
                 at[n] = base + i;
                 n += 1;
             }
-            b'"' if CHECK => odd = true,
+            b'"' => odd = true,
             0x20..=0x7e => {}
-            _ if CHECK => odd = true,
-            _ => {}
+            _ => odd = true,
         }
     }
     commas.len = n;
@@ -328,11 +318,6 @@ mod tests {
                 is_printable_unquoted(&line),
                 line.iter().all(|b| *b == b'\n' || (*b != b'"' && (0x20..=0x7e).contains(b)))
             );
-            if shape == Line::Printable {
-                let mut unchecked = Commas::default();
-                proptest::prop_assert_eq!(split_commas_of::<false>(&line, &mut unchecked), Line::Printable);
-                proptest::prop_assert_eq!(unchecked.as_slice(), commas.as_slice());
-            }
             if shape != Line::Quoted {
                 let expected: Vec<usize> =
                     line.iter().enumerate().filter(|(_, b)| **b == b',').map(|(i, _)| i).collect();
