@@ -149,13 +149,11 @@ pub fn check(scans: Vec<ScanEntries>) -> Outcome {
                 .filter_map(|(origin, parts)| parts.get(p).map(|l| (*origin, &l[..])))
                 .filter(|(_, l)| !l.is_empty())
                 .collect();
+            let entries =
+                lists.iter().flat_map(|(origin, l)| l.iter().map(move |e| (e.id, e.key, e.place(*origin))));
             if in_place_order(&lists) {
-                let entries =
-                    lists.iter().flat_map(|(origin, l)| l.iter().map(move |e| (e.id, e.key, e.place(*origin))));
                 check_in_place_order(entries, lists.iter().map(|(_, l)| l.len()).sum())
             } else {
-                let entries =
-                    lists.iter().flat_map(|(origin, l)| l.iter().map(move |e| (e.id, e.key, e.place(*origin))));
                 check_sorted(entries.collect())
             }
         })

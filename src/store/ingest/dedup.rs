@@ -264,7 +264,7 @@ pub(in crate::store) struct Pending {
 impl Pending {
     /// Copies `row` (its text in `arena`) in.
     pub(super) fn push(&mut self, arena: &str, row: &Row) -> Result<()> {
-        let text = |(start, length): Span| arena.get(start as usize..(start + length) as usize).unwrap_or("");
+        let text = |span: Span| row.text(arena, span);
         let row = Row {
             record_id: self.keep(text(row.record_id))?,
             auth_id: self.keep(text(row.auth_id))?,
