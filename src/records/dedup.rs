@@ -149,8 +149,7 @@ pub fn check(scans: Vec<ScanEntries>) -> Outcome {
                 .filter_map(|(origin, parts)| parts.get(p).map(|l| (*origin, &l[..])))
                 .filter(|(_, l)| !l.is_empty())
                 .collect();
-            let entries =
-                lists.iter().flat_map(|(origin, l)| l.iter().map(move |e| (e.id, e.key, e.place(*origin))));
+            let entries = lists.iter().flat_map(|(origin, l)| l.iter().map(move |e| (e.id, e.key, e.place(*origin))));
             if in_place_order(&lists) {
                 check_in_place_order(entries, lists.iter().map(|(_, l)| l.len()).sum())
             } else {
