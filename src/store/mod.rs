@@ -65,6 +65,7 @@ pub mod ingest;
 pub mod lease;
 pub mod location;
 mod parquet_io;
+mod parquet_out;
 mod rollup;
 pub mod spark;
 

@@ -6,11 +6,13 @@
 use std::path::Path;
 
 use polars::prelude::{
-    Column, DataFrame, Int128Chunked, Int64Chunked, IntoColumn, IntoSeries, ParquetCompression, ParquetReader,
-    ParquetWriter, SerReader, TimeUnit, TimeZone,
+    Column as FrameColumn, DataFrame, DataType, Int64Chunked, IntoColumn, IntoSeries, ParquetCompression,
+    ParquetReader, ParquetWriter, SerReader, TimeUnit, TimeZone,
 };
+use polars_arrow::datatypes::ArrowDataType;
 use rayon::prelude::*;
 
+use super::parquet_out::{arrow_schema, Column, ParquetOut};
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Kind, Product};
 
@@ -59,27 +61,12 @@ pub(super) fn polars_error(path: &Path) -> impl Fn(polars::prelude::PolarsError)
     move |e| Error::io(path, format!("parquet: {e}"))
 }
 
-pub(super) fn decimal_column(name: &str, values: Vec<i128>) -> Result<Column> {
-    let chunked = Int128Chunked::from_vec(name.into(), values)
-        .into_decimal(38, 9)
-        .map_err(|e| Error::Internal(format!("column '{name}': {e}")))?;
-    Ok(chunked.into_series().into_column())
-}
-
-/// A DECIMAL(38,0) column of whole counts (rollup units).
-pub(super) fn units_column(name: &str, values: Vec<i128>) -> Result<Column> {
-    let chunked = Int128Chunked::from_vec(name.into(), values)
-        .into_decimal(38, 0)
-        .map_err(|e| Error::Internal(format!("column '{name}': {e}")))?;
-    Ok(chunked.into_series().into_column())
-}
-
-pub(super) fn int_column(name: &str, values: Vec<i64>) -> Column {
+pub(super) fn int_column(name: &str, values: Vec<i64>) -> FrameColumn {
     Int64Chunked::from_vec(name.into(), values).into_series().into_column()
 }
 
-pub(super) fn text_column(name: &str, values: Vec<&str>) -> Column {
-    Column::new(name.into(), values)
+pub(super) fn text_column(name: &str, values: Vec<&str>) -> FrameColumn {
+    FrameColumn::new(name.into(), values)
 }
 
 pub(super) fn to_i64(value: u64, what: &str) -> Result<i64> {
@@ -143,47 +130,80 @@ pub(super) fn count_rows(path: &Path) -> Result<usize> {
 }
 
 /// Writes records of `kind` in the contract's columns (natural types) plus
-/// `source_file` and `source_line`.
+/// `source_file` and `source_line`: row groups of about [`ROW_GROUP_ROWS`]
+/// ([`row_groups`]), made and encoded a few at a time on the threads,
+/// written in order.
 pub fn write_records(path: &Path, kind: Kind, rows: &[RecordView<'_>]) -> Result<()> {
-    // The columns are made side by side on the threads (each is a pass
-    // over every row, and most of the time is their fresh memory).
-    let column = |name: &str| -> Result<Column> {
-        Ok(match name {
-            "record_id" => text_column(name, rows.iter().map(|r| r.record_id).collect()),
-            "auth_id" => text_column(name, rows.iter().map(|r| r.auth_id).collect()),
-            "subaccount_auth" => text_column(name, rows.iter().map(|r| r.subaccount).collect()),
-            "timestamp" => {
-                let nanos = rows.iter().map(timestamp_nanos).collect::<Result<Vec<i64>>>()?;
-                Int64Chunked::from_vec(name.into(), nanos)
-                    .into_datetime(TimeUnit::Nanoseconds, Some(TimeZone::UTC))
-                    .into_series()
-                    .into_column()
-            }
-            "product" => text_column(name, rows.iter().map(|r| r.product.as_str()).collect()),
-            "type" | "description" => text_column(name, rows.iter().map(|r| r.type_).collect()),
-            "direction" => text_column(name, rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())).collect()),
-            "country" => {
-                text_column(name, rows.iter().map(|r| r.country.as_ref().map_or("", |c| c.as_str())).collect())
-            }
-            "billed_seconds" | "duration_seconds" => {
-                decimal_column(name, rows.iter().map(|r| r.duration as i128).collect())?
-            }
-            "amount" => decimal_column(name, rows.iter().map(|r| r.amount as i128).collect())?,
-            "surcharge" => decimal_column(name, rows.iter().map(|r| r.surcharge as i128).collect())?,
-            "segments" | "units" => {
-                let values = rows.iter().map(|r| to_i64(r.units, name)).collect::<Result<Vec<i64>>>()?;
-                int_column(name, values)
-            }
-            "hangup_cause" | "error_code" => text_column(name, rows.iter().map(|r| r.code).collect()),
-            other => return Err(Error::Internal(format!("no store column for '{other}'"))),
-        })
-    };
-    let mut columns = kind.columns().par_iter().map(|&name| column(name)).collect::<Result<Vec<Column>>>()?;
-    columns.push(text_column("source_file", rows.iter().map(|r| r.source_file).collect()));
-    let lines = rows.iter().map(|r| to_i64(r.source_line, "line")).collect::<Result<Vec<i64>>>()?;
-    columns.push(int_column("source_line", lines));
-    let mut frame = DataFrame::new(rows.len(), columns).map_err(polars_error(path))?;
-    write_frame(path, &mut frame)
+    let names: Vec<&str> = kind.columns().iter().copied().chain(["source_file", "source_line"]).collect();
+    let types = names.iter().map(|name| Ok((*name, record_type(name)?))).collect::<Result<Vec<_>>>()?;
+    let mut out = ParquetOut::create(path, arrow_schema(&types))?;
+    let groups: Vec<&[RecordView<'_>]> = row_groups(rows.len()).map(|range| &rows[range]).collect();
+    for window in groups.chunks(2 * rayon::current_num_threads().max(1)) {
+        let encoded = window
+            .par_iter()
+            .map(|rows| {
+                let columns = names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| record_column(name, rows, out.dtype(i)))
+                    .collect::<Result<Vec<Column>>>()?;
+                out.encode(rows.len(), columns)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for group in encoded {
+            out.write(group)?;
+        }
+    }
+    out.finish()
+}
+
+/// The row groups of `rows` rows, as polars cut a frame for its writer
+/// (so that the files are the bytes they were): `rows / ROW_GROUP_ROWS`
+/// groups of equal size (at least one), the last one taking the rest.
+fn row_groups(rows: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let groups = (rows / ROW_GROUP_ROWS).max(1);
+    let size = rows / groups;
+    (0..groups).map(move |g| g * size..if g + 1 == groups { rows } else { (g + 1) * size })
+}
+
+/// The store's type of records column `name`.
+fn record_type(name: &str) -> Result<DataType> {
+    Ok(match name {
+        "timestamp" => DataType::Datetime(TimeUnit::Nanoseconds, Some(TimeZone::UTC)),
+        "billed_seconds" | "duration_seconds" | "amount" | "surcharge" => DataType::Decimal(38, 9),
+        "segments" | "units" | "source_line" => DataType::Int64,
+        "record_id" | "auth_id" | "subaccount_auth" | "product" | "type" | "description" | "direction" | "country"
+        | "hangup_cause" | "error_code" | "source_file" => DataType::String,
+        other => return Err(Error::Internal(format!("no store column for '{other}'"))),
+    })
+}
+
+/// Records column `name` of `rows`, of Arrow type `dtype`.
+fn record_column(name: &str, rows: &[RecordView<'_>], dtype: &ArrowDataType) -> Result<Column> {
+    Ok(match name {
+        "record_id" => Column::ids(rows.iter().map(|r| r.record_id), rows.len())?,
+        "auth_id" => Column::text(rows.iter().map(|r| r.auth_id), rows.len())?,
+        "subaccount_auth" => Column::text(rows.iter().map(|r| r.subaccount), rows.len())?,
+        "timestamp" => Column::int64(rows.iter().map(timestamp_nanos).collect::<Result<Vec<i64>>>()?, dtype),
+        "product" => Column::text(rows.iter().map(|r| r.product.as_str()), rows.len())?,
+        "type" | "description" => Column::text(rows.iter().map(|r| r.type_), rows.len())?,
+        "direction" => Column::text(rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())), rows.len())?,
+        "country" => Column::text(rows.iter().map(|r| r.country.as_ref().map_or("", |c| c.as_str())), rows.len())?,
+        "billed_seconds" | "duration_seconds" => {
+            Column::decimal(rows.iter().map(|r| r.duration as i128).collect(), dtype)
+        }
+        "amount" => Column::decimal(rows.iter().map(|r| r.amount as i128).collect(), dtype),
+        "surcharge" => Column::decimal(rows.iter().map(|r| r.surcharge as i128).collect(), dtype),
+        "segments" | "units" => {
+            Column::int64(rows.iter().map(|r| to_i64(r.units, name)).collect::<Result<Vec<i64>>>()?, dtype)
+        }
+        "hangup_cause" | "error_code" => Column::text(rows.iter().map(|r| r.code), rows.len())?,
+        "source_file" => Column::text(rows.iter().map(|r| r.source_file), rows.len())?,
+        "source_line" => {
+            Column::int64(rows.iter().map(|r| to_i64(r.source_line, "line")).collect::<Result<Vec<i64>>>()?, dtype)
+        }
+        other => return Err(Error::Internal(format!("no store column for '{other}'"))),
+    })
 }
 
 #[cfg(test)]

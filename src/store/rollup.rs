@@ -9,11 +9,12 @@
 use std::path::Path;
 
 use polars::prelude::{
-    ChunkedArray, Column, DataFrame, DataType, FileMetadataRef, ParallelStrategy, ParquetCompression, ParquetReader,
-    ParquetWriter, PolarsDataType, SerReader, StringType,
+    ChunkedArray, DataFrame, DataType, FileMetadataRef, ParallelStrategy, ParquetReader, PolarsDataType, SerReader,
+    StringType,
 };
 
-use super::parquet_io::{decimal_column, int_column, polars_error, read_frame, text_column, to_i64, units_column};
+use super::parquet_io::{polars_error, read_frame, to_i64};
+use super::parquet_out::{arrow_schema, Column, ParquetOut};
 use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Product};
@@ -39,64 +40,49 @@ const ROLLUP_COLUMNS: [&str; 14] = [
 /// order but not all at once (ingest's merge, one day at a time).
 pub struct RollupWriter {
     path: std::path::PathBuf,
-    out: SharedOut,
-    writer: Option<polars::prelude::BatchedWriter<SharedOut>>,
-}
-
-/// The file under a [`RollupWriter`], shared so that it can be flushed and
-/// synced after polars' writer has finished with it.
-#[derive(Clone)]
-struct SharedOut(std::sync::Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>);
-
-impl std::io::Write for SharedOut {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.write(bytes)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.flush()
-    }
+    out: ParquetOut,
 }
 
 impl RollupWriter {
     /// Creates (or truncates) the file.
     pub fn create(path: &Path) -> Result<RollupWriter> {
-        let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-        let out = SharedOut(std::sync::Arc::new(std::sync::Mutex::new(std::io::BufWriter::new(file))));
-        Ok(RollupWriter { path: path.to_owned(), out, writer: None })
+        let text = DataType::String;
+        let (nanos, count) = (DataType::Decimal(38, 9), DataType::Int64);
+        let types = [
+            text.clone(),
+            text.clone(),
+            count.clone(),
+            text.clone(),
+            text.clone(),
+            text.clone(),
+            text.clone(),
+            text.clone(),
+            text,
+            count,
+            DataType::Decimal(38, 0),
+            nanos.clone(),
+            nanos.clone(),
+            nanos,
+        ];
+        let columns: Vec<(&str, DataType)> = ROLLUP_COLUMNS.iter().copied().zip(types).collect();
+        Ok(RollupWriter { path: path.to_owned(), out: ParquetOut::create(path, arrow_schema(&columns))? })
     }
 
     /// Writes `rows` (after the rows written so far, in order) as one row
-    /// group.
+    /// group (nothing when there are none).
     pub fn write(&mut self, rows: &[RollupRef<'_>]) -> Result<()> {
-        let frame = rollup_frame(&self.path, rows)?;
-        if self.writer.is_none() {
-            let batched = ParquetWriter::new(self.out.clone())
-                .with_compression(ParquetCompression::Snappy)
-                .batched(frame.schema())
-                .map_err(polars_error(&self.path))?;
-            self.writer = Some(batched);
+        if rows.is_empty() {
+            return Ok(());
         }
-        if let Some(batched) = &mut self.writer {
-            batched.write_batch(&frame).map_err(polars_error(&self.path))?;
-        }
-        Ok(())
+        let columns = rollup_columns(&self.path, &self.out, rows)?;
+        let group = self.out.encode(rows.len(), columns)?;
+        self.out.write(group)
     }
 
     /// Finishes the file (with no rows when nothing was written) and syncs
     /// it to disk.
-    pub fn finish(mut self) -> Result<()> {
-        use std::io::Write;
-        if self.writer.is_none() {
-            self.write(&[])?;
-        }
-        if let Some(batched) = self.writer.take() {
-            batched.finish().map_err(polars_error(&self.path))?;
-        }
-        let io = |e: std::io::Error| Error::io(&self.path, e);
-        self.out.flush().map_err(io)?;
-        let out = self.out.0.lock().map_err(|_| Error::Internal("rollup writer poisoned".to_owned()))?;
-        out.get_ref().sync_all().map_err(io)
+    pub fn finish(self) -> Result<()> {
+        self.out.finish()
     }
 }
 
@@ -106,8 +92,8 @@ pub fn read_rollup_slice(path: &Path, offset: usize, len: usize) -> Result<DataF
     super::parquet_io::read_frame_slice(path, &ROLLUP_COLUMNS, offset, len)
 }
 
-/// The columns of some rollup rows.
-fn rollup_frame(path: &Path, rows: &[RollupRef<'_>]) -> Result<DataFrame> {
+/// The columns of some rollup rows, in [`ROLLUP_COLUMNS`]' order.
+fn rollup_columns(path: &Path, out: &ParquetOut, rows: &[RollupRef<'_>]) -> Result<Vec<Column>> {
     fn code_if<'a>(row: &RollupRef<'a>, has: bool) -> &'a str {
         if has {
             row.code
@@ -119,7 +105,10 @@ fn rollup_frame(path: &Path, rows: &[RollupRef<'_>]) -> Result<DataFrame> {
     // 10^19 records in one group. Still refused, never wrapped.
     let limit = 10u128.pow(38);
     let too_large = |name: &str, value: &dyn std::fmt::Display, column: &str| {
-        Error::Limit(format!("the {name} of one rollup group add up to {value}, more than {column} holds"))
+        Error::Limit(format!(
+            "{}: the {name} of one rollup group add up to {value}, more than {column} holds",
+            path.display()
+        ))
     };
     let nanos = |value: i128, name: &str| -> Result<i128> {
         if value.unsigned_abs() >= limit {
@@ -133,37 +122,30 @@ fn rollup_frame(path: &Path, rows: &[RollupRef<'_>]) -> Result<DataFrame> {
         }
         Ok(value as i128)
     };
-    let countries: Vec<String> =
-        rows.iter().map(|r| r.country.map_or(String::new(), |c| c.as_str().to_owned())).collect();
-    let columns = vec![
-        text_column(ROLLUP_COLUMNS[0], rows.iter().map(|r| r.auth_id).collect()),
-        text_column(ROLLUP_COLUMNS[1], rows.iter().map(|r| r.subaccount).collect()),
-        int_column(ROLLUP_COLUMNS[2], rows.iter().map(|r| r.slot).collect()),
-        text_column(ROLLUP_COLUMNS[3], rows.iter().map(|r| r.product.as_str()).collect()),
-        text_column(ROLLUP_COLUMNS[4], rows.iter().map(|r| r.type_).collect()),
-        Column::new(ROLLUP_COLUMNS[5].into(), countries),
-        text_column(ROLLUP_COLUMNS[6], rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())).collect()),
-        text_column(ROLLUP_COLUMNS[7], rows.iter().map(|r| code_if(r, r.product.has_error_code())).collect()),
-        text_column(ROLLUP_COLUMNS[8], rows.iter().map(|r| code_if(r, r.product.has_hangup_cause())).collect()),
-        int_column(
-            ROLLUP_COLUMNS[9],
+    let n = rows.len();
+    let sums = |i: usize, name: &str, value: fn(&Totals) -> i128| -> Result<Column> {
+        let values = rows.iter().map(|r| nanos(value(&r.totals), name)).collect::<Result<Vec<_>>>()?;
+        Ok(Column::decimal(values, out.dtype(i)))
+    };
+    Ok(vec![
+        Column::text(rows.iter().map(|r| r.auth_id), n)?,
+        Column::text(rows.iter().map(|r| r.subaccount), n)?,
+        Column::int64(rows.iter().map(|r| r.slot).collect(), out.dtype(2)),
+        Column::text(rows.iter().map(|r| r.product.as_str()), n)?,
+        Column::text(rows.iter().map(|r| r.type_), n)?,
+        Column::text(rows.iter().map(|r| r.country.as_ref().map_or("", |c| c.as_str())), n)?,
+        Column::text(rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())), n)?,
+        Column::text(rows.iter().map(|r| code_if(r, r.product.has_error_code())), n)?,
+        Column::text(rows.iter().map(|r| code_if(r, r.product.has_hangup_cause())), n)?,
+        Column::int64(
             rows.iter().map(|r| to_i64(r.totals.records, "records")).collect::<Result<Vec<_>>>()?,
+            out.dtype(9),
         ),
-        units_column(ROLLUP_COLUMNS[10], rows.iter().map(|r| units(r.totals.units)).collect::<Result<Vec<_>>>()?)?,
-        decimal_column(
-            ROLLUP_COLUMNS[11],
-            rows.iter().map(|r| nanos(r.totals.duration, "duration")).collect::<Result<Vec<_>>>()?,
-        )?,
-        decimal_column(
-            ROLLUP_COLUMNS[12],
-            rows.iter().map(|r| nanos(r.totals.amount, "amount")).collect::<Result<Vec<_>>>()?,
-        )?,
-        decimal_column(
-            ROLLUP_COLUMNS[13],
-            rows.iter().map(|r| nanos(r.totals.surcharge, "surcharge")).collect::<Result<Vec<_>>>()?,
-        )?,
-    ];
-    DataFrame::new(rows.len(), columns).map_err(polars_error(path))
+        Column::decimal(rows.iter().map(|r| units(r.totals.units)).collect::<Result<Vec<_>>>()?, out.dtype(10)),
+        sums(11, "duration", |t| t.duration)?,
+        sums(12, "amount", |t| t.amount)?,
+        sums(13, "surcharge", |t| t.surcharge)?,
+    ])
 }
 
 /// One rollup row as read, borrowing its text from the file's columns.

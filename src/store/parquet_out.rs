@@ -1,0 +1,274 @@
+//! The store's Parquet writer: Arrow columns made from our own rows, each
+//! with the encoding chosen here, encoded and compressed on the threads,
+//! then written row group by row group through polars' Parquet crate.
+//!
+//! polars' `ParquetWriter` decides each column's encoding itself: for every
+//! string and decimal column of every row group it estimates the
+//! cardinality, and when low enough it hashes every value into a dictionary
+//! (`cast_to_dictionary`); then one thread compresses the pages while it
+//! writes them. For the store's columns the answer is known before: text
+//! columns are few distinct values (accounts, products, countries, codes,
+//! the source file) except `record_id`; decimal sums are mostly distinct.
+//! Here a text column's dictionary is made from the rows as they are
+//! gathered (a compare with the previous value, else one hash of a small
+//! map), integers keep polars' cheap min-max dictionary check, decimals
+//! are plain, and pages are compressed (Snappy) by the thread that encoded
+//! them. The files are Parquet as before: same schema, same Arrow schema
+//! metadata (taken from polars' own mapping of the column types), same
+//! statistics, dictionary pages where they were.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use polars::prelude::{CompatLevel, DataType, Schema, SchemaExt};
+use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray, Utf8ViewArray};
+use polars_arrow::datatypes::{ArrowDataType, ArrowSchema, IntegerType};
+use polars_parquet::write::{
+    array_to_columns, compress, fallible_streaming_iterator, CompressedPage, CompressionOptions, DynIter,
+    DynStreamingIterator, Encoding, FileWriter, ParquetType, StatisticsOptions, Version, WriteOptions,
+};
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::intern::Interner;
+
+/// The Arrow schema polars writes for columns of these types (its
+/// `ARROW:schema` metadata, and so the types every reader gets back).
+pub(super) fn arrow_schema(columns: &[(&str, DataType)]) -> ArrowSchema {
+    let schema: Schema = columns.iter().map(|(name, dtype)| ((*name).into(), dtype.clone())).collect();
+    schema.to_arrow(CompatLevel::newest())
+}
+
+/// One column of a row group, with its encoding.
+pub(super) struct Column {
+    array: Box<dyn Array>,
+    encoding: Encoding,
+}
+
+impl Column {
+    /// A text column: dictionary-encoded (the dictionary in order of first
+    /// appearance), unless most of its values are distinct, then plain
+    /// (polars' own rule: more than 128 rows, and distinct values over 3/4
+    /// of them).
+    pub(super) fn text<'a>(values: impl Iterator<Item = &'a str>, rows: usize) -> Result<Column> {
+        let mut dictionary = Interner::default();
+        let mut keys: Vec<u32> = Vec::with_capacity(rows);
+        // The keys of recently seen slices, by address and length: a
+        // rollup's text is interned and an enum's name is static, so their
+        // rows repeat the same few slices, and an equal slice (borrowed
+        // for the whole loop) is an equal string, found without a hash.
+        let mut recent = [(0usize, usize::MAX, 0u32); 64];
+        for value in values {
+            let address = value.as_ptr() as usize;
+            let slot = &mut recent[(address ^ (address >> 6)) % 64];
+            let key = if slot.0 == address && slot.1 == value.len() {
+                slot.2
+            } else {
+                let key = dictionary.intern(value);
+                *slot = (address, value.len(), key);
+                key
+            };
+            keys.push(key);
+        }
+        let dictionary: Vec<&str> = dictionary.iter().collect();
+        if keys.len() > 128 && dictionary.len() * 4 > keys.len() * 3 {
+            return Ok(Column::plain_text(keys.iter().map(|&key| dictionary[key as usize])));
+        }
+        let values = Utf8ViewArray::from_slice_values(&dictionary);
+        let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
+        // The keys index the dictionary just made: always in range.
+        let array = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(keys), values.boxed())
+            .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
+        Ok(Column { array: array.boxed(), encoding: Encoding::RleDictionary })
+    }
+
+    /// A text column of distinct values (ids): plain, except in a row
+    /// group of at most 128 rows, where polars' rule takes a dictionary.
+    pub(super) fn ids<'a>(values: impl Iterator<Item = &'a str>, rows: usize) -> Result<Column> {
+        if rows <= 128 {
+            return Column::text(values, rows);
+        }
+        Ok(Column::plain_text(values))
+    }
+
+    /// A text column written plain.
+    fn plain_text<'a>(values: impl Iterator<Item = &'a str>) -> Column {
+        let array: Utf8ViewArray = polars_arrow::array::MutableBinaryViewArray::<str>::from_values_iter(values).into();
+        Column { array: array.boxed(), encoding: Encoding::Plain }
+    }
+
+    /// An Int64 column of Arrow type `dtype` (a timestamp, or plain Int64):
+    /// dictionary-encoded when polars' min-max check finds it worth it
+    /// (slots, record counts, the lines of a small file), else plain; the
+    /// check is one pass over the values, no hashing.
+    pub(super) fn int64(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
+        Column { array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(), encoding: Encoding::RleDictionary }
+    }
+
+    /// A decimal column (unscaled values) of Arrow type `dtype`: plain.
+    pub(super) fn decimal(values: Vec<i128>, dtype: &ArrowDataType) -> Column {
+        Column { array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(), encoding: Encoding::Plain }
+    }
+}
+
+/// One row group, encoded and compressed, ready to be written.
+pub(super) struct Group {
+    rows: u64,
+    columns: Vec<Vec<CompressedPage>>,
+}
+
+/// A Parquet file being written, a row group at a time.
+pub(super) struct ParquetOut {
+    path: PathBuf,
+    schema: ArrowSchema,
+    fields: Vec<ParquetType>,
+    writer: FileWriter<std::io::BufWriter<std::fs::File>>,
+}
+
+/// What every store file is written with: Snappy (fast to write and read,
+/// and every Parquet reader has it), polars' default statistics (min, max,
+/// null count), format 1 pages, polars' default page size.
+const OPTIONS: WriteOptions = WriteOptions {
+    statistics: StatisticsOptions {
+        min_value: true,
+        max_value: true,
+        distinct_count: false,
+        null_count: true,
+        binary_statistics_truncate_length: None,
+    },
+    version: Version::V1,
+    compression: CompressionOptions::Snappy,
+    data_page_size: None,
+};
+
+impl ParquetOut {
+    /// Creates (or truncates) the file at `path`, for columns of `schema`.
+    pub(super) fn create(path: &Path, schema: ArrowSchema) -> Result<ParquetOut> {
+        let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+        let writer = FileWriter::try_new(std::io::BufWriter::with_capacity(1 << 20, file), schema.clone(), OPTIONS)
+            .map_err(parquet_error(path))?;
+        let fields = writer.parquet_schema().fields().to_vec();
+        Ok(ParquetOut { path: path.to_owned(), schema, fields, writer })
+    }
+
+    /// The Arrow type of column `i` (what [`Column`]'s numbers take).
+    pub(super) fn dtype(&self, i: usize) -> &ArrowDataType {
+        self.schema.get_at_index(i).map_or(&ArrowDataType::Null, |(_, field)| &field.dtype)
+    }
+
+    /// Encodes and compresses one row group of `rows` rows (the columns in
+    /// the schema's order, on the threads); `&self`, so that several groups
+    /// of a file can be encoded at once.
+    pub(super) fn encode(&self, rows: usize, columns: Vec<Column>) -> Result<Group> {
+        if columns.len() != self.fields.len() {
+            return Err(Error::Internal(format!(
+                "{}: {} columns for a schema of {}",
+                self.path.display(),
+                columns.len(),
+                self.fields.len()
+            )));
+        }
+        let columns = columns
+            .into_par_iter()
+            .zip(self.fields.par_iter())
+            .map(|(column, field)| self.encode_column(column, field))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Group { rows: rows as u64, columns })
+    }
+
+    fn encode_column(&self, column: Column, field: &ParquetType) -> Result<Vec<CompressedPage>> {
+        let leaves = array_to_columns(column.array, field.clone(), OPTIONS, &[column.encoding])
+            .map_err(parquet_error(&self.path))?;
+        let mut pages = Vec::new();
+        for leaf in leaves {
+            for page in leaf {
+                let page = page.map_err(parquet_error(&self.path))?;
+                pages.push(compress(page, Vec::new(), OPTIONS.compression).map_err(parquet_error(&self.path))?);
+            }
+        }
+        Ok(pages)
+    }
+
+    /// Writes an encoded row group (after the ones written so far).
+    pub(super) fn write(&mut self, group: Group) -> Result<()> {
+        let columns = group.columns.iter().map(|pages| {
+            let pages = fallible_streaming_iterator::convert(pages.iter().map(Ok));
+            Ok(DynStreamingIterator::new(pages))
+        });
+        self.writer.write(group.rows, DynIter::new(columns)).map_err(parquet_error(&self.path))
+    }
+
+    /// Writes the footer (with polars' `ARROW:schema` metadata) and syncs
+    /// the file to disk.
+    pub(super) fn finish(mut self) -> Result<()> {
+        self.writer.end(None).map_err(parquet_error(&self.path))?;
+        let path = self.path;
+        let mut out = self.writer.into_inner();
+        out.flush().map_err(|e| Error::io(&path, e))?;
+        let file = out.into_inner().map_err(|e| Error::io(&path, e.error().to_string()))?;
+        file.sync_all().map_err(|e| Error::io(&path, e))
+    }
+}
+
+fn parquet_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> Error + '_ {
+    move |e| Error::io(path, format!("parquet: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use polars::prelude::{ParquetReader, SerReader};
+
+    /// Text columns come back as the strings written, whether the writer
+    /// took a dictionary (few distinct values, or a small group) or wrote
+    /// them plain (mostly distinct); integers and decimals likewise.
+    #[test]
+    fn columns_read_back_as_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.parquet");
+        let schema = arrow_schema(&[
+            ("few", DataType::String),
+            ("distinct", DataType::String),
+            ("n", DataType::Int64),
+            ("d", DataType::Decimal(38, 9)),
+        ]);
+        let ids: Vec<String> = (0..1000).map(|i| format!("record-{i:05}")).collect();
+        let few = ["", "a", "é", "a"];
+        let mut out = ParquetOut::create(&path, schema).expect("created");
+        let mut kinds = Vec::new();
+        for rows in [1000usize, 100] {
+            let columns = vec![
+                Column::text((0..rows).map(|i| few[i % few.len()]), rows).expect("few"),
+                Column::ids(ids[..rows].iter().map(String::as_str), rows).expect("ids"),
+                Column::int64((0..rows as i64).map(|i| i * 7 - 3).collect(), out.dtype(2)),
+                Column::decimal((0..rows as i128).map(|i| i * 1_000_000_001 - 5).collect(), out.dtype(3)),
+            ];
+            kinds.push(columns.iter().map(|c| c.encoding).collect::<Vec<_>>());
+            let group = out.encode(rows, columns).expect("encoded");
+            out.write(group).expect("written");
+        }
+        out.finish().expect("finished");
+        // 1,000 distinct ids are plain; 100 take a dictionary, as polars does.
+        assert_eq!(kinds[0][..2], [Encoding::RleDictionary, Encoding::Plain]);
+        assert_eq!(kinds[1][..2], [Encoding::RleDictionary, Encoding::RleDictionary]);
+
+        let file = std::fs::File::open(&path).expect("opened");
+        let frame = ParquetReader::new(file).finish().expect("read");
+        assert_eq!(frame.height(), 1100);
+        let text = |name: &str| -> Vec<String> {
+            let column = frame.column(name).expect("column").str().expect("text").clone();
+            column.iter().map(|v| v.expect("not null").to_owned()).collect()
+        };
+        let expected_few: Vec<String> = (0..1000).chain(0..100).map(|i| few[i % few.len()].to_owned()).collect();
+        assert_eq!(text("few"), expected_few);
+        let expected_ids: Vec<String> = ids.iter().chain(&ids[..100]).cloned().collect();
+        assert_eq!(text("distinct"), expected_ids);
+        let n: Vec<i64> = frame.column("n").expect("n").i64().expect("i64").into_no_null_iter().collect();
+        let expected_n: Vec<i64> = (0..1000).chain(0..100).map(|i| i * 7 - 3).collect();
+        assert_eq!(n, expected_n);
+        let d = frame.column("d").expect("d").decimal().expect("decimal").physical().clone();
+        let d: Vec<i128> = d.into_no_null_iter().collect();
+        let expected_d: Vec<i128> = (0..1000).chain(0..100).map(|i| i * 1_000_000_001 - 5).collect();
+        assert_eq!(d, expected_d);
+    }
+}
