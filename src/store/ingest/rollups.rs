@@ -107,14 +107,14 @@ impl Rollups {
 
     /// Spills every shard that holds at least its share of `max_groups`
     /// (so that all shards together hold about `max_groups` at most).
+    /// The shards spill in parallel (each sorts its groups, then writes
+    /// an account's partial file per task).
     pub(super) fn spill_full(&mut self, store: &Path, id: &str, max_groups: usize) -> Result<()> {
         let limit = (max_groups / SHARDS).max(1);
-        for shard in &mut self.shards {
-            if shard.groups.len() >= limit {
-                shard.spill(store, id)?;
-            }
-        }
-        Ok(())
+        self.shards
+            .par_iter_mut()
+            .filter(|shard| shard.groups.len() >= limit)
+            .try_for_each(|shard| shard.spill(store, id))
     }
 
     /// The partial files spilled so far (scratch files of this run).
@@ -217,7 +217,7 @@ impl Shard {
     #[inline]
     fn intern(&mut self, field: usize, text: &str) -> u32 {
         if let Some(id) = self.recent[field] {
-            if self.strings.get(id) == text {
+            if intern::same(self.strings.get(id), text) {
                 return id;
             }
         }
