@@ -209,10 +209,16 @@ pub(in crate::store) fn check_file(
             records::parquet::read(file, kind, &mut chunk)?;
             vec![chunk]
         }
-        _ => {
-            let bytes = records::decode::read(&file.path, file.format).map_err(|e| file.renamed(e))?;
-            records::csv::read(file, kind, &bytes, new_chunk)?
-        }
+        _ => match records::csv::map(file) {
+            // Plain CSV is read through a map, as the raw commands read it:
+            // no copy into a fresh buffer (a zeroed page per 4 KiB); each
+            // chunk keeps its rows' text in its own arena.
+            Some(map) => records::csv::read_mapped(file, kind, &map, new_chunk)?,
+            None => {
+                let bytes = records::decode::read(&file.path, file.format).map_err(|e| file.renamed(e))?;
+                records::csv::read(file, kind, &bytes, new_chunk)?
+            }
+        },
     };
     let mut out = Vec::with_capacity(chunks.len());
     for mut chunk in chunks {
