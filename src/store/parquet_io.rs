@@ -133,15 +133,17 @@ pub(super) fn count_rows(path: &Path) -> Result<usize> {
 /// `source_file` and `source_line`: row groups of about [`ROW_GROUP_ROWS`]
 /// ([`row_groups`]), made and encoded a few at a time on the threads,
 /// written in order.
-pub fn write_records(path: &Path, kind: Kind, rows: &[RecordView<'_>]) -> Result<()> {
+pub fn write_records<R: RecordRows + ?Sized>(path: &Path, kind: Kind, rows: &R) -> Result<()> {
     let names: Vec<&str> = kind.columns().iter().copied().chain(["source_file", "source_line"]).collect();
     let types = names.iter().map(|name| Ok((*name, record_type(name)?))).collect::<Result<Vec<_>>>()?;
     let mut out = ParquetOut::create(path, arrow_schema(&types))?;
-    let groups: Vec<&[RecordView<'_>]> = row_groups(rows.len()).map(|range| &rows[range]).collect();
+    let groups: Vec<std::ops::Range<usize>> = row_groups(rows.len()).collect();
     for window in groups.chunks(2 * rayon::current_num_threads().max(1)) {
         let encoded = window
             .par_iter()
-            .map(|rows| {
+            .map(|range| {
+                let rows = rows.views(range.clone());
+                let rows: &[RecordView<'_>] = &rows;
                 let columns = names
                     .iter()
                     .enumerate()
@@ -155,6 +157,32 @@ pub fn write_records(path: &Path, kind: Kind, rows: &[RecordView<'_>]) -> Result
         }
     }
     out.finish()
+}
+
+/// Records to write, by position: a slice of views, or rows that sit
+/// elsewhere (ingest's new rows, in their chunks), made into views a row
+/// group at a time.
+pub trait RecordRows: Sync {
+    /// Number of rows.
+    fn len(&self) -> usize;
+
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The views of rows `range` (within `0..len()`).
+    fn views(&self, range: std::ops::Range<usize>) -> std::borrow::Cow<'_, [RecordView<'_>]>;
+}
+
+impl RecordRows for [RecordView<'_>] {
+    fn len(&self) -> usize {
+        <[RecordView<'_>]>::len(self)
+    }
+
+    fn views(&self, range: std::ops::Range<usize>) -> std::borrow::Cow<'_, [RecordView<'_>]> {
+        std::borrow::Cow::Borrowed(&self[range])
+    }
 }
 
 /// The row groups of `rows` rows, as polars cut a frame for its writer

@@ -16,7 +16,7 @@ use crate::records::dedup::Seen;
 use crate::records::files::{Format, InputFile};
 use crate::records::{self, Country, Direction, Field, Kind, Product};
 use crate::store::index::{self, IndexEntry};
-use crate::store::parquet_io::RecordView;
+use crate::store::parquet_io::{RecordRows, RecordView};
 
 /// A string in a chunk's arena: offset and length.
 pub(super) type Span = (u32, u32);
@@ -259,4 +259,50 @@ pub(super) struct ChunkFold {
     pub(super) entries: Vec<IndexEntry>,
     pub(super) kept: Vec<u32>,
     pub(super) duplicates: u64,
+}
+
+/// The new rows of a batch, in their chunks (chunk by chunk, each chunk's
+/// in line order), for the records file: made into views a row group at a
+/// time instead of all at once.
+pub(super) struct Kept<'c> {
+    /// Each chunk and the positions of its new rows.
+    parts: Vec<(&'c Chunk, &'c [u32])>,
+    /// Where each part starts among the rows, and the total at the end.
+    starts: Vec<usize>,
+}
+
+impl<'c> Kept<'c> {
+    pub(super) fn new(parts: impl Iterator<Item = (&'c Chunk, &'c [u32])>) -> Kept<'c> {
+        let parts: Vec<(&Chunk, &[u32])> = parts.collect();
+        let mut starts = Vec::with_capacity(parts.len() + 1);
+        let mut total = 0;
+        for (_, rows) in &parts {
+            starts.push(total);
+            total += rows.len();
+        }
+        starts.push(total);
+        Kept { parts, starts }
+    }
+}
+
+impl RecordRows for Kept<'_> {
+    fn len(&self) -> usize {
+        self.starts.last().copied().unwrap_or(0)
+    }
+
+    fn views(&self, range: std::ops::Range<usize>) -> std::borrow::Cow<'_, [RecordView<'_>]> {
+        let mut views = Vec::with_capacity(range.len());
+        // The last part starting at or before the range's start.
+        let mut part = self.starts.partition_point(|&start| start <= range.start).saturating_sub(1);
+        let mut at = range.start;
+        while at < range.end && part < self.parts.len() {
+            let (chunk, rows) = self.parts[part];
+            let from = at - self.starts[part];
+            let to = (range.end - self.starts[part]).min(rows.len());
+            views.extend(rows[from..to].iter().map(|&r| chunk.view(&chunk.rows[r as usize])));
+            at = self.starts[part] + to;
+            part += 1;
+        }
+        std::borrow::Cow::Owned(views)
+    }
 }

@@ -59,7 +59,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::index::{self, Filter, IndexEntry, IndexFile};
-use super::parquet_io::{self, RecordView};
+use super::parquet_io::{self, RecordRows};
 use super::{Manifest, FORMAT_VERSION};
 use crate::aggregate::{OnBadRow, Tally};
 use crate::error::{BadRecord, Error, Location, Result};
@@ -67,7 +67,7 @@ use crate::money::Amount;
 use crate::records::accounts::Accounts;
 use crate::records::files::{InputFile, Inventory};
 use crate::records::Kind;
-use chunk::{Chunk, ChunkFold};
+use chunk::{Chunk, ChunkFold, Kept};
 use dedup::{KindState, Mark};
 
 /// How to ingest.
@@ -630,21 +630,21 @@ impl Run<'_> {
             })?;
             self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
             let kept = folds.iter().map(|fold| fold.kept.len()).sum();
-            let mut views = Vec::with_capacity(kept);
             let mut entries: Vec<IndexEntry> = Vec::with_capacity(kept);
-            for ((chunk, fold), marks) in chunks.iter().zip(folds).zip(&marks) {
+            for ((chunk, fold), marks) in chunks.iter().zip(&folds).zip(&marks) {
                 state.tally.duplicates += fold.duplicates;
                 state.add_amount(fold.amount)?;
-                entries.extend(fold.entries);
-                views.extend(fold.kept.iter().map(|&r| chunk.view(&chunk.rows[r as usize])));
+                entries.extend_from_slice(&fold.entries);
                 for (row, mark) in chunk.rows.iter().zip(marks) {
                     if *mark == Mark::Candidate {
                         state.pending.push(&chunk.arena, row)?;
                     }
                 }
             }
-            self.write_new(&mut state, &views, &mut entries)?;
-            drop(views);
+            let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
+            self.write_new(&mut state, &new_rows, &mut entries)?;
+            drop(new_rows);
+            drop(folds);
             drop(chunks);
             if state.pending.bytes() >= self.options.pending_bytes {
                 self.resolve(&mut state)?;
@@ -660,7 +660,12 @@ impl Run<'_> {
 
     /// Writes new rows of `kind` as one records file and their entries as
     /// one index file (nothing when there are none).
-    fn write_new(&mut self, state: &mut KindState, views: &[RecordView<'_>], entries: &mut [IndexEntry]) -> Result<()> {
+    fn write_new<R: RecordRows + ?Sized>(
+        &mut self,
+        state: &mut KindState,
+        views: &R,
+        entries: &mut [IndexEntry],
+    ) -> Result<()> {
         state.tally.used += views.len() as u64;
         if views.is_empty() {
             return Ok(());
@@ -698,12 +703,12 @@ impl Run<'_> {
 
 /// Writes new rows of `kind` as the records file and the index file number
 /// `number` of ingest `id` (both engines name them so); returns their names.
-pub(super) fn write_files(
+pub(super) fn write_files<R: RecordRows + ?Sized>(
     store: &Path,
     id: &str,
     number: u64,
     kind: Kind,
-    views: &[RecordView<'_>],
+    views: &R,
     entries: &mut [IndexEntry],
 ) -> Result<(String, String)> {
     let name = format!("records/{}/{id}-{number:05}.parquet", kind.name());
