@@ -340,7 +340,7 @@ mod tests {
             assert!(holds(&record));
             views.push(view(&record));
         }
-        write_records(&dir.path().join("r.parquet"), Kind::Charges, &views).expect("written");
+        write_records(&dir.path().join("r.parquet"), Kind::Charges, &views[..]).expect("written");
         // One nanosecond before and after the range: refused.
         for timestamp in ["1677-12-31T23:59:59.999999999Z", "2262-01-01T00:00:00Z"] {
             let row = ["x3", "A1", timestamp, "a", "1", "1"];

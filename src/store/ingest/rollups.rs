@@ -355,6 +355,12 @@ impl Shard {
         }
         let mut outputs: Vec<Output> = paths.iter().map(|p| Output::create(p)).collect::<Result<_>>()?;
         let day = *crate::store::GRAINS.last().unwrap_or(&86_400);
+        // The day's rows as read, then summed grain by grain (each level
+        // from the one before), with each row's report order as one integer.
+        let mut rows: Vec<(RollupKey, Totals)> = Vec::new();
+        let mut orders: Vec<u128> = Vec::new();
+        let (mut summed, mut summed_orders) = (Vec::new(), Vec::new());
+        let mut keyed: Vec<(u128, u32)> = Vec::new();
         loop {
             let mut first: Option<i64> = None;
             for cursor in cursors.iter_mut() {
@@ -363,27 +369,25 @@ impl Shard {
                 }
             }
             let Some(first) = first else { break };
-            let end = first - first.rem_euclid(day) + day;
-            let mut window: FxHashMap<RollupKey, Totals> = FxHashMap::default();
+            let start = first - first.rem_euclid(day);
+            rows.clear();
             for cursor in cursors.iter_mut() {
-                while let Some((key, totals)) = cursor.next_before(end, &mut strings, account_id)? {
-                    let entry = window.entry(key).or_default();
-                    *entry = entry.checked_add(&totals).ok_or_else(overflow)?;
+                while let Some(row) = cursor.next_before(start + day, &mut strings, account_id)? {
+                    rows.push(row);
                 }
             }
-            let mut rows: Vec<(RollupKey, Totals)> = window.into_iter().collect();
+            {
+                let ranks = strings.ranks();
+                let rank = |id: u32| ranks.get(id as usize).copied().unwrap_or(u32::MAX);
+                orders.clear();
+                orders.extend(rows.iter().map(|(key, _)| key.order().map(rank).packed()));
+            }
             for (g, grain) in crate::store::GRAINS.iter().enumerate() {
-                if g > 0 {
-                    let mut coarser: FxHashMap<RollupKey, Totals> = FxHashMap::default();
-                    for (key, totals) in &rows {
-                        let key = RollupKey { slot: key.slot - key.slot.rem_euclid(*grain), ..*key };
-                        let entry = coarser.entry(key).or_default();
-                        *entry = entry.checked_add(totals).ok_or_else(overflow)?;
-                    }
-                    rows = coarser.into_iter().collect();
-                }
-                sort_rows(&mut rows, &strings);
-                outputs[g].push(&rows, account, &strings)?;
+                sum_day(&rows, &orders, start, *grain, &mut keyed, &mut summed, &mut summed_orders)
+                    .map_err(|e| e.unwrap_or_else(overflow))?;
+                outputs[g].push(&summed, account, &strings)?;
+                std::mem::swap(&mut rows, &mut summed);
+                std::mem::swap(&mut orders, &mut summed_orders);
             }
         }
         for output in outputs {
@@ -393,13 +397,52 @@ impl Shard {
     }
 }
 
-/// Sorts rollup rows like a rollup file: slot first (so row-group statistics
-/// can skip by time), then the report's order of the other fields
-/// ([`RollupKey::order`]).
-fn sort_rows(rows: &mut [(RollupKey, Totals)], strings: &AccountStrings<'_>) {
-    let ranks = strings.ranks();
-    let rank = |id: u32| ranks.get(id as usize).copied().unwrap_or(u32::MAX);
-    rows.sort_by_cached_key(|(k, _)| (k.slot, k.order().map(rank).packed()));
+/// Sums one day's rollup rows of an account (`rows`, each with its
+/// report order in `orders`, the day starting at `start`) at `grain`, into
+/// `out` and `out_orders`, in the rollup file's row order: slot first (so
+/// row-group statistics can skip by time), then the report's order of the
+/// other fields ([`RollupKey::order`]). Rows of one slot and order are one
+/// group (the order is one-to-one with the fields after the account and
+/// slot). No hashing: each row is keyed by one integer, (slot in the day,
+/// order), and the keys are sorted. `Err(None)` is a sum past the totals'
+/// range; `Err(Some(_))` a day or order that does not fit the key.
+fn sum_day(
+    rows: &[(RollupKey, Totals)],
+    orders: &[u128],
+    start: i64,
+    grain: i64,
+    keyed: &mut Vec<(u128, u32)>,
+    out: &mut Vec<(RollupKey, Totals)>,
+    out_orders: &mut Vec<u128>,
+) -> std::result::Result<(), Option<Error>> {
+    // `Order::packed` takes 121 bits; the slot in the day the 7 above.
+    const ORDER_BITS: u32 = 121;
+    let too_wide = || Some(Error::Internal("a rollup day holds more than 128 slots".to_owned()));
+    keyed.clear();
+    for (i, ((key, _), order)) in rows.iter().zip(orders).enumerate() {
+        let slot = u128::try_from((key.slot - start).div_euclid(grain)).map_err(|_| too_wide())?;
+        if slot >= 1 << (128 - ORDER_BITS) || *order >> ORDER_BITS != 0 {
+            return Err(too_wide());
+        }
+        keyed.push((slot << ORDER_BITS | order, i as u32));
+    }
+    keyed.sort_unstable();
+    out.clear();
+    out_orders.clear();
+    let mut last: Option<u128> = None;
+    for &(k, i) in keyed.iter() {
+        let (key, totals) = &rows[i as usize];
+        match out.last_mut() {
+            Some((_, sum)) if last == Some(k) => *sum = sum.checked_add(totals).ok_or(None)?,
+            _ => {
+                let slot = start + (k >> ORDER_BITS) as i64 * grain;
+                out.push((RollupKey { slot, ..*key }, *totals));
+                out_orders.push(orders[i as usize]);
+                last = Some(k);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The shared interner of a run, plus the strings of one account's older
@@ -672,11 +715,13 @@ fn account_folder(account: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Rollup rows come out of [`sort_rows`] by slot, then in the report's
+    /// Rollup rows come out of [`sum_day`] by slot, then in the report's
     /// order of their text ([`Order`] over the strings, an empty subaccount
-    /// or code absent), whether a string is the run's or an older file's.
+    /// or code absent), whether a string is the run's or an older file's;
+    /// rows of the same slot and fields are one row, their totals added;
+    /// at a coarser grain, slots are cut to it first.
     #[test]
-    fn sort_rows_sorts_by_slot_then_the_report_order() {
+    fn sum_day_sorts_by_slot_then_the_report_order_and_sums_equal_keys() {
         let mut shared = Interner::default();
         for text in ["sms", "", "S2", "voice", "4000", "Number Charges", "é"] {
             shared.intern(text);
@@ -687,27 +732,23 @@ mod tests {
         texts.extend(0..shared.len() as u32);
         let countries = [None, Country::parse(b"US"), Country::parse(b"DE"), Country::parse(b"UA")];
         let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
+        let start = 86_400 * 20_000;
         let mut rows: Vec<(RollupKey, Totals)> = Vec::new();
-        let mut n: u64 = 0x2545_F491_4F6C_DD1D;
-        for _ in 0..3000 {
-            // A fixed pseudo-random walk over every field's values.
-            n ^= n << 13;
-            n ^= n >> 7;
-            n ^= n << 17;
+        for (i, n) in crate::aggregate::order::walk(3000).enumerate() {
             let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
             let key = RollupKey {
                 account: 0,
                 subaccount: texts[pick(4, texts.len())],
-                slot: 900 * pick(8, 3) as i64,
+                slot: start + 900 * pick(8, 6) as i64,
                 product: Product::ALL[pick(0, Product::ALL.len())],
-                type_: texts[pick(12, texts.len())],
+                type_: texts[pick(12, 3)],
                 country: countries[pick(20, countries.len())],
                 direction: directions[pick(24, directions.len())],
-                code: texts[pick(28, texts.len())],
+                code: texts[pick(28, 2)],
             };
-            rows.push((key, Totals::default()));
+            rows.push((key, Totals { records: 1, amount: i as i128, ..Totals::default() }));
         }
-        let by_text = |key: &RollupKey| {
+        let by_text = |key: &RollupKey, grain: i64| {
             let text = |id: u32| Some(strings.text(id)).filter(|text| !text.is_empty());
             let order = Order {
                 product: key.product,
@@ -717,13 +758,26 @@ mod tests {
                 direction: key.direction,
                 code: text(key.code),
             };
-            (key.slot, order)
+            (key.slot - (key.slot - start).rem_euclid(grain), order)
         };
-        let mut expected: Vec<_> = rows.iter().map(|(key, _)| by_text(key)).collect();
-        expected.sort();
-        sort_rows(&mut rows, &strings);
-        let sorted: Vec<_> = rows.iter().map(|(key, _)| by_text(key)).collect();
-        assert_eq!(sorted, expected);
+        let ranks = strings.ranks().clone();
+        let orders: Vec<u128> = rows.iter().map(|(key, _)| key.order().map(|id| ranks[id as usize]).packed()).collect();
+        for grain in [900, 3600, 86_400] {
+            let mut expected: BTreeMap<_, (u64, i128)> = BTreeMap::new();
+            for (key, totals) in &rows {
+                let sum = expected.entry(by_text(key, grain)).or_default();
+                *sum = (sum.0 + totals.records, sum.1 + totals.amount);
+            }
+            let (mut keyed, mut out, mut out_orders) = (Vec::new(), Vec::new(), Vec::new());
+            sum_day(&rows, &orders, start, grain, &mut keyed, &mut out, &mut out_orders).expect("summed");
+            let got: Vec<_> =
+                out.iter().map(|(key, totals)| (by_text(key, grain), (totals.records, totals.amount))).collect();
+            assert!(got.len() < rows.len(), "some rows share a group");
+            assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
+            let again: Vec<u128> =
+                out.iter().map(|(key, _)| key.order().map(|id| ranks[id as usize]).packed()).collect();
+            assert_eq!(out_orders, again);
+        }
     }
 
     #[test]
