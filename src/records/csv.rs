@@ -26,6 +26,17 @@ pub trait RowSink {
     /// column at fault (`-` for the line as a whole), the line as shown and
     /// why. `false` stops reading.
     fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool;
+
+    /// Whether a large file's chunks each get a sink of their own, told
+    /// their size first ([`RowSink::reserve`]): for sinks that keep every
+    /// row (ingest), so that they are made at their size instead of grown
+    /// by copying. By default consecutive chunks share a sink (one per
+    /// parallel job): fewer partial results to merge.
+    const ONE_PER_CHUNK: bool = false;
+
+    /// The chunk about to be read: `lines` lines in `bytes` bytes (called
+    /// once, before any row, when [`RowSink::ONE_PER_CHUNK`]).
+    fn reserve(&mut self, _lines: usize, _bytes: usize) {}
 }
 
 /// Chunks smaller than this are not split further.
@@ -139,8 +150,32 @@ where
     let reader = Reader { columns: &columns, width, names: &names };
     if chunks.len() == 1 {
         let mut sink = make_sink();
+        if S::ONE_PER_CHUNK {
+            sink.reserve(memchr::memchr_iter(b'\n', body).count() + 1, body.len());
+        }
         reader.chunk(body, first_line, &mut sink);
         return Ok(vec![sink]);
+    }
+    if S::ONE_PER_CHUNK {
+        // Each chunk's lines were counted by `split` (up to the next
+        // chunk's first line); the last one's are counted here.
+        let ends: Vec<u64> = chunks.iter().skip(1).map(|&(_, line, _)| line).chain([u64::MAX]).collect();
+        let sinks = chunks
+            .into_par_iter()
+            .zip(ends)
+            .map(|((offset, line, end), next)| {
+                let mut sink = make_sink();
+                let lines = match next {
+                    u64::MAX => memchr::memchr_iter(b'\n', &body[offset..end]).count() + 1,
+                    next => next.saturating_sub(line) as usize,
+                };
+                sink.reserve(lines, end - offset);
+                reader.chunk(&body[offset..end], line, &mut sink);
+                done(&body[offset..end]);
+                sink
+            })
+            .collect();
+        return Ok(sinks);
     }
     // Consecutive chunks share a sink (one per rayon job, not one per
     // chunk): fewer, larger partial results to merge later.
@@ -593,6 +628,60 @@ mod tests {
     fn read_lines_in_chunks(bytes: &[u8], chunk_bytes: usize) -> Result<Lines> {
         let sinks = read_in_chunks(&charges_file(), Kind::Charges, bytes, chunk_bytes, Collect::default, &|_| ())?;
         Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
+    }
+
+    /// [`Collect`] with a sink per chunk, and the lines each was told of.
+    #[derive(Default)]
+    struct PerChunk {
+        collect: Collect,
+        reserved: Option<(usize, usize)>,
+    }
+
+    impl RowSink for PerChunk {
+        fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+            self.collect.row(line, fields)
+        }
+        fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+            self.collect.malformed(line, column, value, reason)
+        }
+        const ONE_PER_CHUNK: bool = true;
+        fn reserve(&mut self, lines: usize, bytes: usize) {
+            assert!(self.reserved.is_none(), "told once");
+            self.reserved = Some((lines, bytes));
+        }
+    }
+
+    /// Sinks made one per chunk hand over the same lines as shared ones,
+    /// each told first of at least its own lines, and of its bytes.
+    #[test]
+    fn one_sink_per_chunk_reads_the_same_lines_and_is_told_its_size() {
+        let mut rows = charges_rows(700);
+        rows[40] = "x40,A1,2026-11-20T00:00:00Z,\"CNAM\nLookup\",40,0.41".to_owned();
+        rows[300] = "x300,A1,not a time,CNAM Lookup,300,0.1".to_owned();
+        let text = file_of(&rows);
+        let shared = read_lines_in_chunks(text.as_bytes(), 2000).expect("read");
+        for chunk_bytes in [1000, 2000, 1 << 20] {
+            let sinks = read_in_chunks(
+                &charges_file(),
+                Kind::Charges,
+                text.as_bytes(),
+                chunk_bytes,
+                PerChunk::default,
+                &|_| (),
+            )
+            .expect("read");
+            if chunk_bytes < text.len() / 2 {
+                assert!(sinks.len() > 10, "{} sinks", sinks.len());
+            }
+            let body_bytes: usize = sinks.iter().map(|s| s.reserved.expect("told").1).sum();
+            assert_eq!(body_bytes, text.len() - CHARGES_HEADER.len());
+            for sink in &sinks {
+                let (lines, _) = sink.reserved.expect("told");
+                assert!(lines >= sink.collect.lines.len(), "{lines} < {}", sink.collect.lines.len());
+            }
+            let lines: Lines = sinks.into_iter().flat_map(|s| s.collect.lines).collect();
+            assert_eq!(lines, shared);
+        }
     }
 
     const CHARGES_HEADER: &str = "record_id,auth_id,timestamp,description,units,amount\n";

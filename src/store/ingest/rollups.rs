@@ -148,8 +148,19 @@ impl Rollups {
             }
         }
         let n_accounts = accounts.len();
+        // The largest accounts first (rows in memory and in partial files),
+        // so that the last to finish is a small one, not a skewed account
+        // started late while the other thread has nothing left.
+        let mut accounts: Vec<(&str, (usize, Groups<'_>))> = accounts.into_iter().collect();
+        let partial_rows = |s: usize, account: &str| -> u64 {
+            let files = taken[s].1.get(account).map_or(&[][..], Vec::as_slice);
+            files.iter().map(|path| std::fs::metadata(path).map_or(0, |m| m.len()) / PARTIAL_BYTES as u64).sum()
+        };
+        accounts.sort_by_cached_key(|(account, (s, groups))| {
+            std::cmp::Reverse(groups.len() as u64 + partial_rows(*s, account))
+        });
         // Plain threads, one account each at a time: inside a rayon task, a
-        // wait on polars' own pool (every file write) runs other queued
+        // wait on the pool (every row group's encoding) runs other queued
         // accounts on the same thread, so that every account's merge could
         // be in memory at once.
         let jobs = std::sync::Mutex::new(accounts.into_iter());
