@@ -34,8 +34,9 @@
 //!   streamed, 1 MiB at a time per thread);
 //! - rollup groups: at most [`IngestOptions::max_rollup_groups`] while
 //!   reading (then spilled to partial files of fixed-size binary rows); at
-//!   publish, two accounts at a time (plain threads), each merged one UTC
-//!   day at a time: one day of the account's groups, plus a slice of 64k
+//!   publish, as many accounts at a time as threads plus one (plain
+//!   threads), each merged one UTC day at a time: one day of the
+//!   account's groups, plus a slice of 64k
 //!   rows per input (the in-memory groups, each partial file, the previous
 //!   15-minute file). So the part that still grows is the number of spills
 //!   (one slice each while merging), not the groups.
