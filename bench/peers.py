@@ -26,9 +26,14 @@ transcriptions' offsets), then filter, unique by record_id, group_by, sort.
 Its totals are floating point, so bench/run.sh reports how far they are
 from the exact spend instead of requiring equality.
 
+`--engine polars-ingest` is issue 13's ingest baseline: every kind's CSV
+to one typed Parquet file, unique by record_id (no checks, no rollups);
+it prints the rows written as its groups.
+
 Usage:
   peers.py --engine polars|polars-issue|duckdb --data DIR --from YYYY-MM-DD --to YYYY-MM-DD
            [--account AUTH_ID] [--threads N] [--totals FILE]
+  peers.py --engine polars-ingest --data DIR --out DIR [--threads N]
 Prints one line: engine, groups, total amount (exact), seconds; --totals
 writes each account's amount (auth_id,amount) for a check against telemeter.
 """
@@ -150,6 +155,33 @@ def run_polars_issue(args):
     return group_and_sum(frames)
 
 
+def run_polars_ingest(args):
+    """The ingest baseline issue 13 quotes: each kind's CSV files to one
+    typed Parquet file (timestamps as instants, money as DECIMAL(38,9),
+    counts as Int64), unique by record_id, Snappy. No row checks, no
+    conflict check, no rollups, no index: lighter than `telemeter ingest`."""
+    import polars as pl
+
+    money = pl.Decimal(38, 9)
+    os.makedirs(args.out, exist_ok=True)
+    rows = 0
+    for kind, spec in KINDS.items():
+        paths = files(args.data, kind)
+        if not paths:
+            continue
+        lf = pl.scan_csv(paths, infer_schema=False).unique(subset=["record_id"], keep="any")
+        typed = [pl.col("timestamp").str.to_datetime(spec["ts"], time_zone="UTC", time_unit="ns")]
+        typed += [pl.col(c).cast(money) for c in ("amount", spec["duration"]) if c]
+        if spec["surcharge"]:
+            typed.append(pl.col("surcharge").cast(money))
+        if spec["units"]:
+            typed.append(pl.col(spec["units"]).cast(pl.Int64))
+        path = os.path.join(args.out, f"{kind}.parquet")
+        lf.with_columns(typed).sink_parquet(path, compression="snappy")
+        rows += pl.scan_parquet(path).select(pl.len()).collect().item()
+    return rows, 0, []
+
+
 def run_duckdb(args):
     import duckdb
 
@@ -196,18 +228,25 @@ def run_duckdb(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", choices=["polars", "polars-issue", "duckdb"], required=True)
+    parser.add_argument("--engine", choices=["polars", "polars-issue", "duckdb", "polars-ingest"], required=True)
     parser.add_argument("--data", required=True)
-    parser.add_argument("--from", dest="from_date", required=True)
-    parser.add_argument("--to", dest="to_date", required=True)
+    parser.add_argument("--from", dest="from_date")
+    parser.add_argument("--to", dest="to_date")
+    parser.add_argument("--out", help="polars-ingest: the folder of its Parquet files")
     parser.add_argument("--account")
     parser.add_argument("--threads", type=int)
     parser.add_argument("--totals")
     args = parser.parse_args()
+    if args.engine == "polars-ingest" and not args.out:
+        parser.error("--engine polars-ingest needs --out")
+    if args.engine != "polars-ingest" and not (args.from_date and args.to_date):
+        parser.error(f"--engine {args.engine} needs --from and --to")
     if args.threads and args.engine.startswith("polars"):
         os.environ["POLARS_MAX_THREADS"] = str(args.threads)
     began = time.perf_counter()
-    run = {"polars": run_polars, "polars-issue": run_polars_issue, "duckdb": run_duckdb}[args.engine]
+    engines = {"polars": run_polars, "polars-issue": run_polars_issue, "duckdb": run_duckdb,
+               "polars-ingest": run_polars_ingest}
+    run = engines[args.engine]
     groups, total, per_account = run(args)
     seconds = time.perf_counter() - began
     if args.totals:

@@ -13,7 +13,8 @@
 #   3. `ingest` into a store and `summary --store`, when this build has them;
 #   4. the peers (bench/peers.py: polars lazy and DuckDB 1.4, in a virtual
 #      environment under $BENCH_WORK) side by side with telemeter, one account
-#      and every account, and the ratios (PEERS=0 skips; ROUNDS=3).
+#      and every account, and ingest against polars writing typed Parquet
+#      (unique by record_id), and the ratios (PEERS=0 skips; ROUNDS=3).
 # Usage: bench/run.sh [--threads N]   (extra arguments go to every timed command)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -143,7 +144,14 @@ if [ "${PEERS:-1}" != 0 ]; then
       timed "all-$peer-$round" "$PY" bench/peers.py --engine "$peer" --data "$DATA" \
         --from 2026-08-01 --to "$TO" --totals "$WORK/all-$peer.totals" > /dev/null
     done
+    rm -rf "$WORK/store-peers" "$WORK/ingest-peer"
+    sync
+    timed "ingest-telemeter-$round" "$BIN" "${EXTRA[@]}" ingest --data "$DATA" --store "$WORK/store-peers" --quiet
+    sync
+    timed "ingest-polars-ingest-$round" "$PY" bench/peers.py --engine polars-ingest --data "$DATA" \
+      --out "$WORK/ingest-peer" > /dev/null
   done
+  rm -rf "$WORK/store-peers" "$WORK/ingest-peer"
   # Medians, ratios, and a check that every engine found the same money:
   # the one account's total, and every UTC account's total in the report
   # (the peers bucket UTC days for everyone; telemeter uses each account's
@@ -163,11 +171,13 @@ def measure(name):
             rss = int(line.rsplit(" ", 1)[1]) / 1024
     return wall, rss
 
-for job in ("one", "all"):
+jobs = {"one": ("polars", "polars-issue", "duckdb"), "all": ("polars", "polars-issue", "duckdb"),
+        "ingest": ("polars-ingest",)}
+for job, peers in jobs.items():
     tel = [measure(f"{job}-telemeter-{r}") for r in range(1, rounds + 1)]
-    print(f"{job} account(s): telemeter median {statistics.median(w for w, _ in tel):.2f} s, "
+    print(f"{job if job == 'ingest' else job + ' account(s)'}: telemeter median {statistics.median(w for w, _ in tel):.2f} s, "
           f"peak {max(m for _, m in tel):.0f} MiB")
-    for peer in ("polars", "polars-issue", "duckdb"):
+    for peer in peers:
         runs = [measure(f"{job}-{peer}-{r}") for r in range(1, rounds + 1)]
         ratio = statistics.median(t[0] / p[0] for t, p in zip(tel, runs))
         print(f"  {peer:12} median {statistics.median(w for w, _ in runs):.2f} s, peak {max(m for _, m in runs):.0f} MiB;"
