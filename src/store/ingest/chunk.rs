@@ -316,3 +316,48 @@ impl RecordRows for Kept<'_> {
         std::borrow::Cow::Owned(views)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The views of any range of a batch's new rows are those rows, in
+    /// order, whichever chunks (some with no new rows) they sit in.
+    #[test]
+    fn kept_rows_are_viewed_in_order_across_chunks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut chunks = Vec::new();
+        for f in 0..3 {
+            let path = dir.path().join(format!("c{f}.csv"));
+            let mut text = "record_id,auth_id,timestamp,description,units,amount\n".to_owned();
+            for i in 0..10 {
+                text.push_str(&format!("f{f}r{i},A{f},2026-11-20T00:00:0{i}Z,CNAM Lookup,{i},0.1{i}\n"));
+            }
+            std::fs::write(&path, &text).expect("written");
+            let file = InputFile {
+                kind: Kind::Charges,
+                path,
+                name: format!("charges/c{f}.csv"),
+                format: Format::Csv,
+                size: text.len() as u64,
+            };
+            chunks.extend(check_file(Kind::Charges, f, &file, OnBadRow::Fail).expect("read"));
+        }
+        let kept: [Vec<u32>; 3] = [(0..10).collect(), Vec::new(), (0..10).step_by(3).collect()];
+        let rows = Kept::new(chunks.iter().zip(&kept).map(|(chunk, kept)| (chunk, &kept[..])));
+        let all: Vec<String> = chunks
+            .iter()
+            .zip(&kept)
+            .flat_map(|(chunk, kept)| kept.iter().map(|&r| chunk.view(&chunk.rows[r as usize]).record_id.to_owned()))
+            .collect();
+        assert_eq!(rows.len(), 14);
+        assert_eq!(all.len(), 14);
+        for start in 0..=all.len() {
+            for end in start..=all.len() {
+                let views = rows.views(start..end);
+                let ids: Vec<&str> = views.iter().map(|view| view.record_id).collect();
+                assert_eq!(ids, all[start..end], "{start}..{end}");
+            }
+        }
+    }
+}
