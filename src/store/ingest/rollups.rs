@@ -369,10 +369,8 @@ impl Shard {
         let mut outputs: Vec<Output> = paths.iter().map(|p| Output::create(p)).collect::<Result<_>>()?;
         let day = *crate::store::GRAINS.last().unwrap_or(&86_400);
         // The day's rows as read, then summed grain by grain (each level
-        // from the one before), with each row's report order as one integer.
-        let mut rows: Vec<(RollupKey, Totals)> = Vec::new();
-        let mut orders: Vec<u128> = Vec::new();
-        let (mut summed, mut summed_orders) = (Vec::new(), Vec::new());
+        // from the one before); the buffers are kept from day to day.
+        let (mut day_rows, mut summed) = (DayRows::default(), DayRows::default());
         let mut keyed: Vec<(u128, u32)> = Vec::new();
         loop {
             let mut first: Option<i64> = None;
@@ -383,24 +381,22 @@ impl Shard {
             }
             let Some(first) = first else { break };
             let start = first - first.rem_euclid(day);
-            rows.clear();
+            day_rows.rows.clear();
             for cursor in cursors.iter_mut() {
                 while let Some(row) = cursor.next_before(start + day, &mut strings, account_id)? {
-                    rows.push(row);
+                    day_rows.rows.push(row);
                 }
             }
             {
                 let ranks = strings.ranks();
                 let rank = |id: u32| ranks.get(id as usize).copied().unwrap_or(u32::MAX);
-                orders.clear();
-                orders.extend(rows.iter().map(|(key, _)| key.order().map(rank).packed()));
+                day_rows.orders.clear();
+                day_rows.orders.extend(day_rows.rows.iter().map(|(key, _)| key.order().map(rank).packed()));
             }
             for (g, grain) in crate::store::GRAINS.iter().enumerate() {
-                sum_day(&rows, &orders, start, *grain, &mut keyed, &mut summed, &mut summed_orders)
-                    .map_err(|e| e.unwrap_or_else(overflow))?;
-                outputs[g].push(&summed, account, &strings)?;
-                std::mem::swap(&mut rows, &mut summed);
-                std::mem::swap(&mut orders, &mut summed_orders);
+                sum_day(&day_rows, start, *grain, &mut keyed, &mut summed, &overflow)?;
+                outputs[g].push(&summed.rows, account, &strings)?;
+                std::mem::swap(&mut day_rows, &mut summed);
             }
         }
         for output in outputs {
@@ -410,29 +406,35 @@ impl Shard {
     }
 }
 
-/// Sums one day's rollup rows of an account (`rows`, each with its
-/// report order in `orders`, the day starting at `start`) at `grain`, into
-/// `out` and `out_orders`, in the rollup file's row order: slot first (so
+/// Rollup rows of one account and day, each with its report order packed
+/// into one integer ([`RollupKey::order`], `Order::packed`).
+#[derive(Default)]
+struct DayRows {
+    rows: Vec<(RollupKey, Totals)>,
+    orders: Vec<u128>,
+}
+
+/// Sums `input` (rows of one account and of the day starting at `start`)
+/// at `grain` into `out`, in the rollup file's row order: slot first (so
 /// row-group statistics can skip by time), then the report's order of the
-/// other fields ([`RollupKey::order`]). Rows of one slot and order are one
-/// group (the order is one-to-one with the fields after the account and
-/// slot). No hashing: each row is keyed by one integer, (slot in the day,
-/// order), and the keys are sorted. `Err(None)` is a sum past the totals'
-/// range; `Err(Some(_))` a day or order that does not fit the key.
+/// other fields. Rows of one slot and order are one group (the order is
+/// one-to-one with the fields after the account and slot). No hashing:
+/// each row is keyed by one integer, (slot in the day, order), in `keyed`,
+/// and the keys are sorted. `overflow` is the error of a sum past the
+/// totals' range.
 fn sum_day(
-    rows: &[(RollupKey, Totals)],
-    orders: &[u128],
+    input: &DayRows,
     start: i64,
     grain: i64,
     keyed: &mut Vec<(u128, u32)>,
-    out: &mut Vec<(RollupKey, Totals)>,
-    out_orders: &mut Vec<u128>,
-) -> std::result::Result<(), Option<Error>> {
+    out: &mut DayRows,
+    overflow: &dyn Fn() -> Error,
+) -> Result<()> {
     // `Order::packed` takes 121 bits; the slot in the day the 7 above.
     const ORDER_BITS: u32 = 121;
-    let too_wide = || Some(Error::Internal("a rollup day holds more than 128 slots".to_owned()));
+    let too_wide = || Error::Internal("a rollup day holds more than 128 slots".to_owned());
     keyed.clear();
-    for (i, ((key, _), order)) in rows.iter().zip(orders).enumerate() {
+    for (i, ((key, _), order)) in input.rows.iter().zip(&input.orders).enumerate() {
         let slot = u128::try_from((key.slot - start).div_euclid(grain)).map_err(|_| too_wide())?;
         if slot >= 1 << (128 - ORDER_BITS) || *order >> ORDER_BITS != 0 {
             return Err(too_wide());
@@ -440,17 +442,17 @@ fn sum_day(
         keyed.push((slot << ORDER_BITS | order, i as u32));
     }
     keyed.sort_unstable();
-    out.clear();
-    out_orders.clear();
+    out.rows.clear();
+    out.orders.clear();
     let mut last: Option<u128> = None;
     for &(k, i) in keyed.iter() {
-        let (key, totals) = &rows[i as usize];
-        match out.last_mut() {
-            Some((_, sum)) if last == Some(k) => *sum = sum.checked_add(totals).ok_or(None)?,
+        let (key, totals) = &input.rows[i as usize];
+        match out.rows.last_mut() {
+            Some((_, sum)) if last == Some(k) => *sum = sum.checked_add(totals).ok_or_else(overflow)?,
             _ => {
                 let slot = start + (k >> ORDER_BITS) as i64 * grain;
-                out.push((RollupKey { slot, ..*key }, *totals));
-                out_orders.push(orders[i as usize]);
+                out.rows.push((RollupKey { slot, ..*key }, *totals));
+                out.orders.push(input.orders[i as usize]);
                 last = Some(k);
             }
         }
@@ -775,21 +777,23 @@ mod tests {
         };
         let ranks = strings.ranks().clone();
         let orders: Vec<u128> = rows.iter().map(|(key, _)| key.order().map(|id| ranks[id as usize]).packed()).collect();
+        let input = DayRows { rows, orders };
+        let overflow = || Error::Internal("overflow".to_owned());
         for grain in [900, 3600, 86_400] {
             let mut expected: BTreeMap<_, (u64, i128)> = BTreeMap::new();
-            for (key, totals) in &rows {
+            for (key, totals) in &input.rows {
                 let sum = expected.entry(by_text(key, grain)).or_default();
                 *sum = (sum.0 + totals.records, sum.1 + totals.amount);
             }
-            let (mut keyed, mut out, mut out_orders) = (Vec::new(), Vec::new(), Vec::new());
-            sum_day(&rows, &orders, start, grain, &mut keyed, &mut out, &mut out_orders).expect("summed");
+            let (mut keyed, mut out) = (Vec::new(), DayRows::default());
+            sum_day(&input, start, grain, &mut keyed, &mut out, &overflow).expect("summed");
             let got: Vec<_> =
-                out.iter().map(|(key, totals)| (by_text(key, grain), (totals.records, totals.amount))).collect();
-            assert!(got.len() < rows.len(), "some rows share a group");
+                out.rows.iter().map(|(key, totals)| (by_text(key, grain), (totals.records, totals.amount))).collect();
+            assert!(got.len() < input.rows.len(), "some rows share a group");
             assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
             let again: Vec<u128> =
-                out.iter().map(|(key, _)| key.order().map(|id| ranks[id as usize]).packed()).collect();
-            assert_eq!(out_orders, again);
+                out.rows.iter().map(|(key, _)| key.order().map(|id| ranks[id as usize]).packed()).collect();
+            assert_eq!(out.orders, again);
         }
     }
 
