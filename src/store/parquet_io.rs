@@ -187,10 +187,11 @@ impl RecordRows for [RecordView<'_>] {
 
 /// The row groups of `rows` rows, as polars cut a frame for its writer
 /// (so that the files are the bytes they were): `rows / ROW_GROUP_ROWS`
-/// groups of equal size (at least one), the last one taking the rest.
+/// groups of equal size (at least one, none without rows), the last one
+/// taking the rest.
 fn row_groups(rows: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
-    let groups = (rows / ROW_GROUP_ROWS).max(1);
-    let size = rows / groups;
+    let groups = if rows == 0 { 0 } else { (rows / ROW_GROUP_ROWS).max(1) };
+    let size = rows / groups.max(1);
     (0..groups).map(move |g| g * size..if g + 1 == groups { rows } else { (g + 1) * size })
 }
 
@@ -322,6 +323,25 @@ mod tests {
             if let Ok(record) = parse_record(Kind::Charges, &fields) {
                 proptest::prop_assert!(holds(&record), "{record:?}");
             }
+        }
+    }
+
+    /// Row groups cover the rows once, in order, each of about
+    /// `ROW_GROUP_ROWS` (never more than twice that), none when empty.
+    #[test]
+    fn row_groups_cover_the_rows_in_order() {
+        assert_eq!(row_groups(0).count(), 0);
+        for rows in [1, 100, ROW_GROUP_ROWS - 1, ROW_GROUP_ROWS, ROW_GROUP_ROWS + 1, 3 * ROW_GROUP_ROWS + 7, 1_248_525]
+        {
+            let groups: Vec<_> = row_groups(rows).collect();
+            assert_eq!(groups.len(), (rows / ROW_GROUP_ROWS).max(1), "{rows}");
+            let mut next = 0;
+            for group in &groups {
+                assert_eq!(group.start, next);
+                assert!(!group.is_empty() && group.len() < 2 * ROW_GROUP_ROWS, "{rows}: {group:?}");
+                next = group.end;
+            }
+            assert_eq!(next, rows);
         }
     }
 

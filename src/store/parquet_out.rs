@@ -10,10 +10,10 @@
 //! columns are few distinct values (accounts, products, countries, codes,
 //! the source file) except `record_id`; decimal sums are mostly distinct.
 //! Here a text column's dictionary is made from the rows as they are
-//! gathered (a compare with the previous value, else one hash of a small
-//! map), integers keep polars' cheap min-max dictionary check, decimals
-//! are plain, and pages are compressed (Snappy) by the thread that encoded
-//! them. The files are Parquet as before: same schema, same Arrow schema
+//! gathered (an [`Interner`], with the slices seen before found by their
+//! address), integers keep polars' cheap min-max dictionary check,
+//! decimals are plain, and pages are compressed (Snappy) by the thread
+//! that encoded them. The files are Parquet as before: same schema, same Arrow schema
 //! metadata (taken from polars' own mapping of the column types), same
 //! statistics, dictionary pages where they were.
 
@@ -149,6 +149,11 @@ impl ParquetOut {
             .map_err(parquet_error(path))?;
         let fields = writer.parquet_schema().fields().to_vec();
         Ok(ParquetOut { path: path.to_owned(), schema, fields, writer })
+    }
+
+    /// The file being written.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The Arrow type of column `i` (what [`Column`]'s numbers take).

@@ -39,33 +39,25 @@ const ROLLUP_COLUMNS: [&str; 14] = [
 /// A rollup file written a row group at a time, for rows that come in
 /// order but not all at once (ingest's merge, one day at a time).
 pub struct RollupWriter {
-    path: std::path::PathBuf,
     out: ParquetOut,
 }
 
 impl RollupWriter {
     /// Creates (or truncates) the file.
     pub fn create(path: &Path) -> Result<RollupWriter> {
-        let text = DataType::String;
-        let (nanos, count) = (DataType::Decimal(38, 9), DataType::Int64);
-        let types = [
-            text.clone(),
-            text.clone(),
-            count.clone(),
-            text.clone(),
-            text.clone(),
-            text.clone(),
-            text.clone(),
-            text.clone(),
-            text,
-            count,
-            DataType::Decimal(38, 0),
-            nanos.clone(),
-            nanos.clone(),
-            nanos,
-        ];
-        let columns: Vec<(&str, DataType)> = ROLLUP_COLUMNS.iter().copied().zip(types).collect();
-        Ok(RollupWriter { path: path.to_owned(), out: ParquetOut::create(path, arrow_schema(&columns))? })
+        let columns: Vec<(&str, DataType)> = ROLLUP_COLUMNS
+            .iter()
+            .map(|&name| {
+                let dtype = match name {
+                    "slot_start" | "records" => DataType::Int64,
+                    "units" => DataType::Decimal(38, 0),
+                    "duration_seconds" | "amount" | "surcharge" => DataType::Decimal(38, 9),
+                    _ => DataType::String,
+                };
+                (name, dtype)
+            })
+            .collect();
+        Ok(RollupWriter { out: ParquetOut::create(path, arrow_schema(&columns))? })
     }
 
     /// Writes `rows` (after the rows written so far, in order) as one row
@@ -74,7 +66,7 @@ impl RollupWriter {
         if rows.is_empty() {
             return Ok(());
         }
-        let columns = rollup_columns(&self.path, &self.out, rows)?;
+        let columns = rollup_columns(&self.out, rows)?;
         let group = self.out.encode(rows.len(), columns)?;
         self.out.write(group)
     }
@@ -93,7 +85,7 @@ pub fn read_rollup_slice(path: &Path, offset: usize, len: usize) -> Result<DataF
 }
 
 /// The columns of some rollup rows, in [`ROLLUP_COLUMNS`]' order.
-fn rollup_columns(path: &Path, out: &ParquetOut, rows: &[RollupRef<'_>]) -> Result<Vec<Column>> {
+fn rollup_columns(out: &ParquetOut, rows: &[RollupRef<'_>]) -> Result<Vec<Column>> {
     fn code_if<'a>(row: &RollupRef<'a>, has: bool) -> &'a str {
         if has {
             row.code
@@ -107,7 +99,7 @@ fn rollup_columns(path: &Path, out: &ParquetOut, rows: &[RollupRef<'_>]) -> Resu
     let too_large = |name: &str, value: &dyn std::fmt::Display, column: &str| {
         Error::Limit(format!(
             "{}: the {name} of one rollup group add up to {value}, more than {column} holds",
-            path.display()
+            out.path().display()
         ))
     };
     let nanos = |value: i128, name: &str| -> Result<i128> {
