@@ -1,7 +1,9 @@
 //! Durable writes: a file written and synced, a directory synced so that a
 //! rename in it survives a crash. The store's publish, the key files and
 //! the Spark job's plan all go through these two; [`AtomicFile`] is a file
-//! that appears whole or not at all (`summary -o`).
+//! that appears whole or not at all (`summary -o`); [`Syncer`] syncs the
+//! files of a publish on a thread of its own while the next ones are
+//! written.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +15,65 @@ pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     file.write_all(bytes).map_err(|e| Error::io(path, e))?;
     file.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// Syncs finished files to disk: on a thread of its own
+/// ([`Syncer::background`]: the writer goes on with its next file while
+/// the disk catches up, instead of waiting on each), or at once
+/// ([`Syncer::at_once`]). A publish calls [`Syncer::wait`] before its
+/// commit point: every file handed over is on disk when it returns `Ok`.
+#[derive(Debug)]
+pub(crate) struct Syncer {
+    sender: Option<std::sync::mpsc::Sender<(PathBuf, std::fs::File)>>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl Syncer {
+    /// Files are synced one after the other on a thread of the syncer's.
+    pub(crate) fn background() -> Syncer {
+        let (sender, files) = std::sync::mpsc::channel::<(PathBuf, std::fs::File)>();
+        let thread = std::thread::Builder::new().name("telemeter-sync".to_owned()).spawn(move || {
+            let mut first_error = None;
+            for (path, file) in files {
+                if let Err(e) = file.sync_all() {
+                    first_error.get_or_insert(Error::io(&path, e));
+                }
+            }
+            first_error.map_or(Ok(()), Err)
+        });
+        match thread {
+            Ok(thread) => Syncer { sender: Some(sender), thread: Some(thread) },
+            // No thread to be had: sync in the writer's.
+            Err(_) => Syncer::at_once(),
+        }
+    }
+
+    /// Files are synced by the caller of [`Syncer::sync`], before it returns.
+    pub(crate) fn at_once() -> Syncer {
+        Syncer { sender: None, thread: None }
+    }
+
+    /// Syncs `file` (written at `path`) now, or hands it to the thread.
+    pub(crate) fn sync(&self, path: &Path, file: std::fs::File) -> Result<()> {
+        let file = match &self.sender {
+            Some(sender) => match sender.send((path.to_owned(), file)) {
+                Ok(()) => return Ok(()),
+                // The thread is gone: sync here.
+                Err(std::sync::mpsc::SendError((_, file))) => file,
+            },
+            None => file,
+        };
+        file.sync_all().map_err(|e| Error::io(path, e))
+    }
+
+    /// Waits until every file handed over is synced; the first error, if any.
+    pub(crate) fn wait(mut self) -> Result<()> {
+        drop(self.sender.take());
+        match self.thread.take() {
+            Some(thread) => thread.join().map_err(|_| Error::Internal("the sync thread panicked".to_owned()))?,
+            None => Ok(()),
+        }
+    }
 }
 
 /// Syncs a directory, so that a rename in it is durable.
@@ -108,6 +169,33 @@ impl Drop for AtomicFile {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// Files handed to a background syncer from several threads are all
+    /// written and synced when `wait` returns; at once, before `sync`
+    /// returns.
+    #[test]
+    fn a_syncer_takes_files_from_any_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        for syncer in [Syncer::background(), Syncer::at_once()] {
+            std::thread::scope(|scope| {
+                for t in 0..4 {
+                    let (dir, syncer) = (dir.path(), &syncer);
+                    scope.spawn(move || {
+                        for i in 0..8 {
+                            let path = dir.join(format!("{t}-{i}"));
+                            let mut file = std::fs::File::create(&path).unwrap();
+                            file.write_all(format!("{t} {i}").as_bytes()).unwrap();
+                            syncer.sync(&path, file).unwrap();
+                        }
+                    });
+                }
+            });
+            syncer.wait().unwrap();
+            for (t, i) in (0..4).flat_map(|t| (0..8).map(move |i| (t, i))) {
+                assert_eq!(std::fs::read_to_string(dir.path().join(format!("{t}-{i}"))).unwrap(), format!("{t} {i}"));
+            }
+        }
+    }
 
     #[test]
     fn the_path_changes_only_on_commit() {

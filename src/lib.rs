@@ -56,6 +56,7 @@ pub mod generate;
 pub(crate) mod intern;
 pub mod labels;
 pub mod money;
+pub(crate) mod prefetch;
 pub mod query;
 pub mod records;
 pub mod report;

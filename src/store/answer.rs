@@ -459,7 +459,7 @@ mod tests {
         ];
         let mut writer = RollupWriter::create(&path).expect("writer");
         writer.write(&rows).expect("written");
-        writer.finish().expect("finished");
+        writer.finish(&crate::durable::Syncer::at_once()).expect("finished");
         let summed = |grain: i64, bounds: Vec<i64>| {
             let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
             let selector = Selector::everything(Bucketing::shared(buckets.clone()));
@@ -549,7 +549,7 @@ mod tests {
             }
             writer.write(&rows).expect("written");
         }
-        writer.finish().expect("finished");
+        writer.finish(&crate::durable::Syncer::at_once()).expect("finished");
         let read = |threads: usize, bounds: Vec<i64>| {
             let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
             let selector = Selector::everything(Bucketing::shared(buckets.clone()));

@@ -28,6 +28,7 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::records::dedup::PARTITIONS;
 
@@ -73,8 +74,8 @@ pub fn unpack(place: u64) -> (u32, u64) {
 }
 
 /// Writes `entries` (in any order; sorted here by partition) to a new index
-/// file at `path`, synced to disk.
-pub fn write_index(path: &Path, entries: &mut [IndexEntry]) -> Result<()> {
+/// file at `path`, then handed to `syncer`.
+pub fn write_index(path: &Path, entries: &mut [IndexEntry], syncer: &Syncer) -> Result<()> {
     entries.sort_by_key(IndexEntry::partition);
     let mut offsets = vec![0u64; PARTITIONS + 1];
     for entry in entries.iter() {
@@ -100,7 +101,7 @@ pub fn write_index(path: &Path, entries: &mut [IndexEntry]) -> Result<()> {
         out.write_all(&bytes).map_err(io)?;
     }
     let file = out.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
-    file.sync_all().map_err(io)
+    syncer.sync(path, file)
 }
 
 /// An index file opened for reading: its partition table.
@@ -272,7 +273,7 @@ mod tests {
         let path = dir.path().join("x.idx");
         let mut entries: Vec<IndexEntry> =
             (0..5000).map(|i| IndexEntry { id: id(i), content: i * 3, place: pack((i as u32 % 7, i)) }).collect();
-        write_index(&path, &mut entries.clone()).unwrap();
+        write_index(&path, &mut entries.clone(), &Syncer::at_once()).unwrap();
         let file = IndexFile::open(&path).unwrap();
         assert_eq!(file.len(), 5000);
         let mut read = Vec::new();
@@ -288,7 +289,7 @@ mod tests {
         assert_eq!(read, entries);
 
         let empty = dir.path().join("empty.idx");
-        write_index(&empty, &mut []).unwrap();
+        write_index(&empty, &mut [], &Syncer::at_once()).unwrap();
         assert_eq!(IndexFile::open(&empty).unwrap().len(), 0);
         std::fs::write(&empty, b"TMIDX001").unwrap();
         assert!(IndexFile::open(&empty).is_err());

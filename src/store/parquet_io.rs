@@ -13,6 +13,7 @@ use polars_arrow::datatypes::ArrowDataType;
 use rayon::prelude::*;
 
 use super::parquet_out::{arrow_schema, Column, ParquetOut};
+use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Kind, Product};
 
@@ -132,8 +133,8 @@ pub(super) fn count_rows(path: &Path) -> Result<usize> {
 /// Writes records of `kind` in the contract's columns (natural types) plus
 /// `source_file` and `source_line`: row groups of about [`ROW_GROUP_ROWS`]
 /// ([`row_groups`]), made and encoded a few at a time on the threads,
-/// written in order.
-pub fn write_records<R: RecordRows + ?Sized>(path: &Path, kind: Kind, rows: &R) -> Result<()> {
+/// written in order; then handed to `syncer`.
+pub fn write_records<R: RecordRows + ?Sized>(path: &Path, kind: Kind, rows: &R, syncer: &Syncer) -> Result<()> {
     let names: Vec<&str> = kind.columns().iter().copied().chain(["source_file", "source_line"]).collect();
     let types = names.iter().map(|name| Ok((*name, record_type(name)?))).collect::<Result<Vec<_>>>()?;
     let mut out = ParquetOut::create(path, arrow_schema(&types))?;
@@ -156,7 +157,7 @@ pub fn write_records<R: RecordRows + ?Sized>(path: &Path, kind: Kind, rows: &R) 
             out.write(group)?;
         }
     }
-    out.finish()
+    out.finish(syncer)
 }
 
 /// Records to write, by position: a slice of views, or rows that sit
@@ -360,7 +361,7 @@ mod tests {
             assert!(holds(&record));
             views.push(view(&record));
         }
-        write_records(&dir.path().join("r.parquet"), Kind::Charges, &views[..]).expect("written");
+        write_records(&dir.path().join("r.parquet"), Kind::Charges, &views[..], &Syncer::at_once()).expect("written");
         // One nanosecond before and after the range: refused.
         for timestamp in ["1677-12-31T23:59:59.999999999Z", "2262-01-01T00:00:00Z"] {
             let row = ["x3", "A1", timestamp, "a", "1", "1"];

@@ -29,6 +29,7 @@ use polars_parquet::write::{
 };
 use rayon::prelude::*;
 
+use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::intern::Interner;
 
@@ -203,15 +204,15 @@ impl ParquetOut {
         self.writer.write(group.rows, DynIter::new(columns)).map_err(parquet_error(&self.path))
     }
 
-    /// Writes the footer (with polars' `ARROW:schema` metadata) and syncs
-    /// the file to disk.
-    pub(super) fn finish(mut self) -> Result<()> {
+    /// Writes the footer (with polars' `ARROW:schema` metadata) and hands
+    /// the file to `syncer`, to be synced to disk.
+    pub(super) fn finish(mut self, syncer: &Syncer) -> Result<()> {
         self.writer.end(None).map_err(parquet_error(&self.path))?;
         let path = self.path;
         let mut out = self.writer.into_inner();
         out.flush().map_err(|e| Error::io(&path, e))?;
         let file = out.into_inner().map_err(|e| Error::io(&path, e.error().to_string()))?;
-        file.sync_all().map_err(|e| Error::io(&path, e))
+        syncer.sync(&path, file)
     }
 }
 
@@ -252,7 +253,7 @@ mod tests {
             let group = out.encode(rows, columns).expect("encoded");
             out.write(group).expect("written");
         }
-        out.finish().expect("finished");
+        out.finish(&Syncer::at_once()).expect("finished");
         // 1,000 distinct ids are plain; 100 take a dictionary, as polars does.
         assert_eq!(kinds[0][..2], [Encoding::RleDictionary, Encoding::Plain]);
         assert_eq!(kinds[1][..2], [Encoding::RleDictionary, Encoding::RleDictionary]);

@@ -16,6 +16,7 @@ use polars::prelude::{
 use super::parquet_io::{polars_error, read_frame, to_i64};
 use super::parquet_out::{arrow_schema, Column, ParquetOut};
 use crate::aggregate::Totals;
+use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::records::{Country, Direction, Product};
 
@@ -71,10 +72,10 @@ impl RollupWriter {
         self.out.write(group)
     }
 
-    /// Finishes the file (with no rows when nothing was written) and syncs
-    /// it to disk.
-    pub fn finish(self) -> Result<()> {
-        self.out.finish()
+    /// Finishes the file (with no rows when nothing was written) and hands
+    /// it to `syncer`, to be synced to disk.
+    pub fn finish(self, syncer: &Syncer) -> Result<()> {
+        self.out.finish(syncer)
     }
 }
 
@@ -504,7 +505,7 @@ mod tests {
         let held = Totals { records: 3, units: 3 * i64::MAX as u128, duration: largest, amount: largest, surcharge: 0 };
         let mut writer = RollupWriter::create(&path).expect("created");
         writer.write(&[row(held)]).expect("written");
-        writer.finish().expect("finished");
+        writer.finish(&Syncer::at_once()).expect("finished");
         let frame = read_rollup_slice(&path, 0, 1).expect("read");
         let mut read = Vec::new();
         for_each_rollup_in(&path, &frame, |r| {

@@ -12,11 +12,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 
 use super::create_parent;
+use super::table::GroupTable;
 use crate::aggregate::order::Order;
 use crate::aggregate::Totals;
+use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::intern::{self, Interner};
 use crate::records::{Country, Direction, Product};
@@ -27,17 +28,41 @@ use crate::store::Manifest;
 /// Rollup groups of one account.
 type Groups<'a> = &'a [(RollupKey, Totals)];
 
+/// A row's key, its hash and its totals, computed [`KEYS_AHEAD`] rows
+/// before they are added.
+type Pending = (RollupKey, u64, Totals);
+
+/// How many rows ahead of its add the fold computes a key and prefetches
+/// its slot.
+const KEYS_AHEAD: usize = 8;
+
+/// The totals of one record.
+#[inline]
+fn totals_of(row: &RecordView<'_>) -> Totals {
+    Totals {
+        records: 1,
+        units: row.units as u128,
+        duration: row.duration as i128,
+        amount: row.amount as i128,
+        surcharge: row.surcharge as i128,
+    }
+}
+
+fn rollup_overflow() -> Error {
+    Error::Internal("rollup sum overflow".to_owned())
+}
+
 /// A rollup key in interned ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) struct RollupKey {
-    account: u32,
-    subaccount: u32,
-    slot: i64,
-    product: Product,
-    type_: u32,
-    country: Option<Country>,
-    direction: Option<Direction>,
-    code: u32,
+    pub(super) account: u32,
+    pub(super) subaccount: u32,
+    pub(super) slot: i64,
+    pub(super) product: Product,
+    pub(super) type_: u32,
+    pub(super) country: Option<Country>,
+    pub(super) direction: Option<Direction>,
+    pub(super) code: u32,
 }
 
 impl RollupKey {
@@ -78,7 +103,7 @@ impl Default for Rollups {
 impl Rollups {
     /// Adds one row to its account's group.
     pub(super) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
-        self.shard(row.auth_id).add(row)
+        self.shard(row.auth_id).add_totals(row, &totals_of(row))
     }
 
     /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
@@ -100,8 +125,16 @@ impl Rollups {
     where
         F: Fn(usize, &mut dyn FnMut(&RecordView<'_>) -> Result<()>) -> Result<()> + Sync,
     {
-        let folded: Vec<Result<()>> =
-            self.shards.par_iter_mut().enumerate().map(|(s, shard)| rows(s, &mut |row| shard.add(row))).collect();
+        let folded: Vec<Result<()>> = self
+            .shards
+            .par_iter_mut()
+            .enumerate()
+            .map(|(s, shard)| {
+                let mut ahead = std::collections::VecDeque::with_capacity(KEYS_AHEAD + 1);
+                rows(s, &mut |row| shard.add(row, &mut ahead))?;
+                shard.flush(&mut ahead)
+            })
+            .collect();
         folded.into_iter().collect()
     }
 
@@ -125,7 +158,7 @@ impl Rollups {
     /// Merges the new groups into each touched account's rollups and writes
     /// one new file per touched account and grain (accounts in parallel,
     /// whatever their shard).
-    pub(super) fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest) -> Result<()> {
+    pub(super) fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest, syncer: &Syncer) -> Result<()> {
         // Each shard's groups by account, and its partial files by account.
         type Taken = (ByAccount, BTreeMap<String, Vec<PathBuf>>);
         let taken: Vec<Taken> = self
@@ -133,8 +166,8 @@ impl Rollups {
             .iter_mut()
             .map(|shard| {
                 let groups = shard.take_by_account();
-                // Nothing more is added: the map's memory goes now.
-                shard.groups = FxHashMap::default();
+                // Nothing more is added: the table's memory goes now.
+                shard.groups.release();
                 (groups, std::mem::take(&mut shard.spilled))
             })
             .collect();
@@ -175,7 +208,8 @@ impl Rollups {
                 let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
                 scope.spawn(move || {
                     while let Some((account, (s, groups))) = next() {
-                        let result = shards[s].publish_account(store, id, previous, &taken[s].1, account, groups);
+                        let result =
+                            shards[s].publish_account(store, id, previous, &taken[s].1, account, groups, syncer);
                         if let Ok(mut done) = finished.lock() {
                             done.push(result);
                         }
@@ -215,7 +249,7 @@ impl ByAccount {
 #[derive(Default)]
 struct Shard {
     strings: Interner,
-    groups: FxHashMap<RollupKey, Totals>,
+    groups: GroupTable,
     /// Partial files written by [`Shard::spill`], by account.
     spilled: BTreeMap<String, Vec<PathBuf>>,
     spills: u32,
@@ -239,21 +273,37 @@ impl Shard {
         id
     }
 
-    fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
-        let add = Totals {
-            records: 1,
-            units: row.units as u128,
-            duration: row.duration as i128,
-            amount: row.amount as i128,
-            surcharge: row.surcharge as i128,
-        };
-        self.add_totals(row, &add)
+    /// Folds one row. Its key is computed now and its slot prefetched; it
+    /// is added [`KEYS_AHEAD`] rows later, from `ahead` (then its slot is
+    /// in cache, not a miss to wait for). [`Shard::flush`] adds the rest.
+    #[inline]
+    fn add(&mut self, row: &RecordView<'_>, ahead: &mut std::collections::VecDeque<Pending>) -> Result<()> {
+        let totals = totals_of(row);
+        let key = self.key(row);
+        let hash = GroupTable::hash(&key);
+        self.groups.prefetch(hash);
+        ahead.push_back((key, hash, totals));
+        if ahead.len() > KEYS_AHEAD {
+            if let Some((key, hash, totals)) = ahead.pop_front() {
+                self.groups.add(key, hash, &totals, rollup_overflow)?;
+            }
+        }
+        Ok(())
     }
 
-    /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
+    /// Adds the rows [`Shard::add`] still holds.
+    fn flush(&mut self, ahead: &mut std::collections::VecDeque<Pending>) -> Result<()> {
+        for (key, hash, totals) in ahead.drain(..) {
+            self.groups.add(key, hash, &totals, rollup_overflow)?;
+        }
+        Ok(())
+    }
+
+    /// The key of `row`'s group (its slot is the 15-minute slot of
     /// `row.secs`).
-    fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
-        let key = RollupKey {
+    #[inline]
+    fn key(&mut self, row: &RecordView<'_>) -> RollupKey {
+        RollupKey {
             account: self.intern(0, row.auth_id),
             subaccount: self.intern(1, row.subaccount),
             slot: crate::store::slot_of(row.secs),
@@ -262,10 +312,13 @@ impl Shard {
             country: row.country,
             direction: row.direction,
             code: self.intern(3, row.code),
-        };
-        let totals = self.groups.entry(key).or_default();
-        *totals = totals.checked_add(add).ok_or_else(|| Error::Internal("rollup sum overflow".to_owned()))?;
-        Ok(())
+        }
+    }
+
+    /// Adds `add` to the group of `row`.
+    fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
+        let key = self.key(row);
+        self.groups.add(key, GroupTable::hash(&key), add, rollup_overflow)
     }
 
     /// Merges and writes the rollup files of one account; their names, by
@@ -278,6 +331,7 @@ impl Shard {
         spilled: &BTreeMap<String, Vec<PathBuf>>,
         account: &str,
         groups: Groups<'_>,
+        syncer: &Syncer,
     ) -> Result<Vec<(String, i64, String)>> {
         let mut inputs: Vec<PathBuf> = spilled.get(account).cloned().unwrap_or_default();
         // The finest grain holds everything: the coarser files are derived
@@ -292,15 +346,16 @@ impl Shard {
             .collect();
         let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
         create_parent(&paths[0])?;
-        self.merge_account(account, groups, &inputs, &paths)?;
+        self.merge_account(account, groups, &inputs, &paths, syncer)?;
         Ok(names.into_iter().map(|(grain, name)| (account.to_owned(), grain, name)).collect())
     }
 
     /// The in-memory groups, moved out and cut by account, each account's
-    /// sorted by slot. The map keeps its capacity for the next batches (its
-    /// pages stay mapped: no fresh page faults, no regrowing).
+    /// sorted by slot. The table keeps its slots for the next batches (their
+    /// pages stay mapped: no fresh page faults, no regrowing), and a spill
+    /// gives the vector back.
     fn take_by_account(&mut self) -> ByAccount {
-        let mut rows: Vec<(RollupKey, Totals)> = self.groups.drain().collect();
+        let mut rows: Vec<(RollupKey, Totals)> = self.groups.take();
         rows.sort_unstable_by_key(|(key, _)| (key.account, key.slot));
         let mut ends = Vec::new();
         for (i, pair) in rows.windows(2).enumerate() {
@@ -324,8 +379,8 @@ impl Shard {
         let n = self.spills;
         self.spills += 1;
         let written: Vec<Result<(String, PathBuf)>> = accounts
-            .into_par_iter()
-            .map(|rows| {
+            .par_iter()
+            .map(|&rows| {
                 let account = self.strings.get(rows[0].0.account);
                 let path = store.join(format!("rollups/{}/{id}-part-{n:05}.bin", account_folder(account)));
                 create_parent(&path)?;
@@ -333,6 +388,8 @@ impl Shard {
                 Ok((account.to_owned(), path))
             })
             .collect();
+        drop(accounts);
+        self.groups.give_back(groups.rows);
         for result in written {
             let (account, path) = result?;
             self.spilled.entry(account).or_default().push(path);
@@ -354,6 +411,7 @@ impl Shard {
         groups: &[(RollupKey, Totals)],
         inputs: &[PathBuf],
         paths: &[PathBuf],
+        syncer: &Syncer,
     ) -> Result<()> {
         let overflow = || Error::Internal(format!("rollup sum overflow for account {account}"));
         let mut strings = AccountStrings::new(&self.strings);
@@ -400,7 +458,7 @@ impl Shard {
             }
         }
         for output in outputs {
-            output.finish(account, &strings)?;
+            output.finish(account, &strings, syncer)?;
         }
         Ok(())
     }
@@ -709,11 +767,11 @@ impl Output {
         Ok(())
     }
 
-    fn finish(mut self, account: &str, strings: &AccountStrings<'_>) -> Result<()> {
+    fn finish(mut self, account: &str, strings: &AccountStrings<'_>, syncer: &Syncer) -> Result<()> {
         if !self.buffer.is_empty() {
             self.writer.write(&strings.refs(account, &self.buffer))?;
         }
-        self.writer.finish()
+        self.writer.finish(syncer)
     }
 }
 

@@ -16,6 +16,7 @@ use super::super::KindFiles;
 use super::task::{TaskError, CHECKED_COLUMNS};
 use super::{JobError, JobResult, KindResult};
 use crate::aggregate::{Tally, Totals};
+use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
 use crate::records::dedup::Seen;
@@ -31,6 +32,7 @@ pub(super) fn publish(
     result: JobResult,
 ) -> Result<IngestReport> {
     let id = &options.ingest_id;
+    let syncer = Syncer::background();
     let inventory = &prepared.inventory;
     let old = &prepared.old;
     let base = old.sources.len() as u32;
@@ -96,7 +98,7 @@ pub(super) fn publish(
         let new_parts = parts(&staging.join("new").join(kind.name()))?;
         let mut new_batches = runs_by_batch(&new_parts, &ends)?.into_iter().peekable();
         let names: Vec<&str> = inventory.files.iter().map(|f| f.name.as_str()).collect();
-        let mut writer = Writer { store, id, kind, files: &mut files, batches: &mut batches, used: 0 };
+        let mut writer = Writer { store, id, kind, files: &mut files, batches: &mut batches, used: 0, syncer: &syncer };
         let mut pending = Pending::default();
         let mut pending_elsewhere = 0u64;
         let mut held: FxHashSet<(u32, u64)> = FxHashSet::default();
@@ -183,7 +185,7 @@ pub(super) fn publish(
         read_rollups(&part, &mut rollups)?;
     }
     options.progress.tell(IngestProgress::Publishing);
-    ingest::finish(store, id, prepared, manifest, rollups, report)
+    ingest::finish(store, id, prepared, manifest, rollups, report, syncer)
 }
 
 /// Writes new rows of one kind as one records and one index file, numbered
@@ -197,6 +199,7 @@ struct Writer<'a> {
     batches: &'a mut u64,
     /// Rows written.
     used: u64,
+    syncer: &'a Syncer,
 }
 
 impl Writer<'_> {
@@ -205,7 +208,8 @@ impl Writer<'_> {
         if views.is_empty() {
             return Ok(());
         }
-        let (name, index_name) = ingest::write_files(self.store, self.id, *self.batches, self.kind, views, entries)?;
+        let (name, index_name) =
+            ingest::write_files(self.store, self.id, *self.batches, self.kind, views, entries, self.syncer)?;
         self.files.records.push(name);
         self.files.index.push(index_name);
         *self.batches += 1;
