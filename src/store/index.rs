@@ -231,13 +231,30 @@ pub struct FilterPart<'a> {
 }
 
 impl FilterPart<'_> {
+    /// The first word of `id`'s block.
+    #[inline]
+    fn block(&self, id: (u64, u64)) -> usize {
+        let blocks = self.words.len() / BLOCK_WORDS;
+        // The partition took the top bits of id.0; the block comes from
+        // id.1 (and the bit positions too), the step from the rest of id.0.
+        ((id.1 >> 32) % blocks.max(1) as u64) as usize * BLOCK_WORDS
+    }
+
+    /// Starts loading `id`'s block (its [`FilterPart::check_and_insert`]
+    /// comes a few ids later: a miss in a filter of megabytes, waited on
+    /// otherwise).
+    #[inline]
+    pub fn prefetch(&self, id: (u64, u64)) {
+        let block = self.block(id);
+        if let Some(words) = self.words.get(block..block + BLOCK_WORDS) {
+            crate::prefetch::prefetch(words);
+        }
+    }
+
     /// Adds `id`; returns whether it may have been added before (false:
     /// certainly not).
     pub fn check_and_insert(&mut self, id: (u64, u64)) -> bool {
-        let blocks = self.words.len() / BLOCK_WORDS;
-        // The partition took the top bits of id.0; the block and the bit
-        // positions come from id.1, and the step from the rest of id.0.
-        let block = ((id.1 >> 32) % blocks as u64) as usize * BLOCK_WORDS;
+        let block = self.block(id);
         let (mut position, step) = ((id.1 as u32) & 511, ((id.0 as u32) & 511) | 1);
         let mut seen = true;
         for _ in 0..8 {

@@ -26,6 +26,9 @@ use crate::store::index::{self, Filter, IndexEntry, IndexFile};
 use crate::store::parquet_io::RecordView;
 use crate::store::KindFiles;
 
+/// How many ids ahead of its check the dedup prefetches an id's filter block.
+const IDS_AHEAD: usize = 8;
+
 impl Run<'_> {
     /// Checks every row of a batch in file order: against the rows of the
     /// batch exactly, and against every id stored or seen earlier through
@@ -51,7 +54,10 @@ impl Run<'_> {
                     FxHashMap::with_capacity_and_hasher(entries.len(), Default::default());
                 let mut marks = Vec::new();
                 let mut conflict = None;
-                for (seen, c, r) in entries {
+                for (i, &(seen, c, r)) in entries.iter().enumerate() {
+                    if let Some((ahead, _, _)) = entries.get(i + IDS_AHEAD) {
+                        filter.prefetch(ahead.id);
+                    }
                     let place = (base + seen.file, seen.line);
                     match first.entry(seen.id) {
                         Entry::Vacant(slot) => {

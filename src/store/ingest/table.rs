@@ -9,7 +9,7 @@
 //! from the hash alone, so the fold computes a key a few rows ahead and
 //! prefetches its slot ([`GroupTable::prefetch`]); a new group is appended
 //! at the end of the vector, memory just written. Taking the groups out
-//! for a spill moves the vector out and clears the slots, keeping their
+//! for a spill copies them out and clears the table, which keeps its
 //! memory for the next batches.
 
 use std::hash::BuildHasher;
@@ -113,20 +113,15 @@ impl GroupTable {
         Ok(())
     }
 
-    /// The groups, moved out (in the order they first appeared); the table
-    /// is left empty with its slots' memory.
-    pub(super) fn take(&mut self) -> Vec<(RollupKey, Totals)> {
-        self.slots.fill(0);
-        std::mem::take(&mut self.rows)
+    /// The groups, in the order they first appeared.
+    pub(super) fn groups(&self) -> &[(RollupKey, Totals)] {
+        &self.rows
     }
 
-    /// Gives back the vector of groups [`GroupTable::take`] moved out, for
-    /// its memory (when nothing was added since).
-    pub(super) fn give_back(&mut self, mut rows: Vec<(RollupKey, Totals)>) {
-        if self.rows.is_empty() && rows.capacity() > self.rows.capacity() {
-            rows.clear();
-            self.rows = rows;
-        }
+    /// Forgets every group; the table keeps its memory.
+    pub(super) fn clear(&mut self) {
+        self.slots.fill(0);
+        self.rows.clear();
     }
 
     /// Frees the memory of an empty table.
@@ -160,8 +155,8 @@ mod tests {
     }
 
     proptest! {
-        /// The table sums what a `HashMap` sums, across growth, a take and
-        /// the vector given back (keys drawn from a small space, so that
+        /// The table sums what a `HashMap` sums, across growth and a
+        /// clear (keys drawn from a small space, so that
         /// groups repeat).
         #[test]
         fn sums_as_a_hash_map_does(
@@ -173,17 +168,16 @@ mod tests {
             let mut taken: Vec<(RollupKey, Totals)> = Vec::new();
             for (i, &(account, slot, code, amount)) in rows.iter().enumerate() {
                 if i == cut {
-                    let rows = table.take();
+                    taken.extend_from_slice(table.groups());
+                    table.clear();
                     prop_assert_eq!(table.len(), 0);
-                    taken.extend_from_slice(&rows);
-                    table.give_back(rows);
                 }
                 let k = key(account, slot, code);
                 table.add(k, GroupTable::hash(&k), &totals(amount), || Error::Internal("overflow".into())).unwrap();
                 let sum = expected.entry(k).or_default();
                 *sum = sum.checked_add(&totals(amount)).unwrap();
             }
-            taken.extend(table.take());
+            taken.extend_from_slice(table.groups());
             let mut summed: HashMap<RollupKey, Totals> = HashMap::new();
             for (k, t) in taken {
                 let sum = summed.entry(k).or_default();
@@ -202,7 +196,7 @@ mod tests {
         for k in keys.iter().chain(&keys) {
             table.add(*k, GroupTable::hash(k), &totals(2), || Error::Internal("overflow".into())).unwrap();
         }
-        let rows = table.take();
+        let rows = table.groups();
         let mut first_seen: Vec<RollupKey> = Vec::new();
         for k in &keys {
             if !first_seen.contains(k) {
@@ -223,6 +217,6 @@ mod tests {
         table.add(k, GroupTable::hash(&k), &big, || Error::Internal("first".into())).unwrap();
         let error = table.add(k, GroupTable::hash(&k), &totals(1), || Error::Internal("past".into())).unwrap_err();
         assert!(error.to_string().contains("past"), "{error}");
-        assert_eq!(table.take(), vec![(k, big)]);
+        assert_eq!(table.groups(), &[(k, big)]);
     }
 }
