@@ -246,6 +246,54 @@ impl ByAccount {
     }
 }
 
+/// The positions of `groups` in (account, slot) order, each as one
+/// integer (account, slot, position: ties in the order groups first
+/// appeared), sorted: a group is 112 bytes, too many to move around a sort.
+fn sorted_order(groups: &[(RollupKey, Totals)]) -> Vec<u128> {
+    let mut order: Vec<u128> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| {
+            let slot = (key.slot as u64 ^ 1 << 63) as u128;
+            (key.account as u128) << 96 | slot << 32 | i as u128
+        })
+        .collect();
+    order.sort_unstable();
+    order
+}
+
+/// Where each account's positions end in a [`sorted_order`].
+fn account_ends(order: &[u128]) -> Vec<usize> {
+    let mut ends = Vec::new();
+    for (i, pair) in order.windows(2).enumerate() {
+        if pair[0] >> 96 != pair[1] >> 96 {
+            ends.push(i + 1);
+        }
+    }
+    if !order.is_empty() {
+        ends.push(order.len());
+    }
+    ends
+}
+
+/// The groups at the positions of `order` (part of a [`sorted_order`]),
+/// each prefetched [`GATHER_AHEAD`] groups before its turn.
+fn gather<'g>(
+    groups: &'g [(RollupKey, Totals)],
+    order: &'g [u128],
+) -> impl Iterator<Item = &'g (RollupKey, Totals)> + 'g {
+    let at = move |n: usize| order.get(n).and_then(|&k| groups.get(k as u32 as usize));
+    (0..order.len()).filter_map(move |n| {
+        if let Some(later) = at(n + GATHER_AHEAD) {
+            prefetch(later);
+        }
+        at(n)
+    })
+}
+
+/// How many groups ahead [`gather`] prefetches.
+const GATHER_AHEAD: usize = 16;
+
 /// The rollups of the accounts of one shard.
 #[derive(Default)]
 struct Shard {
@@ -351,43 +399,15 @@ impl Shard {
         Ok(names.into_iter().map(|(grain, name)| (account.to_owned(), grain, name)).collect())
     }
 
-    /// The in-memory groups, moved out and cut by account, each account's
+    /// The in-memory groups, copied out and cut by account, each account's
     /// sorted by slot. The table keeps its memory for the next batches (its
     /// pages stay mapped: no fresh page faults, no regrowing).
     fn take_by_account(&mut self) -> ByAccount {
         let groups = self.groups.groups();
-        // Sorted as (account, slot, position) in one integer each, then
-        // gathered: a group is 112 bytes, too many to move around a sort.
-        let mut order: Vec<u128> = groups
-            .iter()
-            .enumerate()
-            .map(|(i, (key, _))| {
-                let slot = (key.slot as u64 ^ 1 << 63) as u128;
-                (key.account as u128) << 96 | slot << 32 | i as u128
-            })
-            .collect();
-        order.sort_unstable();
-        const GATHER_AHEAD: usize = 16;
-        let at = |n: usize| order.get(n).map(|&k| k as u32 as usize);
-        let mut rows: Vec<(RollupKey, Totals)> = Vec::with_capacity(groups.len());
-        for n in 0..order.len() {
-            if let Some(later) = at(n + GATHER_AHEAD).and_then(|i| groups.get(i)) {
-                prefetch(later);
-            }
-            if let Some(group) = at(n).and_then(|i| groups.get(i)) {
-                rows.push(*group);
-            }
-        }
+        let order = sorted_order(groups);
+        let rows: Vec<(RollupKey, Totals)> = gather(groups, &order).copied().collect();
         self.groups.clear();
-        let mut ends = Vec::new();
-        for (i, pair) in rows.windows(2).enumerate() {
-            if pair[0].0.account != pair[1].0.account {
-                ends.push(i + 1);
-            }
-        }
-        if !rows.is_empty() {
-            ends.push(rows.len());
-        }
+        let ends = account_ends(&order);
         ByAccount { rows, ends }
     }
 
@@ -395,21 +415,29 @@ impl Shard {
     /// grain, sorted by slot, in this run's string ids: not published, read
     /// back only by [`Rollups::write`] of the same run) and forgets them, so that rollup memory stays
     /// bounded by [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups).
+    /// The groups are written in their sorted order straight from the
+    /// table (no sorted copy).
     fn spill(&mut self, store: &Path, id: &str) -> Result<()> {
-        let groups = self.take_by_account();
-        let accounts: Vec<Groups<'_>> = groups.accounts().collect();
+        let groups = self.groups.groups();
+        let order = sorted_order(groups);
+        let ends = account_ends(&order);
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let accounts: Vec<&[u128]> = starts.zip(&ends).map(|(start, &end)| &order[start..end]).collect();
         let n = self.spills;
-        self.spills += 1;
         let written: Vec<Result<(String, PathBuf)>> = accounts
             .par_iter()
-            .map(|&rows| {
-                let account = self.strings.get(rows[0].0.account);
+            .map(|&order| {
+                let mut rows = gather(groups, order).peekable();
+                let Some((first, _)) = rows.peek() else { return Err(Error::Internal("an empty spill".to_owned())) };
+                let account = self.strings.get(first.account);
                 let path = store.join(format!("rollups/{}/{id}-part-{n:05}.bin", account_folder(account)));
                 create_parent(&path)?;
                 write_partial(&path, rows)?;
                 Ok((account.to_owned(), path))
             })
             .collect();
+        self.spills += 1;
+        self.groups.clear();
         for result in written {
             let (account, path) = result?;
             self.spilled.entry(account).or_default().push(path);
@@ -709,7 +737,7 @@ const PARTIAL_BYTES: usize = 96;
 /// this run's string ids (little-endian: subaccount, type, code as u32;
 /// product, direction, country as bytes; slot; records; units; duration,
 /// amount, surcharge).
-fn write_partial(path: &Path, rows: &[(RollupKey, Totals)]) -> Result<()> {
+fn write_partial<'r>(path: &Path, rows: impl Iterator<Item = &'r (RollupKey, Totals)>) -> Result<()> {
     use std::io::Write;
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
