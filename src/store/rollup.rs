@@ -103,23 +103,22 @@ fn rollup_columns(out: &ParquetOut, rows: &[RollupRef<'_>]) -> Result<Vec<Column
             out.path().display()
         ))
     };
-    let nanos = |value: i128, name: &str| -> Result<i128> {
-        if value.unsigned_abs() >= limit {
-            return Err(too_large(name, &value, "DECIMAL(38,9)"));
-        }
-        Ok(value)
-    };
-    let units = |value: u128| -> Result<i128> {
-        if value >= limit {
-            return Err(too_large("units", &value, "DECIMAL(38,0)"));
-        }
-        Ok(value as i128)
-    };
+    // Each column collected, then checked in a pass of its own (no
+    // `Result` per value).
     let n = rows.len();
     let sums = |i: usize, name: &str, value: fn(&Totals) -> i128| -> Result<Column> {
-        let values = rows.iter().map(|r| nanos(value(&r.totals), name)).collect::<Result<Vec<_>>>()?;
+        let values: Vec<i128> = rows.iter().map(|r| value(&r.totals)).collect();
+        if let Some(value) = values.iter().find(|v| v.unsigned_abs() >= limit) {
+            return Err(too_large(name, value, "DECIMAL(38,9)"));
+        }
         Ok(Column::decimal(values, out.dtype(i)))
     };
+    if let Some(row) = rows.iter().find(|r| r.totals.units >= limit) {
+        return Err(too_large("units", &row.totals.units, "DECIMAL(38,0)"));
+    }
+    if let Some(row) = rows.iter().find(|r| r.totals.records > i64::MAX as u64) {
+        to_i64(row.totals.records, "records")?;
+    }
     Ok(vec![
         Column::text(rows.iter().map(|r| r.auth_id), n)?,
         Column::text(rows.iter().map(|r| r.subaccount), n)?,
@@ -130,11 +129,8 @@ fn rollup_columns(out: &ParquetOut, rows: &[RollupRef<'_>]) -> Result<Vec<Column
         Column::text(rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())), n)?,
         Column::text(rows.iter().map(|r| code_if(r, r.product.has_error_code())), n)?,
         Column::text(rows.iter().map(|r| code_if(r, r.product.has_hangup_cause())), n)?,
-        Column::int64(
-            rows.iter().map(|r| to_i64(r.totals.records, "records")).collect::<Result<Vec<_>>>()?,
-            out.dtype(9),
-        ),
-        Column::decimal(rows.iter().map(|r| units(r.totals.units)).collect::<Result<Vec<_>>>()?, out.dtype(10)),
+        Column::int64(rows.iter().map(|r| r.totals.records as i64).collect(), out.dtype(9)),
+        Column::decimal(rows.iter().map(|r| r.totals.units as i128).collect(), out.dtype(10)),
         sums(11, "duration", |t| t.duration)?,
         sums(12, "amount", |t| t.amount)?,
         sums(13, "surcharge", |t| t.surcharge)?,
@@ -524,6 +520,19 @@ mod tests {
             assert!(matches!(error, Error::Limit(_)), "a capacity limit, not a bug: {error}");
             let error = error.to_string();
             assert!(error.contains("of one rollup group add up to 1000000000000000000000000000000000000"), "{error}");
+        }
+        // Below the columns' range too, and a record count past Int64, in a
+        // row that is not the first.
+        let too_little = Totals { duration: -largest - 1, ..held };
+        let too_many_records = Totals { records: i64::MAX as u64 + 1, ..held };
+        for (totals, says) in [
+            (too_little, "duration of one rollup group add up to -1000000000000000000000000000000000000"),
+            (too_many_records, "records 9223372036854775808 is too large"),
+        ] {
+            let mut writer = RollupWriter::create(&path).expect("created");
+            let error = writer.write(&[row(held), row(totals)]).expect_err("refused");
+            assert!(matches!(error, Error::Limit(_)), "a capacity limit, not a bug: {error}");
+            assert!(error.to_string().contains(says), "{error}");
         }
     }
 }
