@@ -209,8 +209,8 @@ impl Rollups {
                 let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
                 scope.spawn(move || {
                     while let Some((account, (s, groups))) = next() {
-                        let result =
-                            shards[s].publish_account(store, id, previous, &taken[s].1, account, groups, syncer);
+                        let inputs = account_inputs(store, previous, &taken[s].1, account);
+                        let result = shards[s].publish_account(store, id, account, groups, inputs, syncer);
                         if let Ok(mut done) = finished.lock() {
                             done.push(result);
                         }
@@ -294,6 +294,24 @@ fn gather<'g>(
 /// How many groups ahead [`gather`] prefetches.
 const GATHER_AHEAD: usize = 16;
 
+/// The rollup files to merge for `account`: its partial files of this
+/// run (`spilled`), and its published finest-grain file (`previous`) if it
+/// has one. The finest grain holds everything: the coarser files are
+/// derived from it, not read.
+fn account_inputs(
+    store: &Path,
+    previous: &BTreeMap<String, BTreeMap<i64, String>>,
+    spilled: &BTreeMap<String, Vec<PathBuf>>,
+    account: &str,
+) -> Vec<PathBuf> {
+    let mut inputs: Vec<PathBuf> = spilled.get(account).cloned().unwrap_or_default();
+    let finest = crate::store::GRAINS[0];
+    if let Some(file) = previous.get(account).and_then(|files| files.get(&finest)) {
+        inputs.push(store.join(file));
+    }
+    inputs
+}
+
 /// The rollups of the accounts of one shard.
 #[derive(Default)]
 struct Shard {
@@ -370,25 +388,17 @@ impl Shard {
         self.groups.add(key, GroupTable::hash(&key), add, rollup_overflow)
     }
 
-    /// Merges and writes the rollup files of one account; their names, by
-    /// grain.
+    /// Merges and writes the rollup files of one account (its `groups` in
+    /// memory and its `inputs`, [`account_inputs`]); their names, by grain.
     fn publish_account(
         &self,
         store: &Path,
         id: &str,
-        previous: &BTreeMap<String, BTreeMap<i64, String>>,
-        spilled: &BTreeMap<String, Vec<PathBuf>>,
         account: &str,
         groups: Groups<'_>,
+        inputs: Vec<PathBuf>,
         syncer: &Syncer,
     ) -> Result<Vec<(String, i64, String)>> {
-        let mut inputs: Vec<PathBuf> = spilled.get(account).cloned().unwrap_or_default();
-        // The finest grain holds everything: the coarser files are derived
-        // from it, not read.
-        let finest = crate::store::GRAINS[0];
-        if let Some(file) = previous.get(account).and_then(|files| files.get(&finest)) {
-            inputs.push(store.join(file));
-        }
         let names: Vec<(i64, String)> = crate::store::GRAINS
             .iter()
             .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
