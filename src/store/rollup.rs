@@ -13,7 +13,7 @@ use polars::prelude::{
     StringType,
 };
 
-use super::parquet_io::{polars_error, read_frame, to_i64};
+use super::parquet_io::{polars_error, read_frame};
 use super::parquet_out::{arrow_schema, Column, ParquetOut};
 use crate::aggregate::Totals;
 use crate::durable::Syncer;
@@ -117,7 +117,7 @@ fn rollup_columns(out: &ParquetOut, rows: &[RollupRef<'_>]) -> Result<Vec<Column
         return Err(too_large("units", &row.totals.units, "DECIMAL(38,0)"));
     }
     if let Some(row) = rows.iter().find(|r| r.totals.records > i64::MAX as u64) {
-        to_i64(row.totals.records, "records")?;
+        return Err(too_large("records", &row.totals.records, "Int64"));
     }
     Ok(vec![
         Column::text(rows.iter().map(|r| r.auth_id), n)?,
@@ -527,12 +527,13 @@ mod tests {
         let too_many_records = Totals { records: i64::MAX as u64 + 1, ..held };
         for (totals, says) in [
             (too_little, "duration of one rollup group add up to -1000000000000000000000000000000000000"),
-            (too_many_records, "records 9223372036854775808 is too large"),
+            (too_many_records, "records of one rollup group add up to 9223372036854775808, more than Int64 holds"),
         ] {
             let mut writer = RollupWriter::create(&path).expect("created");
             let error = writer.write(&[row(held), row(totals)]).expect_err("refused");
             assert!(matches!(error, Error::Limit(_)), "a capacity limit, not a bug: {error}");
-            assert!(error.to_string().contains(says), "{error}");
+            let error = error.to_string();
+            assert!(error.contains(says) && error.contains("r.parquet"), "{error}");
         }
     }
 }
