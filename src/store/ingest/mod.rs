@@ -67,7 +67,6 @@ use crate::aggregate::{OnBadRow, Tally};
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
-use crate::prefetch::prefetch;
 use crate::records::accounts::Accounts;
 use crate::records::files::{InputFile, Inventory};
 use crate::records::Kind;
@@ -631,23 +630,10 @@ impl Run<'_> {
             let base = base as u32;
             let folds: Vec<ChunkFold> =
                 chunks.par_iter().zip(&marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
-            // A shard's rows are scattered through the chunks: each row is
-            // prefetched `ROWS_AHEAD` rows before its turn, its text half
-            // as far ahead (the row read then is in cache).
-            const ROWS_AHEAD: usize = 32;
             self.rollups.fold(|s, add| {
                 for (chunk, fold) in chunks.iter().zip(&folds) {
-                    let mine = &fold.by_shard[s];
-                    for (i, &r) in mine.iter().enumerate() {
-                        if let Some(later) = mine.get(i + ROWS_AHEAD).and_then(|&r| chunk.rows.get(r as usize)) {
-                            prefetch(later);
-                        }
-                        if let Some(row) = mine.get(i + ROWS_AHEAD / 2).and_then(|&near| chunk.rows.get(near as usize))
-                        {
-                            prefetch(row.text(&chunk.arena, row.auth_id));
-                            prefetch(row.text(&chunk.arena, row.code));
-                        }
-                        add(&chunk.view(&chunk.rows[r as usize]))?;
+                    for view in chunk.scattered_views(&fold.by_shard[s]) {
+                        add(&view)?;
                     }
                 }
                 Ok(())

@@ -32,7 +32,6 @@ pub(super) fn publish(
     result: JobResult,
 ) -> Result<IngestReport> {
     let id = &options.ingest_id;
-    let syncer = Syncer::background();
     let inventory = &prepared.inventory;
     let old = &prepared.old;
     let base = old.sources.len() as u32;
@@ -64,6 +63,8 @@ pub(super) fn publish(
     let mut manifest = old.clone();
     let mut report = IngestReport { id: id.to_owned(), files: inventory.files.len(), ..IngestReport::default() };
     let mut batches = 0u64;
+    // Syncs the records and index files while the next ones are written.
+    let syncer = Syncer::background();
     for kind in Kind::ALL {
         let counts = result.kinds.get(kind.name());
         let counts = match counts {
