@@ -16,10 +16,17 @@
 //!   never trimmed below 1 GiB free: a freed block is reused by the next
 //!   row group or batch, whichever thread asks;
 //! - the heap grown once by a pad of address space (no memory: pages are
-//!   only taken when touched) and that range advised for transparent huge
-//!   pages, so the kernel fills it 2 MiB at a time (what glibc's own
-//!   `glibc.malloc.hugetlb=1` tunable does, which a running process cannot
-//!   set).
+//!   only taken when touched); for an answer, that range is advised for
+//!   transparent huge pages, so the kernel fills it 2 MiB at a time (what
+//!   glibc's own `glibc.malloc.hugetlb=1` tunable does, which a running
+//!   process cannot set).
+//!
+//! Not the huge pages for an ingest: its gigabyte of batch memory is
+//! touched once, and on the VMs measured a fresh huge page is zeroed in
+//! memory the host has not backed yet, slowly (2.5 s per GiB against
+//! 0.33 s in 4 KiB pages; the 16.1M-record ingest 12.90 -> 11.77 s
+//! without the advice, sys 4.07 -> 2.17 s: docs/performance.md, "Round
+//! 6"). An answer's 100 MB is reused row group after row group.
 //!
 //! Not for a pass over raw files, which measured slower with it (2.80 ->
 //! 3.12 s, and more memory: docs/performance.md), nor a server (not
@@ -32,17 +39,17 @@
 /// answer of the benchmark takes (88 MB). Call before any thread starts.
 pub fn for_one_answer() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    glibc::set_up(256 << 20);
+    glibc::set_up(256 << 20, true);
 }
 
 /// Sets the allocator up for an ingest on this machine (see the module
-/// documentation): 2 GiB of heap advised (the most `mallopt` takes), room
+/// documentation): 2 GiB of heap padded (the most `mallopt` takes), room
 /// for the default budgets (the 16.1M-record benchmark peaks at 1.45 GB,
 /// mapped inputs included); larger budgets grow the heap past it in
 /// ordinary pages. Call before any thread starts.
 pub fn for_ingest() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    glibc::set_up(libc::c_int::MAX - (glibc::HUGE_PAGE as libc::c_int - 1));
+    glibc::set_up(libc::c_int::MAX - (glibc::HUGE_PAGE as libc::c_int - 1), false);
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -56,8 +63,8 @@ mod glibc {
     pub(super) const HUGE_PAGE: usize = 2 << 20;
 
     /// One arena, blocks kept, and the heap grown by `pad` bytes of
-    /// address space advised for huge pages.
-    pub(super) fn set_up(pad: libc::c_int) {
+    /// address space, advised for huge pages when `huge`.
+    pub(super) fn set_up(pad: libc::c_int, huge: bool) {
         // SAFETY: mallopt sets malloc's parameters under malloc's own lock;
         // it touches no memory of ours, and a value glibc refuses leaves the
         // parameter as it was (the call returns 0, which changes nothing
@@ -83,7 +90,7 @@ mod glibc {
             let after = libc::sbrk(0) as usize;
             let start = before.next_multiple_of(HUGE_PAGE);
             let end = after - after % HUGE_PAGE;
-            if before != usize::MAX && after != usize::MAX && end > start {
+            if huge && before != usize::MAX && after != usize::MAX && end > start {
                 libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
             }
         }
