@@ -214,7 +214,7 @@ fn record_column(name: &str, rows: &[RecordView<'_>], dtype: &ArrowDataType) -> 
         "record_id" => Column::ids(rows.iter().map(|r| r.record_id), rows.len())?,
         "auth_id" => Column::text(rows.iter().map(|r| r.auth_id), rows.len())?,
         "subaccount_auth" => Column::text(rows.iter().map(|r| r.subaccount), rows.len())?,
-        "timestamp" => Column::int64(rows.iter().map(timestamp_nanos).collect::<Result<Vec<i64>>>()?, dtype),
+        "timestamp" => Column::instants(rows.iter().map(timestamp_nanos).collect::<Result<Vec<i64>>>()?, dtype),
         "product" => Column::text(rows.iter().map(|r| r.product.as_str()), rows.len())?,
         "type" | "description" => Column::text(rows.iter().map(|r| r.type_), rows.len())?,
         "direction" => Column::text(rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())), rows.len())?,

@@ -42,10 +42,14 @@ pub(super) fn arrow_schema(columns: &[(&str, DataType)]) -> ArrowSchema {
     schema.to_arrow(CompatLevel::newest())
 }
 
-/// One column of a row group, with its encoding.
+/// One column of a row group, with its encoding and codec.
 pub(super) struct Column {
     array: Box<dyn Array>,
     encoding: Encoding,
+    /// [`OPTIONS`]' codec, or none for values LZ4 does not shrink
+    /// ([`Column::ids`], [`Column::instants`]): compressing them cost a
+    /// third of the ingest's LZ4 time to save 5 % of their bytes.
+    compression: CompressionOptions,
 }
 
 impl Column {
@@ -82,22 +86,23 @@ impl Column {
         // The keys index the dictionary just made: always in range.
         let array = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(keys), values.boxed())
             .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
-        Ok(Column { array: array.boxed(), encoding: Encoding::RleDictionary })
+        Ok(Column { array: array.boxed(), encoding: Encoding::RleDictionary, compression: OPTIONS.compression })
     }
 
     /// A text column of distinct values (ids): plain, except in a row
-    /// group of at most 128 rows, where polars' rule takes a dictionary.
+    /// group of at most 128 rows, where polars' rule takes a dictionary;
+    /// not compressed (random ids: LZ4 kept 95 % of their bytes).
     pub(super) fn ids<'a>(values: impl Iterator<Item = &'a str>, rows: usize) -> Result<Column> {
         if rows <= 128 {
             return Column::text(values, rows);
         }
-        Ok(Column::plain_text(values))
+        Ok(Column { compression: CompressionOptions::Uncompressed, ..Column::plain_text(values) })
     }
 
     /// A text column written plain.
     fn plain_text<'a>(values: impl Iterator<Item = &'a str>) -> Column {
         let array: Utf8ViewArray = polars_arrow::array::MutableBinaryViewArray::<str>::from_values_iter(values).into();
-        Column { array: array.boxed(), encoding: Encoding::Plain }
+        Column { array: array.boxed(), encoding: Encoding::Plain, compression: OPTIONS.compression }
     }
 
     /// An Int64 column of Arrow type `dtype` (a timestamp, or plain Int64):
@@ -105,12 +110,30 @@ impl Column {
     /// (slots, record counts, the lines of a small file), else plain; the
     /// check is one pass over the values, no hashing.
     pub(super) fn int64(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
-        Column { array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(), encoding: Encoding::RleDictionary }
+        Column {
+            array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(),
+            encoding: Encoding::RleDictionary,
+            compression: OPTIONS.compression,
+        }
+    }
+
+    /// The instants of records (nanoseconds, of Arrow type `dtype`): plain
+    /// and not compressed (mostly distinct: LZ4 kept all of their bytes).
+    pub(super) fn instants(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
+        Column {
+            array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(),
+            encoding: Encoding::Plain,
+            compression: CompressionOptions::Uncompressed,
+        }
     }
 
     /// A decimal column (unscaled values) of Arrow type `dtype`: plain.
     pub(super) fn decimal(values: Vec<i128>, dtype: &ArrowDataType) -> Column {
-        Column { array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(), encoding: Encoding::Plain }
+        Column {
+            array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(),
+            encoding: Encoding::Plain,
+            compression: OPTIONS.compression,
+        }
     }
 }
 
@@ -194,7 +217,7 @@ impl ParquetOut {
         for leaf in leaves {
             for page in leaf {
                 let page = page.map_err(parquet_error(&self.path))?;
-                pages.push(compress(page, Vec::new(), OPTIONS.compression).map_err(parquet_error(&self.path))?);
+                pages.push(compress(page, Vec::new(), column.compression).map_err(parquet_error(&self.path))?);
             }
         }
         Ok(pages)
