@@ -219,11 +219,9 @@ fn record_column(name: &str, rows: &[RecordView<'_>], dtype: &ArrowDataType) -> 
         "type" | "description" => Column::text(rows.iter().map(|r| r.type_), rows.len())?,
         "direction" => Column::text(rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())), rows.len())?,
         "country" => Column::text(rows.iter().map(|r| r.country.as_ref().map_or("", |c| c.as_str())), rows.len())?,
-        "billed_seconds" | "duration_seconds" => {
-            Column::decimal(rows.iter().map(|r| r.duration as i128).collect(), dtype)
-        }
-        "amount" => Column::decimal(rows.iter().map(|r| r.amount as i128).collect(), dtype),
-        "surcharge" => Column::decimal(rows.iter().map(|r| r.surcharge as i128).collect(), dtype),
+        "billed_seconds" | "duration_seconds" => Column::decimal(rows.iter().map(|r| r.duration as i128).collect()),
+        "amount" => Column::decimal(rows.iter().map(|r| r.amount as i128).collect()),
+        "surcharge" => Column::decimal(rows.iter().map(|r| r.surcharge as i128).collect()),
         "segments" | "units" => {
             Column::int64(rows.iter().map(|r| to_i64(r.units, name)).collect::<Result<Vec<i64>>>()?, dtype)
         }

@@ -25,9 +25,15 @@ use std::path::{Path, PathBuf};
 use polars::prelude::{CompatLevel, DataType, Schema, SchemaExt};
 use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray, Utf8ViewArray};
 use polars_arrow::datatypes::{ArrowDataType, ArrowSchema, IntegerType};
+use polars_parquet::parquet::metadata::Descriptor;
+use polars_parquet::parquet::page::{DataPage, DataPageHeader, DataPageHeaderV1};
+use polars_parquet::parquet::schema::types::PhysicalType;
+use polars_parquet::parquet::schema::Repetition;
+use polars_parquet::parquet::statistics::FixedLenStatistics;
+use polars_parquet::parquet::CowBuffer;
 use polars_parquet::write::{
-    array_to_columns, compress, fallible_streaming_iterator, CompressedPage, CompressionOptions, DynIter,
-    DynStreamingIterator, Encoding, FileWriter, ParquetType, StatisticsOptions, Version, WriteOptions,
+    array_to_columns, compress, fallible_streaming_iterator, write_def_levels, CompressedPage, CompressionOptions,
+    DynIter, DynStreamingIterator, Encoding, FileWriter, Page, ParquetType, StatisticsOptions, Version, WriteOptions,
 };
 use rayon::prelude::*;
 
@@ -44,7 +50,7 @@ pub(super) fn arrow_schema(columns: &[(&str, DataType)]) -> ArrowSchema {
 
 /// One column of a row group, with its encoding and codec.
 pub(super) struct Column {
-    array: Box<dyn Array>,
+    values: Values,
     encoding: Encoding,
     /// [`OPTIONS`]' codec, or none for values LZ4 does not shrink
     /// ([`Column::ids`], [`Column::instants`]): compressing them cost a
@@ -86,7 +92,11 @@ impl Column {
         // The keys index the dictionary just made: always in range.
         let array = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(keys), values.boxed())
             .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
-        Ok(Column { array: array.boxed(), encoding: Encoding::RleDictionary, compression: OPTIONS.compression })
+        Ok(Column {
+            values: Values::Arrow(array.boxed()),
+            encoding: Encoding::RleDictionary,
+            compression: OPTIONS.compression,
+        })
     }
 
     /// A text column of distinct values (ids): plain, except in a row
@@ -102,7 +112,7 @@ impl Column {
     /// A text column written plain.
     fn plain_text<'a>(values: impl Iterator<Item = &'a str>) -> Column {
         let array: Utf8ViewArray = polars_arrow::array::MutableBinaryViewArray::<str>::from_values_iter(values).into();
-        Column { array: array.boxed(), encoding: Encoding::Plain, compression: OPTIONS.compression }
+        Column { values: Values::Arrow(array.boxed()), encoding: Encoding::Plain, compression: OPTIONS.compression }
     }
 
     /// An Int64 column of Arrow type `dtype` (a timestamp, or plain Int64):
@@ -111,7 +121,7 @@ impl Column {
     /// check is one pass over the values, no hashing.
     pub(super) fn int64(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
         Column {
-            array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(),
+            values: Values::Arrow(PrimitiveArray::from_vec(values).to(dtype.clone()).boxed()),
             encoding: Encoding::RleDictionary,
             compression: OPTIONS.compression,
         }
@@ -121,20 +131,25 @@ impl Column {
     /// and not compressed (mostly distinct: LZ4 kept all of their bytes).
     pub(super) fn instants(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
         Column {
-            array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(),
+            values: Values::Arrow(PrimitiveArray::from_vec(values).to(dtype.clone()).boxed()),
             encoding: Encoding::Plain,
             compression: CompressionOptions::Uncompressed,
         }
     }
 
-    /// A decimal column (unscaled values) of Arrow type `dtype`: plain.
-    pub(super) fn decimal(values: Vec<i128>, dtype: &ArrowDataType) -> Column {
-        Column {
-            array: PrimitiveArray::from_vec(values).to(dtype.clone()).boxed(),
-            encoding: Encoding::Plain,
-            compression: OPTIONS.compression,
-        }
+    /// A decimal column (unscaled values, of a `Decimal(38, _)` field):
+    /// plain, encoded by [`decimal_pages`].
+    pub(super) fn decimal(values: Vec<i128>) -> Column {
+        Column { values: Values::Decimal(values), encoding: Encoding::Plain, compression: OPTIONS.compression }
     }
+}
+
+/// The values of a [`Column`].
+enum Values {
+    /// Encoded by polars' Parquet crate.
+    Arrow(Box<dyn Array>),
+    /// Unscaled decimals, encoded here ([`decimal_pages`]).
+    Decimal(Vec<i128>),
 }
 
 /// One row group, encoded and compressed, ready to be written.
@@ -211,16 +226,24 @@ impl ParquetOut {
     }
 
     fn encode_column(&self, column: Column, field: &ParquetType) -> Result<Vec<CompressedPage>> {
-        let leaves = array_to_columns(column.array, field.clone(), OPTIONS, &[column.encoding])
-            .map_err(parquet_error(&self.path))?;
-        let mut pages = Vec::new();
-        for leaf in leaves {
-            for page in leaf {
-                let page = page.map_err(parquet_error(&self.path))?;
-                pages.push(compress(page, Vec::new(), column.compression).map_err(parquet_error(&self.path))?);
+        let compress = |page: Page| compress(page, Vec::new(), column.compression).map_err(parquet_error(&self.path));
+        match column.values {
+            Values::Arrow(array) => {
+                let leaves = array_to_columns(array, field.clone(), OPTIONS, &[column.encoding])
+                    .map_err(parquet_error(&self.path))?;
+                let mut pages = Vec::new();
+                for leaf in leaves {
+                    for page in leaf {
+                        pages.push(compress(page.map_err(parquet_error(&self.path))?)?);
+                    }
+                }
+                Ok(pages)
+            }
+            Values::Decimal(values) => {
+                let pages = decimal_pages(&values, field).map_err(|e| Error::io(&self.path, e))?;
+                pages.into_iter().map(compress).collect()
             }
         }
-        Ok(pages)
     }
 
     /// Writes an encoded row group (after the ones written so far).
@@ -242,6 +265,59 @@ impl ParquetOut {
         let file = out.into_inner().map_err(|e| Error::io(&path, e.error().to_string()))?;
         syncer.sync(&path, file)
     }
+}
+
+/// The pages of a `Decimal(38, _)` column chunk, as polars' writer makes
+/// them (the same bytes: 16-byte big-endian values, plain, split into pages
+/// of about 1 MiB the way polars splits them, definition levels when the
+/// field is optional, min, max and null count in each page's header), in
+/// one pass over the values instead of polars' three (its statistics go
+/// through `Option`s twice, then each value is copied twice). Decimal
+/// columns were a fifth of the ingest's Parquet encoding time.
+fn decimal_pages(values: &[i128], field: &ParquetType) -> std::result::Result<Vec<Page>, String> {
+    const SIZE: usize = 16;
+    let ParquetType::PrimitiveType(type_) = field else {
+        return Err(format!("a decimal column for the group field '{}'", field.name()));
+    };
+    if type_.physical_type != PhysicalType::FixedLenByteArray(SIZE) {
+        return Err(format!("a decimal column for '{}' of type {:?}", field.name(), type_.physical_type));
+    }
+    let optional = type_.field_info.repetition == Repetition::Optional;
+    // polars' `row_slice_ranges`: rows per page from the estimated bytes
+    // per row (16 for a column without nulls).
+    const PAGE_BYTES: usize = 1 << 20;
+    let rows_per_page = PAGE_BYTES / (SIZE + 1);
+    let mut pages = Vec::with_capacity(values.len().div_ceil(rows_per_page));
+    for chunk in values.chunks(rows_per_page) {
+        let mut buffer = Vec::with_capacity(8 + chunk.len() * SIZE);
+        write_def_levels(&mut buffer, optional, None, chunk.len(), OPTIONS.version).map_err(|e| e.to_string())?;
+        let start = buffer.len();
+        buffer.resize(start + chunk.len() * SIZE, 0);
+        let (mut min, mut max) = (i128::MAX, i128::MIN);
+        for (value, out) in chunk.iter().zip(buffer[start..].chunks_exact_mut(SIZE)) {
+            out.copy_from_slice(&value.to_be_bytes());
+            min = min.min(*value);
+            max = max.max(*value);
+        }
+        let statistics = FixedLenStatistics {
+            primitive_type: type_.clone(),
+            null_count: Some(0),
+            distinct_count: None,
+            max_value: Some(max.to_be_bytes().to_vec()),
+            min_value: Some(min.to_be_bytes().to_vec()),
+        };
+        let header = DataPageHeaderV1 {
+            num_values: chunk.len() as i32,
+            encoding: Encoding::Plain.into(),
+            definition_level_encoding: Encoding::Rle.into(),
+            repetition_level_encoding: Encoding::Rle.into(),
+            statistics: Some(statistics.serialize()),
+        };
+        let descriptor = Descriptor { primitive_type: type_.clone(), max_def_level: 0, max_rep_level: 0 };
+        let page = DataPage::new(DataPageHeader::V1(header), CowBuffer::Owned(buffer), descriptor, chunk.len());
+        pages.push(Page::Data(page));
+    }
+    Ok(pages)
 }
 
 fn parquet_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> Error + '_ {
@@ -275,7 +351,7 @@ mod tests {
                 Column::text((0..rows).map(|i| few[i % few.len()]), rows).expect("few"),
                 Column::ids(ids[..rows].iter().map(String::as_str), rows).expect("ids"),
                 Column::int64((0..rows as i64).map(|i| i * 7 - 3).collect(), out.dtype(2)),
-                Column::decimal((0..rows as i128).map(|i| i * 1_000_000_001 - 5).collect(), out.dtype(3)),
+                Column::decimal((0..rows as i128).map(|i| i * 1_000_000_001 - 5).collect()),
             ];
             kinds.push(columns.iter().map(|c| c.encoding).collect::<Vec<_>>());
             let group = out.encode(rows, columns).expect("encoded");

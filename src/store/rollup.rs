@@ -106,12 +106,12 @@ fn rollup_columns(out: &ParquetOut, rows: &[RollupRef<'_>]) -> Result<Vec<Column
     // Each column collected, then checked in a pass of its own (no
     // `Result` per value).
     let n = rows.len();
-    let sums = |i: usize, name: &str, value: fn(&Totals) -> i128| -> Result<Column> {
+    let sums = |name: &str, value: fn(&Totals) -> i128| -> Result<Column> {
         let values: Vec<i128> = rows.iter().map(|r| value(&r.totals)).collect();
         if let Some(value) = values.iter().find(|v| v.unsigned_abs() >= limit) {
             return Err(too_large(name, value, "DECIMAL(38,9)"));
         }
-        Ok(Column::decimal(values, out.dtype(i)))
+        Ok(Column::decimal(values))
     };
     if let Some(row) = rows.iter().find(|r| r.totals.units >= limit) {
         return Err(too_large("units", &row.totals.units, "DECIMAL(38,0)"));
@@ -130,10 +130,10 @@ fn rollup_columns(out: &ParquetOut, rows: &[RollupRef<'_>]) -> Result<Vec<Column
         Column::text(rows.iter().map(|r| code_if(r, r.product.has_error_code())), n)?,
         Column::text(rows.iter().map(|r| code_if(r, r.product.has_hangup_cause())), n)?,
         Column::int64(rows.iter().map(|r| r.totals.records as i64).collect(), out.dtype(9)),
-        Column::decimal(rows.iter().map(|r| r.totals.units as i128).collect(), out.dtype(10)),
-        sums(11, "duration", |t| t.duration)?,
-        sums(12, "amount", |t| t.amount)?,
-        sums(13, "surcharge", |t| t.surcharge)?,
+        Column::decimal(rows.iter().map(|r| r.totals.units as i128).collect()),
+        sums("duration", |t| t.duration)?,
+        sums("amount", |t| t.amount)?,
+        sums("surcharge", |t| t.surcharge)?,
     ])
 }
 
