@@ -1,7 +1,7 @@
 //! The ingest's row sink: [`Chunk`] takes the rows of one input file (or of
 //! one CSV chunk) from the shared readers, checks each with
 //! `records::parse_record`, and keeps every valid row as a fixed-size [`Row`]
-//! whose text sits in the chunk's one arena, with its [`Seen`] entry for
+//! whose text sits in the chunk's [`Texts`], with its [`Seen`] entry for
 //! dedup; a bad row is set aside with its reason, or stops the run. After
 //! dedup has marked the rows, [`Chunk::fold`] gathers the chunk's new ones:
 //! index entries, an amount, and the rows of each rollup shard
@@ -10,6 +10,7 @@
 use super::dedup::Mark;
 use super::rollups::{shard_of, SHARDS};
 use crate::error::{BadRecord, Result};
+use crate::intern::Interner;
 use crate::prefetch::prefetch;
 use crate::records::bad_rows::{BadRows, OnBadRow};
 use crate::records::csv::RowSink;
@@ -19,21 +20,91 @@ use crate::records::{self, Country, Direction, Field, Kind, Product};
 use crate::store::index::{self, IndexEntry};
 use crate::store::parquet_io::{RecordRows, RecordView};
 
-/// How many rows ahead [`Chunk::scattered_views`] prefetches a row.
+/// How many rows ahead [`Chunk::scattered_rows`] prefetches a row.
 const ROWS_AHEAD: usize = 32;
 
-/// A string in a chunk's arena: offset and length.
+/// A string in an arena: offset and length.
 pub(super) type Span = (u32, u32);
 
-/// One valid row, its text in the chunk's arena.
+/// The span of `length` bytes at `at` in an arena, or `None` when it would
+/// end past what a span addresses (4 GiB), never a span that wraps.
+pub(super) fn span_at(at: usize, length: usize) -> Option<Span> {
+    let (start, length) = (u32::try_from(at).ok()?, u32::try_from(length).ok()?);
+    start.checked_add(length)?;
+    Some((start, length))
+}
+
+/// The key fields of a row that [`Texts`] interns, by position in
+/// [`Row::names`].
+pub(super) const AUTH_ID: usize = 0;
+pub(super) const SUBACCOUNT: usize = 1;
+pub(super) const TYPE: usize = 2;
+pub(super) const CODE: usize = 3;
+
+/// The text of some rows: each record id in one arena, and the key fields
+/// (account, subaccount, type, code: a few hundred distinct values in
+/// millions of rows) interned once, so that a row names them by id. The
+/// rollup fold and the records writer then work from the ids and a small
+/// table that stays in cache, instead of reading each row's text back
+/// from a batch-sized arena, a cache miss per row.
+#[derive(Default)]
+pub(super) struct Texts {
+    arena: String,
+    names: Interner,
+    /// The last id of each key field: consecutive rows often repeat one
+    /// (a compare instead of a hash).
+    recent: [Option<u32>; 4],
+}
+
+impl Texts {
+    /// Appends a record id to the arena: its span, or `None` past 4 GiB.
+    fn keep(&mut self, text: &str) -> Option<Span> {
+        let span = span_at(self.arena.len(), text.len())?;
+        self.arena.push_str(text);
+        Some(span)
+    }
+
+    /// The id of `text`, the value of key field `field`.
+    #[inline]
+    fn name(&mut self, field: usize, text: &str) -> u32 {
+        if let Some(id) = self.recent[field] {
+            if crate::intern::same(self.names.get(id), text) {
+                return id;
+            }
+        }
+        let id = self.names.intern(text);
+        self.recent[field] = Some(id);
+        id
+    }
+
+    /// The string of a key field's id.
+    #[inline]
+    pub(super) fn name_of(&self, id: u32) -> &str {
+        self.names.get(id)
+    }
+
+    /// How many distinct key-field strings these rows hold (their ids are
+    /// below this).
+    pub(super) fn names(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The record id of `row`.
+    #[inline]
+    fn record_id(&self, row: &Row) -> &str {
+        let (start, length) = row.record_id;
+        self.arena.get(start as usize..(start + length) as usize).unwrap_or("")
+    }
+}
+
+/// One valid row: its record id in its [`Texts`]' arena, its key fields as
+/// ids of those texts.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Row {
     pub(super) seen: Seen,
     pub(super) record_id: Span,
-    pub(super) auth_id: Span,
-    pub(super) subaccount: Span,
-    pub(super) type_: Span,
-    pub(super) code: Span,
+    /// auth_id, subaccount, type, code ([`AUTH_ID`], ...).
+    pub(super) names: [u32; 4],
     pub(super) secs: i64,
     pub(super) nanos: u32,
     pub(super) product: Product,
@@ -46,33 +117,61 @@ pub(super) struct Row {
 }
 
 impl Row {
-    /// The text of one of the row's spans in `arena`.
-    #[inline]
-    pub(super) fn text<'a>(&self, arena: &'a str, (start, length): Span) -> &'a str {
-        arena.get(start as usize..(start + length) as usize).unwrap_or("")
-    }
-
-    /// The row, its text in `arena`.
-    pub(super) fn view<'a>(&self, arena: &'a str, source_file: &'a str) -> RecordView<'a> {
-        let text = |span: Span| self.text(arena, span);
+    /// The row, its text in `texts`.
+    pub(super) fn view<'a>(&self, texts: &'a Texts, source_file: &'a str) -> RecordView<'a> {
+        let name = |field: usize| texts.name_of(self.names[field]);
         RecordView {
-            record_id: text(self.record_id),
-            auth_id: text(self.auth_id),
-            subaccount: text(self.subaccount),
+            record_id: texts.record_id(self),
+            auth_id: name(AUTH_ID),
+            subaccount: name(SUBACCOUNT),
             secs: self.secs,
             nanos: self.nanos,
             product: self.product,
-            type_: text(self.type_),
+            type_: name(TYPE),
             direction: self.direction,
             country: self.country,
             units: self.units,
             duration: self.duration,
             amount: self.amount,
             surcharge: self.surcharge,
-            code: text(self.code),
+            code: name(CODE),
             source_file,
             source_line: self.seen.line,
         }
+    }
+
+    /// The row copied into `texts` from `from` (the texts it was read
+    /// with); `None` when its record id does not fit `texts`' arena.
+    pub(super) fn copied(&self, from: &Texts, texts: &mut Texts) -> Option<Row> {
+        let mut names = self.names;
+        for (field, id) in names.iter_mut().enumerate() {
+            *id = texts.name(field, from.name_of(*id));
+        }
+        Some(Row { record_id: texts.keep(from.record_id(self))?, names, ..*self })
+    }
+
+    /// The row of `view` and its dedup entry, its text kept in `texts`;
+    /// `None` when its record id does not fit `texts`' arena.
+    pub(super) fn of_view(view: &RecordView<'_>, seen: Seen, texts: &mut Texts) -> Option<Row> {
+        Some(Row {
+            seen,
+            record_id: texts.keep(view.record_id)?,
+            names: [
+                texts.name(AUTH_ID, view.auth_id),
+                texts.name(SUBACCOUNT, view.subaccount),
+                texts.name(TYPE, view.type_),
+                texts.name(CODE, view.code),
+            ],
+            secs: view.secs,
+            nanos: view.nanos,
+            product: view.product,
+            direction: view.direction,
+            country: view.country,
+            units: view.units,
+            duration: view.duration,
+            amount: view.amount,
+            surcharge: view.surcharge,
+        })
     }
 
     /// The row's index entry; `base` is the number of sources stored before
@@ -94,7 +193,7 @@ pub(in crate::store) struct Chunk {
     /// Without a shared stop: the batch's files are read to their end or
     /// their own first bad row.
     pub(super) bad_rows: BadRows<'static>,
-    pub(super) arena: String,
+    pub(super) texts: Texts,
     pub(super) rows: Vec<Row>,
     pub(super) read: u64,
 }
@@ -106,39 +205,26 @@ impl Chunk {
             file,
             file_name: input.name.clone(),
             bad_rows: BadRows::new(input, file, on_bad_row, None),
-            arena: String::new(),
+            texts: Texts::default(),
             rows: Vec::new(),
             read: 0,
         }
     }
 
-    fn keep(&mut self, text: &str) -> Option<Span> {
-        let start = u32::try_from(self.arena.len()).ok()?;
-        let length = u32::try_from(text.len()).ok()?;
-        start.checked_add(length)?;
-        self.arena.push_str(text);
-        Some((start, length))
-    }
-
     pub(super) fn view(&self, row: &Row) -> RecordView<'_> {
-        row.view(&self.arena, &self.file_name)
+        row.view(&self.texts, &self.file_name)
     }
 
-    /// The views of the rows at `positions` (a rollup shard's rows: every
-    /// sixteenth or so, an order the hardware prefetcher does not follow),
-    /// each row prefetched [`ROWS_AHEAD`] rows before its turn and its
-    /// text half as far ahead (when the row, read then, is in cache).
-    pub(super) fn scattered_views<'c>(&'c self, positions: &'c [u32]) -> impl Iterator<Item = RecordView<'c>> + 'c {
+    /// The rows at `positions` (a rollup shard's rows: every sixteenth or
+    /// so, an order the hardware prefetcher does not follow), each
+    /// prefetched [`ROWS_AHEAD`] rows before its turn.
+    pub(super) fn scattered_rows<'c>(&'c self, positions: &'c [u32]) -> impl Iterator<Item = &'c Row> + 'c {
         let row = move |i: usize| positions.get(i).and_then(|&r| self.rows.get(r as usize));
         (0..positions.len()).filter_map(move |i| {
             if let Some(later) = row(i + ROWS_AHEAD) {
                 prefetch(later);
             }
-            if let Some(near) = row(i + ROWS_AHEAD / 2) {
-                prefetch(near.text(&self.arena, near.auth_id));
-                prefetch(near.text(&self.arena, near.code));
-            }
-            row(i).map(|row| self.view(row))
+            row(i)
         })
     }
 
@@ -151,6 +237,7 @@ impl Chunk {
             by_shard: vec![Vec::new(); SHARDS],
             duplicates: 0,
         };
+        let shards: Vec<usize> = (0..self.texts.names() as u32).map(|id| shard_of(self.texts.name_of(id))).collect();
         for (r, (row, mark)) in self.rows.iter().zip(marks).enumerate() {
             match mark {
                 Mark::New => {}
@@ -160,7 +247,7 @@ impl Chunk {
                 }
                 Mark::Candidate => continue,
             }
-            fold.by_shard[shard_of(row.text(&self.arena, row.auth_id))].push(r as u32);
+            fold.by_shard[shards.get(row.names[AUTH_ID] as usize).copied().unwrap_or(0)].push(r as u32);
             fold.amount += row.amount as i128;
             fold.entries.push(row.entry(base));
             fold.kept.push(r as u32);
@@ -176,26 +263,21 @@ impl RowSink for Chunk {
             Ok(record) => record,
             Err(e) => return self.bad_rows.refused(self.kind, line, e),
         };
-        let spans = (|| {
-            Some((
-                self.keep(record.record_id)?,
-                self.keep(record.auth_id)?,
-                self.keep(record.subaccount)?,
-                self.keep(record.type_)?,
-                self.keep(record.code)?,
-            ))
-        })();
-        let Some((record_id, auth_id, subaccount, type_, code)) = spans else {
+        let Some(record_id) = self.texts.keep(record.record_id) else {
             let reason = "does not fit the ingest's 4 GiB text buffer for one file; split the file".to_owned();
             return self.bad_rows.reject(line, "-", String::new(), reason);
         };
+        let texts = &mut self.texts;
+        let names = [
+            texts.name(AUTH_ID, record.auth_id),
+            texts.name(SUBACCOUNT, record.subaccount),
+            texts.name(TYPE, record.type_),
+            texts.name(CODE, record.code),
+        ];
         self.rows.push(Row {
             seen: Seen::new(record.record_id, record.content_hash(), self.file, line),
             record_id,
-            auth_id,
-            subaccount,
-            type_,
-            code,
+            names,
             secs: record.timestamp.secs,
             nanos: record.timestamp.nanos,
             product: record.product,
@@ -214,14 +296,15 @@ impl RowSink for Chunk {
         self.bad_rows.reject(line, column, value, reason)
     }
 
-    /// Every row is kept: a chunk's rows and text are made at its size
-    /// (a row per line; its texts take less than its line) instead of
-    /// grown by copying.
+    /// Every row is kept: a chunk's rows and record ids are made at its
+    /// size (a row per line; a record id takes a third of its line or
+    /// less, about a quarter in the benchmark's) instead of grown by
+    /// copying.
     const ONE_PER_CHUNK: bool = true;
 
     fn reserve(&mut self, lines: usize, bytes: usize) {
         self.rows.reserve_exact(lines);
-        self.arena.reserve_exact(bytes / 2);
+        self.texts.arena.reserve_exact(bytes / 3);
     }
 }
 

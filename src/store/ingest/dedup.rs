@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
 
-use super::chunk::{Chunk, Row, Span};
+use super::chunk::{Chunk, Row, Texts};
 use super::Run;
 use crate::aggregate::Tally;
 use crate::error::{Error, Result};
@@ -260,54 +260,46 @@ pub(in crate::store) fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -
     loaded.into_iter().collect()
 }
 
-/// Candidate rows waiting for their exact check, their text in one arena.
+/// Candidate rows waiting for their exact check, with their text.
 #[derive(Default)]
 pub(in crate::store) struct Pending {
-    arena: String,
+    texts: Texts,
     rows: Vec<Row>,
+    /// Bytes of the rows' five text fields (record id, account,
+    /// subaccount, type, code), each row's counted whole as the Spark
+    /// engine counts them (`Pending::bytes_of`), however few distinct
+    /// key fields [`Texts`] keeps.
+    text: u64,
 }
 
 impl Pending {
-    /// Copies `row` (its text in `arena`) in.
-    pub(super) fn push(&mut self, arena: &str, row: &Row) -> Result<()> {
-        let text = |span: Span| row.text(arena, span);
-        let row = Row {
-            record_id: self.keep(text(row.record_id))?,
-            auth_id: self.keep(text(row.auth_id))?,
-            subaccount: self.keep(text(row.subaccount))?,
-            type_: self.keep(text(row.type_))?,
-            code: self.keep(text(row.code))?,
-            ..*row
-        };
-        self.rows.push(row);
+    /// Copies `row` (its text in `texts`) in.
+    pub(super) fn push(&mut self, texts: &Texts, row: &Row) -> Result<()> {
+        let copied = row.copied(texts, &mut self.texts).ok_or_else(Pending::too_much_text)?;
+        self.text += Pending::text_of(&copied.view(&self.texts, ""));
+        self.rows.push(copied);
         Ok(())
     }
 
-    /// Appends `text` to the arena: its span.
-    fn keep(&mut self, text: &str) -> Result<Span> {
-        let span = Pending::span_at(self.arena.len(), text.len())?;
-        self.arena.push_str(text);
-        Ok(span)
+    /// The error of candidates whose record ids pass the 4 GiB a span
+    /// addresses (only reached with a `--pending-mb` or `--batch-mb` in the
+    /// gigabytes).
+    fn too_much_text() -> Error {
+        Error::Limit(
+            "the candidate rows waiting for their exact check hold more than 4 GiB of text; \
+             lower --pending-mb (or --batch-mb)"
+                .to_owned(),
+        )
     }
 
-    /// The span of `length` bytes at `at` in the arena, or a limit error
-    /// when it would end past what a span addresses (4 GiB of candidates'
-    /// text: only reached with a `--pending-mb` or `--batch-mb` in the
-    /// gigabytes).
-    fn span_at(at: usize, length: usize) -> Result<Span> {
-        match (u32::try_from(at), u32::try_from(length)) {
-            (Ok(start), Ok(len)) if start.checked_add(len).is_some() => Ok((start, len)),
-            _ => Err(Error::Limit(
-                "the candidate rows waiting for their exact check hold more than 4 GiB of text; \
-                 lower --pending-mb (or --batch-mb)"
-                    .to_owned(),
-            )),
-        }
+    /// Bytes of the five text fields of `view`.
+    fn text_of(view: &RecordView<'_>) -> u64 {
+        [view.record_id, view.auth_id, view.subaccount, view.type_, view.code].iter().map(|t| t.len() as u64).sum()
     }
 
     /// Memory held, about: what decides when the candidates are checked.
     pub(in crate::store) fn bytes(&self) -> u64 {
-        Pending::bytes_of(self.arena.len() as u64, self.rows.len() as u64)
+        Pending::bytes_of(self.text, self.rows.len() as u64)
     }
 
     /// What [`Pending::bytes`] counts for `rows` rows of `text` bytes of
@@ -320,23 +312,8 @@ impl Pending {
     /// ingest would have held for the exact check (`store::spark` replays
     /// those decisions so that both engines cut the same files).
     pub(in crate::store) fn push_view(&mut self, view: &RecordView<'_>, seen: Seen) -> Result<()> {
-        let row = Row {
-            seen,
-            record_id: self.keep(view.record_id)?,
-            auth_id: self.keep(view.auth_id)?,
-            subaccount: self.keep(view.subaccount)?,
-            type_: self.keep(view.type_)?,
-            code: self.keep(view.code)?,
-            secs: view.secs,
-            nanos: view.nanos,
-            product: view.product,
-            direction: view.direction,
-            country: view.country,
-            units: view.units,
-            duration: view.duration,
-            amount: view.amount,
-            surcharge: view.surcharge,
-        };
+        let row = Row::of_view(view, seen, &mut self.texts).ok_or_else(Pending::too_much_text)?;
+        self.text += Pending::text_of(view);
         self.rows.push(row);
         Ok(())
     }
@@ -356,7 +333,7 @@ impl Pending {
     }
 
     fn view<'a>(&'a self, row: &Row, source_file: &'a str) -> RecordView<'a> {
-        row.view(&self.arena, source_file)
+        row.view(&self.texts, source_file)
     }
 }
 
@@ -364,22 +341,56 @@ impl Pending {
 mod tests {
     use super::*;
 
-    /// Candidates' text past 4 GiB is a limit naming the option that bounds
-    /// it, never a span that wraps around to the start of the arena.
+    use crate::store::ingest::chunk::span_at;
+
+    /// Text past 4 GiB is no span (never one that wraps around to the
+    /// start of the arena); for candidates, a limit naming the option that
+    /// bounds it.
     #[test]
     fn spans_past_4_gib_are_a_limit_not_a_wrap() {
         let max = u32::MAX as usize;
-        assert_eq!(Pending::span_at(0, 5).ok(), Some((0, 5)));
-        assert_eq!(Pending::span_at(max - 5, 5).ok(), Some((u32::MAX - 5, 5)));
+        assert_eq!(span_at(0, 5), Some((0, 5)));
+        assert_eq!(span_at(max - 5, 5), Some((u32::MAX - 5, 5)));
         for (at, length) in [(max - 4, 5), (max + 1, 0), (1 << 33, 3), (0, max + 1)] {
-            let error = Pending::span_at(at, length).expect_err("past 4 GiB");
-            assert!(matches!(error, Error::Limit(_)), "{error}");
-            assert!(error.to_string().contains("--pending-mb"), "{error}");
+            assert_eq!(span_at(at, length), None, "{at} {length}");
         }
-        // Below the limit the arena grows as before.
+        let error = Pending::too_much_text();
+        assert!(matches!(error, Error::Limit(_)), "{error}");
+        assert!(error.to_string().contains("--pending-mb"), "{error}");
+    }
+
+    /// A candidate keeps its text, and counts its five text fields whole
+    /// (as the Spark engine does) however few distinct key fields there
+    /// are.
+    #[test]
+    fn candidates_keep_their_text_and_count_it_whole() {
+        let view = |id: &'static str| RecordView {
+            record_id: id,
+            auth_id: "MA1",
+            subaccount: "",
+            secs: 0,
+            nanos: 0,
+            product: crate::records::Product::Voice,
+            type_: "pstn",
+            direction: None,
+            country: None,
+            units: 1,
+            duration: 0,
+            amount: 0,
+            surcharge: 0,
+            code: "4000",
+            source_file: "",
+            source_line: 2,
+        };
+        let seen = Seen::new("r", 0, 0, 2);
         let mut pending = Pending::default();
-        assert_eq!(pending.keep("ab").ok(), Some((0, 2)));
-        assert_eq!(pending.keep("cde").ok(), Some((2, 3)));
-        assert_eq!(pending.arena, "abcde");
+        pending.push_view(&view("r1"), seen).expect("kept");
+        pending.push_view(&view("r22"), seen).expect("kept");
+        let mut copy = Pending::default();
+        copy.push(&pending.texts, &pending.rows[1]).expect("copied");
+        assert_eq!(copy.view(&copy.rows[0], "").record_id, "r22");
+        assert_eq!(copy.view(&copy.rows[0], "").code, "4000");
+        assert_eq!(pending.text, (2 + 3 + 4 + 4) * 2 + 1);
+        assert_eq!(pending.bytes(), Pending::bytes_of(pending.text, 2));
     }
 }

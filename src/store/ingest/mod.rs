@@ -630,14 +630,7 @@ impl Run<'_> {
             let base = base as u32;
             let folds: Vec<ChunkFold> =
                 chunks.par_iter().zip(&marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
-            self.rollups.fold(|s, add| {
-                for (chunk, fold) in chunks.iter().zip(&folds) {
-                    for view in chunk.scattered_views(&fold.by_shard[s]) {
-                        add(&view)?;
-                    }
-                }
-                Ok(())
-            })?;
+            self.rollups.fold_chunks(&chunks, &folds)?;
             self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
             let kept = folds.iter().map(|fold| fold.kept.len()).sum();
             let mut entries: Vec<IndexEntry> = Vec::with_capacity(kept);
@@ -647,7 +640,7 @@ impl Run<'_> {
                 entries.extend_from_slice(&fold.entries);
                 for (row, mark) in chunk.rows.iter().zip(marks) {
                     if *mark == Mark::Candidate {
-                        state.pending.push(&chunk.arena, row)?;
+                        state.pending.push(&chunk.texts, row)?;
                     }
                 }
             }

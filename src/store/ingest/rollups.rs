@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use super::chunk::{Chunk, ChunkFold, Row, Texts, AUTH_ID, CODE, SUBACCOUNT, TYPE};
 use super::create_parent;
 use super::table::GroupTable;
 use crate::aggregate::order::Order;
@@ -48,6 +49,21 @@ fn totals_of(row: &RecordView<'_>) -> Totals {
         surcharge: row.surcharge as i128,
     }
 }
+
+/// The totals of one row of a chunk.
+#[inline]
+fn totals_of_row(row: &Row) -> Totals {
+    Totals {
+        records: 1,
+        units: row.units as u128,
+        duration: row.duration as i128,
+        amount: row.amount as i128,
+        surcharge: row.surcharge as i128,
+    }
+}
+
+/// A chunk's key-field id not yet met by a shard ([`Shard::key_of_row`]).
+const NO_ID: u32 = u32::MAX;
 
 fn rollup_overflow() -> Error {
     Error::Internal("rollup sum overflow".to_owned())
@@ -117,22 +133,30 @@ impl Rollups {
         &mut self.shards[shard_of(auth_id)]
     }
 
-    /// Folds rows into their shards, the shards in parallel: `rows(s, add)`
-    /// calls `add` with every row of shard `s`. (A shard's map grows as it
+    /// Folds the new rows of a batch into their shards, the shards in
+    /// parallel: each shard the rows `folds` lists for it, chunk by chunk,
+    /// their key fields found by the chunk's ids through a table per chunk
+    /// (a chunk's ids to the shard's: a few hundred entries, in cache), so
+    /// that no row's text is read. (A shard's table of groups grows as it
     /// needs: made at its share of `--max-rollup-groups` up front, a small
-    /// ingest's maps would take that memory too, every page of it touched
+    /// ingest's tables would take that memory too, every page of it touched
     /// by the random placement of its groups.)
-    pub(super) fn fold<F>(&mut self, rows: F) -> Result<()>
-    where
-        F: Fn(usize, &mut dyn FnMut(&RecordView<'_>) -> Result<()>) -> Result<()> + Sync,
-    {
+    pub(super) fn fold_chunks(&mut self, chunks: &[Chunk], folds: &[ChunkFold]) -> Result<()> {
         let folded: Vec<Result<()>> = self
             .shards
             .par_iter_mut()
             .enumerate()
             .map(|(s, shard)| {
                 let mut ahead = std::collections::VecDeque::with_capacity(KEYS_AHEAD + 1);
-                rows(s, &mut |row| shard.add(row, &mut ahead))?;
+                let mut ids: Vec<u32> = Vec::new();
+                for (chunk, fold) in chunks.iter().zip(folds) {
+                    ids.clear();
+                    ids.resize(chunk.texts.names(), NO_ID);
+                    for row in chunk.scattered_rows(&fold.by_shard[s]) {
+                        let key = shard.key_of_row(row, &chunk.texts, &mut ids);
+                        shard.add_key(key, totals_of_row(row), &mut ahead)?;
+                    }
+                }
                 shard.flush(&mut ahead)
             })
             .collect();
@@ -340,13 +364,16 @@ impl Shard {
         id
     }
 
-    /// Folds one row. Its key is computed now and its slot prefetched; it
+    /// Folds one row's `key` and `totals`. Its slot is prefetched now; it
     /// is added [`KEYS_AHEAD`] rows later, from `ahead` (then its slot is
     /// in cache, not a miss to wait for). [`Shard::flush`] adds the rest.
     #[inline]
-    fn add(&mut self, row: &RecordView<'_>, ahead: &mut std::collections::VecDeque<Pending>) -> Result<()> {
-        let totals = totals_of(row);
-        let key = self.key(row);
+    fn add_key(
+        &mut self,
+        key: RollupKey,
+        totals: Totals,
+        ahead: &mut std::collections::VecDeque<Pending>,
+    ) -> Result<()> {
         let hash = GroupTable::hash(&key);
         self.groups.prefetch(hash);
         ahead.push_back((key, hash, totals));
@@ -379,6 +406,36 @@ impl Shard {
             country: row.country,
             direction: row.direction,
             code: self.intern(3, row.code),
+        }
+    }
+
+    /// The key of a chunk's `row` (its text in `texts`): its key fields'
+    /// ids in `texts` become this shard's through `ids` (indexed by the
+    /// chunk's id, [`NO_ID`] until first met, then interned here once).
+    #[inline]
+    fn key_of_row(&mut self, row: &Row, texts: &Texts, ids: &mut [u32]) -> RollupKey {
+        let mut id = |field: usize| {
+            let local = row.names[field];
+            match ids.get(local as usize) {
+                Some(&id) if id != NO_ID => id,
+                _ => {
+                    let id = self.strings.intern(texts.name_of(local));
+                    if let Some(slot) = ids.get_mut(local as usize) {
+                        *slot = id;
+                    }
+                    id
+                }
+            }
+        };
+        RollupKey {
+            account: id(AUTH_ID),
+            subaccount: id(SUBACCOUNT),
+            slot: crate::store::slot_of(row.secs),
+            product: row.product,
+            type_: id(TYPE),
+            country: row.country,
+            direction: row.direction,
+            code: id(CODE),
         }
     }
 
