@@ -614,7 +614,14 @@ fn sum_day(
         }
         keyed.push((slot << ORDER_BITS | order, i as u32));
     }
-    keyed.sort_unstable();
+    if grain > crate::store::SLOT_SECONDS {
+        // The input is sorted by its finer slot, then order: each finer
+        // slot's rows are a run already in order, which the stable sort
+        // finds and merges.
+        keyed.sort();
+    } else {
+        keyed.sort_unstable();
+    }
     out.rows.clear();
     out.orders.clear();
     let mut last: Option<u128> = None;
