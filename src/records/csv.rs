@@ -215,20 +215,39 @@ fn map_columns(file: &InputFile, kind: Kind, names: &[String]) -> Result<Vec<usi
 
 /// Splits `body` into `(offset, first line, end)` chunks of about
 /// `chunk_bytes`, each cut after a newline; each chunk is handed to `done`
-/// once its lines are counted.
-fn split(body: &[u8], first_line: u64, chunk_bytes: usize, done: &dyn Fn(&[u8])) -> Vec<(usize, u64, usize)> {
+/// once its lines are counted. The chunks are found and counted in
+/// parallel (chunk `k` starts after the first newline at or past
+/// `k * chunk_bytes`), so that a file's first pass is not one core's.
+fn split(
+    body: &[u8],
+    first_line: u64,
+    chunk_bytes: usize,
+    done: &(dyn Fn(&[u8]) + Sync),
+) -> Vec<(usize, u64, usize)> {
     if body.len() <= chunk_bytes * 2 {
         return vec![(0, first_line, body.len())];
     }
-    let mut chunks = Vec::new();
-    let (mut start, mut line) = (0usize, first_line);
-    while start < body.len() {
-        let cut = (start + chunk_bytes).min(body.len());
-        let end = memchr::memchr(b'\n', &body[cut..]).map_or(body.len(), |at| cut + at + 1);
-        chunks.push((start, line, end));
-        line += memchr::memchr_iter(b'\n', &body[start..end]).count() as u64;
-        done(&body[start..end]);
-        start = end;
+    let start = |k: usize| match k.checked_mul(chunk_bytes) {
+        Some(0) => 0,
+        Some(cut) if cut < body.len() => memchr::memchr(b'\n', &body[cut..]).map_or(body.len(), |at| cut + at + 1),
+        _ => body.len(),
+    };
+    let counted: Vec<(usize, usize, u64)> = (0..body.len().div_ceil(chunk_bytes))
+        .into_par_iter()
+        .map(|k| {
+            let (offset, end) = (start(k), start(k + 1));
+            let part = &body[offset..end.max(offset)];
+            let lines = memchr::memchr_iter(b'\n', part).count() as u64;
+            done(part);
+            (offset, end, lines)
+        })
+        .collect();
+    let mut chunks = Vec::with_capacity(counted.len());
+    let mut line = first_line;
+    // A line longer than `chunk_bytes` leaves chunks with nothing in them.
+    for (offset, end, lines) in counted.into_iter().filter(|(offset, end, _)| end > offset) {
+        chunks.push((offset, line, end));
+        line += lines;
     }
     chunks
 }
@@ -937,6 +956,9 @@ mod tests {
         body.extend_from_slice(b"last,no newline");
         for chunk_bytes in [1, 7, 100, 4096] {
             let chunks = split(&body, 2, chunk_bytes, &|_| ());
+            if chunk_bytes == 4096 {
+                assert_eq!(chunks[1].0, 4096 + 1 + memchr::memchr(b'\n', &body[4096..]).unwrap_or(0));
+            }
             assert!(chunks.len() > 1);
             let mut expected_line = 2;
             let mut expected_offset = 0;
