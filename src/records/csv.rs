@@ -218,12 +218,7 @@ fn map_columns(file: &InputFile, kind: Kind, names: &[String]) -> Result<Vec<usi
 /// once its lines are counted. The chunks are found and counted in
 /// parallel (chunk `k` starts after the first newline at or past
 /// `k * chunk_bytes`), so that a file's first pass is not one core's.
-fn split(
-    body: &[u8],
-    first_line: u64,
-    chunk_bytes: usize,
-    done: &(dyn Fn(&[u8]) + Sync),
-) -> Vec<(usize, u64, usize)> {
+fn split(body: &[u8], first_line: u64, chunk_bytes: usize, done: &(dyn Fn(&[u8]) + Sync)) -> Vec<(usize, u64, usize)> {
     if body.len() <= chunk_bytes * 2 {
         return vec![(0, first_line, body.len())];
     }

@@ -645,7 +645,7 @@ impl Run<'_> {
                 }
             }
             let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
-            self.write_new(&mut state, &new_rows, &mut entries)?;
+            self.write_new(&mut state, &new_rows, &entries)?;
             drop(new_rows);
             drop(folds);
             drop(chunks);
@@ -667,7 +667,7 @@ impl Run<'_> {
         &mut self,
         state: &mut KindState,
         views: &R,
-        entries: &mut [IndexEntry],
+        entries: &[IndexEntry],
     ) -> Result<()> {
         state.tally.used += views.len() as u64;
         if views.is_empty() {
@@ -713,7 +713,7 @@ pub(super) fn write_files<R: RecordRows + ?Sized>(
     number: u64,
     kind: Kind,
     views: &R,
-    entries: &mut [IndexEntry],
+    entries: &[IndexEntry],
     syncer: &Syncer,
 ) -> Result<(String, String)> {
     let name = format!("records/{}/{id}-{number:05}.parquet", kind.name());

@@ -134,21 +134,21 @@ pub(super) fn publish(
                         views.push(view);
                     }
                 }
-                writer.write(&views, &mut entries)?;
+                writer.write(&views, &entries)?;
                 amount = amount
                     .checked_add(Amount::from_nanos(sum))
                     .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
             }
             pending_elsewhere += repeats.held_bytes(b, &held);
             if pending.bytes() + pending_elsewhere >= options.pending_bytes {
-                let (views, mut entries) = pending.records(&names, base);
-                writer.write(&views, &mut entries)?;
+                let (views, entries) = pending.records(&names, base);
+                writer.write(&views, &entries)?;
                 drop(views);
                 (pending, pending_elsewhere) = (Pending::default(), 0);
             }
         }
-        let (views, mut entries) = pending.records(&names, base);
-        writer.write(&views, &mut entries)?;
+        let (views, entries) = pending.records(&names, base);
+        writer.write(&views, &entries)?;
         drop(views);
         let used = writer.used;
         if used != counts.used {
@@ -205,7 +205,7 @@ struct Writer<'a> {
 
 impl Writer<'_> {
     /// Writes `views` and their `entries` (nothing when there are none).
-    fn write(&mut self, views: &[RecordView<'_>], entries: &mut [IndexEntry]) -> Result<()> {
+    fn write(&mut self, views: &[RecordView<'_>], entries: &[IndexEntry]) -> Result<()> {
         if views.is_empty() {
             return Ok(());
         }
