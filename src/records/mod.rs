@@ -268,6 +268,27 @@ impl Country {
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).unwrap_or("??")
     }
+
+    /// The code as text from one static table of every code: equal codes
+    /// are the same slice (what a writer that remembers slices by address
+    /// wants), and the text outlives the value.
+    pub fn as_static_str(self) -> &'static str {
+        static CODES: [[u8; 2]; 26 * 26] = {
+            let mut codes = [[0u8; 2]; 26 * 26];
+            let mut i = 0;
+            while i < 26 * 26 {
+                codes[i] = [b'A' + (i / 26) as u8, b'A' + (i % 26) as u8];
+                i += 1;
+            }
+            codes
+        };
+        let [a, b] = self.0;
+        let at = usize::from(a.wrapping_sub(b'A')) * 26 + usize::from(b.wrapping_sub(b'A'));
+        match (a.is_ascii_uppercase() && b.is_ascii_uppercase()).then(|| CODES.get(at)).flatten() {
+            Some(code) => std::str::from_utf8(code).unwrap_or("??"),
+            None => "??",
+        }
+    }
 }
 
 /// One field of a row as a reader found it.
@@ -357,4 +378,22 @@ pub fn record_id_at(file: &files::InputFile, line: u64) -> Option<String> {
     let bytes = decode::read(&file.path, file.format).ok()?;
     let probes = csv::read(file, file.kind, &bytes, || Probe { line, found: None }).ok()?;
     probes.into_iter().find_map(|p| p.found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every code's static text is its text, and equal codes share it.
+    #[test]
+    fn static_country_text_is_the_code() {
+        for a in b'A'..=b'Z' {
+            for b in b'A'..=b'Z' {
+                let country = Country::parse(&[a, b]).expect("a code");
+                assert_eq!(country.as_static_str(), country.as_str());
+                assert_eq!(country.as_static_str().as_ptr(), Country([a, b]).as_static_str().as_ptr());
+            }
+        }
+        assert_eq!(Country([b'a', b'Z']).as_static_str(), "??");
+    }
 }

@@ -218,7 +218,7 @@ fn record_column(name: &str, rows: &[RecordView<'_>], dtype: &ArrowDataType) -> 
         "product" => Column::text(rows.iter().map(|r| r.product.as_str()), rows.len())?,
         "type" | "description" => Column::text(rows.iter().map(|r| r.type_), rows.len())?,
         "direction" => Column::text(rows.iter().map(|r| r.direction.map_or("", |d| d.as_str())), rows.len())?,
-        "country" => Column::text(rows.iter().map(|r| r.country.as_ref().map_or("", |c| c.as_str())), rows.len())?,
+        "country" => Column::text(rows.iter().map(|r| r.country.map_or("", |c| c.as_static_str())), rows.len())?,
         "billed_seconds" | "duration_seconds" => Column::decimal(rows.iter().map(|r| r.duration as i128).collect()),
         "amount" => Column::decimal(rows.iter().map(|r| r.amount as i128).collect()),
         "surcharge" => Column::decimal(rows.iter().map(|r| r.surcharge as i128).collect()),

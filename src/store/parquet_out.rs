@@ -64,39 +64,11 @@ impl Column {
     /// (polars' own rule: more than 128 rows, and distinct values over 3/4
     /// of them).
     pub(super) fn text<'a>(values: impl Iterator<Item = &'a str>, rows: usize) -> Result<Column> {
-        let mut dictionary = Interner::default();
-        let mut keys: Vec<u32> = Vec::with_capacity(rows);
-        // The keys of recently seen slices, by address and length: a
-        // rollup's text is interned and an enum's name is static, so their
-        // rows repeat the same few slices, and an equal slice (borrowed
-        // for the whole loop) is an equal string, found without a hash.
-        let mut recent = [(0usize, usize::MAX, 0u32); 64];
+        let mut column = TextColumn::new(rows);
         for value in values {
-            let address = value.as_ptr() as usize;
-            let slot = &mut recent[(address ^ (address >> 6)) % 64];
-            let key = if slot.0 == address && slot.1 == value.len() {
-                slot.2
-            } else {
-                let key = dictionary.intern(value);
-                *slot = (address, value.len(), key);
-                key
-            };
-            keys.push(key);
+            column.push(value);
         }
-        let dictionary: Vec<&str> = dictionary.iter().collect();
-        if keys.len() > 128 && dictionary.len() * 4 > keys.len() * 3 {
-            return Ok(Column::plain_text(keys.iter().map(|&key| dictionary[key as usize])));
-        }
-        let values = Utf8ViewArray::from_slice_values(&dictionary);
-        let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
-        // The keys index the dictionary just made: always in range.
-        let array = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(keys), values.boxed())
-            .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
-        Ok(Column {
-            values: Values::Arrow(array.boxed()),
-            encoding: Encoding::RleDictionary,
-            compression: OPTIONS.compression,
-        })
+        column.finish()
     }
 
     /// A text column of distinct values (ids): plain, except in a row
@@ -150,6 +122,69 @@ enum Values {
     Arrow(Box<dyn Array>),
     /// Unscaled decimals, encoded here ([`decimal_pages`]).
     Decimal(Vec<i128>),
+}
+
+/// A text column made a value at a time (so that a row group's columns are
+/// made in one pass over its rows): [`Column::text`]'s dictionary and
+/// rule.
+pub(super) struct TextColumn<'a> {
+    dictionary: Interner,
+    keys: Vec<u32>,
+    /// The keys of recently seen slices, by address and length: a rollup's
+    /// text is interned and an enum's name is static, so their rows repeat
+    /// the same few slices, and an equal slice (borrowed for the whole
+    /// column) is an equal string, found without a hash.
+    recent: [(usize, usize, u32); 64],
+    borrowed: std::marker::PhantomData<&'a str>,
+}
+
+impl<'a> TextColumn<'a> {
+    /// A column of `rows` values to come.
+    pub(super) fn new(rows: usize) -> TextColumn<'a> {
+        TextColumn {
+            dictionary: Interner::default(),
+            keys: Vec::with_capacity(rows),
+            recent: [(0usize, usize::MAX, 0u32); 64],
+            borrowed: std::marker::PhantomData,
+        }
+    }
+
+    /// Adds the next value.
+    #[inline]
+    pub(super) fn push(&mut self, value: &'a str) {
+        let address = value.as_ptr() as usize;
+        let slot = &mut self.recent[(address ^ (address >> 6)) % 64];
+        let key = if slot.0 == address && slot.1 == value.len() {
+            slot.2
+        } else {
+            let key = self.dictionary.intern(value);
+            *slot = (address, value.len(), key);
+            key
+        };
+        self.keys.push(key);
+    }
+
+    /// The column: dictionary-encoded (the dictionary in order of first
+    /// appearance), unless most of its values are distinct, then plain
+    /// (polars' own rule: more than 128 rows, and distinct values over 3/4
+    /// of them).
+    pub(super) fn finish(self) -> Result<Column> {
+        let TextColumn { dictionary, keys, .. } = self;
+        let dictionary: Vec<&str> = dictionary.iter().collect();
+        if keys.len() > 128 && dictionary.len() * 4 > keys.len() * 3 {
+            return Ok(Column::plain_text(keys.iter().map(|&key| dictionary[key as usize])));
+        }
+        let values = Utf8ViewArray::from_slice_values(&dictionary);
+        let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
+        // The keys index the dictionary just made: always in range.
+        let array = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(keys), values.boxed())
+            .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
+        Ok(Column {
+            values: Values::Arrow(array.boxed()),
+            encoding: Encoding::RleDictionary,
+            compression: OPTIONS.compression,
+        })
+    }
 }
 
 /// One row group, encoded and compressed, ready to be written.

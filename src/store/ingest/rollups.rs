@@ -678,20 +678,22 @@ impl<'a> AccountStrings<'a> {
     }
 
     /// Rows of `account` as the writer takes them.
-    fn refs<'s>(&'s self, account: &'s str, rows: &[(RollupKey, Totals)]) -> Vec<RollupRef<'s>> {
-        rows.iter()
-            .map(|(key, totals)| RollupRef {
-                auth_id: account,
-                subaccount: self.text(key.subaccount),
-                slot: key.slot,
-                product: key.product,
-                type_: self.text(key.type_),
-                country: key.country,
-                direction: key.direction,
-                code: self.text(key.code),
-                totals: *totals,
-            })
-            .collect()
+    fn refs<'s>(
+        &'s self,
+        account: &'s str,
+        rows: &'s [(RollupKey, Totals)],
+    ) -> impl Iterator<Item = RollupRef<'s>> + 's {
+        rows.iter().map(move |(key, totals)| RollupRef {
+            auth_id: account,
+            subaccount: self.text(key.subaccount),
+            slot: key.slot,
+            product: key.product,
+            type_: self.text(key.type_),
+            country: key.country,
+            direction: key.direction,
+            code: self.text(key.code),
+            totals: *totals,
+        })
     }
 }
 
@@ -883,7 +885,7 @@ impl Output {
     fn push(&mut self, rows: &[(RollupKey, Totals)], account: &str, strings: &AccountStrings<'_>) -> Result<()> {
         self.buffer.extend_from_slice(rows);
         if self.buffer.len() >= parquet_io::ROW_GROUP_ROWS {
-            self.writer.write(&strings.refs(account, &self.buffer))?;
+            self.writer.write_rows(self.buffer.len(), strings.refs(account, &self.buffer))?;
             self.buffer.clear();
         }
         Ok(())
@@ -891,7 +893,7 @@ impl Output {
 
     fn finish(mut self, account: &str, strings: &AccountStrings<'_>, syncer: &Syncer) -> Result<()> {
         if !self.buffer.is_empty() {
-            self.writer.write(&strings.refs(account, &self.buffer))?;
+            self.writer.write_rows(self.buffer.len(), strings.refs(account, &self.buffer))?;
         }
         self.writer.finish(syncer)
     }
