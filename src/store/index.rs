@@ -73,24 +73,28 @@ pub fn unpack(place: u64) -> (u32, u64) {
     ((place >> 40) as u32, place & ((1 << 40) - 1))
 }
 
-/// Writes `entries` (in any order; written by partition, each partition's
-/// in their order) to a new index file at `path`, then handed to `syncer`.
-pub fn write_index(path: &Path, entries: &[IndexEntry], syncer: &Syncer) -> Result<()> {
+/// Writes the entries of `parts` (in any order; written by partition, each
+/// partition's in their order, part after part) to a new index file at
+/// `path`, then handed to `syncer`. (An ingest's batch hands each chunk's
+/// entries as they are, not copied into one vector first.)
+pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Result<()> {
+    let entries =
+        || parts.iter().enumerate().flat_map(|(p, part)| part.iter().enumerate().map(move |(i, e)| (p, i, e)));
     let mut offsets = vec![0u64; PARTITIONS + 1];
-    for entry in entries {
+    for (_, _, entry) in entries() {
         offsets[entry.partition() + 1] += 1;
     }
     for p in 0..PARTITIONS {
         offsets[p + 1] += offsets[p];
     }
     // The entries by partition, each partition's in their order (what a
-    // stable sort by partition gives): their positions placed by a count,
-    // one pass, no sort.
+    // stable sort by partition gives): their places put where they go by
+    // a count, one pass, no sort.
     let mut next: Vec<u64> = offsets[..PARTITIONS].to_vec();
-    let mut order = vec![0usize; entries.len()];
-    for (i, entry) in entries.iter().enumerate() {
+    let mut order = vec![(0usize, 0usize); offsets[PARTITIONS] as usize];
+    for (p, i, entry) in entries() {
         let at = &mut next[entry.partition()];
-        order[*at as usize] = i;
+        order[*at as usize] = (p, i);
         *at += 1;
     }
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
@@ -101,8 +105,8 @@ pub fn write_index(path: &Path, entries: &[IndexEntry], syncer: &Syncer) -> Resu
     for offset in &offsets {
         out.write_all(&offset.to_le_bytes()).map_err(io)?;
     }
-    for &i in &order {
-        let entry = &entries[i];
+    for &(p, i) in &order {
+        let entry = &parts[p][i];
         let mut bytes = [0u8; ENTRY_BYTES];
         bytes[0..8].copy_from_slice(&entry.id.0.to_le_bytes());
         bytes[8..16].copy_from_slice(&entry.id.1.to_le_bytes());
@@ -300,7 +304,7 @@ mod tests {
         let path = dir.path().join("x.idx");
         let mut entries: Vec<IndexEntry> =
             (0..5000).map(|i| IndexEntry { id: id(i), content: i * 3, place: pack((i as u32 % 7, i)) }).collect();
-        write_index(&path, &entries, &Syncer::at_once()).unwrap();
+        write_index(&path, &[&entries[..3], &entries[3..]], &Syncer::at_once()).unwrap();
         let file = IndexFile::open(&path).unwrap();
         assert_eq!(file.len(), 5000);
         let mut read = Vec::new();

@@ -194,7 +194,7 @@ impl Run<'_> {
         }
         state.add_amount(amount)?;
         self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
-        self.write_new(state, &views[..], &entries)
+        self.write_new(state, &views[..], &[&entries])
     }
 }
 

@@ -632,12 +632,9 @@ impl Run<'_> {
                 chunks.par_iter().zip(&marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
             self.rollups.fold_chunks(&chunks, &folds)?;
             self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
-            let kept = folds.iter().map(|fold| fold.kept.len()).sum();
-            let mut entries: Vec<IndexEntry> = Vec::with_capacity(kept);
             for ((chunk, fold), marks) in chunks.iter().zip(&folds).zip(&marks) {
                 state.tally.duplicates += fold.duplicates;
                 state.add_amount(fold.amount)?;
-                entries.extend_from_slice(&fold.entries);
                 for (row, mark) in chunk.rows.iter().zip(marks) {
                     if *mark == Mark::Candidate {
                         state.pending.push(&chunk.texts, row)?;
@@ -645,6 +642,7 @@ impl Run<'_> {
                 }
             }
             let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
+            let entries: Vec<&[IndexEntry]> = folds.iter().map(|fold| &fold.entries[..]).collect();
             self.write_new(&mut state, &new_rows, &entries)?;
             drop(new_rows);
             drop(folds);
@@ -667,7 +665,7 @@ impl Run<'_> {
         &mut self,
         state: &mut KindState,
         views: &R,
-        entries: &[IndexEntry],
+        entries: &[&[IndexEntry]],
     ) -> Result<()> {
         state.tally.used += views.len() as u64;
         if views.is_empty() {
@@ -713,7 +711,7 @@ pub(super) fn write_files<R: RecordRows + ?Sized>(
     number: u64,
     kind: Kind,
     views: &R,
-    entries: &[IndexEntry],
+    entries: &[&[IndexEntry]],
     syncer: &Syncer,
 ) -> Result<(String, String)> {
     let name = format!("records/{}/{id}-{number:05}.parquet", kind.name());

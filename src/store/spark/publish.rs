@@ -210,7 +210,7 @@ impl Writer<'_> {
             return Ok(());
         }
         let (name, index_name) =
-            ingest::write_files(self.store, self.id, *self.batches, self.kind, views, entries, self.syncer)?;
+            ingest::write_files(self.store, self.id, *self.batches, self.kind, views, &[entries], self.syncer)?;
         self.files.records.push(name);
         self.files.index.push(index_name);
         *self.batches += 1;
