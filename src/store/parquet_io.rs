@@ -142,10 +142,8 @@ pub fn write_records<R: RecordRows + ?Sized>(path: &Path, kind: Kind, rows: &R, 
         let encoded = window
             .par_iter()
             .map(|range| {
-                let rows = rows.views(range.clone());
-                let rows: &[RecordView<'_>] = &rows;
-                let columns = record_columns(&names, rows, &out)?;
-                out.encode(rows.len(), columns)
+                let columns = record_columns(&names, rows, range.clone(), &out)?;
+                out.encode(range.len(), columns)
             })
             .collect::<Result<Vec<_>>>()?;
         for group in encoded {
@@ -156,8 +154,8 @@ pub fn write_records<R: RecordRows + ?Sized>(path: &Path, kind: Kind, rows: &R, 
 }
 
 /// Records to write, by position: a slice of views, or rows that sit
-/// elsewhere (ingest's new rows, in their chunks), made into views a row
-/// group at a time.
+/// elsewhere (ingest's new rows, in their chunks), made into views one at a
+/// time as the columns take them.
 pub trait RecordRows: Sync {
     /// Number of rows.
     fn len(&self) -> usize;
@@ -167,8 +165,9 @@ pub trait RecordRows: Sync {
         self.len() == 0
     }
 
-    /// The views of rows `range` (within `0..len()`).
-    fn views(&self, range: std::ops::Range<usize>) -> std::borrow::Cow<'_, [RecordView<'_>]>;
+    /// Calls `f` with the view of each row of `range` (within `0..len()`),
+    /// in order; the first error stops.
+    fn each<'s, F: FnMut(&RecordView<'s>) -> Result<()>>(&'s self, range: std::ops::Range<usize>, f: F) -> Result<()>;
 }
 
 impl RecordRows for [RecordView<'_>] {
@@ -176,8 +175,8 @@ impl RecordRows for [RecordView<'_>] {
         <[RecordView<'_>]>::len(self)
     }
 
-    fn views(&self, range: std::ops::Range<usize>) -> std::borrow::Cow<'_, [RecordView<'_>]> {
-        std::borrow::Cow::Borrowed(&self[range])
+    fn each<'s, F: FnMut(&RecordView<'s>) -> Result<()>>(&'s self, range: std::ops::Range<usize>, f: F) -> Result<()> {
+        self[range].iter().try_for_each(f)
     }
 }
 
@@ -206,10 +205,15 @@ fn record_type(name: &str) -> Result<DataType> {
 /// The records columns `names` of `rows` (column `i` of Arrow type
 /// `out.dtype(i)`), made in one pass over the rows (a row group's views are
 /// about 10 MB: a pass per column read them from memory a dozen times).
-fn record_columns(names: &[&str], rows: &[RecordView<'_>], out: &ParquetOut) -> Result<Vec<Column>> {
-    let n = rows.len();
-    let mut making: Vec<(Pick, Making<'_>)> = names.iter().map(|name| Pick::of(name, n)).collect::<Result<_>>()?;
-    for r in rows {
+fn record_columns<'r, R: RecordRows + ?Sized>(
+    names: &[&str],
+    rows: &'r R,
+    range: std::ops::Range<usize>,
+    out: &ParquetOut,
+) -> Result<Vec<Column>> {
+    let n = range.len();
+    let mut making: Vec<(Pick, Making<'r>)> = names.iter().map(|name| Pick::of(name, n)).collect::<Result<_>>()?;
+    rows.each(range, |r| {
         for (pick, column) in making.iter_mut() {
             match column {
                 Making::Text(column) => column.push(match pick {
@@ -235,7 +239,8 @@ fn record_columns(names: &[&str], rows: &[RecordView<'_>], out: &ParquetOut) -> 
                 }),
             }
         }
-    }
+        Ok(())
+    })?;
     making
         .into_iter()
         .enumerate()

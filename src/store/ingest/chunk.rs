@@ -405,8 +405,11 @@ impl RecordRows for Kept<'_> {
         self.starts.last().copied().unwrap_or(0)
     }
 
-    fn views(&self, range: std::ops::Range<usize>) -> std::borrow::Cow<'_, [RecordView<'_>]> {
-        let mut views = Vec::with_capacity(range.len());
+    fn each<'s, F: FnMut(&RecordView<'s>) -> Result<()>>(
+        &'s self,
+        range: std::ops::Range<usize>,
+        mut f: F,
+    ) -> Result<()> {
         // The last part starting at or before the range's start.
         let mut part = self.starts.partition_point(|&start| start <= range.start).saturating_sub(1);
         let mut at = range.start;
@@ -414,11 +417,13 @@ impl RecordRows for Kept<'_> {
             let (chunk, rows) = self.parts[part];
             let from = at - self.starts[part];
             let to = (range.end - self.starts[part]).min(rows.len());
-            views.extend(rows[from..to].iter().map(|&r| chunk.view(&chunk.rows[r as usize])));
+            for &r in &rows[from..to] {
+                f(&chunk.view(&chunk.rows[r as usize]))?;
+            }
             at = self.starts[part] + to;
             part += 1;
         }
-        std::borrow::Cow::Owned(views)
+        Ok(())
     }
 }
 
@@ -459,8 +464,12 @@ mod tests {
         assert_eq!(all.len(), 14);
         for start in 0..=all.len() {
             for end in start..=all.len() {
-                let views = rows.views(start..end);
-                let ids: Vec<&str> = views.iter().map(|view| view.record_id).collect();
+                let mut ids: Vec<&str> = Vec::new();
+                rows.each(start..end, |view| {
+                    ids.push(view.record_id);
+                    Ok(())
+                })
+                .expect("viewed");
                 assert_eq!(ids, all[start..end], "{start}..{end}");
             }
         }
