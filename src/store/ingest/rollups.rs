@@ -5,7 +5,7 @@
 //! published) when more than [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups) are held;
 //! and at publish merged into each touched account's rollup files, one UTC
 //! day at a time, from a [`Cursor`] per input (the in-memory groups, each
-//! partial file, the previous 15-minute file), then coarsened grain by grain
+//! account's run of a partial file, the previous 15-minute file), then coarsened grain by grain
 //! and written in the rollup file's row order ([`sort_rows`]).
 
 use std::collections::BTreeMap;
@@ -166,18 +166,20 @@ impl Rollups {
     /// Spills every shard that holds at least its share of `max_groups`
     /// (so that all shards together hold about `max_groups` at most).
     /// The shards spill in parallel (each sorts its groups, then writes
-    /// an account's partial file per task).
+    /// one partial file per shard and spill).
     pub(super) fn spill_full(&mut self, store: &Path, id: &str, max_groups: usize) -> Result<()> {
         let limit = (max_groups / SHARDS).max(1);
         self.shards
             .par_iter_mut()
-            .filter(|shard| shard.groups.len() >= limit)
-            .try_for_each(|shard| shard.spill(store, id))
+            .enumerate()
+            .filter(|(_, shard)| shard.groups.len() >= limit)
+            .try_for_each(|(s, shard)| shard.spill(store, id, s))
     }
 
     /// The partial files spilled so far (scratch files of this run).
     pub(super) fn partials(&self) -> Vec<PathBuf> {
-        self.shards.iter().flat_map(|shard| shard.spilled.values().flatten().cloned()).collect()
+        let paths = self.shards.iter().flat_map(|shard| shard.spilled.values().flatten().map(|run| run.path.clone()));
+        paths.collect::<std::collections::BTreeSet<PathBuf>>().into_iter().collect()
     }
 
     /// Merges the new groups into each touched account's rollups and writes
@@ -185,7 +187,7 @@ impl Rollups {
     /// whatever their shard).
     pub(super) fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest, syncer: &Syncer) -> Result<()> {
         // Each shard's groups by account, and its partial files by account.
-        type Taken = (ByAccount, BTreeMap<String, Vec<PathBuf>>);
+        type Taken = (ByAccount, BTreeMap<String, Vec<Run>>);
         let taken: Vec<Taken> = self
             .shards
             .iter_mut()
@@ -211,8 +213,7 @@ impl Rollups {
         // started late while the other thread has nothing left.
         let mut accounts: Vec<(&str, (usize, Groups<'_>))> = accounts.into_iter().collect();
         let partial_rows = |s: usize, account: &str| -> u64 {
-            let files = taken[s].1.get(account).map_or(&[][..], Vec::as_slice);
-            files.iter().map(|path| std::fs::metadata(path).map_or(0, |m| m.len()) / PARTIAL_BYTES as u64).sum()
+            taken[s].1.get(account).map_or(0, |runs| runs.iter().map(|run| run.rows).sum())
         };
         accounts.sort_by_cached_key(|(account, (s, groups))| {
             std::cmp::Reverse(groups.len() as u64 + partial_rows(*s, account))
@@ -325,15 +326,32 @@ const GATHER_AHEAD: usize = 16;
 fn account_inputs(
     store: &Path,
     previous: &BTreeMap<String, BTreeMap<i64, String>>,
-    spilled: &BTreeMap<String, Vec<PathBuf>>,
+    spilled: &BTreeMap<String, Vec<Run>>,
     account: &str,
-) -> Vec<PathBuf> {
-    let mut inputs: Vec<PathBuf> = spilled.get(account).cloned().unwrap_or_default();
+) -> Vec<Input> {
+    let mut inputs: Vec<Input> =
+        spilled.get(account).map_or(Vec::new(), |runs| runs.iter().cloned().map(Input::Run).collect());
     let finest = crate::store::GRAINS[0];
     if let Some(file) = previous.get(account).and_then(|files| files.get(&finest)) {
-        inputs.push(store.join(file));
+        inputs.push(Input::File(store.join(file)));
     }
     inputs
+}
+
+/// One account's rows in a partial file: `rows` rows from row `first`.
+#[derive(Clone, Debug)]
+struct Run {
+    path: PathBuf,
+    first: u64,
+    rows: u64,
+}
+
+/// An input of an account's merge besides its groups in memory.
+enum Input {
+    /// Its rows in a partial file of this run.
+    Run(Run),
+    /// Its published finest-grain rollup file.
+    File(PathBuf),
 }
 
 /// The rollups of the accounts of one shard.
@@ -341,8 +359,9 @@ fn account_inputs(
 struct Shard {
     strings: Interner,
     groups: GroupTable,
-    /// Partial files written by [`Shard::spill`], by account.
-    spilled: BTreeMap<String, Vec<PathBuf>>,
+    /// The runs of each account in the partial files written by
+    /// [`Shard::spill`].
+    spilled: BTreeMap<String, Vec<Run>>,
     spills: u32,
     /// The last id of each string field of a key ([`Shard::intern`]).
     recent: [Option<u32>; 4],
@@ -453,7 +472,7 @@ impl Shard {
         id: &str,
         account: &str,
         groups: Groups<'_>,
-        inputs: Vec<PathBuf>,
+        inputs: Vec<Input>,
         syncer: &Syncer,
     ) -> Result<Vec<(String, i64, String)>> {
         let names: Vec<(i64, String)> = crate::store::GRAINS
@@ -478,36 +497,38 @@ impl Shard {
         ByAccount { rows, ends }
     }
 
-    /// Writes the in-memory groups to one partial file per account (finest
-    /// grain, sorted by slot, in this run's string ids: not published, read
-    /// back only by [`Rollups::write`] of the same run) and forgets them, so that rollup memory stays
-    /// bounded by [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups).
+    /// Writes the in-memory groups to one partial file (finest grain, by
+    /// account then slot, in this run's string ids: not published, read
+    /// back only by [`Rollups::write`] of the same run) and forgets them,
+    /// so that rollup memory stays bounded by
+    /// [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups).
     /// The groups are written in their sorted order straight from the
-    /// table (no sorted copy).
-    fn spill(&mut self, store: &Path, id: &str) -> Result<()> {
+    /// table (no sorted copy); each account's rows are one [`Run`] of the
+    /// file (one file per spill, not per account and spill: creating and
+    /// deleting hundreds of small files took a tenth of a second).
+    fn spill(&mut self, store: &Path, id: &str, shard: usize) -> Result<()> {
+        use std::io::Write;
         let groups = self.groups.groups();
         let order = sorted_order(groups);
         let ends = account_ends(&order);
         let starts = std::iter::once(0).chain(ends.iter().copied());
-        let accounts: Vec<&[u128]> = starts.zip(&ends).map(|(start, &end)| &order[start..end]).collect();
-        let n = self.spills;
-        let written: Vec<Result<(String, PathBuf)>> = accounts
-            .par_iter()
-            .map(|&order| {
-                let mut rows = gather(groups, order).peekable();
-                let Some((first, _)) = rows.peek() else { return Err(Error::Internal("an empty spill".to_owned())) };
-                let account = self.strings.get(first.account);
-                let path = store.join(format!("rollups/{}/{id}-part-{n:05}.bin", account_folder(account)));
-                create_parent(&path)?;
-                write_partial(&path, rows)?;
-                Ok((account.to_owned(), path))
-            })
-            .collect();
+        let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}.bin", self.spills));
+        create_parent(&path)?;
+        let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        let mut runs = Vec::new();
+        for (start, &end) in starts.zip(&ends) {
+            let mut rows = gather(groups, &order[start..end]).peekable();
+            let Some((first, _)) = rows.peek() else { return Err(Error::Internal("an empty spill".to_owned())) };
+            let account = self.strings.get(first.account).to_owned();
+            write_partial(&mut out, rows).map_err(|e| Error::io(&path, e))?;
+            runs.push((account, Run { path: path.clone(), first: start as u64, rows: (end - start) as u64 }));
+        }
+        out.flush().map_err(|e| Error::io(&path, e))?;
         self.spills += 1;
         self.groups.clear();
-        for result in written {
-            let (account, path) = result?;
-            self.spilled.entry(account).or_default().push(path);
+        for (account, run) in runs {
+            self.spilled.entry(account).or_default().push(run);
         }
         Ok(())
     }
@@ -524,7 +545,7 @@ impl Shard {
         &self,
         account: &str,
         groups: &[(RollupKey, Totals)],
-        inputs: &[PathBuf],
+        inputs: &[Input],
         paths: &[PathBuf],
         syncer: &Syncer,
     ) -> Result<()> {
@@ -537,7 +558,7 @@ impl Shard {
         let row_bytes = std::mem::size_of::<(RollupKey, Totals)>();
         let slice = (MERGE_BUDGET_BYTES / row_bytes / inputs.len().max(1)).clamp(1024, parquet_io::ROW_GROUP_ROWS);
         for input in inputs {
-            cursors.push(Cursor::file(input, slice)?);
+            cursors.push(Cursor::input(input, slice)?);
         }
         let mut outputs: Vec<Output> = paths.iter().map(|p| Output::create(p)).collect::<Result<_>>()?;
         let day = *crate::store::GRAINS.last().unwrap_or(&86_400);
@@ -715,18 +736,25 @@ impl<'g> Cursor<'g> {
         Cursor { rows: std::borrow::Cow::Borrowed(rows), at: 0, file: None, partial: None, slice: 0 }
     }
 
-    /// A published rollup file, or a partial file of this run (`.bin`).
-    fn file(path: &Path, slice: usize) -> Result<Cursor<'g>> {
+    /// A published rollup file, or a run of a partial file of this run.
+    fn input(input: &Input, slice: usize) -> Result<Cursor<'g>> {
         let rows = std::borrow::Cow::Owned(Vec::new());
-        if path.extension().is_some_and(|e| e == "bin") {
-            let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-            let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
-            let reader = std::io::BufReader::with_capacity(64 << 10, file);
-            let partial = Some((path.to_owned(), reader, size / PARTIAL_BYTES as u64));
-            return Ok(Cursor { rows, at: 0, file: None, partial, slice });
+        match input {
+            Input::Run(run) => {
+                use std::io::Seek;
+                let path = &run.path;
+                let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+                file.seek(std::io::SeekFrom::Start(run.first * PARTIAL_BYTES as u64))
+                    .map_err(|e| Error::io(path, e))?;
+                let reader = std::io::BufReader::with_capacity(64 << 10, file);
+                let partial = Some((path.to_owned(), reader, run.rows));
+                Ok(Cursor { rows, at: 0, file: None, partial, slice })
+            }
+            Input::File(path) => {
+                let n_rows = parquet_io::count_rows(path)?;
+                Ok(Cursor { rows, at: 0, file: Some((path.to_owned(), n_rows, 0)), partial: None, slice })
+            }
         }
-        let n_rows = parquet_io::count_rows(path)?;
-        Ok(Cursor { rows, at: 0, file: Some((path.to_owned(), n_rows, 0)), partial: None, slice })
     }
 
     /// The slot of the next row, reading the next slice when needed.
@@ -813,10 +841,10 @@ const PARTIAL_BYTES: usize = 96;
 /// this run's string ids (little-endian: subaccount, type, code as u32;
 /// product, direction, country as bytes; slot; records; units; duration,
 /// amount, surcharge).
-fn write_partial<'r>(path: &Path, rows: impl Iterator<Item = &'r (RollupKey, Totals)>) -> Result<()> {
-    use std::io::Write;
-    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+fn write_partial<'r>(
+    out: &mut impl std::io::Write,
+    rows: impl Iterator<Item = &'r (RollupKey, Totals)>,
+) -> std::io::Result<()> {
     for (key, totals) in rows {
         let mut b = [0u8; PARTIAL_BYTES];
         b[0..4].copy_from_slice(&key.subaccount.to_le_bytes());
@@ -837,9 +865,9 @@ fn write_partial<'r>(path: &Path, rows: impl Iterator<Item = &'r (RollupKey, Tot
         b[48..64].copy_from_slice(&totals.duration.to_le_bytes());
         b[64..80].copy_from_slice(&totals.amount.to_le_bytes());
         b[80..96].copy_from_slice(&totals.surcharge.to_le_bytes());
-        out.write_all(&b).map_err(|e| Error::io(path, e))?;
+        out.write_all(&b)?;
     }
-    out.flush().map_err(|e| Error::io(path, e))
+    Ok(())
 }
 
 /// One row of a partial file (see [`write_partial`]).
