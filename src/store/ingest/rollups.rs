@@ -38,28 +38,28 @@ type Pending = (RollupKey, u64, Totals);
 /// its slot.
 const KEYS_AHEAD: usize = 8;
 
+/// The totals of one record of these units and amounts.
+#[inline]
+fn totals(units: u64, duration: i64, amount: i64, surcharge: i64) -> Totals {
+    Totals {
+        records: 1,
+        units: units as u128,
+        duration: duration as i128,
+        amount: amount as i128,
+        surcharge: surcharge as i128,
+    }
+}
+
 /// The totals of one record.
 #[inline]
 fn totals_of(row: &RecordView<'_>) -> Totals {
-    Totals {
-        records: 1,
-        units: row.units as u128,
-        duration: row.duration as i128,
-        amount: row.amount as i128,
-        surcharge: row.surcharge as i128,
-    }
+    totals(row.units, row.duration, row.amount, row.surcharge)
 }
 
 /// The totals of one row of a chunk.
 #[inline]
 fn totals_of_row(row: &Row) -> Totals {
-    Totals {
-        records: 1,
-        units: row.units as u128,
-        duration: row.duration as i128,
-        amount: row.amount as i128,
-        surcharge: row.surcharge as i128,
-    }
+    totals(row.units, row.duration, row.amount, row.surcharge)
 }
 
 /// A chunk's key-field id not yet met by a shard ([`Shard::key_of_row`]).
