@@ -79,6 +79,22 @@ impl Interner {
         id
     }
 
+    /// The id of `text` (interned if new), tried first against `last`, the
+    /// id this caller interned last for the same field, which is then
+    /// `text`'s: consecutive rows often repeat a field's value, found by a
+    /// compare instead of a hash.
+    #[inline]
+    pub(crate) fn intern_after(&mut self, last: &mut Option<u32>, text: &str) -> u32 {
+        if let Some(id) = *last {
+            if same(self.get(id), text) {
+                return id;
+            }
+        }
+        let id = self.intern(text);
+        *last = Some(id);
+        id
+    }
+
     /// The string of `id`.
     #[inline]
     pub(crate) fn get(&self, id: u32) -> &str {

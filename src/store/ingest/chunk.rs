@@ -67,14 +67,7 @@ impl Texts {
     /// The id of `text`, the value of key field `field`.
     #[inline]
     fn name(&mut self, field: usize, text: &str) -> u32 {
-        if let Some(id) = self.recent[field] {
-            if crate::intern::same(self.names.get(id), text) {
-                return id;
-            }
-        }
-        let id = self.names.intern(text);
-        self.recent[field] = Some(id);
-        id
+        self.names.intern_after(&mut self.recent[field], text)
     }
 
     /// The string of a key field's id.

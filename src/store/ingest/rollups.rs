@@ -373,14 +373,7 @@ impl Shard {
     /// the field is tried first (a compare instead of a hash).
     #[inline]
     fn intern(&mut self, field: usize, text: &str) -> u32 {
-        if let Some(id) = self.recent[field] {
-            if intern::same(self.strings.get(id), text) {
-                return id;
-            }
-        }
-        let id = self.strings.intern(text);
-        self.recent[field] = Some(id);
-        id
+        self.strings.intern_after(&mut self.recent[field], text)
     }
 
     /// Folds one row's `key` and `totals`. Its slot is prefetched now; it
