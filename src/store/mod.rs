@@ -66,6 +66,7 @@ pub mod lease;
 pub mod location;
 mod parquet_io;
 mod parquet_out;
+mod rle;
 mod rollup;
 pub mod spark;
 

@@ -8,16 +8,23 @@
 //! (`cast_to_dictionary`); then one thread compresses the pages while it
 //! writes them. For the store's columns the answer is known before: text
 //! columns are few distinct values (accounts, products, countries, codes,
-//! the source file) except `record_id`; decimal sums are mostly distinct.
-//! Here a text column's dictionary is made from the rows as they are
-//! gathered (an [`Interner`], with the slices seen before found by their
-//! address), integers keep polars' cheap min-max dictionary check,
-//! decimals are plain, and pages are compressed (LZ4_RAW) by the thread
-//! that encoded them. The files are the Parquet polars wrote: same schema,
-//! same Arrow schema metadata (taken from polars' own mapping of the
-//! column types), same statistics, dictionary pages where they were; the
-//! codec is LZ4_RAW since issue 13's fourth session (Snappy before: a
-//! store of either reads the same).
+//! the source file) except `record_id`. Here a text column's dictionary is
+//! made from the rows as they are gathered (an [`Interner`], with the
+//! slices seen before found by their address), integers keep polars' cheap
+//! min-max dictionary check, and pages are compressed (LZ4_RAW) by the
+//! thread that encoded them. The keys of a dictionary column are encoded
+//! by [`super::rle`] (the bytes polars' encoder makes, in less than half
+//! its time). The files are the Parquet polars wrote: same schema, same
+//! Arrow schema metadata (taken from polars' own mapping of the column
+//! types), same statistics, dictionary pages where they were; the codec is
+//! LZ4_RAW since issue 13's fourth session (Snappy before: a store of
+//! either reads the same).
+//!
+//! Decimal columns take a dictionary too when at most 3/4 of a row group's
+//! values are distinct (amounts and durations repeat: a rate times whole
+//! minutes), and are then not compressed: the keys are bit-packed already,
+//! and LZ4 over 16-byte plain values was the ingest's largest single cost.
+//! Mostly distinct decimals stay plain and compressed.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -26,8 +33,8 @@ use polars::prelude::{CompatLevel, DataType, Schema, SchemaExt};
 use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray, Utf8ViewArray};
 use polars_arrow::datatypes::{ArrowDataType, ArrowSchema, IntegerType};
 use polars_parquet::parquet::metadata::Descriptor;
-use polars_parquet::parquet::page::{DataPage, DataPageHeader, DataPageHeaderV1};
-use polars_parquet::parquet::schema::types::PhysicalType;
+use polars_parquet::parquet::page::{DataPage, DataPageHeader, DataPageHeaderV1, DictPage};
+use polars_parquet::parquet::schema::types::{PhysicalType, PrimitiveType};
 use polars_parquet::parquet::schema::Repetition;
 use polars_parquet::parquet::statistics::FixedLenStatistics;
 use polars_parquet::parquet::CowBuffer;
@@ -110,9 +117,49 @@ impl Column {
     }
 
     /// A decimal column (unscaled values, of a `Decimal(38, _)` field):
-    /// plain, encoded by [`decimal_pages`].
+    /// by a dictionary of its values, not compressed
+    /// ([`decimal_dictionary_pages`]), unless most of them are distinct,
+    /// then plain and compressed ([`decimal_pages`]).
     pub(super) fn decimal(values: Vec<i128>) -> Column {
-        Column { values: Values::Decimal(values), encoding: Encoding::Plain, compression: OPTIONS.compression }
+        match Dictionary::of(&values) {
+            Some(dictionary) => Column {
+                values: Values::DecimalDictionary(dictionary),
+                encoding: Encoding::RleDictionary,
+                compression: CompressionOptions::Uncompressed,
+            },
+            None => {
+                Column { values: Values::Decimal(values), encoding: Encoding::Plain, compression: OPTIONS.compression }
+            }
+        }
+    }
+}
+
+/// Distinct values in order of first appearance, and each row's key.
+struct Dictionary<V> {
+    values: V,
+    keys: Vec<u32>,
+}
+
+impl Dictionary<Vec<i128>> {
+    /// The dictionary of `values`, unless most of them are distinct (the
+    /// rule of text columns: more than 128 rows, distinct values over 3/4
+    /// of them); given up as soon as that is certain.
+    fn of(values: &[i128]) -> Option<Dictionary<Vec<i128>>> {
+        let limit = if values.len() > 128 { values.len() * 3 / 4 } else { usize::MAX };
+        let mut ids: rustc_hash::FxHashMap<i128, u32> = rustc_hash::FxHashMap::default();
+        let mut dictionary = Dictionary { values: Vec::new(), keys: Vec::with_capacity(values.len()) };
+        for &value in values {
+            let next = dictionary.values.len() as u32;
+            let key = *ids.entry(value).or_insert(next);
+            if key == next {
+                dictionary.values.push(value);
+                if dictionary.values.len() > limit {
+                    return None;
+                }
+            }
+            dictionary.keys.push(key);
+        }
+        Some(dictionary)
     }
 }
 
@@ -122,6 +169,12 @@ enum Values {
     Arrow(Box<dyn Array>),
     /// Unscaled decimals, encoded here ([`decimal_pages`]).
     Decimal(Vec<i128>),
+    /// Unscaled decimals by dictionary, encoded here
+    /// ([`decimal_dictionary_pages`]).
+    DecimalDictionary(Dictionary<Vec<i128>>),
+    /// Text by a dictionary of at least one value: the dictionary page
+    /// and statistics by polars, the keys' pages here ([`key_pages`]).
+    TextDictionary(Dictionary<Utf8ViewArray>),
 }
 
 /// A text column made a value at a time (so that a row group's columns are
@@ -175,12 +228,18 @@ impl<'a> TextColumn<'a> {
             return Ok(Column::plain_text(keys.iter().map(|&key| dictionary[key as usize])));
         }
         let values = Utf8ViewArray::from_slice_values(&dictionary);
-        let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
-        // The keys index the dictionary just made: always in range.
-        let array = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(keys), values.boxed())
-            .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
+        if keys.is_empty() {
+            let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
+            let array = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(keys), values.boxed())
+                .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
+            return Ok(Column {
+                values: Values::Arrow(array.boxed()),
+                encoding: Encoding::RleDictionary,
+                compression: OPTIONS.compression,
+            });
+        }
         Ok(Column {
-            values: Values::Arrow(array.boxed()),
+            values: Values::TextDictionary(Dictionary { values, keys }),
             encoding: Encoding::RleDictionary,
             compression: OPTIONS.compression,
         })
@@ -278,7 +337,49 @@ impl ParquetOut {
                 let pages = decimal_pages(&values, field).map_err(|e| Error::io(&self.path, e))?;
                 pages.into_iter().map(compress).collect()
             }
+            Values::TextDictionary(dictionary) => {
+                let pages = self.text_dictionary_pages(dictionary, field)?;
+                pages.into_iter().map(compress).collect()
+            }
+            Values::DecimalDictionary(dictionary) => {
+                let pages = decimal_dictionary_pages(&dictionary, field).map_err(|e| Error::io(&self.path, e))?;
+                pages.into_iter().map(compress).collect()
+            }
         }
+    }
+
+    /// The pages of a dictionary-encoded text column chunk: polars makes
+    /// the dictionary page and the statistics (those of the dictionary's
+    /// values) from the dictionary and one key; the keys' pages are made
+    /// here.
+    fn text_dictionary_pages(&self, dictionary: Dictionary<Utf8ViewArray>, field: &ParquetType) -> Result<Vec<Page>> {
+        let ParquetType::PrimitiveType(type_) = field else {
+            return Err(Error::Internal(format!("a text column for the group field '{}'", field.name())));
+        };
+        let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
+        let head = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(vec![0]), dictionary.values.boxed())
+            .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
+        let leaves = array_to_columns(head.boxed(), field.clone(), OPTIONS, &[Encoding::RleDictionary])
+            .map_err(parquet_error(&self.path))?;
+        let mut pages = Vec::new();
+        let mut statistics = None;
+        for leaf in leaves {
+            for page in leaf {
+                match page.map_err(parquet_error(&self.path))? {
+                    Page::Dict(page) => pages.push(Page::Dict(page)),
+                    Page::Data(page) => {
+                        if let DataPageHeader::V1(header) = page.header() {
+                            statistics = header.statistics.clone();
+                        }
+                    }
+                }
+            }
+        }
+        if pages.len() != 1 {
+            return Err(Error::Internal(format!("{} dictionary pages for a text column", pages.len())));
+        }
+        key_pages(&dictionary.keys, statistics, type_, &mut pages).map_err(|e| Error::io(&self.path, e))?;
+        Ok(pages)
     }
 
     /// Writes an encoded row group (after the ones written so far).
@@ -311,12 +412,7 @@ impl ParquetOut {
 /// columns were a fifth of the ingest's Parquet encoding time.
 fn decimal_pages(values: &[i128], field: &ParquetType) -> std::result::Result<Vec<Page>, String> {
     const SIZE: usize = 16;
-    let ParquetType::PrimitiveType(type_) = field else {
-        return Err(format!("a decimal column for the group field '{}'", field.name()));
-    };
-    if type_.physical_type != PhysicalType::FixedLenByteArray(SIZE) {
-        return Err(format!("a decimal column for '{}' of type {:?}", field.name(), type_.physical_type));
-    }
+    let type_ = decimal_type(field, SIZE)?;
     let optional = type_.field_info.repetition == Repetition::Optional;
     // polars' `row_slice_ranges`: rows per page from the estimated bytes
     // per row (16 for a column without nulls).
@@ -355,6 +451,91 @@ fn decimal_pages(values: &[i128], field: &ParquetType) -> std::result::Result<Ve
     Ok(pages)
 }
 
+/// The pages of a dictionary-encoded `Decimal(38, _)` column chunk: the
+/// dictionary page (its values plain, 16-byte big-endian), then the keys'
+/// pages as polars makes them for a dictionary column.
+fn decimal_dictionary_pages(
+    dictionary: &Dictionary<Vec<i128>>,
+    field: &ParquetType,
+) -> std::result::Result<Vec<Page>, String> {
+    const SIZE: usize = 16;
+    let type_ = decimal_type(field, SIZE)?;
+    let mut buffer = Vec::with_capacity(dictionary.values.len() * SIZE);
+    let (mut min, mut max) = (i128::MAX, i128::MIN);
+    for value in &dictionary.values {
+        buffer.extend_from_slice(&value.to_be_bytes());
+        min = min.min(*value);
+        max = max.max(*value);
+    }
+    let statistics = (!dictionary.values.is_empty()).then(|| {
+        FixedLenStatistics {
+            primitive_type: type_.clone(),
+            null_count: Some(0),
+            distinct_count: None,
+            max_value: Some(max.to_be_bytes().to_vec()),
+            min_value: Some(min.to_be_bytes().to_vec()),
+        }
+        .serialize()
+    });
+    let dict = DictPage::new(CowBuffer::Owned(buffer), dictionary.values.len(), false);
+    let mut pages = vec![Page::Dict(dict)];
+    key_pages(&dictionary.keys, statistics, type_, &mut pages)?;
+    Ok(pages)
+}
+
+/// The data pages of a dictionary column's `keys`, as polars' writer makes
+/// them: pages of about 1 MiB of keys (4 bytes a key), each with the
+/// definition levels of an optional field, the keys' bit width, then the
+/// keys in the RLE / bit-packed hybrid; every page with the column's
+/// `statistics`.
+fn key_pages(
+    keys: &[u32],
+    statistics: Option<polars_parquet::parquet::statistics::ParquetStatistics>,
+    type_: &PrimitiveType,
+    pages: &mut Vec<Page>,
+) -> std::result::Result<(), String> {
+    let optional = type_.field_info.repetition == Repetition::Optional;
+    // polars' `row_slice_ranges`: rows per page from the estimated bytes
+    // per row (4 for u32 keys without nulls).
+    const PAGE_BYTES: usize = 1 << 20;
+    let rows_per_page = PAGE_BYTES / (4 + 1);
+    for chunk in keys.chunks(rows_per_page) {
+        let max = chunk.iter().copied().max().unwrap_or(0);
+        let bits = 32 - max.leading_zeros();
+        // At most every value bit-packed, with a header per 8,192 values.
+        let mut buffer = Vec::with_capacity(64 + (chunk.len() * bits as usize).div_ceil(8) + chunk.len() / 1024);
+        write_def_levels(&mut buffer, optional, None, chunk.len(), OPTIONS.version).map_err(|e| e.to_string())?;
+        buffer.push(bits as u8);
+        super::rle::encode(&mut buffer, chunk, bits);
+        let header = DataPageHeaderV1 {
+            num_values: chunk.len() as i32,
+            encoding: Encoding::RleDictionary.into(),
+            definition_level_encoding: Encoding::Rle.into(),
+            repetition_level_encoding: Encoding::Rle.into(),
+            statistics: statistics.clone(),
+        };
+        let descriptor = Descriptor { primitive_type: type_.clone(), max_def_level: 0, max_rep_level: 0 };
+        pages.push(Page::Data(DataPage::new(
+            DataPageHeader::V1(header),
+            CowBuffer::Owned(buffer),
+            descriptor,
+            chunk.len(),
+        )));
+    }
+    Ok(())
+}
+
+/// The primitive type of a decimal field of `size`-byte values.
+fn decimal_type(field: &ParquetType, size: usize) -> std::result::Result<&PrimitiveType, String> {
+    let ParquetType::PrimitiveType(type_) = field else {
+        return Err(format!("a decimal column for the group field '{}'", field.name()));
+    };
+    if type_.physical_type != PhysicalType::FixedLenByteArray(size) {
+        return Err(format!("a decimal column for '{}' of type {:?}", field.name(), type_.physical_type));
+    }
+    Ok(type_)
+}
+
 fn parquet_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> Error + '_ {
     move |e| Error::io(path, format!("parquet: {e}"))
 }
@@ -363,6 +544,45 @@ fn parquet_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> Error + '_ 
 mod tests {
     use super::*;
     use polars::prelude::{ParquetReader, SerReader};
+
+    /// A decimal column by dictionary has the statistics the plain one has
+    /// (numeric minimum and maximum, as 16 big-endian bytes), on each of
+    /// its data pages, after one dictionary page of its distinct values.
+    #[test]
+    fn decimal_dictionary_pages_keep_the_statistics() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = ParquetOut::create(&dir.path().join("t.parquet"), arrow_schema(&[("d", DataType::Decimal(38, 9))]))
+            .expect("created");
+        let amounts = [5i128, -3_000_000_000, 0, 1 << 70];
+        let values: Vec<i128> = (0..500_000).map(|i| amounts[i % 4]).collect();
+        let dictionary = Dictionary::of(&values).expect("few distinct values");
+        assert_eq!(dictionary.values, amounts);
+        let statistics = |pages: &[Page]| -> Vec<(Option<Vec<u8>>, Option<Vec<u8>>, Option<i64>)> {
+            pages
+                .iter()
+                .filter_map(|page| match page {
+                    Page::Data(page) => match page.header() {
+                        DataPageHeader::V1(header) => header.statistics.as_ref(),
+                        DataPageHeader::V2(_) => None,
+                    },
+                    Page::Dict(_) => None,
+                })
+                .map(|s| (s.min_value.clone(), s.max_value.clone(), s.null_count))
+                .collect()
+        };
+        let by_dictionary = decimal_dictionary_pages(&dictionary, &out.fields[0]).expect("pages");
+        let plain = decimal_pages(&values, &out.fields[0]).expect("pages");
+        assert!(matches!(by_dictionary[0], Page::Dict(_)));
+        // 500,000 keys: pages of 209,715 keys, as polars cuts them.
+        assert_eq!(by_dictionary.len(), 4);
+        let expected =
+            (Some((-3_000_000_000i128).to_be_bytes().to_vec()), Some((1i128 << 70).to_be_bytes().to_vec()), Some(0));
+        assert!(statistics(&by_dictionary).iter().all(|s| *s == expected));
+        assert!(statistics(&plain).iter().all(|s| *s == expected));
+        // Mostly distinct values take no dictionary.
+        assert!(Dictionary::of(&(0..1000).collect::<Vec<i128>>()).is_none());
+        assert!(Dictionary::of(&(0..100).collect::<Vec<i128>>()).is_some());
+    }
 
     /// Text columns come back as the strings written, whether the writer
     /// took a dictionary (few distinct values, or a small group) or wrote
@@ -376,7 +596,10 @@ mod tests {
             ("distinct", DataType::String),
             ("n", DataType::Int64),
             ("d", DataType::Decimal(38, 9)),
+            ("repeating", DataType::Decimal(38, 9)),
         ]);
+        // Few distinct amounts, negative, zero and past i64 among them.
+        let amounts = [0i128, -1_500_000_000, 2_500_000_000, i128::from(i64::MAX) * 1000, -7];
         let ids: Vec<String> = (0..1000).map(|i| format!("record-{i:05}")).collect();
         let few = ["", "a", "é", "a"];
         let mut out = ParquetOut::create(&path, schema).expect("created");
@@ -387,6 +610,7 @@ mod tests {
                 Column::ids(ids[..rows].iter().map(String::as_str), rows).expect("ids"),
                 Column::int64((0..rows as i64).map(|i| i * 7 - 3).collect(), out.dtype(2)),
                 Column::decimal((0..rows as i128).map(|i| i * 1_000_000_001 - 5).collect()),
+                Column::decimal((0..rows).map(|i| amounts[i * i % amounts.len()]).collect()),
             ];
             kinds.push(columns.iter().map(|c| c.encoding).collect::<Vec<_>>());
             let group = out.encode(rows, columns).expect("encoded");
@@ -396,6 +620,8 @@ mod tests {
         // 1,000 distinct ids are plain; 100 take a dictionary, as polars does.
         assert_eq!(kinds[0][..2], [Encoding::RleDictionary, Encoding::Plain]);
         assert_eq!(kinds[1][..2], [Encoding::RleDictionary, Encoding::RleDictionary]);
+        // Distinct decimals are plain; repeating ones take a dictionary.
+        assert_eq!(kinds[0][3..], [Encoding::Plain, Encoding::RleDictionary]);
 
         let file = std::fs::File::open(&path).expect("opened");
         let frame = ParquetReader::new(file).finish().expect("read");
@@ -415,5 +641,9 @@ mod tests {
         let d: Vec<i128> = d.into_no_null_iter().collect();
         let expected_d: Vec<i128> = (0..1000).chain(0..100).map(|i| i * 1_000_000_001 - 5).collect();
         assert_eq!(d, expected_d);
+        let repeating = frame.column("repeating").expect("repeating").decimal().expect("decimal").physical().clone();
+        let repeating: Vec<i128> = repeating.into_no_null_iter().collect();
+        let expected: Vec<i128> = (0..1000).chain(0..100).map(|i| amounts[i * i % amounts.len()]).collect();
+        assert_eq!(repeating, expected);
     }
 }
