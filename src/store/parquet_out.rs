@@ -500,8 +500,8 @@ fn key_pages(
     const PAGE_BYTES: usize = 1 << 20;
     let rows_per_page = PAGE_BYTES / (4 + 1);
     for chunk in keys.chunks(rows_per_page) {
-        let max = chunk.iter().copied().max().unwrap_or(0);
-        let bits = 32 - max.leading_zeros();
+        // The bit width of the largest key: that of all keys or-ed.
+        let bits = 32 - chunk.iter().fold(0, |all, key| all | key).leading_zeros();
         // At most every value bit-packed, with a header per 8,192 values.
         let mut buffer = Vec::with_capacity(64 + (chunk.len() * bits as usize).div_ceil(8) + chunk.len() / 1024);
         write_def_levels(&mut buffer, optional, None, chunk.len(), OPTIONS.version).map_err(|e| e.to_string())?;

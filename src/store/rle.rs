@@ -46,10 +46,18 @@ fn next_long_run(values: &[u32], from: usize) -> usize {
     let n = values.len();
     let mut base = from;
     while base + 64 < n {
-        let window = &values[base..base + 65];
+        let (left, right) = (&values[base..base + 64], &values[base + 1..base + 65]);
+        let mut pairs = [0u8; 64];
+        for k in 0..64 {
+            pairs[k] = u8::from(left[k] == right[k]);
+        }
+        // Eight 0-or-1 bytes to eight bits: the multiply gathers byte i's
+        // bit into bit 56 + i.
         let mut equal = 0u64;
-        for (k, pair) in window.windows(2).enumerate() {
-            equal |= u64::from(pair[0] == pair[1]) << k;
+        for (i, eight) in pairs.chunks_exact(8).enumerate() {
+            let eight =
+                u64::from_le_bytes([eight[0], eight[1], eight[2], eight[3], eight[4], eight[5], eight[6], eight[7]]);
+            equal |= (eight.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * i);
         }
         // Bit k: values k to k + 8 of the window are equal (eight equal
         // pairs from pair k; none past the window's last pair).
