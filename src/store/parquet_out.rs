@@ -557,7 +557,8 @@ mod tests {
         let values: Vec<i128> = (0..500_000).map(|i| amounts[i % 4]).collect();
         let dictionary = Dictionary::of(&values).expect("few distinct values");
         assert_eq!(dictionary.values, amounts);
-        let statistics = |pages: &[Page]| -> Vec<(Option<Vec<u8>>, Option<Vec<u8>>, Option<i64>)> {
+        type Bounds = (Option<Vec<u8>>, Option<Vec<u8>>, Option<i64>);
+        let statistics = |pages: &[Page]| -> Vec<Bounds> {
             pages
                 .iter()
                 .filter_map(|page| match page {
