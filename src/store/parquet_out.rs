@@ -146,17 +146,46 @@ impl Dictionary<Vec<i128>> {
     /// of them); given up as soon as that is certain.
     fn of(values: &[i128]) -> Option<Dictionary<Vec<i128>>> {
         let limit = if values.len() > 128 { values.len() * 3 / 4 } else { usize::MAX };
-        let mut ids: rustc_hash::FxHashMap<i128, u32> = rustc_hash::FxHashMap::default();
         let mut dictionary = Dictionary { values: Vec::new(), keys: Vec::with_capacity(values.len()) };
+        // Open addressing, at most half full: a slot holds a key plus one
+        // (zero: empty). Amounts are multiples of a cent or a second, their
+        // low bits alike: the slot comes from the product's high bits.
+        let mut slots = vec![0u32; 1024];
+        let mut shift = 64 - slots.len().trailing_zeros();
+        let slot_of = |value: i128, shift: u32| {
+            let mixed = (value as u64) ^ ((value >> 64) as u64).rotate_left(31);
+            (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+        };
         for &value in values {
-            let next = dictionary.values.len() as u32;
-            let key = *ids.entry(value).or_insert(next);
-            if key == next {
-                dictionary.values.push(value);
-                if dictionary.values.len() > limit {
-                    return None;
+            let mask = slots.len() - 1;
+            let mut at = slot_of(value, shift);
+            let key = loop {
+                match slots[at] {
+                    0 => {
+                        let key = dictionary.values.len() as u32;
+                        dictionary.values.push(value);
+                        if dictionary.values.len() > limit {
+                            return None;
+                        }
+                        slots[at] = key + 1;
+                        if dictionary.values.len() * 2 > slots.len() {
+                            slots = vec![0u32; slots.len() * 2];
+                            shift -= 1;
+                            let mask = slots.len() - 1;
+                            for (i, &value) in dictionary.values.iter().enumerate() {
+                                let mut at = slot_of(value, shift);
+                                while slots[at] != 0 {
+                                    at = (at + 1) & mask;
+                                }
+                                slots[at] = i as u32 + 1;
+                            }
+                        }
+                        break key;
+                    }
+                    slot if dictionary.values[slot as usize - 1] == value => break slot - 1,
+                    _ => at = (at + 1) & mask,
                 }
-            }
+            };
             dictionary.keys.push(key);
         }
         Some(dictionary)
