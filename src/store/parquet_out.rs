@@ -36,7 +36,7 @@ use polars_parquet::parquet::metadata::Descriptor;
 use polars_parquet::parquet::page::{DataPage, DataPageHeader, DataPageHeaderV1, DictPage};
 use polars_parquet::parquet::schema::types::{PhysicalType, PrimitiveType};
 use polars_parquet::parquet::schema::Repetition;
-use polars_parquet::parquet::statistics::FixedLenStatistics;
+use polars_parquet::parquet::statistics::{FixedLenStatistics, ParquetStatistics};
 use polars_parquet::parquet::CowBuffer;
 use polars_parquet::write::{
     array_to_columns, compress, fallible_streaming_iterator, write_def_levels, CompressedPage, CompressionOptions,
@@ -258,11 +258,8 @@ impl<'a> TextColumn<'a> {
         }
         let values = Utf8ViewArray::from_slice_values(&dictionary);
         if keys.is_empty() {
-            let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
-            let array = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(keys), values.boxed())
-                .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
             return Ok(Column {
-                values: Values::Arrow(array.boxed()),
+                values: Values::Arrow(text_dictionary(keys, values)?.boxed()),
                 encoding: Encoding::RleDictionary,
                 compression: OPTIONS.compression,
             });
@@ -273,6 +270,14 @@ impl<'a> TextColumn<'a> {
             compression: OPTIONS.compression,
         })
     }
+}
+
+/// The Arrow dictionary array of `keys` into text `values` (the keys
+/// index a dictionary made with them: always in range).
+fn text_dictionary(keys: Vec<u32>, values: Utf8ViewArray) -> Result<DictionaryArray<u32>> {
+    let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
+    DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(keys), values.boxed())
+        .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))
 }
 
 /// One row group, encoded and compressed, ready to be written.
@@ -385,9 +390,7 @@ impl ParquetOut {
         let ParquetType::PrimitiveType(type_) = field else {
             return Err(Error::Internal(format!("a text column for the group field '{}'", field.name())));
         };
-        let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
-        let head = DictionaryArray::<u32>::try_new(dtype, PrimitiveArray::from_vec(vec![0]), dictionary.values.boxed())
-            .map_err(|e| Error::Internal(format!("a text column's dictionary: {e}")))?;
+        let head = text_dictionary(vec![0], dictionary.values)?;
         let leaves = array_to_columns(head.boxed(), field.clone(), OPTIONS, &[Encoding::RleDictionary])
             .map_err(parquet_error(&self.path))?;
         let mut pages = Vec::new();
@@ -443,10 +446,7 @@ fn decimal_pages(values: &[i128], field: &ParquetType) -> std::result::Result<Ve
     const SIZE: usize = 16;
     let type_ = decimal_type(field, SIZE)?;
     let optional = type_.field_info.repetition == Repetition::Optional;
-    // polars' `row_slice_ranges`: rows per page from the estimated bytes
-    // per row (16 for a column without nulls).
-    const PAGE_BYTES: usize = 1 << 20;
-    let rows_per_page = PAGE_BYTES / (SIZE + 1);
+    let rows_per_page = rows_per_page(SIZE);
     let mut pages = Vec::with_capacity(values.len().div_ceil(rows_per_page));
     for chunk in values.chunks(rows_per_page) {
         let mut buffer = Vec::with_capacity(8 + chunk.len() * SIZE);
@@ -459,23 +459,8 @@ fn decimal_pages(values: &[i128], field: &ParquetType) -> std::result::Result<Ve
             min = min.min(*value);
             max = max.max(*value);
         }
-        let statistics = FixedLenStatistics {
-            primitive_type: type_.clone(),
-            null_count: Some(0),
-            distinct_count: None,
-            max_value: Some(max.to_be_bytes().to_vec()),
-            min_value: Some(min.to_be_bytes().to_vec()),
-        };
-        let header = DataPageHeaderV1 {
-            num_values: chunk.len() as i32,
-            encoding: Encoding::Plain.into(),
-            definition_level_encoding: Encoding::Rle.into(),
-            repetition_level_encoding: Encoding::Rle.into(),
-            statistics: Some(statistics.serialize()),
-        };
-        let descriptor = Descriptor { primitive_type: type_.clone(), max_def_level: 0, max_rep_level: 0 };
-        let page = DataPage::new(DataPageHeader::V1(header), CowBuffer::Owned(buffer), descriptor, chunk.len());
-        pages.push(Page::Data(page));
+        let statistics = decimal_statistics(type_, min, max);
+        pages.push(data_page(type_, buffer, chunk.len(), Encoding::Plain, Some(statistics)));
     }
     Ok(pages)
 }
@@ -496,16 +481,7 @@ fn decimal_dictionary_pages(
         min = min.min(*value);
         max = max.max(*value);
     }
-    let statistics = (!dictionary.values.is_empty()).then(|| {
-        FixedLenStatistics {
-            primitive_type: type_.clone(),
-            null_count: Some(0),
-            distinct_count: None,
-            max_value: Some(max.to_be_bytes().to_vec()),
-            min_value: Some(min.to_be_bytes().to_vec()),
-        }
-        .serialize()
-    });
+    let statistics = (!dictionary.values.is_empty()).then(|| decimal_statistics(type_, min, max));
     let dict = DictPage::new(CowBuffer::Owned(buffer), dictionary.values.len(), false);
     let mut pages = vec![Page::Dict(dict)];
     key_pages(&dictionary.keys, statistics, type_, &mut pages)?;
@@ -519,16 +495,12 @@ fn decimal_dictionary_pages(
 /// `statistics`.
 fn key_pages(
     keys: &[u32],
-    statistics: Option<polars_parquet::parquet::statistics::ParquetStatistics>,
+    statistics: Option<ParquetStatistics>,
     type_: &PrimitiveType,
     pages: &mut Vec<Page>,
 ) -> std::result::Result<(), String> {
     let optional = type_.field_info.repetition == Repetition::Optional;
-    // polars' `row_slice_ranges`: rows per page from the estimated bytes
-    // per row (4 for u32 keys without nulls).
-    const PAGE_BYTES: usize = 1 << 20;
-    let rows_per_page = PAGE_BYTES / (4 + 1);
-    for chunk in keys.chunks(rows_per_page) {
+    for chunk in keys.chunks(rows_per_page(4)) {
         // The bit width of the largest key: that of all keys or-ed.
         let bits = 32 - chunk.iter().fold(0, |all, key| all | key).leading_zeros();
         // At most every value bit-packed, with a header per 8,192 values.
@@ -536,22 +508,49 @@ fn key_pages(
         write_def_levels(&mut buffer, optional, None, chunk.len(), OPTIONS.version).map_err(|e| e.to_string())?;
         buffer.push(bits as u8);
         super::rle::encode(&mut buffer, chunk, bits);
-        let header = DataPageHeaderV1 {
-            num_values: chunk.len() as i32,
-            encoding: Encoding::RleDictionary.into(),
-            definition_level_encoding: Encoding::Rle.into(),
-            repetition_level_encoding: Encoding::Rle.into(),
-            statistics: statistics.clone(),
-        };
-        let descriptor = Descriptor { primitive_type: type_.clone(), max_def_level: 0, max_rep_level: 0 };
-        pages.push(Page::Data(DataPage::new(
-            DataPageHeader::V1(header),
-            CowBuffer::Owned(buffer),
-            descriptor,
-            chunk.len(),
-        )));
+        pages.push(data_page(type_, buffer, chunk.len(), Encoding::RleDictionary, statistics.clone()));
     }
     Ok(())
+}
+
+/// Rows per data page for values of `bytes` bytes each, without nulls:
+/// polars' `row_slice_ranges`, pages of about 1 MiB.
+fn rows_per_page(bytes: usize) -> usize {
+    const PAGE_BYTES: usize = 1 << 20;
+    PAGE_BYTES / (bytes + 1)
+}
+
+/// A format 1 data page of `rows` values in `buffer` (definition levels
+/// first, for an optional field), as polars' `build_plain_page` makes it.
+fn data_page(
+    type_: &PrimitiveType,
+    buffer: Vec<u8>,
+    rows: usize,
+    encoding: Encoding,
+    statistics: Option<ParquetStatistics>,
+) -> Page {
+    let header = DataPageHeaderV1 {
+        num_values: rows as i32,
+        encoding: encoding.into(),
+        definition_level_encoding: Encoding::Rle.into(),
+        repetition_level_encoding: Encoding::Rle.into(),
+        statistics,
+    };
+    let descriptor = Descriptor { primitive_type: type_.clone(), max_def_level: 0, max_rep_level: 0 };
+    Page::Data(DataPage::new(DataPageHeader::V1(header), CowBuffer::Owned(buffer), descriptor, rows))
+}
+
+/// A decimal column's statistics: no nulls, the numeric minimum and
+/// maximum as 16 big-endian bytes.
+fn decimal_statistics(type_: &PrimitiveType, min: i128, max: i128) -> ParquetStatistics {
+    FixedLenStatistics {
+        primitive_type: type_.clone(),
+        null_count: Some(0),
+        distinct_count: None,
+        max_value: Some(max.to_be_bytes().to_vec()),
+        min_value: Some(min.to_be_bytes().to_vec()),
+    }
+    .serialize()
 }
 
 /// The primitive type of a decimal field of `size`-byte values.
