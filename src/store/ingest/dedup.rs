@@ -194,7 +194,8 @@ impl Run<'_> {
         }
         state.add_amount(amount)?;
         self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
-        self.write_new(state, &views[..], &[&entries])
+        let written = self.write_new(state.kind, &views[..], &[&entries])?;
+        self.add_written(state, views.len(), written)
     }
 }
 

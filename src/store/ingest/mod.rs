@@ -616,8 +616,17 @@ impl Run<'_> {
             tally: Tally::default(),
             amount,
         };
-        for batch in batches(&files, self.options.batch_bytes) {
-            let mut chunks = self.read_batch(kind, batch)?;
+        // Batch after batch; the next batch is read and checked while this
+        // one's records and index are written (reading needs no state of
+        // the run, and writing is half serial: the writer's file, the last
+        // row groups), so both cores keep busy. Errors come in the order
+        // the batches would give them one at a time: this batch's write,
+        // then its candidates' check, then the next batch's rows.
+        let batches = batches(&files, self.options.batch_bytes);
+        let mut next = batches.first().map(|batch| self.read_batch(kind, batch));
+        for later in batches.iter().skip(1).map(Some).chain([None]) {
+            let Some(read) = next.take() else { break };
+            let mut chunks = read?;
             let marks = self.dedup(&mut state, &chunks)?;
             for chunk in chunks.iter_mut() {
                 state.tally.read += chunk.read;
@@ -643,13 +652,17 @@ impl Run<'_> {
             }
             let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
             let entries: Vec<&[IndexEntry]> = folds.iter().map(|fold| &fold.entries[..]).collect();
-            self.write_new(&mut state, &new_rows, &entries)?;
+            let this = &*self;
+            let (written, read) =
+                rayon::join(|| this.write_new(kind, &new_rows, &entries), || later.map(|b| this.read_batch(kind, b)));
+            self.add_written(&mut state, new_rows.len(), written?)?;
             drop(new_rows);
             drop(folds);
             drop(chunks);
             if state.pending.bytes() >= self.options.pending_bytes {
                 self.resolve(&mut state)?;
             }
+            next = read;
         }
         self.resolve(&mut state)?;
         state.files.count += state.tally.used;
@@ -659,24 +672,31 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Writes new rows of `kind` as one records file and their entries as
-    /// one index file (nothing when there are none).
+    /// Writes new rows of `kind` as the run's next records file and their
+    /// entries as its next index file; their names (nothing when there are
+    /// no new rows).
     fn write_new<R: RecordRows + ?Sized>(
-        &mut self,
-        state: &mut KindState,
+        &self,
+        kind: Kind,
         views: &R,
         entries: &[&[IndexEntry]],
-    ) -> Result<()> {
-        state.tally.used += views.len() as u64;
+    ) -> Result<Option<(String, String)>> {
         if views.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let (name, index_name) =
-            write_files(self.store, self.id, self.batches, state.kind, views, entries, self.syncer)?;
-        state.index.push(IndexFile::open(&self.store.join(&index_name))?);
-        state.files.records.push(name);
-        state.files.index.push(index_name);
-        self.batches += 1;
+        write_files(self.store, self.id, self.batches, kind, views, entries, self.syncer).map(Some)
+    }
+
+    /// Counts `rows` new rows of `state`'s kind, and takes the files
+    /// [`Run::write_new`] wrote them to into the manifest.
+    fn add_written(&mut self, state: &mut KindState, rows: usize, written: Option<(String, String)>) -> Result<()> {
+        state.tally.used += rows as u64;
+        if let Some((name, index_name)) = written {
+            state.index.push(IndexFile::open(&self.store.join(&index_name))?);
+            state.files.records.push(name);
+            state.files.index.push(index_name);
+            self.batches += 1;
+        }
         Ok(())
     }
 
