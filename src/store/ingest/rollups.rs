@@ -531,9 +531,9 @@ impl Shard {
     /// the `inputs` files (finest grain, sorted by slot).
     ///
     /// One day at a time: every input is read a slice of rows at a time, a
-    /// day's rows are summed at the finest grain, then coarsened grain by
-    /// grain from the finer rows; so memory holds one day of the account,
-    /// not all of it.
+    /// day's rows are sorted once ([`sort_day`]) and summed at every grain
+    /// from that order ([`sum_grain`]); so memory holds one day of the
+    /// account, not all of it.
     fn merge_account(
         &self,
         account: &str,
@@ -555,10 +555,11 @@ impl Shard {
         }
         let mut outputs: Vec<Output> = paths.iter().map(|p| Output::create(p)).collect::<Result<_>>()?;
         let day = *crate::store::GRAINS.last().unwrap_or(&86_400);
-        // The day's rows as read, then summed grain by grain (each level
-        // from the one before); the buffers are kept from day to day.
-        let (mut day_rows, mut summed) = (DayRows::default(), DayRows::default());
-        let mut keyed: Vec<(u128, u32)> = Vec::new();
+        // The day's rows as read, sorted once by (order, slot), then summed
+        // at every grain from that one order; the buffers are kept from day
+        // to day.
+        let mut day_rows = DayRows::default();
+        let mut scratch = DayScratch::default();
         loop {
             let mut first: Option<i64> = None;
             for cursor in cursors.iter_mut() {
@@ -580,10 +581,10 @@ impl Shard {
                 day_rows.orders.clear();
                 day_rows.orders.extend(day_rows.rows.iter().map(|(key, _)| key.order().map(rank).packed()));
             }
+            sort_day(&day_rows, start, &mut scratch.keyed)?;
             for (g, grain) in crate::store::GRAINS.iter().enumerate() {
-                sum_day(&day_rows, start, *grain, &mut keyed, &mut summed, &overflow)?;
-                outputs[g].push(&summed.rows, account, &strings)?;
-                std::mem::swap(&mut day_rows, &mut summed);
+                sum_grain(&day_rows, start, *grain, &mut scratch, &overflow)?;
+                outputs[g].push(&scratch.out, account, &strings)?;
             }
         }
         for output in outputs {
@@ -601,55 +602,114 @@ struct DayRows {
     orders: Vec<u128>,
 }
 
-/// Sums `input` (rows of one account and of the day starting at `start`)
-/// at `grain` into `out`, in the rollup file's row order: slot first (so
-/// row-group statistics can skip by time), then the report's order of the
-/// other fields. Rows of one slot and order are one group (the order is
-/// one-to-one with the fields after the account and slot). No hashing:
-/// each row is keyed by one integer, (slot in the day, order), in `keyed`,
-/// and the keys are sorted. `overflow` is the error of a sum past the
-/// totals' range.
-fn sum_day(
+/// `Order::packed` takes 121 bits; the 15-minute slot in the day the 7
+/// below them in [`sort_day`]'s keys.
+const ORDER_BITS: u32 = 121;
+
+/// Bits of a 15-minute slot in the day in [`sort_day`]'s keys.
+const DAY_SLOT_BITS: u32 = 128 - ORDER_BITS;
+
+/// 15-minute slots in a day (at most `1 << DAY_SLOT_BITS`).
+const SLOTS_A_DAY: u128 = 86_400 / crate::store::SLOT_SECONDS as u128;
+const _: () = assert!(SLOTS_A_DAY <= 1 << DAY_SLOT_BITS);
+
+/// The buffers of [`sort_day`] and [`sum_grain`], kept from day to day.
+#[derive(Default)]
+struct DayScratch {
+    /// Each row's (order, 15-minute slot in the day) as one integer, and
+    /// its position; sorted.
+    keyed: Vec<(u128, u32)>,
+    /// A grain's rows in (order, slot) order, and the slot of each (in
+    /// the day, in the grain's units).
+    grouped: Vec<(RollupKey, Totals)>,
+    slots: Vec<u8>,
+    /// Where each slot's rows start in `out`.
+    starts: Vec<usize>,
+    /// A grain's rows in the rollup file's order.
+    out: Vec<(RollupKey, Totals)>,
+}
+
+/// Sorts the rows of one account and day (`input`, the day starting at
+/// `start`) into `keyed` by report order, then 15-minute slot: one sort,
+/// from which [`sum_grain`] sums every grain (rows of one coarser slot and
+/// order are a run of it, since a coarser slot is a run of finer ones).
+fn sort_day(input: &DayRows, start: i64, keyed: &mut Vec<(u128, u32)>) -> Result<()> {
+    let broken = || Error::Internal("a rollup day holds a slot off the 15-minute grid or past the day".to_owned());
+    keyed.clear();
+    for (i, ((key, _), order)) in input.rows.iter().zip(&input.orders).enumerate() {
+        let offset = key.slot - start;
+        if offset.rem_euclid(crate::store::SLOT_SECONDS) != 0 || *order >> ORDER_BITS != 0 {
+            return Err(broken());
+        }
+        let slot = u128::try_from(offset / crate::store::SLOT_SECONDS).map_err(|_| broken())?;
+        if slot >= SLOTS_A_DAY {
+            return Err(broken());
+        }
+        keyed.push((order << DAY_SLOT_BITS | slot, i as u32));
+    }
+    keyed.sort_unstable();
+    Ok(())
+}
+
+/// Sums the rows of one day (`input`, sorted by [`sort_day`] into
+/// `scratch.keyed`) at `grain` into `scratch.out`, in the rollup file's row
+/// order: slot first (so row-group statistics can skip by time), then the
+/// report's order of the other fields. Rows of one slot and order are one
+/// group (the order is one-to-one with the fields after the account and
+/// slot). No hashing and no second sort: the sorted rows are summed in one
+/// pass, in (order, slot) order, then put in slot order by counting (a day
+/// has at most 96 slots; within a slot the order stays). `overflow` is the
+/// error of a sum past the totals' range.
+fn sum_grain(
     input: &DayRows,
     start: i64,
     grain: i64,
-    keyed: &mut Vec<(u128, u32)>,
-    out: &mut DayRows,
+    scratch: &mut DayScratch,
     overflow: &dyn Fn() -> Error,
 ) -> Result<()> {
-    // `Order::packed` takes 121 bits; the slot in the day the 7 above.
-    const ORDER_BITS: u32 = 121;
-    let too_wide = || Error::Internal("a rollup day holds more than 128 slots".to_owned());
-    keyed.clear();
-    for (i, ((key, _), order)) in input.rows.iter().zip(&input.orders).enumerate() {
-        let slot = u128::try_from((key.slot - start).div_euclid(grain)).map_err(|_| too_wide())?;
-        if slot >= 1 << (128 - ORDER_BITS) || *order >> ORDER_BITS != 0 {
-            return Err(too_wide());
-        }
-        keyed.push((slot << ORDER_BITS | order, i as u32));
+    let per = grain / crate::store::SLOT_SECONDS;
+    let day = *crate::store::GRAINS.last().unwrap_or(&86_400);
+    if per < 1 || grain % crate::store::SLOT_SECONDS != 0 || day % grain != 0 {
+        return Err(Error::Internal(format!("rollup grain {grain} s does not cut the day in 15-minute slots")));
     }
-    if grain > crate::store::SLOT_SECONDS {
-        // The input is sorted by its finer slot, then order: each finer
-        // slot's rows are a run already in order, which the stable sort
-        // finds and merges.
-        keyed.sort();
-    } else {
-        keyed.sort_unstable();
-    }
-    out.rows.clear();
-    out.orders.clear();
+    let per = per as u128;
+    let DayScratch { keyed, grouped, slots, starts, out } = scratch;
+    grouped.clear();
+    slots.clear();
     let mut last: Option<u128> = None;
     for &(k, i) in keyed.iter() {
+        let slot = (k & ((1 << DAY_SLOT_BITS) - 1)) / per;
+        let group = (k >> DAY_SLOT_BITS) << DAY_SLOT_BITS | slot;
         let (key, totals) = &input.rows[i as usize];
-        match out.rows.last_mut() {
-            Some((_, sum)) if last == Some(k) => *sum = sum.checked_add(totals).ok_or_else(overflow)?,
+        match grouped.last_mut() {
+            Some((_, sum)) if last == Some(group) => *sum = sum.checked_add(totals).ok_or_else(overflow)?,
             _ => {
-                let slot = start + (k >> ORDER_BITS) as i64 * grain;
-                out.rows.push((RollupKey { slot, ..*key }, *totals));
-                out.orders.push(input.orders[i as usize]);
-                last = Some(k);
+                grouped.push((RollupKey { slot: start + slot as i64 * grain, ..*key }, *totals));
+                slots.push(slot as u8);
+                last = Some(group);
             }
         }
+    }
+    let cuts = (day / grain) as usize;
+    if cuts == 1 {
+        std::mem::swap(out, grouped);
+        return Ok(());
+    }
+    // A stable counting sort by slot.
+    starts.clear();
+    starts.resize(cuts + 1, 0);
+    for &slot in slots.iter() {
+        starts[slot as usize + 1] += 1;
+    }
+    for c in 1..=cuts {
+        starts[c] += starts[c - 1];
+    }
+    out.clear();
+    out.extend_from_slice(grouped);
+    for (row, &slot) in grouped.iter().zip(slots.iter()) {
+        let at = &mut starts[slot as usize];
+        out[*at] = *row;
+        *at += 1;
     }
     Ok(())
 }
@@ -933,13 +993,13 @@ fn account_folder(account: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Rollup rows come out of [`sum_day`] by slot, then in the report's
+    /// Rollup rows come out of [`sum_grain`] by slot, then in the report's
     /// order of their text ([`Order`] over the strings, an empty subaccount
     /// or code absent), whether a string is the run's or an older file's;
     /// rows of the same slot and fields are one row, their totals added;
     /// at a coarser grain, slots are cut to it first.
     #[test]
-    fn sum_day_sorts_by_slot_then_the_report_order_and_sums_equal_keys() {
+    fn sum_grain_sorts_by_slot_then_the_report_order_and_sums_equal_keys() {
         let mut shared = Interner::default();
         for text in ["sms", "", "S2", "voice", "4000", "Number Charges", "é"] {
             shared.intern(text);
@@ -988,15 +1048,24 @@ mod tests {
                 let sum = expected.entry(by_text(key, grain)).or_default();
                 *sum = (sum.0 + totals.records, sum.1 + totals.amount);
             }
-            let (mut keyed, mut out) = (Vec::new(), DayRows::default());
-            sum_day(&input, start, grain, &mut keyed, &mut out, &overflow).expect("summed");
-            let got: Vec<_> =
-                out.rows.iter().map(|(key, totals)| (by_text(key, grain), (totals.records, totals.amount))).collect();
+            let mut scratch = DayScratch::default();
+            sort_day(&input, start, &mut scratch.keyed).expect("sorted");
+            sum_grain(&input, start, grain, &mut scratch, &overflow).expect("summed");
+            let got: Vec<_> = scratch
+                .out
+                .iter()
+                .map(|(key, totals)| (by_text(key, grain), (totals.records, totals.amount)))
+                .collect();
             assert!(got.len() < input.rows.len(), "some rows share a group");
             assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
-            let again: Vec<u128> =
-                out.rows.iter().map(|(key, _)| key.order().map(|id| ranks[id as usize]).packed()).collect();
-            assert_eq!(out.orders, again);
+        }
+        // A slot off the 15-minute grid, or past the day, is a broken
+        // input, not a wrong sum.
+        let mut keyed = Vec::new();
+        for slot in [start + 60, start + 86_400 * 2, start - 900] {
+            let mut broken = DayRows { rows: input.rows.clone(), orders: input.orders.clone() };
+            broken.rows[7].0.slot = slot;
+            assert!(sort_day(&broken, start, &mut keyed).is_err(), "slot {slot}");
         }
     }
 
