@@ -259,6 +259,13 @@ impl Country {
         }
     }
 
+    /// The code's place among the 676 codes AA..ZZ (a small integer, one
+    /// per code: a column can find its dictionary key by it).
+    pub fn index(self) -> usize {
+        let [a, b] = self.0;
+        usize::from(a.wrapping_sub(b'A')) * 26 + usize::from(b.wrapping_sub(b'A'))
+    }
+
     /// The code's two letters.
     pub fn as_bytes(&self) -> &[u8; 2] {
         &self.0
@@ -273,21 +280,27 @@ impl Country {
     /// are the same slice (what a writer that remembers slices by address
     /// wants), and the text outlives the value.
     pub fn as_static_str(self) -> &'static str {
-        static CODES: [[u8; 2]; 26 * 26] = {
-            let mut codes = [[0u8; 2]; 26 * 26];
+        // Every code, "AAABAC...ZZ", checked as UTF-8 once, at compile time.
+        const BYTES: [u8; 2 * 26 * 26] = {
+            let mut codes = [0u8; 2 * 26 * 26];
             let mut i = 0;
             while i < 26 * 26 {
-                codes[i] = [b'A' + (i / 26) as u8, b'A' + (i % 26) as u8];
+                codes[2 * i] = b'A' + (i / 26) as u8;
+                codes[2 * i + 1] = b'A' + (i % 26) as u8;
                 i += 1;
             }
             codes
         };
+        static CODES: &str = match std::str::from_utf8(&BYTES) {
+            Ok(codes) => codes,
+            Err(_) => panic!("country codes are ASCII"),
+        };
         let [a, b] = self.0;
-        let at = usize::from(a.wrapping_sub(b'A')) * 26 + usize::from(b.wrapping_sub(b'A'));
-        match (a.is_ascii_uppercase() && b.is_ascii_uppercase()).then(|| CODES.get(at)).flatten() {
-            Some(code) => std::str::from_utf8(code).unwrap_or("??"),
-            None => "??",
+        if !(a.is_ascii_uppercase() && b.is_ascii_uppercase()) {
+            return "??";
         }
+        let at = 2 * (usize::from(a - b'A') * 26 + usize::from(b - b'A'));
+        CODES.get(at..at + 2).unwrap_or("??")
     }
 }
 

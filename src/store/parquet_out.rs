@@ -217,6 +217,9 @@ pub(super) struct TextColumn<'a> {
     /// the same few slices, and an equal slice (borrowed for the whole
     /// column) is an equal string, found without a hash.
     recent: [(usize, usize, u32); 64],
+    /// The keys of values pushed by id ([`TextColumn::push_id`]), by id
+    /// (`u32::MAX`: not seen yet).
+    by_id: Vec<u32>,
     borrowed: std::marker::PhantomData<&'a str>,
 }
 
@@ -227,6 +230,7 @@ impl<'a> TextColumn<'a> {
             dictionary: Interner::default(),
             keys: Vec::with_capacity(rows),
             recent: [(0usize, usize::MAX, 0u32); 64],
+            by_id: Vec::new(),
             borrowed: std::marker::PhantomData,
         }
     }
@@ -242,6 +246,26 @@ impl<'a> TextColumn<'a> {
             let key = self.dictionary.intern(value);
             *slot = (address, value.len(), key);
             key
+        };
+        self.keys.push(key);
+    }
+
+    /// Adds the next value, known by a small integer `id` the caller gives
+    /// it: values of equal ids must be equal (values of different ids may
+    /// be equal too). `value` is asked for only the first time an id
+    /// comes: no text is looked at, nor hashed, for the rest.
+    #[inline]
+    pub(super) fn push_id(&mut self, id: usize, value: impl FnOnce() -> &'a str) {
+        let key = match self.by_id.get(id) {
+            Some(&key) if key != u32::MAX => key,
+            _ => {
+                let key = self.dictionary.intern(value());
+                if id >= self.by_id.len() {
+                    self.by_id.resize(id + 1, u32::MAX);
+                }
+                self.by_id[id] = key;
+                key
+            }
         };
         self.keys.push(key);
     }

@@ -65,14 +65,20 @@ impl RollupWriter {
     /// group (nothing when there are none): the tests' slices.
     #[cfg(test)]
     pub fn write(&mut self, rows: &[RollupRef<'_>]) -> Result<()> {
-        self.write_rows(rows.len(), rows.iter().copied())
+        let mut ids = crate::intern::Interner::default();
+        let mut keyed = Vec::with_capacity(rows.len());
+        for row in rows {
+            let ids = [row.auth_id, row.subaccount, row.type_, row.code].map(|text| ids.intern(text));
+            keyed.push(KeyedRollup { row: *row, ids });
+        }
+        self.write_rows(rows.len(), keyed.into_iter())
     }
 
     /// Writes the `n` rows of `rows` (after the rows written so far, in
     /// order) as one row group (nothing when there are none); the rows are
     /// made as they are taken (ingest's merge makes them from interned
-    /// ids).
-    pub fn write_rows<'a>(&mut self, n: usize, rows: impl Iterator<Item = RollupRef<'a>>) -> Result<()> {
+    /// ids, and hands the ids along).
+    pub(super) fn write_rows<'a>(&mut self, n: usize, rows: impl Iterator<Item = KeyedRollup<'a>>) -> Result<()> {
         if n == 0 {
             return Ok(());
         }
@@ -94,23 +100,38 @@ pub fn read_rollup_slice(path: &Path, offset: usize, len: usize) -> Result<DataF
     super::parquet_io::read_frame_slice(path, &ROLLUP_COLUMNS, offset, len)
 }
 
+/// A rollup row to write, with ids of its text (auth_id, subaccount, type,
+/// code): rows of equal ids have equal text, so a text column finds its
+/// dictionary key by id ([`TextColumn::push_id`]) without looking at the
+/// text again.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KeyedRollup<'a> {
+    /// The row.
+    pub(super) row: RollupRef<'a>,
+    /// Ids of its auth_id, subaccount, type and code.
+    pub(super) ids: [u32; 4],
+}
+
 /// The columns of `n` rollup rows, in [`ROLLUP_COLUMNS`]' order, made in
 /// one pass over the rows (a row group's rows are about 10 MB: a pass per
 /// column read them from memory fourteen times).
-fn rollup_columns<'a>(out: &ParquetOut, n: usize, rows: impl Iterator<Item = RollupRef<'a>>) -> Result<Vec<Column>> {
+fn rollup_columns<'a>(out: &ParquetOut, n: usize, rows: impl Iterator<Item = KeyedRollup<'a>>) -> Result<Vec<Column>> {
     let mut text: [TextColumn<'a>; 8] = std::array::from_fn(|_| TextColumn::new(n));
     let (mut slots, mut records, mut units) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     let mut sums: [Vec<i128>; 3] = std::array::from_fn(|_| Vec::with_capacity(n));
-    for r in rows {
-        let code_if = |has: bool| if has { r.code } else { "" };
-        text[0].push(r.auth_id);
-        text[1].push(r.subaccount);
-        text[2].push(r.product.as_str());
-        text[3].push(r.type_);
-        text[4].push(r.country.map_or("", |c| c.as_static_str()));
-        text[5].push(r.direction.map_or("", |d| d.as_str()));
-        text[6].push(code_if(r.product.has_error_code()));
-        text[7].push(code_if(r.product.has_hangup_cause()));
+    for KeyedRollup { row: r, ids: [auth_id, subaccount, type_, code] } in rows {
+        // The code's id, or 0 for the empty text of a product without it.
+        let code_if = |has: bool| if has { (code as usize + 1, r.code) } else { (0, "") };
+        text[0].push_id(auth_id as usize, || r.auth_id);
+        text[1].push_id(subaccount as usize, || r.subaccount);
+        text[2].push_id(r.product as usize, || r.product.as_str());
+        text[3].push_id(type_ as usize, || r.type_);
+        text[4].push_id(r.country.map_or(0, |c| c.index() + 1), || r.country.map_or("", |c| c.as_static_str()));
+        text[5].push_id(r.direction.map_or(0, |d| d as usize + 1), || r.direction.map_or("", |d| d.as_str()));
+        let (id, value) = code_if(r.product.has_error_code());
+        text[6].push_id(id, || value);
+        let (id, value) = code_if(r.product.has_hangup_cause());
+        text[7].push_id(id, || value);
         slots.push(r.slot);
         records.push(r.totals.records);
         units.push(r.totals.units);

@@ -24,7 +24,7 @@ use crate::intern::{self, Interner};
 use crate::prefetch::prefetch;
 use crate::records::{Country, Direction, Product};
 use crate::store::parquet_io::{self, RecordView};
-use crate::store::rollup::{self, RollupRef};
+use crate::store::rollup::{self, KeyedRollup, RollupRef};
 use crate::store::Manifest;
 
 /// Rollup groups of one account.
@@ -751,22 +751,25 @@ impl<'a> AccountStrings<'a> {
         self.ranks.borrow()
     }
 
-    /// Rows of `account` as the writer takes them.
+    /// Rows of `account` as the writer takes them (with their string ids).
     fn refs<'s>(
         &'s self,
         account: &'s str,
         rows: &'s [(RollupKey, Totals)],
-    ) -> impl Iterator<Item = RollupRef<'s>> + 's {
-        rows.iter().map(move |(key, totals)| RollupRef {
-            auth_id: account,
-            subaccount: self.text(key.subaccount),
-            slot: key.slot,
-            product: key.product,
-            type_: self.text(key.type_),
-            country: key.country,
-            direction: key.direction,
-            code: self.text(key.code),
-            totals: *totals,
+    ) -> impl Iterator<Item = KeyedRollup<'s>> + 's {
+        rows.iter().map(move |(key, totals)| KeyedRollup {
+            row: RollupRef {
+                auth_id: account,
+                subaccount: self.text(key.subaccount),
+                slot: key.slot,
+                product: key.product,
+                type_: self.text(key.type_),
+                country: key.country,
+                direction: key.direction,
+                code: self.text(key.code),
+                totals: *totals,
+            },
+            ids: [key.account, key.subaccount, key.type_, key.code],
         })
     }
 }
