@@ -582,9 +582,9 @@ impl Shard {
                 day_rows.orders.extend(day_rows.rows.iter().map(|(key, _)| key.order().map(rank).packed()));
             }
             sort_day(&day_rows, start, &mut scratch.keyed)?;
-            for (g, grain) in crate::store::GRAINS.iter().enumerate() {
-                sum_grain(&day_rows, start, *grain, &mut scratch, &overflow)?;
-                outputs[g].push(&scratch.out, account, &strings)?;
+            for (output, grain) in outputs.iter_mut().zip(crate::store::GRAINS) {
+                sum_grain(&day_rows, start, grain, &mut scratch, &mut output.buffer, &overflow)?;
+                output.write_full(account, &strings)?;
             }
         }
         for output in outputs {
@@ -623,10 +623,10 @@ struct DayScratch {
     /// the day, in the grain's units).
     grouped: Vec<(RollupKey, Totals)>,
     slots: Vec<u8>,
-    /// Where each slot's rows start in `out`.
+    /// Where each slot's rows start in the file's order.
     starts: Vec<usize>,
-    /// A grain's rows in the rollup file's order.
-    out: Vec<(RollupKey, Totals)>,
+    /// The positions in `grouped` of the rows in the file's order.
+    order: Vec<u32>,
 }
 
 /// Sorts the rows of one account and day (`input`, the day starting at
@@ -652,7 +652,7 @@ fn sort_day(input: &DayRows, start: i64, keyed: &mut Vec<(u128, u32)>) -> Result
 }
 
 /// Sums the rows of one day (`input`, sorted by [`sort_day`] into
-/// `scratch.keyed`) at `grain` into `scratch.out`, in the rollup file's row
+/// `scratch.keyed`) at `grain` onto the end of `out`, in the rollup file's row
 /// order: slot first (so row-group statistics can skip by time), then the
 /// report's order of the other fields. Rows of one slot and order are one
 /// group (the order is one-to-one with the fields after the account and
@@ -665,6 +665,7 @@ fn sum_grain(
     start: i64,
     grain: i64,
     scratch: &mut DayScratch,
+    out: &mut Vec<(RollupKey, Totals)>,
     overflow: &dyn Fn() -> Error,
 ) -> Result<()> {
     let per = grain / crate::store::SLOT_SECONDS;
@@ -673,7 +674,7 @@ fn sum_grain(
         return Err(Error::Internal(format!("rollup grain {grain} s does not cut the day in 15-minute slots")));
     }
     let per = per as u128;
-    let DayScratch { keyed, grouped, slots, starts, out } = scratch;
+    let DayScratch { keyed, grouped, slots, starts, order } = scratch;
     grouped.clear();
     slots.clear();
     let mut last: Option<u128> = None;
@@ -692,10 +693,11 @@ fn sum_grain(
     }
     let cuts = (day / grain) as usize;
     if cuts == 1 {
-        std::mem::swap(out, grouped);
+        out.extend_from_slice(grouped);
         return Ok(());
     }
-    // A stable counting sort by slot.
+    // A stable counting sort by slot, then the rows gathered in that order
+    // (each row moved once).
     starts.clear();
     starts.resize(cuts + 1, 0);
     for &slot in slots.iter() {
@@ -704,13 +706,14 @@ fn sum_grain(
     for c in 1..=cuts {
         starts[c] += starts[c - 1];
     }
-    out.clear();
-    out.extend_from_slice(grouped);
-    for (row, &slot) in grouped.iter().zip(slots.iter()) {
+    order.clear();
+    order.resize(grouped.len(), 0);
+    for (i, &slot) in slots.iter().enumerate() {
         let at = &mut starts[slot as usize];
-        out[*at] = *row;
+        order[*at] = i as u32;
         *at += 1;
     }
+    out.extend(order.iter().map(|&i| grouped[i as usize]));
     Ok(())
 }
 
@@ -963,11 +966,14 @@ struct Output {
 
 impl Output {
     fn create(path: &Path) -> Result<Output> {
-        Ok(Output { writer: rollup::RollupWriter::create(path)?, buffer: Vec::new() })
+        // Room for a row group and a day after it: the buffer seldom grows
+        // (growing by doubling copied each account's rows a second time).
+        let buffer = Vec::with_capacity(parquet_io::ROW_GROUP_ROWS + parquet_io::ROW_GROUP_ROWS / 4);
+        Ok(Output { writer: rollup::RollupWriter::create(path)?, buffer })
     }
 
-    fn push(&mut self, rows: &[(RollupKey, Totals)], account: &str, strings: &AccountStrings<'_>) -> Result<()> {
-        self.buffer.extend_from_slice(rows);
+    /// Writes the rows added to `buffer` as a row group once they fill one.
+    fn write_full(&mut self, account: &str, strings: &AccountStrings<'_>) -> Result<()> {
         if self.buffer.len() >= parquet_io::ROW_GROUP_ROWS {
             self.writer.write_rows(self.buffer.len(), strings.refs(account, &self.buffer))?;
             self.buffer.clear();
@@ -1051,14 +1057,12 @@ mod tests {
                 let sum = expected.entry(by_text(key, grain)).or_default();
                 *sum = (sum.0 + totals.records, sum.1 + totals.amount);
             }
-            let mut scratch = DayScratch::default();
+            let (mut scratch, mut out) = (DayScratch::default(), vec![input.rows[0]]);
             sort_day(&input, start, &mut scratch.keyed).expect("sorted");
-            sum_grain(&input, start, grain, &mut scratch, &overflow).expect("summed");
-            let got: Vec<_> = scratch
-                .out
-                .iter()
-                .map(|(key, totals)| (by_text(key, grain), (totals.records, totals.amount)))
-                .collect();
+            sum_grain(&input, start, grain, &mut scratch, &mut out, &overflow).expect("summed");
+            assert_eq!(out.remove(0), input.rows[0], "rows are added after those there");
+            let got: Vec<_> =
+                out.iter().map(|(key, totals)| (by_text(key, grain), (totals.records, totals.amount))).collect();
             assert!(got.len() < input.rows.len(), "some rows share a group");
             assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
         }
