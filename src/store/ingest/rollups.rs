@@ -862,8 +862,16 @@ impl<'g> Cursor<'g> {
                 std::borrow::Cow::Borrowed(_) => Vec::new(),
             };
             rows.clear();
-            for row in bytes.chunks_exact(*row_bytes) {
-                rows.push(decode_partial(row, account).ok_or_else(|| Error::io(&*path, "not a partial rollup file"))?);
+            rows.reserve(n as usize);
+            let broken = || Error::io(&*path, "not a partial rollup file");
+            if *row_bytes == NARROW_BYTES {
+                for row in bytes.as_chunks::<NARROW_BYTES>().0 {
+                    rows.push(decode_partial(row, account).ok_or_else(broken)?);
+                }
+            } else {
+                for row in bytes.as_chunks::<WIDE_BYTES>().0 {
+                    rows.push(decode_partial(row, account).ok_or_else(broken)?);
+                }
             }
             self.bytes = bytes;
             *left -= n;
@@ -968,41 +976,41 @@ fn write_partial<'r>(
     Ok(())
 }
 
-/// One row of a partial file (see [`write_partial`]; its width tells
-/// narrow from wide).
-fn decode_partial(b: &[u8], account: u32) -> Option<(RollupKey, Totals)> {
-    let u32_at = |i: usize| Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
-    let word = |i: usize| -> Option<[u8; 8]> { b.get(i..i + 8)?.try_into().ok() };
-    let wide = |i: usize| -> Option<[u8; 16]> { b.get(i..i + 16)?.try_into().ok() };
+/// One row of a partial file of rows of `N` bytes, [`NARROW_BYTES`] or
+/// [`WIDE_BYTES`] (see [`write_partial`]).
+fn decode_partial<const N: usize>(b: &[u8; N], account: u32) -> Option<(RollupKey, Totals)> {
+    let word = |i: usize| -> [u8; 8] { b[i..i + 8].try_into().unwrap_or([0; 8]) };
+    let wide = |i: usize| -> [u8; 16] { b[i..i + 16].try_into().unwrap_or([0; 16]) };
+    let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
     let key = RollupKey {
         account,
-        subaccount: u32_at(0)?,
-        type_: u32_at(4)?,
-        code: u32_at(8)?,
-        product: *Product::ALL.get(*b.get(12)? as usize)?,
-        direction: match b.get(13)? {
+        subaccount: u32_at(0),
+        type_: u32_at(4),
+        code: u32_at(8),
+        product: *Product::ALL.get(b[12] as usize)?,
+        direction: match b[13] {
             0 => None,
             1 => Some(Direction::Inbound),
             _ => Some(Direction::Outbound),
         },
-        country: if *b.get(14)? == 0 { None } else { Some(Country::parse(b.get(14..16)?)?) },
-        slot: i64::from_le_bytes(word(16)?),
+        country: if b[14] == 0 { None } else { Some(Country::parse(&b[14..16])?) },
+        slot: i64::from_le_bytes(word(16)),
     };
-    let records = u64::from_le_bytes(word(24)?);
-    let totals = match b.len() {
+    let records = u64::from_le_bytes(word(24));
+    let totals = match N {
         NARROW_BYTES => Totals {
             records,
-            units: u64::from_le_bytes(word(32)?).into(),
-            duration: i64::from_le_bytes(word(40)?).into(),
-            amount: i64::from_le_bytes(word(48)?).into(),
-            surcharge: i64::from_le_bytes(word(56)?).into(),
+            units: u64::from_le_bytes(word(32)).into(),
+            duration: i64::from_le_bytes(word(40)).into(),
+            amount: i64::from_le_bytes(word(48)).into(),
+            surcharge: i64::from_le_bytes(word(56)).into(),
         },
         WIDE_BYTES => Totals {
             records,
-            units: u128::from_le_bytes(wide(32)?),
-            duration: i128::from_le_bytes(wide(48)?),
-            amount: i128::from_le_bytes(wide(64)?),
-            surcharge: i128::from_le_bytes(wide(80)?),
+            units: u128::from_le_bytes(wide(32)),
+            duration: i128::from_le_bytes(wide(48)),
+            amount: i128::from_le_bytes(wide(64)),
+            surcharge: i128::from_le_bytes(wide(80)),
         },
         _ => return None,
     };
@@ -1148,9 +1156,13 @@ mod tests {
             let mut bytes = Vec::new();
             write_partial(&mut bytes, [(key, totals)].iter(), row_bytes).expect("written");
             assert_eq!(bytes.len(), row_bytes);
-            assert_eq!(decode_partial(&bytes, 7), Some((key, totals)));
-            assert_eq!(decode_partial(&bytes[..row_bytes - 1], 7), None);
+            let decoded = match row_bytes {
+                NARROW_BYTES => bytes.as_chunks::<NARROW_BYTES>().0.first().and_then(|row| decode_partial(row, 7)),
+                _ => bytes.as_chunks::<WIDE_BYTES>().0.first().and_then(|row| decode_partial(row, 7)),
+            };
+            assert_eq!(decoded, Some((key, totals)));
         }
+        assert_eq!(decode_partial(&[0u8; 80], 7), None, "no row is 80 bytes");
         assert!(narrow(&large).is_none());
         assert!(write_partial(&mut Vec::new(), [(key, large)].iter(), NARROW_BYTES).is_err());
     }
