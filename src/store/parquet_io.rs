@@ -205,6 +205,8 @@ fn record_type(name: &str) -> Result<DataType> {
 /// The records columns `names` of `rows` (column `i` of Arrow type
 /// `out.dtype(i)`), made in one pass over the rows (a row group's views are
 /// about 10 MB: a pass per column read them from memory a dozen times).
+/// Each row's values go straight to the builders of the columns asked for
+/// (a bit each in one mask: no per-value look-up of what a column holds).
 fn record_columns<'r, R: RecordRows + ?Sized>(
     names: &[&str],
     rows: &'r R,
@@ -212,101 +214,153 @@ fn record_columns<'r, R: RecordRows + ?Sized>(
     out: &ParquetOut,
 ) -> Result<Vec<Column>> {
     let n = range.len();
-    let mut making: Vec<(Pick, Making<'r>)> = names.iter().map(|name| Pick::of(name, n)).collect::<Result<_>>()?;
+    let picks: Vec<(Pick, &'static str)> = names.iter().map(|name| Pick::of(name)).collect::<Result<_>>()?;
+    let has = picks.iter().fold(0u32, |mask, (pick, _)| mask | pick.bit());
+    let on = |pick: Pick| has & pick.bit() != 0;
+    let text = |pick: Pick| TextColumn::new(if on(pick) { n } else { 0 });
+    let values = |pick: Pick| if on(pick) { n } else { 0 };
+    let mut texts: [TextColumn<'r>; 8] = TEXTS.map(text);
+    let mut ids: Vec<&'r str> = Vec::with_capacity(values(Pick::RecordId));
+    let mut instants: Vec<i64> = Vec::with_capacity(values(Pick::Timestamp));
+    let mut decimals: [Vec<i128>; 3] = DECIMALS.map(|pick| Vec::with_capacity(values(pick)));
+    let mut ints: [Vec<i64>; 2] = INTS.map(|pick| Vec::with_capacity(values(pick)));
+    let [auth_id, subaccount, product, type_, direction, country, code, source_file] = TEXTS.map(on);
+    let [duration, amount, surcharge] = DECIMALS.map(on);
+    let [units, source_line] = INTS.map(on);
+    let (record_id, timestamp) = (on(Pick::RecordId), on(Pick::Timestamp));
+    let units_name = picks.iter().find(|(pick, _)| *pick == Pick::UNITS).map_or("units", |(_, name)| *name);
     rows.each(range, |r| {
-        for (pick, column) in making.iter_mut() {
-            match column {
-                Making::Text(column) => column.push(match pick {
-                    Pick::AuthId => r.auth_id,
-                    Pick::Subaccount => r.subaccount,
-                    Pick::Product => r.product.as_str(),
-                    Pick::Type => r.type_,
-                    Pick::Direction => r.direction.map_or("", |d| d.as_str()),
-                    Pick::Country => r.country.map_or("", |c| c.as_static_str()),
-                    Pick::Code => r.code,
-                    _ => r.source_file,
-                }),
-                Making::Ids(values) => values.push(r.record_id),
-                Making::Instants(values) => values.push(timestamp_nanos(r)?),
-                Making::Decimals(values) => values.push(i128::from(match pick {
-                    Pick::Duration => r.duration,
-                    Pick::Amount => r.amount,
-                    _ => r.surcharge,
-                })),
-                Making::Ints(values, what) => values.push(match pick {
-                    Pick::Units => to_i64(r.units, what)?,
-                    _ => to_i64(r.source_line, what)?,
-                }),
-            }
+        if record_id {
+            ids.push(r.record_id);
+        }
+        if auth_id {
+            texts[0].push(r.auth_id);
+        }
+        if subaccount {
+            texts[1].push(r.subaccount);
+        }
+        if timestamp {
+            instants.push(timestamp_nanos(r)?);
+        }
+        if product {
+            texts[2].push_id(r.product as usize, || r.product.as_str());
+        }
+        if type_ {
+            texts[3].push(r.type_);
+        }
+        if direction {
+            texts[4].push_id(r.direction.map_or(0, |d| d as usize + 1), || r.direction.map_or("", |d| d.as_str()));
+        }
+        if country {
+            texts[5].push_id(r.country.map_or(0, |c| c.index() + 1), || r.country.map_or("", |c| c.as_static_str()));
+        }
+        if code {
+            texts[6].push(r.code);
+        }
+        if source_file {
+            texts[7].push(r.source_file);
+        }
+        if duration {
+            decimals[0].push(i128::from(r.duration));
+        }
+        if amount {
+            decimals[1].push(i128::from(r.amount));
+        }
+        if surcharge {
+            decimals[2].push(i128::from(r.surcharge));
+        }
+        if units {
+            ints[0].push(to_i64(r.units, units_name)?);
+        }
+        if source_line {
+            ints[1].push(to_i64(r.source_line, "line")?);
         }
         Ok(())
     })?;
-    making
-        .into_iter()
-        .enumerate()
-        .map(|(i, (_, column))| match column {
-            Making::Text(column) => column.finish(),
-            Making::Ids(values) => Column::ids(values.into_iter(), n),
-            Making::Instants(values) => Ok(Column::instants(values, out.dtype(i))),
-            Making::Decimals(values) => Ok(Column::decimal(values)),
-            Making::Ints(values, _) => Ok(Column::int64(values, out.dtype(i))),
-        })
-        .collect()
+    let mut columns = Vec::with_capacity(picks.len());
+    for (i, (pick, _)) in picks.iter().enumerate() {
+        let take_text =
+            |texts: &mut [TextColumn<'r>; 8], at: usize| std::mem::replace(&mut texts[at], TextColumn::new(0));
+        columns.push(match pick {
+            Pick::RecordId => Column::ids(std::mem::take(&mut ids).into_iter(), n)?,
+            Pick::Timestamp => Column::instants(std::mem::take(&mut instants), out.dtype(i)),
+            Pick::Text(at) => take_text(&mut texts, *at).finish()?,
+            Pick::Decimal(at) => Column::decimal(std::mem::take(&mut decimals[*at])),
+            Pick::Int(at) => Column::int64(std::mem::take(&mut ints[*at]), out.dtype(i)),
+        });
+    }
+    Ok(columns)
 }
 
-/// Which value of a record a records column holds.
-#[derive(Clone, Copy)]
+/// Which value of a record a records column holds: the record id, the
+/// instant, or the builder of its kind at a place ([`TEXTS`], [`DECIMALS`],
+/// [`INTS`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Pick {
     RecordId,
-    AuthId,
-    Subaccount,
     Timestamp,
-    Product,
-    Type,
-    Direction,
-    Country,
-    Duration,
-    Amount,
-    Surcharge,
-    Units,
-    Code,
-    SourceFile,
-    SourceLine,
+    Text(usize),
+    Decimal(usize),
+    Int(usize),
 }
 
-/// A records column being made, a value per row.
-enum Making<'a> {
-    Text(Box<TextColumn<'a>>),
-    Ids(Vec<&'a str>),
-    Instants(Vec<i64>),
-    Decimals(Vec<i128>),
-    /// The values, and what a value too large for Int64 is called.
-    Ints(Vec<i64>, &'static str),
-}
+/// The text columns: auth_id, subaccount, product, type (or description),
+/// direction, country, code (hangup cause or error code), source file.
+const TEXTS: [Pick; 8] = [
+    Pick::Text(0),
+    Pick::Text(1),
+    Pick::Text(2),
+    Pick::Text(3),
+    Pick::Text(4),
+    Pick::Text(5),
+    Pick::Text(6),
+    Pick::Text(7),
+];
+
+/// The decimal columns: duration (billed or transcribed), amount,
+/// surcharge.
+const DECIMALS: [Pick; 3] = [Pick::Decimal(0), Pick::Decimal(1), Pick::Decimal(2)];
+
+/// The integer columns: units (or segments), source line.
+const INTS: [Pick; 2] = [Pick::Int(0), Pick::Int(1)];
 
 impl Pick {
-    /// Column `name`'s value, and the column to make for `n` rows.
-    fn of<'a>(name: &str, n: usize) -> Result<(Pick, Making<'a>)> {
-        let text = |pick: Pick| (pick, Making::Text(Box::new(TextColumn::new(n))));
+    /// Units or segments.
+    const UNITS: Pick = Pick::Int(0);
+
+    /// Column `name`'s value, and the name a value too large for it is
+    /// called by.
+    fn of(name: &str) -> Result<(Pick, &'static str)> {
         Ok(match name {
-            "record_id" => (Pick::RecordId, Making::Ids(Vec::with_capacity(n))),
-            "auth_id" => text(Pick::AuthId),
-            "subaccount_auth" => text(Pick::Subaccount),
-            "timestamp" => (Pick::Timestamp, Making::Instants(Vec::with_capacity(n))),
-            "product" => text(Pick::Product),
-            "type" | "description" => text(Pick::Type),
-            "direction" => text(Pick::Direction),
-            "country" => text(Pick::Country),
-            "billed_seconds" | "duration_seconds" => (Pick::Duration, Making::Decimals(Vec::with_capacity(n))),
-            "amount" => (Pick::Amount, Making::Decimals(Vec::with_capacity(n))),
-            "surcharge" => (Pick::Surcharge, Making::Decimals(Vec::with_capacity(n))),
-            "segments" => (Pick::Units, Making::Ints(Vec::with_capacity(n), "segments")),
-            "units" => (Pick::Units, Making::Ints(Vec::with_capacity(n), "units")),
-            "hangup_cause" | "error_code" => text(Pick::Code),
-            "source_file" => text(Pick::SourceFile),
-            "source_line" => (Pick::SourceLine, Making::Ints(Vec::with_capacity(n), "line")),
+            "record_id" => (Pick::RecordId, "record_id"),
+            "auth_id" => (Pick::Text(0), "auth_id"),
+            "subaccount_auth" => (Pick::Text(1), "subaccount_auth"),
+            "timestamp" => (Pick::Timestamp, "timestamp"),
+            "product" => (Pick::Text(2), "product"),
+            "type" | "description" => (Pick::Text(3), "type"),
+            "direction" => (Pick::Text(4), "direction"),
+            "country" => (Pick::Text(5), "country"),
+            "hangup_cause" | "error_code" => (Pick::Text(6), "code"),
+            "source_file" => (Pick::Text(7), "source_file"),
+            "billed_seconds" | "duration_seconds" => (Pick::Decimal(0), "duration"),
+            "amount" => (Pick::Decimal(1), "amount"),
+            "surcharge" => (Pick::Decimal(2), "surcharge"),
+            "segments" => (Pick::UNITS, "segments"),
+            "units" => (Pick::UNITS, "units"),
+            "source_line" => (Pick::Int(1), "line"),
             other => return Err(Error::Internal(format!("no store column for '{other}'"))),
         })
+    }
+
+    /// The column's bit in a mask of the columns made.
+    fn bit(self) -> u32 {
+        1 << match self {
+            Pick::RecordId => 0,
+            Pick::Timestamp => 1,
+            Pick::Text(at) => 2 + at,
+            Pick::Decimal(at) => 10 + at,
+            Pick::Int(at) => 13 + at,
+        }
     }
 }
 
