@@ -10,7 +10,8 @@
 //! columns are few distinct values (accounts, products, countries, codes,
 //! the source file) except `record_id`. Here a text column's dictionary is
 //! made from the rows as they are gathered (an [`Interner`], with the
-//! slices seen before found by their address), integers keep polars' cheap
+//! slices seen before found by their address, or by an id the caller gives
+//! with the value: rollups' interned strings, enums), integers keep polars' cheap
 //! min-max dictionary check, and pages are compressed (LZ4_RAW) by the
 //! thread that encoded them. The keys of a dictionary column are encoded
 //! by [`super::rle`] (the bytes polars' encoder makes, in less than half

@@ -24,9 +24,10 @@
 //!
 //! Memory, and what bounds it:
 //!
-//! - one batch: its rows (about 250 bytes each, plus the CSV bytes of its
-//!   files: a batch holds at least one whole file), its records and index
-//!   entries (written before the next batch);
+//! - two batches: the one whose records and index entries are being
+//!   written, and the next, read and checked meanwhile; each its rows
+//!   (about 250 bytes each, plus the CSV bytes of its files: a batch holds
+//!   at least one whole file), and the first its records and index entries;
 //! - the record-id filter: sized for the ids of the kind (stored, and
 //!   what the input can hold), at most [`IngestOptions::filter_bytes`];
 //! - candidates: [`IngestOptions::pending_bytes`], then one partition's
@@ -36,10 +37,11 @@
 //!   reading (then spilled to partial files of fixed-size binary rows); at
 //!   publish, as many accounts at a time as threads plus one (plain
 //!   threads), each merged one UTC day at a time: one day of the
-//!   account's groups, plus a slice of 64k
-//!   rows per input (the in-memory groups, each partial file, the previous
-//!   15-minute file). So the part that still grows is the number of spills
-//!   (one slice each while merging), not the groups.
+//!   account's groups (sorted once, summed at every grain from that
+//!   order), plus a slice of 64k rows per input (the in-memory groups,
+//!   each partial file, the previous 15-minute file) and a row group per
+//!   grain being written. So the part that still grows is the number of
+//!   spills (one slice each while merging), not the groups.
 //!
 //! After publishing, files that neither the new nor the previous manifest
 //! lists, nor the manifest of any generation a live reader holds a lease on
