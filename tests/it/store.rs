@@ -384,6 +384,38 @@ fn a_conflicting_record_is_an_error_naming_both_places() {
     assert_eq!(manifest(&store), before);
 }
 
+/// The next batch is read while this one is written, but errors come in
+/// the order of one batch at a time: a conflict with the store found after
+/// the first batch (its candidates checked at once) wins over a bad row of
+/// the second file, already read by then.
+#[test]
+fn a_batch_conflict_comes_before_a_bad_row_of_the_next_batch() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (first, second) = (temp.path().join("first"), temp.path().join("second"));
+    let header =
+        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
+    let row =
+        |id: &str, amount: &str| format!("{id},A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,{amount},0,4000\n");
+    put(&first, "calls/monday.csv", &format!("{header}{}", row("c1", "0.017")));
+    // Over 1 MiB (the smallest batch), so that b.csv is a batch of its own.
+    let filler: String = (0..20_000).map(|i| row(&format!("f{i}"), "0.017")).collect();
+    put(&second, "calls/a.csv", &format!("{header}{}{filler}", row("c1", "0.018")));
+    put(&second, "calls/b.csv", &format!("{header}{}{}", row("c3", "0.017"), row("c4", "lots")));
+    let store = temp.path().join("store");
+    assert!(ingest(&first, &store, &[]).status.success());
+    let before = manifest(&store);
+    let output = ingest(&second, &store, &["--batch-mb", "0", "--pending-mb", "0"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'c1'") && stderr.contains("calls/a.csv:2"), "{stderr}");
+    assert!(!stderr.contains("b.csv"), "{stderr}");
+    assert_eq!(manifest(&store), before);
+    // Without the conflict, the second file's bad row is the error.
+    std::fs::remove_file(second.join("calls/a.csv")).expect("remove");
+    let stderr = String::from_utf8_lossy(&ingest(&second, &store, &["--batch-mb", "0"]).stderr).into_owned();
+    assert!(stderr.contains("calls/b.csv:3: column 'amount'"), "{stderr}");
+}
+
 #[test]
 fn a_failed_or_killed_ingest_leaves_the_store_as_it_was() {
     let temp = tempfile::tempdir().expect("tempdir");
