@@ -206,7 +206,8 @@ fn record_type(name: &str) -> Result<DataType> {
 /// `out.dtype(i)`), made in one pass over the rows (a row group's views are
 /// about 10 MB: a pass per column read them from memory a dozen times).
 /// Each row's values go straight to the builders of the columns asked for
-/// (a bit each in one mask: no per-value look-up of what a column holds).
+/// (a flag each, known before the rows: no per-value look-up of what a
+/// column holds).
 fn record_columns<'r, R: RecordRows + ?Sized>(
     names: &[&str],
     rows: &'r R,
@@ -214,9 +215,8 @@ fn record_columns<'r, R: RecordRows + ?Sized>(
     out: &ParquetOut,
 ) -> Result<Vec<Column>> {
     let n = range.len();
-    let picks: Vec<(Pick, &'static str)> = names.iter().map(|name| Pick::of(name)).collect::<Result<_>>()?;
-    let has = picks.iter().fold(0u32, |mask, (pick, _)| mask | pick.bit());
-    let on = |pick: Pick| has & pick.bit() != 0;
+    let picks: Vec<Pick> = names.iter().map(|name| Pick::of(name)).collect::<Result<_>>()?;
+    let on = |pick: Pick| picks.contains(&pick);
     let text = |pick: Pick| TextColumn::new(if on(pick) { n } else { 0 });
     let values = |pick: Pick| if on(pick) { n } else { 0 };
     let mut texts: [TextColumn<'r>; 8] = TEXTS.map(text);
@@ -228,7 +228,7 @@ fn record_columns<'r, R: RecordRows + ?Sized>(
     let [duration, amount, surcharge] = DECIMALS.map(on);
     let [units, source_line] = INTS.map(on);
     let (record_id, timestamp) = (on(Pick::RecordId), on(Pick::Timestamp));
-    let units_name = picks.iter().find(|(pick, _)| *pick == Pick::UNITS).map_or("units", |(_, name)| *name);
+    let units_name = if names.contains(&"segments") { "segments" } else { "units" };
     rows.each(range, |r| {
         if record_id {
             ids.push(r.record_id);
@@ -243,16 +243,16 @@ fn record_columns<'r, R: RecordRows + ?Sized>(
             instants.push(timestamp_nanos(r)?);
         }
         if product {
-            texts[2].push_id(r.product as usize, || r.product.as_str());
+            texts[2].push_product(r.product);
         }
         if type_ {
             texts[3].push(r.type_);
         }
         if direction {
-            texts[4].push_id(r.direction.map_or(0, |d| d as usize + 1), || r.direction.map_or("", |d| d.as_str()));
+            texts[4].push_direction(r.direction);
         }
         if country {
-            texts[5].push_id(r.country.map_or(0, |c| c.index() + 1), || r.country.map_or("", |c| c.as_static_str()));
+            texts[5].push_country(r.country);
         }
         if code {
             texts[6].push(r.code);
@@ -278,13 +278,11 @@ fn record_columns<'r, R: RecordRows + ?Sized>(
         Ok(())
     })?;
     let mut columns = Vec::with_capacity(picks.len());
-    for (i, (pick, _)) in picks.iter().enumerate() {
-        let take_text =
-            |texts: &mut [TextColumn<'r>; 8], at: usize| std::mem::replace(&mut texts[at], TextColumn::new(0));
+    for (i, pick) in picks.iter().enumerate() {
         columns.push(match pick {
             Pick::RecordId => Column::ids(std::mem::take(&mut ids).into_iter(), n)?,
             Pick::Timestamp => Column::instants(std::mem::take(&mut instants), out.dtype(i)),
-            Pick::Text(at) => take_text(&mut texts, *at).finish()?,
+            Pick::Text(at) => std::mem::replace(&mut texts[*at], TextColumn::new(0)).finish()?,
             Pick::Decimal(at) => Column::decimal(std::mem::take(&mut decimals[*at])),
             Pick::Int(at) => Column::int64(std::mem::take(&mut ints[*at]), out.dtype(i)),
         });
@@ -325,42 +323,26 @@ const DECIMALS: [Pick; 3] = [Pick::Decimal(0), Pick::Decimal(1), Pick::Decimal(2
 const INTS: [Pick; 2] = [Pick::Int(0), Pick::Int(1)];
 
 impl Pick {
-    /// Units or segments.
-    const UNITS: Pick = Pick::Int(0);
-
-    /// Column `name`'s value, and the name a value too large for it is
-    /// called by.
-    fn of(name: &str) -> Result<(Pick, &'static str)> {
+    /// Column `name`'s value.
+    fn of(name: &str) -> Result<Pick> {
         Ok(match name {
-            "record_id" => (Pick::RecordId, "record_id"),
-            "auth_id" => (Pick::Text(0), "auth_id"),
-            "subaccount_auth" => (Pick::Text(1), "subaccount_auth"),
-            "timestamp" => (Pick::Timestamp, "timestamp"),
-            "product" => (Pick::Text(2), "product"),
-            "type" | "description" => (Pick::Text(3), "type"),
-            "direction" => (Pick::Text(4), "direction"),
-            "country" => (Pick::Text(5), "country"),
-            "hangup_cause" | "error_code" => (Pick::Text(6), "code"),
-            "source_file" => (Pick::Text(7), "source_file"),
-            "billed_seconds" | "duration_seconds" => (Pick::Decimal(0), "duration"),
-            "amount" => (Pick::Decimal(1), "amount"),
-            "surcharge" => (Pick::Decimal(2), "surcharge"),
-            "segments" => (Pick::UNITS, "segments"),
-            "units" => (Pick::UNITS, "units"),
-            "source_line" => (Pick::Int(1), "line"),
+            "record_id" => Pick::RecordId,
+            "timestamp" => Pick::Timestamp,
+            "auth_id" => Pick::Text(0),
+            "subaccount_auth" => Pick::Text(1),
+            "product" => Pick::Text(2),
+            "type" | "description" => Pick::Text(3),
+            "direction" => Pick::Text(4),
+            "country" => Pick::Text(5),
+            "hangup_cause" | "error_code" => Pick::Text(6),
+            "source_file" => Pick::Text(7),
+            "billed_seconds" | "duration_seconds" => Pick::Decimal(0),
+            "amount" => Pick::Decimal(1),
+            "surcharge" => Pick::Decimal(2),
+            "segments" | "units" => Pick::Int(0),
+            "source_line" => Pick::Int(1),
             other => return Err(Error::Internal(format!("no store column for '{other}'"))),
         })
-    }
-
-    /// The column's bit in a mask of the columns made.
-    fn bit(self) -> u32 {
-        1 << match self {
-            Pick::RecordId => 0,
-            Pick::Timestamp => 1,
-            Pick::Text(at) => 2 + at,
-            Pick::Decimal(at) => 10 + at,
-            Pick::Int(at) => 13 + at,
-        }
     }
 }
 

@@ -48,6 +48,7 @@ use rayon::prelude::*;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::intern::Interner;
+use crate::records::{Country, Direction, Product};
 
 /// The Arrow schema polars writes for columns of these types (its
 /// `ARROW:schema` metadata, and so the types every reader gets back).
@@ -269,6 +270,24 @@ impl<'a> TextColumn<'a> {
             }
         };
         self.keys.push(key);
+    }
+
+    /// Adds a product's name (keyed by the product).
+    #[inline]
+    pub(super) fn push_product(&mut self, product: Product) {
+        self.push_id(product as usize, || product.as_str());
+    }
+
+    /// Adds a country's code, or the empty text for none (keyed by the code).
+    #[inline]
+    pub(super) fn push_country(&mut self, country: Option<Country>) {
+        self.push_id(country.map_or(0, |c| c.index() + 1), || country.map_or("", |c| c.as_static_str()));
+    }
+
+    /// Adds a direction, or the empty text for none (keyed by the direction).
+    #[inline]
+    pub(super) fn push_direction(&mut self, direction: Option<Direction>) {
+        self.push_id(direction.map_or(0, |d| d as usize + 1), || direction.map_or("", |d| d.as_str()));
     }
 
     /// The column: dictionary-encoded (the dictionary in order of first

@@ -65,10 +65,10 @@ impl RollupWriter {
     /// group (nothing when there are none): the tests' slices.
     #[cfg(test)]
     pub fn write(&mut self, rows: &[RollupRef<'_>]) -> Result<()> {
-        let mut ids = crate::intern::Interner::default();
+        let mut strings = crate::intern::Interner::default();
         let mut keyed = Vec::with_capacity(rows.len());
         for row in rows {
-            let ids = [row.auth_id, row.subaccount, row.type_, row.code].map(|text| ids.intern(text));
+            let ids = [row.auth_id, row.subaccount, row.type_, row.code].map(|text| strings.intern(text));
             keyed.push(KeyedRollup { row: *row, ids });
         }
         self.write_rows(rows.len(), keyed.into_iter())
@@ -124,10 +124,10 @@ fn rollup_columns<'a>(out: &ParquetOut, n: usize, rows: impl Iterator<Item = Key
         let code_if = |has: bool| if has { (code as usize + 1, r.code) } else { (0, "") };
         text[0].push_id(auth_id as usize, || r.auth_id);
         text[1].push_id(subaccount as usize, || r.subaccount);
-        text[2].push_id(r.product as usize, || r.product.as_str());
+        text[2].push_product(r.product);
         text[3].push_id(type_ as usize, || r.type_);
-        text[4].push_id(r.country.map_or(0, |c| c.index() + 1), || r.country.map_or("", |c| c.as_static_str()));
-        text[5].push_id(r.direction.map_or(0, |d| d as usize + 1), || r.direction.map_or("", |d| d.as_str()));
+        text[4].push_country(r.country);
+        text[5].push_direction(r.direction);
         let (id, value) = code_if(r.product.has_error_code());
         text[6].push_id(id, || value);
         let (id, value) = code_if(r.product.has_hangup_cause());
