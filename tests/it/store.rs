@@ -60,15 +60,17 @@ fn instant(rng: &mut Lcg) -> String {
     }
 }
 
+/// The header of a calls file.
+const CALLS_HEADER: &str =
+    "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
+
 /// Writes `n` rows of every kind under `dir`, ids prefixed with `tag`.
 fn write_data(dir: &Path, tag: &str, seed: u64, n: usize) {
     let mut rng = Lcg(seed);
     let accounts = ["A1", "A1", "A2", "A3", "A4"];
     let subaccounts = ["", "", "S1", "S2"];
     let countries = ["US", "IN", "DE", ""];
-    let mut calls = String::from(
-        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n",
-    );
+    let mut calls = String::from(CALLS_HEADER);
     let mut messages = String::from(
         "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\n",
     );
@@ -352,25 +354,19 @@ fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
     assert_same_answers(&both, &store, &["A1"]);
 }
 
+/// A voice call of account A1 at 13:45:01 UTC on `day`, billed `amount`.
+fn call_row(id: &str, day: &str, amount: &str) -> String {
+    format!("{id},A1,,{day}T13:45:01Z,voice,pstn,outbound,US,61,{amount},0,4000\n")
+}
+
 #[test]
 fn a_conflicting_record_is_an_error_naming_both_places() {
     let temp = tempfile::tempdir().expect("tempdir");
     let (first, second) = (temp.path().join("first"), temp.path().join("second"));
-    let header =
-        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
-    put(
-        &first,
-        "calls/monday.csv",
-        &format!("{header}c1,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n"),
-    );
-    put(
-        &second,
-        "calls/later/tuesday.csv",
-        &format!(
-            "{header}c9,A1,,2026-11-21T13:45:01Z,voice,pstn,outbound,US,61,0.017,0,4000\n\
-             c1,A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,0.018,0,4000\n"
-        ),
-    );
+    let header = CALLS_HEADER;
+    put(&first, "calls/monday.csv", &format!("{header}{}", call_row("c1", "2026-11-20", "0.017")));
+    let tuesday = format!("{header}{}{}", call_row("c9", "2026-11-21", "0.017"), call_row("c1", "2026-11-20", "0.018"));
+    put(&second, "calls/later/tuesday.csv", &tuesday);
     let store = temp.path().join("store");
     assert!(ingest(&first, &store, &[]).status.success());
     let before = manifest(&store);
@@ -392,10 +388,8 @@ fn a_conflicting_record_is_an_error_naming_both_places() {
 fn a_batch_conflict_comes_before_a_bad_row_of_the_next_batch() {
     let temp = tempfile::tempdir().expect("tempdir");
     let (first, second) = (temp.path().join("first"), temp.path().join("second"));
-    let header =
-        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
-    let row =
-        |id: &str, amount: &str| format!("{id},A1,,2026-11-20T13:45:01Z,voice,pstn,outbound,US,61,{amount},0,4000\n");
+    let header = CALLS_HEADER;
+    let row = |id: &str, amount: &str| call_row(id, "2026-11-20", amount);
     put(&first, "calls/monday.csv", &format!("{header}{}", row("c1", "0.017")));
     // Over 1 MiB (the smallest batch), so that b.csv is a batch of its own.
     let filler: String = (0..20_000).map(|i| row(&format!("f{i}"), "0.017")).collect();
@@ -497,8 +491,7 @@ fn set_aside_rows_are_counted_and_written_with_their_reason() {
     for dir in [&clean, &dirty] {
         put(dir, "accounts.csv", ACCOUNTS);
     }
-    let header =
-        "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
+    let header = CALLS_HEADER;
     // Two bad rows, one duplicate of a row of calls/c.csv, one good row.
     let extra = format!(
         "{header}e1,A1,,2026-11-20T13:45:01Z,fax,pstn,outbound,US,61,0.017,0,4000\n\
