@@ -48,6 +48,7 @@
 pub mod aggregate;
 pub mod cli;
 pub mod dataset;
+pub(crate) mod direct;
 pub(crate) mod durable;
 pub mod error;
 #[doc(hidden)]

@@ -25,9 +25,9 @@
 //! larger store costs more exact checks, never more memory.
 
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::direct::{AlignedBuffer, DirectReader, DirectWriter};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::records::dedup::PARTITIONS;
@@ -97,8 +97,9 @@ pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Res
         order[*at as usize] = (p, i);
         *at += 1;
     }
-    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    // Around the page cache: read back only by this run's candidate checks,
+    // in large reads that go around it too.
+    let mut out = DirectWriter::create(path).map_err(|e| Error::io(path, e))?;
     let io = |e: std::io::Error| Error::io(path, e);
     out.write_all(MAGIC).map_err(io)?;
     out.write_all(&(PARTITIONS as u64).to_le_bytes()).map_err(io)?;
@@ -114,7 +115,7 @@ pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Res
         bytes[24..32].copy_from_slice(&entry.place.to_le_bytes());
         out.write_all(&bytes).map_err(io)?;
     }
-    let file = out.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
+    let file = out.finish().map_err(|e| Error::io(path, e))?;
     syncer.sync(path, file)
 }
 
@@ -122,17 +123,17 @@ pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Res
 #[derive(Debug)]
 pub struct IndexFile {
     path: PathBuf,
-    file: std::fs::File,
+    file: DirectReader,
     offsets: Vec<u64>,
 }
 
 impl IndexFile {
     /// Opens an index file and reads its partition table.
     pub fn open(path: &Path) -> Result<IndexFile> {
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let file = DirectReader::open(path).map_err(|e| Error::io(path, e))?;
         let broken = |what: &str| Error::io(path, format!("not a store index file: {what}"));
-        let mut head = [0u8; 16];
-        file.read_exact_at(&mut head, 0).map_err(|_| broken("too short"))?;
+        let mut buffer = AlignedBuffer::for_reads(Self::data_start() as usize);
+        let head = file.read_at(&mut buffer, 0, Self::data_start() as usize).map_err(|_| broken("too short"))?;
         if &head[..8] != MAGIC {
             return Err(broken("bad magic"));
         }
@@ -140,11 +141,9 @@ impl IndexFile {
         if partitions != PARTITIONS as u64 {
             return Err(broken(&format!("{partitions} partitions, this build uses {PARTITIONS}")));
         }
-        let mut table = vec![0u8; (PARTITIONS + 1) * 8];
-        file.read_exact_at(&mut table, 16).map_err(|_| broken("too short"))?;
         let offsets: Vec<u64> =
-            table.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
-        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+            head[16..].chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
+        let size = file.len().map_err(|e| Error::io(path, e))?;
         let expected =
             offsets[PARTITIONS].checked_mul(ENTRY_BYTES as u64).and_then(|bytes| bytes.checked_add(Self::data_start()));
         if offsets[0] != 0 || offsets.windows(2).any(|w| w[0] > w[1]) || expected != Some(size) {
@@ -166,12 +165,11 @@ impl IndexFile {
     /// Hands every entry of partition `p` to `each`, reading 1 MiB at a time.
     pub fn for_each_in(&self, p: usize, mut each: impl FnMut(IndexEntry)) -> Result<()> {
         let (mut next, end) = (self.offsets[p], self.offsets[p + 1]);
-        let mut buffer = vec![0u8; READ_ENTRIES.min((end - next) as usize) * ENTRY_BYTES];
+        let mut buffer = AlignedBuffer::for_reads(READ_ENTRIES.min((end - next) as usize) * ENTRY_BYTES);
         while next < end {
             let n = READ_ENTRIES.min((end - next) as usize);
-            let bytes = &mut buffer[..n * ENTRY_BYTES];
             let at = Self::data_start() + next * ENTRY_BYTES as u64;
-            self.file.read_exact_at(bytes, at).map_err(|e| Error::io(&self.path, e))?;
+            let bytes = self.file.read_at(&mut buffer, at, n * ENTRY_BYTES).map_err(|e| Error::io(&self.path, e))?;
             for b in bytes.chunks_exact(ENTRY_BYTES) {
                 let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
                 each(IndexEntry { id: (word(0), word(8)), content: word(16), place: word(24) });

@@ -27,7 +27,6 @@
 //! and LZ4 over 16-byte plain values was the ingest's largest single cost.
 //! Mostly distinct decimals stay plain and compressed.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use polars::prelude::{CompatLevel, DataType, Schema, SchemaExt};
@@ -45,6 +44,7 @@ use polars_parquet::write::{
 };
 use rayon::prelude::*;
 
+use crate::direct::DirectWriter;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::intern::Interner;
@@ -335,7 +335,7 @@ pub(super) struct ParquetOut {
     path: PathBuf,
     schema: ArrowSchema,
     fields: Vec<ParquetType>,
-    writer: FileWriter<std::io::BufWriter<std::fs::File>>,
+    writer: FileWriter<DirectWriter>,
 }
 
 /// What every store file is written with: LZ4_RAW (polars, Spark 3.4+,
@@ -360,9 +360,10 @@ const OPTIONS: WriteOptions = WriteOptions {
 impl ParquetOut {
     /// Creates (or truncates) the file at `path`, for columns of `schema`.
     pub(super) fn create(path: &Path, schema: ArrowSchema) -> Result<ParquetOut> {
-        let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-        let writer = FileWriter::try_new(std::io::BufWriter::with_capacity(1 << 20, file), schema.clone(), OPTIONS)
-            .map_err(parquet_error(path))?;
+        // Around the page cache: a store file is written once, and not read
+        // back by the run that writes it.
+        let file = DirectWriter::create(path).map_err(|e| Error::io(path, e))?;
+        let writer = FileWriter::try_new(file, schema.clone(), OPTIONS).map_err(parquet_error(path))?;
         let fields = writer.parquet_schema().fields().to_vec();
         Ok(ParquetOut { path: path.to_owned(), schema, fields, writer })
     }
@@ -472,9 +473,7 @@ impl ParquetOut {
     pub(super) fn finish(mut self, syncer: &Syncer) -> Result<()> {
         self.writer.end(None).map_err(parquet_error(&self.path))?;
         let path = self.path;
-        let mut out = self.writer.into_inner();
-        out.flush().map_err(|e| Error::io(&path, e))?;
-        let file = out.into_inner().map_err(|e| Error::io(&path, e.error().to_string()))?;
+        let file = self.writer.into_inner().finish().map_err(|e| Error::io(&path, e))?;
         syncer.sync(&path, file)
     }
 }
