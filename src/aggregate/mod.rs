@@ -29,7 +29,7 @@ use std::sync::atomic::AtomicU64;
 pub use self::scan::Scan;
 pub use self::select::{AccountScope, Bucketing, Dimensions, Selector};
 pub(crate) use self::totals::sum_sorted;
-pub use self::totals::{GroupKey, Span, Tally, Totals};
+pub use self::totals::{GroupKey, Groups, Span, Tally, Totals};
 use crate::error::{BadRecord, Result};
 pub use crate::records::bad_rows::OnBadRow;
 use crate::records::files::Inventory;
@@ -60,7 +60,7 @@ impl std::fmt::Debug for AggregateOptions<'_> {
 #[derive(Debug, Default)]
 pub struct Aggregate {
     /// Totals per group.
-    pub groups: BTreeMap<GroupKey, Totals>,
+    pub groups: Groups,
     /// Counts per kind.
     pub tallies: BTreeMap<Kind, Tally>,
     /// Rows set aside, in file order.

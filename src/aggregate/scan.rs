@@ -10,7 +10,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::order::Order;
 use super::{
-    sum_sorted, AccountScope, AggregateOptions, Dimensions, GroupKey, OnBadRow, Selector, Span, Tally, Totals,
+    sum_sorted, AccountScope, AggregateOptions, Dimensions, GroupKey, Groups, OnBadRow, Selector, Span, Tally, Totals,
 };
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::{self, Interner};
@@ -242,7 +242,7 @@ pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
 /// What [`merge`] returns: the parts of an [`Aggregate`](super::Aggregate)
 /// a pass computes.
 pub(super) struct Merged {
-    pub(super) groups: BTreeMap<GroupKey, Totals>,
+    pub(super) groups: Groups,
     pub(super) tallies: BTreeMap<Kind, Tally>,
     pub(super) rejects: Vec<BadRecord>,
     pub(super) spans: BTreeMap<String, Span>,

@@ -1,8 +1,6 @@
 //! What a pass sums: [`Totals`] per group under its owned [`GroupKey`],
 //! and the [`Tally`] of rows per kind.
 
-use std::collections::BTreeMap;
-
 use super::order::Order;
 use super::select::Dimensions;
 use crate::error::{Error, Result};
@@ -168,28 +166,151 @@ impl Span {
     }
 }
 
-/// The map of groups sorted by key, equal keys summed into one (in one
-/// pass, not an insert per group); `overflow` is the error of a group whose
-/// sum overflows.
-pub(crate) fn sum_sorted(
-    sorted: Vec<(GroupKey, Totals)>,
-    overflow: impl Fn(&GroupKey) -> Error,
-) -> Result<BTreeMap<GroupKey, Totals>> {
-    let mut groups: Vec<(GroupKey, Totals)> = Vec::with_capacity(sorted.len());
-    for (key, totals) in sorted {
-        match groups.last_mut() {
-            Some((last, sum)) if *last == key => {
-                *sum = sum.checked_add(&totals).ok_or_else(|| overflow(&key))?;
+/// Totals per group, in the groups' order ([`GroupKey`]'s `Ord`): a sorted
+/// vector, each key once. It is made in one pass from groups already
+/// sorted ([`sum_sorted`]) and read a whole account at a time
+/// ([`Groups::of_account`]), so it needs no tree: building a `BTreeMap` of
+/// every account's 2.96M groups (issue 13's every-account report) took a
+/// second on one core while the other idled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Groups(Vec<(GroupKey, Totals)>);
+
+impl Groups {
+    /// The groups, in order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&GroupKey, &Totals)> + ExactSizeIterator {
+        self.0.iter().map(|(key, totals)| (key, totals))
+    }
+
+    /// The keys, in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &GroupKey> + ExactSizeIterator {
+        self.0.iter().map(|(key, _)| key)
+    }
+
+    /// The totals, in the keys' order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &Totals> + ExactSizeIterator {
+        self.0.iter().map(|(_, totals)| totals)
+    }
+
+    /// How many groups.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The totals of `key`.
+    pub fn get(&self, key: &GroupKey) -> Option<&Totals> {
+        self.0.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| &self.0[i].1)
+    }
+
+    /// The groups of `account`, in order (accounts come first in the order,
+    /// so they are one stretch).
+    pub fn of_account(&self, account: &str) -> &[(GroupKey, Totals)] {
+        let start = self.0.partition_point(|(key, _)| key.account.as_str() < account);
+        let end = start + self.0[start..].partition_point(|(key, _)| key.account == account);
+        &self.0[start..end]
+    }
+
+    /// Sets the totals of `key` (in its place); the totals it replaced.
+    pub fn insert(&mut self, key: GroupKey, totals: Totals) -> Option<Totals> {
+        match self.0.binary_search_by(|(k, _)| k.cmp(&key)) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, totals)),
+            Err(i) => {
+                self.0.insert(i, (key, totals));
+                None
             }
-            _ => groups.push((key, totals)),
         }
     }
-    Ok(groups.into_iter().collect())
+}
+
+impl<'a> IntoIterator for &'a Groups {
+    type Item = &'a (GroupKey, Totals);
+    type IntoIter = std::slice::Iter<'a, (GroupKey, Totals)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+/// The groups of `sorted` (sorted by key), equal keys summed into one, in
+/// place and in one pass; `overflow` is the error of a group whose sum
+/// overflows.
+pub(crate) fn sum_sorted(mut sorted: Vec<(GroupKey, Totals)>, overflow: impl Fn(&GroupKey) -> Error) -> Result<Groups> {
+    debug_assert!(sorted.is_sorted_by(|a, b| a.0 <= b.0), "sum_sorted of unsorted groups");
+    let mut error = None;
+    sorted.dedup_by(|later, kept| {
+        if later.0 != kept.0 {
+            return false;
+        }
+        match kept.1.checked_add(&later.1) {
+            Some(sum) => kept.1 = sum,
+            None => {
+                error.get_or_insert_with(|| overflow(&later.0));
+            }
+        }
+        true
+    });
+    match error {
+        Some(error) => Err(error),
+        None => Ok(Groups(sorted)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`sum_sorted`] and [`Groups`] give what a `BTreeMap` summing the same
+    /// groups gives: the same groups in the same order, each account's
+    /// stretch its own keys (accounts that are prefixes of others, and
+    /// absent ones, included), and an overflow an error.
+    #[test]
+    fn groups_are_a_sorted_map_summed_once() {
+        let accounts = ["", "A", "AB", "B", "BA"];
+        let key = |n: u64| {
+            let row = Dimensions {
+                auth_id: accounts[(n % 5) as usize],
+                product: [Product::Voice, Product::Message][(n / 5 % 2) as usize],
+                subaccount: ["", "S1"][(n / 10 % 2) as usize],
+                country: None,
+                direction: None,
+                code: "",
+            };
+            GroupKey::new(&row, "", (n / 20 % 3) as u32)
+        };
+        let totals = |n: u64| Totals { records: 1, units: n as u128, duration: 0, amount: n as i128, surcharge: 0 };
+        let mut model: std::collections::BTreeMap<GroupKey, Totals> = Default::default();
+        let mut sorted = Vec::new();
+        for n in super::super::order::walk(2000).map(|n| n % 97) {
+            let sum = model.get(&key(n)).map_or(totals(n), |t| t.checked_add(&totals(n)).unwrap());
+            model.insert(key(n), sum);
+            sorted.push((key(n), totals(n)));
+        }
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        let groups = sum_sorted(sorted, |_| Error::Internal("overflow".into())).unwrap();
+        assert!(groups.iter().map(|(k, t)| (k.clone(), *t)).eq(model.clone()));
+        assert_eq!(groups.len(), model.len());
+        for account in accounts.iter().chain(&["C", "AA", "0"]) {
+            let stretch: Vec<&GroupKey> = groups.of_account(account).iter().map(|(k, _)| k).collect();
+            let expected: Vec<&GroupKey> = model.keys().filter(|k| k.account == *account).collect();
+            assert_eq!(stretch, expected, "account {account:?}");
+        }
+        for (k, t) in &model {
+            assert_eq!(groups.get(k), Some(t));
+        }
+        let mut inserted = Groups::default();
+        for (k, t) in model.iter().rev() {
+            assert_eq!(inserted.insert(k.clone(), *t), None);
+        }
+        assert_eq!(inserted, groups);
+
+        let big = Totals { records: 1, units: 1, duration: 0, amount: i128::MAX, surcharge: 0 };
+        let overflowing = vec![(key(0), big), (key(0), big)];
+        assert!(sum_sorted(overflowing, |_| Error::Internal("overflow".into())).is_err());
+    }
 
     /// The derived order of [`GroupKey`] is (account, bucket, [`Order`]):
     /// its fields are declared in [`Order`]'s order.

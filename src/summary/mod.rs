@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 use crate::aggregate::rows::{self, PackedKey};
 pub use crate::aggregate::rows::{RowKey, Rows};
-use crate::aggregate::{AccountScope, Aggregate, AggregateOptions, Bucketing, GroupKey, OnBadRow, Selector, Totals};
+use crate::aggregate::{AccountScope, Aggregate, AggregateOptions, Bucketing, OnBadRow, Selector, Totals};
 use crate::dataset::Dataset;
 use crate::error::{BadRequest, Error, Result};
 use crate::intern::Interner;
@@ -163,38 +163,35 @@ pub fn build_many(
     let (named, skipped): (BTreeSet<String>, BTreeSet<String>) =
         named.into_iter().partition(|id| dataset.accounts.get(id).is_some() || aggregate.spans.contains_key(id));
     let skipped: Vec<String> = skipped.into_iter().collect();
-    let mut summaries = BTreeMap::new();
-    for auth_id in named {
-        let request = match requests.remove(&auth_id) {
-            Some(request) => request,
-            None => resolve(&auth_id)?,
-        };
-        let buckets =
-            selector.bucketing.of(&auth_id).cloned().unwrap_or_else(|| request.window.buckets(params.granularity));
-        let summary = summarize(&request, dataset.accounts.currency(&auth_id), &buckets, &aggregate)?;
-        summaries.insert(auth_id, summary);
-    }
+    // Each account's summary on the threads (every account's report has 50
+    // of them to build); the first error in account order is the error.
+    let named: Vec<(String, Option<UsageRequest>)> =
+        named.into_iter().map(|auth_id| (requests.remove(&auth_id), auth_id)).map(|(r, id)| (id, r)).collect();
+    let built: Vec<Result<(String, Summary)>> = named
+        .into_par_iter()
+        .map(|(auth_id, request)| {
+            let request = match request {
+                Some(request) => request,
+                None => resolve(&auth_id)?,
+            };
+            let buckets =
+                selector.bucketing.of(&auth_id).cloned().unwrap_or_else(|| request.window.buckets(params.granularity));
+            let summary = summarize(&request, dataset.accounts.currency(&auth_id), &buckets, &aggregate)?;
+            Ok((auth_id, summary))
+        })
+        .collect();
+    let summaries = built.into_iter().collect::<Result<BTreeMap<String, Summary>>>()?;
     Ok(Batch { summaries, aggregate, skipped })
 }
 
 /// The summary of `request`'s account from an aggregate that holds it.
 pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggregate: &Aggregate) -> Result<Summary> {
-    let from = GroupKey {
-        account: request.auth_id.clone(),
-        bucket: 0,
-        product: Product::Message,
-        type_: String::new(),
-        subaccount: None,
-        country: None,
-        direction: None,
-        code: None,
-    };
     let covered = Covered { account: aggregate.spans.get(&request.auth_id).copied(), data: aggregate.span };
     let mut strings = Interner::default();
     let rows: Vec<(PackedKey, Totals)> = aggregate
         .groups
-        .range(from..)
-        .take_while(|(k, _)| k.account == request.auth_id)
+        .of_account(&request.auth_id)
+        .iter()
         .map(|(key, totals)| (rows::pack(key, &mut strings), *totals))
         .collect();
     let mut summary = summarize_rows(request, currency, buckets, strings.into_table(), rows)?;
