@@ -385,6 +385,19 @@ mod tests {
         }
     }
 
+    /// A device that refuses the bytes is an error from a later write or
+    /// from `finish`, never a file silently short.
+    #[test]
+    fn a_full_device_is_an_error() {
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            return;
+        }
+        let mut out = DirectWriter::create(full).unwrap();
+        let failed = out.write_all(&bytes(3 * WRITE_BYTES)).is_err() || out.finish().is_err();
+        assert!(failed, "writing to /dev/full succeeded");
+    }
+
     #[test]
     fn reads_at_any_offset_give_the_bytes_there() {
         let dir = tempfile::tempdir().unwrap();

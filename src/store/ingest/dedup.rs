@@ -126,43 +126,55 @@ impl Run<'_> {
         let index_files = &state.index;
         let rows = &pending.rows;
         type Found = (Vec<u32>, u64, Option<PendingClash>);
-        let found: Vec<Result<Found>> = parts
-            .into_par_iter()
-            .enumerate()
-            .map(|(p, mine)| {
-                if mine.is_empty() {
-                    return Ok((Vec::new(), 0, None));
-                }
-                // Candidates come in file order; an index holds one entry per id.
-                let mut known: FxHashMap<(u64, u64), Option<(u64, u64)>> =
-                    FxHashMap::with_capacity_and_hasher(mine.len(), Default::default());
-                for &i in &mine {
-                    known.insert(rows[i as usize].seen.id, None);
-                }
-                for file in index_files {
-                    file.for_each_in(p, |entry| {
-                        if let Some(slot) = known.get_mut(&entry.id) {
-                            *slot = Some((entry.content, entry.place));
-                        }
-                    })?;
-                }
-                let (mut new, mut duplicates) = (Vec::new(), 0);
-                for &i in &mine {
-                    let seen = rows[i as usize].seen;
-                    let place = (base + seen.file, seen.line);
-                    let Some(slot) = known.get_mut(&seen.id) else { continue };
-                    match *slot {
-                        None => {
-                            *slot = Some((seen.content, index::pack(place)));
-                            new.push(i);
-                        }
-                        Some((content, _)) if content == seen.content => duplicates += 1,
-                        Some((_, earlier)) => return Ok((new, duplicates, Some((index::unpack(earlier), place, i)))),
+        let check = || -> Vec<Result<Found>> {
+            parts
+                .into_par_iter()
+                .enumerate()
+                .map(|(p, mine)| {
+                    if mine.is_empty() {
+                        return Ok((Vec::new(), 0, None));
                     }
-                }
-                Ok((new, duplicates, None))
-            })
-            .collect();
+                    // Candidates come in file order; an index holds one entry per id.
+                    let mut known: FxHashMap<(u64, u64), Option<(u64, u64)>> =
+                        FxHashMap::with_capacity_and_hasher(mine.len(), Default::default());
+                    for &i in &mine {
+                        known.insert(rows[i as usize].seen.id, None);
+                    }
+                    for file in index_files {
+                        file.for_each_in(p, |entry| {
+                            if let Some(slot) = known.get_mut(&entry.id) {
+                                *slot = Some((entry.content, entry.place));
+                            }
+                        })?;
+                    }
+                    let (mut new, mut duplicates) = (Vec::new(), 0);
+                    for &i in &mine {
+                        let seen = rows[i as usize].seen;
+                        let place = (base + seen.file, seen.line);
+                        let Some(slot) = known.get_mut(&seen.id) else { continue };
+                        match *slot {
+                            None => {
+                                *slot = Some((seen.content, index::pack(place)));
+                                new.push(i);
+                            }
+                            Some((content, _)) if content == seen.content => duplicates += 1,
+                            Some((_, earlier)) => {
+                                return Ok((new, duplicates, Some((index::unpack(earlier), place, i))))
+                            }
+                        }
+                    }
+                    Ok((new, duplicates, None))
+                })
+                .collect()
+        };
+        // The partitions' index reads go around the page cache and wait on
+        // the device: twice the pool's threads, so that one computes while
+        // another waits (docs/performance.md "Round 9").
+        let io_pool = rayon::ThreadPoolBuilder::new().num_threads(rayon::current_num_threads() * 2).build();
+        let found = match io_pool {
+            Ok(pool) => pool.install(check),
+            Err(_) => check(),
+        };
         let mut new: Vec<u32> = Vec::new();
         let mut first_conflict: Option<PendingClash> = None;
         for result in found {

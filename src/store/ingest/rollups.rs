@@ -227,9 +227,11 @@ impl Rollups {
         let previous = &manifest.rollups;
         let (shards, taken, finished) = (&self.shards, &taken, &done);
         std::thread::scope(|scope| {
-            // One more than the pool's threads: while a merge waits on the
-            // pool for its row groups' encoding, another merge computes.
-            for _ in 0..rayon::current_num_threads() + 1 {
+            // Two more than the pool's threads: while a merge waits on the
+            // pool for its row groups' encoding, or on the device for its
+            // partial files' slices (read around the page cache), another
+            // merge computes.
+            for _ in 0..rayon::current_num_threads() + 2 {
                 // The lock is released inside `next`, before the work.
                 let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
                 scope.spawn(move || {
