@@ -826,7 +826,10 @@ impl<'g> Cursor<'g> {
             Input::Run(run) => {
                 let path = &run.path;
                 let file = crate::direct::DirectReader::open(path).map_err(|e| Error::io(path, e))?;
-                let buffer = crate::direct::AlignedBuffer::for_reads(slice.max(1) * run.row_bytes);
+                // A slice, or the whole run when it is shorter (the buffer
+                // is zeroed when made: no more of it than is read).
+                let most = (slice.max(1) as u64).min(run.rows.max(1)) as usize;
+                let buffer = crate::direct::AlignedBuffer::for_reads(most * run.row_bytes);
                 let at = run.first * run.row_bytes as u64;
                 let (left, row_bytes) = (run.rows, run.row_bytes);
                 let partial = Some(Partial { path: path.to_owned(), file, buffer, at, left, row_bytes });
