@@ -1,7 +1,8 @@
 //! Bulk files written and read around the page cache (`O_DIRECT`).
 //!
 //! An ingest writes its records, index, rollup and partial (spill) files
-//! once and reads only the partial files back, once. Through the page cache
+//! once, and reads back only the index (its candidate checks) and the
+//! partial files (the merge), in large reads. Through the page cache
 //! every byte is copied into a page the kernel must first find and take
 //! (and, on a virtual machine whose freed memory goes back to the host,
 //! fault in: 2.3 s of system time a GB on the benchmark machine, against
@@ -58,8 +59,7 @@ impl AlignedBuffer {
     }
 
     fn usable(&mut self) -> &mut [u8] {
-        let start = self.start.min(ALIGN);
-        &mut self.bytes[start..start + self.capacity]
+        &mut self.bytes[self.start..self.start + self.capacity]
     }
 
     fn capacity(&self) -> usize {
@@ -182,8 +182,10 @@ impl Behind {
 /// Where a [`DirectWriter`]'s blocks go.
 #[derive(Debug)]
 enum Sink {
-    /// Written on the writer's thread (no thread could be started).
+    /// Through the page cache, which takes the bytes at once: written on
+    /// the writer's thread.
     Here(BlockFile),
+    /// Around it: written on a thread of the file's own.
     Behind(Behind),
 }
 
@@ -233,9 +235,9 @@ impl DirectWriter {
                     behind.spare.get_mut().ok().and_then(|spare| spare.recv().ok())
                 };
                 let full = next.map(|next| std::mem::replace(&mut self.buffer, next));
-                if let Some(Err(std::sync::mpsc::SendError(_))) | None =
-                    full.map(|full| behind.blocks.send(Block::Full(full)))
-                {
+                let sent = full.is_some_and(|full| behind.blocks.send(Block::Full(full)).is_ok());
+                if !sent {
+                    // The thread stopped (a write failed): its error.
                     return match self.sink.take() {
                         Some(Sink::Behind(behind)) => Err(behind.stopped()),
                         _ => Err(std::io::Error::other("the write thread is gone")),
@@ -320,30 +322,22 @@ impl DirectReader {
         if want > buffer.capacity() {
             return Err(std::io::Error::other(format!("a read of {len} bytes, more than {}", buffer.capacity())));
         }
-        let direct = self.direct && buffer.aligned();
+        // A plain handle where direct I/O cannot be used for this read (an
+        // unaligned buffer), or is refused by the filesystem.
+        let mut plain = match self.direct && !buffer.aligned() {
+            true => Some(File::open(&self.path)?),
+            false => None,
+        };
         let mut got = 0;
         // Whole blocks; the file's last block comes back short.
         while got < skip + len {
-            let block = &mut buffer.usable()[got..want];
-            let result = if direct {
-                self.file.read_at(block, first + got as u64)
-            } else {
-                File::open(&self.path).and_then(|file| file.read_at(block, first + got as u64))
-            };
-            match result {
+            let file = plain.as_ref().unwrap_or(&self.file);
+            match file.read_at(&mut buffer.usable()[got..want], first + got as u64) {
                 Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                // A filesystem that opened the file for direct I/O and then
-                // refuses it: the same bytes through the page cache.
-                Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                    let file = File::open(&self.path)?;
-                    while got < skip + len {
-                        match file.read_at(&mut buffer.usable()[got..want], first + got as u64)? {
-                            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                            n => got += n,
-                        }
-                    }
+                Err(e) if self.direct && plain.is_none() && e.raw_os_error() == Some(libc::EINVAL) => {
+                    plain = Some(File::open(&self.path)?);
                 }
                 Err(e) => return Err(e),
             }

@@ -201,11 +201,6 @@ impl Groups {
         self.0.is_empty()
     }
 
-    /// The totals of `key`.
-    pub fn get(&self, key: &GroupKey) -> Option<&Totals> {
-        self.0.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| &self.0[i].1)
-    }
-
     /// The groups of `account`, in order (accounts come first in the order,
     /// so they are one stretch).
     pub fn of_account(&self, account: &str) -> &[(GroupKey, Totals)] {
@@ -223,15 +218,6 @@ impl Groups {
                 None
             }
         }
-    }
-}
-
-impl<'a> IntoIterator for &'a Groups {
-    type Item = &'a (GroupKey, Totals);
-    type IntoIter = std::slice::Iter<'a, (GroupKey, Totals)>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
     }
 }
 
@@ -297,9 +283,6 @@ mod tests {
             let stretch: Vec<&GroupKey> = groups.of_account(account).iter().map(|(k, _)| k).collect();
             let expected: Vec<&GroupKey> = model.keys().filter(|k| k.account == *account).collect();
             assert_eq!(stretch, expected, "account {account:?}");
-        }
-        for (k, t) in &model {
-            assert_eq!(groups.get(k), Some(t));
         }
         let mut inserted = Groups::default();
         for (k, t) in model.iter().rev() {

@@ -165,8 +165,13 @@ pub fn build_many(
     let skipped: Vec<String> = skipped.into_iter().collect();
     // Each account's summary on the threads (every account's report has 50
     // of them to build); the first error in account order is the error.
-    let named: Vec<(String, Option<UsageRequest>)> =
-        named.into_iter().map(|auth_id| (requests.remove(&auth_id), auth_id)).map(|(r, id)| (id, r)).collect();
+    let named: Vec<(String, Option<UsageRequest>)> = named
+        .into_iter()
+        .map(|auth_id| {
+            let request = requests.remove(&auth_id);
+            (auth_id, request)
+        })
+        .collect();
     let built: Vec<Result<(String, Summary)>> = named
         .into_par_iter()
         .map(|(auth_id, request)| {
