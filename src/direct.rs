@@ -68,8 +68,12 @@ impl AlignedBuffer {
 }
 
 /// Opens `path` with `options`, around the page cache where the filesystem
-/// allows; whether it did.
-fn open(path: &Path, options: &std::fs::OpenOptions) -> std::io::Result<(File, bool)> {
+/// allows (and `around`: the tests' way to take the page cache's path);
+/// whether it did.
+fn open(path: &Path, options: &std::fs::OpenOptions, around: bool) -> std::io::Result<(File, bool)> {
+    if !around {
+        return options.open(path).map(|file| (file, false));
+    }
     let mut direct = options.clone();
     direct.custom_flags(libc::O_DIRECT);
     match direct.open(path) {
@@ -209,10 +213,14 @@ pub(crate) struct DirectWriter {
 impl DirectWriter {
     /// Creates (or truncates) the file at `path`.
     pub(crate) fn create(path: &Path) -> std::io::Result<DirectWriter> {
+        DirectWriter::create_with(path, true)
+    }
+
+    fn create_with(path: &Path, around: bool) -> std::io::Result<DirectWriter> {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
         let buffer = AlignedBuffer::new(WRITE_BYTES);
-        let (file, direct) = if buffer.aligned() { open(path, &options)? } else { (options.open(path)?, false) };
+        let (file, direct) = open(path, &options, around && buffer.aligned())?;
         let file = BlockFile { path: path.to_owned(), file, direct, written: 0 };
         // The thread is for the device's wait: without direct I/O the page
         // cache takes the bytes at once.
@@ -301,9 +309,13 @@ pub(crate) struct DirectReader {
 impl DirectReader {
     /// Opens `path` for reading.
     pub(crate) fn open(path: &Path) -> std::io::Result<DirectReader> {
+        DirectReader::open_with(path, true)
+    }
+
+    fn open_with(path: &Path, around: bool) -> std::io::Result<DirectReader> {
         let mut options = std::fs::OpenOptions::new();
         options.read(true);
-        let (file, direct) = open(path, &options)?;
+        let (file, direct) = open(path, &options, around)?;
         Ok(DirectReader { path: path.to_owned(), file, direct })
     }
 
@@ -361,16 +373,19 @@ mod tests {
         let shm = std::path::Path::new("/dev/shm");
         let mut dirs = vec![tempfile::tempdir().unwrap()];
         dirs.extend(shm.is_dir().then(|| tempfile::tempdir_in(shm).ok()).flatten());
+        // And through the page cache, as where a filesystem refuses it.
         for dir in &dirs {
-            write_every_length(dir.path());
+            for around in [true, false] {
+                write_every_length(dir.path(), around);
+            }
         }
     }
 
-    fn write_every_length(dir: &Path) {
+    fn write_every_length(dir: &Path, around: bool) {
         for n in [0, 1, ALIGN - 1, ALIGN, ALIGN + 1, WRITE_BYTES - 3, WRITE_BYTES, 2 * WRITE_BYTES + 5000] {
             let path = dir.join(format!("f{n}"));
             let data = bytes(n);
-            let mut out = DirectWriter::create(&path).unwrap();
+            let mut out = DirectWriter::create_with(&path, around).unwrap();
             for piece in data.chunks(977) {
                 out.write_all(piece).unwrap();
             }
@@ -398,15 +413,18 @@ mod tests {
         let path = dir.path().join("f");
         let data = bytes(6 * ALIGN + 123);
         std::fs::write(&path, &data).unwrap();
-        let reader = DirectReader::open(&path).unwrap();
-        let mut buffer = AlignedBuffer::for_reads(2 * ALIGN);
-        let reads =
-            [(0, 0), (0, 10), (5, ALIGN), (ALIGN - 1, 2), (ALIGN, 2 * ALIGN), (6 * ALIGN, 123), (100, 2 * ALIGN)];
-        for (at, len) in reads {
-            assert_eq!(reader.read_at(&mut buffer, at as u64, len).unwrap(), &data[at..at + len], "{at}+{len}");
+        for around in [true, false] {
+            let reader = DirectReader::open_with(&path, around).unwrap();
+            let mut buffer = AlignedBuffer::for_reads(2 * ALIGN);
+            let reads =
+                [(0, 0), (0, 10), (5, ALIGN), (ALIGN - 1, 2), (ALIGN, 2 * ALIGN), (6 * ALIGN, 123), (100, 2 * ALIGN)];
+            for (at, len) in reads {
+                let got = reader.read_at(&mut buffer, at as u64, len).unwrap();
+                assert_eq!(got, &data[at..at + len], "{at}+{len}, around the page cache: {around}");
+            }
+            assert_eq!(reader.len().unwrap(), data.len() as u64);
+            assert!(reader.read_at(&mut buffer, 6 * ALIGN as u64, 124).is_err(), "past the end");
+            assert!(reader.read_at(&mut buffer, 0, 5 * ALIGN).is_err(), "more than the buffer holds");
         }
-        assert_eq!(reader.len().unwrap(), data.len() as u64);
-        assert!(reader.read_at(&mut buffer, 6 * ALIGN as u64, 124).is_err(), "past the end");
-        assert!(reader.read_at(&mut buffer, 0, 5 * ALIGN).is_err(), "more than the buffer holds");
     }
 }
