@@ -905,6 +905,12 @@ impl<'g> Cursor<'g> {
         let mut last = i64::MIN;
         let mut sorted = true;
         rollup::for_each_rollup_in(path, &frame, |row| {
+            // The merge sums a day's rows by 15-minute slot: a slot off that
+            // grid is a damaged file (named here), not a wrong sum later.
+            if row.slot.rem_euclid(crate::store::SLOT_SECONDS) != 0 {
+                let slot = row.slot;
+                return Err(Error::io(&*path, format!("rollup slot_start {slot} is not on the 15-minute grid")));
+            }
             let key = RollupKey {
                 account,
                 subaccount: strings.id(row.subaccount),
@@ -1181,6 +1187,54 @@ mod tests {
         assert_eq!(decode_partial(&[0u8; 80], 7), None, "no row is 80 bytes");
         assert!(narrow(&large).is_none());
         assert!(write_partial(&mut Vec::new(), [(key, large)].iter(), NARROW_BYTES).is_err());
+    }
+
+    /// A published rollup file whose slot is off the 15-minute grid (a
+    /// damaged store, or a file from another writer) is an error naming the
+    /// file and the slot when the merge reads it, not an internal error
+    /// later; a file on the grid reads back.
+    #[test]
+    fn a_published_slot_off_the_grid_names_its_file() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let totals = Totals { records: 1, units: 1, duration: 0, amount: 5, surcharge: 0 };
+        let row = |slot| RollupRef {
+            auth_id: "A1",
+            subaccount: "",
+            slot,
+            product: Product::Other,
+            type_: "Number Charges",
+            country: None,
+            direction: None,
+            code: "",
+            totals,
+        };
+        let shared = Interner::default();
+        for (name, slot, ok) in
+            [("on.parquet", 1_800, true), ("off.parquet", 1_860, false), ("neg.parquet", -60, false)]
+        {
+            let path = dir.path().join(name);
+            let mut writer = rollup::RollupWriter::create(&path).expect("created");
+            writer.write(&[row(0), row(slot)]).expect("written");
+            writer.finish(&Syncer::at_once()).expect("finished");
+            let mut strings = AccountStrings::new(&shared);
+            let mut cursor = Cursor::input(&Input::File(path.clone()), 1024).expect("opened");
+            match cursor.peek_slot(&mut strings, 0) {
+                Ok(first) => {
+                    assert!(ok, "{name} read");
+                    assert_eq!(first, Some(0));
+                }
+                Err(error) => {
+                    assert!(!ok, "{name}: {error}");
+                    // The file, then the operating system's or our message.
+                    let error = format!(
+                        "{error}: {}",
+                        std::error::Error::source(&error).map(|s| s.to_string()).unwrap_or_default()
+                    );
+                    assert!(error.contains(name) && error.contains(&format!("slot_start {slot}")), "{error}");
+                    assert!(error.contains("15-minute grid"), "{error}");
+                }
+            }
+        }
     }
 
     #[test]
