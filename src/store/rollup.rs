@@ -517,14 +517,15 @@ fn one_array<'f, T: PolarsDataType>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn row(totals: Totals) -> RollupRef<'static> {
+    /// A parent-level charge row of account `A1` at `slot`: the tests' row.
+    pub(crate) fn charge_row(slot: i64, totals: Totals) -> RollupRef<'static> {
         RollupRef {
             auth_id: "A1",
             subaccount: "",
-            slot: 0,
+            slot,
             product: Product::Other,
             type_: "Number Charges",
             country: None,
@@ -532,6 +533,10 @@ mod tests {
             code: "",
             totals,
         }
+    }
+
+    fn row(totals: Totals) -> RollupRef<'static> {
+        charge_row(0, totals)
     }
 
     #[test]

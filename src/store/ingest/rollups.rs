@@ -1197,17 +1197,7 @@ mod tests {
     fn a_published_slot_off_the_grid_names_its_file() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let totals = Totals { records: 1, units: 1, duration: 0, amount: 5, surcharge: 0 };
-        let row = |slot| RollupRef {
-            auth_id: "A1",
-            subaccount: "",
-            slot,
-            product: Product::Other,
-            type_: "Number Charges",
-            country: None,
-            direction: None,
-            code: "",
-            totals,
-        };
+        let row = |slot| rollup::tests::charge_row(slot, totals);
         let shared = Interner::default();
         for (name, slot, ok) in
             [("on.parquet", 1_800, true), ("off.parquet", 1_860, false), ("neg.parquet", -60, false)]
