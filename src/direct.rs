@@ -10,9 +10,11 @@
 //! moves the bytes from our own aligned buffer to the device, as
 //! databases' bulk writers do.
 //!
-//! Where the filesystem refuses `O_DIRECT` (tmpfs, some FUSE and network
-//! filesystems), the same code writes and reads through the page cache: the
-//! bytes on disk are the same either way.
+//! Where the filesystem refuses `O_DIRECT` at open (tmpfs before Linux
+//! 6.6, some FUSE and network filesystems) or at a write or read
+//! (`EINVAL`: ext4 refuses a length off the block size), the same code
+//! writes and reads through the page cache: the bytes on disk are the same
+//! either way.
 
 use std::fs::File;
 use std::io::Write;
