@@ -119,7 +119,7 @@ impl Dataset {
         &self,
         selector: &Selector,
         account: &str,
-    ) -> Result<Option<crate::store::answer::AccountRows>> {
+    ) -> Result<Option<crate::aggregate::rows::AccountRows>> {
         match &self.source {
             Source::Raw(_) => Ok(None),
             Source::Store(store) => store.account_rows(selector, account),

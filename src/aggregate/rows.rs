@@ -15,6 +15,19 @@ use crate::records::{Country, Direction, Product};
 /// No string: the id of an absent subaccount or code.
 pub(crate) const ABSENT: u32 = u32::MAX;
 
+/// One account's result before paging: its usage rows and its other
+/// charges (product `other`), each in the report's order, their text in
+/// one table.
+#[derive(Debug, Default)]
+pub(crate) struct AccountRows {
+    /// Every string the keys name, by id.
+    pub strings: Arc<[Box<str>]>,
+    /// The usage rows.
+    pub usage: Vec<(PackedKey, Totals)>,
+    /// The other charges.
+    pub charges: Vec<(PackedKey, Totals)>,
+}
+
 /// A row's key in string ids: [`GroupKey`] without the account (one account
 /// per result), text as ids into the result's string table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,21 +17,17 @@
 //! whole).
 
 use std::path::Path;
-use std::sync::Arc;
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::rollup::{self, GroupColumns, RollupFile, Text};
-use crate::aggregate::rows::{PackedKey, ABSENT};
+use crate::aggregate::rows::{AccountRows, PackedKey, ABSENT};
 use crate::aggregate::{Dimensions, Selector, Totals};
 use crate::error::{Error, Result};
 use crate::intern::Interner;
 use crate::records::{Country, Direction, Product};
 use crate::time::Buckets;
-
-/// The rows of a result in the report's order, their text by id.
-pub(crate) type AccountRows = (Arc<[Box<str>]>, Vec<Row>);
 
 /// One row of a result: its key and sums.
 type Row = (PackedKey, Totals);
@@ -61,8 +57,9 @@ pub(crate) fn account_rows(
     let file = RollupFile::open(path)?;
     let threads = rayon::current_num_threads();
     let mut merged = Merged::default();
-    // Each part's rows, in a buffer kept from one row group to the next.
-    let mut buffers: Vec<Vec<(PackedKey, Totals)>> = vec![Vec::new(); threads];
+    // Each part's rows (usage, charges), in buffers kept from one row
+    // group to the next.
+    let mut buffers: Vec<(Vec<Row>, Vec<Row>)> = vec![(Vec::new(), Vec::new()); threads];
     let groups = file.groups();
     // At most one row out per row read: one allocation, each page touched
     // once (growing by doubling copies every row into fresh pages again).
@@ -75,10 +72,10 @@ pub(crate) fn account_rows(
         let folded: Vec<Result<Part>> = buffers[..k]
             .par_iter_mut()
             .enumerate()
-            .map(|(i, rows)| request.fold(&columns, i * n / k..(i + 1) * n / k, rows))
+            .map(|(i, (usage, charges))| request.fold(&columns, i * n / k..(i + 1) * n / k, usage, charges))
             .collect();
-        for (part, rows) in folded.into_iter().zip(&buffers) {
-            merged.add(part?, rows);
+        for (part, (usage, charges)) in folded.into_iter().zip(&buffers) {
+            merged.add(part?, usage, charges);
         }
     }
     merged.finish(&request)
@@ -88,10 +85,13 @@ pub(crate) fn account_rows(
 #[derive(Default)]
 struct Merged {
     strings: Interner,
-    rows: Vec<(PackedKey, Totals)>,
+    /// The usage rows.
+    rows: Vec<Row>,
     /// Start of each bucket's rows in `rows`, and the bucket: a bucket that
     /// goes on from one part to the next is one segment.
     segments: Vec<(usize, u32)>,
+    /// The other charges (few: sorted whole at the end).
+    charges: Vec<Row>,
 }
 
 /// What [`account_rows`] answers.
@@ -104,13 +104,16 @@ struct Request<'a> {
 }
 
 /// The text and buckets of the rows of a run of a row group, folded per
-/// bucket (the rows themselves in a buffer of the caller's): text ids of
+/// bucket (the rows themselves in buffers of the caller's): text ids of
 /// their own.
 struct Part {
     strings: Interner,
-    /// Start of each bucket's rows, and the bucket.
+    /// Start of each bucket's usage rows, and the bucket.
     segments: Vec<(usize, u32)>,
 }
+
+/// In a fold's map of keys to rows, the mark of an index into the charges.
+const CHARGE: u32 = 1 << 31;
 
 impl Request<'_> {
     fn broken(&self, what: String) -> Error {
@@ -122,18 +125,21 @@ impl Request<'_> {
     }
 
     /// The rows `range` of `columns` that the selector keeps, with the rows
-    /// of one key in one bucket summed, in `out` (cleared first).
+    /// of one key in one bucket summed: usage rows in `out`, other charges
+    /// in `charges` (both cleared first).
     fn fold(
         &self,
         columns: &GroupColumns<'_>,
         range: std::ops::Range<usize>,
-        out: &mut Vec<(PackedKey, Totals)>,
+        out: &mut Vec<Row>,
+        charges: &mut Vec<Row>,
     ) -> Result<Part> {
         let (grain, buckets, broken) = (self.grain, self.buckets, |what| self.broken(what));
         // The file holds one account: the account is checked once (by the
         // caller), not per row.
         let mut strings = Dictionary::default();
         out.clear();
+        charges.clear();
         let mut segments: Vec<(usize, u32)> = Vec::new();
         let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
         let mut current: Option<(u32, i64, i64, bool)> = None;
@@ -217,54 +223,62 @@ impl Request<'_> {
                 country: country.filter(|_| has_place),
                 direction: direction.filter(|_| has_place),
             };
+            let charge = product == Product::Other;
+            let rows = if charge { &mut *charges } else { &mut *out };
             if folds {
                 match by_key.entry(order_key(&key, |id| id)) {
                     std::collections::hash_map::Entry::Occupied(entry) => {
-                        let sum = &mut out[*entry.get() as usize].1;
+                        let sum = &mut rows[(*entry.get() & !CHARGE) as usize].1;
                         *sum = sum.checked_add(&totals).ok_or_else(|| self.overflow())?;
                         continue;
                     }
                     std::collections::hash_map::Entry::Vacant(entry) => {
-                        entry.insert(out.len() as u32);
+                        let at = u32::try_from(rows.len()).ok().filter(|at| at & CHARGE == 0);
+                        let at = at.ok_or_else(|| Error::Limit("over 2^31 rows in one rollup row group".to_owned()))?;
+                        entry.insert(if charge { at | CHARGE } else { at });
                     }
                 }
             }
-            out.push((key, totals));
+            rows.push((key, totals));
         }
         Ok(Part { strings: strings.strings, segments })
     }
 }
 
 impl Merged {
-    /// Appends `part`'s `rows`, its text ids made the table's.
-    fn add(&mut self, part: Part, rows: &[(PackedKey, Totals)]) {
+    /// Appends `part`'s `usage` rows and `charges`, their text ids made the
+    /// table's.
+    fn add(&mut self, part: Part, usage: &[Row], charges: &[Row]) {
         let map: Vec<u32> = part.strings.iter().map(|text| self.strings.intern(text)).collect();
         let id = |id: u32| if id == ABSENT { ABSENT } else { map[id as usize] };
+        let row = |(key, totals): &Row| {
+            (PackedKey { type_: id(key.type_), subaccount: id(key.subaccount), code: id(key.code), ..*key }, *totals)
+        };
         for (start, bucket) in part.segments {
             if self.segments.last().is_none_or(|last| last.1 != bucket) {
                 self.segments.push((self.rows.len() + start, bucket));
             }
         }
         // Copied on the threads, each row straight into its place.
-        self.rows.par_extend(rows.par_iter().with_min_len(MIN_PART_ROWS).map(|(key, totals)| {
-            (PackedKey { type_: id(key.type_), subaccount: id(key.subaccount), code: id(key.code), ..*key }, *totals)
-        }));
+        self.rows.par_extend(usage.par_iter().with_min_len(MIN_PART_ROWS).map(row));
+        self.charges.extend(charges.iter().map(row));
     }
 
     /// The rows, each bucket's in the report's order (string ids by byte
     /// order), equal keys summed (a bucket's rows in several parts, or a
     /// file holding two rows of one group).
     fn finish(self, request: &Request<'_>) -> Result<AccountRows> {
-        let Merged { strings, rows: mut out, segments } = self;
+        let Merged { strings, rows: mut usage, segments, mut charges } = self;
         let ranks = strings.ranks();
         let rank = |id: u32| ranks[id as usize];
         let monotone = segments.windows(2).all(|w| w[0].1 < w[1].1);
-        if monotone {
+        // Whether two rows may have one key: then they are summed below.
+        let repeats = if monotone {
             // Each bucket sorted by (order key, position): 32-byte pairs
             // move, not rows, and a bucket already in order (one slot per
             // bucket) is only checked.
-            let mut buckets: Vec<&mut [(PackedKey, Totals)]> = Vec::with_capacity(segments.len());
-            let mut rest = out.as_mut_slice();
+            let mut buckets: Vec<&mut [Row]> = Vec::with_capacity(segments.len());
+            let mut rest = usage.as_mut_slice();
             let mut ends: Vec<usize> = segments.iter().skip(1).map(|s| s.0).collect();
             ends.push(segments.last().map_or(0, |_| rest.len()));
             let mut at = segments.first().map_or(0, |s| s.0);
@@ -274,40 +288,54 @@ impl Merged {
                 rest = after;
                 at = end;
             }
-            buckets.into_par_iter().for_each_init(
-                || (Vec::new(), Vec::new()),
-                |(order, sorted): &mut (Vec<(u128, u32)>, Vec<Row>), rows| {
-                    order.clear();
-                    order.extend(rows.iter().enumerate().map(|(i, (key, _))| (order_key(key, rank), i as u32)));
-                    if order.is_sorted() {
-                        return;
-                    }
-                    order.sort_unstable();
-                    sorted.clear();
-                    sorted.extend(order.iter().map(|(_, i)| rows[*i as usize]));
-                    rows.copy_from_slice(sorted);
-                },
-            );
+            buckets
+                .into_par_iter()
+                .map_init(
+                    || (Vec::new(), Vec::new()),
+                    |(order, sorted): &mut (Vec<(u128, u32)>, Vec<Row>), rows| {
+                        order.clear();
+                        order.extend(rows.iter().enumerate().map(|(i, (key, _))| (order_key(key, rank), i as u32)));
+                        // Strictly increasing: in order, every key once.
+                        if order.windows(2).all(|w| w[0].0 < w[1].0) {
+                            return false;
+                        }
+                        order.sort_unstable();
+                        sorted.clear();
+                        sorted.extend(order.iter().map(|(_, i)| rows[*i as usize]));
+                        rows.copy_from_slice(sorted);
+                        true
+                    },
+                )
+                .reduce(|| false, |a, b| a || b)
         } else {
             // Not sorted by slot: one sort of everything.
-            out.sort_unstable_by_key(|(key, _)| (key.bucket, order_key(key, rank)));
-        }
-        let mut overflowed = false;
-        out.dedup_by(|(key, totals), (kept, sum)| {
-            if key != kept {
-                return false;
-            }
-            match sum.checked_add(totals) {
-                Some(total) => *sum = total,
-                None => overflowed = true,
-            }
+            usage.sort_unstable_by_key(|(key, _)| (key.bucket, order_key(key, rank)));
             true
-        });
-        if overflowed {
-            return Err(request.overflow());
+        };
+        if repeats {
+            sum_repeated(&mut usage).ok_or_else(|| request.overflow())?;
         }
-        Ok((strings.into_table(), out))
+        charges.sort_unstable_by_key(|(key, _)| (key.bucket, order_key(key, rank)));
+        sum_repeated(&mut charges).ok_or_else(|| request.overflow())?;
+        Ok(AccountRows { strings: strings.into_table(), usage, charges })
     }
+}
+
+/// Sums the rows of one key (sorted: next to each other) into one; `None`
+/// on an overflow.
+fn sum_repeated(rows: &mut Vec<Row>) -> Option<()> {
+    let mut overflowed = false;
+    rows.dedup_by(|(key, totals), (kept, sum)| {
+        if key != kept {
+            return false;
+        }
+        match sum.checked_add(totals) {
+            Some(total) => *sum = total,
+            None => overflowed = true,
+        }
+        true
+    });
+    (!overflowed).then_some(())
 }
 
 /// A key ordered as the report orders rows within a bucket
@@ -463,8 +491,10 @@ mod tests {
         let summed = |grain: i64, bounds: Vec<i64>| {
             let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
             let selector = Selector::everything(Bucketing::shared(buckets.clone()));
-            let (table, rows) = account_rows(&path, "A", grain, &selector, &buckets).expect("read");
-            let rows = Rows::new(table, rows);
+            let AccountRows { strings, usage, charges } =
+                account_rows(&path, "A", grain, &selector, &buckets).expect("read");
+            assert!(charges.is_empty());
+            let rows = Rows::new(strings, usage);
             rows.iter()
                 .map(|(key, totals)| {
                     (key.bucket, key.type_.to_owned(), key.subaccount.map(str::to_owned), totals.amount)
@@ -493,6 +523,50 @@ mod tests {
                 (97, "sms".into(), s1(), 1)
             ]
         );
+    }
+
+    /// A file in slot order whose slot holds two rows of one key, usage and
+    /// charges alike (which a file should not have): each bucket of one
+    /// slot is found out of order and summed, the charges come apart from
+    /// the usage rows, each in the report's order.
+    #[test]
+    fn repeated_keys_in_slot_order_are_summed_and_charges_come_apart() {
+        use crate::aggregate::Bucketing;
+        use crate::store::rollup::{RollupRef, RollupWriter};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("r.parquet");
+        let row = |slot: i64, product: Product, type_: &'static str, amount: i128| RollupRef {
+            auth_id: "A",
+            subaccount: "",
+            slot,
+            product,
+            type_,
+            country: (product == Product::Message).then(|| Country::parse(b"US")).flatten(),
+            direction: (product == Product::Message).then_some(Direction::Outbound),
+            code: "",
+            totals: Totals { records: 1, units: 1, duration: 0, amount, surcharge: 0 },
+        };
+        let rows = [
+            row(0, Product::Other, "fee", 1),
+            row(0, Product::Message, "sms", 2),
+            row(0, Product::Message, "mms", 4),
+            row(0, Product::Message, "sms", 8),
+            row(900, Product::Other, "fee", 16),
+            row(900, Product::Other, "fee", 32),
+            row(900, Product::Message, "mms", 64),
+        ];
+        let mut writer = RollupWriter::create(&path).expect("writer");
+        writer.write(&rows).expect("written");
+        writer.finish(&crate::durable::Syncer::at_once()).expect("finished");
+        let buckets = Buckets::from_bounds(vec![0, 900, 1800], chrono_tz::Tz::UTC);
+        let selector = Selector::everything(Bucketing::shared(buckets.clone()));
+        let AccountRows { strings, usage, charges } = account_rows(&path, "A", 900, &selector, &buckets).expect("read");
+        let listed = |rows: Vec<Row>| {
+            let rows = Rows::new(strings.clone(), rows);
+            rows.iter().map(|(key, totals)| (key.bucket, key.type_.to_owned(), totals.amount)).collect::<Vec<_>>()
+        };
+        assert_eq!(listed(usage), [(0, "mms".into(), 4), (0, "sms".into(), 10), (1, "mms".into(), 64)]);
+        assert_eq!(listed(charges), [(0, "fee".into(), 1), (1, "fee".into(), 48)]);
     }
 
     /// The same rows on 1, 2 and 3 threads: row groups of thousands of
@@ -554,8 +628,10 @@ mod tests {
             let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
             let selector = Selector::everything(Bucketing::shared(buckets.clone()));
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
-            let (table, rows) = pool.install(|| account_rows(&path, "A", 900, &selector, &buckets)).expect("read");
-            let rows = Rows::new(table, rows);
+            let AccountRows { strings, usage, charges } =
+                pool.install(|| account_rows(&path, "A", 900, &selector, &buckets)).expect("read");
+            assert!(charges.is_empty());
+            let rows = Rows::new(strings, usage);
             rows.iter().map(|(key, totals)| (format!("{key:?}"), *totals)).collect::<Vec<_>>()
         };
         let days = vec![0, day, 2 * day, 3 * day];

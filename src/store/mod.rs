@@ -76,6 +76,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::rows::{AccountRows, Rows};
 use crate::aggregate::{self, Aggregate, AggregateOptions, GroupKey, Selector, Span, Tally, Totals};
 use crate::error::{Error, Result};
 use crate::records::accounts::Accounts;
@@ -300,9 +301,9 @@ impl Store {
     /// straight from the account's rollup file: `None` when the selector's
     /// buckets are not unions of rollup slots (then [`Store::aggregate`]
     /// reads the stored records).
-    pub(crate) fn account_rows(&self, selector: &Selector, account: &str) -> Result<Option<answer::AccountRows>> {
+    pub(crate) fn account_rows(&self, selector: &Selector, account: &str) -> Result<Option<AccountRows>> {
         let Some(grain) = coarsest_grain(selector) else { return Ok(None) };
-        let none = || Ok(Some((Vec::new().into(), Vec::new())));
+        let none = || Ok(Some(AccountRows::default()));
         if !selector.accounts.contains(account) {
             return none();
         }
@@ -361,10 +362,11 @@ impl Store {
             }
             let own = coarsest_grain_of(std::iter::once(buckets)).unwrap_or(grain);
             let Some(file) = files.get(&own) else { return Err(no_file(own, account)) };
-            let (strings, rows) = answer::account_rows(&self.dir.join(file), account, own, selector, buckets)?;
-            let rows = crate::aggregate::rows::Rows::new(strings, rows);
-            groups.reserve(rows.len());
-            for (key, totals) in rows.iter() {
+            let AccountRows { strings, usage, charges } =
+                answer::account_rows(&self.dir.join(file), account, own, selector, buckets)?;
+            let (usage, charges) = (Rows::new(strings.clone(), usage), Rows::new(strings, charges));
+            groups.reserve(usage.len() + charges.len());
+            for (key, totals) in usage.iter().chain(charges.iter()) {
                 *selected.entry(kind_of(key.product)).or_default() += totals.records;
                 groups.push((key.to_group_key(account), *totals));
             }

@@ -13,14 +13,13 @@ pub mod wire;
 pub use notices::{notices, unknown_account, Covered};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 
-use crate::aggregate::rows::{self, PackedKey};
+use crate::aggregate::rows::{self, AccountRows, PackedKey};
 pub use crate::aggregate::rows::{RowKey, Rows};
 use crate::aggregate::{AccountScope, Aggregate, AggregateOptions, Bucketing, OnBadRow, Selector, Totals};
 use crate::dataset::Dataset;
@@ -94,8 +93,8 @@ pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
     let buckets = request.window.buckets(request.params.granularity);
     let selector = selector(&request.params, AccountScope::one(&request.auth_id), Bucketing::shared(buckets.clone()));
     let currency = dataset.accounts.currency(&request.auth_id);
-    if let Some((strings, rows)) = dataset.account_rows(&selector, &request.auth_id)? {
-        return summarize_rows(request, currency, &buckets, strings, rows);
+    if let Some(rows) = dataset.account_rows(&selector, &request.auth_id)? {
+        return summarize_rows(request, currency, &buckets, rows);
     }
     let aggregate = dataset.aggregate(&selector, AggregateOptions::default())?;
     summarize(request, currency, &buckets, &aggregate)
@@ -193,42 +192,31 @@ pub fn build_many(
 pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggregate: &Aggregate) -> Result<Summary> {
     let covered = Covered { account: aggregate.spans.get(&request.auth_id).copied(), data: aggregate.span };
     let mut strings = Interner::default();
-    let rows: Vec<(PackedKey, Totals)> = aggregate
-        .groups
-        .of_account(&request.auth_id)
-        .iter()
-        .map(|(key, totals)| (rows::pack(key, &mut strings), *totals))
-        .collect();
-    let mut summary = summarize_rows(request, currency, buckets, strings.into_table(), rows)?;
+    let (mut usage, mut charges) = (Vec::new(), Vec::new());
+    for (key, totals) in aggregate.groups.of_account(&request.auth_id).iter() {
+        let rows = if key.product == Product::Other { &mut charges } else { &mut usage };
+        rows.push((rows::pack(key, &mut strings), *totals));
+    }
+    let rows = AccountRows { strings: strings.into_table(), usage, charges };
+    let mut summary = summarize_rows(request, currency, buckets, rows)?;
     summary.covered = Some(covered);
     Ok(summary)
 }
 
 /// The summary of `request`'s account from its rows in the report's order
-/// (usage and other charges together), their text in `strings`.
+/// (usage rows and other charges apart).
 pub(crate) fn summarize_rows(
     request: &UsageRequest,
     currency: &str,
     buckets: &Buckets,
-    strings: Arc<[Box<str>]>,
-    sorted: Vec<(PackedKey, Totals)>,
+    rows: AccountRows,
 ) -> Result<Summary> {
     let overflow = || Error::Internal("sum overflow".to_owned());
     let params = &request.params;
     let charges_returned = params.subaccount_auth.is_none() && params.products.contains(Product::Other);
-    // The digest (of the usage rows, then the charges returned) and the
-    // spends read the rows side by side, on two threads; then the charges
-    // move out.
-    let (content_digest, spends) =
-        rayon::join(|| content_digest(currency, &strings, &sorted, charges_returned), || spends(&sorted));
+    let AccountRows { strings, usage, charges } = rows;
+    let (content_digest, spends) = digest_and_spends(currency, &strings, &usage, &charges, charges_returned);
     let Spends { usage: usage_spend, charges: charge_spend, by_subaccount } = spends.ok_or_else(overflow)?;
-    let mut usage = sorted;
-    let charges: Vec<(PackedKey, Totals)> = if charges_returned {
-        usage.iter().filter(|(key, _)| key.product == Product::Other).copied().collect()
-    } else {
-        Vec::new()
-    };
-    usage.retain(|(key, _)| key.product != Product::Other);
     let subaccount_spend =
         by_subaccount.into_iter().map(|(id, spend)| (strings[id as usize].to_string(), spend)).collect();
     let total_spend =
@@ -373,104 +361,98 @@ struct Spends {
     by_subaccount: FxHashMap<u32, Amount>,
 }
 
-/// The spends of `rows`; `None` on an overflow.
-fn spends(rows: &[(PackedKey, Totals)]) -> Option<Spends> {
-    let mut spends = Spends { usage: Amount::ZERO, charges: Amount::ZERO, by_subaccount: FxHashMap::default() };
-    for (key, totals) in rows {
-        let amount = Amount::from_nanos(totals.amount);
-        if key.product == Product::Other {
-            spends.charges = spends.charges.checked_add(amount)?;
-            continue;
-        }
-        spends.usage = spends.usage.checked_add(amount)?;
-        if key.subaccount != rows::ABSENT {
-            let sum = spends.by_subaccount.entry(key.subaccount).or_default();
+impl Spends {
+    /// No spend.
+    fn zero() -> Spends {
+        Spends { usage: Amount::ZERO, charges: Amount::ZERO, by_subaccount: FxHashMap::default() }
+    }
+
+    /// Adds the amount of a usage row of `subaccount` (or [`rows::ABSENT`]);
+    /// `None` on an overflow.
+    fn add_usage(&mut self, subaccount: u32, amount: Amount) -> Option<()> {
+        self.usage = self.usage.checked_add(amount)?;
+        if subaccount != rows::ABSENT {
+            let sum = self.by_subaccount.entry(subaccount).or_default();
             *sum = sum.checked_add(amount)?;
         }
+        Some(())
     }
-    Some(spends)
+
+    /// Adds the spends of `other` (the rows after this one's); `None` on an
+    /// overflow.
+    fn merge(mut self, other: Spends) -> Option<Spends> {
+        self.usage = self.usage.checked_add(other.usage)?;
+        self.charges = self.charges.checked_add(other.charges)?;
+        for (subaccount, amount) in other.by_subaccount {
+            let sum = self.by_subaccount.entry(subaccount).or_default();
+            *sum = sum.checked_add(amount)?;
+        }
+        Some(self)
+    }
 }
 
-/// Rows of the digest's stream in one block (one `write` of a thread).
-const DIGEST_BLOCK_ROWS: usize = 1024;
+/// Rows of one block of the digest: each block is hashed on its own, on
+/// the threads, and the digest hashes the blocks' hashes in order.
+const DIGEST_BLOCK_ROWS: usize = 4096;
 
-/// Blocks made side by side on the threads, then hashed in order while the
-/// next round is made.
-const DIGEST_ROUND_BLOCKS: usize = 8;
-
-/// The digest of a result's content (the currency, every usage row, the
-/// other charges when `with_charges`): the same rows give the same digest,
-/// from raw files or a store. `rows` are a result's rows in the report's
-/// order, usage and charges (product `other`) together, their text in
-/// `strings`.
-fn content_digest(currency: &str, strings: &[Box<str>], rows: &[(PackedKey, Totals)], with_charges: bool) -> [u8; 32] {
-    // Fed field by field (length-prefixed text, little-endian integers):
-    // this runs over every row of a result, so no per-row formatting,
-    // and each string's length-prefixed bytes are made once per string
-    // of the table, not per row. The bytes are made a round of blocks at a
-    // time, the blocks of a round on the threads side by side, and each
-    // round is hashed, in order, by a thread of its own while the next is
-    // made (the same stream, so the same digest, as one update per field).
+/// The digest of a result's content and its spends, in one pass over the
+/// rows (blocks of them on the threads side by side).
+///
+/// The digest covers the currency, every usage row and the other charges
+/// when `with_charges`: the same rows give the same digest, from raw files
+/// or a store, on any number of threads. It is XXH3-128 over the currency's
+/// text field, the numbers of usage and charge rows hashed (u64 each), and
+/// the XXH3-128 (16 bytes, little-endian) of each block of
+/// [`DIGEST_BLOCK_ROWS`] rows' stream ([`digest_row`]): the usage rows'
+/// blocks, then the charges'. The spends cover every row; `None` on an
+/// overflow (every block's sums, then the blocks' in order: the same on
+/// any number of threads).
+fn digest_and_spends(
+    currency: &str,
+    strings: &[Box<str>],
+    usage: &[(PackedKey, Totals)],
+    charges: &[(PackedKey, Totals)],
+    with_charges: bool,
+) -> ([u8; 32], Option<Spends>) {
     let texts = TextFields::new(strings);
-    let mut head = Vec::new();
-    text_field(&mut head, currency);
-    let usage = rows.chunks(DIGEST_BLOCK_ROWS).map(|block| (block, false));
-    let charges = rows.chunks(DIGEST_BLOCK_ROWS).map(|block| (block, true)).filter(|_| with_charges);
-    let blocks: Vec<(&[(PackedKey, Totals)], bool)> = usage.chain(charges).collect();
-    let write = |&(block, charge): &(&[(PackedKey, Totals)], bool), buffer: &mut Vec<u8>| {
+    let hashed_charges = if with_charges { charges } else { &[] };
+    let block = |buffer: &mut Vec<u8>, rows: &[(PackedKey, Totals)]| -> u128 {
         buffer.clear();
-        for (key, totals) in block.iter().filter(|(key, _)| (key.product == Product::Other) == charge) {
+        for (key, totals) in rows {
             digest_row(&texts, buffer, key, totals);
         }
+        xxhash_rust::xxh3::xxh3_128(buffer)
     };
-    let start = || {
-        let mut hash = xxhash_rust::xxh3::Xxh3::new();
-        hash.update(&head);
-        hash
-    };
-    let threaded = (rayon::current_num_threads() > 1 && blocks.len() > 1)
-        .then(|| {
-            // Full rounds go to the hashing thread, empty ones come back.
-            let (full, to_hash) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
-            let (empty, to_fill) = std::sync::mpsc::channel::<Vec<Vec<u8>>>();
-            std::thread::scope(|scope| {
-                let mut hash = start();
-                let hasher = std::thread::Builder::new().name("digest".to_owned()).spawn_scoped(scope, move || {
-                    for round in to_hash {
-                        round.iter().for_each(|block| hash.update(block));
-                        // The maker may be gone (then the buffers are dropped).
-                        let _ = empty.send(round);
-                    }
-                    hash
-                });
-                // No thread: every block on this one, below.
-                let hasher = hasher.ok()?;
-                for round in blocks.chunks(DIGEST_ROUND_BLOCKS) {
-                    let mut buffers = to_fill.try_recv().unwrap_or_default();
-                    buffers.resize_with(round.len(), || Vec::with_capacity(DIGEST_BLOCK_ROWS * 160));
-                    round.par_iter().zip(buffers.par_iter_mut()).for_each(|(block, buffer)| write(block, buffer));
-                    if full.send(buffers).is_err() {
-                        break;
-                    }
-                }
-                drop(full);
-                Some(hasher.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            })
+    let buffer = || Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
+    // Usage blocks: their hash and spends.
+    let usage_blocks: Vec<(u128, Option<Spends>)> = usage
+        .par_chunks(DIGEST_BLOCK_ROWS)
+        .map_init(buffer, |buffer, rows| {
+            let mut spends = Spends::zero();
+            let summed = rows
+                .iter()
+                .try_for_each(|(key, totals)| spends.add_usage(key.subaccount, Amount::from_nanos(totals.amount)));
+            (block(buffer, rows), summed.map(|()| spends))
         })
-        .flatten();
-    let hash = threaded.unwrap_or_else(|| {
-        let mut hash = start();
-        let mut buffer = Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
-        for block in &blocks {
-            write(block, &mut buffer);
-            hash.update(&buffer);
-        }
-        hash
-    });
-    let digest = hash.digest128().to_le_bytes();
-    let mut out = [0u8; 32];
-    out[..16].copy_from_slice(&digest);
-    out
+        .collect();
+    let charge_blocks: Vec<u128> =
+        hashed_charges.par_chunks(DIGEST_BLOCK_ROWS).map_init(buffer, |buffer, rows| block(buffer, rows)).collect();
+    let mut stream = Vec::with_capacity(64 + 16 * (usage_blocks.len() + charge_blocks.len()));
+    text_field(&mut stream, currency);
+    stream.extend_from_slice(&(usage.len() as u64).to_le_bytes());
+    stream.extend_from_slice(&(hashed_charges.len() as u64).to_le_bytes());
+    let hashes = usage_blocks.iter().map(|(hash, _)| *hash).chain(charge_blocks.iter().copied());
+    for hash in hashes {
+        stream.extend_from_slice(&hash.to_le_bytes());
+    }
+    let mut digest = [0u8; 32];
+    digest[..16].copy_from_slice(&xxhash_rust::xxh3::xxh3_128(&stream).to_le_bytes());
+    let charge_spend =
+        charges.iter().try_fold(Amount::ZERO, |sum, (_, totals)| sum.checked_add(Amount::from_nanos(totals.amount)));
+    let start = charge_spend.map(|charges| Spends { charges, ..Spends::zero() });
+    let spends =
+        start.and_then(|start| usage_blocks.into_iter().try_fold(start, |sum, (_, spends)| sum.merge(spends?)));
+    (digest, spends)
 }
 
 /// One row in the digest's stream.
@@ -620,9 +602,9 @@ mod tests {
     use super::*;
     use crate::records::{Country, Direction};
 
-    /// The digest's stream as its contract reads, field by field over the
-    /// rows' borrowed keys: the bytes [`content_digest`] must hash.
-    fn stream_by_fields(currency: &str, rows: &Rows, charges: Option<&Rows>) -> Vec<u8> {
+    /// The rows' stream as the digest's contract reads it, field by field
+    /// over the rows' borrowed keys: the bytes a block's hash covers.
+    fn stream_by_fields(rows: &Rows) -> Vec<u8> {
         let mut b = Vec::new();
         let text = |b: &mut Vec<u8>, value: Option<&str>| match value {
             Some(v) => {
@@ -631,8 +613,7 @@ mod tests {
             }
             None => b.extend_from_slice(&0u64.to_le_bytes()),
         };
-        text(&mut b, Some(currency));
-        for (key, totals) in rows.iter().chain(charges.into_iter().flatten()) {
+        for (key, totals) in rows.iter() {
             b.extend_from_slice(&key.bucket.to_le_bytes());
             b.extend_from_slice(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
             text(&mut b, Some(key.type_));
@@ -648,10 +629,11 @@ mod tests {
         b
     }
 
-    /// The digest made from each string's bytes once equals the hash of
-    /// the field-by-field stream: absent and empty texts, countries, codes,
-    /// charges among the usage rows (hashed after them, or not at all), and
-    /// more rows than one block, on one thread and two.
+    /// The digest made from each string's bytes once, on the threads,
+    /// equals its definition over the field-by-field stream: absent and
+    /// empty texts, countries, codes, charges (hashed after the usage rows,
+    /// or not at all), more rows than one block, on one thread and two;
+    /// and the spends are every row's.
     #[test]
     fn the_digest_hashes_the_field_by_field_stream() {
         let mut strings = Interner::default();
@@ -677,7 +659,7 @@ mod tests {
         };
         let us = Country::parse(b"US");
         let mut usage: Vec<(PackedKey, Totals)> = Vec::new();
-        for i in 0..3000u32 {
+        for i in 0..(2 * DIGEST_BLOCK_ROWS as u32 + 808) {
             let row = match i % 4 {
                 0 => key(i, Product::Message, sms, sub, us, Some(Direction::Outbound), code),
                 1 => key(i, Product::Message, sms, rows::ABSENT, None, Some(Direction::Inbound), empty),
@@ -686,26 +668,38 @@ mod tests {
             };
             usage.push((row, totals(u64::from(i))));
         }
-        // Charges among the usage rows (a result's rows before they are
-        // split), two of them.
         let charge = |bucket| (key(bucket, Product::Other, fees, rows::ABSENT, None, None, rows::ABSENT), totals(9));
-        let mut mixed = usage.clone();
-        mixed.insert(1500, charge(1499));
-        mixed.push(charge(2999));
-        let charges = Rows::new(table.clone(), vec![charge(1499), charge(2999)]);
-        let rows = Rows::new(table.clone(), usage);
-        let expected = |charges: Option<&Rows>| {
-            let mut hash = xxhash_rust::xxh3::Xxh3::new();
-            hash.update(&stream_by_fields("USD", &rows, charges));
-            hash.digest128().to_le_bytes()
+        let charges = vec![charge(1499), charge(2999)];
+        let expected = |with_charges: bool| {
+            let mut stream = Vec::new();
+            text_field(&mut stream, "USD");
+            let hashed: &[(PackedKey, Totals)] = if with_charges { &charges } else { &[] };
+            stream.extend_from_slice(&(usage.len() as u64).to_le_bytes());
+            stream.extend_from_slice(&(hashed.len() as u64).to_le_bytes());
+            for block in usage.chunks(DIGEST_BLOCK_ROWS).chain(hashed.chunks(DIGEST_BLOCK_ROWS)) {
+                let rows = Rows::new(table.clone(), block.to_vec());
+                stream.extend_from_slice(&xxhash_rust::xxh3::xxh3_128(&stream_by_fields(&rows)).to_le_bytes());
+            }
+            xxhash_rust::xxh3::xxh3_128(&stream).to_le_bytes()
         };
+        let amount = |rows: &[(PackedKey, Totals)]| rows.iter().map(|(_, t)| t.amount).sum::<i128>();
+        let sub_amount: i128 = usage.iter().filter(|(k, _)| k.subaccount == sub).map(|(_, t)| t.amount).sum();
         for threads in [1, 2] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
-            for (with_charges, charges) in [(false, None), (true, Some(&charges))] {
-                let digest = pool.install(|| content_digest("USD", &table, &mixed, with_charges));
-                assert_eq!(digest[..16], expected(charges));
+            for with_charges in [false, true] {
+                let (digest, spends) =
+                    pool.install(|| digest_and_spends("USD", &table, &usage, &charges, with_charges));
+                assert_eq!(digest[..16], expected(with_charges));
                 assert_eq!(digest[16..], [0; 16]);
+                let spends = spends.expect("no overflow");
+                assert_eq!(spends.usage, Amount::from_nanos(amount(&usage)));
+                assert_eq!(spends.charges, Amount::from_nanos(amount(&charges)));
+                assert_eq!(
+                    spends.by_subaccount.into_iter().collect::<Vec<_>>(),
+                    [(sub, Amount::from_nanos(sub_amount))]
+                );
             }
         }
+        assert_ne!(expected(false), expected(true));
     }
 }
