@@ -12,6 +12,7 @@ use polars::prelude::{
     ChunkedArray, DataFrame, DataType, FileMetadataRef, ParallelStrategy, ParquetReader, PolarsDataType, SerReader,
     StringType,
 };
+use polars_parquet::parquet::statistics::Statistics;
 
 use super::parquet_io::{polars_error, read_frame};
 use super::parquet_out::{arrow_schema, Column, ParquetOut, TextColumn};
@@ -372,17 +373,26 @@ impl<'p> RollupFile<'p> {
         groups
     }
 
-    /// The columns a request reads (all but `auth_id`) of the row group of
-    /// `n_rows` rows from row `offset`; `None` when its slots all lie
-    /// outside `[window.0, window.1)`, found by reading its `slot_start`
-    /// column alone. `parallel`: decode the columns on polars' threads.
-    pub(crate) fn read_group(
-        &self,
-        (offset, n_rows): (usize, usize),
-        window: (i64, i64),
-        parallel: bool,
-    ) -> Result<Option<DataFrame>> {
+    /// The least and greatest `slot_start` of row group `index`, from the
+    /// footer's statistics; `None` when the footer has none for it.
+    fn slot_bounds(&self, index: usize) -> Option<(i64, i64)> {
+        let group = self.metadata.row_groups.get(index)?;
+        let column =
+            group.parquet_columns().iter().find(|c| c.descriptor().path_in_schema.as_slice() == [ROLLUP_COLUMNS[2]])?;
+        match column.statistics(&self.metadata.footer_buf)?.ok()? {
+            Statistics::Int64(slots) => Some((slots.min_value?, slots.max_value?)),
+            _ => None,
+        }
+    }
+
+    /// The columns a request reads (all but `auth_id`) of row group
+    /// `index` (of `groups()`); `None` when its slots all lie outside
+    /// `[window.0, window.1)`, found from the footer's statistics (or, in
+    /// a file without them, by reading its `slot_start` column alone).
+    /// `parallel`: decode the columns on polars' threads.
+    pub(crate) fn read_group(&self, index: usize, window: (i64, i64), parallel: bool) -> Result<Option<DataFrame>> {
         let path = self.path;
+        let Some(&(offset, n_rows)) = self.groups().get(index) else { return Ok(None) };
         let read = |columns: &[&str], strategy: ParallelStrategy| -> Result<DataFrame> {
             let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
             let mut reader = ParquetReader::new(file)
@@ -392,12 +402,17 @@ impl<'p> RollupFile<'p> {
             reader.set_metadata(self.metadata.clone());
             reader.finish().map_err(polars_error(path))
         };
-        let slots = read(&ROLLUP_COLUMNS[2..3], ParallelStrategy::None)?;
-        let slots = slots.column(ROLLUP_COLUMNS[2]).and_then(|c| c.i64()).map_err(polars_error(path))?;
-        let (min, max) = slots
-            .downcast_iter()
-            .flat_map(|array| array.values().iter().copied())
-            .fold((i64::MAX, i64::MIN), |(min, max), slot| (min.min(slot), max.max(slot)));
+        let (min, max) = match self.slot_bounds(index) {
+            Some(bounds) => bounds,
+            None => {
+                let slots = read(&ROLLUP_COLUMNS[2..3], ParallelStrategy::None)?;
+                let slots = slots.column(ROLLUP_COLUMNS[2]).and_then(|c| c.i64()).map_err(polars_error(path))?;
+                slots
+                    .downcast_iter()
+                    .flat_map(|array| array.values().iter().copied())
+                    .fold((i64::MAX, i64::MIN), |(min, max), slot| (min.min(slot), max.max(slot)))
+            }
+        };
         if max < window.0 || min >= window.1 {
             return Ok(None);
         }
@@ -583,5 +598,27 @@ pub(crate) mod tests {
             let error = error.to_string();
             assert!(error.contains(says) && error.contains("r.parquet"), "{error}");
         }
+    }
+
+    /// A row group's slots bound from the footer's statistics, and a row
+    /// group wholly outside the window left unread.
+    #[test]
+    fn a_row_group_outside_the_window_is_skipped_by_its_statistics() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("r.parquet");
+        let totals = Totals { records: 1, units: 1, duration: 0, amount: 1, surcharge: 0 };
+        let mut writer = RollupWriter::create(&path).expect("created");
+        writer.write(&[charge_row(0, totals), charge_row(900, totals)]).expect("written");
+        writer.write(&[charge_row(86_400, totals), charge_row(90_000, totals)]).expect("written");
+        writer.finish(&Syncer::at_once()).expect("finished");
+        let file = RollupFile::open(&path).expect("opened");
+        assert_eq!(file.groups(), [(0, 2), (2, 2)]);
+        assert_eq!((file.slot_bounds(0), file.slot_bounds(1)), (Some((0, 900)), Some((86_400, 90_000))));
+        assert!(file.read_group(0, (86_400, 172_800), false).expect("read").is_none());
+        let second = file.read_group(1, (86_400, 172_800), false).expect("read").expect("in the window");
+        let slots = second.column("slot_start").and_then(|c| c.i64()).expect("slots");
+        assert_eq!(slots.into_no_null_iter().collect::<Vec<_>>(), [86_400, 90_000]);
+        // A window that touches one slot of a group reads the group.
+        assert!(file.read_group(0, (900, 1800), true).expect("read").is_some());
     }
 }
