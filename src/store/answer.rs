@@ -308,12 +308,16 @@ impl Merged {
                 .map_init(
                     || (Vec::new(), Vec::new()),
                     |(order, sorted): &mut (Vec<(u128, u32)>, Vec<Row>), rows| {
-                        order.clear();
-                        order.extend(rows.iter().enumerate().map(|(i, (key, _))| (order_key(key, rank), i as u32)));
                         // Strictly increasing: in order, every key once.
-                        if order.windows(2).all(|w| w[0].0 < w[1].0) {
+                        let mut keys = rows.iter().map(|(key, _)| order_key(key, rank));
+                        let first = keys.next();
+                        if first
+                            .is_none_or(|first| keys.try_fold(first, |last, key| (last < key).then_some(key)).is_some())
+                        {
                             return false;
                         }
+                        order.clear();
+                        order.extend(rows.iter().enumerate().map(|(i, (key, _))| (order_key(key, rank), i as u32)));
                         order.sort_unstable();
                         sorted.clear();
                         sorted.extend(order.iter().map(|(_, i)| rows[*i as usize]));
@@ -373,13 +377,30 @@ enum Column {
 /// The distinct strings of a part of a row group, interned as they come
 /// (the one [`Interner`]), with a cache per column of the Arrow views seen
 /// (views compare within one row group).
-#[derive(Default)]
 struct Dictionary {
     strings: Interner,
     /// Per column, the ids of the views seen.
     by_view: [FxHashMap<u128, u32>; 4],
     /// Per column, the last view and 1 + its id (0: none yet).
     last: [(u128, u32); 4],
+    /// Per column, views seen and 1 + their ids (0: none), each in the slot
+    /// of its hash: the column's few values found without the map (a code
+    /// changes from one row to the next).
+    recent: Box<[[(u128, u32); RECENT]; 4]>,
+}
+
+/// Slots of a column's [`Dictionary::recent`] views.
+const RECENT: usize = 64;
+
+impl Default for Dictionary {
+    fn default() -> Dictionary {
+        Dictionary {
+            strings: Interner::default(),
+            by_view: Default::default(),
+            last: [(0, 0); 4],
+            recent: Box::new([[(0, 0); RECENT]; 4]),
+        }
+    }
 }
 
 impl Dictionary {
@@ -387,14 +408,24 @@ impl Dictionary {
     /// seen in this row group.
     #[inline]
     fn id<'a>(&mut self, column: Column, view: u128, text: impl FnOnce() -> &'a str) -> u32 {
-        let (last_view, last_id) = self.last[column as usize];
+        let c = column as usize;
+        let (last_view, last_id) = self.last[c];
         if last_id != 0 && last_view == view {
             return last_id - 1;
         }
-        self.id_of_view(column, view, text())
+        let slot = ((view as u64 ^ (view >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize;
+        let (seen, id) = self.recent[c][slot];
+        if id != 0 && seen == view {
+            self.last[c] = (view, id);
+            return id - 1;
+        }
+        let id = self.id_of_view(column, view, text());
+        self.recent[c][slot] = (view, id + 1);
+        id
     }
 
-    /// [`Dictionary::id`] for a view other than the column's last.
+    /// [`Dictionary::id`] for a view neither the column's last nor in its
+    /// recent views.
     #[inline(never)]
     fn id_of_view(&mut self, column: Column, view: u128, text: &str) -> u32 {
         let c = column as usize;

@@ -217,8 +217,11 @@ pub(crate) fn summarize_rows(
     let AccountRows { strings, usage, charges } = rows;
     let (content_digest, spends) = digest_and_spends(currency, &strings, &usage, &charges, charges_returned);
     let Spends { usage: usage_spend, charges: charge_spend, by_subaccount } = spends.ok_or_else(overflow)?;
-    let subaccount_spend =
-        by_subaccount.into_iter().map(|(id, spend)| (strings[id as usize].to_string(), spend)).collect();
+    let subaccount_spend = by_subaccount
+        .into_iter()
+        .zip(strings.iter())
+        .filter_map(|(spend, id)| Some((id.to_string(), spend?)))
+        .collect();
     let total_spend =
         if charges_returned { usage_spend.checked_add(charge_spend).ok_or_else(overflow)? } else { usage_spend };
     let summary = Summary {
@@ -358,13 +361,14 @@ impl Summary {
 struct Spends {
     usage: Amount,
     charges: Amount,
-    by_subaccount: FxHashMap<u32, Amount>,
+    /// By the subaccount's string id: `None` where no row names it.
+    by_subaccount: Vec<Option<Amount>>,
 }
 
 impl Spends {
-    /// No spend.
-    fn zero() -> Spends {
-        Spends { usage: Amount::ZERO, charges: Amount::ZERO, by_subaccount: FxHashMap::default() }
+    /// No spend, of rows whose text is among `strings` strings.
+    fn zero(strings: usize) -> Spends {
+        Spends { usage: Amount::ZERO, charges: Amount::ZERO, by_subaccount: vec![None; strings] }
     }
 
     /// Adds the amount of a usage row of `subaccount` (or [`rows::ABSENT`]);
@@ -372,8 +376,8 @@ impl Spends {
     fn add_usage(&mut self, subaccount: u32, amount: Amount) -> Option<()> {
         self.usage = self.usage.checked_add(amount)?;
         if subaccount != rows::ABSENT {
-            let sum = self.by_subaccount.entry(subaccount).or_default();
-            *sum = sum.checked_add(amount)?;
+            let sum = &mut self.by_subaccount[subaccount as usize];
+            *sum = Some(sum.unwrap_or(Amount::ZERO).checked_add(amount)?);
         }
         Some(())
     }
@@ -383,9 +387,10 @@ impl Spends {
     fn merge(mut self, other: Spends) -> Option<Spends> {
         self.usage = self.usage.checked_add(other.usage)?;
         self.charges = self.charges.checked_add(other.charges)?;
-        for (subaccount, amount) in other.by_subaccount {
-            let sum = self.by_subaccount.entry(subaccount).or_default();
-            *sum = sum.checked_add(amount)?;
+        for (sum, amount) in self.by_subaccount.iter_mut().zip(other.by_subaccount) {
+            if let Some(amount) = amount {
+                *sum = Some(sum.unwrap_or(Amount::ZERO).checked_add(amount)?);
+            }
         }
         Some(self)
     }
@@ -428,7 +433,7 @@ fn digest_and_spends(
     let usage_blocks: Vec<(u128, Option<Spends>)> = usage
         .par_chunks(DIGEST_BLOCK_ROWS)
         .map_init(buffer, |buffer, rows| {
-            let mut spends = Spends::zero();
+            let mut spends = Spends::zero(strings.len());
             let summed = rows
                 .iter()
                 .try_for_each(|(key, totals)| spends.add_usage(key.subaccount, Amount::from_nanos(totals.amount)));
@@ -449,7 +454,7 @@ fn digest_and_spends(
     digest[..16].copy_from_slice(&xxhash_rust::xxh3::xxh3_128(&stream).to_le_bytes());
     let charge_spend =
         charges.iter().try_fold(Amount::ZERO, |sum, (_, totals)| sum.checked_add(Amount::from_nanos(totals.amount)));
-    let start = charge_spend.map(|charges| Spends { charges, ..Spends::zero() });
+    let start = charge_spend.map(|charges| Spends { charges, ..Spends::zero(strings.len()) });
     let spends =
         start.and_then(|start| usage_blocks.into_iter().try_fold(start, |sum, (_, spends)| sum.merge(spends?)));
     (digest, spends)
@@ -694,10 +699,9 @@ mod tests {
                 let spends = spends.expect("no overflow");
                 assert_eq!(spends.usage, Amount::from_nanos(amount(&usage)));
                 assert_eq!(spends.charges, Amount::from_nanos(amount(&charges)));
-                assert_eq!(
-                    spends.by_subaccount.into_iter().collect::<Vec<_>>(),
-                    [(sub, Amount::from_nanos(sub_amount))]
-                );
+                let by_subaccount: Vec<(usize, Amount)> =
+                    spends.by_subaccount.into_iter().enumerate().filter_map(|(id, sum)| Some((id, sum?))).collect();
+                assert_eq!(by_subaccount, [(sub as usize, Amount::from_nanos(sub_amount))]);
             }
         }
         assert_ne!(expected(false), expected(true));
