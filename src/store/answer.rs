@@ -64,34 +64,19 @@ pub(crate) fn account_rows(
     // At most one row out per row read: one allocation, each page touched
     // once (growing by doubling copies every row into fresh pages again).
     merged.rows.reserve(groups.iter().map(|(_, n)| n).sum());
-    // Row group i + 1 is decoded (on polars' threads) while row group i is
-    // folded (on rayon's).
-    let read = |index: usize| file.read_group(index, window, threads > 1);
-    let mut current = if groups.is_empty() { None } else { read(0)? };
     for index in 0..groups.len() {
-        let mut fold = || -> Result<()> {
-            let Some(frame) = &current else { return Ok(()) };
-            let columns = GroupColumns::new(path, frame)?;
-            let n = columns.len();
-            let k = threads.min(n.div_ceil(MIN_PART_ROWS)).max(1);
-            let folded: Vec<Result<Part>> = buffers[..k]
-                .par_iter_mut()
-                .enumerate()
-                .map(|(i, (usage, charges))| request.fold(&columns, i * n / k..(i + 1) * n / k, usage, charges))
-                .collect();
-            for (part, (usage, charges)) in folded.into_iter().zip(&buffers) {
-                merged.add(part?, usage, charges);
-            }
-            Ok(())
-        };
-        let (next, folded) = if index + 1 < groups.len() {
-            let (next, folded) = rayon::join(|| read(index + 1), fold);
-            (next?, folded)
-        } else {
-            (None, fold())
-        };
-        folded?;
-        current = next;
+        let Some(frame) = file.read_group(index, window, threads > 1)? else { continue };
+        let columns = GroupColumns::new(path, &frame)?;
+        let n = columns.len();
+        let k = threads.min(n.div_ceil(MIN_PART_ROWS)).max(1);
+        let folded: Vec<Result<Part>> = buffers[..k]
+            .par_iter_mut()
+            .enumerate()
+            .map(|(i, (usage, charges))| request.fold(&columns, i * n / k..(i + 1) * n / k, usage, charges))
+            .collect();
+        for (part, (usage, charges)) in folded.into_iter().zip(&buffers) {
+            merged.add(part?, usage, charges);
+        }
     }
     merged.finish(&request)
 }
