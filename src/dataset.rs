@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::aggregate::rows::AccountRows;
 use crate::aggregate::{self, Aggregate, AggregateOptions, Selector, Span};
 use crate::error::{Notice, Result};
 use crate::records::accounts::Accounts;
@@ -113,16 +114,23 @@ impl Dataset {
         }
     }
 
-    /// One account's rows in the report's order, when the data set can
-    /// give them without a pass (a store whose rollups answer `selector`).
-    pub(crate) fn account_rows(
-        &self,
-        selector: &Selector,
-        account: &str,
-    ) -> Result<Option<crate::aggregate::rows::AccountRows>> {
+    /// `account`'s rows that `selector` keeps (its scope that account
+    /// alone), in the report's order, and the pass that found them: none
+    /// where a store's rollups answer, otherwise one pass over the records
+    /// (raw files: one that builds no owned key per group).
+    pub(crate) fn account_rows(&self, selector: &Selector, account: &str) -> Result<(AccountRows, Option<Aggregate>)> {
         match &self.source {
-            Source::Raw(_) => Ok(None),
-            Source::Store(store) => store.account_rows(selector, account),
+            Source::Raw(dir) => {
+                let (rows, pass) = aggregate::account_rows(dir, selector, account, AggregateOptions::default())?;
+                Ok((rows, Some(pass)))
+            }
+            Source::Store(store) => match store.account_rows(selector, account)? {
+                Some(rows) => Ok((rows, None)),
+                None => {
+                    let pass = store.aggregate(selector)?;
+                    Ok((AccountRows::of_groups(&pass.groups, account), Some(pass)))
+                }
+            },
         }
     }
 

@@ -82,13 +82,71 @@ pub fn aggregate(data: &Path, selector: &Selector, options: AggregateOptions<'_>
     aggregate_files(inventory, selector, options)
 }
 
+/// One account's rows from a pass over every record file under `data`
+/// (`selector` keeps that account alone): the rows in the report's order,
+/// usage and charges apart, and the pass (with no groups: they are the
+/// rows).
+pub(crate) fn account_rows(
+    data: &Path,
+    selector: &Selector,
+    account: &str,
+    options: AggregateOptions<'_>,
+) -> Result<(rows::AccountRows, Aggregate)> {
+    let inventory = Inventory::scan(data)?;
+    let fail_at = AtomicU64::new(u64::MAX);
+    let mut scans = scan::scan_files(&inventory, selector, options, &fail_at)?;
+    scan::drop_duplicates(&mut scans, &inventory, selector)?;
+    let (rows, merged) = scan::merge_account(scans, account)?;
+    Ok((rows, merged.into_aggregate(inventory)))
+}
+
 /// [`aggregate`] over an inventory already taken.
 pub fn aggregate_files(inventory: Inventory, selector: &Selector, options: AggregateOptions<'_>) -> Result<Aggregate> {
     let fail_at = AtomicU64::new(u64::MAX);
     let mut scans = scan::scan_files(&inventory, selector, options, &fail_at)?;
     scan::drop_duplicates(&mut scans, &inventory, selector)?;
-    let merged = scan::merge(scans)?;
-    let (groups, tallies, rejects, spans, span) =
-        (merged.groups, merged.tallies, merged.rejects, merged.spans, merged.span);
-    Ok(Aggregate { groups, tallies, rejects, inventory, spans, span })
+    Ok(scan::merge(scans)?.into_aggregate(inventory))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Buckets;
+
+    /// One account's pass without owned keys gives the rows, counts and
+    /// spans of the pass with them: each account of the sample data, by
+    /// day and in one bucket (where rows of several days sum).
+    #[test]
+    fn one_accounts_rows_are_its_groups_of_the_full_pass() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_data");
+        let day = 86_400;
+        let start = 1_790_000_000 - 1_790_000_000 % day - 120 * day;
+        let days: Vec<i64> = (0..=240).map(|i| start + i * day).collect();
+        let (mut usage, mut charges) = (0, 0);
+        for bounds in [days, vec![start, start + 240 * day]] {
+            let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
+            for account in ["MA001", "MB002", "MC003", "MD004"] {
+                let selector = Selector {
+                    accounts: AccountScope::one(account),
+                    ..Selector::everything(Bucketing::shared(buckets.clone()))
+                };
+                let full = aggregate(&data, &selector, AggregateOptions::default()).expect("a pass");
+                let (rows, pass) =
+                    account_rows(&data, &selector, account, AggregateOptions::default()).expect("a pass");
+                let expected = rows::AccountRows::of_groups(&full.groups, account);
+                let listed = |rows: &rows::AccountRows| {
+                    let list = |part: &[(rows::PackedKey, Totals)]| {
+                        let part = rows::Rows::new(rows.strings.clone(), part.to_vec());
+                        part.iter().map(|(key, totals)| (key.to_group_key(account), *totals)).collect::<Vec<_>>()
+                    };
+                    (list(&rows.usage), list(&rows.charges))
+                };
+                assert_eq!(listed(&rows), listed(&expected), "{account}");
+                (usage, charges) = (usage + rows.usage.len(), charges + rows.charges.len());
+                assert!(pass.groups.is_empty());
+                assert_eq!((pass.tallies, pass.spans, pass.span), (full.tallies, full.spans, full.span));
+            }
+        }
+        assert!(usage > 20 && charges > 4, "{usage} usage rows, {charges} charges");
+    }
 }

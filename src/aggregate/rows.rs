@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::order::Order;
-use crate::aggregate::{GroupKey, Totals};
+use crate::aggregate::{GroupKey, Groups, Totals};
 use crate::intern::Interner;
 use crate::records::{Country, Direction, Product};
 
@@ -26,6 +26,36 @@ pub(crate) struct AccountRows {
     pub usage: Vec<(PackedKey, Totals)>,
     /// The other charges.
     pub charges: Vec<(PackedKey, Totals)>,
+}
+
+impl AccountRows {
+    /// `account`'s rows of `groups`, their text interned anew.
+    pub(crate) fn of_groups(groups: &Groups, account: &str) -> AccountRows {
+        let mut strings = Interner::default();
+        let (mut usage, mut charges) = (Vec::new(), Vec::new());
+        for (key, totals) in groups.of_account(account).iter() {
+            let rows = if key.product == Product::Other { &mut charges } else { &mut usage };
+            rows.push((pack(key, &mut strings), *totals));
+        }
+        AccountRows { strings: strings.into_table(), usage, charges }
+    }
+}
+
+/// Sums rows of one key (sorted: next to each other) into one; `None` on
+/// an overflow.
+pub(crate) fn sum_repeated(rows: &mut Vec<(PackedKey, Totals)>) -> Option<()> {
+    let mut overflowed = false;
+    rows.dedup_by(|(key, totals), (kept, sum)| {
+        if key != kept {
+            return false;
+        }
+        match sum.checked_add(totals) {
+            Some(total) => *sum = total,
+            None => overflowed = true,
+        }
+        true
+    });
+    (!overflowed).then_some(())
 }
 
 /// A row's key in string ids: [`GroupKey`] without the account (one account

@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::order::Order;
+use super::rows::{sum_repeated, AccountRows, PackedKey, ABSENT};
 use super::{
     sum_sorted, AccountScope, AggregateOptions, Dimensions, GroupKey, Groups, OnBadRow, Selector, Span, Tally, Totals,
 };
@@ -190,6 +191,55 @@ fn too_many_lines(file: &InputFile) -> Error {
 /// Merges the scans' groups: counts per kind, rows set aside (file order),
 /// and totals per owned group key in the report's order.
 pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
+    let (strings, groups_by_id, mut merged) = merge_ids(scans)?;
+    // Sorted on integer ranks that order like the owned keys, the owned map
+    // is built in one pass instead of a string-comparing insert per group;
+    // the owned keys are built on the threads too (300k groups for the
+    // largest account over 92 days).
+    let owned: Vec<(GroupKey, Totals)> =
+        groups_by_id.into_par_iter().map(|(key, totals)| (key.owned(&strings), totals)).collect();
+    merged.groups = sum_sorted(owned, |key| Error::Internal(format!("sum overflow in group {key:?}")))?;
+    Ok(merged)
+}
+
+/// [`merge`] for a pass that keeps one account's rows, `account`: its rows
+/// as the report orders them, in the ids of the merge's own string table
+/// (no owned key per group), usage and charges apart; the pass's counts
+/// with no groups.
+pub(super) fn merge_account(scans: Vec<Scan<'_>>, account: &str) -> Result<(AccountRows, Merged)> {
+    let (strings, groups_by_id, merged) = merge_ids(scans)?;
+    let id = strings.lookup(account);
+    let (mut usage, mut charges) = (Vec::with_capacity(groups_by_id.len()), Vec::new());
+    for (key, totals) in groups_by_id {
+        if Some(key.account) != id {
+            continue;
+        }
+        let order = key.order();
+        let packed = PackedKey {
+            bucket: key.bucket,
+            type_: order.type_,
+            subaccount: order.subaccount.unwrap_or(ABSENT),
+            code: order.code.unwrap_or(ABSENT),
+            product: order.product,
+            country: order.country,
+            direction: order.direction,
+        };
+        let rows = if packed.product == Product::Other { &mut charges } else { &mut usage };
+        rows.push((packed, totals));
+    }
+    // Keys that differ only in what their product does not show (a charge's
+    // subaccount) are one row: next to each other in this order.
+    for rows in [&mut usage, &mut charges] {
+        sum_repeated(rows).ok_or_else(|| Error::Internal(format!("sum overflow in the groups of {account}")))?;
+    }
+    Ok((AccountRows { strings: strings.into_table(), usage, charges }, merged))
+}
+
+/// The common part of [`merge`] and [`merge_account`]: the strings of
+/// every scan in one interner, every group summed once under its ids,
+/// sorted in the report's order; the counts, rows set aside and spans
+/// (`groups` left empty).
+fn merge_ids(scans: Vec<Scan<'_>>) -> Result<(Interner, IdGroups, Merged)> {
     // Every scan's strings (a few hundred each) go into one interner first,
     // so that each scan folds its groups straight into the shared ids, filed
     // by key hash into MERGE_PARTS partitions. The partitions then merge
@@ -224,19 +274,11 @@ pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
     for part in merged {
         groups_by_id.extend(part?);
     }
-    // Sorted on integer ranks that order like the owned keys, the owned map
-    // is built in one pass instead of a string-comparing insert per group.
-    // Sorting and building the owned keys run in parallel too (300k groups
-    // for the largest account over 92 days).
     let ranks = strings.ranks();
-    let mut merged = groups_by_id;
     // Keys computed once per group, not per comparison (300k groups).
-    merged.par_sort_by_cached_key(|(key, _)| report_order(key, &ranks));
-    let owned: Vec<(GroupKey, Totals)> =
-        merged.into_par_iter().map(|(key, totals)| (key.owned(&strings), totals)).collect();
-    let groups = sum_sorted(owned, |key| Error::Internal(format!("sum overflow in group {key:?}")))?;
+    groups_by_id.par_sort_by_cached_key(|(key, _)| report_order(key, &ranks));
     let spans = span_by_id.into_iter().map(|(id, s)| (strings.get(id).to_owned(), s)).collect();
-    Ok(Merged { groups, tallies, rejects, spans, span })
+    Ok((strings, groups_by_id, Merged { groups: Groups::default(), tallies, rejects, spans, span }))
 }
 
 /// What [`merge`] returns: the parts of an [`Aggregate`](super::Aggregate)
@@ -247,6 +289,14 @@ pub(super) struct Merged {
     pub(super) rejects: Vec<BadRecord>,
     pub(super) spans: BTreeMap<String, Span>,
     pub(super) span: Option<Span>,
+}
+
+impl Merged {
+    /// The aggregate of a pass over `inventory`'s files.
+    pub(super) fn into_aggregate(self, inventory: Inventory) -> super::Aggregate {
+        let Merged { groups, tallies, rejects, spans, span } = self;
+        super::Aggregate { groups, tallies, rejects, inventory, spans, span }
+    }
 }
 
 /// The largest file buffer kept for reuse.
@@ -277,6 +327,9 @@ struct KeptRow {
     amount: i64,
     surcharge: i64,
 }
+
+/// Groups under keys in interned ids, with their totals.
+type IdGroups = Vec<(IdKey, Totals)>;
 
 /// A group key in file-local interned ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::rollup::{self, GroupColumns, RollupFile, Text};
-use crate::aggregate::rows::{AccountRows, PackedKey, ABSENT};
+use crate::aggregate::rows::{sum_repeated, AccountRows, PackedKey, ABSENT};
 use crate::aggregate::{Dimensions, Selector, Totals};
 use crate::error::{Error, Result};
 use crate::intern::Interner;
@@ -323,23 +323,6 @@ impl Merged {
         sum_repeated(&mut charges).ok_or_else(|| request.overflow())?;
         Ok(AccountRows { strings: strings.into_table(), usage, charges })
     }
-}
-
-/// Sums the rows of one key (sorted: next to each other) into one; `None`
-/// on an overflow.
-fn sum_repeated(rows: &mut Vec<Row>) -> Option<()> {
-    let mut overflowed = false;
-    rows.dedup_by(|(key, totals), (kept, sum)| {
-        if key != kept {
-            return false;
-        }
-        match sum.checked_add(totals) {
-            Some(total) => *sum = total,
-            None => overflowed = true,
-        }
-        true
-    });
-    (!overflowed).then_some(())
 }
 
 /// A key ordered as the report orders rows within a bucket

@@ -24,7 +24,6 @@ pub use crate::aggregate::rows::{RowKey, Rows};
 use crate::aggregate::{AccountScope, Aggregate, AggregateOptions, Bucketing, OnBadRow, Selector, Totals};
 use crate::dataset::Dataset;
 use crate::error::{BadRequest, Error, Result};
-use crate::intern::Interner;
 use crate::labels;
 use crate::money::Amount;
 use crate::query::{UsageParams, UsageRequest};
@@ -93,11 +92,10 @@ pub fn build(dataset: &Dataset, request: &UsageRequest) -> Result<Summary> {
     let buckets = request.window.buckets(request.params.granularity);
     let selector = selector(&request.params, AccountScope::one(&request.auth_id), Bucketing::shared(buckets.clone()));
     let currency = dataset.accounts.currency(&request.auth_id);
-    if let Some(rows) = dataset.account_rows(&selector, &request.auth_id)? {
-        return summarize_rows(request, currency, &buckets, rows);
-    }
-    let aggregate = dataset.aggregate(&selector, AggregateOptions::default())?;
-    summarize(request, currency, &buckets, &aggregate)
+    let (rows, pass) = dataset.account_rows(&selector, &request.auth_id)?;
+    let mut summary = summarize_rows(request, currency, &buckets, rows)?;
+    summary.covered = pass.map(|pass| Covered { account: pass.spans.get(&request.auth_id).copied(), data: pass.span });
+    Ok(summary)
 }
 
 /// One set of parameters asked of many accounts: what [`build_many`]
@@ -191,13 +189,7 @@ pub fn build_many(
 /// The summary of `request`'s account from an aggregate that holds it.
 pub fn summarize(request: &UsageRequest, currency: &str, buckets: &Buckets, aggregate: &Aggregate) -> Result<Summary> {
     let covered = Covered { account: aggregate.spans.get(&request.auth_id).copied(), data: aggregate.span };
-    let mut strings = Interner::default();
-    let (mut usage, mut charges) = (Vec::new(), Vec::new());
-    for (key, totals) in aggregate.groups.of_account(&request.auth_id).iter() {
-        let rows = if key.product == Product::Other { &mut charges } else { &mut usage };
-        rows.push((rows::pack(key, &mut strings), *totals));
-    }
-    let rows = AccountRows { strings: strings.into_table(), usage, charges };
+    let rows = AccountRows::of_groups(&aggregate.groups, &request.auth_id);
     let mut summary = summarize_rows(request, currency, buckets, rows)?;
     summary.covered = Some(covered);
     Ok(summary)
@@ -605,6 +597,7 @@ pub fn to_json<T: serde::Serialize>(value: &T, pretty: bool) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intern::Interner;
     use crate::records::{Country, Direction};
 
     /// The rows' stream as the digest's contract reads it, field by field
