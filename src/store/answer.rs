@@ -112,9 +112,6 @@ struct Part {
     segments: Vec<(usize, u32)>,
 }
 
-/// In a fold's map of keys to rows, the mark of an index into the charges.
-const CHARGE: u32 = 1 << 31;
-
 impl Request<'_> {
     fn broken(&self, what: String) -> Error {
         Error::io(self.path, format!("not a rollup file: {what}"))
@@ -223,19 +220,17 @@ impl Request<'_> {
                 country: country.filter(|_| has_place),
                 direction: direction.filter(|_| has_place),
             };
-            let charge = product == Product::Other;
-            let rows = if charge { &mut *charges } else { &mut *out };
+            // (A charge's key never equals a usage row's: the product is in it.)
+            let rows = if product == Product::Other { &mut *charges } else { &mut *out };
             if folds {
                 match by_key.entry(order_key(&key, |id| id)) {
                     std::collections::hash_map::Entry::Occupied(entry) => {
-                        let sum = &mut rows[(*entry.get() & !CHARGE) as usize].1;
+                        let sum = &mut rows[*entry.get() as usize].1;
                         *sum = sum.checked_add(&totals).ok_or_else(|| self.overflow())?;
                         continue;
                     }
                     std::collections::hash_map::Entry::Vacant(entry) => {
-                        let at = u32::try_from(rows.len()).ok().filter(|at| at & CHARGE == 0);
-                        let at = at.ok_or_else(|| Error::Limit("over 2^31 rows in one rollup row group".to_owned()))?;
-                        entry.insert(if charge { at | CHARGE } else { at });
+                        entry.insert(rows.len() as u32);
                     }
                 }
             }
@@ -542,7 +537,8 @@ mod tests {
     /// A file in slot order whose slot holds two rows of one key, usage and
     /// charges alike (which a file should not have): each bucket of one
     /// slot is found out of order and summed, the charges come apart from
-    /// the usage rows, each in the report's order.
+    /// the usage rows, each in the report's order; in a bucket of two
+    /// slots, every row of a key is summed as it is folded.
     #[test]
     fn repeated_keys_in_slot_order_are_summed_and_charges_come_apart() {
         use crate::aggregate::Bucketing;
@@ -581,6 +577,16 @@ mod tests {
         };
         assert_eq!(listed(usage), [(0, "mms".into(), 4), (0, "sms".into(), 10), (1, "mms".into(), 64)]);
         assert_eq!(listed(charges), [(0, "fee".into(), 1), (1, "fee".into(), 48)]);
+        // Both slots in one bucket: summed as they are folded.
+        let buckets = Buckets::from_bounds(vec![0, 1800], chrono_tz::Tz::UTC);
+        let selector = Selector::everything(Bucketing::shared(buckets.clone()));
+        let AccountRows { strings, usage, charges } = account_rows(&path, "A", 900, &selector, &buckets).expect("read");
+        let listed = |rows: Vec<Row>| {
+            let rows = Rows::new(strings.clone(), rows);
+            rows.iter().map(|(key, totals)| (key.bucket, key.type_.to_owned(), totals.amount)).collect::<Vec<_>>()
+        };
+        assert_eq!(listed(usage), [(0, "mms".into(), 68), (0, "sms".into(), 10)]);
+        assert_eq!(listed(charges), [(0, "fee".into(), 49)]);
     }
 
     /// The same rows on 1, 2 and 3 threads: row groups of thousands of
