@@ -358,33 +358,39 @@ struct Spends {
 }
 
 impl Spends {
-    /// No spend, of rows whose text is among `strings` strings.
-    fn zero(strings: usize) -> Spends {
-        Spends { usage: Amount::ZERO, charges: Amount::ZERO, by_subaccount: vec![None; strings] }
-    }
-
-    /// Adds the amount of a usage row of `subaccount` (or [`rows::ABSENT`]);
-    /// `None` on an overflow.
-    fn add_usage(&mut self, subaccount: u32, amount: Amount) -> Option<()> {
-        self.usage = self.usage.checked_add(amount)?;
-        if subaccount != rows::ABSENT {
+    /// Adds `block`'s spends (the rows after those summed so far); `None`
+    /// on an overflow.
+    fn add(mut self, block: BlockSpends) -> Option<Spends> {
+        self.usage = self.usage.checked_add(block.usage)?;
+        for (subaccount, amount) in block.by_subaccount {
             let sum = &mut self.by_subaccount[subaccount as usize];
             *sum = Some(sum.unwrap_or(Amount::ZERO).checked_add(amount)?);
         }
-        Some(())
+        Some(self)
     }
+}
 
-    /// Adds the spends of `other` (the rows after this one's); `None` on an
-    /// overflow.
-    fn merge(mut self, other: Spends) -> Option<Spends> {
-        self.usage = self.usage.checked_add(other.usage)?;
-        self.charges = self.charges.checked_add(other.charges)?;
-        for (sum, amount) in self.by_subaccount.iter_mut().zip(other.by_subaccount) {
-            if let Some(amount) = amount {
-                *sum = Some(sum.unwrap_or(Amount::ZERO).checked_add(amount)?);
+/// What one block of usage rows spends: in all, and per subaccount id
+/// (a map: a block names a few of the table's strings).
+#[derive(Default)]
+struct BlockSpends {
+    usage: Amount,
+    by_subaccount: FxHashMap<u32, Amount>,
+}
+
+impl BlockSpends {
+    /// The spends of `rows`; `None` on an overflow.
+    fn of(rows: &[(PackedKey, Totals)]) -> Option<BlockSpends> {
+        let mut spends = BlockSpends::default();
+        for (key, totals) in rows {
+            let amount = Amount::from_nanos(totals.amount);
+            spends.usage = spends.usage.checked_add(amount)?;
+            if key.subaccount != rows::ABSENT {
+                let sum = spends.by_subaccount.entry(key.subaccount).or_default();
+                *sum = sum.checked_add(amount)?;
             }
         }
-        Some(self)
+        Some(spends)
     }
 }
 
@@ -422,15 +428,9 @@ fn digest_and_spends(
     };
     let buffer = || Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
     // Usage blocks: their hash and spends.
-    let usage_blocks: Vec<(u128, Option<Spends>)> = usage
+    let usage_blocks: Vec<(u128, Option<BlockSpends>)> = usage
         .par_chunks(DIGEST_BLOCK_ROWS)
-        .map_init(buffer, |buffer, rows| {
-            let mut spends = Spends::zero(strings.len());
-            let summed = rows
-                .iter()
-                .try_for_each(|(key, totals)| spends.add_usage(key.subaccount, Amount::from_nanos(totals.amount)));
-            (block(buffer, rows), summed.map(|()| spends))
-        })
+        .map_init(buffer, |buffer, rows| (block(buffer, rows), BlockSpends::of(rows)))
         .collect();
     let charge_blocks: Vec<u128> =
         hashed_charges.par_chunks(DIGEST_BLOCK_ROWS).map_init(buffer, |buffer, rows| block(buffer, rows)).collect();
@@ -446,9 +446,9 @@ fn digest_and_spends(
     digest[..16].copy_from_slice(&xxhash_rust::xxh3::xxh3_128(&stream).to_le_bytes());
     let charge_spend =
         charges.iter().try_fold(Amount::ZERO, |sum, (_, totals)| sum.checked_add(Amount::from_nanos(totals.amount)));
-    let start = charge_spend.map(|charges| Spends { charges, ..Spends::zero(strings.len()) });
-    let spends =
-        start.and_then(|start| usage_blocks.into_iter().try_fold(start, |sum, (_, spends)| sum.merge(spends?)));
+    let start =
+        charge_spend.map(|charges| Spends { usage: Amount::ZERO, charges, by_subaccount: vec![None; strings.len()] });
+    let spends = start.and_then(|start| usage_blocks.into_iter().try_fold(start, |sum, (_, block)| sum.add(block?)));
     (digest, spends)
 }
 
