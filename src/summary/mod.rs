@@ -209,11 +209,8 @@ pub(crate) fn summarize_rows(
     let AccountRows { strings, usage, charges } = rows;
     let (content_digest, spends) = digest_and_spends(currency, &strings, &usage, &charges, charges_returned);
     let Spends { usage: usage_spend, charges: charge_spend, by_subaccount } = spends.ok_or_else(overflow)?;
-    let subaccount_spend = by_subaccount
-        .into_iter()
-        .zip(strings.iter())
-        .filter_map(|(spend, id)| Some((id.to_string(), spend?)))
-        .collect();
+    let subaccount_spend =
+        by_subaccount.into_iter().map(|(id, spend)| (strings[id as usize].to_string(), spend)).collect();
     let total_spend =
         if charges_returned { usage_spend.checked_add(charge_spend).ok_or_else(overflow)? } else { usage_spend };
     let summary = Summary {
@@ -350,38 +347,17 @@ impl Summary {
 
 /// What a result's rows spend: usage, other charges, usage per
 /// subaccount id (parent-level rows excluded).
+#[derive(Default)]
 struct Spends {
     usage: Amount,
     charges: Amount,
-    /// By the subaccount's string id: `None` where no row names it.
-    by_subaccount: Vec<Option<Amount>>,
-}
-
-impl Spends {
-    /// Adds `block`'s spends (the rows after those summed so far); `None`
-    /// on an overflow.
-    fn add(mut self, block: BlockSpends) -> Option<Spends> {
-        self.usage = self.usage.checked_add(block.usage)?;
-        for (subaccount, amount) in block.by_subaccount {
-            let sum = &mut self.by_subaccount[subaccount as usize];
-            *sum = Some(sum.unwrap_or(Amount::ZERO).checked_add(amount)?);
-        }
-        Some(self)
-    }
-}
-
-/// What one block of usage rows spends: in all, and per subaccount id
-/// (a map: a block names a few of the table's strings).
-#[derive(Default)]
-struct BlockSpends {
-    usage: Amount,
     by_subaccount: FxHashMap<u32, Amount>,
 }
 
-impl BlockSpends {
-    /// The spends of `rows`; `None` on an overflow.
-    fn of(rows: &[(PackedKey, Totals)]) -> Option<BlockSpends> {
-        let mut spends = BlockSpends::default();
+impl Spends {
+    /// The spends of usage `rows`; `None` on an overflow.
+    fn of_usage(rows: &[(PackedKey, Totals)]) -> Option<Spends> {
+        let mut spends = Spends::default();
         for (key, totals) in rows {
             let amount = Amount::from_nanos(totals.amount);
             spends.usage = spends.usage.checked_add(amount)?;
@@ -391,6 +367,17 @@ impl BlockSpends {
             }
         }
         Some(spends)
+    }
+
+    /// These spends and `other`'s; `None` on an overflow.
+    fn add(mut self, other: Spends) -> Option<Spends> {
+        self.usage = self.usage.checked_add(other.usage)?;
+        self.charges = self.charges.checked_add(other.charges)?;
+        for (subaccount, amount) in other.by_subaccount {
+            let sum = self.by_subaccount.entry(subaccount).or_default();
+            *sum = sum.checked_add(amount)?;
+        }
+        Some(self)
     }
 }
 
@@ -428,9 +415,9 @@ fn digest_and_spends(
     };
     let buffer = || Vec::with_capacity(DIGEST_BLOCK_ROWS * 160);
     // Usage blocks: their hash and spends.
-    let usage_blocks: Vec<(u128, Option<BlockSpends>)> = usage
+    let usage_blocks: Vec<(u128, Option<Spends>)> = usage
         .par_chunks(DIGEST_BLOCK_ROWS)
-        .map_init(buffer, |buffer, rows| (block(buffer, rows), BlockSpends::of(rows)))
+        .map_init(buffer, |buffer, rows| (block(buffer, rows), Spends::of_usage(rows)))
         .collect();
     let charge_blocks: Vec<u128> =
         hashed_charges.par_chunks(DIGEST_BLOCK_ROWS).map_init(buffer, |buffer, rows| block(buffer, rows)).collect();
@@ -446,8 +433,7 @@ fn digest_and_spends(
     digest[..16].copy_from_slice(&xxhash_rust::xxh3::xxh3_128(&stream).to_le_bytes());
     let charge_spend =
         charges.iter().try_fold(Amount::ZERO, |sum, (_, totals)| sum.checked_add(Amount::from_nanos(totals.amount)));
-    let start =
-        charge_spend.map(|charges| Spends { usage: Amount::ZERO, charges, by_subaccount: vec![None; strings.len()] });
+    let start = charge_spend.map(|charges| Spends { charges, ..Spends::default() });
     let spends = start.and_then(|start| usage_blocks.into_iter().try_fold(start, |sum, (_, block)| sum.add(block?)));
     (digest, spends)
 }
@@ -692,9 +678,8 @@ mod tests {
                 let spends = spends.expect("no overflow");
                 assert_eq!(spends.usage, Amount::from_nanos(amount(&usage)));
                 assert_eq!(spends.charges, Amount::from_nanos(amount(&charges)));
-                let by_subaccount: Vec<(usize, Amount)> =
-                    spends.by_subaccount.into_iter().enumerate().filter_map(|(id, sum)| Some((id, sum?))).collect();
-                assert_eq!(by_subaccount, [(sub as usize, Amount::from_nanos(sub_amount))]);
+                let by_subaccount: Vec<(u32, Amount)> = spends.by_subaccount.into_iter().collect();
+                assert_eq!(by_subaccount, [(sub, Amount::from_nanos(sub_amount))]);
             }
         }
         assert_ne!(expected(false), expected(true));
