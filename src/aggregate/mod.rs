@@ -93,19 +93,28 @@ pub(crate) fn account_rows(
     options: AggregateOptions<'_>,
 ) -> Result<(rows::AccountRows, Aggregate)> {
     let inventory = Inventory::scan(data)?;
-    let fail_at = AtomicU64::new(u64::MAX);
-    let mut scans = scan::scan_files(&inventory, selector, options, &fail_at)?;
-    scan::drop_duplicates(&mut scans, &inventory, selector)?;
-    let (rows, merged) = scan::merge_account(scans, account)?;
+    let (rows, merged) = pass(&inventory, selector, options, |scans| scan::merge_account(scans, account))?;
     Ok((rows, merged.into_aggregate(inventory)))
 }
 
 /// [`aggregate`] over an inventory already taken.
 pub fn aggregate_files(inventory: Inventory, selector: &Selector, options: AggregateOptions<'_>) -> Result<Aggregate> {
+    let merged = pass(&inventory, selector, options, scan::merge)?;
+    Ok(merged.into_aggregate(inventory))
+}
+
+/// The pass over `inventory`'s files: every file scanned, duplicates
+/// dropped, and the scans given to `merge`.
+fn pass<T>(
+    inventory: &Inventory,
+    selector: &Selector,
+    options: AggregateOptions<'_>,
+    merge: impl FnOnce(Vec<scan::Scan<'_>>) -> Result<T>,
+) -> Result<T> {
     let fail_at = AtomicU64::new(u64::MAX);
-    let mut scans = scan::scan_files(&inventory, selector, options, &fail_at)?;
-    scan::drop_duplicates(&mut scans, &inventory, selector)?;
-    Ok(scan::merge(scans)?.into_aggregate(inventory))
+    let mut scans = scan::scan_files(inventory, selector, options, &fail_at)?;
+    scan::drop_duplicates(&mut scans, inventory, selector)?;
+    merge(scans)
 }
 
 #[cfg(test)]

@@ -79,6 +79,21 @@ pub(crate) struct PackedKey {
 }
 
 impl PackedKey {
+    /// The key of the row at `bucket` whose fields after the bucket are
+    /// `order` (text as ids; an absent subaccount or code is [`ABSENT`]):
+    /// the inverse of [`PackedKey::order`].
+    pub(crate) fn from_order(bucket: u32, order: Order<u32>) -> PackedKey {
+        PackedKey {
+            bucket,
+            type_: order.type_,
+            subaccount: order.subaccount.unwrap_or(ABSENT),
+            code: order.code.unwrap_or(ABSENT),
+            product: order.product,
+            country: order.country,
+            direction: order.direction,
+        }
+    }
+
     /// The fields after the bucket in the report's order ([`Order`]), text
     /// ids mapped by `rank` (to their ranks among the table's strings).
     #[inline]

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::order::Order;
-use super::rows::{sum_repeated, AccountRows, PackedKey, ABSENT};
+use super::rows::{sum_repeated, AccountRows, PackedKey};
 use super::{
     sum_sorted, AccountScope, AggregateOptions, Dimensions, GroupKey, Groups, OnBadRow, Selector, Span, Tally, Totals,
 };
@@ -214,16 +214,7 @@ pub(super) fn merge_account(scans: Vec<Scan<'_>>, account: &str) -> Result<(Acco
         if Some(key.account) != id {
             continue;
         }
-        let order = key.order();
-        let packed = PackedKey {
-            bucket: key.bucket,
-            type_: order.type_,
-            subaccount: order.subaccount.unwrap_or(ABSENT),
-            code: order.code.unwrap_or(ABSENT),
-            product: order.product,
-            country: order.country,
-            direction: order.direction,
-        };
+        let packed = PackedKey::from_order(key.bucket, key.order());
         let rows = if packed.product == Product::Other { &mut charges } else { &mut usage };
         rows.push((packed, totals));
     }
