@@ -392,7 +392,9 @@ impl<'p> RollupFile<'p> {
     /// `parallel`: decode the columns on polars' threads.
     pub(crate) fn read_group(&self, index: usize, window: (i64, i64), parallel: bool) -> Result<Option<DataFrame>> {
         let path = self.path;
-        let Some(&(offset, n_rows)) = self.groups().get(index) else { return Ok(None) };
+        let row_groups = &self.metadata.row_groups;
+        let Some(n_rows) = row_groups.get(index).map(|group| group.num_rows()) else { return Ok(None) };
+        let offset = row_groups[..index].iter().map(|group| group.num_rows()).sum();
         let read = |columns: &[&str], strategy: ParallelStrategy| -> Result<DataFrame> {
             let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
             let mut reader = ParquetReader::new(file)
