@@ -340,30 +340,13 @@ enum Column {
 /// The distinct strings of a part of a row group, interned as they come
 /// (the one [`Interner`]), with a cache per column of the Arrow views seen
 /// (views compare within one row group).
+#[derive(Default)]
 struct Dictionary {
     strings: Interner,
     /// Per column, the ids of the views seen.
     by_view: [FxHashMap<u128, u32>; 4],
     /// Per column, the last view and 1 + its id (0: none yet).
     last: [(u128, u32); 4],
-    /// Per column, views seen and 1 + their ids (0: none), each in the slot
-    /// of its hash: the column's few values found without the map (a code
-    /// changes from one row to the next).
-    recent: Box<[[(u128, u32); RECENT]; 4]>,
-}
-
-/// Slots of a column's [`Dictionary::recent`] views.
-const RECENT: usize = 64;
-
-impl Default for Dictionary {
-    fn default() -> Dictionary {
-        Dictionary {
-            strings: Interner::default(),
-            by_view: Default::default(),
-            last: [(0, 0); 4],
-            recent: Box::new([[(0, 0); RECENT]; 4]),
-        }
-    }
 }
 
 impl Dictionary {
@@ -371,24 +354,14 @@ impl Dictionary {
     /// seen in this row group.
     #[inline]
     fn id<'a>(&mut self, column: Column, view: u128, text: impl FnOnce() -> &'a str) -> u32 {
-        let c = column as usize;
-        let (last_view, last_id) = self.last[c];
+        let (last_view, last_id) = self.last[column as usize];
         if last_id != 0 && last_view == view {
             return last_id - 1;
         }
-        let slot = ((view as u64 ^ (view >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize;
-        let (seen, id) = self.recent[c][slot];
-        if id != 0 && seen == view {
-            self.last[c] = (view, id);
-            return id - 1;
-        }
-        let id = self.id_of_view(column, view, text());
-        self.recent[c][slot] = (view, id + 1);
-        id
+        self.id_of_view(column, view, text())
     }
 
-    /// [`Dictionary::id`] for a view neither the column's last nor in its
-    /// recent views.
+    /// [`Dictionary::id`] for a view other than the column's last.
     #[inline(never)]
     fn id_of_view(&mut self, column: Column, view: u128, text: &str) -> u32 {
         let c = column as usize;
@@ -568,25 +541,26 @@ mod tests {
         let mut writer = RollupWriter::create(&path).expect("writer");
         writer.write(&rows).expect("written");
         writer.finish(&crate::durable::Syncer::at_once()).expect("finished");
-        let buckets = Buckets::from_bounds(vec![0, 900, 1800], chrono_tz::Tz::UTC);
-        let selector = Selector::everything(Bucketing::shared(buckets.clone()));
-        let AccountRows { strings, usage, charges } = account_rows(&path, "A", 900, &selector, &buckets).expect("read");
-        let listed = |rows: Vec<Row>| {
-            let rows = Rows::new(strings.clone(), rows);
-            rows.iter().map(|(key, totals)| (key.bucket, key.type_.to_owned(), totals.amount)).collect::<Vec<_>>()
+        // (bucket, type, amount) of the usage rows and of the charges.
+        type Listed = Vec<(u32, String, i128)>;
+        let read = |bounds: Vec<i64>| -> (Listed, Listed) {
+            let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
+            let selector = Selector::everything(Bucketing::shared(buckets.clone()));
+            let AccountRows { strings, usage, charges } =
+                account_rows(&path, "A", 900, &selector, &buckets).expect("read");
+            let listed = |rows: Vec<Row>| {
+                let rows = Rows::new(strings.clone(), rows);
+                rows.iter().map(|(key, totals)| (key.bucket, key.type_.to_owned(), totals.amount)).collect()
+            };
+            (listed(usage), listed(charges))
         };
-        assert_eq!(listed(usage), [(0, "mms".into(), 4), (0, "sms".into(), 10), (1, "mms".into(), 64)]);
-        assert_eq!(listed(charges), [(0, "fee".into(), 1), (1, "fee".into(), 48)]);
+        let (usage, charges) = read(vec![0, 900, 1800]);
+        assert_eq!(usage, [(0, "mms".into(), 4), (0, "sms".into(), 10), (1, "mms".into(), 64)]);
+        assert_eq!(charges, [(0, "fee".into(), 1), (1, "fee".into(), 48)]);
         // Both slots in one bucket: summed as they are folded.
-        let buckets = Buckets::from_bounds(vec![0, 1800], chrono_tz::Tz::UTC);
-        let selector = Selector::everything(Bucketing::shared(buckets.clone()));
-        let AccountRows { strings, usage, charges } = account_rows(&path, "A", 900, &selector, &buckets).expect("read");
-        let listed = |rows: Vec<Row>| {
-            let rows = Rows::new(strings.clone(), rows);
-            rows.iter().map(|(key, totals)| (key.bucket, key.type_.to_owned(), totals.amount)).collect::<Vec<_>>()
-        };
-        assert_eq!(listed(usage), [(0, "mms".into(), 68), (0, "sms".into(), 10)]);
-        assert_eq!(listed(charges), [(0, "fee".into(), 49)]);
+        let (usage, charges) = read(vec![0, 1800]);
+        assert_eq!(usage, [(0, "mms".into(), 68), (0, "sms".into(), 10)]);
+        assert_eq!(charges, [(0, "fee".into(), 49)]);
     }
 
     /// The same rows on 1, 2 and 3 threads: row groups of thousands of
