@@ -289,11 +289,7 @@ impl Merged {
                     || (Vec::new(), Vec::new()),
                     |(order, sorted): &mut (Vec<(u128, u32)>, Vec<Row>), rows| {
                         // Strictly increasing: in order, every key once.
-                        let mut keys = rows.iter().map(|(key, _)| order_key(key, rank));
-                        let first = keys.next();
-                        if first
-                            .is_none_or(|first| keys.try_fold(first, |last, key| (last < key).then_some(key)).is_some())
-                        {
+                        if rows.iter().map(|(key, _)| order_key(key, rank)).is_sorted_by(|a, b| a < b) {
                             return false;
                         }
                         order.clear();
