@@ -270,9 +270,7 @@ pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<Inge
         report: IngestReport { id: id.clone(), files: prepared.inventory.files.len(), ..IngestReport::default() },
         batches: 0,
     };
-    for kind in Kind::ALL {
-        run.ingest_kind(kind)?;
-    }
+    run.ingest_kinds()?;
     let (report, manifest, rollups) = (run.report, run.manifest, run.rollups);
     options.progress.tell(IngestProgress::Publishing);
     finish(store, id, prepared, manifest, rollups, report, syncer)
@@ -585,20 +583,67 @@ impl Run<'_> {
         Location { file: name, line, is_row }
     }
 
-    fn ingest_kind(&mut self, kind: Kind) -> Result<()> {
-        let files: Vec<(u32, &InputFile)> = self
-            .inventory
-            .files
+    /// Ingests every kind's files: their batches, kind after kind, form one
+    /// sequence, and the next batch is read and checked while this one is
+    /// taken in ([`Run::take_batch`]; at a kind's last batch, also its
+    /// candidates' check and its tallies). Reading needs no state of the
+    /// run, and taking in has serial stretches (the dedup's partitioning,
+    /// a shard's spill, the writer's file and last row groups, the exact
+    /// check's index reads), so both cores keep busy. Errors come in the
+    /// order the batches would give them one at a time: this batch's rows,
+    /// its write, its candidates' check, then the next batch's rows.
+    fn ingest_kinds(&mut self) -> Result<()> {
+        let options = self.options;
+        let by_kind: Vec<(Kind, Vec<(u32, &InputFile)>)> = Kind::ALL
             .iter()
-            .enumerate()
-            .filter(|(_, f)| f.kind == kind)
-            .map(|(i, f)| (i as u32, f))
+            .map(|&kind| {
+                let files = self.inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind);
+                (kind, files.map(|(i, f)| (i as u32, f)).collect())
+            })
             .collect();
-        if files.is_empty() {
-            self.report.tallies.insert(kind, Tally::default());
-            return Ok(());
+        // (kind, its files, one batch of them, whether it is the kind's last)
+        type Step<'s, 'f> = (Kind, &'s [(u32, &'f InputFile)], &'s [(u32, &'f InputFile)], bool);
+        let mut steps: Vec<Step<'_, '_>> = Vec::new();
+        for (kind, files) in &by_kind {
+            if files.is_empty() {
+                self.report.tallies.insert(*kind, Tally::default());
+                continue;
+            }
+            let batches = batches(files, options.batch_bytes);
+            let last = batches.len() - 1;
+            steps.extend(batches.into_iter().enumerate().map(|(i, batch)| (*kind, &files[..], batch, i == last)));
         }
-        let base = self.old.sources.len() as u64;
+        let mut state: Option<KindState> = None;
+        let mut next = steps.first().map(|&(kind, _, batch, _)| read_batch(options, kind, batch));
+        for (i, &(kind, files, _, last)) in steps.iter().enumerate() {
+            let Some(read) = next.take() else { break };
+            let chunks = read?;
+            let later = steps.get(i + 1);
+            let (taken, read) = rayon::join(
+                || -> Result<()> {
+                    let mut this = match state.take() {
+                        Some(this) => this,
+                        None => self.start_kind(kind, files)?,
+                    };
+                    self.take_batch(&mut this, chunks)?;
+                    if last {
+                        self.finish_kind(this)
+                    } else {
+                        state = Some(this);
+                        Ok(())
+                    }
+                },
+                || later.map(|&(kind, _, batch, _)| read_batch(options, kind, batch)),
+            );
+            taken?;
+            next = read;
+        }
+        Ok(())
+    }
+
+    /// The state of `kind` before its first batch of `files`: its stored
+    /// files, amount and index, and its record-id filter.
+    fn start_kind(&self, kind: Kind, files: &[(u32, &InputFile)]) -> Result<KindState> {
         let files_of_kind = self.old.kind(kind);
         let amount = match files_of_kind.amount.as_str() {
             "" => Amount::ZERO,
@@ -607,9 +652,9 @@ impl Run<'_> {
         };
         let stored: Vec<IndexFile> =
             files_of_kind.index.iter().map(|name| IndexFile::open(&self.store.join(name))).collect::<Result<_>>()?;
-        let mut filter = filter_for(self.options.filter_bytes, &files_of_kind, &files);
+        let mut filter = filter_for(self.options.filter_bytes, &files_of_kind, files);
         load_filter(&mut filter, &stored)?;
-        let mut state = KindState {
+        Ok(KindState {
             kind,
             files: files_of_kind,
             index: stored,
@@ -617,60 +662,18 @@ impl Run<'_> {
             pending: Pending::default(),
             tally: Tally::default(),
             amount,
-        };
-        // Batch after batch; the next batch is read and checked while this
-        // one's records and index are written (reading needs no state of
-        // the run, and writing is half serial: the writer's file, the last
-        // row groups), so both cores keep busy. Errors come in the order
-        // the batches would give them one at a time: this batch's write,
-        // then its candidates' check, then the next batch's rows.
-        let batches = batches(&files, self.options.batch_bytes);
-        let mut next = batches.first().map(|batch| self.read_batch(kind, batch));
-        for later in batches.iter().skip(1).map(Some).chain([None]) {
-            let Some(read) = next.take() else { break };
-            let mut chunks = read?;
-            let marks = self.dedup(&mut state, &chunks)?;
-            for chunk in chunks.iter_mut() {
-                state.tally.read += chunk.read;
-                let mut rejects = chunk.bad_rows.take_rejects();
-                state.tally.set_aside += rejects.len() as u64;
-                self.report.rejects.append(&mut rejects);
-            }
-            // Each chunk gathers its new rows on its own thread; then each
-            // rollup shard folds its accounts' rows of every chunk.
-            let base = base as u32;
-            let folds: Vec<ChunkFold> =
-                chunks.par_iter().zip(&marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
-            self.rollups.fold_chunks(&chunks, &folds)?;
-            self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
-            for ((chunk, fold), marks) in chunks.iter().zip(&folds).zip(&marks) {
-                state.tally.duplicates += fold.duplicates;
-                state.add_amount(fold.amount)?;
-                for (row, mark) in chunk.rows.iter().zip(marks) {
-                    if *mark == Mark::Candidate {
-                        state.pending.push(&chunk.texts, row)?;
-                    }
-                }
-            }
-            let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
-            let entries: Vec<&[IndexEntry]> = folds.iter().map(|fold| &fold.entries[..]).collect();
-            let this = &*self;
-            let (written, read) =
-                rayon::join(|| this.write_new(kind, &new_rows, &entries), || later.map(|b| this.read_batch(kind, b)));
-            self.add_written(&mut state, new_rows.len(), written?)?;
-            drop(new_rows);
-            drop(folds);
-            drop(chunks);
-            if state.pending.bytes() >= self.options.pending_bytes {
-                self.resolve(&mut state)?;
-            }
-            next = read;
-        }
+        })
+    }
+
+    /// After a kind's last batch: checks its remaining candidates, and
+    /// takes its files, count, amount and tallies into the manifest and the
+    /// report.
+    fn finish_kind(&mut self, mut state: KindState) -> Result<()> {
         self.resolve(&mut state)?;
         state.files.count += state.tally.used;
         state.files.amount = state.amount.to_string();
-        self.manifest.kinds.insert(kind.name().to_owned(), state.files);
-        self.report.tallies.insert(kind, state.tally);
+        self.manifest.kinds.insert(state.kind.name().to_owned(), state.files);
+        self.report.tallies.insert(state.kind, state.tally);
         Ok(())
     }
 
@@ -702,27 +705,69 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Reads the files of one batch in parallel; the first bad row (in file
-    /// order) is an error unless rows are set aside.
-    fn read_batch(&self, kind: Kind, batch: &[(u32, &InputFile)]) -> Result<Vec<Chunk>> {
-        let on_bad_row = self.options.on_bad_row;
-        let read: Vec<Result<Vec<Chunk>>> = batch
-            .par_iter()
-            .map(|&(index, file)| {
-                let chunks = check_file(kind, index, file, on_bad_row);
-                if let Ok(chunks) = &chunks {
-                    let rows = chunks.iter().map(|c| c.read).sum();
-                    self.options.progress.tell(IngestProgress::Read { bytes: file.size, rows });
-                }
-                chunks
-            })
-            .collect();
-        let mut chunks = Vec::new();
-        for file_chunks in read {
-            chunks.extend(file_chunks?);
+    /// Takes in one batch of `state`'s kind: decides its rows' duplicates,
+    /// folds its new rows into the rollups (spilling full shards), writes
+    /// them as the run's next records and index files, and checks the
+    /// pending candidates once they hold enough bytes.
+    fn take_batch(&mut self, state: &mut KindState, mut chunks: Vec<Chunk>) -> Result<()> {
+        let kind = state.kind;
+        let marks = self.dedup(state, &chunks)?;
+        for chunk in chunks.iter_mut() {
+            state.tally.read += chunk.read;
+            let mut rejects = chunk.bad_rows.take_rejects();
+            state.tally.set_aside += rejects.len() as u64;
+            self.report.rejects.append(&mut rejects);
         }
-        Ok(chunks)
+        // Each chunk gathers its new rows on its own thread; then each
+        // rollup shard folds its accounts' rows of every chunk.
+        let base = self.old.sources.len() as u32;
+        let folds: Vec<ChunkFold> =
+            chunks.par_iter().zip(&marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
+        self.rollups.fold_chunks(&chunks, &folds)?;
+        self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
+        for ((chunk, fold), marks) in chunks.iter().zip(&folds).zip(&marks) {
+            state.tally.duplicates += fold.duplicates;
+            state.add_amount(fold.amount)?;
+            for (row, mark) in chunk.rows.iter().zip(marks) {
+                if *mark == Mark::Candidate {
+                    state.pending.push(&chunk.texts, row)?;
+                }
+            }
+        }
+        let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
+        let entries: Vec<&[IndexEntry]> = folds.iter().map(|fold| &fold.entries[..]).collect();
+        let written = self.write_new(kind, &new_rows, &entries);
+        self.add_written(state, new_rows.len(), written?)?;
+        drop(new_rows);
+        drop(folds);
+        drop(chunks);
+        if state.pending.bytes() >= self.options.pending_bytes {
+            self.resolve(state)?;
+        }
+        Ok(())
     }
+}
+
+/// Reads the files of one batch of `kind` in parallel; the first bad row
+/// (in file order) is an error unless rows are set aside.
+fn read_batch(options: &IngestOptions, kind: Kind, batch: &[(u32, &InputFile)]) -> Result<Vec<Chunk>> {
+    let on_bad_row = options.on_bad_row;
+    let read: Vec<Result<Vec<Chunk>>> = batch
+        .par_iter()
+        .map(|&(index, file)| {
+            let chunks = check_file(kind, index, file, on_bad_row);
+            if let Ok(chunks) = &chunks {
+                let rows = chunks.iter().map(|c| c.read).sum();
+                options.progress.tell(IngestProgress::Read { bytes: file.size, rows });
+            }
+            chunks
+        })
+        .collect();
+    let mut chunks = Vec::new();
+    for file_chunks in read {
+        chunks.extend(file_chunks?);
+    }
+    Ok(chunks)
 }
 
 /// Writes new rows of `kind` as the records file and the index file number
