@@ -2,8 +2,9 @@
 //! store already holds, and publish new record, index and rollup files.
 //!
 //! The input is read kind by kind, in batches of files (at most
-//! [`IngestOptions::batch_bytes`] of input each, in inventory order). Each
-//! batch is read in parallel by the same readers and the same row check as
+//! [`IngestOptions::batch_bytes`] of input each, in inventory order), one
+//! pipeline over every kind: the next batch is read while this one is
+//! taken in (deduplicated, folded, written). Each batch is read in parallel by the same readers and the same row check as
 //! every other command (`records::csv::read`, `records::parquet::read`,
 //! `records::parse_record`); every valid row leaves its [`Seen`](crate::records::dedup::Seen) entry
 //! (record_id hash, content hash, place). New rows are written as one
@@ -24,8 +25,9 @@
 //!
 //! Memory, and what bounds it:
 //!
-//! - two batches: the one whose records and index entries are being
-//!   written, and the next, read and checked meanwhile; each its rows
+//! - two batches: the one being taken in (its duplicates decided, its new
+//!   rows folded and written), and the next, read and checked meanwhile
+//!   (at a kind's last batch, the next kind's first); each its rows
 //!   (about 250 bytes each, plus the CSV bytes of its files: a batch holds
 //!   at least one whole file), and the first its records and index entries;
 //! - the record-id filter: sized for the ids of the kind (stored, and
