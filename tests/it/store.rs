@@ -410,6 +410,38 @@ fn a_batch_conflict_comes_before_a_bad_row_of_the_next_batch() {
     assert!(stderr.contains("calls/b.csv:3: column 'amount'"), "{stderr}");
 }
 
+/// The kinds are one pipeline: the next kind's first batch is read while
+/// the last batch of the kind before is taken in and its candidates are
+/// checked. A conflict that only the calls' final check finds still wins
+/// over a bad row of the first messages file, read by then.
+#[test]
+fn a_kinds_last_conflict_comes_before_a_bad_row_of_the_next_kind() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (first, second) = (temp.path().join("first"), temp.path().join("second"));
+    let header = CALLS_HEADER;
+    let row = |id: &str, amount: &str| call_row(id, "2026-11-20", amount);
+    put(&first, "calls/monday.csv", &format!("{header}{}", row("c1", "0.017")));
+    put(&second, "calls/a.csv", &format!("{header}{}{}", row("c2", "0.017"), row("c1", "0.018")));
+    let messages =
+        "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\n\
+         m1,A1,,2026-11-20T10:00:00Z,sms,outbound,US,1,lots,0,\n";
+    put(&second, "messages/a.csv", messages);
+    let store = temp.path().join("store");
+    assert!(ingest(&first, &store, &[]).status.success());
+    let before = manifest(&store);
+    let output = ingest(&second, &store, &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'c1'") && stderr.contains("calls/a.csv:3"), "{stderr}");
+    assert!(!stderr.contains("messages/a.csv"), "{stderr}");
+    assert_eq!(manifest(&store), before);
+    // Without the conflict, the messages file's bad row is the error.
+    std::fs::remove_file(second.join("calls/a.csv")).expect("remove");
+    let stderr = String::from_utf8_lossy(&ingest(&second, &store, &[]).stderr).into_owned();
+    assert!(stderr.contains("messages/a.csv:2: column 'amount'"), "{stderr}");
+    assert_eq!(manifest(&store), before);
+}
+
 #[test]
 fn a_failed_or_killed_ingest_leaves_the_store_as_it_was() {
     let temp = tempfile::tempdir().expect("tempdir");
