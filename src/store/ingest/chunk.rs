@@ -301,7 +301,7 @@ impl RowSink for Chunk {
     }
 }
 
-/// Reads and checks one input file on its own, as [`Run::read_batch`] reads
+/// Reads and checks one input file on its own, as [`read_batch`](super::read_batch) reads
 /// each file of a batch: its chunks in line order. With
 /// [`OnBadRow::Fail`], the first bad row is the `Err`.
 pub(in crate::store) fn check_file(
