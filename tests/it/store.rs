@@ -380,30 +380,49 @@ fn a_conflicting_record_is_an_error_naming_both_places() {
     assert_eq!(manifest(&store), before);
 }
 
+/// A call of account A1 on 2026-11-20 ([`call_row`]).
+fn c20(id: &str, amount: &str) -> String {
+    call_row(id, "2026-11-20", amount)
+}
+
+/// A store that holds call c1 (0.017), and the folder of a second ingest
+/// (empty): the temporary directory, that folder, the store and its
+/// manifest.
+fn store_of_call_c1() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (first, second) = (temp.path().join("first"), temp.path().join("second"));
+    put(&first, "calls/monday.csv", &format!("{CALLS_HEADER}{}", c20("c1", "0.017")));
+    let store = temp.path().join("store");
+    assert!(ingest(&first, &store, &[]).status.success());
+    let before = manifest(&store);
+    (temp, second, store, before)
+}
+
+/// Asserts that `output` is the failed ingest of a second c1 at `place`
+/// (the conflict with the store's c1), that its message does not name
+/// `not_named`, and that the store's manifest is still `before`.
+fn fails_on_c1(output: &Output, place: &str, not_named: &str, store: &Path, before: &str) {
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'c1'") && stderr.contains(place), "{stderr}");
+    assert!(!stderr.contains(not_named), "{stderr}");
+    assert_eq!(manifest(store), before);
+}
+
 /// The next batch is read while this one is written, but errors come in
 /// the order of one batch at a time: a conflict with the store found after
 /// the first batch (its candidates checked at once) wins over a bad row of
 /// the second file, already read by then.
 #[test]
 fn a_batch_conflict_comes_before_a_bad_row_of_the_next_batch() {
-    let temp = tempfile::tempdir().expect("tempdir");
-    let (first, second) = (temp.path().join("first"), temp.path().join("second"));
-    let header = CALLS_HEADER;
-    let row = |id: &str, amount: &str| call_row(id, "2026-11-20", amount);
-    put(&first, "calls/monday.csv", &format!("{header}{}", row("c1", "0.017")));
+    let (_temp, second, store, before) = store_of_call_c1();
+    let (header, row) = (CALLS_HEADER, c20);
     // Over 1 MiB (the smallest batch), so that b.csv is a batch of its own.
     let filler: String = (0..20_000).map(|i| row(&format!("f{i}"), "0.017")).collect();
     put(&second, "calls/a.csv", &format!("{header}{}{filler}", row("c1", "0.018")));
     put(&second, "calls/b.csv", &format!("{header}{}{}", row("c3", "0.017"), row("c4", "lots")));
-    let store = temp.path().join("store");
-    assert!(ingest(&first, &store, &[]).status.success());
-    let before = manifest(&store);
     let output = ingest(&second, &store, &["--batch-mb", "0", "--pending-mb", "0"]);
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("'c1'") && stderr.contains("calls/a.csv:2"), "{stderr}");
-    assert!(!stderr.contains("b.csv"), "{stderr}");
-    assert_eq!(manifest(&store), before);
+    fails_on_c1(&output, "calls/a.csv:2", "b.csv", &store, &before);
     // Without the conflict, the second file's bad row is the error.
     std::fs::remove_file(second.join("calls/a.csv")).expect("remove");
     let stderr = String::from_utf8_lossy(&ingest(&second, &store, &["--batch-mb", "0"]).stderr).into_owned();
@@ -416,25 +435,13 @@ fn a_batch_conflict_comes_before_a_bad_row_of_the_next_batch() {
 /// over a bad row of the first messages file, read by then.
 #[test]
 fn a_kinds_last_conflict_comes_before_a_bad_row_of_the_next_kind() {
-    let temp = tempfile::tempdir().expect("tempdir");
-    let (first, second) = (temp.path().join("first"), temp.path().join("second"));
-    let header = CALLS_HEADER;
-    let row = |id: &str, amount: &str| call_row(id, "2026-11-20", amount);
-    put(&first, "calls/monday.csv", &format!("{header}{}", row("c1", "0.017")));
-    put(&second, "calls/a.csv", &format!("{header}{}{}", row("c2", "0.017"), row("c1", "0.018")));
+    let (_temp, second, store, before) = store_of_call_c1();
+    put(&second, "calls/a.csv", &format!("{CALLS_HEADER}{}{}", c20("c2", "0.017"), c20("c1", "0.018")));
     let messages =
         "record_id,auth_id,subaccount_auth,timestamp,type,direction,country,segments,amount,surcharge,error_code\n\
          m1,A1,,2026-11-20T10:00:00Z,sms,outbound,US,1,lots,0,\n";
     put(&second, "messages/a.csv", messages);
-    let store = temp.path().join("store");
-    assert!(ingest(&first, &store, &[]).status.success());
-    let before = manifest(&store);
-    let output = ingest(&second, &store, &[]);
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("'c1'") && stderr.contains("calls/a.csv:3"), "{stderr}");
-    assert!(!stderr.contains("messages/a.csv"), "{stderr}");
-    assert_eq!(manifest(&store), before);
+    fails_on_c1(&ingest(&second, &store, &[]), "calls/a.csv:3", "messages/a.csv", &store, &before);
     // Without the conflict, the messages file's bad row is the error.
     std::fs::remove_file(second.join("calls/a.csv")).expect("remove");
     let stderr = String::from_utf8_lossy(&ingest(&second, &store, &[]).stderr).into_owned();
