@@ -168,7 +168,7 @@ impl Span {
 
 /// Totals per group, in the groups' order ([`GroupKey`]'s `Ord`): a sorted
 /// vector, each key once. It is made in one pass from groups already
-/// sorted ([`sum_sorted`]) and read a whole account at a time
+/// sorted (`sum_sorted`) and read a whole account at a time
 /// ([`Groups::of_account`]), so it needs no tree: building a `BTreeMap` of
 /// every account's 2.96M groups (issue 13's every-account report) took a
 /// second on one core while the other idled.

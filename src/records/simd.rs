@@ -151,12 +151,12 @@ fn masks_sse2(block: &[u8; BLOCK]) -> (u64, u64) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Line {
     /// Every byte printable ASCII (`0x20..=0x7e`), no quote: its fields
-    /// are [`Field::Ascii`].
+    /// are [`Field::Ascii`](crate::records::Field::Ascii).
     Printable,
     /// No quote and no carriage return, but other bytes (non-ASCII, control
-    /// characters): its fields are [`Field::Text`], checked field by field.
+    /// characters): its fields are [`Field::Text`](crate::records::Field::Text), checked field by field.
     Text,
-    /// A quote or a carriage return: a line for [`QuotedLine`].
+    /// A quote or a carriage return: a line for `csv::QuotedLine`.
     Quoted,
 }
 

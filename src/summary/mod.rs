@@ -53,7 +53,7 @@ pub struct Summary {
     pub subaccount_spend: BTreeMap<String, Amount>,
     /// What dates the account's records and the data set cover, when the
     /// pass that answered saw them (`None`: answered without one, from a
-    /// store's rollups); for [`notices`], never for the answer.
+    /// store's rollups); for [`notices`](crate::summary::notices()), never for the answer.
     pub covered: Option<Covered>,
     content_digest: [u8; 32],
 }

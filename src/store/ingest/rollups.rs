@@ -6,7 +6,7 @@
 //! and at publish merged into each touched account's rollup files, one UTC
 //! day at a time, from a [`Cursor`] per input (the in-memory groups, each
 //! account's run of a partial file, the previous 15-minute file), then coarsened grain by grain
-//! and written in the rollup file's row order ([`sort_rows`]).
+//! and written in the rollup file's row order ([`sum_grain`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -401,7 +401,7 @@ impl Shard {
         Ok(())
     }
 
-    /// Adds the rows [`Shard::add`] still holds.
+    /// Adds the rows [`Shard::add_key`] still holds.
     fn flush(&mut self, ahead: &mut std::collections::VecDeque<Pending>) -> Result<()> {
         for (key, hash, totals) in ahead.drain(..) {
             self.groups.add(key, hash, &totals, rollup_overflow)?;
