@@ -4,8 +4,9 @@
 //! The input is read kind by kind, in batches of files (at most
 //! [`IngestOptions::batch_bytes`] of input each, in inventory order), one
 //! pipeline over every kind: the next batch is read while this one is
-//! taken in (deduplicated, folded, written). Each batch is read in parallel by the same readers and the same row check as
-//! every other command (`records::csv::read`, `records::parquet::read`,
+//! taken in (deduplicated, folded, written). Each batch is read in
+//! parallel by the same readers and the same row check as every other
+//! command (`records::csv::read`, `records::parquet::read`,
 //! `records::parse_record`); every valid row leaves its [`Seen`](crate::records::dedup::Seen) entry
 //! (record_id hash, content hash, place). New rows are written as one
 //! records file and one index file per batch, and folded into rollups.
@@ -712,7 +713,6 @@ impl Run<'_> {
     /// them as the run's next records and index files, and checks the
     /// pending candidates once they hold enough bytes.
     fn take_batch(&mut self, state: &mut KindState, mut chunks: Vec<Chunk>) -> Result<()> {
-        let kind = state.kind;
         let marks = self.dedup(state, &chunks)?;
         for chunk in chunks.iter_mut() {
             state.tally.read += chunk.read;
@@ -738,8 +738,8 @@ impl Run<'_> {
         }
         let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
         let entries: Vec<&[IndexEntry]> = folds.iter().map(|fold| &fold.entries[..]).collect();
-        let written = self.write_new(kind, &new_rows, &entries);
-        self.add_written(state, new_rows.len(), written?)?;
+        let written = self.write_new(state.kind, &new_rows, &entries)?;
+        self.add_written(state, new_rows.len(), written)?;
         drop(new_rows);
         drop(folds);
         drop(chunks);
