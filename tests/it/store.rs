@@ -409,18 +409,17 @@ fn fails_on_c1(output: &Output, place: &str, not_named: &str, store: &Path, befo
     assert_eq!(manifest(store), before);
 }
 
-/// The next batch is read while this one is written, but errors come in
+/// The next batch is read while this one is taken in, but errors come in
 /// the order of one batch at a time: a conflict with the store found after
 /// the first batch (its candidates checked at once) wins over a bad row of
 /// the second file, already read by then.
 #[test]
 fn a_batch_conflict_comes_before_a_bad_row_of_the_next_batch() {
     let (_temp, second, store, before) = store_of_call_c1();
-    let (header, row) = (CALLS_HEADER, c20);
     // Over 1 MiB (the smallest batch), so that b.csv is a batch of its own.
-    let filler: String = (0..20_000).map(|i| row(&format!("f{i}"), "0.017")).collect();
-    put(&second, "calls/a.csv", &format!("{header}{}{filler}", row("c1", "0.018")));
-    put(&second, "calls/b.csv", &format!("{header}{}{}", row("c3", "0.017"), row("c4", "lots")));
+    let filler: String = (0..20_000).map(|i| c20(&format!("f{i}"), "0.017")).collect();
+    put(&second, "calls/a.csv", &format!("{CALLS_HEADER}{}{filler}", c20("c1", "0.018")));
+    put(&second, "calls/b.csv", &format!("{CALLS_HEADER}{}{}", c20("c3", "0.017"), c20("c4", "lots")));
     let output = ingest(&second, &store, &["--batch-mb", "0", "--pending-mb", "0"]);
     fails_on_c1(&output, "calls/a.csv:2", "b.csv", &store, &before);
     // Without the conflict, the second file's bad row is the error.

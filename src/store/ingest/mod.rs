@@ -604,24 +604,24 @@ impl Run<'_> {
                 (kind, files.map(|(i, f)| (i as u32, f)).collect())
             })
             .collect();
-        // (kind, its files, one batch of them, whether it is the kind's last)
-        type Step<'s, 'f> = (Kind, &'s [(u32, &'f InputFile)], &'s [(u32, &'f InputFile)], bool);
+        // (kind, its files, one batch of them); a kind's batches follow
+        // each other.
+        type Step<'s, 'f> = (Kind, &'s [(u32, &'f InputFile)], &'s [(u32, &'f InputFile)]);
         let mut steps: Vec<Step<'_, '_>> = Vec::new();
         for (kind, files) in &by_kind {
             if files.is_empty() {
                 self.report.tallies.insert(*kind, Tally::default());
                 continue;
             }
-            let batches = batches(files, options.batch_bytes);
-            let last = batches.len() - 1;
-            steps.extend(batches.into_iter().enumerate().map(|(i, batch)| (*kind, &files[..], batch, i == last)));
+            steps.extend(batches(files, options.batch_bytes).into_iter().map(|batch| (*kind, &files[..], batch)));
         }
         let mut state: Option<KindState> = None;
-        let mut next = steps.first().map(|&(kind, _, batch, _)| read_batch(options, kind, batch));
-        for (i, &(kind, files, _, last)) in steps.iter().enumerate() {
+        let mut next = steps.first().map(|&(kind, _, batch)| read_batch(options, kind, batch));
+        for (i, &(kind, files, _)) in steps.iter().enumerate() {
             let Some(read) = next.take() else { break };
             let chunks = read?;
             let later = steps.get(i + 1);
+            let last = later.is_none_or(|&(next_kind, _, _)| next_kind != kind);
             let (taken, read) = rayon::join(
                 || -> Result<()> {
                     let mut this = match state.take() {
@@ -636,7 +636,7 @@ impl Run<'_> {
                         Ok(())
                     }
                 },
-                || later.map(|&(kind, _, batch, _)| read_batch(options, kind, batch)),
+                || later.map(|&(kind, _, batch)| read_batch(options, kind, batch)),
             );
             taken?;
             next = read;
