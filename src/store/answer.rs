@@ -8,8 +8,8 @@
 //! in the report's order by the byte-order ranks of the file's few distinct
 //! strings. A rollup file is sorted by slot, so the buckets come one after
 //! the other; when a bucket is one slot of the grain (a UTC day from the
-//! day grain, an hour from the hour grain), its rows are already in the
-//! report's order and the sort is a check.
+//! day grain), its rows are already in the report's order and the sort is
+//! a check.
 //!
 //! The work is shared by the threads: a row group's rows are folded in one
 //! part per thread, and the buckets are ordered in parallel. The result is

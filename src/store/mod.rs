@@ -16,8 +16,8 @@
 //!                                     hash and place (source, line), grouped
 //!                                     by id-hash partition (see `index.rs`)
 //! rollups/<account>/<ingest>-<g>s.parquet
-//!                                     one file per account and grain g (900,
-//!                                     3600, 86400 s): every rollup row of the
+//!                                     one file per account and grain g (900
+//!                                     and 86400 s): every rollup row of the
 //!                                     account at that grain, sorted by slot
 //! rejected/<ingest>.csv               rows set aside by an ingest
 //! readers/<generation>.<pid>.<random>.lease
@@ -46,7 +46,7 @@
 //! Rollups are keyed by (auth_id, subaccount, slot, product, type, country,
 //! direction, error_code, hangup_cause), slot = the 15-minute UTC slot start,
 //! with the record count (Int64), the units (DECIMAL(38,0), since a group
-//! sums counts of up to `i64::MAX` each; store format 4) and DECIMAL(38,9)
+//! sums counts of up to `i64::MAX` each; since store format 4) and DECIMAL(38,9)
 //! sums of money and durations; charges are product `other`
 //! with their description as type. Every time zone in use today has an
 //! offset that is a multiple of 15 minutes, so every report bucket is a
@@ -91,12 +91,16 @@ pub use ingest::{
 /// them (in every zone whose offset is a multiple of 15 minutes).
 pub const SLOT_SECONDS: i64 = 900;
 
-/// The rollup grains kept, finest first: the same rows summed by 15-minute,
-/// hour and day UTC slots. A request is answered from the coarsest grain
-/// that divides every one of its bucket boundaries (day for UTC days and
-/// months, hour for whole-hour zones, 15 minutes for +05:30 or +05:45), so
-/// that a long window reads few rows.
-pub const GRAINS: [i64; 3] = [SLOT_SECONDS, 3600, 86_400];
+/// The rollup grains kept, finest first: the same rows summed by 15-minute
+/// and day UTC slots. A request is answered from the coarsest grain that
+/// divides every one of its bucket boundaries (day for UTC days and
+/// months, 15 minutes for hours and for days of other zones), so that a
+/// long window reads few rows.
+///
+/// There is no hour grain (store format 4 had one): an hourly window is at
+/// most 7 days (api.md), a few thousand 15-minute rows of an account, and
+/// the hour files were a third of the rollup rows an ingest writes.
+pub const GRAINS: [i64; 2] = [SLOT_SECONDS, 86_400];
 
 /// The manifest's file name.
 pub const MANIFEST: &str = "manifest.json";
@@ -112,8 +116,13 @@ pub const DELETIONS_DB: &str = "deletions.sqlite";
 /// directory's key file for raw data directories).
 pub const TOKEN_KEY: &str = "token.key";
 
-/// The version of the layout this code writes and reads.
-pub const FORMAT_VERSION: u32 = 4;
+/// The version of the layout this code writes.
+pub const FORMAT_VERSION: u32 = 5;
+
+/// The oldest layout this code reads: format 4 is format 5 plus hour
+/// rollup files, which are not read (and not listed after the store's
+/// next ingest).
+pub const OLDEST_FORMAT: u32 = 4;
 
 /// The published state of a store: every file of the current generation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,10 +197,13 @@ impl Manifest {
     pub fn parse(bytes: &[u8], path: &Path) -> Result<Manifest> {
         let manifest: Manifest =
             serde_json::from_slice(bytes).map_err(|e| Error::io(path, format!("not a store manifest: {e}")))?;
-        if manifest.format != FORMAT_VERSION {
+        if !(OLDEST_FORMAT..=FORMAT_VERSION).contains(&manifest.format) {
             return Err(Error::io(
                 path,
-                format!("store format {} is not supported (this build reads {FORMAT_VERSION})", manifest.format),
+                format!(
+                    "store format {} is not supported (this build reads {OLDEST_FORMAT} to {FORMAT_VERSION})",
+                    manifest.format
+                ),
             ));
         }
         Ok(manifest)
@@ -505,8 +517,8 @@ mod tests {
         let cases = [
             ("2026-11-01", "2026-11-08", Granularity::Day, "UTC", Some(86_400)),
             ("2026-01-01", "2026-12-01", Granularity::Month, "UTC", Some(86_400)),
-            ("2026-11-01", "2026-11-03", Granularity::Hour, "UTC", Some(3600)),
-            ("2026-10-31", "2026-11-03", Granularity::Hour, "America/New_York", Some(3600)),
+            ("2026-11-01", "2026-11-03", Granularity::Hour, "UTC", Some(900)),
+            ("2026-10-31", "2026-11-03", Granularity::Hour, "America/New_York", Some(900)),
             ("2026-11-01", "2026-11-08", Granularity::Day, "Asia/Kolkata", Some(900)),
             ("2026-11-01", "2026-11-03", Granularity::Hour, "Asia/Kathmandu", Some(900)),
             ("1971-06-01", "1971-06-03", Granularity::Day, "Africa/Monrovia", None),

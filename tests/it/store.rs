@@ -354,6 +354,55 @@ fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
     assert_same_answers(&both, &store, &["A1"]);
 }
 
+/// A store as format 4 left it (an hour rollup file per account besides
+/// the 15-minute and day ones) still answers like the raw data, never from
+/// its hour files (here bytes that are not Parquet at all); its next ingest
+/// publishes format 5, which no longer lists them.
+#[test]
+fn a_format_4_store_answers_without_its_hour_files_and_its_next_ingest_drops_them() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (day1, day2, both) = (temp.path().join("day1"), temp.path().join("day2"), temp.path().join("both"));
+    write_data(&day1, "a", 1, 150);
+    write_data(&day2, "b", 2, 150);
+    write_data(&both, "a", 1, 150);
+    write_data(&both, "b", 2, 150);
+    for dir in [&day1, &day2, &both] {
+        put(dir, "accounts.csv", ACCOUNTS);
+    }
+    let store = temp.path().join("store");
+    assert!(ingest(&day1, &store, &[]).status.success());
+    let mut old: serde_json::Value = serde_json::from_str(&manifest(&store)).expect("manifest is JSON");
+    assert_eq!(old["format"], 5);
+    old["format"] = 4.into();
+    let rollups = old["rollups"].as_object_mut().expect("rollups");
+    assert!(rollups.len() >= 4, "{rollups:?}");
+    for (n, grains) in rollups.values_mut().enumerate() {
+        assert_eq!(grain_names(grains), ["86400", "900"]);
+        let grains = grains.as_object_mut().expect("grains");
+        let name = format!("rollups/old-{n}-3600s.parquet");
+        put(&store, &name, "not a rollup file");
+        grains.insert("3600".to_owned(), name.into());
+    }
+    put(&store, "manifest.json", &serde_json::to_string_pretty(&old).expect("JSON"));
+    assert_same_answers(&day1, &store, &["A1", "A2", "nobody"]);
+
+    let next = ingest(&day2, &store, &[]);
+    assert!(next.status.success(), "{}", String::from_utf8_lossy(&next.stderr));
+    let new: serde_json::Value = serde_json::from_str(&manifest(&store)).expect("manifest is JSON");
+    assert_eq!(new["format"], 5);
+    for grains in new["rollups"].as_object().expect("rollups").values() {
+        assert_eq!(grain_names(grains), ["86400", "900"]);
+    }
+    assert_same_answers(&both, &store, &["A1", "A2", "A4"]);
+}
+
+/// The grains of an account's rollup files in a manifest, sorted as text.
+fn grain_names(grains: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<String> = grains.as_object().expect("grains").keys().cloned().collect();
+    names.sort();
+    names
+}
+
 /// A voice call of account A1 at 13:45:01 UTC on `day`, billed `amount`.
 fn call_row(id: &str, day: &str, amount: &str) -> String {
     format!("{id},A1,,{day}T13:45:01Z,voice,pstn,outbound,US,61,{amount},0,4000\n")

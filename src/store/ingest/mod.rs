@@ -424,6 +424,13 @@ pub(super) fn finish(
         report.generation = old.generation;
         return Ok(report);
     }
+    // The generation is written in this build's layout: an older store's
+    // hour rollups, which nothing reads, are no longer listed (collected
+    // with the files superseded by this ingest).
+    manifest.format = FORMAT_VERSION;
+    for files in manifest.rollups.values_mut() {
+        files.retain(|grain, _| super::GRAINS.contains(grain));
+    }
     let partials: Vec<PathBuf> = rollups.partials();
     rollups.write(store, id, &mut manifest, &syncer)?;
     // Every records, index and rollup file is on disk before the commit point.
