@@ -28,6 +28,14 @@ const ALIGN: usize = 4096;
 /// Bytes written per call: a whole number of [`ALIGN`] blocks.
 const WRITE_BYTES: usize = 1 << 20;
 
+/// Buffers of a [`DirectWriter`] at most: one filling, the others queued
+/// for the device or being written. With two, a writer that fills a block
+/// faster than the device takes one (a Parquet page, a spill's rows) waits
+/// on every block; with eight, the 16.1M-record ingest left 0.4-0.5 fewer
+/// core-seconds idle and took 3 % less wall time (docs/performance.md
+/// "Round 14"). Made as needed: a file of one block has one.
+const MAX_BUFFERS: usize = 8;
+
 /// A byte buffer whose usable part starts at an [`ALIGN`]ed address, from a
 /// plain `Vec` (no `unsafe`): it is allocated once, `ALIGN` bytes larger,
 /// and never grows, so the aligned start stays where it was found.
@@ -139,7 +147,7 @@ enum Block {
 }
 
 /// A [`BlockFile`] on a thread of its own, so that the writer goes on
-/// filling a second buffer while the device takes the first (a direct write
+/// filling buffers while the device takes the ones before (a direct write
 /// waits for the device; on the writer's thread that wait is a core idle).
 #[derive(Debug)]
 struct Behind {
@@ -149,13 +157,13 @@ struct Behind {
     /// threads that do not write).
     spare: std::sync::Mutex<std::sync::mpsc::Receiver<AlignedBuffer>>,
     thread: std::thread::JoinHandle<std::io::Result<File>>,
-    /// Buffers made so far (at most two).
+    /// Buffers made so far (at most [`MAX_BUFFERS`]).
     buffers: usize,
 }
 
 impl Behind {
     fn start(mut file: BlockFile) -> std::io::Result<Behind> {
-        let (blocks, received) = std::sync::mpsc::sync_channel::<Block>(1);
+        let (blocks, received) = std::sync::mpsc::sync_channel::<Block>(MAX_BUFFERS);
         let (give_back, spare) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new().name("telemeter-write".to_owned()).spawn(move || {
             for block in received {
@@ -197,7 +205,7 @@ enum Sink {
 
 /// A new file written a block at a time around the page cache: bytes are
 /// gathered in an aligned buffer, written in whole blocks on a thread of
-/// the writer's own (while the next buffer fills); the last, partial block
+/// the writer's own (while the next buffers fill); the last, partial block
 /// is written padded, then the file is cut to its length
 /// ([`DirectWriter::finish`]). Nothing reaches the file before a block
 /// fills: `flush` writes nothing, and a writer dropped without `finish`
@@ -238,11 +246,16 @@ impl DirectWriter {
         match &mut self.sink {
             Some(Sink::Here(file)) => file.append(&mut self.buffer, self.len)?,
             Some(Sink::Behind(behind)) => {
-                let next = if behind.buffers < 2 {
-                    behind.buffers += 1;
-                    Some(AlignedBuffer::new(WRITE_BYTES))
-                } else {
-                    behind.spare.get_mut().ok().and_then(|spare| spare.recv().ok())
+                // A buffer the thread has written if there is one, else a
+                // new one while there may be more, else a wait for one.
+                let spare = behind.spare.get_mut().ok();
+                let next = match spare.as_ref().and_then(|spare| spare.try_recv().ok()) {
+                    Some(buffer) => Some(buffer),
+                    None if behind.buffers < MAX_BUFFERS => {
+                        behind.buffers += 1;
+                        Some(AlignedBuffer::new(WRITE_BYTES))
+                    }
+                    None => spare.and_then(|spare| spare.recv().ok()),
                 };
                 let full = next.map(|next| std::mem::replace(&mut self.buffer, next));
                 let sent = full.is_some_and(|full| behind.blocks.send(Block::Full(full)).is_ok());
@@ -384,7 +397,9 @@ mod tests {
     }
 
     fn write_every_length(dir: &Path, around: bool) {
-        for n in [0, 1, ALIGN - 1, ALIGN, ALIGN + 1, WRITE_BYTES - 3, WRITE_BYTES, 2 * WRITE_BYTES + 5000] {
+        // Up to more blocks than the writer has buffers (each reused).
+        let many = (MAX_BUFFERS * 2 + 1) * WRITE_BYTES + 17;
+        for n in [0, 1, ALIGN - 1, ALIGN, ALIGN + 1, WRITE_BYTES - 3, WRITE_BYTES, 2 * WRITE_BYTES + 5000, many] {
             let path = dir.join(format!("f{n}"));
             let data = bytes(n);
             let mut out = DirectWriter::create_with(&path, around).unwrap();

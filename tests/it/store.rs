@@ -346,7 +346,8 @@ fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
     let second = ingest(&day2, &store, &["--max-rollup-groups", "40", "--batch-mb", "1"]);
     assert!(second.status.success(), "{}", String::from_utf8_lossy(&second.stderr));
     assert_eq!(totals(&second).1, totals(&first).1, "day 2 has as many rows as day 1, none duplicates");
-    let partials: Vec<PathBuf> = walk(&store).into_iter().filter(|p| p.extension().is_some_and(|e| e == "bin")).collect();
+    let partials: Vec<PathBuf> =
+        walk(&store).into_iter().filter(|p| p.extension().is_some_and(|e| e == "bin")).collect();
     assert!(partials.is_empty(), "no partial file of the spills is left: {partials:?}");
     assert_same_answers(&both, &store, &["A1", "A2", "A4"]);
     // Day 1 and day 2 together, once more: all duplicates.
