@@ -319,8 +319,9 @@ fn ingest_loads_resources_and_a_records_only_day_keeps_them() {
     assert_eq!(endpoint(&store).as_deref(), Some("frontdesk"), "a records-only day keeps the resources");
 }
 
-#[test]
-fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
+/// Two days of generated data and both together (each with the accounts
+/// file), and where their store goes: `(temp, day1, day2, both, store)`.
+fn two_days() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf, PathBuf) {
     let temp = tempfile::tempdir().expect("tempdir");
     let (day1, day2, both) = (temp.path().join("day1"), temp.path().join("day2"), temp.path().join("both"));
     write_data(&day1, "a", 1, 150);
@@ -331,6 +332,12 @@ fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
         put(dir, "accounts.csv", ACCOUNTS);
     }
     let store = temp.path().join("store");
+    (temp, day1, day2, both, store)
+}
+
+#[test]
+fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
+    let (_temp, day1, day2, both, store) = two_days();
     let first = ingest(&day1, &store, &[]);
     assert!(first.status.success());
     let before = manifest(&store);
@@ -363,16 +370,7 @@ fn reingesting_the_same_files_changes_nothing_and_a_new_day_adds() {
 /// publishes format 5, which no longer lists them.
 #[test]
 fn a_format_4_store_answers_without_its_hour_files_and_its_next_ingest_drops_them() {
-    let temp = tempfile::tempdir().expect("tempdir");
-    let (day1, day2, both) = (temp.path().join("day1"), temp.path().join("day2"), temp.path().join("both"));
-    write_data(&day1, "a", 1, 150);
-    write_data(&day2, "b", 2, 150);
-    write_data(&both, "a", 1, 150);
-    write_data(&both, "b", 2, 150);
-    for dir in [&day1, &day2, &both] {
-        put(dir, "accounts.csv", ACCOUNTS);
-    }
-    let store = temp.path().join("store");
+    let (_temp, day1, day2, both, store) = two_days();
     assert!(ingest(&day1, &store, &[]).status.success());
     let mut old: serde_json::Value = serde_json::from_str(&manifest(&store)).expect("manifest is JSON");
     assert_eq!(old["format"], 5);
