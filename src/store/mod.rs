@@ -98,7 +98,7 @@ pub const SLOT_SECONDS: i64 = 900;
 /// long window reads few rows.
 ///
 /// There is no hour grain (store format 4 had one): an hourly window is at
-/// most 7 days (api.md), a few thousand 15-minute rows of an account, and
+/// most 7 days (api.md), so it reads at most a week of 15-minute rows, and
 /// the hour files were a third of the rollup rows an ingest writes.
 pub const GRAINS: [i64; 2] = [SLOT_SECONDS, 86_400];
 
