@@ -502,6 +502,26 @@ mod tests {
         assert_eq!(manifest.ingests[1].rejected.as_deref(), Some("rejected/i2.csv"));
         assert_eq!(serde_json::to_string_pretty(&manifest).expect("JSON"), written);
     }
+
+    /// Formats 4 and 5 are read; any other is refused by its number.
+    #[test]
+    fn a_manifest_of_a_format_this_build_does_not_read_is_refused_by_name() {
+        let path = Path::new("STORE/manifest.json");
+        for format in 0..8u32 {
+            let manifest = Manifest { format, ..Manifest::default() };
+            let bytes = serde_json::to_vec(&manifest).expect("JSON");
+            match Manifest::parse(&bytes, path) {
+                Ok(read) => assert!((4..=5).contains(&format) && read == manifest, "format {format}"),
+                Err(e) => {
+                    assert!(!(4..=5).contains(&format), "format {format}: {e}");
+                    let text = e.chain();
+                    assert!(text.contains(&format!("store format {format} is not supported")), "{text}");
+                    assert!(text.contains("this build reads 4 to 5"), "{text}");
+                }
+            }
+        }
+    }
+
     use crate::aggregate::Bucketing;
     use crate::time::{parse_date, Granularity, Window};
     use chrono_tz::Tz;
