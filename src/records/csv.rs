@@ -894,7 +894,9 @@ mod tests {
             let numbers: Vec<u64> = lines.iter().map(|(l, _)| *l).collect();
             proptest::prop_assert_eq!(numbers, (2..physical + 2).collect::<Vec<_>>());
             // Lines the damage did not touch read as before; the damaged
-            // line (or the two it became) at most differ.
+            // line (or the two it became) at most differ. A damaged header
+            // that still names every column (a comma that adds an unnamed
+            // one) may refuse every line, but changes none silently.
             let expected = read_lines(&original).unwrap();
             let delta = physical as i64 - expected.len() as i64;
             let damaged_line = 1 + memchr::memchr_iter(b'\n', &bytes[..at.min(bytes.len())]).count() as i64;
@@ -902,7 +904,7 @@ mod tests {
                 let line = *line as i64;
                 let before = line < damaged_line;
                 let after = line > damaged_line + delta.max(0);
-                if before || after {
+                if (before || after) && !(damaged_line == 1 && entry.is_err()) {
                     let source = if before { line } else { line - delta };
                     let original_entry = &expected[(source - 2) as usize];
                     proptest::prop_assert_eq!(&original_entry.1, entry, "line {} (was {})", line, source);
