@@ -190,7 +190,7 @@ impl Rollups {
         type Taken = (ByAccount, BTreeMap<String, Vec<Run>>);
         let taken: Vec<Taken> = self
             .shards
-            .iter_mut()
+            .par_iter_mut()
             .map(|shard| {
                 let groups = shard.take_by_account();
                 // Nothing more is added: the table's memory goes now.
@@ -277,16 +277,72 @@ impl ByAccount {
 /// integer (account, slot, position: ties in the order groups first
 /// appeared), sorted: a group is 112 bytes, too many to move around a sort.
 fn sorted_order(groups: &[(RollupKey, Totals)]) -> Vec<u128> {
-    let mut order: Vec<u128> = groups
+    let whole = |i: usize, key: &RollupKey| {
+        let slot = (key.slot as u64 ^ 1 << 63) as u128;
+        (key.account as u128) << 96 | slot << 32 | i as u128
+    };
+    if let Some(ranked) = radix_order(groups) {
+        return ranked.iter().map(|&r| r as u32 as usize).map(|i| whole(i, &groups[i].0)).collect();
+    }
+    let mut order: Vec<u128> = groups.iter().enumerate().map(|(i, (key, _))| whole(i, key)).collect();
+    order.sort_unstable();
+    order
+}
+
+/// [`sorted_order`] by a radix sort, when the groups' accounts and slots
+/// span few enough (account, slot) pairs to rank them in 32 bits (a
+/// shard's few accounts over a year of 15-minute slots take 2 passes, the
+/// comparison sort's 16 levels took a fifth of a spill): each group's
+/// rank `<< 32 |` its position, sorted. `None` otherwise.
+fn radix_order(groups: &[(RollupKey, Totals)]) -> Option<Vec<u64>> {
+    let (first, _) = groups.first()?;
+    u32::try_from(groups.len()).ok()?;
+    let (mut accounts, mut slots) = ((first.account, first.account), (first.slot, first.slot));
+    for (key, _) in groups {
+        if key.slot.rem_euclid(crate::store::SLOT_SECONDS) != 0 {
+            return None;
+        }
+        accounts = (accounts.0.min(key.account), accounts.1.max(key.account));
+        slots = (slots.0.min(key.slot), slots.1.max(key.slot));
+    }
+    let per_account = u64::try_from(slots.1.checked_sub(slots.0)? / crate::store::SLOT_SECONDS).ok()? + 1;
+    let ranks = u64::from(accounts.1 - accounts.0 + 1).checked_mul(per_account).filter(|&r| r <= 1 << 32)?;
+    let mut ranked: Vec<u64> = groups
         .iter()
         .enumerate()
         .map(|(i, (key, _))| {
-            let slot = (key.slot as u64 ^ 1 << 63) as u128;
-            (key.account as u128) << 96 | slot << 32 | i as u128
+            let slot = ((key.slot - slots.0) / crate::store::SLOT_SECONDS) as u64;
+            (u64::from(key.account - accounts.0) * per_account + slot) << 32 | i as u64
         })
         .collect();
-    order.sort_unstable();
-    order
+    radix_sort(&mut ranked, 32, u64::BITS - (ranks - 1).leading_zeros());
+    Some(ranked)
+}
+
+/// Sorts `values` by their bits `low..low + bits` (the bits above are
+/// zero), stably: a least-significant-digit radix sort, 11 bits a pass.
+fn radix_sort(values: &mut Vec<u64>, low: u32, bits: u32) {
+    const DIGIT: u32 = 11;
+    let mut other = vec![0u64; values.len()];
+    let mut shift = low;
+    while shift < low + bits {
+        let digit = |v: u64| (v >> shift) as usize & ((1 << DIGIT) - 1);
+        let mut starts = vec![0usize; 1 << DIGIT];
+        for &v in values.iter() {
+            starts[digit(v)] += 1;
+        }
+        let mut sum = 0;
+        for start in starts.iter_mut() {
+            (*start, sum) = (sum, sum + *start);
+        }
+        for &v in values.iter() {
+            let at = &mut starts[digit(v)];
+            other[*at] = v;
+            *at += 1;
+        }
+        std::mem::swap(values, &mut other);
+        shift += DIGIT;
+    }
 }
 
 /// Where each account's positions end in a [`sorted_order`].
@@ -1082,6 +1138,41 @@ fn account_folder(account: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The radix sort orders groups as the comparison sort does, ties
+        /// in their first order; accounts and slots too far apart for it
+        /// (or a slot off the grid) take the comparison sort.
+        #[test]
+        fn sorted_order_is_the_comparison_sort(
+            keys in proptest::collection::vec((0u32..6, -3i64..3000, proptest::bool::ANY), 0..3000),
+            far in proptest::sample::select(vec![0i64, 1, 900 << 32, 1 << 62]),
+        ) {
+            let groups: Vec<(RollupKey, Totals)> = keys
+                .iter()
+                .map(|&(account, slot, off)| {
+                    let key = RollupKey {
+                        account: account * 1000,
+                        subaccount: 0,
+                        slot: slot * 900 + if off { far } else { 0 },
+                        product: Product::Voice,
+                        type_: 0,
+                        country: None,
+                        direction: None,
+                        code: 0,
+                    };
+                    (key, Totals { records: 1, units: 1, duration: 0, amount: 0, surcharge: 0 })
+                })
+                .collect();
+            let mut expected: Vec<u128> = groups
+                .iter()
+                .enumerate()
+                .map(|(i, (key, _))| (key.account as u128) << 96 | ((key.slot as u64 ^ 1 << 63) as u128) << 32 | i as u128)
+                .collect();
+            expected.sort_unstable();
+            proptest::prop_assert_eq!(sorted_order(&groups), expected);
+        }
+    }
 
     /// Rollup rows come out of [`sum_grain`] by slot, then in the report's
     /// order of their text ([`Order`] over the strings, an empty subaccount
