@@ -291,9 +291,9 @@ fn sorted_order(groups: &[(RollupKey, Totals)]) -> Vec<u128> {
 
 /// [`sorted_order`] by a radix sort, when the groups' accounts and slots
 /// span few enough (account, slot) pairs to rank them in 32 bits (a
-/// shard's few accounts over a year of 15-minute slots take 2 passes, the
-/// comparison sort's 16 levels took a fifth of a spill): each group's
-/// rank `<< 32 |` its position, sorted. `None` otherwise.
+/// shard's few accounts over a year of 15-minute slots: 2 passes, where a
+/// comparison sort of a spill's 64k groups goes 16 levels deep): each
+/// group's rank `<< 32 |` its position, sorted. `None` otherwise.
 fn radix_order(groups: &[(RollupKey, Totals)]) -> Option<Vec<u64>> {
     let (first, _) = groups.first()?;
     u32::try_from(groups.len()).ok()?;
@@ -306,7 +306,7 @@ fn radix_order(groups: &[(RollupKey, Totals)]) -> Option<Vec<u64>> {
         slots = (slots.0.min(key.slot), slots.1.max(key.slot));
     }
     let per_account = u64::try_from(slots.1.checked_sub(slots.0)? / crate::store::SLOT_SECONDS).ok()? + 1;
-    let ranks = u64::from(accounts.1 - accounts.0 + 1).checked_mul(per_account).filter(|&r| r <= 1 << 32)?;
+    let ranks = (u64::from(accounts.1 - accounts.0) + 1).checked_mul(per_account).filter(|&r| r <= 1 << 32)?;
     let mut ranked: Vec<u64> = groups
         .iter()
         .enumerate()
