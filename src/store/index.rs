@@ -76,7 +76,9 @@ pub fn unpack(place: u64) -> (u32, u64) {
 /// Writes the entries of `parts` (in any order; written by partition, each
 /// partition's in their order, part after part) to a new index file at
 /// `path`, then handed to `syncer`. (An ingest's batch hands each chunk's
-/// entries as they are, not copied into one vector first.)
+/// entries as they are, not copied into one vector first.) The file's
+/// bytes are made whole in memory, 32 per entry (a batch's file is tens of
+/// MB), so that each entry is read once and put where its partition goes.
 pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Result<()> {
     let entries = || parts.iter().flat_map(|part| part.iter());
     let mut offsets = vec![0u64; PARTITIONS + 1];

@@ -446,6 +446,9 @@ pub fn slot_of(secs: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::Bucketing;
+    use crate::time::{parse_date, Granularity, Window};
+    use chrono_tz::Tz;
 
     /// A manifest as earlier versions wrote it reads back and writes again
     /// byte for byte: `manifest.json` is the store's commit point, and an
@@ -521,10 +524,6 @@ mod tests {
             }
         }
     }
-
-    use crate::aggregate::Bucketing;
-    use crate::time::{parse_date, Granularity, Window};
-    use chrono_tz::Tz;
 
     fn selector(from: &str, to: &str, granularity: Granularity, tz: &str) -> Selector {
         let tz: Tz = tz.parse().unwrap();
