@@ -38,7 +38,7 @@
 //!   streamed, 1 MiB at a time per thread);
 //! - rollup groups: at most [`IngestOptions::max_rollup_groups`] while
 //!   reading (then spilled to partial files of fixed-size binary rows); at
-//!   publish, as many accounts at a time as threads plus one (plain
+//!   publish, as many accounts at a time as threads plus two (plain
 //!   threads), each merged one UTC day at a time: one day of the
 //!   account's groups (sorted once, summed at every grain from that
 //!   order), plus a slice of 64k rows per input (the in-memory groups,
@@ -431,7 +431,6 @@ pub(super) fn finish(
     for files in manifest.rollups.values_mut() {
         files.retain(|grain, _| super::GRAINS.contains(grain));
     }
-    let partials: Vec<PathBuf> = rollups.partials();
     rollups.write(store, id, &mut manifest, &syncer)?;
     // Every records, index and rollup file is on disk before the commit point.
     syncer.wait()?;
@@ -451,10 +450,6 @@ pub(super) fn finish(
         }
     }
     manifest.publish(store, id)?;
-    for partial in partials {
-        // Unpublished scratch files of this run; a leftover is harmless.
-        let _ = std::fs::remove_file(partial);
-    }
     report.removed = collect_garbage(store, &[&old, &manifest]);
     report.published = true;
     report.generation = manifest.generation;

@@ -176,15 +176,10 @@ impl Rollups {
             .try_for_each(|(s, shard)| shard.spill(store, id, s))
     }
 
-    /// The partial files spilled so far (scratch files of this run).
-    pub(super) fn partials(&self) -> Vec<PathBuf> {
-        let paths = self.shards.iter().flat_map(|shard| shard.spilled.values().flatten().map(|run| run.path.clone()));
-        paths.collect::<std::collections::BTreeSet<PathBuf>>().into_iter().collect()
-    }
-
     /// Merges the new groups into each touched account's rollups and writes
     /// one new file per touched account and grain (accounts in parallel,
-    /// whatever their shard).
+    /// whatever their shard); each partial file is deleted as soon as the
+    /// last merge that reads it is done.
     pub(super) fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest, syncer: &Syncer) -> Result<()> {
         // Each shard's groups by account, and its partial files by account.
         type Taken = (ByAccount, BTreeMap<String, Vec<Run>>);
@@ -208,16 +203,36 @@ impl Rollups {
             }
         }
         let n_accounts = accounts.len();
-        // The largest accounts first (rows in memory and in partial files),
-        // so that the last to finish is a small one, not a skewed account
-        // started late while the other thread has nothing left.
-        let mut accounts: Vec<(&str, (usize, Groups<'_>))> = accounts.into_iter().collect();
         let partial_rows = |s: usize, account: &str| -> u64 {
             taken[s].1.get(account).map_or(0, |runs| runs.iter().map(|run| run.rows).sum())
         };
+        let rows = |s: usize, account: &str, groups: Groups<'_>| groups.len() as u64 + partial_rows(s, account);
+        let mut largest = [0u64; SHARDS];
+        for (account, (s, groups)) in &accounts {
+            largest[*s] = largest[*s].max(rows(*s, account, groups));
+        }
+        // Shard after shard, those with the largest accounts first, and in
+        // a shard the largest accounts first (rows in memory and in partial
+        // files): the largest account starts first and the last merge to
+        // finish is a small one (not a skewed account started late while
+        // the other thread has nothing left); and each shard's partial
+        // files are read by merges close together, so that they can be
+        // deleted while later shards merge.
+        let mut accounts: Vec<(&str, (usize, Groups<'_>))> = accounts.into_iter().collect();
         accounts.sort_by_cached_key(|(account, (s, groups))| {
-            std::cmp::Reverse(groups.len() as u64 + partial_rows(*s, account))
+            (std::cmp::Reverse(largest[*s]), *s, std::cmp::Reverse(rows(*s, account, groups)))
         });
+        // How many merges still read each partial file.
+        let partial_files = |s: usize, account: &str| -> std::collections::BTreeSet<&Path> {
+            taken[s].1.get(account).into_iter().flatten().map(|run| run.path.as_path()).collect()
+        };
+        let mut readers: BTreeMap<&Path, usize> = BTreeMap::new();
+        for (account, (s, _)) in &accounts {
+            for path in partial_files(*s, account) {
+                *readers.entry(path).or_default() += 1;
+            }
+        }
+        let readers = std::sync::Mutex::new(readers);
         // Plain threads, one account each at a time: inside a rayon task, a
         // wait on the pool (every row group's encoding) runs other queued
         // accounts on the same thread, so that every account's merge could
@@ -225,8 +240,20 @@ impl Rollups {
         let jobs = std::sync::Mutex::new(accounts.into_iter());
         let done = std::sync::Mutex::new(Vec::new());
         let previous = &manifest.rollups;
-        let (shards, taken, finished) = (&self.shards, &taken, &done);
+        let (shards, taken, finished, readers, partial_files) = (&self.shards, &taken, &done, &readers, &partial_files);
         std::thread::scope(|scope| {
+            // A partial file is deleted once no merge is left to read it, on
+            // a thread of its own: on a file system that discards freed
+            // blocks, a deletion waits on the device (0.2 ms a MB here),
+            // which the merges need not wait for.
+            let (delete, deletions) = std::sync::mpsc::channel::<PathBuf>();
+            scope.spawn(move || {
+                for partial in deletions {
+                    // Unpublished scratch files of this run; a leftover is
+                    // harmless (the next ingest collects it).
+                    let _ = std::fs::remove_file(partial);
+                }
+            });
             // Two more than the pool's threads: while a merge waits on the
             // pool for its row groups' encoding, or on the device for its
             // partial files' slices (read around the page cache), another
@@ -234,6 +261,7 @@ impl Rollups {
             for _ in 0..rayon::current_num_threads() + 2 {
                 // The lock is released inside `next`, before the work.
                 let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
+                let delete = delete.clone();
                 scope.spawn(move || {
                     while let Some((account, (s, groups))) = next() {
                         let inputs = account_inputs(store, previous, &taken[s].1, account);
@@ -241,9 +269,20 @@ impl Rollups {
                         if let Ok(mut done) = finished.lock() {
                             done.push(result);
                         }
+                        let Ok(mut readers) = readers.lock() else { continue };
+                        for path in partial_files(s, account) {
+                            if let Some(left) = readers.get_mut(path) {
+                                *left -= 1;
+                                if *left == 0 {
+                                    let _ = delete.send(path.to_owned());
+                                }
+                            }
+                        }
                     }
                 });
             }
+            // The deleting thread ends when the merges' senders are gone.
+            drop(delete);
         });
         let written: Vec<Result<Vec<(String, i64, String)>>> = done.into_inner().unwrap_or_default();
         if written.len() != n_accounts {
