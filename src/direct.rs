@@ -28,13 +28,38 @@ const ALIGN: usize = 4096;
 /// Bytes written per call: a whole number of [`ALIGN`] blocks.
 const WRITE_BYTES: usize = 1 << 20;
 
-/// Buffers of a [`DirectWriter`] at most: one filling, the others queued
-/// for the device or being written. With two, a writer that fills a block
-/// faster than the device takes one (a Parquet page, a spill's rows) waits
-/// on every block; with eight, the 16.1M-record ingest left 0.4-0.5 fewer
-/// core-seconds idle and took 3 % less wall time (docs/performance.md
-/// "Round 14"). Made as needed: a file of one block has one.
+/// Buffers of a [`DirectWriter`] of its own at most: one filling, the
+/// others queued for the device or being written. With two, a writer that
+/// fills a block faster than the device takes one (a Parquet page, a
+/// spill's rows) waits on every block; with eight, the 16.1M-record ingest
+/// left 0.4-0.5 fewer core-seconds idle and took 3 % less wall time
+/// (docs/performance.md "Round 14"). Made as needed: a file of one block
+/// has one.
 const MAX_BUFFERS: usize = 8;
+
+/// Buffers beyond [`MAX_BUFFERS`] that the process's writers share: a
+/// writer whose own are all queued takes one of these while any is left
+/// (a burst, such as an index file or a Parquet row group written whole,
+/// then queues deeper instead of waiting on the device), and gives it back
+/// when its file is done. Shared, so that the bytes queued stay bounded
+/// however many files are written at once (docs/performance.md "Round 17").
+const SHARED_BUFFERS: usize = 64;
+
+/// The shared buffers taken now.
+static SHARED: Budget = Budget::new(SHARED_BUFFERS);
+
+/// A count of buffers taken from a fixed number.
+#[derive(Debug)]
+struct Budget {
+    taken: std::sync::atomic::AtomicUsize,
+    most: usize,
+}
+
+impl Budget {
+    const fn new(most: usize) -> Budget {
+        Budget { taken: std::sync::atomic::AtomicUsize::new(0), most }
+    }
+}
 
 /// A byte buffer whose usable part starts at an [`ALIGN`]ed address, from a
 /// plain `Vec` (no `unsafe`): it is allocated once, `ALIGN` bytes larger,
@@ -157,13 +182,16 @@ struct Behind {
     /// threads that do not write).
     spare: std::sync::Mutex<std::sync::mpsc::Receiver<AlignedBuffer>>,
     thread: std::thread::JoinHandle<std::io::Result<File>>,
-    /// Buffers made so far (at most [`MAX_BUFFERS`]).
+    /// Buffers made so far (at most [`MAX_BUFFERS`] of its own, then
+    /// shared ones).
     buffers: usize,
+    /// Shared buffers taken.
+    shared: Shared,
 }
 
 impl Behind {
     fn start(mut file: BlockFile) -> std::io::Result<Behind> {
-        let (blocks, received) = std::sync::mpsc::sync_channel::<Block>(MAX_BUFFERS);
+        let (blocks, received) = std::sync::mpsc::sync_channel::<Block>(MAX_BUFFERS + SHARED_BUFFERS);
         let (give_back, spare) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new().name("telemeter-write".to_owned()).spawn(move || {
             for block in received {
@@ -179,7 +207,7 @@ impl Behind {
             }
             Err(std::io::Error::other("the writer stopped before its last block"))
         })?;
-        Ok(Behind { blocks, spare: std::sync::Mutex::new(spare), thread, buffers: 1 })
+        Ok(Behind { blocks, spare: std::sync::Mutex::new(spare), thread, buffers: 1, shared: Shared::new(&SHARED) })
     }
 
     /// The thread's error, once it has stopped.
@@ -190,6 +218,37 @@ impl Behind {
             Ok(Ok(_)) => std::io::Error::other("the write thread stopped early"),
             Err(_) => std::io::Error::other("the write thread panicked"),
         }
+    }
+}
+
+/// A writer's count of buffers taken from a [`Budget`] (the
+/// [`SHARED_BUFFERS`]), given back when the writer is done (finished,
+/// failed or dropped).
+#[derive(Debug)]
+struct Shared {
+    budget: &'static Budget,
+    taken: usize,
+}
+
+impl Shared {
+    fn new(budget: &'static Budget) -> Shared {
+        Shared { budget, taken: 0 }
+    }
+
+    /// Takes one more, if any is left.
+    fn take(&mut self) -> bool {
+        use std::sync::atomic::Ordering;
+        let most = self.budget.most;
+        let taken =
+            self.budget.taken.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < most).then_some(n + 1));
+        self.taken += usize::from(taken.is_ok());
+        taken.is_ok()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.budget.taken.fetch_sub(self.taken, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -247,11 +306,12 @@ impl DirectWriter {
             Some(Sink::Here(file)) => file.append(&mut self.buffer, self.len)?,
             Some(Sink::Behind(behind)) => {
                 // A buffer the thread has written if there is one, else a
-                // new one while there may be more, else a wait for one.
+                // new one while there may be more (its own, then shared),
+                // else a wait for one.
                 let spare = behind.spare.get_mut().ok();
                 let next = match spare.as_ref().and_then(|spare| spare.try_recv().ok()) {
                     Some(buffer) => Some(buffer),
-                    None if behind.buffers < MAX_BUFFERS => {
+                    None if behind.buffers < MAX_BUFFERS || behind.shared.take() => {
                         behind.buffers += 1;
                         Some(AlignedBuffer::new(WRITE_BYTES))
                     }
@@ -396,9 +456,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn shared_buffers_stay_within_their_budget_and_come_back_with_the_writer() {
+        static BUDGET: Budget = Budget::new(3);
+        let mut a = Shared::new(&BUDGET);
+        let mut b = Shared::new(&BUDGET);
+        assert!(a.take() && a.take() && b.take());
+        assert!(!b.take() && !a.take(), "a fourth buffer from a budget of three");
+        drop(a);
+        assert!(b.take() && b.take());
+        assert!(!b.take());
+        drop(b);
+        assert_eq!(BUDGET.taken.load(std::sync::atomic::Ordering::Acquire), 0);
+    }
+
     fn write_every_length(dir: &Path, around: bool) {
-        // Up to more blocks than the writer has buffers (each reused).
-        let many = (MAX_BUFFERS * 2 + 1) * WRITE_BYTES + 17;
+        // Up to more blocks than the writer may have buffers (each reused).
+        let many = (MAX_BUFFERS + SHARED_BUFFERS + 1) * WRITE_BYTES + 17;
         for n in [0, 1, ALIGN - 1, ALIGN, ALIGN + 1, WRITE_BYTES - 3, WRITE_BYTES, 2 * WRITE_BYTES + 5000, many] {
             let path = dir.join(format!("f{n}"));
             let data = bytes(n);
