@@ -149,6 +149,7 @@ impl Rollups {
             .map(|(s, shard)| {
                 let mut ahead = std::collections::VecDeque::with_capacity(KEYS_AHEAD + 1);
                 let mut ids: Vec<u32> = Vec::new();
+                shard.groups.reserve(folds.iter().map(|fold| fold.by_shard[s].len()).sum());
                 for (chunk, fold) in chunks.iter().zip(folds) {
                     ids.clear();
                     ids.resize(chunk.texts.names(), NO_ID);
