@@ -182,8 +182,7 @@ struct Behind {
     /// threads that do not write).
     spare: std::sync::Mutex<std::sync::mpsc::Receiver<AlignedBuffer>>,
     thread: std::thread::JoinHandle<std::io::Result<File>>,
-    /// Buffers made so far (at most [`MAX_BUFFERS`] of its own, then
-    /// shared ones).
+    /// Buffers of its own made so far (at most [`MAX_BUFFERS`]).
     buffers: usize,
     /// Shared buffers taken.
     shared: Shared,
@@ -311,10 +310,11 @@ impl DirectWriter {
                 let spare = behind.spare.get_mut().ok();
                 let next = match spare.as_ref().and_then(|spare| spare.try_recv().ok()) {
                     Some(buffer) => Some(buffer),
-                    None if behind.buffers < MAX_BUFFERS || behind.shared.take() => {
+                    None if behind.buffers < MAX_BUFFERS => {
                         behind.buffers += 1;
                         Some(AlignedBuffer::new(WRITE_BYTES))
                     }
+                    None if behind.shared.take() => Some(AlignedBuffer::new(WRITE_BYTES)),
                     None => spare.and_then(|spare| spare.recv().ok()),
                 };
                 let full = next.map(|next| std::mem::replace(&mut self.buffer, next));
