@@ -165,10 +165,11 @@ impl BlockFile {
 }
 
 /// What a [`DirectWriter`]'s thread is handed: a full buffer, or the last
-/// one.
+/// one (its length, and the writer's count of shared buffers, given back
+/// once it is written).
 enum Block {
     Full(AlignedBuffer),
-    Last(AlignedBuffer, usize),
+    Last(AlignedBuffer, usize, Shared),
 }
 
 /// A [`BlockFile`] on a thread of its own, so that the writer goes on
@@ -181,7 +182,7 @@ struct Behind {
     /// writer can be shared, as a Parquet writer's `&self` is, between
     /// threads that do not write).
     spare: std::sync::Mutex<std::sync::mpsc::Receiver<AlignedBuffer>>,
-    thread: std::thread::JoinHandle<std::io::Result<File>>,
+    thread: WriteThread,
     /// Buffers of its own made so far (at most [`MAX_BUFFERS`]).
     buffers: usize,
     /// Shared buffers taken.
@@ -189,7 +190,7 @@ struct Behind {
 }
 
 impl Behind {
-    fn start(mut file: BlockFile) -> std::io::Result<Behind> {
+    fn start(mut file: BlockFile, budget: &'static Budget) -> std::io::Result<Behind> {
         let (blocks, received) = std::sync::mpsc::sync_channel::<Block>(MAX_BUFFERS + SHARED_BUFFERS);
         let (give_back, spare) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new().name("telemeter-write".to_owned()).spawn(move || {
@@ -201,22 +202,66 @@ impl Behind {
                         // The writer may have finished (an error of its own).
                         let _ = give_back.send(buffer);
                     }
-                    Block::Last(mut buffer, len) => return file.finish(&mut buffer, len),
+                    // The shared buffers come back here, once written, even
+                    // when nobody waits for the file yet.
+                    Block::Last(mut buffer, len, _shared) => return file.finish(&mut buffer, len),
                 }
             }
             Err(std::io::Error::other("the writer stopped before its last block"))
         })?;
-        Ok(Behind { blocks, spare: std::sync::Mutex::new(spare), thread, buffers: 1, shared: Shared::new(&SHARED) })
+        Ok(Behind { blocks, spare: std::sync::Mutex::new(spare), thread, buffers: 1, shared: Shared::new(budget) })
     }
 
     /// The thread's error, once it has stopped.
     fn stopped(self) -> std::io::Error {
-        drop(self.blocks);
-        match self.thread.join() {
-            Ok(Err(e)) => e,
-            Ok(Ok(_)) => std::io::Error::other("the write thread stopped early"),
-            Err(_) => std::io::Error::other("the write thread panicked"),
+        stopped(self.blocks, self.thread)
+    }
+}
+
+/// The error of a write thread that stopped before its last block, once
+/// it has (`blocks`: its queue, closed here).
+fn stopped(blocks: std::sync::mpsc::SyncSender<Block>, thread: WriteThread) -> std::io::Error {
+    drop(blocks);
+    match thread.join() {
+        Ok(Err(e)) => e,
+        Ok(Ok(_)) => std::io::Error::other("the write thread stopped early"),
+        Err(_) => std::io::Error::other("the write thread panicked"),
+    }
+}
+
+/// A [`Behind`]'s thread: the file, once every block is written.
+type WriteThread = std::thread::JoinHandle<std::io::Result<File>>;
+
+/// A file whose last blocks may still be on their way to the device
+/// ([`DirectWriter::finish_behind`]): [`Written::wait`] gives the file
+/// (to be synced) once they are written, or the first write error.
+#[derive(Debug)]
+pub(crate) struct Written(WrittenBy);
+
+#[derive(Debug)]
+enum WrittenBy {
+    /// Written, or failed, already.
+    Done(std::io::Result<File>),
+    /// The blocks still with the writer's thread.
+    Thread(WriteThread),
+}
+
+impl Written {
+    /// Waits until every block is written; the file, or the first error.
+    pub(crate) fn wait(self) -> std::io::Result<File> {
+        match self.0 {
+            WrittenBy::Done(file) => file,
+            WrittenBy::Thread(thread) => {
+                thread.join().map_err(|_| std::io::Error::other("the write thread panicked"))?
+            }
         }
+    }
+}
+
+impl From<File> for Written {
+    /// A file written already (through the page cache, say).
+    fn from(file: File) -> Written {
+        Written(WrittenBy::Done(Ok(file)))
     }
 }
 
@@ -281,10 +326,12 @@ pub(crate) struct DirectWriter {
 impl DirectWriter {
     /// Creates (or truncates) the file at `path`.
     pub(crate) fn create(path: &Path) -> std::io::Result<DirectWriter> {
-        DirectWriter::create_with(path, true)
+        DirectWriter::create_with(path, true, &SHARED)
     }
 
-    fn create_with(path: &Path, around: bool) -> std::io::Result<DirectWriter> {
+    /// [`DirectWriter::create`], around the page cache or not, its shared
+    /// buffers from `budget`.
+    fn create_with(path: &Path, around: bool, budget: &'static Budget) -> std::io::Result<DirectWriter> {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
         let buffer = AlignedBuffer::new(WRITE_BYTES);
@@ -293,7 +340,7 @@ impl DirectWriter {
         // The thread is for the device's wait: without direct I/O the page
         // cache takes the bytes at once.
         let sink = match direct {
-            true => Sink::Behind(Behind::start(file)?),
+            true => Sink::Behind(Behind::start(file, budget)?),
             false => Sink::Here(file),
         };
         Ok(DirectWriter { buffer, len: 0, sink: Some(sink) })
@@ -334,19 +381,26 @@ impl DirectWriter {
     }
 
     /// Writes what is left and cuts the file to the bytes written; the
-    /// file, to be synced.
-    pub(crate) fn finish(mut self) -> std::io::Result<File> {
-        match self.sink.take() {
-            Some(Sink::Here(file)) => file.finish(&mut self.buffer, self.len),
-            Some(Sink::Behind(behind)) => {
-                if behind.blocks.send(Block::Last(self.buffer, self.len)).is_err() {
-                    return Err(behind.stopped());
+    /// file, to be synced, once every block is on the device.
+    pub(crate) fn finish(self) -> std::io::Result<File> {
+        self.finish_behind().wait()
+    }
+
+    /// [`DirectWriter::finish`] without the wait: the last blocks go on to
+    /// the device on the writer's thread while the caller goes on; the
+    /// file comes from [`Written::wait`]. The shared buffers come back
+    /// when the thread is done, waited for or not.
+    pub(crate) fn finish_behind(mut self) -> Written {
+        Written(match self.sink.take() {
+            Some(Sink::Here(file)) => WrittenBy::Done(file.finish(&mut self.buffer, self.len)),
+            Some(Sink::Behind(Behind { blocks, thread, shared, .. })) => {
+                match blocks.send(Block::Last(self.buffer, self.len, shared)) {
+                    Ok(()) => WrittenBy::Thread(thread),
+                    Err(_) => WrittenBy::Done(Err(stopped(blocks, thread))),
                 }
-                drop(behind.blocks);
-                behind.thread.join().map_err(|_| std::io::Error::other("the write thread panicked"))?
             }
-            None => Err(std::io::Error::other("a write after an error")),
-        }
+            None => WrittenBy::Done(Err(std::io::Error::other("a write after an error"))),
+        })
     }
 }
 
@@ -476,12 +530,41 @@ mod tests {
         for n in [0, 1, ALIGN - 1, ALIGN, ALIGN + 1, WRITE_BYTES - 3, WRITE_BYTES, 2 * WRITE_BYTES + 5000, many] {
             let path = dir.join(format!("f{n}"));
             let data = bytes(n);
-            let mut out = DirectWriter::create_with(&path, around).unwrap();
+            let mut out = DirectWriter::create_with(&path, around, &SHARED).unwrap();
             for piece in data.chunks(977) {
                 out.write_all(piece).unwrap();
             }
             out.finish().unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), data, "{n} bytes");
+        }
+    }
+
+    /// A file finished without a wait ([`DirectWriter::finish_behind`])
+    /// gives its shared buffers back once its thread has written them,
+    /// whether anyone waits for it or not (a spill's partial file is
+    /// waited for only at the publish); waited for, it holds its bytes.
+    #[test]
+    fn a_file_finished_behind_gives_its_buffers_back_unwaited_and_holds_its_bytes() {
+        static BUDGET: Budget = Budget::new(4);
+        let dir = tempfile::tempdir().unwrap();
+        let data = bytes((MAX_BUFFERS + 8) * WRITE_BYTES + 5);
+        let written: Vec<(PathBuf, Written)> = ["a", "b"]
+            .iter()
+            .map(|name| {
+                let path = dir.path().join(name);
+                let mut out = DirectWriter::create_with(&path, true, &BUDGET).unwrap();
+                out.write_all(&data).unwrap();
+                (path, out.finish_behind())
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        while BUDGET.taken.load(std::sync::atomic::Ordering::Acquire) != 0 {
+            assert!(start.elapsed() < std::time::Duration::from_secs(60), "shared buffers kept by finished files");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        for (path, written) in written {
+            written.wait().unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), data, "{}", path.display());
         }
     }
 

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::direct::Written;
 use crate::error::{Error, Result};
 
 /// Writes `bytes` to `path` and syncs the file to disk.
@@ -20,22 +21,25 @@ pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Syncs finished files to disk: on a thread of its own
 /// ([`Syncer::background`]: the writer goes on with its next file while
 /// the disk catches up, instead of waiting on each), or at once
-/// ([`Syncer::at_once`]). A publish calls [`Syncer::wait`] before its
-/// commit point: every file handed over is on disk when it returns `Ok`.
+/// ([`Syncer::at_once`]). A file may come with its last blocks still on
+/// their way to the device ([`Written`]): the syncer waits for them, and
+/// their write errors are its errors. A publish calls [`Syncer::wait`]
+/// before its commit point: every file handed over is written whole and
+/// on disk when it returns `Ok`.
 #[derive(Debug)]
 pub(crate) struct Syncer {
-    sender: Option<std::sync::mpsc::Sender<(PathBuf, std::fs::File)>>,
+    sender: Option<std::sync::mpsc::Sender<(PathBuf, Written)>>,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
 impl Syncer {
     /// Files are synced one after the other on a thread of the syncer's.
     pub(crate) fn background() -> Syncer {
-        let (sender, files) = std::sync::mpsc::channel::<(PathBuf, std::fs::File)>();
+        let (sender, files) = std::sync::mpsc::channel::<(PathBuf, Written)>();
         let thread = std::thread::Builder::new().name("telemeter-sync".to_owned()).spawn(move || {
             let mut first_error = None;
             for (path, file) in files {
-                if let Err(e) = file.sync_all() {
+                if let Err(e) = file.wait().and_then(|file| file.sync_all()) {
                     first_error.get_or_insert(Error::io(&path, e));
                 }
             }
@@ -53,8 +57,10 @@ impl Syncer {
         Syncer { sender: None, thread: None }
     }
 
-    /// Syncs `file` (written at `path`) now, or hands it to the thread.
-    pub(crate) fn sync(&self, path: &Path, file: std::fs::File) -> Result<()> {
+    /// Syncs `file` (written at `path`, or still being written) now, or
+    /// hands it to the thread.
+    pub(crate) fn sync(&self, path: &Path, file: impl Into<Written>) -> Result<()> {
+        let file = file.into();
         let file = match &self.sender {
             Some(sender) => match sender.send((path.to_owned(), file)) {
                 Ok(()) => return Ok(()),
@@ -63,7 +69,7 @@ impl Syncer {
             },
             None => file,
         };
-        file.sync_all().map_err(|e| Error::io(path, e))
+        file.wait().and_then(|file| file.sync_all()).map_err(|e| Error::io(path, e))
     }
 
     /// Waits until every file handed over is synced; the first error, if any.
@@ -194,6 +200,34 @@ mod tests {
             for (t, i) in (0..4).flat_map(|t| (0..8).map(move |i| (t, i))) {
                 assert_eq!(std::fs::read_to_string(dir.path().join(format!("{t}-{i}"))).unwrap(), format!("{t} {i}"));
             }
+        }
+    }
+
+    /// A file handed over with its last blocks still being written is
+    /// whole on disk when `wait` returns; a write that failed is the
+    /// syncer's error, naming the file.
+    #[test]
+    fn a_file_still_being_written_is_whole_after_the_wait_and_its_failure_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..3 * (1 << 20) + 77).map(|i: usize| (i % 251) as u8).collect();
+        for syncer in [Syncer::background(), Syncer::at_once()] {
+            let path = dir.path().join("behind");
+            let mut out = crate::direct::DirectWriter::create(&path).unwrap();
+            out.write_all(&data).unwrap();
+            syncer.sync(&path, out.finish_behind()).unwrap();
+            syncer.wait().unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), data);
+        }
+        let full = Path::new("/dev/full");
+        if full.exists() {
+            let syncer = Syncer::background();
+            let mut out = crate::direct::DirectWriter::create(full).unwrap();
+            // Less than a block: nothing reaches the device before the
+            // last block, so the error comes with the file, to the syncer.
+            out.write_all(&data[..100]).unwrap();
+            syncer.sync(full, out.finish_behind()).unwrap();
+            let error = syncer.wait().expect_err("a file written to /dev/full synced");
+            assert!(error.to_string().contains("/dev/full"), "{error}");
         }
     }
 

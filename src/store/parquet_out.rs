@@ -469,12 +469,11 @@ impl ParquetOut {
     }
 
     /// Writes the footer (with polars' `ARROW:schema` metadata) and hands
-    /// the file to `syncer`, to be synced to disk.
+    /// the file to `syncer`, its last blocks still on their way to the
+    /// device: the syncer waits for them, then syncs it to disk.
     pub(super) fn finish(mut self, syncer: &Syncer) -> Result<()> {
         self.writer.end(None).map_err(parquet_error(&self.path))?;
-        let path = self.path;
-        let file = self.writer.into_inner().finish().map_err(|e| Error::io(&path, e))?;
-        syncer.sync(&path, file)
+        syncer.sync(&self.path, self.writer.into_inner().finish_behind())
     }
 }
 

@@ -188,12 +188,16 @@ impl Rollups {
             .shards
             .par_iter_mut()
             .map(|shard| {
+                // The partial files are read from here on: each written whole.
+                for (path, written) in shard.writing.drain(..) {
+                    written.wait().map_err(|e| Error::io(&path, e))?;
+                }
                 let groups = shard.take_by_account();
                 // Nothing more is added: the table's memory goes now.
                 shard.groups.release();
-                (groups, std::mem::take(&mut shard.spilled))
+                Ok((groups, std::mem::take(&mut shard.spilled)))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let mut accounts: BTreeMap<&str, (usize, Groups<'_>)> = BTreeMap::new();
         for (s, (groups, spilled)) in taken.iter().enumerate() {
             for slice in groups.accounts() {
@@ -462,6 +466,9 @@ struct Shard {
     /// The runs of each account in the partial files written by
     /// [`Shard::spill`].
     spilled: BTreeMap<String, Vec<Run>>,
+    /// The partial files whose last blocks may still be on their way to
+    /// the device (waited for before the merge reads them).
+    writing: Vec<(PathBuf, crate::direct::Written)>,
     spills: u32,
     /// The last id of each string field of a key ([`Shard::intern`]).
     recent: [Option<u32>; 4],
@@ -621,7 +628,8 @@ impl Shard {
             let run = Run { path: path.clone(), first: start as u64, rows: (end - start) as u64, row_bytes };
             runs.push((account, run));
         }
-        out.finish().map_err(|e| Error::io(&path, e))?;
+        // The batch goes on while the last blocks reach the device.
+        self.writing.push((path, out.finish_behind()));
         self.spills += 1;
         self.groups.clear();
         for (account, run) in runs {
