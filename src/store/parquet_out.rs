@@ -208,17 +208,23 @@ enum Values {
     TextDictionary(Dictionary<Utf8ViewArray>),
 }
 
+/// Slots of [`TextColumn`]'s recent slices (a power of two): a records
+/// row group's chunks each intern their own copy of the 250 subaccounts,
+/// 50 accounts or 30 codes of the benchmark, more than 64 slots kept.
+const RECENT_SLOTS: usize = 1024;
+
 /// A text column made a value at a time (so that a row group's columns are
 /// made in one pass over its rows): [`Column::text`]'s dictionary and
 /// rule.
 pub(super) struct TextColumn<'a> {
     dictionary: Interner,
     keys: Vec<u32>,
-    /// The keys of recently seen slices, by address and length: a rollup's
-    /// text is interned and an enum's name is static, so their rows repeat
-    /// the same few slices, and an equal slice (borrowed for the whole
-    /// column) is an equal string, found without a hash.
-    recent: [(usize, usize, u32); 64],
+    /// The keys of recently seen slices, by address and length
+    /// ([`RECENT_SLOTS`] of them): a rollup's text is interned, a record's
+    /// key fields are interned per chunk and an enum's name is static, so
+    /// their rows repeat the same slices, and an equal slice (borrowed for
+    /// the whole column) is an equal string, found without a hash.
+    recent: Vec<(usize, usize, u32)>,
     /// The keys of values pushed by id ([`TextColumn::push_id`]), by id
     /// (`u32::MAX`: not seen yet).
     by_id: Vec<u32>,
@@ -231,7 +237,7 @@ impl<'a> TextColumn<'a> {
         TextColumn {
             dictionary: Interner::default(),
             keys: Vec::with_capacity(rows),
-            recent: [(0usize, usize::MAX, 0u32); 64],
+            recent: if rows == 0 { Vec::new() } else { vec![(0usize, usize::MAX, 0u32); RECENT_SLOTS] },
             by_id: Vec::new(),
             borrowed: std::marker::PhantomData,
         }
@@ -241,7 +247,16 @@ impl<'a> TextColumn<'a> {
     #[inline]
     pub(super) fn push(&mut self, value: &'a str) {
         let address = value.as_ptr() as usize;
-        let slot = &mut self.recent[(address ^ (address >> 6)) % 64];
+        // Fibonacci hashing: slices a few bytes apart land far apart.
+        let at = (address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_SLOTS.trailing_zeros());
+        let slot = match self.recent.get_mut(at as usize) {
+            Some(slot) => slot,
+            None => {
+                // A column made for no rows that is pushed to after all.
+                self.recent = vec![(0usize, usize::MAX, 0u32); RECENT_SLOTS];
+                &mut self.recent[at as usize]
+            }
+        };
         let key = if slot.0 == address && slot.1 == value.len() {
             slot.2
         } else {
