@@ -38,7 +38,7 @@
 //!   streamed, 1 MiB at a time per thread);
 //! - rollup groups: at most [`IngestOptions::max_rollup_groups`] while
 //!   reading (then spilled to partial files of fixed-size binary rows); at
-//!   publish, as many accounts at a time as threads plus two (plain
+//!   publish, as many accounts at a time as threads plus four (plain
 //!   threads), each merged one UTC day at a time: one day of the
 //!   account's groups (sorted once, summed at every grain from that
 //!   order), plus a slice of 64k rows per input (the in-memory groups,

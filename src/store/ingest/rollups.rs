@@ -27,6 +27,9 @@ use crate::store::parquet_io::{self, RecordView};
 use crate::store::rollup::{self, KeyedRollup, RollupRef};
 use crate::store::Manifest;
 
+/// Merges at a time in a publish beyond the pool's threads.
+const MORE_MERGES: usize = 4;
+
 /// Rollup groups of one account.
 type Groups<'a> = &'a [(RollupKey, Totals)];
 
@@ -259,11 +262,13 @@ impl Rollups {
                     let _ = std::fs::remove_file(partial);
                 }
             });
-            // Two more than the pool's threads: while a merge waits on the
+            // Four more than the pool's threads: while a merge waits on the
             // pool for its row groups' encoding, or on the device for its
             // partial files' slices (read around the page cache), another
-            // merge computes.
-            for _ in 0..rayon::current_num_threads() + 2 {
+            // merge computes (two more left a publish of the 16.1M set
+            // 0.05 s longer; six more, 150 MB more memory and no faster:
+            // docs/performance.md "Round 18").
+            for _ in 0..rayon::current_num_threads() + MORE_MERGES {
                 // The lock is released inside `next`, before the work.
                 let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
                 let delete = delete.clone();
