@@ -9,7 +9,9 @@
 //! partition, by streaming that partition of every index file (stored, and
 //! written by this ingest so far) past a hash of the partition's
 //! candidates: an equal id with equal content is a duplicate, with
-//! different content a conflict naming both places.
+//! different content a conflict naming both places. The check only reads,
+//! so it runs beside the fold and write of the batch that completed the
+//! buffer; what it finds is stored after that batch.
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -34,7 +36,7 @@ impl Run<'_> {
     /// batch exactly, and against every id stored or seen earlier through
     /// the filter. Rows the filter may have seen are marked candidates (so
     /// are the later rows of the batch with their id), to be checked exactly
-    /// by [`Run::resolve`].
+    /// by [`check`].
     pub(super) fn dedup(&self, state: &mut KindState, chunks: &[Chunk]) -> Result<Vec<Vec<Mark>>> {
         let mut parts: Vec<Vec<(Seen, u32, u32)>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
         for (c, chunk) in chunks.iter().enumerate() {
@@ -109,89 +111,33 @@ impl Run<'_> {
         }
     }
 
-    /// Checks the pending candidates exactly, partition by partition: each
-    /// partition's candidates are hashed, and that partition of every index
-    /// file (stored, and written by this ingest so far) is streamed past
-    /// them. The new ones are then stored like any batch's new rows.
+    /// Checks the pending candidates exactly ([`check`]), then stores the
+    /// new ones ([`Run::store_checked`]).
     pub(super) fn resolve(&mut self, state: &mut KindState) -> Result<()> {
         let pending = std::mem::take(&mut state.pending);
-        if pending.rows.is_empty() {
-            return Ok(());
-        }
-        let mut parts: Vec<Vec<u32>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
-        for (i, row) in pending.rows.iter().enumerate() {
-            parts[row.seen.partition()].push(i as u32);
-        }
-        let base = self.old.sources.len() as u32;
-        let index_files = &state.index;
-        let rows = &pending.rows;
-        type Found = (Vec<u32>, u64, Option<PendingClash>);
-        let check = || -> Vec<Result<Found>> {
-            parts
-                .into_par_iter()
-                .enumerate()
-                .map(|(p, mine)| {
-                    if mine.is_empty() {
-                        return Ok((Vec::new(), 0, None));
-                    }
-                    // Candidates come in file order; an index holds one entry per id.
-                    let mut known: FxHashMap<(u64, u64), Option<(u64, u64)>> =
-                        FxHashMap::with_capacity_and_hasher(mine.len(), Default::default());
-                    for &i in &mine {
-                        known.insert(rows[i as usize].seen.id, None);
-                    }
-                    for file in index_files {
-                        file.for_each_in(p, |entry| {
-                            if let Some(slot) = known.get_mut(&entry.id) {
-                                *slot = Some((entry.content, entry.place));
-                            }
-                        })?;
-                    }
-                    let (mut new, mut duplicates) = (Vec::new(), 0);
-                    for &i in &mine {
-                        let seen = rows[i as usize].seen;
-                        let place = (base + seen.file, seen.line);
-                        let Some(slot) = known.get_mut(&seen.id) else { continue };
-                        match *slot {
-                            None => {
-                                *slot = Some((seen.content, index::pack(place)));
-                                new.push(i);
-                            }
-                            Some((content, _)) if content == seen.content => duplicates += 1,
-                            Some((_, earlier)) => {
-                                return Ok((new, duplicates, Some((index::unpack(earlier), place, i))))
-                            }
-                        }
-                    }
-                    Ok((new, duplicates, None))
-                })
-                .collect()
-        };
-        // The partitions' index reads go around the page cache and wait on
-        // the device: twice the pool's threads, so that one computes while
-        // another waits (docs/performance.md "Round 9").
-        let io_pool = rayon::ThreadPoolBuilder::new().num_threads(rayon::current_num_threads() * 2).build();
-        let found = match io_pool {
-            Ok(pool) => pool.install(check),
-            Err(_) => check(),
-        };
-        let mut new: Vec<u32> = Vec::new();
-        let mut first_conflict: Option<PendingClash> = None;
-        for result in found {
-            let (part_new, duplicates, conflict) = result?;
-            new.extend(part_new);
-            state.tally.duplicates += duplicates;
-            if let Some(c) = conflict {
-                if first_conflict.is_none_or(|f| c.1 < f.1) {
-                    first_conflict = Some(c);
-                }
-            }
-        }
-        if let Some((first, second, i)) = first_conflict {
+        let checked = check(&state.index, &pending, self.old.sources.len() as u32);
+        self.store_checked(state, pending, checked)
+    }
+
+    /// Stores the candidates of `pending` that [`check`] found new
+    /// (`checked`), like any batch's new rows, and counts its duplicates;
+    /// or the conflict it found.
+    pub(super) fn store_checked(
+        &mut self,
+        state: &mut KindState,
+        pending: Pending,
+        checked: Result<Checked>,
+    ) -> Result<()> {
+        let Checked { new, duplicates, conflict } = checked?;
+        if let Some((first, second, i)) = conflict {
             let record_id = pending.view(&pending.rows[i as usize], "").record_id.to_owned();
             return Err(self.conflict(state.kind, record_id, first, second));
         }
-        new.sort_unstable();
+        if pending.rows.is_empty() {
+            return Ok(());
+        }
+        state.tally.duplicates += duplicates;
+        let base = self.old.sources.len() as u32;
         let names: Vec<&str> = self.inventory.files.iter().map(|f| f.name.as_str()).collect();
         let mut views = Vec::with_capacity(new.len());
         let mut entries = Vec::with_capacity(new.len());
@@ -211,6 +157,97 @@ impl Run<'_> {
     }
 }
 
+/// Checks `pending` candidates exactly against `index_files` (`base`:
+/// the sources stored before this ingest), partition by partition: each
+/// partition's candidates are hashed, and that partition of every index
+/// file is streamed past them. It only reads, so it runs beside the rest
+/// of the batch whose candidates complete `pending` ([`Run::take_batch`]).
+/// That batch's own index file is not needed: a new row's id is one the
+/// filter had never seen, and every candidate's id went into the filter
+/// when the candidate was marked, so no candidate repeats a new row of its
+/// own batch (nor of a later one).
+pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> Result<Checked> {
+    if pending.rows.is_empty() {
+        return Ok(Checked::default());
+    }
+    let mut parts: Vec<Vec<u32>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+    for (i, row) in pending.rows.iter().enumerate() {
+        parts[row.seen.partition()].push(i as u32);
+    }
+    let rows = &pending.rows;
+    type Found = (Vec<u32>, u64, Option<PendingClash>);
+    let check = || -> Vec<Result<Found>> {
+        parts
+            .into_par_iter()
+            .enumerate()
+            .map(|(p, mine)| {
+                if mine.is_empty() {
+                    return Ok((Vec::new(), 0, None));
+                }
+                // Candidates come in file order; an index holds one entry per id.
+                let mut known: FxHashMap<(u64, u64), Option<(u64, u64)>> =
+                    FxHashMap::with_capacity_and_hasher(mine.len(), Default::default());
+                for &i in &mine {
+                    known.insert(rows[i as usize].seen.id, None);
+                }
+                for file in index_files {
+                    file.for_each_in(p, |entry| {
+                        if let Some(slot) = known.get_mut(&entry.id) {
+                            *slot = Some((entry.content, entry.place));
+                        }
+                    })?;
+                }
+                let (mut new, mut duplicates) = (Vec::new(), 0);
+                for &i in &mine {
+                    let seen = rows[i as usize].seen;
+                    let place = (base + seen.file, seen.line);
+                    let Some(slot) = known.get_mut(&seen.id) else { continue };
+                    match *slot {
+                        None => {
+                            *slot = Some((seen.content, index::pack(place)));
+                            new.push(i);
+                        }
+                        Some((content, _)) if content == seen.content => duplicates += 1,
+                        Some((_, earlier)) => return Ok((new, duplicates, Some((index::unpack(earlier), place, i)))),
+                    }
+                }
+                Ok((new, duplicates, None))
+            })
+            .collect()
+    };
+    // The partitions' index reads go around the page cache and wait on
+    // the device: twice the pool's threads, so that one computes while
+    // another waits (docs/performance.md "Round 9").
+    let io_pool = rayon::ThreadPoolBuilder::new().num_threads(rayon::current_num_threads() * 2).build();
+    let found = match io_pool {
+        Ok(pool) => pool.install(check),
+        Err(_) => check(),
+    };
+    let mut checked = Checked::default();
+    for result in found {
+        let (part_new, duplicates, conflict) = result?;
+        checked.new.extend(part_new);
+        checked.duplicates += duplicates;
+        if let Some(c) = conflict {
+            if checked.conflict.is_none_or(|f| c.1 < f.1) {
+                checked.conflict = Some(c);
+            }
+        }
+    }
+    checked.new.sort_unstable();
+    Ok(checked)
+}
+
+/// What [`check`] found of the candidates: those new (by their position
+/// in [`Pending::rows`], in order), how many repeat a row stored or seen
+/// before, and the first conflict (by the later place) if any.
+#[derive(Default)]
+pub(super) struct Checked {
+    new: Vec<u32>,
+    duplicates: u64,
+    conflict: Option<PendingClash>,
+}
+
 /// A conflict found: the stored or earlier place, the later place, and the
 /// later row's (chunk, row).
 type Clash = ((u32, u64), (u32, u64), u32, u32);
@@ -227,7 +264,7 @@ pub(super) enum Mark {
     /// Repeats an earlier identical row of the batch: skipped.
     Duplicate,
     /// Its id may be stored or seen in an earlier batch: checked exactly
-    /// later ([`Run::resolve`]).
+    /// later ([`check`]).
     Candidate,
 }
 

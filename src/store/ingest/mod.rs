@@ -630,7 +630,7 @@ impl Run<'_> {
                         Some(this) => this,
                         None => self.start_kind(kind, files)?,
                     };
-                    self.take_batch(&mut this, chunks)?;
+                    self.take_batch(&mut this, chunks, last)?;
                     if last {
                         self.finish_kind(this)
                     } else {
@@ -713,8 +713,11 @@ impl Run<'_> {
     /// Takes in one batch of `state`'s kind: decides its rows' duplicates,
     /// folds its new rows into the rollups (spilling full shards), writes
     /// them as the run's next records and index files, and checks the
-    /// pending candidates once they hold enough bytes.
-    fn take_batch(&mut self, state: &mut KindState, mut chunks: Vec<Chunk>) -> Result<()> {
+    /// pending candidates once they hold enough bytes, or at the kind's
+    /// `last` batch: that check only reads, so it runs beside the fold and
+    /// the write (its index reads wait on the device, the others compute),
+    /// and what it finds is stored after the batch, as before.
+    fn take_batch(&mut self, state: &mut KindState, mut chunks: Vec<Chunk>, last: bool) -> Result<()> {
         let marks = self.dedup(state, &chunks)?;
         for chunk in chunks.iter_mut() {
             state.tally.read += chunk.read;
@@ -722,35 +725,56 @@ impl Run<'_> {
             state.tally.set_aside += rejects.len() as u64;
             self.report.rejects.append(&mut rejects);
         }
-        // Each chunk gathers its new rows on its own thread; then each
-        // rollup shard folds its accounts' rows of every chunk.
-        let base = self.old.sources.len() as u32;
-        let folds: Vec<ChunkFold> =
-            chunks.par_iter().zip(&marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
-        self.rollups.fold_chunks(&chunks, &folds)?;
-        self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
-        for ((chunk, fold), marks) in chunks.iter().zip(&folds).zip(&marks) {
-            state.tally.duplicates += fold.duplicates;
-            state.add_amount(fold.amount)?;
+        for (chunk, marks) in chunks.iter().zip(&marks) {
             for (row, mark) in chunk.rows.iter().zip(marks) {
                 if *mark == Mark::Candidate {
                     state.pending.push(&chunk.texts, row)?;
                 }
             }
         }
+        let pending =
+            (last || state.pending.bytes() >= self.options.pending_bytes).then(|| std::mem::take(&mut state.pending));
+        let base = self.old.sources.len() as u32;
+        let (kind, index_files) = (state.kind, &state.index);
+        let (taken, checked) = rayon::join(
+            || self.take_new(kind, &chunks, &marks),
+            || pending.as_ref().map(|pending| dedup::check(index_files, pending, base)),
+        );
+        let (written, rows, duplicates, amount) = taken?;
+        state.tally.duplicates += duplicates;
+        state.add_amount(amount)?;
+        self.add_written(state, rows, written)?;
+        drop(chunks);
+        match (pending, checked) {
+            (Some(pending), Some(checked)) => self.store_checked(state, pending, checked),
+            _ => Ok(()),
+        }
+    }
+
+    /// The new rows of a batch (`marks`: its dedup's decisions) folded
+    /// into the rollups (full shards spilled) and written as the run's
+    /// next records and index files: their names, and the rows written,
+    /// duplicates skipped and amount of the batch.
+    fn take_new(&mut self, kind: Kind, chunks: &[Chunk], marks: &[Vec<Mark>]) -> Result<TakenNew> {
+        // Each chunk gathers its new rows on its own thread; then each
+        // rollup shard folds its accounts' rows of every chunk.
+        let base = self.old.sources.len() as u32;
+        let folds: Vec<ChunkFold> =
+            chunks.par_iter().zip(marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
+        self.rollups.fold_chunks(chunks, &folds)?;
+        self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
+        let duplicates = folds.iter().map(|fold| fold.duplicates).sum();
+        let amount = folds.iter().map(|fold| fold.amount).sum();
         let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
         let entries: Vec<&[IndexEntry]> = folds.iter().map(|fold| &fold.entries[..]).collect();
-        let written = self.write_new(state.kind, &new_rows, &entries)?;
-        self.add_written(state, new_rows.len(), written)?;
-        drop(new_rows);
-        drop(folds);
-        drop(chunks);
-        if state.pending.bytes() >= self.options.pending_bytes {
-            self.resolve(state)?;
-        }
-        Ok(())
+        let written = self.write_new(kind, &new_rows, &entries)?;
+        Ok((written, new_rows.len(), duplicates, amount))
     }
 }
+
+/// What [`Run::take_new`] did: the files written, the rows written, the
+/// duplicates skipped, the amount of the rows written.
+type TakenNew = (Option<(String, String)>, usize, u64, i128);
 
 /// Reads the files of one batch of `kind` in parallel; the first bad row
 /// (in file order) is an error unless rows are set aside.
