@@ -761,14 +761,28 @@ impl Run<'_> {
         let base = self.old.sources.len() as u32;
         let folds: Vec<ChunkFold> =
             chunks.par_iter().zip(marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
-        self.rollups.fold_chunks(chunks, &folds)?;
-        self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
         let duplicates = folds.iter().map(|fold| fold.duplicates).sum();
         let amount = folds.iter().map(|fold| fold.amount).sum();
         let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
         let entries: Vec<&[IndexEntry]> = folds.iter().map(|fold| &fold.entries[..]).collect();
-        let written = self.write_new(kind, &new_rows, &entries)?;
-        Ok((written, new_rows.len(), duplicates, amount))
+        // The fold (and the spills) and the write share nothing but the
+        // rows: side by side, the tail of one (a shard larger than the
+        // others, a file's last row group) leaves the pool to the other.
+        let (store, id, number, syncer) = (self.store, self.id, self.batches, self.syncer);
+        let max_groups = self.options.max_rollup_groups;
+        let rollups = &mut self.rollups;
+        let (folded, written) = rayon::join(
+            || -> Result<()> {
+                rollups.fold_chunks(chunks, &folds)?;
+                rollups.spill_full(store, id, max_groups)
+            },
+            || match new_rows.is_empty() {
+                true => Ok(None),
+                false => write_files(store, id, number, kind, &new_rows, &entries, syncer).map(Some),
+            },
+        );
+        folded?;
+        Ok((written?, new_rows.len(), duplicates, amount))
     }
 }
 
