@@ -224,7 +224,7 @@ pub(super) struct TextColumn<'a> {
     /// key fields are interned per chunk and an enum's name is static, so
     /// their rows repeat the same slices, and an equal slice (borrowed for
     /// the whole column) is an equal string, found without a hash.
-    recent: Vec<(usize, usize, u32)>,
+    recent: Box<[(usize, usize, u32); RECENT_SLOTS]>,
     /// The keys of values pushed by id ([`TextColumn::push_id`]), by id
     /// (`u32::MAX`: not seen yet).
     by_id: Vec<u32>,
@@ -237,7 +237,7 @@ impl<'a> TextColumn<'a> {
         TextColumn {
             dictionary: Interner::default(),
             keys: Vec::with_capacity(rows),
-            recent: if rows == 0 { Vec::new() } else { vec![(0usize, usize::MAX, 0u32); RECENT_SLOTS] },
+            recent: Box::new([(0usize, usize::MAX, 0u32); RECENT_SLOTS]),
             by_id: Vec::new(),
             borrowed: std::marker::PhantomData,
         }
@@ -249,14 +249,7 @@ impl<'a> TextColumn<'a> {
         let address = value.as_ptr() as usize;
         // Fibonacci hashing: slices a few bytes apart land far apart.
         let at = (address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_SLOTS.trailing_zeros());
-        let slot = match self.recent.get_mut(at as usize) {
-            Some(slot) => slot,
-            None => {
-                // A column made for no rows that is pushed to after all.
-                self.recent = vec![(0usize, usize::MAX, 0u32); RECENT_SLOTS];
-                &mut self.recent[at as usize]
-            }
-        };
+        let slot = &mut self.recent[at as usize & (RECENT_SLOTS - 1)];
         let key = if slot.0 == address && slot.1 == value.len() {
             slot.2
         } else {
