@@ -211,11 +211,6 @@ impl Behind {
         })?;
         Ok(Behind { blocks, spare: std::sync::Mutex::new(spare), thread, buffers: 1, shared: Shared::new(budget) })
     }
-
-    /// The thread's error, once it has stopped.
-    fn stopped(self) -> std::io::Error {
-        stopped(self.blocks, self.thread)
-    }
 }
 
 /// The error of a write thread that stopped before its last block, once
@@ -369,7 +364,7 @@ impl DirectWriter {
                 if !sent {
                     // The thread stopped (a write failed): its error.
                     return match self.sink.take() {
-                        Some(Sink::Behind(behind)) => Err(behind.stopped()),
+                        Some(Sink::Behind(behind)) => Err(stopped(behind.blocks, behind.thread)),
                         _ => Err(std::io::Error::other("the write thread is gone")),
                     };
                 }

@@ -249,6 +249,8 @@ impl<'a> TextColumn<'a> {
         let address = value.as_ptr() as usize;
         // Fibonacci hashing: slices a few bytes apart land far apart.
         let at = (address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_SLOTS.trailing_zeros());
+        // (`at` is below RECENT_SLOTS already; the mask spares the bounds
+        // check, so that this stays small enough to inline.)
         let slot = &mut self.recent[at as usize & (RECENT_SLOTS - 1)];
         let key = if slot.0 == address && slot.1 == value.len() {
             slot.2

@@ -111,14 +111,6 @@ impl Run<'_> {
         }
     }
 
-    /// Checks the pending candidates exactly ([`check`]), then stores the
-    /// new ones ([`Run::store_checked`]).
-    pub(super) fn resolve(&mut self, state: &mut KindState) -> Result<()> {
-        let pending = std::mem::take(&mut state.pending);
-        let checked = check(&state.index, &pending, self.old.sources.len() as u32);
-        self.store_checked(state, pending, checked)
-    }
-
     /// Stores the candidates of `pending` that [`check`] found new
     /// (`checked`), like any batch's new rows, and counts its duplicates;
     /// or the conflict it found.

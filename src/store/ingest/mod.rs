@@ -670,11 +670,10 @@ impl Run<'_> {
         })
     }
 
-    /// After a kind's last batch: checks its remaining candidates, and
+    /// After a kind's last batch (which checked its last candidates):
     /// takes its files, count, amount and tallies into the manifest and the
     /// report.
     fn finish_kind(&mut self, mut state: KindState) -> Result<()> {
-        self.resolve(&mut state)?;
         state.files.count += state.tally.used;
         state.files.amount = state.amount.to_string();
         self.manifest.kinds.insert(state.kind.name().to_owned(), state.files);
@@ -768,19 +767,18 @@ impl Run<'_> {
         // The fold (and the spills) and the write share nothing but the
         // rows: side by side, the tail of one (a shard larger than the
         // others, a file's last row group) leaves the pool to the other.
-        let (store, id, number, syncer) = (self.store, self.id, self.batches, self.syncer);
-        let max_groups = self.options.max_rollup_groups;
-        let rollups = &mut self.rollups;
+        // (The rollups are taken out for the fold, so that the write can
+        // borrow the run; they are put back whatever the outcome.)
+        let mut rollups = std::mem::take(&mut self.rollups);
+        let run = &*self;
         let (folded, written) = rayon::join(
             || -> Result<()> {
                 rollups.fold_chunks(chunks, &folds)?;
-                rollups.spill_full(store, id, max_groups)
+                rollups.spill_full(run.store, run.id, run.options.max_rollup_groups)
             },
-            || match new_rows.is_empty() {
-                true => Ok(None),
-                false => write_files(store, id, number, kind, &new_rows, &entries, syncer).map(Some),
-            },
+            || run.write_new(kind, &new_rows, &entries),
         );
+        self.rollups = rollups;
         folded?;
         Ok((written?, new_rows.len(), duplicates, amount))
     }
