@@ -48,8 +48,8 @@ du -sh "$DATA"
 # pages out memory left untouched for a while: the benchmark VM's DAMON
 # pages out what has not been accessed for a minute or so, page cache
 # included. Nine minutes after their last read, an eighth of each calls
-# file was still cached, and an ingest 16 minutes after the last read took
-# 14.0 s against 7.6 s warm.
+# file was still cached, and an ingest about 11 minutes after the last read
+# took 14.0 s against 7.6 s warm.
 warm() { cat "$DATA"/*/* > /dev/null; }
 
 show() { # name: the wall time and peak memory of $WORK/name.time
