@@ -15,41 +15,42 @@
 //! - one arena for every thread, from the heap, for blocks up to 256 MiB,
 //!   never trimmed below 1 GiB free: a freed block is reused by the next
 //!   row group or batch, whichever thread asks;
-//! - the heap grown once by a pad of address space (no memory: pages are
-//!   only taken when touched); for an answer, that range is advised for
-//!   transparent huge pages, so the kernel fills it 2 MiB at a time (what
-//!   glibc's own `glibc.malloc.hugetlb=1` tunable does, which a running
-//!   process cannot set).
+//! - the heap grown by a large pad of address space at a time (no memory:
+//!   pages are only taken when touched).
 //!
-//! Not the huge pages for an ingest: its gigabyte of batch memory is
-//! touched once, and on the VMs measured a fresh huge page is zeroed in
-//! memory the host has not backed yet, slowly (2.5 s per GiB against
-//! 0.33 s in 4 KiB pages; the 16.1M-record ingest 12.90 -> 11.77 s
-//! without the advice, sys 4.07 -> 2.17 s: docs/performance.md, "Round
-//! 6"). An answer's 100 MB is reused row group after row group.
+//! No transparent huge pages, for either. On the VMs measured, the guest
+//! reports its free 2 MiB blocks to the host, which takes them back; a
+//! huge page comes from such a block, and is zeroed in memory the host
+//! must back again, slowly (2.5 s per GiB against 0.33 s in 4 KiB pages).
+//! For an ingest that was 12.90 -> 11.77 s without huge pages, sys 4.07
+//! -> 2.17 s (docs/performance.md, "Round 6"). For the largest account's
+//! answer it was 165 ms against 69 ms a few seconds after the last
+//! command, once those blocks have gone back; huge pages won only when
+//! run right after another command (45 against 63 ms: docs/performance.md
+//! "Round 19").
 //!
 //! Not for a pass over raw files, which measured slower with it (2.80 ->
 //! 3.12 s, and more memory: docs/performance.md), nor a server (not
-//! measured; one arena could contend under concurrent requests). A no-op where the allocator is not glibc's; where the
-//! kernel has no transparent huge pages (or they are off), the advice is a
-//! no-op.
+//! measured; one arena could contend under concurrent requests). A no-op
+//! where the allocator is not glibc's.
 
 /// Sets the allocator up for one answer from a store (see the module
-/// documentation): 256 MiB of heap advised, far more than the largest
-/// answer of the benchmark takes (88 MB). Call before any thread starts.
+/// documentation): the heap grown 256 MiB at a time, more than the
+/// largest answer of the benchmark takes (88 MB). Call before any thread
+/// starts.
 pub fn for_one_answer() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    glibc::set_up(256 << 20, true);
+    glibc::set_up(256 << 20);
 }
 
 /// Sets the allocator up for an ingest on this machine (see the module
 /// documentation): 2 GiB of heap padded (the most `mallopt` takes), room
 /// for the default budgets (the 16.1M-record benchmark peaks at 1.45 GB,
-/// mapped inputs included); larger budgets grow the heap past it in
-/// ordinary pages. Call before any thread starts.
+/// mapped inputs included); larger budgets grow the heap past it. Call
+/// before any thread starts.
 pub fn for_ingest() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    glibc::set_up(libc::c_int::MAX - (glibc::HUGE_PAGE as libc::c_int - 1), false);
+    glibc::set_up(libc::c_int::MAX - ((2 << 20) - 1));
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -59,12 +60,9 @@ mod glibc {
     const MMAP_THRESHOLD: libc::c_int = 256 << 20;
     /// Free memory at the heap's top is given back only past this.
     const TRIM_THRESHOLD: libc::c_int = 1 << 30;
-    /// A transparent huge page.
-    pub(super) const HUGE_PAGE: usize = 2 << 20;
 
-    /// One arena, blocks kept, and the heap grown by `pad` bytes of
-    /// address space, advised for huge pages when `huge`.
-    pub(super) fn set_up(pad: libc::c_int, huge: bool) {
+    /// One arena, blocks kept, and the heap grown `pad` bytes at a time.
+    pub(super) fn set_up(pad: libc::c_int) {
         // SAFETY: mallopt sets malloc's parameters under malloc's own lock;
         // it touches no memory of ours, and a value glibc refuses leaves the
         // parameter as it was (the call returns 0, which changes nothing
@@ -74,25 +72,6 @@ mod glibc {
             libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
             libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
             libc::mallopt(libc::M_TOP_PAD, pad);
-        }
-        // SAFETY: sbrk(0) only reads the program break. malloc/free of a
-        // block we never use makes the heap grow by the pad (or not, if it
-        // had room, or the kernel refused the address space: then nothing
-        // is advised). madvise(MADV_HUGEPAGE) on pages of the heap, inside
-        // [before, after) which the heap maps now, changes how the kernel
-        // backs them, never their contents; an error (no transparent huge
-        // pages) is ignored.
-        unsafe {
-            let before = libc::sbrk(0) as usize;
-            // (black_box: a malloc whose block is unused may be elided.)
-            let block = std::hint::black_box(libc::malloc(HUGE_PAGE));
-            libc::free(block);
-            let after = libc::sbrk(0) as usize;
-            let start = before.next_multiple_of(HUGE_PAGE);
-            let end = after - after % HUGE_PAGE;
-            if huge && before != usize::MAX && after != usize::MAX && end > start {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
         }
     }
 }
