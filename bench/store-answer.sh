@@ -6,7 +6,12 @@
 #
 #   bench/store-answer.sh STORE ACCOUNT BIN [BIN...]
 #   RUNS=40 QUERY='granularity=day&from_date=2026-08-01&to_date=2026-11-01' \
-#     NOW=2026-11-02T00:00:00Z bench/store-answer.sh ...
+#     NOW=2026-11-02T00:00:00Z PAUSE=4 bench/store-answer.sh ...
+#
+# PAUSE (seconds, default 0) is slept before each run: an analyst's
+# commands come seconds apart, and on the benchmark VM memory freed by the
+# last command goes back to the host within a few seconds, which changes
+# what fresh memory costs (docs/performance.md "Round 19").
 #
 # Time it on an idle machine: with anything else running, the medians say
 # little. docs/performance.md ("Store answer, round 3") has the numbers.
@@ -18,9 +23,11 @@ shift 2
 runs=${RUNS:-40}
 query=${QUERY:-granularity=day&from_date=2026-08-01&to_date=2026-11-01}
 now=${NOW:-2026-11-02T00:00:00Z}
+pause=${PAUSE:-0}
 export TELEMETER_TOKEN_KEY=${TELEMETER_TOKEN_KEY:-bench}
 for _ in $(seq "$runs"); do
     for bin in "$@"; do
+        sleep "$pause"
         start=$(date +%s%N)
         "$bin" summary --store "$store" --auth-id "$account" --query "$query" --now "$now" >/dev/null
         end=$(date +%s%N)
