@@ -213,6 +213,14 @@ enum Values {
 /// 50 accounts or 30 codes of the benchmark, more than 64 slots kept.
 const RECENT_SLOTS: usize = 1024;
 
+/// [`TextColumn`]'s recent slices: (address, length, key); none yet.
+type Slots = [(usize, usize, u32); RECENT_SLOTS];
+
+#[cold]
+fn new_slots() -> Box<Slots> {
+    Box::new([(0usize, usize::MAX, 0u32); RECENT_SLOTS])
+}
+
 /// A text column made a value at a time (so that a row group's columns are
 /// made in one pass over its rows): [`Column::text`]'s dictionary and
 /// rule.
@@ -223,8 +231,10 @@ pub(super) struct TextColumn<'a> {
     /// ([`RECENT_SLOTS`] of them): a rollup's text is interned, a record's
     /// key fields are interned per chunk and an enum's name is static, so
     /// their rows repeat the same slices, and an equal slice (borrowed for
-    /// the whole column) is an equal string, found without a hash.
-    recent: Box<[(usize, usize, u32); RECENT_SLOTS]>,
+    /// the whole column) is an equal string, found without a hash. Made
+    /// at the first [`TextColumn::push`]: a column pushed to by id only
+    /// (every rollup column) never needs them.
+    recent: Option<Box<Slots>>,
     /// The keys of values pushed by id ([`TextColumn::push_id`]), by id
     /// (`u32::MAX`: not seen yet).
     by_id: Vec<u32>,
@@ -237,7 +247,7 @@ impl<'a> TextColumn<'a> {
         TextColumn {
             dictionary: Interner::default(),
             keys: Vec::with_capacity(rows),
-            recent: Box::new([(0usize, usize::MAX, 0u32); RECENT_SLOTS]),
+            recent: None,
             by_id: Vec::new(),
             borrowed: std::marker::PhantomData,
         }
@@ -250,8 +260,9 @@ impl<'a> TextColumn<'a> {
         // Fibonacci hashing: slices a few bytes apart land far apart.
         let at = (address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_SLOTS.trailing_zeros());
         // (`at` is below RECENT_SLOTS already; the mask spares the bounds
-        // check, so that this stays small enough to inline.)
-        let slot = &mut self.recent[at as usize & (RECENT_SLOTS - 1)];
+        // check, and the slots are made out of line, so that this stays
+        // small enough to inline.)
+        let slot = &mut self.recent.get_or_insert_with(new_slots)[at as usize & (RECENT_SLOTS - 1)];
         let key = if slot.0 == address && slot.1 == value.len() {
             slot.2
         } else {
