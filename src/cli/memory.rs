@@ -50,7 +50,7 @@ pub fn for_one_answer() {
 /// before any thread starts.
 pub fn for_ingest() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    glibc::set_up(libc::c_int::MAX - ((2 << 20) - 1));
+    glibc::set_up(libc::c_int::MAX);
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
