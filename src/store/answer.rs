@@ -12,10 +12,13 @@
 //! a check.
 //!
 //! The work is shared by the threads: a row group's rows are folded in one
-//! part per thread, and the buckets are ordered in parallel. The result is
+//! part per thread, each part's rows written straight into the result
+//! ([`crate::parts`]: every row's memory touched once), and the buckets
+//! are ordered in parallel. The result is
 //! the same on any number of threads (every sum exact, every bucket sorted
 //! whole).
 
+use std::ops::Range;
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -26,6 +29,7 @@ use crate::aggregate::rows::{sum_repeated, AccountRows, PackedKey, ABSENT};
 use crate::aggregate::{Dimensions, Selector, Totals};
 use crate::error::{Error, Result};
 use crate::intern::Interner;
+use crate::parts::{self, Slots};
 use crate::records::{Country, Direction, Product};
 use crate::time::Buckets;
 
@@ -40,9 +44,9 @@ const MIN_PART_ROWS: usize = 4096;
 /// seconds, bucketed by `buckets` (every bucket a union of whole slots).
 ///
 /// The file is read a row group at a time; each row group's rows are
-/// folded in parts, one per thread, each with text ids of its own. The
-/// parts are then put on one string table, in file order, and each
-/// bucket's rows are ordered (on the threads too). The result does not
+/// folded in parts, one per thread, each with text ids of its own, into
+/// the result's rows. The parts are then put on one string table, in file
+/// order, and each bucket's rows are ordered (on the threads too). The result does not
 /// depend on the number of threads: a bucket whose rows lie in several
 /// parts is sorted whole, and equal keys are summed exactly.
 pub(crate) fn account_rows(
@@ -57,9 +61,6 @@ pub(crate) fn account_rows(
     let file = RollupFile::open(path)?;
     let threads = rayon::current_num_threads();
     let mut merged = Merged::default();
-    // Each part's rows (usage, charges), in buffers kept from one row
-    // group to the next.
-    let mut buffers: Vec<(Vec<Row>, Vec<Row>)> = vec![(Vec::new(), Vec::new()); threads];
     let groups = file.groups();
     // At most one row out per row read: one allocation, each page touched
     // once (growing by doubling copies every row into fresh pages again).
@@ -69,14 +70,14 @@ pub(crate) fn account_rows(
         let columns = GroupColumns::new(path, &frame)?;
         let n = columns.len();
         let k = threads.min(n.div_ceil(MIN_PART_ROWS)).max(1);
-        let folded: Vec<Result<Part>> = buffers[..k]
-            .par_iter_mut()
-            .enumerate()
-            .map(|(i, (usage, charges))| request.fold(&columns, i * n / k..(i + 1) * n / k, usage, charges))
-            .collect();
-        for (part, (usage, charges)) in folded.into_iter().zip(&buffers) {
-            merged.add(part?, usage, charges);
-        }
+        let ranges: Vec<_> = (0..k).map(|i| i * n / k..(i + 1) * n / k).collect();
+        let bounds: Vec<usize> = ranges.iter().map(|range| range.len()).collect();
+        // Each part's usage rows folded straight into the result, on the
+        // threads.
+        let placed = parts::extend(&mut merged.rows, &bounds, |i, out| request.fold(&columns, ranges[i].clone(), out));
+        let placed: Result<Vec<(Part, Range<usize>)>> =
+            placed.into_iter().map(|(part, range)| part.map(|part| (part, range))).collect();
+        merged.add(placed?);
     }
     merged.finish(&request)
 }
@@ -110,6 +111,8 @@ struct Part {
     strings: Interner,
     /// Start of each bucket's usage rows, and the bucket.
     segments: Vec<(usize, u32)>,
+    /// The other charges (few).
+    charges: Vec<Row>,
 }
 
 impl Request<'_> {
@@ -122,21 +125,17 @@ impl Request<'_> {
     }
 
     /// The rows `range` of `columns` that the selector keeps, with the rows
-    /// of one key in one bucket summed: usage rows in `out`, other charges
-    /// in `charges` (both cleared first).
-    fn fold(
-        &self,
-        columns: &GroupColumns<'_>,
-        range: std::ops::Range<usize>,
-        out: &mut Vec<Row>,
-        charges: &mut Vec<Row>,
-    ) -> Result<Part> {
+    /// of one key in one bucket summed: usage rows pushed to `out` (at most
+    /// one per row read), other charges in the part.
+    fn fold(&self, columns: &GroupColumns<'_>, range: Range<usize>, out: &mut Slots<'_, Row>) -> Result<Part> {
         let (grain, buckets, broken) = (self.grain, self.buckets, |what| self.broken(what));
         // The file holds one account: the account is checked once (by the
         // caller), not per row.
         let mut strings = Dictionary::default();
-        out.clear();
-        charges.clear();
+        let mut charges: Vec<Row> = Vec::new();
+        // The usage rows of the current bucket when it sums its slots' rows:
+        // pushed to `out` when it ends.
+        let mut summed: Vec<Row> = Vec::new();
         let mut segments: Vec<(usize, u32)> = Vec::new();
         let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
         let mut current: Option<(u32, i64, i64, bool)> = None;
@@ -155,6 +154,7 @@ impl Request<'_> {
                     // one sums its slots' rows under one key.
                     let folds = end - start != grain;
                     current = Some((bucket, start, end, folds));
+                    summed.drain(..).for_each(|row| out.push(row));
                     segments.push((out.len(), bucket));
                     by_key.clear();
                     (bucket, folds)
@@ -221,42 +221,56 @@ impl Request<'_> {
                 direction: direction.filter(|_| has_place),
             };
             // (A charge's key never equals a usage row's: the product is in it.)
-            let rows = if product == Product::Other { &mut *charges } else { &mut *out };
+            let charge = product == Product::Other;
             if folds {
+                let rows = if charge { &mut charges } else { &mut summed };
                 match by_key.entry(order_key(&key, |id| id)) {
                     std::collections::hash_map::Entry::Occupied(entry) => {
                         let sum = &mut rows[*entry.get() as usize].1;
                         *sum = sum.checked_add(&totals).ok_or_else(|| self.overflow())?;
-                        continue;
                     }
                     std::collections::hash_map::Entry::Vacant(entry) => {
                         entry.insert(rows.len() as u32);
+                        rows.push((key, totals));
                     }
                 }
+            } else if charge {
+                charges.push((key, totals));
+            } else {
+                out.push((key, totals));
             }
-            rows.push((key, totals));
         }
-        Ok(Part { strings: strings.strings, segments })
+        summed.into_iter().for_each(|row| out.push(row));
+        Ok(Part { strings: strings.strings, segments, charges })
     }
 }
 
 impl Merged {
-    /// Appends `part`'s `usage` rows and `charges`, their text ids made the
-    /// table's.
-    fn add(&mut self, part: Part, usage: &[Row], charges: &[Row]) {
-        let map: Vec<u32> = part.strings.iter().map(|text| self.strings.intern(text)).collect();
-        let id = |id: u32| if id == ABSENT { ABSENT } else { map[id as usize] };
-        let row = |(key, totals): &Row| {
-            (PackedKey { type_: id(key.type_), subaccount: id(key.subaccount), code: id(key.code), ..*key }, *totals)
-        };
-        for (start, bucket) in part.segments {
-            if self.segments.last().is_none_or(|last| last.1 != bucket) {
-                self.segments.push((self.rows.len() + start, bucket));
+    /// Takes in the parts of a row group, in file order: each part's usage
+    /// rows, already in `rows` at its range, and its charges, their text ids
+    /// made the table's.
+    fn add(&mut self, parts: Vec<(Part, Range<usize>)>) {
+        let mut maps = Vec::with_capacity(parts.len());
+        for (part, range) in parts {
+            let map: Vec<u32> = part.strings.iter().map(|text| self.strings.intern(text)).collect();
+            for (start, bucket) in part.segments {
+                if self.segments.last().is_none_or(|last| last.1 != bucket) {
+                    self.segments.push((range.start + start, bucket));
+                }
             }
+            self.charges.extend(part.charges.iter().map(|row| remapped(row, &map)));
+            maps.push((map, range));
         }
-        // Copied on the threads, each row straight into its place.
-        self.rows.par_extend(usage.par_iter().with_min_len(MIN_PART_ROWS).map(row));
-        self.charges.extend(charges.iter().map(row));
+        // The usage rows' ids mapped in place, a part per thread.
+        let Some(first) = maps.first().map(|(_, range)| range.start) else { return };
+        let mut rest = &mut self.rows[first..];
+        let mut work = Vec::with_capacity(maps.len());
+        for (map, range) in &maps {
+            let (rows, after) = std::mem::take(&mut rest).split_at_mut(range.len());
+            work.push((rows, map));
+            rest = after;
+        }
+        work.into_par_iter().for_each(|(rows, map)| rows.iter_mut().for_each(|row| *row = remapped(row, map)));
     }
 
     /// The rows, each bucket's in the report's order (string ids by byte
@@ -314,6 +328,14 @@ impl Merged {
         sum_repeated(&mut charges).ok_or_else(|| request.overflow())?;
         Ok(AccountRows { strings: strings.into_table(), usage, charges })
     }
+}
+
+/// `row` with its text ids looked up in `map` (a part's ids to the
+/// table's).
+#[inline]
+fn remapped((key, totals): &Row, map: &[u32]) -> Row {
+    let id = |id: u32| if id == ABSENT { ABSENT } else { map[id as usize] };
+    (PackedKey { type_: id(key.type_), subaccount: id(key.subaccount), code: id(key.code), ..*key }, *totals)
 }
 
 /// A key ordered as the report orders rows within a bucket
