@@ -91,8 +91,24 @@ struct Merged {
     /// Start of each bucket's rows in `rows`, and the bucket: a bucket that
     /// goes on from one part to the next is one segment.
     segments: Vec<(usize, u32)>,
+    /// Per segment, what is known of its rows' order.
+    in_order: Vec<Known>,
     /// The other charges (few: sorted whole at the end).
     charges: Vec<Row>,
+}
+
+/// What is known of a segment's rows' order.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Known {
+    /// Not checked yet, or found out of order: checked (and sorted if need
+    /// be) at the end.
+    #[default]
+    Unknown,
+    /// In the report's order, every key once: it lies in one part, which
+    /// found it so.
+    InOrder,
+    /// Its rows are in more than one part: checked whole at the end.
+    Spans,
 }
 
 /// What [`account_rows`] answers.
@@ -249,35 +265,69 @@ impl Merged {
     /// Takes in the parts of a row group, in file order: each part's usage
     /// rows, already in `rows` at its range, and its charges, their text ids
     /// made the table's.
+    ///
+    /// The pass that maps a part's ids also checks whether each of its
+    /// buckets is in the report's order, by the byte-order ranks of the
+    /// part's own strings (which order any two of them as the table's
+    /// ranks would), so that [`Merged::finish`] need not read those rows
+    /// again.
     fn add(&mut self, parts: Vec<(Part, Range<usize>)>) {
-        let mut maps = Vec::with_capacity(parts.len());
+        let mut work = Vec::with_capacity(parts.len());
         for (part, range) in parts {
             let map: Vec<u32> = part.strings.iter().map(|text| self.strings.intern(text)).collect();
-            for (start, bucket) in part.segments {
-                if self.segments.last().is_none_or(|last| last.1 != bucket) {
-                    self.segments.push((range.start + start, bucket));
+            // Each of the part's buckets: its rows in the part, and its segment.
+            let mut buckets = Vec::with_capacity(part.segments.len());
+            let ends = part.segments.iter().skip(1).map(|s| s.0).chain(std::iter::once(range.len()));
+            for ((start, bucket), end) in part.segments.iter().zip(ends) {
+                if let Some(last) = self.segments.len().checked_sub(1).filter(|i| self.segments[*i].1 == *bucket) {
+                    // The bucket goes on from the last part: checked whole
+                    // at the end.
+                    self.in_order[last] = Known::Spans;
+                } else {
+                    self.segments.push((range.start + start, *bucket));
+                    self.in_order.push(Known::Unknown);
                 }
+                buckets.push((*start..end, self.segments.len() - 1));
             }
             self.charges.extend(part.charges.iter().map(|row| remapped(row, &map)));
-            maps.push((map, range));
+            work.push((range, map, part.strings.ranks(), buckets));
         }
-        // The usage rows' ids mapped in place, a part per thread.
-        let Some(first) = maps.first().map(|(_, range)| range.start) else { return };
+        // The usage rows checked and their ids mapped in place, a part per
+        // thread.
+        let Some(first) = work.first().map(|(range, ..)| range.start) else { return };
         let mut rest = &mut self.rows[first..];
-        let mut work = Vec::with_capacity(maps.len());
-        for (map, range) in &maps {
+        let mut jobs = Vec::with_capacity(work.len());
+        for (range, map, ranks, buckets) in &work {
             let (rows, after) = std::mem::take(&mut rest).split_at_mut(range.len());
-            work.push((rows, map));
+            jobs.push((rows, map, ranks, buckets));
             rest = after;
         }
-        work.into_par_iter().for_each(|(rows, map)| rows.iter_mut().for_each(|row| *row = remapped(row, map)));
+        let checked: Vec<Vec<(usize, bool)>> = jobs
+            .into_par_iter()
+            .map(|(rows, map, ranks, buckets)| {
+                let rank = |id: u32| ranks[id as usize];
+                let check = |(within, segment): &(Range<usize>, usize)| {
+                    let rows = &mut rows[within.clone()];
+                    let sorted = rows.iter().map(|(key, _)| order_key(key, rank)).is_sorted_by(|a, b| a < b);
+                    rows.iter_mut().for_each(|row| *row = remapped(row, map));
+                    (*segment, sorted)
+                };
+                buckets.iter().map(check).collect()
+            })
+            .collect();
+        for (segment, sorted) in checked.into_iter().flatten() {
+            let known = &mut self.in_order[segment];
+            if *known == Known::Unknown && sorted {
+                *known = Known::InOrder;
+            }
+        }
     }
 
     /// The rows, each bucket's in the report's order (string ids by byte
     /// order), equal keys summed (a bucket's rows in several parts, or a
     /// file holding two rows of one group).
     fn finish(self, request: &Request<'_>) -> Result<AccountRows> {
-        let Merged { strings, rows: mut usage, segments, mut charges } = self;
+        let Merged { strings, rows: mut usage, segments, in_order, mut charges } = self;
         let ranks = strings.ranks();
         let rank = |id: u32| ranks[id as usize];
         let monotone = segments.windows(2).all(|w| w[0].1 < w[1].1);
@@ -285,7 +335,7 @@ impl Merged {
         let repeats = if monotone {
             // Each bucket sorted by (order key, position): 32-byte pairs
             // move, not rows, and a bucket already in order (one slot per
-            // bucket) is only checked.
+            // bucket) is only checked, if its part did not already.
             let mut buckets: Vec<&mut [Row]> = Vec::with_capacity(segments.len());
             let mut rest = usage.as_mut_slice();
             let mut ends: Vec<usize> = segments.iter().skip(1).map(|s| s.0).collect();
@@ -299,11 +349,14 @@ impl Merged {
             }
             buckets
                 .into_par_iter()
+                .zip(in_order)
                 .map_init(
                     || (Vec::new(), Vec::new()),
-                    |(order, sorted): &mut (Vec<(u128, u32)>, Vec<Row>), rows| {
+                    |(order, sorted): &mut (Vec<(u128, u32)>, Vec<Row>), (rows, known)| {
                         // Strictly increasing: in order, every key once.
-                        if rows.iter().map(|(key, _)| order_key(key, rank)).is_sorted_by(|a, b| a < b) {
+                        if known == Known::InOrder
+                            || rows.iter().map(|(key, _)| order_key(key, rank)).is_sorted_by(|a, b| a < b)
+                        {
                             return false;
                         }
                         order.clear();
