@@ -2,9 +2,9 @@
 //! result in the report's order, ready for `summary::summarize_rows`, with
 //! no owned key per row and no string compared per row.
 //!
-//! The file's text columns are interned once per distinct value (a row
-//! whose value equals the previous row's skips even the hash), rows are
-//! folded per bucket on integer keys, and the rows of each bucket are put
+//! The file's text columns are read as dictionary keys and interned once
+//! per distinct key (a row's text is then an index into a small table, no
+//! hash), rows are folded per bucket on integer keys, and the rows of each bucket are put
 //! in the report's order by the byte-order ranks of the file's few distinct
 //! strings. A rollup file is sorted by slot, so the buckets come one after
 //! the other; when a bucket is one slot of the grain (a UTC day from the
@@ -155,9 +155,9 @@ impl Request<'_> {
         let mut segments: Vec<(usize, u32)> = Vec::new();
         let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
         let mut current: Option<(u32, i64, i64, bool)> = None;
-        let mut last_product: Option<(u128, Product)> = None;
-        // The last country and direction views, and what they read as.
-        let mut last_place: Option<(u128, u128, Option<Country>, Option<Direction>)> = None;
+        let mut last_product: Option<(u32, Product)> = None;
+        // The last country and direction keys, and what they read as.
+        let mut last_place: Option<(u32, u32, Option<Country>, Option<Direction>)> = None;
         for i in range {
             let row = columns.row(i);
             let slot = row.slot;
@@ -177,20 +177,20 @@ impl Request<'_> {
                 }
             };
             let product = match last_product {
-                Some((view, last)) if view == row.product.view => last,
+                Some((view, last)) if view == row.product.key => last,
                 _ => {
                     let text = row.product.text();
                     Product::parse(text).ok_or_else(|| broken(format!("unknown product '{text}'")))?
                 }
             };
-            last_product = Some((row.product.view, product));
+            last_product = Some((row.product.key, product));
             let (country, direction) = match last_place {
-                Some((c, d, country, direction)) if c == row.country.view && d == row.direction.view => {
+                Some((c, d, country, direction)) if c == row.country.key && d == row.direction.key => {
                     (country, direction)
                 }
                 _ => {
                     let (country, direction) = rollup::place(row.country.text(), row.direction.text(), broken)?;
-                    last_place = Some((row.country.view, row.direction.view, country, direction));
+                    last_place = Some((row.country.key, row.direction.key, country, direction));
                     (country, direction)
                 }
             };
@@ -398,8 +398,8 @@ fn order_key(key: &PackedKey, rank: impl Fn(u32) -> u32) -> u128 {
     key.order(rank).packed()
 }
 
-/// Which column a text came from (each keeps its last value; views of
-/// different columns index different buffers).
+/// Which column a text came from (keys of different columns index
+/// different dictionaries).
 #[derive(Clone, Copy)]
 enum Column {
     Type,
@@ -409,49 +409,45 @@ enum Column {
 }
 
 /// The distinct strings of a part of a row group, interned as they come
-/// (the one [`Interner`]), with a cache per column of the Arrow views seen
-/// (views compare within one row group).
+/// (the one [`Interner`]), with the id of each column's dictionary keys
+/// seen (keys are a row group's).
 #[derive(Default)]
 struct Dictionary {
     strings: Interner,
-    /// Per column, the ids of the views seen.
-    by_view: [FxHashMap<u128, u32>; 4],
-    /// Per column, the last view and 1 + its id (0: none yet).
-    last: [(u128, u32); 4],
+    /// Per column, the id of each key seen, by key ([`UNSEEN`] for others).
+    by_key: [Vec<u32>; 4],
 }
 
+/// A key not seen yet in [`Dictionary::by_key`].
+const UNSEEN: u32 = u32::MAX;
+
 impl Dictionary {
-    /// The id of a text by its view: `text` is called only for a view not
-    /// seen in this row group.
+    /// The id of a text by its key: `text` is called only for a key not
+    /// seen in this part.
     #[inline]
-    fn id<'a>(&mut self, column: Column, view: u128, text: impl FnOnce() -> &'a str) -> u32 {
-        let (last_view, last_id) = self.last[column as usize];
-        if last_id != 0 && last_view == view {
-            return last_id - 1;
+    fn id<'a>(&mut self, column: Column, key: u32, text: impl FnOnce() -> &'a str) -> u32 {
+        match self.by_key[column as usize].get(key as usize) {
+            Some(&id) if id != UNSEEN => id,
+            _ => self.id_of_key(column, key, text()),
         }
-        self.id_of_view(column, view, text())
     }
 
-    /// [`Dictionary::id`] for a view other than the column's last.
+    /// [`Dictionary::id`] for a key not seen yet.
     #[inline(never)]
-    fn id_of_view(&mut self, column: Column, view: u128, text: &str) -> u32 {
-        let c = column as usize;
-        let id = match self.by_view[c].get(&view) {
-            Some(id) => *id,
-            None => {
-                let id = self.strings.intern(text);
-                self.by_view[c].insert(view, id);
-                id
-            }
-        };
-        self.last[c] = (view, id + 1);
+    fn id_of_key(&mut self, column: Column, key: u32, text: &str) -> u32 {
+        let id = self.strings.intern(text);
+        let ids = &mut self.by_key[column as usize];
+        if ids.len() <= key as usize {
+            ids.resize(key as usize + 1, UNSEEN);
+        }
+        ids[key as usize] = id;
         id
     }
 
     /// The id of a row's text.
     #[inline]
     fn id_of(&mut self, column: Column, text: Text<'_>) -> u32 {
-        self.id(column, text.view, || text.text())
+        self.id(column, text.key, || text.text())
     }
 
     /// The text of `id`.
@@ -472,7 +468,7 @@ mod tests {
     fn order_keys_sort_like_group_keys() {
         let mut strings = Dictionary::default();
         let texts = ["sms", "", "S2", "voice", "S1", "4000", "30007", "Number Charges", "mms", "3010"];
-        let ids: Vec<u32> = texts.iter().enumerate().map(|(i, t)| strings.id(Column::Type, i as u128, || t)).collect();
+        let ids: Vec<u32> = texts.iter().enumerate().map(|(i, t)| strings.id(Column::Type, i as u32, || t)).collect();
         let id = |text: &str| ids[texts.iter().position(|t| *t == text).unwrap()];
         let ranks = strings.strings.ranks();
         let table = strings.strings.into_table();
