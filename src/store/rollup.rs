@@ -357,6 +357,8 @@ pub(crate) struct RollupFile<'p> {
     metadata: FileMetadataRef,
     /// The columns' Arrow types, from the footer.
     schema: ArrowSchema,
+    /// The file's bytes, mapped (a published store file never changes).
+    bytes: Buffer<u8>,
 }
 
 impl<'p> RollupFile<'p> {
@@ -365,7 +367,9 @@ impl<'p> RollupFile<'p> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let metadata = ParquetReader::new(file).get_metadata().map_err(polars_error(path))?.clone();
         let schema = polars_parquet::read::infer_schema(&metadata).map_err(polars_error(path))?;
-        Ok(RollupFile { path, metadata, schema })
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let map = polars::polars_utils::mmap::MMapSemaphore::new_from_file(&file).map_err(polars_error(path))?;
+        Ok(RollupFile { path, metadata, schema, bytes: Buffer::from_owner(map) })
     }
 
     /// Each row group's first row and number of rows, in file order.
@@ -408,7 +412,7 @@ impl<'p> RollupFile<'p> {
         let (min, max) = match self.slot_bounds(index) {
             Some(bounds) => bounds,
             None => {
-                let slots = self.column(group, ROLLUP_COLUMNS[2], &self.mapped()?)?;
+                let slots = self.column(group, ROLLUP_COLUMNS[2])?;
                 let slots = slots.as_any().downcast_ref::<PrimitiveArray<i64>>().ok_or_else(|| {
                     Error::io(path, format!("not a rollup file: '{}' is not int64", ROLLUP_COLUMNS[2]))
                 })?;
@@ -418,8 +422,7 @@ impl<'p> RollupFile<'p> {
         if max < window.0 || min >= window.1 {
             return Ok(None);
         }
-        let bytes = self.mapped()?;
-        let read = |name: &&str| self.column(group, name, &bytes);
+        let read = |name: &&str| self.column(group, name);
         let arrays: Vec<Box<dyn Array>> = if parallel {
             ROLLUP_COLUMNS[1..].par_iter().map(read).collect::<Result<_>>()?
         } else {
@@ -428,17 +431,11 @@ impl<'p> RollupFile<'p> {
         Ok(Some(Group { height: group.num_rows(), arrays }))
     }
 
-    /// The file's bytes, mapped.
-    fn mapped(&self) -> Result<Buffer<u8>> {
-        let file = std::fs::File::open(self.path).map_err(|e| Error::io(self.path, e))?;
-        let map = polars::polars_utils::mmap::MMapSemaphore::new_from_file(&file).map_err(polars_error(self.path))?;
-        Ok(Buffer::from_owner(map))
-    }
-
-    /// Column `name` of row group `group`, decoded from the file's `bytes`:
+    /// Column `name` of row group `group`, decoded from the mapped file:
     /// text as a dictionary (keys into the row group's values), the rest as
     /// the file's schema says.
-    fn column(&self, group: &RowGroupMetadata, name: &str, bytes: &Buffer<u8>) -> Result<Box<dyn Array>> {
+    fn column(&self, group: &RowGroupMetadata, name: &str) -> Result<Box<dyn Array>> {
+        let bytes = &self.bytes;
         let path = self.path;
         let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
         let meta = group
