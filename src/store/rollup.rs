@@ -14,6 +14,7 @@ use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray};
 use polars_arrow::datatypes::{ArrowDataType, ArrowSchema, Field, IntegerType, Metadata, DTYPE_CATEGORICAL_NEW};
 use polars_buffer::Buffer;
 use polars_parquet::parquet::metadata::RowGroupMetadata;
+use polars_parquet::parquet::page::CompressedPage;
 use polars_parquet::parquet::statistics::Statistics;
 use polars_parquet::read::{column_iter_to_arrays, BasicDecompressor, PageReader};
 use rayon::prelude::*;
@@ -448,8 +449,20 @@ impl<'p> RollupFile<'p> {
         if range.end > bytes.len() as u64 {
             return Err(broken(format!("column '{name}' past the end of the file")));
         }
+        let chunk = || bytes.clone().sliced(range.start as usize..range.end as usize);
+        // Each data page's header checked before polars decodes it: a
+        // damaged count or size there makes its decoder ask for memory
+        // the process cannot have (an abort, not an error).
+        let rows = group.num_rows();
+        for page in PageReader::new(std::io::Cursor::new(chunk()), meta, vec![], usize::MAX) {
+            if let CompressedPage::Data(page) = page.map_err(|e| broken(format!("column '{name}': {e}")))? {
+                if page.num_values() > rows || page.uncompressed_size() > (rows << 10) + (1 << 20) {
+                    return Err(broken(format!("column '{name}' has a page larger than its row group")));
+                }
+            }
+        }
         let decode = |field: Field| -> Result<Box<dyn Array>> {
-            let chunk = bytes.clone().sliced(range.start as usize..range.end as usize);
+            let chunk = chunk();
             let pages = PageReader::new(std::io::Cursor::new(chunk), meta, vec![], usize::MAX);
             let decompressor = BasicDecompressor::new(pages, vec![]);
             let primitive = &meta.descriptor().descriptor.primitive_type;
@@ -785,6 +798,40 @@ pub(crate) mod tests {
         let long = "a subaccount id longer than twelve bytes";
         assert!(expected.iter().any(|row| row.contains(long) && row.contains("a type name longer than twelve")));
         assert_eq!(read_back(&plain), expected);
+    }
+
+    /// A rollup file damaged anywhere in its column chunks is an error or
+    /// rows whose every text reads: never a panic or an abort, never a key
+    /// past its dictionary.
+    #[test]
+    fn damaged_column_chunks_are_errors_not_crashes() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("r.parquet");
+        let mut writer = RollupWriter::create(&path).expect("created");
+        writer.write(&varied_rows(300)).expect("written");
+        writer.finish(&Syncer::at_once()).expect("finished");
+        let good = std::fs::read(&path).expect("read");
+        let file = RollupFile::open(&path).expect("opened");
+        let columns = file.metadata.row_groups[0].parquet_columns();
+        let data_end = columns.iter().map(|c| c.byte_range().end as usize).max().expect("columns");
+        let damaged = dir.path().join("damaged.parquet");
+        let (mut errors, mut read) = (0, 0);
+        for (at, flip) in (4..data_end).zip([0xff_u8, 0x01, 0x80, 0x7f, 0x10].into_iter().cycle()) {
+            let mut bytes = good.clone();
+            bytes[at] ^= flip;
+            std::fs::write(&damaged, &bytes).expect("written");
+            let outcome = RollupFile::open(&damaged).and_then(|file| {
+                let Some(group) = file.read_group(0, (i64::MIN, i64::MAX), false)? else { return Ok(0) };
+                let columns = GroupColumns::new(&damaged, &group)?;
+                let row = |i| columns.row(i);
+                Ok((0..columns.len()).map(row).map(|r| r.subaccount.text().len() + r.error_code.text().len()).sum())
+            });
+            match outcome {
+                Ok(_) => read += 1,
+                Err(_) => errors += 1,
+            }
+        }
+        assert!(errors > 0 && read > 0, "{errors} errors, {read} read");
     }
 
     /// A row group's slots bound from the footer's statistics, and a row
