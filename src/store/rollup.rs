@@ -9,12 +9,13 @@
 use std::path::Path;
 
 use polars::prelude::PlSmallStr;
-use polars::prelude::{DataFrame, DataType, FileMetadataRef, ParquetReader, PolarsDataType, SerReader, StringType};
+use polars::prelude::{DataFrame, DataType, FileMetadataRef, PolarsDataType, StringType};
 use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray};
 use polars_arrow::datatypes::{ArrowDataType, ArrowSchema, Field, IntegerType, Metadata, DTYPE_CATEGORICAL_NEW};
 use polars_buffer::Buffer;
 use polars_parquet::parquet::metadata::RowGroupMetadata;
 use polars_parquet::parquet::page::CompressedPage;
+use polars_parquet::parquet::read::read_metadata;
 use polars_parquet::parquet::statistics::Statistics;
 use polars_parquet::read::{column_iter_to_arrays, BasicDecompressor, PageReader};
 use rayon::prelude::*;
@@ -366,11 +367,13 @@ impl<'p> RollupFile<'p> {
     /// Opens `path` and reads its footer.
     pub(crate) fn open(path: &'p Path) -> Result<RollupFile<'p>> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let metadata = ParquetReader::new(file).get_metadata().map_err(polars_error(path))?.clone();
-        let schema = polars_parquet::read::infer_schema(&metadata).map_err(polars_error(path))?;
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let map = polars::polars_utils::mmap::MMapSemaphore::new_from_file(&file).map_err(polars_error(path))?;
-        Ok(RollupFile { path, metadata, schema, bytes: Buffer::from_owner(map) })
+        let bytes = Buffer::from_owner(map);
+        let metadata = read_metadata(&mut std::io::Cursor::new(&bytes[..]))
+            .map_err(|e| Error::io(path, format!("not a rollup file: {e}")))?;
+        let metadata = FileMetadataRef::new(metadata);
+        let schema = polars_parquet::read::infer_schema(&metadata).map_err(polars_error(path))?;
+        Ok(RollupFile { path, metadata, schema, bytes })
     }
 
     /// Each row group's first row and number of rows, in file order.
@@ -481,10 +484,9 @@ impl<'p> RollupFile<'p> {
         if !matches!(field.dtype, ArrowDataType::Utf8View | ArrowDataType::LargeUtf8 | ArrowDataType::Utf8) {
             return decode(field.clone());
         }
-        let keyed = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
         let mut metadata = Metadata::new();
         metadata.insert(DTYPE_CATEGORICAL_NEW.into(), PlSmallStr::EMPTY);
-        let as_keys = Field::new(field.name.clone(), keyed, field.is_nullable).with_metadata(metadata);
+        let as_keys = Field::new(field.name.clone(), keyed_text(), field.is_nullable).with_metadata(metadata);
         match decode(as_keys) {
             Ok(array) => Ok(array),
             // Pages that are not all dictionary-encoded: strings, keyed here.
@@ -492,6 +494,11 @@ impl<'p> RollupFile<'p> {
                 .and_then(|array| keyed_strings(path, name, array.as_ref())),
         }
     }
+}
+
+/// The Arrow type a text column is read as: 32-bit keys into its values.
+fn keyed_text() -> ArrowDataType {
+    ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false)
 }
 
 /// A text column read as strings, as a dictionary of its distinct values
@@ -514,9 +521,8 @@ fn keyed_strings(path: &Path, name: &str, array: &dyn Array) -> Result<Box<dyn A
             })
         })
         .collect();
-    let dtype = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false);
     let values = Utf8ViewArray::from_slice_values(values).boxed();
-    DictionaryArray::try_new(dtype, PrimitiveArray::from_vec(keys), values)
+    DictionaryArray::try_new(keyed_text(), PrimitiveArray::from_vec(keys), values)
         .map(|array| array.boxed())
         .map_err(polars_error(path))
 }
