@@ -4,9 +4,9 @@
 //!
 //! The file's text columns are read as dictionary keys and interned once
 //! per distinct key (a row's text is then an index into a small table, no
-//! hash), rows are folded per bucket on integer keys, and the rows of each bucket are put
-//! in the report's order by the byte-order ranks of the file's few distinct
-//! strings. A rollup file is sorted by slot, so the buckets come one after
+//! hash), rows are folded per bucket on integer keys, and the rows of each
+//! bucket are put in the report's order by the byte-order ranks of the
+//! file's few distinct strings. A rollup file is sorted by slot, so the buckets come one after
 //! the other; when a bucket is one slot of the grain (a UTC day from the
 //! day grain), its rows are already in the report's order and the sort is
 //! a check.
@@ -14,9 +14,8 @@
 //! The work is shared by the threads: a row group's rows are folded in one
 //! part per thread, each part's rows written straight into the result
 //! ([`crate::parts`]: every row's memory touched once), and the buckets
-//! are ordered in parallel. The result is
-//! the same on any number of threads (every sum exact, every bucket sorted
-//! whole).
+//! are ordered in parallel. The result is the same on any number of
+//! threads (every sum exact, every bucket sorted whole).
 
 use std::ops::Range;
 use std::path::Path;
@@ -46,8 +45,8 @@ const MIN_PART_ROWS: usize = 4096;
 /// The file is read a row group at a time; each row group's rows are
 /// folded in parts, one per thread, each with text ids of its own, into
 /// the result's rows. The parts are then put on one string table, in file
-/// order, and each bucket's rows are ordered (on the threads too). The result does not
-/// depend on the number of threads: a bucket whose rows lie in several
+/// order, and each bucket's rows are ordered (on the threads too). The
+/// result does not depend on the number of threads: a bucket whose rows lie in several
 /// parts is sorted whole, and equal keys are summed exactly.
 pub(crate) fn account_rows(
     path: &Path,
@@ -92,7 +91,7 @@ struct Merged {
     /// goes on from one part to the next is one segment.
     segments: Vec<(usize, u32)>,
     /// Per segment, what is known of its rows' order.
-    in_order: Vec<Known>,
+    known: Vec<Known>,
     /// The other charges (few: sorted whole at the end).
     charges: Vec<Row>,
 }
@@ -177,7 +176,7 @@ impl Request<'_> {
                 }
             };
             let product = match last_product {
-                Some((view, last)) if view == row.product.key => last,
+                Some((key, last)) if key == row.product.key => last,
                 _ => {
                     let text = row.product.text();
                     Product::parse(text).ok_or_else(|| broken(format!("unknown product '{text}'")))?
@@ -282,10 +281,10 @@ impl Merged {
                 if let Some(last) = self.segments.len().checked_sub(1).filter(|i| self.segments[*i].1 == *bucket) {
                     // The bucket goes on from the last part: checked whole
                     // at the end.
-                    self.in_order[last] = Known::Spans;
+                    self.known[last] = Known::Spans;
                 } else {
                     self.segments.push((range.start + start, *bucket));
-                    self.in_order.push(Known::Unknown);
+                    self.known.push(Known::Unknown);
                 }
                 buckets.push((*start..end, self.segments.len() - 1));
             }
@@ -308,7 +307,7 @@ impl Merged {
                 let rank = |id: u32| ranks[id as usize];
                 let check = |(within, segment): &(Range<usize>, usize)| {
                     let rows = &mut rows[within.clone()];
-                    let sorted = rows.iter().map(|(key, _)| order_key(key, rank)).is_sorted_by(|a, b| a < b);
+                    let sorted = in_order(rows, rank);
                     rows.iter_mut().for_each(|row| *row = remapped(row, map));
                     (*segment, sorted)
                 };
@@ -316,7 +315,7 @@ impl Merged {
             })
             .collect();
         for (segment, sorted) in checked.into_iter().flatten() {
-            let known = &mut self.in_order[segment];
+            let known = &mut self.known[segment];
             if *known == Known::Unknown && sorted {
                 *known = Known::InOrder;
             }
@@ -327,7 +326,7 @@ impl Merged {
     /// order), equal keys summed (a bucket's rows in several parts, or a
     /// file holding two rows of one group).
     fn finish(self, request: &Request<'_>) -> Result<AccountRows> {
-        let Merged { strings, rows: mut usage, segments, in_order, mut charges } = self;
+        let Merged { strings, rows: mut usage, segments, known, mut charges } = self;
         let ranks = strings.ranks();
         let rank = |id: u32| ranks[id as usize];
         let monotone = segments.windows(2).all(|w| w[0].1 < w[1].1);
@@ -349,14 +348,11 @@ impl Merged {
             }
             buckets
                 .into_par_iter()
-                .zip(in_order)
+                .zip(known)
                 .map_init(
                     || (Vec::new(), Vec::new()),
                     |(order, sorted): &mut (Vec<(u128, u32)>, Vec<Row>), (rows, known)| {
-                        // Strictly increasing: in order, every key once.
-                        if known == Known::InOrder
-                            || rows.iter().map(|(key, _)| order_key(key, rank)).is_sorted_by(|a, b| a < b)
-                        {
+                        if known == Known::InOrder || in_order(rows, rank) {
                             return false;
                         }
                         order.clear();
@@ -389,6 +385,12 @@ impl Merged {
 fn remapped((key, totals): &Row, map: &[u32]) -> Row {
     let id = |id: u32| if id == ABSENT { ABSENT } else { map[id as usize] };
     (PackedKey { type_: id(key.type_), subaccount: id(key.subaccount), code: id(key.code), ..*key }, *totals)
+}
+
+/// Whether `rows` are in the report's order with every key once (their
+/// order keys strictly increasing), text ids ranked by `rank`.
+fn in_order(rows: &[Row], rank: impl Fn(u32) -> u32) -> bool {
+    rows.iter().map(|(key, _)| order_key(key, &rank)).is_sorted_by(|a, b| a < b)
 }
 
 /// A key ordered as the report orders rows within a bucket
