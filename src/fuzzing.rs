@@ -23,6 +23,10 @@
 //!   the same window.
 //! - [`token_decoder`]: text, bodies sealed with the key and hand-made
 //!   tokens into `PageToken::decode` and `resolve`: a 400, or a sane window.
+//! - [`parquet_input`]: a file's bytes as a Parquet records file of each
+//!   kind (`records::parquet::read`) and as any Parquet file
+//!   (`parquet::read_frame`): rows numbered from 1, or an error; never a
+//!   panic or an abort.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -46,11 +50,12 @@ pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its `fuzz/fuzz_targets/` file and corpus
 /// folder.
-pub const TARGETS: [(&str, Target); 4] = [
+pub const TARGETS: [(&str, Target); 5] = [
     ("csv_reader", csv_reader),
     ("record_checks", record_checks),
     ("query_parser", query_parser),
     ("token_decoder", token_decoder),
+    ("parquet_input", parquet_input),
 ];
 
 /// The fixed clock of the request targets.
@@ -281,14 +286,15 @@ fn expected(rows: &[Row]) -> Expected {
 
 static DIRS: AtomicU64 = AtomicU64::new(0);
 
+/// A fresh directory of this process under the system's temporary one.
+fn scratch_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("telemeter-fuzz-{}-{}", std::process::id(), DIRS.fetch_add(1, Ordering::Relaxed)))
+}
+
 /// The file as the only file of a data directory, through the aggregate
 /// every command runs, in both bad-row modes.
 fn check_aggregate(kind: Kind, bytes: &[u8], rows: Option<&[Row]>) {
-    let dir = std::env::temp_dir().join(format!(
-        "telemeter-fuzz-{}-{}",
-        std::process::id(),
-        DIRS.fetch_add(1, Ordering::Relaxed)
-    ));
+    let dir = scratch_dir();
     let folder = dir.join(kind.name());
     if let Err(e) = std::fs::create_dir_all(&folder).and_then(|()| std::fs::write(folder.join("fuzz.csv"), bytes)) {
         panic!("cannot write {}: {e}", folder.display());
@@ -602,6 +608,40 @@ pub fn token_decoder(data: &[u8]) {
         }
         Err(e) => assert_eq!(e.parameter, "page_token", "{e:?}"),
     }
+}
+
+// ------------------------------------------------------------- parquet_input
+
+/// A file's bytes, read as a Parquet records file of each kind and as any
+/// Parquet file. Reading may fail (a damaged file is an error naming it);
+/// it may not panic, and rows come numbered 1, 2, 3...
+pub fn parquet_input(data: &[u8]) {
+    let dir = scratch_dir();
+    let path = dir.join("fuzz.parquet");
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, data)) {
+        panic!("cannot write {}: {e}", path.display());
+    }
+    for kind in Kind::ALL {
+        let file = InputFile {
+            kind,
+            path: path.clone(),
+            name: format!("{}/fuzz.parquet", kind.name()),
+            format: Format::Parquet,
+            size: data.len() as u64,
+        };
+        let mut sink = Collect { kind, rows: Vec::new() };
+        match records::parquet::read(&file, kind, &mut sink) {
+            Ok(()) => {
+                let lines: Vec<u64> = sink.rows.iter().map(|row| row.line).collect();
+                assert!(lines.iter().copied().eq(1..=lines.len() as u64), "rows out of order: {lines:?}");
+            }
+            Err(e) => assert!(e.to_string().starts_with(&file.name), "an error not naming the file: {e}"),
+        }
+    }
+    if let Ok(frame) = crate::parquet::read_frame(&path, None, crate::parquet::Rows::All) {
+        assert!(frame.columns().iter().all(|column| column.len() == frame.height()), "a ragged frame");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[cfg(test)]

@@ -57,6 +57,7 @@ pub mod generate;
 pub(crate) mod intern;
 pub mod labels;
 pub mod money;
+pub(crate) mod parquet;
 pub(crate) mod parts;
 pub(crate) mod prefetch;
 pub mod query;

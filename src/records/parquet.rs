@@ -9,12 +9,13 @@
 //! Columns are turned into plain vectors once, then rows are handed to the
 //! same [`RowSink`] as CSV rows, numbered from 1.
 
-use polars::prelude::{Column, DataType, ParquetReader, SerReader, TimeUnit};
+use polars::prelude::{Column, DataType, TimeUnit};
 
 use super::csv::RowSink;
 use super::files::InputFile;
 use super::{ColumnType, Field, Kind};
 use crate::error::Result;
+use crate::parquet::{ParquetFile, Rows};
 use crate::time::Instant;
 
 /// One contract column, decoded.
@@ -48,18 +49,17 @@ impl Values<'_> {
 
 /// Reads every row of a Parquet file into one sink.
 pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()> {
-    let handle = std::fs::File::open(&file.path).map_err(|e| file.io_error(e))?;
-    if handle.metadata().map_err(|e| file.io_error(e))?.len() == 0 {
+    let Some(parquet) = ParquetFile::open(&file.path).map_err(|e| file.renamed(e))? else {
         return Ok(());
+    };
+    let names = parquet.column_names();
+    if let Some(name) = kind.columns().iter().find(|name| !names.iter().any(|n| n == *name)) {
+        return Err(file.bad_file(format!("missing required column '{name}' (the file has: {})", names.join(", "))));
     }
-    let frame =
-        ParquetReader::new(handle).finish().map_err(|e| file.io_error(format!("not a readable Parquet file: {e}")))?;
+    let frame = parquet.read(Some(kind.columns()), Rows::All).map_err(|e| file.renamed(e))?;
     let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
     for (index, name) in kind.columns().iter().enumerate() {
-        let column = frame.column(name).map_err(|_| {
-            let names: Vec<String> = frame.get_column_names().iter().map(|n| n.to_string()).collect();
-            file.bad_file(format!("missing required column '{name}' (the file has: {})", names.join(", ")))
-        })?;
+        let column = frame.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
         prepared.push((widen(file, column)?, kind.column_type(index), name));
     }
     let mut columns = Vec::with_capacity(prepared.len());

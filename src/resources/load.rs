@@ -165,11 +165,8 @@ fn read_csv(path: &Path, name: &str, format: Format) -> Result<Table> {
 }
 
 fn read_parquet(path: &Path, name: &str) -> Result<Table> {
-    use polars::prelude::{DataType, ParquetReader, SerReader};
-    let handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let frame = ParquetReader::new(handle)
-        .finish()
-        .map_err(|e| Error::io(path, format!("not a readable Parquet file: {e}")))?;
+    use polars::prelude::DataType;
+    let frame = crate::parquet::read_frame(path, None, crate::parquet::Rows::All)?;
     let polars = |e: polars::prelude::PolarsError| Error::io(path, e);
     let mut header = Vec::new();
     let mut columns: Vec<Vec<String>> = Vec::new();

@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use super::parquet_out::{arrow_schema, Column, ParquetOut, TextColumn};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
+use crate::parquet::Rows;
 use crate::records::{Country, Direction, Kind, Product};
 
 /// Rows per row group: small enough that a reader filtering on statistics
@@ -106,21 +107,12 @@ pub(super) fn write_frame(path: &Path, frame: &mut DataFrame) -> Result<()> {
 }
 
 pub(super) fn read_frame(path: &Path, columns: &[&str]) -> Result<DataFrame> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    ParquetReader::new(file)
-        .with_columns(Some(columns.iter().map(|c| c.to_string()).collect()))
-        .finish()
-        .map_err(polars_error(path))
+    crate::parquet::read_frame(path, Some(columns), Rows::All)
 }
 
 /// Rows `offset..offset + len` of `columns` (fewer at the end of the file).
 pub(super) fn read_frame_slice(path: &Path, columns: &[&str], offset: usize, len: usize) -> Result<DataFrame> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    ParquetReader::new(file)
-        .with_columns(Some(columns.iter().map(|c| c.to_string()).collect()))
-        .with_slice(Some((offset, len)))
-        .finish()
-        .map_err(polars_error(path))
+    crate::parquet::read_frame(path, Some(columns), Rows::Slice(offset, len))
 }
 
 /// Rows in a Parquet file (from its footer).

@@ -14,8 +14,6 @@ use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray};
 use polars_arrow::datatypes::{ArrowDataType, ArrowSchema, Field, IntegerType, Metadata, DTYPE_CATEGORICAL_NEW};
 use polars_buffer::Buffer;
 use polars_parquet::parquet::metadata::RowGroupMetadata;
-use polars_parquet::parquet::page::CompressedPage;
-use polars_parquet::parquet::read::read_metadata;
 use polars_parquet::parquet::statistics::Statistics;
 use polars_parquet::read::{column_iter_to_arrays, BasicDecompressor, PageReader};
 use rayon::prelude::*;
@@ -26,6 +24,7 @@ use super::parquet_out::{arrow_schema, Column, ParquetOut, TextColumn};
 use crate::aggregate::Totals;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
+use crate::parquet::{check_chunk, ParquetFile};
 use crate::records::{Country, Direction, Product};
 
 const ROLLUP_COLUMNS: [&str; 14] = [
@@ -366,11 +365,9 @@ pub(crate) struct RollupFile<'p> {
 impl<'p> RollupFile<'p> {
     /// Opens `path` and reads its footer.
     pub(crate) fn open(path: &'p Path) -> Result<RollupFile<'p>> {
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let map = polars::polars_utils::mmap::MMapSemaphore::new_from_file(&file).map_err(polars_error(path))?;
-        let bytes = Buffer::from_owner(map);
-        let metadata = read_metadata(&mut std::io::Cursor::new(&bytes[..]))
-            .map_err(|e| Error::io(path, format!("not a rollup file: {e}")))?;
+        let file = ParquetFile::open(path)?;
+        let (bytes, metadata) =
+            file.ok_or_else(|| Error::io(path, "not a rollup file: the file is empty"))?.into_parts();
         let metadata = FileMetadataRef::new(metadata);
         let schema = polars_parquet::read::infer_schema(&metadata).map_err(polars_error(path))?;
         Ok(RollupFile { path, metadata, schema, bytes })
@@ -448,22 +445,12 @@ impl<'p> RollupFile<'p> {
             .find(|c| c.descriptor().path_in_schema.as_slice() == [name])
             .ok_or_else(|| broken(format!("no column '{name}'")))?;
         let field = self.schema.get(name).ok_or_else(|| broken(format!("no column '{name}'")))?;
+        // Each page's header checked before polars decodes it: a damaged
+        // count or size there makes its decoder ask for memory the process
+        // cannot have (an abort, not an error).
+        check_chunk(bytes, meta, group.num_rows()).map_err(|why| broken(format!("column '{name}': {why}")))?;
         let range = meta.byte_range();
-        if range.end > bytes.len() as u64 {
-            return Err(broken(format!("column '{name}' past the end of the file")));
-        }
         let chunk = || bytes.clone().sliced(range.start as usize..range.end as usize);
-        // Each data page's header checked before polars decodes it: a
-        // damaged count or size there makes its decoder ask for memory
-        // the process cannot have (an abort, not an error).
-        let rows = group.num_rows();
-        for page in PageReader::new(std::io::Cursor::new(chunk()), meta, vec![], usize::MAX) {
-            if let CompressedPage::Data(page) = page.map_err(|e| broken(format!("column '{name}': {e}")))? {
-                if page.num_values() > rows || page.uncompressed_size() > (rows << 10) + (1 << 20) {
-                    return Err(broken(format!("column '{name}' has a page larger than its row group")));
-                }
-            }
-        }
         let decode = |field: Field| -> Result<Box<dyn Array>> {
             let chunk = chunk();
             let pages = PageReader::new(std::io::Cursor::new(chunk), meta, vec![], usize::MAX);

@@ -1,0 +1,198 @@
+//! Parquet files read without trusting them: every Parquet file telemeter
+//! reads (raw inputs, resource files, a store's files, Spark's parts) goes
+//! through [`read_frame`], or, for a rollup's columns, through
+//! [`check_chunk`] before polars' decoders.
+//!
+//! polars' Parquet decoders trust the file. A damaged page header (its
+//! count of values or its size) makes a decoder ask for memory no process
+//! can have, which aborts the process; other damage trips an assertion
+//! (bit unpacking, bitmap slicing, dictionary keys). So each page's header
+//! is checked against its row group before anything is decoded, and the
+//! decoding runs under `catch_unwind`: a damaged file is an error naming
+//! it, never a crash.
+//!
+//! What is not checked: a file made to decompress into far more memory
+//! than it takes on disk (a "zip bomb": row counts that agree with each
+//! other everywhere and pages that run-length-encode billions of values).
+
+use std::io::Cursor;
+use std::path::Path;
+
+use polars::prelude::{DataFrame, ParquetReader, SerReader};
+use polars_buffer::Buffer;
+use polars_parquet::parquet::metadata::{ColumnChunkMetadata, FileMetadata};
+use polars_parquet::parquet::page::CompressedPage;
+use polars_parquet::parquet::read::read_metadata;
+use polars_parquet::read::{BasicDecompressor, PageReader};
+
+use crate::error::{Error, Result};
+
+/// Uncompressed bytes a data page may hold per row of its row group, on
+/// average (plus [`PAGE_SLACK`]): far above any contract column's value.
+const BYTES_PER_ROW: usize = 1 << 10;
+/// Uncompressed bytes any page may hold beyond [`BYTES_PER_ROW`] per row.
+const PAGE_SLACK: usize = 1 << 20;
+/// Uncompressed bytes a dictionary page may hold beyond [`BYTES_PER_ROW`]
+/// per row: a writer may store a column's whole dictionary (polars does for
+/// categoricals) in every row group, used or not.
+const DICTIONARY_SLACK: usize = 64 << 20;
+
+/// Why the pages of one column chunk cannot be handed to polars' decoders,
+/// read from their headers: a page with more values than its row group
+/// has rows, a flat column whose pages do not add up to the row group, a
+/// page (or dictionary) larger than the row group can need, or a page
+/// header that does not parse. `bytes` is the whole file, `rows` the row
+/// group's rows.
+pub(crate) fn check_chunk(
+    bytes: &Buffer<u8>,
+    meta: &ColumnChunkMetadata,
+    rows: usize,
+) -> std::result::Result<(), String> {
+    let range = meta.byte_range();
+    if range.start > range.end || range.end > bytes.len() as u64 {
+        return Err("its pages lie past the end of the file".into());
+    }
+    let chunk = || bytes.clone().sliced(range.start as usize..range.end as usize);
+    let max_page = chunk().len();
+    let flat = meta.descriptor().descriptor.max_rep_level == 0;
+    let page_limit = rows.saturating_mul(BYTES_PER_ROW).saturating_add(PAGE_SLACK);
+    let mut values = 0usize;
+    let mut dictionary = false;
+    for page in PageReader::new(Cursor::new(chunk()), meta, vec![], max_page) {
+        match page.map_err(|e| e.to_string())? {
+            CompressedPage::Data(page) => {
+                if page.num_values() > rows && flat || page.uncompressed_size() > page_limit {
+                    return Err("a page is larger than its row group".into());
+                }
+                values = values.saturating_add(page.num_values());
+            }
+            CompressedPage::Dict(_) => dictionary = true,
+        }
+    }
+    if flat && values != rows {
+        return Err(format!("its pages hold {values} values for {rows} rows"));
+    }
+    if dictionary {
+        // The dictionary's count is only public once decompressed; its
+        // size is checked first, from the header, by the decompressor.
+        let pages = PageReader::new(Cursor::new(chunk()), meta, vec![], max_page);
+        let limit = rows.saturating_mul(BYTES_PER_ROW).saturating_add(DICTIONARY_SLACK);
+        let mut decompressor = BasicDecompressor::new(pages, vec![]);
+        let page = decompressor.read_dict_page().map_err(|e| e.to_string())?;
+        // A dictionary value takes at least one byte, plain-encoded.
+        if page.is_some_and(|page| page.buffer.len() > limit || page.num_values > page.buffer.len()) {
+            return Err("its dictionary is larger than its row group".into());
+        }
+    }
+    Ok(())
+}
+
+/// Which rows of a file to read.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) enum Rows {
+    /// Every row.
+    #[default]
+    All,
+    /// Rows `offset..offset + len` (fewer at the end of the file).
+    Slice(usize, usize),
+}
+
+/// A Parquet file opened and its footer read, not yet decoded.
+pub(crate) struct ParquetFile<'p> {
+    path: &'p Path,
+    handle: std::fs::File,
+    bytes: Buffer<u8>,
+    metadata: FileMetadata,
+}
+
+impl<'p> ParquetFile<'p> {
+    /// Opens `path` and reads its footer: `None` for a 0-byte file.
+    pub(crate) fn open(path: &'p Path) -> Result<Option<ParquetFile<'p>>> {
+        let handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        if handle.metadata().map_err(|e| Error::io(path, e))?.len() == 0 {
+            return Ok(None);
+        }
+        let map = polars::polars_utils::mmap::MMapSemaphore::new_from_file(&handle)
+            .map_err(|e| Error::io(path, e.to_string()))?;
+        let bytes = Buffer::from_owner(map);
+        // polars' footer reader unwraps some damaged fields.
+        let metadata =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_metadata(&mut Cursor::new(&bytes[..]))))
+                .map_err(|_| unreadable(path, "its footer does not parse"))?
+                .map_err(|e| unreadable(path, e))?;
+        Ok(Some(ParquetFile { path, handle, bytes, metadata }))
+    }
+
+    /// The file's mapped bytes and its footer, for a reader of its own
+    /// that checks each chunk with [`check_chunk`].
+    pub(crate) fn into_parts(self) -> (Buffer<u8>, FileMetadata) {
+        (self.bytes, self.metadata)
+    }
+
+    /// The names of the file's top-level columns, in file order.
+    pub(crate) fn column_names(&self) -> Vec<String> {
+        self.metadata.schema().fields().iter().map(|field| field.name().to_owned()).collect()
+    }
+
+    /// `columns` (every column when `None`) of `rows` as a frame, each page
+    /// of what is read checked first ([`check_chunk`]) and polars' decoding
+    /// run under `catch_unwind`. A column missing from the file is an error
+    /// of polars'; callers name missing columns from
+    /// [`ParquetFile::column_names`] first.
+    pub(crate) fn read(self, columns: Option<&[&str]>, rows: Rows) -> Result<DataFrame> {
+        let names = match columns {
+            Some(columns) => columns.iter().map(|c| c.to_string()).collect(),
+            None => self.column_names(),
+        };
+        let total: usize = self.metadata.row_groups.iter().map(|group| group.num_rows()).sum();
+        if total != self.metadata.num_rows {
+            return Err(unreadable(
+                self.path,
+                format!("its row groups hold {total} rows, its footer says {}", self.metadata.num_rows),
+            ));
+        }
+        let (from, to) = match rows {
+            Rows::All => (0, total),
+            Rows::Slice(offset, len) => (offset, offset.saturating_add(len)),
+        };
+        let mut first = 0;
+        for group in &self.metadata.row_groups {
+            let (start, end) = (first, first + group.num_rows());
+            first = end;
+            if end <= from || start >= to {
+                continue;
+            }
+            for name in &names {
+                for meta in group.columns_under_root_iter(name).into_iter().flatten() {
+                    check_chunk(&self.bytes, meta, group.num_rows())
+                        .map_err(|why| unreadable(self.path, format!("column '{name}': {why}")))?;
+                }
+            }
+        }
+        let mut reader = ParquetReader::new(self.handle);
+        if columns.is_some() {
+            reader = reader.with_columns(Some(names));
+        }
+        if let Rows::Slice(offset, len) = rows {
+            reader = reader.with_slice(Some((offset, len)));
+        }
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.finish())) {
+            Ok(frame) => frame.map_err(|e| unreadable(self.path, e)),
+            Err(_) => Err(unreadable(self.path, "its pages do not decode")),
+        }
+    }
+}
+
+/// Reads `columns` (every column when `None`) of `rows` of the Parquet file
+/// at `path` ([`ParquetFile::read`]); a 0-byte file is an error here.
+pub(crate) fn read_frame(path: &Path, columns: Option<&[&str]>, rows: Rows) -> Result<DataFrame> {
+    match ParquetFile::open(path)? {
+        Some(file) => file.read(columns, rows),
+        None => Err(unreadable(path, "the file is empty")),
+    }
+}
+
+/// The error for a file that is not Parquet or is damaged.
+fn unreadable(path: &Path, why: impl std::fmt::Display) -> Error {
+    Error::io(path, format!("not a readable Parquet file: {why}"))
+}
