@@ -17,6 +17,7 @@
 
 use std::io::Cursor;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use polars::prelude::{DataFrame, ParquetReader, SerReader};
 use polars_buffer::Buffer;
@@ -36,6 +37,44 @@ const PAGE_SLACK: usize = 1 << 20;
 /// per row: a writer may store a column's whole dictionary (polars does for
 /// categoricals) in every row group, used or not.
 const DICTIONARY_SLACK: usize = 64 << 20;
+
+/// Decodes under way in [`guarded`], on any thread.
+static GUARDED: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// Whether this thread is inside [`guarded`].
+    static GUARDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `decode` (polars' Parquet code) run under `catch_unwind`: a panic comes
+/// back as the first line of its message. Counted in [`GUARDED`]
+/// meanwhile, for [`is_caught_decode_panic`].
+pub(crate) fn guarded<T>(decode: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    GUARDED.fetch_add(1, Ordering::SeqCst);
+    let outer = GUARDING.with(|guarding| guarding.replace(true));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode));
+    GUARDING.with(|guarding| guarding.set(outer));
+    GUARDED.fetch_sub(1, Ordering::SeqCst);
+    outcome.map_err(|payload| {
+        let message = match payload.downcast_ref::<String>() {
+            Some(message) => message.as_str(),
+            None => payload.downcast_ref::<&str>().copied().unwrap_or("a panic"),
+        };
+        format!("polars: {}", message.lines().next().unwrap_or_default())
+    })
+}
+
+/// Whether the panic under way is polars tripping on a damaged file inside
+/// a [`guarded`] decode: raised on the thread running the decode, or on
+/// one of polars' own threads (named `polars-N`, where it decodes columns)
+/// while a decode is under way. It is caught there and becomes the file's
+/// error, its message included, so the binary's panic hook does not print
+/// it too. Every other panic is printed as always.
+pub(crate) fn is_caught_decode_panic() -> bool {
+    GUARDED.load(Ordering::SeqCst) > 0
+        && (GUARDING.with(std::cell::Cell::get)
+            || std::thread::current().name().is_some_and(|name| name.starts_with("polars-")))
+}
 
 /// Why the pages of one column chunk cannot be handed to polars' decoders,
 /// read from their headers: a page with more values than its row group
@@ -116,10 +155,9 @@ impl<'p> ParquetFile<'p> {
             .map_err(|e| Error::io(path, e.to_string()))?;
         let bytes = Buffer::from_owner(map);
         // polars' footer reader unwraps some damaged fields.
-        let metadata =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_metadata(&mut Cursor::new(&bytes[..]))))
-                .map_err(|_| unreadable(path, "its footer does not parse"))?
-                .map_err(|e| unreadable(path, e))?;
+        let metadata = guarded(|| read_metadata(&mut Cursor::new(&bytes[..])))
+            .map_err(|panic| unreadable(path, format!("its footer does not parse ({panic})")))?
+            .map_err(|e| unreadable(path, e))?;
         Ok(Some(ParquetFile { path, handle, bytes, metadata }))
     }
 
@@ -176,9 +214,9 @@ impl<'p> ParquetFile<'p> {
         if let Rows::Slice(offset, len) = rows {
             reader = reader.with_slice(Some((offset, len)));
         }
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.finish())) {
+        match guarded(|| reader.finish()) {
             Ok(frame) => frame.map_err(|e| unreadable(self.path, e)),
-            Err(_) => Err(unreadable(self.path, "its pages do not decode")),
+            Err(panic) => Err(unreadable(self.path, format!("its pages do not decode ({panic})"))),
         }
     }
 }
@@ -195,4 +233,25 @@ pub(crate) fn read_frame(path: &Path, columns: Option<&[&str]>, rows: Rows) -> R
 /// The error for a file that is not Parquet or is damaged.
 fn unreadable(path: &Path, why: impl std::fmt::Display) -> Error {
     Error::io(path, format!("not a readable Parquet file: {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic inside [`guarded`] comes back as its first line; only a
+    /// panic on the guarded thread (or polars' own) counts as caught.
+    #[test]
+    fn a_guarded_panic_is_its_message_and_only_it_is_quiet() {
+        assert_eq!(guarded(|| 7), Ok(7));
+        assert_eq!(guarded(|| -> u8 { panic!("a damaged page\nmore") }), Err("polars: a damaged page".to_owned()));
+        assert_eq!(guarded(is_caught_decode_panic), Ok(true));
+        assert!(!is_caught_decode_panic(), "outside a guarded decode");
+        // Another thread while this one decodes: not polars', not quiet.
+        let other = guarded(|| std::thread::spawn(is_caught_decode_panic).join().unwrap_or(true));
+        assert_eq!(other, Ok(false));
+        let polars = std::thread::Builder::new().name("polars-7".into());
+        let pool = guarded(|| polars.spawn(is_caught_decode_panic).is_ok_and(|t| t.join().unwrap_or(false)));
+        assert_eq!(pool, Ok(true));
+    }
 }

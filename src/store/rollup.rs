@@ -24,7 +24,7 @@ use super::parquet_out::{arrow_schema, Column, ParquetOut, TextColumn};
 use crate::aggregate::Totals;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
-use crate::parquet::{check_chunk, ParquetFile};
+use crate::parquet::{check_chunk, guarded, ParquetFile};
 use crate::records::{Country, Direction, Product};
 
 const ROLLUP_COLUMNS: [&str; 14] = [
@@ -458,11 +458,10 @@ impl<'p> RollupFile<'p> {
             let primitive = &meta.descriptor().descriptor.primitive_type;
             // polars' decoders assert on some damaged pages: a damaged file
             // is an error here, never a crash.
-            let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                column_iter_to_arrays(vec![decompressor], vec![primitive], field, None)
-            }));
-            let (mut arrays, _) =
-                decoded.map_err(|_| broken(format!("column '{name}' does not decode")))?.map_err(polars_error(path))?;
+            let decoded = guarded(|| column_iter_to_arrays(vec![decompressor], vec![primitive], field, None));
+            let (mut arrays, _) = decoded
+                .map_err(|panic| broken(format!("column '{name}' does not decode ({panic})")))?
+                .map_err(polars_error(path))?;
             match (arrays.pop(), arrays.is_empty()) {
                 (Some(array), true) if array.len() == group.num_rows() => Ok(array),
                 _ => Err(broken(format!("column '{name}' is not one array of {} rows", group.num_rows()))),

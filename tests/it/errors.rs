@@ -417,6 +417,44 @@ fn hostile_inputs_never_panic() {
     assert_eq!(run.code, 1, "{run:?}");
 }
 
+/// A damaged Parquet input is an error naming the file, exit 1, never a
+/// crash: a page header whose count was damaged made polars ask for
+/// 2^61 bytes (an abort) before `src/parquet.rs` checked each page
+/// against its row group; a damaged page that trips one of polars'
+/// assertions is caught, and reported once, with no panic message.
+/// (`tests/it/fuzzing.rs` damages every byte of these seeds in turn.)
+#[test]
+fn a_damaged_parquet_file_is_an_error_naming_it_not_a_crash() {
+    let seed = |name: &str| std::fs::read(crate::common::root().join("fuzz/corpus/parquet_input").join(name));
+    let cases = [
+        (
+            "generated-calls.parquet",
+            "calls/x.parquet",
+            165,
+            0x7f,
+            "column 'record_id': a page is larger than its row group",
+        ),
+        (
+            "categorical-messages-uncompressed.parquet",
+            "messages/x.parquet",
+            96,
+            0xff,
+            "its pages do not decode (polars: ",
+        ),
+    ];
+    for (name, file, at, flip, why) in cases {
+        let mut bytes = seed(name).expect("a Parquet seed");
+        bytes[at] ^= flip;
+        let dir = temp_dir();
+        write(dir.path(), file, bytes);
+        let run = summary(dir.path(), "A1", "", &[]);
+        assert_eq!(run.code, 1, "{run:?}");
+        let line = format!("error: {file}: not a readable Parquet file: {why}");
+        assert!(run.stderr.starts_with(&line), "{}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
+}
+
 const MESSAGE_COLUMNS: [&str; 11] = [
     "record_id",
     "auth_id",
