@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use polars::prelude::{DataFrame, ParquetReader, SerReader};
 use polars_buffer::Buffer;
 use polars_parquet::parquet::metadata::{ColumnChunkMetadata, FileMetadata};
-use polars_parquet::parquet::page::CompressedPage;
 use polars_parquet::parquet::read::read_metadata;
-use polars_parquet::read::{BasicDecompressor, PageReader};
+use polars_parquet_format::thrift::protocol::TCompactInputProtocol;
+use polars_parquet_format::{PageHeader, PageType};
 
 use crate::error::{Error, Result};
 
@@ -77,51 +77,55 @@ pub(crate) fn is_caught_decode_panic() -> bool {
 }
 
 /// Why the pages of one column chunk cannot be handed to polars' decoders,
-/// read from their headers: a page with more values than its row group
-/// has rows, a flat column whose pages do not add up to the row group, a
-/// page (or dictionary) larger than the row group can need, or a page
-/// header that does not parse. `bytes` is the whole file, `rows` the row
+/// read from their headers alone (nothing is decompressed): a header that
+/// does not parse, a page past the chunk, a data page with more values
+/// than its row group has rows, a flat column whose pages do not add up to
+/// its row group, a page or dictionary larger than the row group can
+/// need. The pages are walked as polars walks them: until they hold the
+/// chunk's count of values. `bytes` is the whole file, `rows` the row
 /// group's rows.
-pub(crate) fn check_chunk(
-    bytes: &Buffer<u8>,
-    meta: &ColumnChunkMetadata,
-    rows: usize,
-) -> std::result::Result<(), String> {
+pub(crate) fn check_chunk(bytes: &[u8], meta: &ColumnChunkMetadata, rows: usize) -> std::result::Result<(), String> {
     let range = meta.byte_range();
-    if range.start > range.end || range.end > bytes.len() as u64 {
-        return Err("its pages lie past the end of the file".into());
-    }
-    let chunk = || bytes.clone().sliced(range.start as usize..range.end as usize);
-    let max_page = chunk().len();
+    let chunk = usize::try_from(range.start)
+        .ok()
+        .zip(usize::try_from(range.end).ok())
+        .and_then(|(start, end)| bytes.get(start..end))
+        .ok_or("its pages lie past the end of the file")?;
     let flat = meta.descriptor().descriptor.max_rep_level == 0;
     let page_limit = rows.saturating_mul(BYTES_PER_ROW).saturating_add(PAGE_SLACK);
-    let mut values = 0usize;
-    let mut dictionary = false;
-    for page in PageReader::new(Cursor::new(chunk()), meta, vec![], max_page) {
-        match page.map_err(|e| e.to_string())? {
-            CompressedPage::Data(page) => {
-                if page.num_values() > rows && flat || page.uncompressed_size() > page_limit {
-                    return Err("a page is larger than its row group".into());
-                }
-                values = values.saturating_add(page.num_values());
-            }
-            CompressedPage::Dict(_) => dictionary = true,
+    let dictionary_limit = rows.saturating_mul(BYTES_PER_ROW).saturating_add(DICTIONARY_SLACK);
+    let size = |n: i32| usize::try_from(n).map_err(|_| format!("a page header holds a negative count ({n})"));
+    let (mut at, mut values) = (0usize, 0usize);
+    while (values as u64) < meta.num_values().max(0) as u64 {
+        let mut reader = Cursor::new(chunk.get(at..).ok_or("a page lies past its column chunk")?);
+        let header = PageHeader::read_from_in_protocol(&mut TCompactInputProtocol::new(&mut reader, chunk.len()))
+            .map_err(|e| format!("a page header does not parse: {e}"))?;
+        let uncompressed = size(header.uncompressed_page_size)?;
+        at = at.saturating_add(reader.position() as usize).saturating_add(size(header.compressed_page_size)?);
+        if at > chunk.len() {
+            return Err("a page lies past its column chunk".into());
         }
+        let count = match header.type_ {
+            PageType::DATA_PAGE => header.data_page_header.map(|page| page.num_values),
+            PageType::DATA_PAGE_V2 => header.data_page_header_v2.map(|page| page.num_values),
+            PageType::DICTIONARY_PAGE => {
+                let count = size(header.dictionary_page_header.map_or(-1, |page| page.num_values))?;
+                // A dictionary value takes at least one byte, plain-encoded.
+                if uncompressed > dictionary_limit || count > uncompressed.max(1) {
+                    return Err("its dictionary is larger than its row group".into());
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        let count = size(count.unwrap_or(-1))?;
+        if count > rows && flat || uncompressed > page_limit {
+            return Err("a page is larger than its row group".into());
+        }
+        values = values.saturating_add(count);
     }
     if flat && values != rows {
         return Err(format!("its pages hold {values} values for {rows} rows"));
-    }
-    if dictionary {
-        // The dictionary's count is only public once decompressed; its
-        // size is checked first, from the header, by the decompressor.
-        let pages = PageReader::new(Cursor::new(chunk()), meta, vec![], max_page);
-        let limit = rows.saturating_mul(BYTES_PER_ROW).saturating_add(DICTIONARY_SLACK);
-        let mut decompressor = BasicDecompressor::new(pages, vec![]);
-        let page = decompressor.read_dict_page().map_err(|e| e.to_string())?;
-        // A dictionary value takes at least one byte, plain-encoded.
-        if page.is_some_and(|page| page.buffer.len() > limit || page.num_values > page.buffer.len()) {
-            return Err("its dictionary is larger than its row group".into());
-        }
     }
     Ok(())
 }

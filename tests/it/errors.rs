@@ -432,7 +432,7 @@ fn a_damaged_parquet_file_is_an_error_naming_it_not_a_crash() {
             "calls/x.parquet",
             165,
             0x7f,
-            "column 'record_id': a page is larger than its row group",
+            "column 'record_id': a page header holds a negative count (-58)",
         ),
         (
             "categorical-messages-uncompressed.parquet",
