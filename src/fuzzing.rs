@@ -616,6 +616,8 @@ pub fn token_decoder(data: &[u8]) {
 /// Parquet file. Reading may fail (a damaged file is an error naming it);
 /// it may not panic, and rows come numbered 1, 2, 3...
 pub fn parquet_input(data: &[u8]) {
+    // libFuzzer's hook aborts on any panic, one caught by the reader too.
+    crate::parquet::quiet_caught_panics();
     let dir = scratch_dir();
     let path = dir.join("fuzz.parquet");
     if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, data)) {

@@ -76,6 +76,22 @@ pub(crate) fn is_caught_decode_panic() -> bool {
             || std::thread::current().name().is_some_and(|name| name.starts_with("polars-")))
 }
 
+/// Wraps the process's panic hook (once) so that it skips a panic
+/// [`is_caught_decode_panic`] says is caught and reported as a file's
+/// error, and runs as before for every other. For the binary (whose hook
+/// prints), and for the fuzz target (whose hook aborts on any panic).
+pub(crate) fn quiet_caught_panics() {
+    static WRAPPED: std::sync::Once = std::sync::Once::new();
+    WRAPPED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !is_caught_decode_panic() {
+                previous(info);
+            }
+        }));
+    });
+}
+
 /// Why the pages of one column chunk cannot be handed to polars' decoders,
 /// read from their headers alone (nothing is decompressed): a header that
 /// does not parse, a page past the chunk, a data page with more values

@@ -88,12 +88,7 @@ pub fn main() -> ExitCode {
     QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
     // A panic of polars' decoders on a damaged Parquet file is caught and
     // reported as that file's error (crate::parquet): not printed twice.
-    let print = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !crate::parquet::is_caught_decode_panic() {
-            print(info);
-        }
-    }));
+    crate::parquet::quiet_caught_panics();
     // The allocator's setup, before any thread starts (cli::memory).
     match &cli.command {
         Command::Summary(args) if args.source.store.is_some() => memory::for_one_answer(),
