@@ -24,7 +24,7 @@ use polars_buffer::Buffer;
 use polars_parquet::parquet::metadata::{ColumnChunkMetadata, FileMetadata};
 use polars_parquet::parquet::read::read_metadata;
 use polars_parquet_format::thrift::protocol::TCompactInputProtocol;
-use polars_parquet_format::{PageHeader, PageType};
+use polars_parquet_format::{FileMetaData as ThriftFileMetadata, PageHeader, PageType};
 
 use crate::error::{Error, Result};
 
@@ -90,6 +90,27 @@ pub(crate) fn quiet_caught_panics() {
             }
         }));
     });
+}
+
+/// Why the footer of a Parquet file (`bytes`, the whole file) cannot be
+/// handed to polars' footer reader, which sizes each list by the count
+/// written before it: a damaged count asked for 136 GB in a fuzz run (an
+/// abort). The footer is parsed first by polars-parquet-format's thrift
+/// reader, which refuses a footer that would allocate more than 16 bytes
+/// for each of its own (plus 1 MiB). Too short a file or a missing magic
+/// is left to polars' reader, which names it.
+fn check_footer(bytes: &[u8]) -> std::result::Result<(), String> {
+    let Some(tail) = bytes.len().checked_sub(8).and_then(|at| bytes.get(at..)) else { return Ok(()) };
+    if &tail[4..] != b"PAR1" {
+        return Ok(());
+    }
+    let length = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
+    let footer = bytes.len().checked_sub(8 + length).and_then(|start| bytes.get(start..bytes.len() - 8));
+    let Some(footer) = footer else { return Ok(()) };
+    let budget = length.saturating_mul(16).saturating_add(1 << 20);
+    ThriftFileMetadata::read_from_in_protocol(&mut TCompactInputProtocol::new(footer, budget))
+        .map(|_| ())
+        .map_err(|e| format!("its footer does not parse: {e}"))
 }
 
 /// Why the pages of one column chunk cannot be handed to polars' decoders,
@@ -174,6 +195,7 @@ impl<'p> ParquetFile<'p> {
         let map = polars::polars_utils::mmap::MMapSemaphore::new_from_file(&handle)
             .map_err(|e| Error::io(path, e.to_string()))?;
         let bytes = Buffer::from_owner(map);
+        check_footer(&bytes).map_err(|why| unreadable(path, why))?;
         // polars' footer reader unwraps some damaged fields.
         let metadata = guarded(|| read_metadata(&mut Cursor::new(&bytes[..])))
             .map_err(|panic| unreadable(path, format!("its footer does not parse ({panic})")))?

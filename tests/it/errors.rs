@@ -421,7 +421,8 @@ fn hostile_inputs_never_panic() {
 /// crash: a page header whose count was damaged made polars ask for
 /// 2^61 bytes (an abort) before `src/parquet.rs` checked each page
 /// against its row group; a damaged page that trips one of polars'
-/// assertions is caught, and reported once, with no panic message.
+/// assertions is caught, and reported once, with no panic message; a
+/// damaged footer is refused before polars' footer reader sizes its lists.
 /// (`tests/it/fuzzing.rs` damages every byte of these seeds in turn.)
 #[test]
 fn a_damaged_parquet_file_is_an_error_naming_it_not_a_crash() {
@@ -441,6 +442,9 @@ fn a_damaged_parquet_file_is_an_error_naming_it_not_a_crash() {
             0xff,
             "its pages do not decode (polars: ",
         ),
+        // As the fuzzer left it (no byte changed): a list count in the
+        // footer that made polars' footer reader ask for 136 GB.
+        ("regression-footer-list-count", "calls/x.parquet", 0, 0x00, "its footer does not parse"),
     ];
     for (name, file, at, flip, why) in cases {
         let mut bytes = seed(name).expect("a Parquet seed");
