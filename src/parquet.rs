@@ -209,6 +209,11 @@ impl<'p> ParquetFile<'p> {
         (self.bytes, self.metadata)
     }
 
+    /// Its rows, from its footer.
+    pub(crate) fn num_rows(&self) -> usize {
+        self.metadata.num_rows
+    }
+
     /// The names of the file's top-level columns, in file order.
     pub(crate) fn column_names(&self) -> Vec<String> {
         self.metadata.schema().fields().iter().map(|field| field.name().to_owned()).collect()

@@ -7,14 +7,14 @@ use std::path::Path;
 
 use polars::prelude::{
     Column as FrameColumn, DataFrame, DataType, Int64Chunked, IntoColumn, IntoSeries, ParquetCompression,
-    ParquetReader, ParquetWriter, SerReader, TimeUnit, TimeZone,
+    ParquetWriter, TimeUnit, TimeZone,
 };
 use rayon::prelude::*;
 
 use super::parquet_out::{arrow_schema, Column, ParquetOut, TextColumn};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
-use crate::parquet::Rows;
+use crate::parquet::{ParquetFile, Rows};
 use crate::records::{Country, Direction, Kind, Product};
 
 /// Rows per row group: small enough that a reader filtering on statistics
@@ -115,10 +115,11 @@ pub(super) fn read_frame_slice(path: &Path, columns: &[&str], offset: usize, len
     crate::parquet::read_frame(path, Some(columns), Rows::Slice(offset, len))
 }
 
-/// Rows in a Parquet file (from its footer).
+/// Rows in a Parquet file (from its footer, checked: [`ParquetFile`]).
 pub(super) fn count_rows(path: &Path) -> Result<usize> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    ParquetReader::new(file).num_rows().map_err(polars_error(path))
+    let file =
+        ParquetFile::open(path)?.ok_or_else(|| Error::io(path, "not a readable Parquet file: the file is empty"))?;
+    Ok(file.num_rows())
 }
 
 /// Writes records of `kind` in the contract's columns (natural types) plus

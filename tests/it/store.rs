@@ -397,6 +397,30 @@ fn a_format_4_store_answers_without_its_hour_files_and_its_next_ingest_drops_the
     assert_same_answers(&both, &store, &["A1", "A2", "A4"]);
 }
 
+/// A damaged rollup file (the footer the fuzzer found, which made polars'
+/// footer reader ask for 136 GB) fails the answer and the next ingest that
+/// merges into it with an error naming it: exit 1, not an abort.
+#[test]
+fn a_damaged_rollup_file_is_an_error_naming_it_for_answers_and_ingest() {
+    let (_temp, day1, day2, _both, store) = two_days();
+    assert!(ingest(&day1, &store, &[]).status.success());
+    let damaged = std::fs::read(crate::common::root().join("fuzz/corpus/parquet_input/regression-footer-list-count"))
+        .expect("the fuzz regression");
+    let listed: serde_json::Value = serde_json::from_str(&manifest(&store)).expect("manifest is JSON");
+    let rollups = listed["rollups"].as_object().expect("rollups");
+    let names: Vec<&str> = rollups.values().filter_map(|grains| grains["900"].as_str()).collect();
+    assert!(!names.is_empty(), "{rollups:?}");
+    for name in &names {
+        std::fs::write(store.join(name), &damaged).expect("damaged");
+    }
+    let account = rollups.keys().next().expect("an account");
+    for run in [summary("--store", &store, account, QUERIES[2]), ingest(&day2, &store, &[])] {
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("-900s.parquet: not a readable Parquet file: its footer does not parse"), "{stderr}");
+    }
+}
+
 /// The grains of an account's rollup files in a manifest, sorted as text.
 fn grain_names(grains: &serde_json::Value) -> Vec<String> {
     let mut names: Vec<String> = grains.as_object().expect("grains").keys().cloned().collect();
