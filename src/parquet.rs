@@ -16,10 +16,12 @@
 //! other everywhere and pages that run-length-encode billions of values).
 
 use std::io::Cursor;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use polars::prelude::{DataFrame, ParquetReader, SerReader};
+use polars::prelude::{DataFrame, ParallelStrategy, ParquetReader, SerReader};
 use polars_buffer::Buffer;
 use polars_parquet::parquet::metadata::{ColumnChunkMetadata, FileMetadata};
 use polars_parquet::parquet::read::read_metadata;
@@ -180,9 +182,8 @@ pub(crate) enum Rows {
 /// A Parquet file opened and its footer read, not yet decoded.
 pub(crate) struct ParquetFile<'p> {
     path: &'p Path,
-    handle: std::fs::File,
     bytes: Buffer<u8>,
-    metadata: FileMetadata,
+    metadata: Arc<FileMetadata>,
 }
 
 impl<'p> ParquetFile<'p> {
@@ -200,18 +201,32 @@ impl<'p> ParquetFile<'p> {
         let metadata = guarded(|| read_metadata(&mut Cursor::new(&bytes[..])))
             .map_err(|panic| unreadable(path, format!("its footer does not parse ({panic})")))?
             .map_err(|e| unreadable(path, e))?;
-        Ok(Some(ParquetFile { path, handle, bytes, metadata }))
+        let total = metadata.row_groups.iter().try_fold(0usize, |sum, group| sum.checked_add(group.num_rows()));
+        if total != Some(metadata.num_rows) {
+            let total = total.map_or("more than 2^64".to_owned(), |total| total.to_string());
+            return Err(unreadable(
+                path,
+                format!("its row groups hold {total} rows, its footer says {}", metadata.num_rows),
+            ));
+        }
+        Ok(Some(ParquetFile { path, bytes, metadata: Arc::new(metadata) }))
     }
 
     /// The file's mapped bytes and its footer, for a reader of its own
     /// that checks each chunk with [`check_chunk`].
     pub(crate) fn into_parts(self) -> (Buffer<u8>, FileMetadata) {
-        (self.bytes, self.metadata)
+        (self.bytes, Arc::unwrap_or_clone(self.metadata))
     }
 
     /// Its rows, from its footer.
     pub(crate) fn num_rows(&self) -> usize {
         self.metadata.num_rows
+    }
+
+    /// The rows of each of its row groups, in file order (they add up to
+    /// [`ParquetFile::num_rows`]).
+    pub(crate) fn row_groups(&self) -> impl Iterator<Item = usize> + '_ {
+        self.metadata.row_groups.iter().map(|group| group.num_rows())
     }
 
     /// The names of the file's top-level columns, in file order.
@@ -224,43 +239,73 @@ impl<'p> ParquetFile<'p> {
     /// run under `catch_unwind`. A column missing from the file is an error
     /// of polars'; callers name missing columns from
     /// [`ParquetFile::column_names`] first.
-    pub(crate) fn read(self, columns: Option<&[&str]>, rows: Rows) -> Result<DataFrame> {
-        let names = match columns {
-            Some(columns) => columns.iter().map(|c| c.to_string()).collect(),
-            None => self.column_names(),
-        };
-        let total: usize = self.metadata.row_groups.iter().map(|group| group.num_rows()).sum();
-        if total != self.metadata.num_rows {
-            return Err(unreadable(
-                self.path,
-                format!("its row groups hold {total} rows, its footer says {}", self.metadata.num_rows),
-            ));
-        }
+    pub(crate) fn read(&self, columns: Option<&[&str]>, rows: Rows) -> Result<DataFrame> {
         let (from, to) = match rows {
-            Rows::All => (0, total),
+            Rows::All => (0, self.metadata.num_rows),
             Rows::Slice(offset, len) => (offset, offset.saturating_add(len)),
         };
         let mut first = 0;
-        for group in &self.metadata.row_groups {
-            let (start, end) = (first, first + group.num_rows());
+        let mut groups = 0..0;
+        for (index, rows) in self.row_groups().enumerate() {
+            let (start, end) = (first, first + rows);
             first = end;
-            if end <= from || start >= to {
-                continue;
-            }
-            for name in &names {
-                for meta in group.columns_under_root_iter(name).into_iter().flatten() {
-                    check_chunk(&self.bytes, meta, group.num_rows())
-                        .map_err(|why| unreadable(self.path, format!("column '{name}': {why}")))?;
-                }
+            if end > from && start < to {
+                groups = if groups.is_empty() { index..index + 1 } else { groups.start..index + 1 };
             }
         }
-        let mut reader = ParquetReader::new(self.handle);
+        let names = self.names(columns);
+        self.check(&names, groups)?;
+        let mut reader = ParquetReader::new(Cursor::new(&self.bytes[..]));
+        reader.set_metadata(self.metadata.clone());
         if columns.is_some() {
             reader = reader.with_columns(Some(names));
         }
         if let Rows::Slice(offset, len) = rows {
             reader = reader.with_slice(Some((offset, len)));
         }
+        self.decode(reader)
+    }
+
+    /// `columns` of the row groups `groups` (a range of their indexes) as
+    /// one frame, checked as [`ParquetFile::read`] checks, decoded on this
+    /// thread: for readers that read a file's parts in parallel.
+    pub(crate) fn read_row_groups(&self, columns: &[&str], groups: Range<usize>) -> Result<DataFrame> {
+        let names = self.names(Some(columns));
+        self.check(&names, groups.clone())?;
+        let mut metadata = FileMetadata::clone(&self.metadata);
+        metadata.row_groups = metadata.row_groups.get(groups).map(<[_]>::to_vec).unwrap_or_default();
+        metadata.num_rows = metadata.row_groups.iter().map(|group| group.num_rows()).sum();
+        let mut reader = ParquetReader::new(Cursor::new(&self.bytes[..]))
+            .with_columns(Some(names))
+            .read_parallel(ParallelStrategy::None);
+        reader.set_metadata(Arc::new(metadata));
+        self.decode(reader)
+    }
+
+    /// `columns`' names, every column's when `None`.
+    fn names(&self, columns: Option<&[&str]>) -> Vec<String> {
+        match columns {
+            Some(columns) => columns.iter().map(|c| c.to_string()).collect(),
+            None => self.column_names(),
+        }
+    }
+
+    /// Checks every page of the columns `names` in the row groups `groups`
+    /// ([`check_chunk`]).
+    fn check(&self, names: &[String], groups: Range<usize>) -> Result<()> {
+        for group in self.metadata.row_groups.get(groups).unwrap_or_default() {
+            for name in names {
+                for meta in group.columns_under_root_iter(name).into_iter().flatten() {
+                    check_chunk(&self.bytes, meta, group.num_rows())
+                        .map_err(|why| unreadable(self.path, format!("column '{name}': {why}")))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What `reader` reads, a panic in polars' decoders an error.
+    fn decode(&self, reader: ParquetReader<Cursor<&[u8]>>) -> Result<DataFrame> {
         match guarded(|| reader.finish()) {
             Ok(frame) => frame.map_err(|e| unreadable(self.path, e)),
             Err(panic) => Err(unreadable(self.path, format!("its pages do not decode ({panic})"))),

@@ -22,7 +22,8 @@ use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::{self, Country, Direction, Field, Kind, Product, Record};
 use crate::time::Buckets;
 
-/// The scans of one file: one for a Parquet file, one per chunk of CSV.
+/// The scans of one file: one per run of its chunks (CSV) or parts
+/// (Parquet) read by one job.
 fn scan_file<'s>(
     file: &'s InputFile,
     index: u32,
@@ -36,11 +37,7 @@ fn scan_file<'s>(
     }
     let new_scan = || Scan::new(file, index, selector, on_bad_row, fail_at, seed);
     match file.format {
-        Format::Parquet => {
-            let mut scan = new_scan();
-            records::parquet::read(file, file.kind, &mut scan)?;
-            Ok(vec![scan])
-        }
+        Format::Parquet => records::parquet::read_parts(file, file.kind, new_scan),
         _ => {
             if let Some(map) = records::csv::map(file) {
                 return records::csv::read_mapped(file, file.kind, &map, new_scan);

@@ -6,16 +6,22 @@
 //! [`super::parse_record`], so that an out-of-range value is a bad row like
 //! its CSV form. A 0-byte file holds no rows, like a 0-byte CSV file.
 //!
-//! Columns are turned into plain vectors once, then rows are handed to the
-//! same [`RowSink`] as CSV rows, numbered from 1.
+//! A file is read in parts (runs of row groups, [`read_parts`]: in
+//! parallel, so that a large file is neither one core's work nor all in
+//! memory at once as columns). A part's columns are turned into plain
+//! vectors once, then its rows are handed to the same [`RowSink`] as CSV
+//! rows, numbered from 1 in the file.
+
+use std::ops::Range;
 
 use polars::prelude::{Column, DataType, TimeUnit};
+use rayon::prelude::*;
 
 use super::csv::RowSink;
 use super::files::InputFile;
 use super::{ColumnType, Field, Kind};
 use crate::error::Result;
-use crate::parquet::{ParquetFile, Rows};
+use crate::parquet::ParquetFile;
 use crate::time::Instant;
 
 /// One contract column, decoded.
@@ -30,6 +36,15 @@ enum Values<'a> {
 }
 
 impl Values<'_> {
+    /// Bytes of text the column holds (0 unless it is text).
+    fn text_bytes(&self) -> usize {
+        match self {
+            Values::Text(v) => v.iter().flatten().map(|s| s.len()).sum(),
+            Values::OwnedText(v) => v.iter().flatten().map(String::len).sum(),
+            _ => 0,
+        }
+    }
+
     fn field(&self, row: usize) -> Field<'_> {
         match self {
             Values::Null => Field::Null,
@@ -47,36 +62,134 @@ impl Values<'_> {
     }
 }
 
-/// Reads every row of a Parquet file into one sink.
-pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()> {
-    let Some(parquet) = ParquetFile::open(&file.path).map_err(|e| file.renamed(e))? else {
-        return Ok(());
-    };
-    let names = parquet.column_names();
-    if let Some(name) = kind.columns().iter().find(|name| !names.iter().any(|n| n == *name)) {
-        return Err(file.bad_file(format!("missing required column '{name}' (the file has: {})", names.join(", "))));
-    }
-    let frame = parquet.read(Some(kind.columns()), Rows::All).map_err(|e| file.renamed(e))?;
-    let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
-    for (index, name) in kind.columns().iter().enumerate() {
-        let column = frame.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
-        prepared.push((widen(file, column)?, kind.column_type(index), name));
-    }
-    let mut columns = Vec::with_capacity(prepared.len());
-    for (column, expected, name) in &prepared {
-        columns.push(decode(file, column, *expected, name)?);
-    }
-    let mut fields = [Field::Null; 16];
-    let fields = &mut fields[..columns.len()];
-    for row in 0..frame.height() {
-        for (slot, values) in fields.iter_mut().zip(&columns) {
-            *slot = values.field(row);
+/// Rows a part of a file holds at least: consecutive row groups are read
+/// together until they do. A larger row group is a part of its own (writers
+/// bound them: polars writes 250k rows or fewer, Arrow 1M, Spark 128 MiB).
+const PART_ROWS: usize = 1 << 16;
+
+/// A Parquet file opened for reading as records of one kind: its footer
+/// read and its columns checked, and its row groups cut into parts of at
+/// least [`PART_ROWS`] rows: (first row, row groups).
+struct Parts<'f> {
+    parquet: ParquetFile<'f>,
+    parts: Vec<(u64, Range<usize>)>,
+}
+
+impl<'f> Parts<'f> {
+    /// `None` for a 0-byte file, which holds no rows.
+    fn open(file: &'f InputFile, kind: Kind) -> Result<Option<Parts<'f>>> {
+        let Some(parquet) = ParquetFile::open(&file.path).map_err(|e| file.renamed(e))? else {
+            return Ok(None);
+        };
+        let names = parquet.column_names();
+        if let Some(name) = kind.columns().iter().find(|name| !names.iter().any(|n| n == *name)) {
+            return Err(file.bad_file(format!("missing required column '{name}' (the file has: {})", names.join(", "))));
         }
-        if !sink.row(row as u64 + 1, fields) {
+        let parts = cut(parquet.row_groups(), PART_ROWS);
+        Ok(Some(Parts { parquet, parts }))
+    }
+
+    /// Reads the part `(first, groups)` into `sink`, its rows numbered from
+    /// `first + 1`; whether the sink asks for more.
+    fn read<S: RowSink>(&self, file: &InputFile, kind: Kind, part: &(u64, Range<usize>), sink: &mut S) -> Result<bool> {
+        let (first, groups) = part;
+        let frame = self.parquet.read_row_groups(kind.columns(), groups.clone()).map_err(|e| file.renamed(e))?;
+        let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
+        for (index, name) in kind.columns().iter().enumerate() {
+            let column = frame.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
+            prepared.push((widen(file, column)?, kind.column_type(index), name));
+        }
+        let mut columns = Vec::with_capacity(prepared.len());
+        for (column, expected, name) in &prepared {
+            columns.push(decode(file, column, *expected, name)?);
+        }
+        if S::ONE_PER_CHUNK {
+            // A sink that keeps every row keeps its text: about a third of
+            // a CSV line, which `reserve` is told of.
+            sink.reserve(frame.height(), columns.first().map_or(0, Values::text_bytes) * 3);
+        }
+        let mut fields = [Field::Null; 16];
+        let fields = &mut fields[..columns.len()];
+        for row in 0..frame.height() {
+            for (slot, values) in fields.iter_mut().zip(&columns) {
+                *slot = values.field(row);
+            }
+            if !sink.row(first + row as u64 + 1, fields) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Row groups of `groups` rows each cut into parts of at least `part_rows`
+/// rows (the last one may hold fewer): (first row, row groups) of each.
+fn cut(groups: impl Iterator<Item = usize>, part_rows: usize) -> Vec<(u64, Range<usize>)> {
+    let mut parts = Vec::new();
+    let (mut first, mut start, mut rows, mut end) = (0u64, 0, 0, 0);
+    for (index, group) in groups.enumerate() {
+        (rows, end) = (rows + group, index + 1);
+        if rows >= part_rows {
+            parts.push((first, start..end));
+            (first, start, rows) = (first + rows as u64, end, 0);
+        }
+    }
+    if start < end {
+        parts.push((first, start..end));
+    }
+    parts
+}
+
+/// Reads every row of a Parquet file into one sink, part after part.
+pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()> {
+    let Some(parts) = Parts::open(file, kind)? else { return Ok(()) };
+    for part in &parts.parts {
+        if !parts.read(file, kind, part, sink)? {
             break;
         }
     }
     Ok(())
+}
+
+/// Reads every row of a Parquet file into sinks made by `make_sink`, as
+/// [`super::csv::read_mapped`] reads a CSV file: its parts (runs of row
+/// groups of at least [`PART_ROWS`] rows) in parallel, a sink for each
+/// part ([`RowSink::ONE_PER_CHUNK`]) or for each run of parts read by one
+/// job; the sinks in file order. Only the parts being read are in memory
+/// as frames. Of parts that fail, the first one's error.
+pub fn read_parts<S, F>(file: &InputFile, kind: Kind, make_sink: F) -> Result<Vec<S>>
+where
+    S: RowSink + Send,
+    F: Fn() -> S + Sync,
+{
+    let Some(parts) = Parts::open(file, kind)? else { return Ok(Vec::new()) };
+    // Collected in order, so that the error is the first part's.
+    let read: Vec<Result<S>> = if S::ONE_PER_CHUNK {
+        parts
+            .parts
+            .par_iter()
+            .map(|part| {
+                let mut sink = make_sink();
+                parts.read(file, kind, part, &mut sink)?;
+                Ok(sink)
+            })
+            .collect()
+    } else {
+        parts
+            .parts
+            .par_iter()
+            .fold(
+                || Ok((make_sink(), true)),
+                |state: Result<(S, bool)>, part| {
+                    let (mut sink, go_on) = state?;
+                    let go_on = go_on && parts.read(file, kind, part, &mut sink)?;
+                    Ok((sink, go_on))
+                },
+            )
+            .map(|state| state.map(|(sink, _)| sink))
+            .collect()
+    };
+    read.into_iter().collect()
 }
 
 /// Nanoseconds in one tick of a Parquet timestamp of `unit`.
@@ -138,4 +251,20 @@ fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: 
         (_, ColumnType::Decimal) => return Err(wrong("a decimal, integer or string column")),
         (_, ColumnType::Count) => return Err(wrong("an integer or string column")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_groups_are_cut_into_parts_of_at_least_the_part_rows() {
+        let parts = cut([10; 15].into_iter(), 25);
+        let starts: Vec<(u64, Range<usize>)> = vec![(0, 0..3), (30, 3..6), (60, 6..9), (90, 9..12), (120, 12..15)];
+        assert_eq!(parts, starts);
+        assert_eq!(cut([100, 5, 5, 30].into_iter(), 25), vec![(0, 0..1), (100, 1..4)]);
+        assert_eq!(cut([5, 5].into_iter(), 25), vec![(0, 0..2)]);
+        assert_eq!(cut([0, 0].into_iter(), 25), vec![(0, 0..2)]);
+        assert_eq!(cut(std::iter::empty(), 25), vec![]);
+    }
 }

@@ -312,11 +312,7 @@ pub(in crate::store) fn check_file(
 ) -> Result<Vec<Chunk>> {
     let new_chunk = || Chunk::new(kind, source, file, on_bad_row);
     let chunks = match file.format {
-        Format::Parquet => {
-            let mut chunk = new_chunk();
-            records::parquet::read(file, kind, &mut chunk)?;
-            vec![chunk]
-        }
+        Format::Parquet => records::parquet::read_parts(file, kind, new_chunk)?,
         _ => match records::csv::map(file) {
             // Plain CSV is read through a map, as the raw commands read it:
             // no copy into a fresh buffer (a zeroed page per 4 KiB); each
