@@ -42,15 +42,16 @@ fn scan_file<'s>(
             if let Some(map) = records::csv::map(file) {
                 return records::csv::read_mapped(file, file.kind, &map, new_scan);
             }
-            // File buffers are reused: a fresh buffer of a big file costs a
-            // page fault (and a zeroed page) per 4 KiB, as much as reading it.
-            let mut bytes = BUFFERS.lock().map(|mut pool| pool.pop().unwrap_or_default()).unwrap_or_default();
-            let scans = records::decode::read_into(&file.path, file.format, &mut bytes)
-                .map_err(|e| file.renamed(e))
-                .and_then(|()| records::csv::read(file, file.kind, &bytes, new_scan));
+            // Block buffers are reused: a fresh buffer costs a page fault
+            // (and a zeroed page) per 4 KiB, as much as decoding into it.
+            let take = || BUFFERS.lock().map(|mut pool| pool.pop().unwrap_or_default()).unwrap_or_default();
+            let mut buffers = [take(), take()];
+            let scans = records::csv::read_stream(file, file.kind, &mut buffers, new_scan);
             if let Ok(mut pool) = BUFFERS.lock() {
-                if pool.len() < rayon::current_num_threads() + 1 && bytes.capacity() <= MAX_SPARE_BUFFER {
-                    pool.push(bytes);
+                for bytes in buffers {
+                    if pool.len() < 2 * (rayon::current_num_threads() + 1) && bytes.capacity() <= MAX_SPARE_BUFFER {
+                        pool.push(bytes);
+                    }
                 }
             }
             scans
@@ -288,10 +289,12 @@ impl Merged {
     }
 }
 
-/// The largest file buffer kept for reuse.
-const MAX_SPARE_BUFFER: usize = 512 << 20;
+/// The largest block buffer kept for reuse (a block is about 32 MiB, more
+/// where a line is longer).
+const MAX_SPARE_BUFFER: usize = 64 << 20;
 
-/// Spare file buffers, kept between files and between passes.
+/// Spare block buffers of compressed files, kept between files and between
+/// passes.
 static BUFFERS: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
 impl Totals {

@@ -13,6 +13,7 @@
 
 use rayon::prelude::*;
 
+use super::decode::Stream;
 use super::files::{Format, InputFile};
 use super::simd::{is_printable_unquoted, split_commas, Commas, Line};
 use super::{Field, Kind};
@@ -43,8 +44,8 @@ pub trait RowSink {
 const CHUNK_BYTES: usize = 4 << 20;
 
 /// A plain CSV file mapped into memory, or `None` when it is compressed or
-/// cannot be mapped (the caller reads it with [`super::decode::read_into`]
-/// instead, which also reports any error). Mapping saves copying the file into a buffer
+/// cannot be mapped (the caller reads it with [`read_stream`] instead,
+/// which also reports any error). Mapping saves copying the file into a buffer
 /// and faulting in fresh pages for it. [`read_mapped`] reads it and hands
 /// its pages back as it goes, so that a file's pages do not all count in
 /// the process's memory at once.
@@ -129,69 +130,181 @@ where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    let bytes = super::decode::strip_bom(bytes);
-    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-        return Ok(Vec::new());
+    let Some(header) = Header::read(file, kind, bytes)? else { return Ok(Vec::new()) };
+    let body = &bytes[header.body..];
+    Ok(header.reader().body(body, 2, chunk_bytes, &make_sink, done))
+}
+
+/// Decoded bytes a stream ([`read_stream`]) is read in at a time.
+const BLOCK_BYTES: usize = 32 << 20;
+
+/// [`read`] of a file that is not [`map`]ped (compressed with gzip or
+/// zstd, or plain but not mappable), decoded a block of about 32 MiB at a
+/// time (cut after its last newline) into `buffers` (two,
+/// reused), the next block decoded while this one is read: the file is
+/// never in memory whole, and decoding overlaps reading. A damaged stream
+/// is an error naming the file, wherever the damage is.
+pub fn read_stream<S, F>(file: &InputFile, kind: Kind, buffers: &mut [Vec<u8>; 2], make_sink: F) -> Result<Vec<S>>
+where
+    S: RowSink + Send,
+    F: Fn() -> S + Sync,
+{
+    read_blocks(file, kind, buffers, BLOCK_BYTES, make_sink).map_err(|e| file.renamed(e))
+}
+
+/// [`read_stream`] in blocks of about `block_bytes`.
+fn read_blocks<S, F>(
+    file: &InputFile,
+    kind: Kind,
+    buffers: &mut [Vec<u8>; 2],
+    block_bytes: usize,
+    make_sink: F,
+) -> Result<Vec<S>>
+where
+    S: RowSink + Send,
+    F: Fn() -> S + Sync,
+{
+    let Some(mut stream) = Stream::open(&file.path, file.format)? else { return Ok(Vec::new()) };
+    let [block, next] = buffers;
+    block.clear();
+    let mut ended = stream.fill(block, block_bytes)?;
+    // The header is the first line once the file is not blank.
+    while !ended && (block.iter().all(u8::is_ascii_whitespace) || memchr::memchr(b'\n', block).is_none()) {
+        ended = stream.fill(block, block.len().saturating_add(block_bytes))?;
     }
-    let header_end = memchr::memchr(b'\n', bytes).unwrap_or(bytes.len());
-    let header_line = strip_cr(&bytes[..header_end]);
-    let mut header = QuotedLine::new();
-    let names = match header.split(header_line) {
-        Ok(()) => header.fields().map(|name| String::from_utf8_lossy(name).into_owned()).collect::<Vec<_>>(),
-        Err(quoting) => {
-            return Err(file.bad_file(format!("unreadable header (line 1): {}", quoting.reason(&[]))));
-        }
-    };
-    let columns = map_columns(file, kind, &names)?;
-    let width = names.len();
-    let body = &bytes[(header_end + 1).min(bytes.len())..];
-    let first_line = 2;
-    let chunks = split(body, first_line, chunk_bytes, done);
-    let reader = Reader { columns: &columns, width, names: &names };
-    if chunks.len() == 1 {
-        let mut sink = make_sink();
-        if S::ONE_PER_CHUNK {
-            sink.reserve(memchr::memchr_iter(b'\n', body).count() + 1, body.len());
-        }
-        reader.chunk(body, first_line, &mut sink);
-        return Ok(vec![sink]);
-    }
-    if S::ONE_PER_CHUNK {
-        // Each chunk's lines were counted by `split` (up to the next
-        // chunk's first line); the last one's are counted here.
-        let ends: Vec<u64> = chunks.iter().skip(1).map(|&(_, line, _)| line).chain([u64::MAX]).collect();
-        let sinks = chunks
-            .into_par_iter()
-            .zip(ends)
-            .map(|((offset, line, end), next)| {
-                let mut sink = make_sink();
-                let lines = match next {
-                    u64::MAX => memchr::memchr_iter(b'\n', &body[offset..end]).count() + 1,
-                    next => next.saturating_sub(line) as usize,
-                };
-                sink.reserve(lines, end - offset);
-                reader.chunk(&body[offset..end], line, &mut sink);
-                done(&body[offset..end]);
-                sink
-            })
-            .collect();
-        return Ok(sinks);
-    }
-    // Consecutive chunks share a sink (one per rayon job, not one per
-    // chunk): fewer, larger partial results to merge later.
-    let sinks = chunks
-        .into_par_iter()
-        .fold(
-            || (make_sink(), true),
-            |(mut sink, go_on), (offset, line, end)| {
-                let go_on = go_on && reader.chunk(&body[offset..end], line, &mut sink);
-                done(&body[offset..end]);
-                (sink, go_on)
+    let Some(header) = Header::read(file, kind, block)? else { return Ok(Vec::new()) };
+    let reader = header.reader();
+    let (mut start, mut line, mut sinks) = (header.body, 2u64, Vec::new());
+    loop {
+        let end = match ended {
+            true => block.len(),
+            false => match memchr::memrchr(b'\n', &block[start..]) {
+                Some(at) => start + at + 1,
+                None => {
+                    // A line longer than a block: read on to its end.
+                    ended = stream.fill(block, block.len().saturating_add(block_bytes))?;
+                    continue;
+                }
             },
-        )
-        .map(|(sink, _)| sink)
-        .collect();
-    Ok(sinks)
+        };
+        next.clear();
+        next.extend_from_slice(&block[end..]);
+        let body = &block[start..end];
+        let ((read, lines), filled) = rayon::join(
+            || {
+                let sinks = reader.body(body, line, CHUNK_BYTES, &make_sink, &|_| ());
+                (sinks, memchr::memchr_iter(b'\n', body).count() as u64)
+            },
+            || if ended { Ok(true) } else { stream.fill(next, block_bytes) },
+        );
+        sinks.extend(read);
+        if ended {
+            return Ok(sinks);
+        }
+        ended = filled?;
+        line += lines;
+        std::mem::swap(block, next);
+        start = 0;
+    }
+}
+
+/// A CSV file's header, read and checked against the contract.
+struct Header {
+    /// For each contract column, its index in the header.
+    columns: Vec<usize>,
+    /// The header's column names.
+    names: Vec<String>,
+    /// Where the lines after the header start.
+    body: usize,
+}
+
+impl Header {
+    /// The header of a file that starts with `bytes` (its first line, or
+    /// all of it), or `None` for a blank file, which holds no rows.
+    fn read(file: &InputFile, kind: Kind, bytes: &[u8]) -> Result<Option<Header>> {
+        let text = super::decode::strip_bom(bytes);
+        if text.iter().all(|b| b.is_ascii_whitespace()) {
+            return Ok(None);
+        }
+        let header_end = memchr::memchr(b'\n', text).unwrap_or(text.len());
+        let mut header = QuotedLine::new();
+        let names = match header.split(strip_cr(&text[..header_end])) {
+            Ok(()) => header.fields().map(|name| String::from_utf8_lossy(name).into_owned()).collect::<Vec<_>>(),
+            Err(quoting) => {
+                return Err(file.bad_file(format!("unreadable header (line 1): {}", quoting.reason(&[]))));
+            }
+        };
+        let columns = map_columns(file, kind, &names)?;
+        let body = (bytes.len() - text.len() + header_end + 1).min(bytes.len());
+        Ok(Some(Header { columns, names, body }))
+    }
+
+    fn reader(&self) -> Reader<'_> {
+        Reader { columns: &self.columns, width: self.names.len(), names: &self.names }
+    }
+}
+
+impl Reader<'_> {
+    /// Reads `body` (whole lines after the header, the first at
+    /// `first_line`) into sinks made by `make_sink`, in chunks of about
+    /// `chunk_bytes` read in parallel (see [`RowSink::ONE_PER_CHUNK`]),
+    /// handing each part read to the end to `done`; the sinks in order.
+    fn body<S, F>(
+        &self,
+        body: &[u8],
+        first_line: u64,
+        chunk_bytes: usize,
+        make_sink: &F,
+        done: &(dyn Fn(&[u8]) + Sync),
+    ) -> Vec<S>
+    where
+        S: RowSink + Send,
+        F: Fn() -> S + Sync,
+    {
+        let chunks = split(body, first_line, chunk_bytes, done);
+        if chunks.len() == 1 {
+            let mut sink = make_sink();
+            if S::ONE_PER_CHUNK {
+                sink.reserve(memchr::memchr_iter(b'\n', body).count() + 1, body.len());
+            }
+            self.chunk(body, first_line, &mut sink);
+            return vec![sink];
+        }
+        if S::ONE_PER_CHUNK {
+            // Each chunk's lines were counted by `split` (up to the next
+            // chunk's first line); the last one's are counted here.
+            let ends: Vec<u64> = chunks.iter().skip(1).map(|&(_, line, _)| line).chain([u64::MAX]).collect();
+            return chunks
+                .into_par_iter()
+                .zip(ends)
+                .map(|((offset, line, end), next)| {
+                    let mut sink = make_sink();
+                    let lines = match next {
+                        u64::MAX => memchr::memchr_iter(b'\n', &body[offset..end]).count() + 1,
+                        next => next.saturating_sub(line) as usize,
+                    };
+                    sink.reserve(lines, end - offset);
+                    self.chunk(&body[offset..end], line, &mut sink);
+                    done(&body[offset..end]);
+                    sink
+                })
+                .collect();
+        }
+        // Consecutive chunks share a sink (one per rayon job, not one per
+        // chunk): fewer, larger partial results to merge later.
+        chunks
+            .into_par_iter()
+            .fold(
+                || (make_sink(), true),
+                |(mut sink, go_on), (offset, line, end)| {
+                    let go_on = go_on && self.chunk(&body[offset..end], line, &mut sink);
+                    done(&body[offset..end]);
+                    (sink, go_on)
+                },
+            )
+            .map(|(sink, _)| sink)
+            .collect()
+    }
 }
 
 fn map_columns(file: &InputFile, kind: Kind, names: &[String]) -> Result<Vec<usize>> {
@@ -644,6 +757,85 @@ mod tests {
         Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
     }
 
+    /// [`read_lines`] of `bytes` written compressed (gzip when `zstd` is
+    /// false) and read as a stream in blocks of about `block_bytes`.
+    fn read_lines_streamed(bytes: &[u8], zstd: bool, block_bytes: usize) -> Result<Lines> {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let (format, path) = match zstd {
+            true => (Format::CsvZst, dir.path().join("t.csv.zst")),
+            false => (Format::CsvGz, dir.path().join("t.csv.gz")),
+        };
+        let compressed = match zstd {
+            true => ::zstd::encode_all(bytes, 1).unwrap(),
+            false => {
+                let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                encoder.write_all(bytes).unwrap();
+                encoder.finish().unwrap()
+            }
+        };
+        std::fs::write(&path, compressed).unwrap();
+        let file = InputFile { path, format, size: bytes.len() as u64, ..charges_file() };
+        let mut buffers = Default::default();
+        let sinks = read_blocks(&file, Kind::Charges, &mut buffers, block_bytes, Collect::default)?;
+        Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
+    }
+
+    /// A compressed file read in blocks hands over the lines the whole
+    /// file does: a BOM, a header and lines longer than a block, CRLF
+    /// endings, a last line without a newline, blank and damaged lines.
+    #[test]
+    fn a_compressed_file_read_in_blocks_reads_as_the_whole_file() {
+        let mut rows = charges_rows(3000);
+        rows[7] = String::new();
+        rows[100] = format!("x100,A1,2026-11-20T00:00:00Z,{},100,0.1", "long ".repeat(200));
+        rows[2000] = "x2000,A1,\"open,CNAM Lookup,2000,0.1".to_owned();
+        let text = file_of(&rows);
+        let long_header = format!("{}{}\n", CHARGES_HEADER.trim_end(), ",extra".repeat(100));
+        let cases = [
+            text.clone().into_bytes(),
+            [b"\xEF\xBB\xBF".as_slice(), text.as_bytes()].concat(),
+            text.replace('\n', "\r\n").into_bytes(),
+            text.trim_end().as_bytes().to_vec(),
+            text.replacen(CHARGES_HEADER, &long_header, 1).replace('\n', ",e\n").replacen(",e\n", "\n", 1).into_bytes(),
+            b"\n\n  \n".to_vec(),
+            CHARGES_HEADER.as_bytes().to_vec(),
+            Vec::new(),
+        ];
+        for (case, bytes) in cases.iter().enumerate() {
+            let whole = read_lines(bytes).map_err(|e| e.to_string());
+            for zstd in [false, true] {
+                for block_bytes in [1, 50, 999, 64 << 10, BLOCK_BYTES] {
+                    let streamed = read_lines_streamed(bytes, zstd, block_bytes).map_err(|e| e.to_string());
+                    assert_eq!(streamed, whole, "case {case}, zstd {zstd}, blocks of {block_bytes}");
+                }
+            }
+        }
+        assert_eq!(read_lines(&cases[0]).unwrap().len(), 3000);
+    }
+
+    /// A stream damaged past its first block is an error naming the file,
+    /// not the rows before the damage.
+    #[test]
+    fn a_compressed_file_damaged_after_its_first_block_is_an_error_naming_it() {
+        use std::io::Write;
+        let text = file_of(&charges_rows(20_000));
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(text.as_bytes()).unwrap();
+        let mut compressed = encoder.finish().unwrap();
+        compressed.truncate(compressed.len() * 3 / 4);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv.gz");
+        std::fs::write(&path, compressed).unwrap();
+        let file = InputFile { path, format: Format::CsvGz, ..charges_file() };
+        let error = read_blocks(&file, Kind::Charges, &mut Default::default(), 4096, Collect::default)
+            .map_err(|e| file.renamed(e))
+            .err()
+            .expect("a truncated stream is an error");
+        let message = error.chain();
+        assert!(message.starts_with("charges/t.csv: not a readable gzip file"), "{message}");
+    }
+
     /// [`Collect`] with a sink per chunk, and the lines each was told of.
     #[derive(Default)]
     struct PerChunk {
@@ -882,6 +1074,12 @@ mod tests {
                 _ => bytes.insert(at, 0),
             }
             let strict = matches!(damage, 3..=5);
+            // Compressed and read in blocks, the same lines (or error).
+            let streamed = read_lines_streamed(&bytes, damage % 2 == 0, 1 + at % 97);
+            proptest::prop_assert_eq!(
+                streamed.map_err(|e| e.to_string()),
+                read_lines(&bytes).map_err(|e| e.to_string())
+            );
             let Ok(lines) = read_lines(&bytes) else {
                 // An error names the file: nothing is silently changed.
                 return Ok(());

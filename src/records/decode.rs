@@ -19,37 +19,67 @@ use crate::error::{Error, Result};
 /// file.
 pub fn read(path: &Path, format: Format) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    read_into(path, format, &mut out)?;
+    if let Some(mut stream) = Stream::open(path, format)? {
+        out.reserve(stream.size_hint());
+        stream.fill(&mut out, usize::MAX)?;
+    }
     Ok(out)
 }
 
-/// [`read`] into `out` (cleared first), reusing its allocation.
-pub fn read_into(path: &Path, format: Format, out: &mut Vec<u8>) -> Result<()> {
-    out.clear();
-    let mut handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let size = handle.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
-    if size == 0 {
-        return Ok(());
+/// The decoded bytes of one file, read a part at a time ([`Stream::fill`]),
+/// so that a large compressed file need not be in memory whole.
+pub struct Stream<'p> {
+    path: &'p Path,
+    decoder: Box<dyn Read + Send>,
+    /// What a damaged stream is not ("gzip"), or `None` for bytes as they are.
+    codec: Option<&'static str>,
+    size: usize,
+}
+
+impl<'p> Stream<'p> {
+    /// The file at `path`, to be decoded as `format` says; `None` for a
+    /// 0-byte file, which decodes to no bytes.
+    pub fn open(path: &'p Path, format: Format) -> Result<Option<Stream<'p>>> {
+        let handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let size = handle.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
+        if size == 0 {
+            return Ok(None);
+        }
+        let (decoder, codec): (Box<dyn Read + Send>, _) = match format {
+            Format::Csv | Format::Parquet => (Box::new(handle), None),
+            Format::CsvGz => (Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(handle))), Some("gzip")),
+            Format::CsvZst => {
+                let decoder = zstd::stream::read::Decoder::new(handle)
+                    .map_err(|e| Error::io(path, format!("not a readable zstd file: {e}")))?;
+                (Box::new(decoder), Some("zstd"))
+            }
+        };
+        Ok(Some(Stream { path, decoder, codec, size }))
     }
-    match format {
-        Format::Csv | Format::Parquet => {
-            out.reserve(size + 1);
-            handle.read_to_end(out).map_err(|e| Error::io(path, e))?;
-        }
-        Format::CsvGz => {
-            out.reserve(size * 4);
-            flate2::read::MultiGzDecoder::new(BufReader::new(handle))
-                .read_to_end(out)
-                .map_err(|e| Error::io(path, format!("not a readable gzip file: {e}")))?;
-        }
-        Format::CsvZst => {
-            out.reserve(size * 4);
-            zstd::stream::read::Decoder::new(handle)
-                .and_then(|mut decoder| decoder.read_to_end(out))
-                .map_err(|e| Error::io(path, format!("not a readable zstd file: {e}")))?;
+
+    /// About how many bytes the file decodes to: its size, four times
+    /// that when compressed.
+    pub fn size_hint(&self) -> usize {
+        match self.codec {
+            None => self.size.saturating_add(1),
+            Some(_) => self.size.saturating_mul(4),
         }
     }
-    Ok(())
+
+    /// Appends decoded bytes to `out` until it holds `until` bytes or the
+    /// file ends: whether it ended. A damaged stream is an error naming
+    /// the file.
+    pub fn fill(&mut self, out: &mut Vec<u8>, until: usize) -> Result<bool> {
+        let want = until.saturating_sub(out.len());
+        if want == 0 {
+            return Ok(false);
+        }
+        let read = (&mut self.decoder).take(want as u64).read_to_end(out).map_err(|e| match self.codec {
+            Some(codec) => Error::io(self.path, format!("not a readable {codec} file: {e}")),
+            None => Error::io(self.path, e),
+        })?;
+        Ok(read < want)
+    }
 }
 
 /// `bytes` without the UTF-8 byte-order mark they may start with.
@@ -81,11 +111,18 @@ mod tests {
         std::fs::write(&gz, bytes).unwrap();
         let zst = dir.path().join("x.csv.zst");
         std::fs::write(&zst, zstd::stream::encode_all(&text[..], 1).unwrap()).unwrap();
-        let mut reused = b"left over".to_vec();
         for (path, format) in [(&plain, Format::Csv), (&gz, Format::CsvGz), (&zst, Format::CsvZst)] {
             assert_eq!(read(path, format).unwrap(), text, "{format:?}");
-            read_into(path, format, &mut reused).unwrap();
-            assert_eq!(reused, text, "{format:?}");
+            // A part at a time, across the members: the same bytes.
+            let mut stream = Stream::open(path, format).unwrap().expect("not empty");
+            let mut parts = Vec::new();
+            loop {
+                let until = parts.len() + 777;
+                if stream.fill(&mut parts, until).unwrap() {
+                    break;
+                }
+            }
+            assert_eq!(parts, text, "{format:?}");
         }
         assert_eq!(strip_bom(&text), &text[3..]);
         assert_eq!(strip_bom(b"a,b"), b"a,b");

@@ -318,10 +318,7 @@ pub(in crate::store) fn check_file(
             // no copy into a fresh buffer (a zeroed page per 4 KiB); each
             // chunk keeps its rows' text in its own arena.
             Some(map) => records::csv::read_mapped(file, kind, &map, new_chunk)?,
-            None => {
-                let bytes = records::decode::read(&file.path, file.format).map_err(|e| file.renamed(e))?;
-                records::csv::read(file, kind, &bytes, new_chunk)?
-            }
+            None => records::csv::read_stream(file, kind, &mut Default::default(), new_chunk)?,
         },
     };
     let mut out = Vec::with_capacity(chunks.len());
