@@ -402,6 +402,7 @@ def main():
             marked.filter(F.col("mark") == "dup")
             .select(
                 "file",
+                "line",
                 first_file.cast("bigint").alias("first_file"),
                 F.col("first_place.line").cast("bigint").alias("first_line"),
                 text.cast("bigint").alias("text"),

@@ -164,47 +164,195 @@ where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    let Some(mut stream) = Stream::open(&file.path, file.format)? else { return Ok(Vec::new()) };
-    let [block, next] = buffers;
-    block.clear();
-    let mut ended = stream.fill(block, block_bytes)?;
-    // The header is the first line once the file is not blank.
-    while !ended && (block.iter().all(u8::is_ascii_whitespace) || memchr::memchr(b'\n', block).is_none()) {
-        ended = stream.fill(block, block.len().saturating_add(block_bytes))?;
-    }
-    let Some(header) = Header::read(file, kind, block)? else { return Ok(Vec::new()) };
-    let reader = header.reader();
-    let (mut start, mut line, mut sinks) = (header.body, 2u64, Vec::new());
-    loop {
-        let end = match ended {
-            true => block.len(),
-            false => match memchr::memrchr(b'\n', &block[start..]) {
-                Some(at) => start + at + 1,
-                None => {
-                    // A line longer than a block: read on to its end.
-                    ended = stream.fill(block, block.len().saturating_add(block_bytes))?;
-                    continue;
-                }
-            },
-        };
-        next.clear();
-        next.extend_from_slice(&block[end..]);
-        let body = &block[start..end];
-        let ((read, lines), filled) = rayon::join(
-            || {
-                let sinks = reader.body(body, line, CHUNK_BYTES, &make_sink, &|_| ());
-                (sinks, memchr::memchr_iter(b'\n', body).count() as u64)
-            },
-            || if ended { Ok(true) } else { stream.fill(next, block_bytes) },
-        );
-        sinks.extend(read);
-        if ended {
-            return Ok(sinks);
+    let Some(stream) = Stream::open(&file.path, file.format)? else { return Ok(Vec::new()) };
+    let mut blocks = Blocks { stream, buffers: std::mem::take(buffers), start: 0, ended: false, block_bytes };
+    let read = blocks.header(file, kind).and_then(|header| match header {
+        Some(header) => blocks.lines(&header.reader(), 2, u64::MAX, &make_sink).map(|(sinks, _)| sinks),
+        None => Ok(Vec::new()),
+    });
+    *buffers = blocks.buffers;
+    read
+}
+
+/// A decoded stream's lines, a block at a time: the block being read and
+/// the next one, decoded meanwhile.
+struct Blocks<'p> {
+    stream: Stream<'p>,
+    /// This block, from `start` on not read yet; and the next one.
+    buffers: [Vec<u8>; 2],
+    start: usize,
+    /// Whether the stream has no more bytes than this block's.
+    ended: bool,
+    block_bytes: usize,
+}
+
+impl Blocks<'_> {
+    /// Reads the first block (more while it holds no whole first line of
+    /// a file that is not blank) and the file's header from it: `None`
+    /// for a blank file. The lines after the header are read next.
+    fn header(&mut self, file: &InputFile, kind: Kind) -> Result<Option<Header>> {
+        let block = &mut self.buffers[0];
+        block.clear();
+        self.ended = self.stream.fill(block, self.block_bytes)?;
+        while !self.ended && (block.iter().all(u8::is_ascii_whitespace) || memchr::memchr(b'\n', block).is_none()) {
+            self.ended = self.stream.fill(block, block.len().saturating_add(self.block_bytes))?;
         }
-        ended = filled?;
-        line += lines;
-        std::mem::swap(block, next);
-        start = 0;
+        let header = Header::read(file, kind, block)?;
+        self.start = header.as_ref().map_or(block.len(), |header| header.body);
+        Ok(header)
+    }
+
+    /// Whether every line has been read.
+    fn done(&self) -> bool {
+        self.ended && self.start >= self.buffers[0].len()
+    }
+
+    /// Reads up to `limit` lines (the first numbered `line`) into sinks
+    /// made by `make_sink`: the sinks in order, and the lines read (fewer
+    /// than `limit` only at the end of the stream).
+    fn lines<S, F>(&mut self, reader: &Reader<'_>, mut line: u64, limit: u64, make_sink: &F) -> Result<(Vec<S>, u64)>
+    where
+        S: RowSink + Send,
+        F: Fn() -> S + Sync,
+    {
+        let (mut sinks, mut read) = (Vec::new(), 0u64);
+        while read < limit && !self.done() {
+            let Blocks { stream, buffers: [block, next], start, ended, block_bytes } = self;
+            let end = match *ended {
+                true => block.len(),
+                false => match memchr::memrchr(b'\n', &block[*start..]) {
+                    Some(at) => *start + at + 1,
+                    None => {
+                        // A line longer than a block: read on to its end.
+                        *ended = stream.fill(block, block.len().saturating_add(*block_bytes))?;
+                        continue;
+                    }
+                },
+            };
+            let body = &block[*start..end];
+            let newlines = memchr::memchr_iter(b'\n', body).count() as u64;
+            let lines = newlines + u64::from(!body.is_empty() && !body.ends_with(b"\n"));
+            if lines > limit - read {
+                // The limit falls in this block: read up to its line, and
+                // leave the rest for the next call.
+                let wanted = (limit - read) as usize;
+                let cut = memchr::memchr_iter(b'\n', body).nth(wanted - 1).map_or(body.len(), |at| at + 1);
+                sinks.extend(reader.body(&body[..cut], line, CHUNK_BYTES, make_sink, &|_| ()));
+                *start += cut;
+                return Ok((sinks, limit));
+            }
+            next.clear();
+            next.extend_from_slice(&block[end..]);
+            let (read_block, filled) = rayon::join(
+                || reader.body(body, line, CHUNK_BYTES, make_sink, &|_| ()),
+                || if *ended { Ok(true) } else { stream.fill(next, *block_bytes) },
+            );
+            sinks.extend(read_block);
+            (read, line) = (read + lines, line + lines);
+            if *ended {
+                *start = block.len();
+                break;
+            }
+            *ended = filled?;
+            std::mem::swap(block, next);
+            *start = 0;
+        }
+        Ok((sinks, read))
+    }
+}
+
+/// A CSV file read a run of lines at a time ([`Pieces::next`]), so that a
+/// reader that keeps its rows holds one run of them at a time, whatever
+/// the file's size: a plain file mapped (its pages released as they are
+/// read), a compressed one decoded a block at a time.
+pub struct Pieces<'f> {
+    file: &'f InputFile,
+    header: Header,
+    source: Source<'f>,
+    /// The number of the next line to read.
+    line: u64,
+    /// Bytes of the file read so far (of its compressed bytes for a stream).
+    bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+enum Source<'f> {
+    Mapped { map: memmap2::Mmap, at: usize },
+    Stream(Blocks<'f>),
+}
+
+impl<'f> Pieces<'f> {
+    /// `file` opened and its header read; `None` for a file without a
+    /// header (blank or empty), which holds no rows.
+    pub fn open(file: &'f InputFile, kind: Kind) -> Result<Option<Pieces<'f>>> {
+        let bytes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (header, source) = match map(file) {
+            Some(map) => {
+                let Some(header) = Header::read(file, kind, &map)? else { return Ok(None) };
+                let at = header.body;
+                (header, Source::Mapped { map, at })
+            }
+            None => {
+                let Some(stream) =
+                    Stream::open_counted(&file.path, file.format, bytes.clone()).map_err(|e| file.renamed(e))?
+                else {
+                    return Ok(None);
+                };
+                let mut blocks =
+                    Blocks { stream, buffers: Default::default(), start: 0, ended: false, block_bytes: BLOCK_BYTES };
+                let Some(header) = blocks.header(file, kind).map_err(|e| file.renamed(e))? else { return Ok(None) };
+                (header, Source::Stream(blocks))
+            }
+        };
+        Ok(Some(Pieces { file, header, source, line: 2, bytes }))
+    }
+
+    /// Reads the next `lines` lines (fewer at the end of the file) into
+    /// sinks made by `make_sink`, as [`read`] reads a whole file: the
+    /// sinks in order, none once every line has been read.
+    pub fn next<S, F>(&mut self, lines: u64, make_sink: F) -> Result<Vec<S>>
+    where
+        S: RowSink + Send,
+        F: Fn() -> S + Sync,
+    {
+        if self.done() {
+            return Ok(Vec::new());
+        }
+        let reader = self.header.reader();
+        let (sinks, read) = match &mut self.source {
+            Source::Mapped { map, at } => {
+                let rest = &map[*at..];
+                let wanted = usize::try_from(lines.max(1) - 1).unwrap_or(usize::MAX);
+                let (end, read) = match memchr::memchr_iter(b'\n', rest).nth(wanted) {
+                    Some(newline) => (newline + 1, lines),
+                    // The rest of the file (its line count is not needed).
+                    None => (rest.len(), 0),
+                };
+                let map = &*map;
+                let sinks = reader.body(&rest[..end], self.line, CHUNK_BYTES, &make_sink, &|done| release(map, done));
+                *at += end;
+                self.bytes.store(*at as u64, std::sync::atomic::Ordering::Relaxed);
+                (sinks, read)
+            }
+            Source::Stream(blocks) => {
+                blocks.lines(&reader, self.line, lines, &make_sink).map_err(|e| self.file.renamed(e))?
+            }
+        };
+        self.line += read;
+        Ok(sinks)
+    }
+
+    /// Whether every line has been read.
+    pub fn done(&self) -> bool {
+        match &self.source {
+            Source::Mapped { map, at } => *at >= map.len(),
+            Source::Stream(blocks) => blocks.done(),
+        }
+    }
+
+    /// Bytes of the file on disk read so far (compressed bytes for a
+    /// compressed file).
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

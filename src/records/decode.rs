@@ -8,6 +8,8 @@
 
 use std::io::{BufReader, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::files::Format;
 use crate::error::{Error, Result};
@@ -40,11 +42,18 @@ impl<'p> Stream<'p> {
     /// The file at `path`, to be decoded as `format` says; `None` for a
     /// 0-byte file, which decodes to no bytes.
     pub fn open(path: &'p Path, format: Format) -> Result<Option<Stream<'p>>> {
+        Stream::open_counted(path, format, Arc::default())
+    }
+
+    /// [`Stream::open`], counting in `count` the bytes read from the file
+    /// (compressed bytes for a compressed file) as it is decoded.
+    pub fn open_counted(path: &'p Path, format: Format, count: Arc<AtomicU64>) -> Result<Option<Stream<'p>>> {
         let handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let size = handle.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
         if size == 0 {
             return Ok(None);
         }
+        let handle = Counted { inner: handle, count };
         let (decoder, codec): (Box<dyn Read + Send>, _) = match format {
             Format::Csv | Format::Parquet => (Box::new(handle), None),
             Format::CsvGz => (Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(handle))), Some("gzip")),
@@ -79,6 +88,20 @@ impl<'p> Stream<'p> {
             None => Error::io(self.path, e),
         })?;
         Ok(read < want)
+    }
+}
+
+/// A reader that counts the bytes it reads.
+struct Counted<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.count.fetch_add(read as u64, Ordering::Relaxed);
+        Ok(read)
     }
 }
 

@@ -6,7 +6,7 @@
 //! contract's column order; [`parse_record`] checks every column and yields
 //! a borrowed [`Record`], the one typed shape every later stage trusts
 //! (`check.rs`). [`decode`] is the one decoder of input files (gzip, zstd,
-//! the BOM); [`bad_rows`] what happens to a row that breaks the contract,
+//! the BOM); [`pieces`] a file read a run of lines at a time; [`bad_rows`] what happens to a row that breaks the contract,
 //! and the one `rejected.csv` of every command.
 
 pub mod account_token;
@@ -18,6 +18,7 @@ pub mod decode;
 pub mod dedup;
 pub mod files;
 pub mod parquet;
+pub mod pieces;
 pub(crate) mod simd;
 
 use std::fmt;

@@ -89,9 +89,17 @@ impl<'f> Parts<'f> {
         Ok(Some(Parts { parquet, parts }))
     }
 
-    /// Reads the part `(first, groups)` into `sink`, its rows numbered from
-    /// `first + 1`; whether the sink asks for more.
-    fn read<S: RowSink>(&self, file: &InputFile, kind: Kind, part: &(u64, Range<usize>), sink: &mut S) -> Result<bool> {
+    /// Reads the rows of the part `(first, groups)` that are in `wanted`
+    /// (row indexes in the file, from 0) into `sink`, numbered from 1 in
+    /// the file; whether the sink asks for more.
+    fn read<S: RowSink>(
+        &self,
+        file: &InputFile,
+        kind: Kind,
+        part: &(u64, Range<usize>),
+        wanted: &Range<u64>,
+        sink: &mut S,
+    ) -> Result<bool> {
         let (first, groups) = part;
         let frame = self.parquet.read_row_groups(kind.columns(), groups.clone()).map_err(|e| file.renamed(e))?;
         let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
@@ -103,14 +111,18 @@ impl<'f> Parts<'f> {
         for (column, expected, name) in &prepared {
             columns.push(decode(file, column, *expected, name)?);
         }
+        // The part's rows that are wanted, from its first.
+        let rows = wanted.start.saturating_sub(*first) as usize
+            ..(wanted.end.saturating_sub(*first) as usize).min(frame.height());
         if S::ONE_PER_CHUNK {
             // A sink that keeps every row keeps its text: about a third of
             // a CSV line, which `reserve` is told of.
-            sink.reserve(frame.height(), columns.first().map_or(0, Values::text_bytes) * 3);
+            let text = columns.first().map_or(0, Values::text_bytes) * 3;
+            sink.reserve(rows.len(), text / frame.height().max(1) * rows.len());
         }
         let mut fields = [Field::Null; 16];
         let fields = &mut fields[..columns.len()];
-        for row in 0..frame.height() {
+        for row in rows {
             for (slot, values) in fields.iter_mut().zip(&columns) {
                 *slot = values.field(row);
             }
@@ -144,7 +156,7 @@ fn cut(groups: impl Iterator<Item = usize>, part_rows: usize) -> Vec<(u64, Range
 pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()> {
     let Some(parts) = Parts::open(file, kind)? else { return Ok(()) };
     for part in &parts.parts {
-        if !parts.read(file, kind, part, sink)? {
+        if !parts.read(file, kind, part, &(0..u64::MAX), sink)? {
             break;
         }
     }
@@ -153,7 +165,7 @@ pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()
 
 /// Reads every row of a Parquet file into sinks made by `make_sink`, as
 /// [`super::csv::read_mapped`] reads a CSV file: its parts (runs of row
-/// groups of at least [`PART_ROWS`] rows) in parallel, a sink for each
+/// groups of at least 64k rows) in parallel, a sink for each
 /// part ([`RowSink::ONE_PER_CHUNK`]) or for each run of parts read by one
 /// job; the sinks in file order. Only the parts being read are in memory
 /// as frames. Of parts that fail, the first one's error.
@@ -163,33 +175,100 @@ where
     F: Fn() -> S + Sync,
 {
     let Some(parts) = Parts::open(file, kind)? else { return Ok(Vec::new()) };
-    // Collected in order, so that the error is the first part's.
-    let read: Vec<Result<S>> = if S::ONE_PER_CHUNK {
-        parts
+    parts.read_rows(file, kind, 0..u64::MAX, make_sink)
+}
+
+impl Parts<'_> {
+    /// [`read_parts`] of the rows `wanted` (row indexes from 0): the
+    /// parts that hold any of them.
+    fn read_rows<S, F>(&self, file: &InputFile, kind: Kind, wanted: Range<u64>, make_sink: F) -> Result<Vec<S>>
+    where
+        S: RowSink + Send,
+        F: Fn() -> S + Sync,
+    {
+        let ends = self.parts.iter().skip(1).map(|(first, _)| *first).chain([u64::MAX]);
+        let parts: Vec<&(u64, Range<usize>)> = self
             .parts
-            .par_iter()
-            .map(|part| {
-                let mut sink = make_sink();
-                parts.read(file, kind, part, &mut sink)?;
-                Ok(sink)
-            })
-            .collect()
-    } else {
-        parts
-            .parts
-            .par_iter()
-            .fold(
-                || Ok((make_sink(), true)),
-                |state: Result<(S, bool)>, part| {
-                    let (mut sink, go_on) = state?;
-                    let go_on = go_on && parts.read(file, kind, part, &mut sink)?;
-                    Ok((sink, go_on))
-                },
-            )
-            .map(|state| state.map(|(sink, _)| sink))
-            .collect()
-    };
-    read.into_iter().collect()
+            .iter()
+            .zip(ends)
+            .filter(|((first, _), end)| *first < wanted.end && *end > wanted.start)
+            .map(|(part, _)| part)
+            .collect();
+        // Collected in order, so that the error is the first part's.
+        let read: Vec<Result<S>> = if S::ONE_PER_CHUNK {
+            parts
+                .par_iter()
+                .map(|part| {
+                    let mut sink = make_sink();
+                    self.read(file, kind, part, &wanted, &mut sink)?;
+                    Ok(sink)
+                })
+                .collect()
+        } else {
+            parts
+                .par_iter()
+                .fold(
+                    || Ok((make_sink(), true)),
+                    |state: Result<(S, bool)>, part| {
+                        let (mut sink, go_on) = state?;
+                        let go_on = go_on && self.read(file, kind, part, &wanted, &mut sink)?;
+                        Ok((sink, go_on))
+                    },
+                )
+                .map(|state| state.map(|(sink, _)| sink))
+                .collect()
+        };
+        read.into_iter().collect()
+    }
+}
+
+/// A Parquet file read a run of rows at a time ([`Pieces::next`]), as
+/// [`super::csv::Pieces`] reads a CSV file: each run's parts in parallel.
+pub struct Pieces<'f> {
+    file: &'f InputFile,
+    kind: Kind,
+    parts: Parts<'f>,
+    /// The file's rows, and the index (from 0) of the next one to read.
+    rows: u64,
+    next: u64,
+}
+
+impl<'f> Pieces<'f> {
+    /// `file` opened and its columns checked; `None` for a 0-byte file,
+    /// which holds no rows.
+    pub fn open(file: &'f InputFile, kind: Kind) -> Result<Option<Pieces<'f>>> {
+        let Some(parts) = Parts::open(file, kind)? else { return Ok(None) };
+        let rows = parts.parquet.num_rows() as u64;
+        Ok(Some(Pieces { file, kind, parts, rows, next: 0 }))
+    }
+
+    /// Reads the next `rows` rows (fewer at the end of the file) into
+    /// sinks made by `make_sink`, in order; none once every row is read.
+    pub fn next<S, F>(&mut self, rows: u64, make_sink: F) -> Result<Vec<S>>
+    where
+        S: RowSink + Send,
+        F: Fn() -> S + Sync,
+    {
+        let wanted = self.next..self.next.saturating_add(rows).min(self.rows);
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.next = wanted.end;
+        self.parts.read_rows(self.file, self.kind, wanted, make_sink)
+    }
+
+    /// Whether every row has been read.
+    pub fn done(&self) -> bool {
+        self.next >= self.rows
+    }
+
+    /// The file's bytes on disk, in the share of its rows read so far.
+    pub fn bytes_read(&self) -> u64 {
+        match self.rows {
+            0 => self.file.size,
+            rows => (self.file.size as u128 * self.next as u128 / rows as u128) as u64,
+        }
+    }
 }
 
 /// Nanoseconds in one tick of a Parquet timestamp of `unit`.

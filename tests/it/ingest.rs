@@ -288,3 +288,208 @@ fn a_parquet_file_of_many_row_groups_reads_in_parts_like_its_csv() {
     let named = "messages/part-000.parquet: row 140001: column 'amount': '1.2e3' is not a decimal";
     assert!(run.stderr.contains(named), "{run:?}");
 }
+
+/// Every row a reader hands over, as text: its line and its fields, or
+/// the line, column and reason of a malformed one.
+#[derive(Default)]
+struct Lines(Vec<(u64, String)>);
+
+impl telemeter::records::csv::RowSink for Lines {
+    fn row(&mut self, line: u64, fields: &[telemeter::records::Field<'_>]) -> bool {
+        self.0.push((line, format!("{fields:?}")));
+        true
+    }
+    fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.0.push((line, format!("malformed {column} {value} {reason}")));
+        true
+    }
+}
+
+/// A large file read in runs of lines (`records::pieces`) hands over the
+/// lines the whole-file reader does, in every format, runs of any length
+/// (a run that ends inside a Parquet row group, in a compressed stream's
+/// block, or at the file's last line), damaged lines included.
+#[test]
+fn a_file_read_in_runs_of_lines_reads_as_the_whole_file() {
+    use std::io::Write;
+    use telemeter::records::files::{Format, InputFile};
+    use telemeter::records::pieces::Pieces;
+    use telemeter::records::{csv as records_csv, parquet as records_parquet, Kind};
+
+    let dir = temp_dir();
+    let mut text = String::from("record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,");
+    text.push_str("billed_seconds,amount,surcharge,hangup_cause\n");
+    for i in 0..5000 {
+        match i {
+            17 => text.push_str("\"unclosed,MA1,,2026-10-01T00:00:00Z,voice,pstn,inbound,US,1,0.1,0,4000\n"),
+            18 => text.push('\n'),
+            19 => text.push_str("x19,MA1,,not a time,voice,pstn,inbound,US,1,0.1,0,4000\n"),
+            _ => text.push_str(&format!(
+                "id-{i},MA{},,2026-10-01T{:02}:00:00Z,voice,pstn,inbound,US,{i},0.{i:04},0,4000\n",
+                i % 3,
+                i % 24
+            )),
+        }
+    }
+    let plain = write(dir.path(), "calls/a.csv", &text);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(text.as_bytes()).expect("gzip");
+    let gz = write(dir.path(), "calls/a.csv.gz", gz.finish().expect("gzip"));
+    let zst = write(dir.path(), "calls/a.csv.zst", zstd::encode_all(text.as_bytes(), 1).expect("zstd"));
+    let parquet = dir.path().join("calls/b.parquet");
+    let valid = write(
+        dir.path(),
+        "valid.csv",
+        text.lines().enumerate().filter(|(i, _)| !(18..=20).contains(i)).fold(String::new(), |mut out, (_, line)| {
+            out.push_str(line);
+            out.push('\n');
+            out
+        }),
+    );
+    csv_as_parquet(&valid, &parquet, 700, |_, _| ());
+    let files = [(plain, Format::Csv), (gz, Format::CsvGz), (zst, Format::CsvZst), (parquet, Format::Parquet)];
+    for (path, format) in files {
+        let size = std::fs::metadata(&path).expect("size").len();
+        let file = InputFile { kind: Kind::Calls, name: path.display().to_string(), path, format, size };
+        let whole: Vec<(u64, String)> = match format {
+            Format::Parquet => records_parquet::read_parts(&file, Kind::Calls, Lines::default),
+            Format::Csv => records_csv::read_mapped(
+                &file,
+                Kind::Calls,
+                &records_csv::map(&file).expect("a mapped file"),
+                Lines::default,
+            ),
+            _ => records_csv::read_stream(&file, Kind::Calls, &mut Default::default(), Lines::default),
+        }
+        .expect("read")
+        .into_iter()
+        .flat_map(|lines| lines.0)
+        .collect();
+        assert_eq!(whole.len(), if format == Format::Parquet { 4997 } else { 5000 }, "{format:?}");
+        for run in [1, 333, 700, 1000, 4999, 5000, 100_000] {
+            let mut pieces = Pieces::open(&file, Kind::Calls).expect("open");
+            let mut read = Vec::new();
+            let mut runs = 0;
+            // Runs of 1 line: the first 300 lines, then the rest at once.
+            while !(pieces.done() || run == 1 && runs == 300) {
+                let lines: Vec<(u64, String)> =
+                    pieces.next(run, Lines::default).expect("a run").into_iter().flat_map(|l| l.0).collect();
+                assert!(lines.len() as u64 <= run, "{format:?}: a run of {run} lines read {}", lines.len());
+                read.extend(lines);
+                runs += 1;
+                assert!(runs <= 5001, "{format:?}: runs of {run} never end");
+            }
+            if run == 1 {
+                read.extend(pieces.next(100_000, Lines::default).expect("the rest").into_iter().flat_map(|l| l.0));
+            }
+            assert_eq!(read, whole, "{format:?} in runs of {run}");
+            if run > 1 {
+                assert_eq!(runs, whole.len().div_ceil(run as usize), "{format:?} in runs of {run}");
+            }
+            assert_eq!(pieces.next(run, Lines::default).expect("past the end").len(), 0);
+        }
+    }
+}
+
+/// The bytes of every file under `folder` of a store, in name order, names
+/// aside (they hold the ingest's id).
+fn contents(store: &Path, folder: &str) -> Vec<Vec<u8>> {
+    let mut names = Vec::new();
+    walk(&store.join(folder), &mut names, store);
+    names.sort();
+    names.iter().map(|name| std::fs::read(store.join(name)).expect("a store file")).collect()
+}
+
+/// The rows of the ingest's rejected file, if any.
+fn rejected(store: &Path) -> String {
+    contents(store, "rejected").iter().map(|bytes| String::from_utf8_lossy(bytes).into_owned()).collect()
+}
+
+/// A file larger than twice a batch is ingested in runs of lines, each a
+/// batch of its own, so that the ingest holds one run of its rows at a
+/// time: the counts, the answers and the rollup files are those of the
+/// file taken in whole, rows re-delivered in a later run count once, and
+/// bad rows and a conflict across runs are named by their lines as before.
+#[test]
+fn a_large_file_is_ingested_in_runs_of_lines_as_it_is_whole() {
+    let temp = temp_dir();
+    let plain = temp.path().join("plain");
+    let mut args = vec!["generate", "--out", s(&plain), "--accounts", "3", "--files", "1", "--seed", "5"];
+    args.extend_from_slice(&["--calls", "40000", "--messages", "100", "--transcriptions", "10", "--charges", "10"]);
+    args.extend_from_slice(&["--start", "2026-10-01", "--days", "25", "--duplicates", "0.05"]);
+    telemeter(&args).ok();
+    let calls = std::fs::read(plain.join("calls/part-000.csv")).expect("calls");
+    assert!(calls.len() > 2 << 20, "{} bytes: more than two batches of 1 MiB", calls.len());
+    let gzipped = temp.path().join("gzipped");
+    crate::common::copy_tree(&plain, &gzipped);
+    std::fs::remove_file(gzipped.join("calls/part-000.csv")).expect("remove");
+    write(&gzipped, "calls/part-000.csv.gz", crate::common::gzip(&calls));
+
+    let accounts = accounts(&plain);
+    for data in [&plain, &gzipped] {
+        let (whole, runs, tight) = (temp.path().join("whole"), temp.path().join("runs"), temp.path().join("tight"));
+        for store in [&whole, &runs, &tight] {
+            let _ = std::fs::remove_dir_all(store);
+        }
+        let by_whole = ingest(data, &whole, &[]);
+        let by_runs = ingest(data, &runs, &["--batch-mb", "1"]);
+        let by_tight = ingest(data, &tight, TIGHT);
+        let calls_line = |run: &Run| run.ok().lines().find(|l| l.starts_with("calls")).expect("calls").to_owned();
+        assert_eq!(calls_line(&by_runs), calls_line(&by_whole));
+        assert_eq!(calls_line(&by_tight), calls_line(&by_whole));
+        assert!(!calls_line(&by_whole).ends_with(" 0"), "re-delivered rows: {}", by_whole.stdout);
+        // Runs of 8,192 lines: one records file each (of a 1 MiB batch).
+        let files = |store: &Path| contents(store, "records/calls").len();
+        assert_eq!(files(&whole), 1);
+        assert!(files(&runs) >= 5, "{} records files", files(&runs));
+        assert_eq!(contents(&runs, "rollups"), contents(&whole, "rollups"));
+        assert_eq!(contents(&tight, "rollups"), contents(&whole, "rollups"));
+        for account in &accounts {
+            assert_eq!(answer(&runs, account), answer(&whole, account), "{account}");
+            assert_eq!(answer(&tight, account), answer(&whole, account), "{account}");
+        }
+    }
+
+    // Bad rows at the edges of the first two runs (lines 2..=8193 and
+    // 8194..=16385) and far inside: set aside with the lines the whole
+    // file gives them, or the first one fails the run.
+    let text = String::from_utf8(calls).expect("UTF-8");
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    for line in [8193, 8194, 30000] {
+        let mut fields: Vec<&str> = lines[line - 1].split(',').collect();
+        fields[9] = "1.2e3";
+        lines[line - 1] = fields.join(",");
+    }
+    let damaged = temp.path().join("damaged");
+    crate::common::copy_tree(&plain, &damaged);
+    write(&damaged, "calls/part-000.csv", lines.join("\n") + "\n");
+    let (whole, runs) = (temp.path().join("whole-bad"), temp.path().join("runs-bad"));
+    let aside = ["--on-bad-row", "set-aside"];
+    let by_whole = ingest(&damaged, &whole, &aside);
+    let by_runs = ingest(&damaged, &runs, &[aside[0], aside[1], "--batch-mb", "1"]);
+    assert_eq!(total(&by_runs), total(&by_whole));
+    let rejects = rejected(&whole);
+    assert_eq!(rejected(&runs), rejects);
+    for line in ["part-000.csv,8193,", "part-000.csv,8194,", "part-000.csv,30000,"] {
+        assert!(rejects.contains(line), "{line} in {rejects}");
+    }
+    let failed = ingest(&damaged, &temp.path().join("failed"), &["--batch-mb", "1"]);
+    assert_eq!(failed.code, 1, "{failed:?}");
+    assert!(failed.stderr.contains("calls/part-000.csv:8193: column 'amount': '1.2e3'"), "{}", failed.stderr);
+
+    // A record id of run 0 delivered again in run 2 with other content.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let first: Vec<String> = lines[99].split(',').map(str::to_owned).collect();
+    let mut second: Vec<String> = lines[19999].split(',').map(str::to_owned).collect();
+    second[0] = first[0].clone();
+    second[9] = "77.5".to_owned();
+    lines[19999] = second.join(",");
+    let clash = temp.path().join("clash");
+    crate::common::copy_tree(&plain, &clash);
+    write(&clash, "calls/part-000.csv", lines.join("\n") + "\n");
+    let by_whole = ingest(&clash, &temp.path().join("clash-whole"), &[]);
+    let by_runs = ingest(&clash, &temp.path().join("clash-runs"), TIGHT);
+    assert_eq!((by_whole.code, by_runs.code), (1, 1), "{by_whole:?}\n{by_runs:?}");
+    assert_eq!(by_runs.stderr.replace("clash-runs", "clash-whole"), by_whole.stderr);
+    assert!(by_runs.stderr.contains("calls/part-000.csv:100") && by_runs.stderr.contains("calls/part-000.csv:20000"));
+}

@@ -507,6 +507,33 @@ fn spark_cuts_files_where_the_local_candidate_budget_fills() {
     assert_same_stores(&spark, &local, &remote, &accounts);
 }
 
+/// A file of more than two batches is read by the local ingest in runs of
+/// lines, each run a batch (its own records and index files, its own turn
+/// of the candidate budget): the Spark ingest cuts its rows at the same
+/// lines, for CSV, compressed CSV and Parquet, with repeats within a run,
+/// across runs and of stored rows.
+#[test]
+fn spark_cuts_a_large_file_into_the_local_ingests_runs_of_lines() {
+    let Some(spark) = spark() else { return };
+    let master = "local[2]";
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (day1, day2) = (temp.path().join("day1"), temp.path().join("day2"));
+    generate_calls(&spark, &day1, "41", "2026-10-28", "csv", "30000", "1");
+    generate_calls(&spark, &day2, "42", "2026-11-03", "parquet", "60000", "1");
+    let calls = std::fs::read(day1.join("calls/part-000.csv")).expect("calls");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &calls).expect("gzip");
+    std::fs::write(day2.join("calls/again.csv.gz"), gz.finish().expect("gzip")).expect("write");
+    let accounts = accounts_of(&[&day1, &day2]);
+    let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
+    let budget = ["--filter-mb", "0", "--pending-mb", "1", "--batch-mb", "1"];
+    ok(&ingest_both(&spark, &day1, &local, &remote, TIGHT, master).1);
+    ok(&ingest_both(&spark, &day2, &local, &remote, &budget, master).1);
+    let records = store_files(&local).keys().filter(|name| name.starts_with("records/calls/")).count();
+    assert!(records >= 10, "{records} records files of calls: the files were read in runs");
+    assert_same_stores(&spark, &local, &remote, &accounts);
+}
+
 /// One master and two workers of a standalone cluster, on 127.0.0.1, each
 /// in its own process group; stopped when dropped.
 struct Cluster {

@@ -16,6 +16,7 @@ use crate::records::bad_rows::{BadRows, OnBadRow};
 use crate::records::csv::RowSink;
 use crate::records::dedup::Seen;
 use crate::records::files::{Format, InputFile};
+use crate::records::pieces::Pieces;
 use crate::records::{self, Country, Direction, Field, Kind, Product};
 use crate::store::index::{self, IndexEntry};
 use crate::store::parquet_io::{RecordRows, RecordView};
@@ -321,6 +322,25 @@ pub(in crate::store) fn check_file(
             None => records::csv::read_stream(file, kind, &mut Default::default(), new_chunk)?,
         },
     };
+    checked(chunks)
+}
+
+/// Reads and checks the next `lines` lines of a file read in runs
+/// ([`Pieces`]), as [`check_file`] reads a whole file.
+pub(in crate::store) fn check_run(
+    kind: Kind,
+    source: u32,
+    file: &InputFile,
+    pieces: &mut Pieces<'_>,
+    lines: u64,
+    on_bad_row: OnBadRow,
+) -> Result<Vec<Chunk>> {
+    checked(pieces.next(lines, || Chunk::new(kind, source, file, on_bad_row))?)
+}
+
+/// `chunks`, or the first one's error when a bad row stopped the reading
+/// ([`OnBadRow::Fail`]).
+fn checked(chunks: Vec<Chunk>) -> Result<Vec<Chunk>> {
     let mut out = Vec::with_capacity(chunks.len());
     for mut chunk in chunks {
         if let Some(error) = chunk.bad_rows.take_error() {

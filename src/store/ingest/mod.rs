@@ -2,9 +2,10 @@
 //! store already holds, and publish new record, index and rollup files.
 //!
 //! The input is read kind by kind, in batches of files (at most
-//! [`IngestOptions::batch_bytes`] of input each, in inventory order), one
-//! pipeline over every kind: the next batch is read while this one is
-//! taken in (deduplicated, folded, written). Each batch is read in
+//! [`IngestOptions::batch_bytes`] of input each, in inventory order; a file
+//! larger than two batches is read in runs of lines, each run a batch:
+//! [`piece_lines`]), one pipeline over every kind: the next batch is read
+//! while this one is taken in (deduplicated, folded, written). Each batch is read in
 //! parallel by the same readers and the same row check as every other
 //! command (`records::csv::read`, `records::parquet::read`,
 //! `records::parse_record`); every valid row leaves its [`Seen`](crate::records::dedup::Seen) entry
@@ -29,8 +30,11 @@
 //! - two batches: the one being taken in (its duplicates decided, its new
 //!   rows folded and written), and the next, read and checked meanwhile
 //!   (at a kind's last batch, the next kind's first); each its rows
-//!   (about 250 bytes each, plus the CSV bytes of its files: a batch holds
-//!   at least one whole file), and the first its records and index entries;
+//!   (about 250 bytes each: at most about two batches' worth of input, as
+//!   a larger file is read a run of lines at a time), and the first its
+//!   records and index entries; the input's bytes are not held (a plain
+//!   file is mapped and its pages released as they are read, a compressed
+//!   one decoded 32 MiB at a time);
 //! - the record-id filter: sized for the ids of the kind (stored, and
 //!   what the input can hold), at most [`IngestOptions::filter_bytes`];
 //! - candidates: [`IngestOptions::pending_bytes`], then one partition's
@@ -74,6 +78,7 @@ use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
 use crate::records::accounts::Accounts;
 use crate::records::files::{InputFile, Inventory};
+use crate::records::pieces::Pieces;
 use crate::records::Kind;
 use chunk::{Chunk, ChunkFold, Kept};
 use dedup::{KindState, Mark};
@@ -116,10 +121,12 @@ pub enum IngestProgress {
         /// Their total size on disk.
         bytes: u64,
     },
-    /// One more input file read and checked (from the reading threads, so
-    /// not in file order): its size on disk and its rows.
+    /// One more input file, or run of a large file's lines, read and
+    /// checked (from the reading threads, so not in file order): its bytes
+    /// on disk and its rows.
     Read {
-        /// The file's size on disk.
+        /// The file's size on disk (of a run: the bytes read since the
+        /// file's last run, all its runs adding up to its size).
         bytes: u64,
         /// Its rows, valid or not.
         rows: u64,
@@ -606,24 +613,25 @@ impl Run<'_> {
                 (kind, files.map(|(i, f)| (i as u32, f)).collect())
             })
             .collect();
-        // (kind, its files, one batch of them); a kind's batches follow
-        // each other.
-        type Step<'s, 'f> = (Kind, &'s [(u32, &'f InputFile)], &'s [(u32, &'f InputFile)]);
         let mut steps: Vec<Step<'_, '_>> = Vec::new();
         for (kind, files) in &by_kind {
             if files.is_empty() {
                 self.report.tallies.insert(*kind, Tally::default());
                 continue;
             }
-            steps.extend(batches(files, options.batch_bytes).into_iter().map(|batch| (*kind, &files[..], batch)));
+            steps.extend(batches(files, options.batch_bytes).into_iter().map(|batch| Step {
+                kind: *kind,
+                files,
+                batch,
+            }));
         }
+        let mut feed = Feed { steps: &steps, options, step: 0, open: None };
         let mut state: Option<KindState> = None;
-        let mut next = steps.first().map(|&(kind, _, batch)| read_batch(options, kind, batch));
-        for (i, &(kind, files, _)) in steps.iter().enumerate() {
-            let Some(read) = next.take() else { break };
-            let chunks = read?;
-            let later = steps.get(i + 1);
-            let last = later.is_none_or(|&(next_kind, _, _)| next_kind != kind);
+        let mut next = feed.read();
+        while let Some(read) = next.take() {
+            let (step, chunks, more) = read?;
+            let Step { kind, files, .. } = steps[step];
+            let last = !more && steps.get(step + 1).is_none_or(|later| later.kind != kind);
             let (taken, read) = rayon::join(
                 || -> Result<()> {
                     let mut this = match state.take() {
@@ -638,7 +646,7 @@ impl Run<'_> {
                         Ok(())
                     }
                 },
-                || later.map(|&(kind, _, batch)| read_batch(options, kind, batch)),
+                || feed.read(),
             );
             taken?;
             next = read;
@@ -788,6 +796,64 @@ impl Run<'_> {
 /// duplicates skipped, the amount of the rows written.
 type TakenNew = (Option<(String, String)>, usize, u64, i128);
 
+/// One batch of a kind's files ([`batches`]); its kind's files.
+#[derive(Clone, Copy)]
+struct Step<'s, 'f> {
+    kind: Kind,
+    files: &'s [(u32, &'f InputFile)],
+    batch: &'s [(u32, &'f InputFile)],
+}
+
+/// The input, read a batch at a time ([`Feed::read`]): each batch of
+/// files whole, or a file read in runs of lines ([`piece_lines`]) a run
+/// at a time.
+struct Feed<'s, 'f> {
+    steps: &'s [Step<'s, 'f>],
+    options: &'s IngestOptions,
+    /// The next step to start.
+    step: usize,
+    /// The file of the step before `step`, read a run at a time, its run's
+    /// lines, and its bytes on disk told to the progress so far.
+    open: Option<(Pieces<'f>, u64, u64, &'f InputFile, u32)>,
+}
+
+impl Feed<'_, '_> {
+    /// The next batch's chunks (its files' rows, or the next run of a
+    /// file read in runs), its step, and whether more of that step (a
+    /// later run of its file) follows; `None` once all is read. The first
+    /// bad row (in file order) is an error unless rows are set aside.
+    fn read(&mut self) -> Option<Result<(usize, Vec<Chunk>, bool)>> {
+        if self.open.is_none() {
+            let step = self.steps.get(self.step)?;
+            self.step += 1;
+            let lines = match step.batch {
+                [(_, file)] => piece_lines(file, self.options.batch_bytes),
+                _ => None,
+            };
+            let (Some(lines), [(source, file)]) = (lines, step.batch) else {
+                return Some(
+                    read_batch(self.options, step.kind, step.batch).map(|chunks| (self.step - 1, chunks, false)),
+                );
+            };
+            match Pieces::open(file, step.kind) {
+                Ok(pieces) => self.open = Some((pieces, lines, 0, *file, *source)),
+                Err(error) => return Some(Err(error)),
+            }
+        }
+        let (pieces, lines, told, file, source) = self.open.as_mut()?;
+        let (kind, on_bad_row) = (self.steps[self.step - 1].kind, self.options.on_bad_row);
+        let read = chunk::check_run(kind, *source, file, pieces, *lines, on_bad_row);
+        let (done, rows) = (pieces.done(), read.as_ref().map_or(0, |chunks| chunks.iter().map(|c| c.read).sum()));
+        let bytes = if done { file.size } else { pieces.bytes_read().min(file.size) };
+        self.options.progress.tell(IngestProgress::Read { bytes: bytes.saturating_sub(*told), rows });
+        *told = bytes.max(*told);
+        if done || read.is_err() {
+            self.open = None;
+        }
+        Some(read.map(|chunks| (self.step - 1, chunks, !done)))
+    }
+}
+
 /// Reads the files of one batch of `kind` in parallel; the first bad row
 /// (in file order) is an error unless rows are set aside.
 fn read_batch(options: &IngestOptions, kind: Kind, batch: &[(u32, &InputFile)]) -> Result<Vec<Chunk>> {
@@ -863,22 +929,50 @@ const CSV_ROW_BYTES: u64 = 48;
 const PACKED_ROW_BYTES: u64 = 8;
 
 /// Splits files into batches of at most `limit` input bytes (at least one
-/// file each).
+/// file each); a file read in runs of lines ([`piece_lines`]) is a batch
+/// of its own.
 pub(super) fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> Vec<&'f [(u32, &'a InputFile)]> {
     let mut out = Vec::new();
-    let (mut start, mut bytes) = (0, 0u64);
+    let (mut start, mut bytes, mut alone) = (0, 0u64, false);
     for (i, (_, file)) in files.iter().enumerate() {
-        if i > start && bytes + file.size > limit {
+        let in_runs = piece_lines(file, limit).is_some();
+        if i > start && (alone || in_runs || bytes + file.size > limit) {
             out.push(&files[start..i]);
             (start, bytes) = (i, 0);
         }
         bytes += file.size;
+        alone = in_runs;
     }
     if start < files.len() {
         out.push(&files[start..]);
     }
     out
 }
+
+/// Lines in each run of a file that is read a run of lines at a time
+/// (each run a batch: [`Feed`]), or `None` for a file read whole: a file
+/// whose rows would take more than twice a batch's `limit` of input bytes
+/// (the size on disk of a plain CSV file, four times that compressed or
+/// Parquet) is read in runs of `limit / 128` lines (a 128-byte CSV row's
+/// worth), so that an ingest holds one run of its rows at a time. Both
+/// engines cut at the same lines ([`run_of`]).
+pub(super) fn piece_lines(file: &InputFile, limit: u64) -> Option<u64> {
+    use crate::records::files::Format;
+    let bytes = match file.format {
+        Format::Csv => file.size,
+        Format::CsvGz | Format::CsvZst | Format::Parquet => file.size.saturating_mul(4),
+    };
+    (bytes > limit.saturating_mul(2)).then_some((limit / PIECE_ROW_BYTES).max(1))
+}
+
+/// The run of a file (from 0) that its row at `line` is read in, for a file
+/// read in runs of `lines` lines ([`piece_lines`]).
+pub(super) fn run_of(file: &InputFile, line: u64, lines: u64) -> u64 {
+    line.saturating_sub(crate::records::pieces::first_line(file.format)) / lines.max(1)
+}
+
+/// Bytes of input a row of a file read in runs counts for ([`piece_lines`]).
+const PIECE_ROW_BYTES: u64 = 128;
 
 #[cfg(test)]
 mod tests {
@@ -920,5 +1014,40 @@ mod tests {
         assert_eq!(sizes, [2, 1, 2]);
         assert_eq!(batches(&indexed, 1).len(), 5);
         assert_eq!(batches(&indexed[..0], 10).len(), 0);
+    }
+
+    /// A file whose rows take more than two batches (four times its size
+    /// when compressed or Parquet) is read in runs of lines, each run a
+    /// batch of its own; the runs are cut at fixed line numbers.
+    #[test]
+    fn a_file_of_more_than_two_batches_is_a_batch_of_its_own_read_in_runs() {
+        const MIB: u64 = 1 << 20;
+        let file = |size: u64, format: Format| InputFile {
+            kind: Kind::Calls,
+            path: PathBuf::new(),
+            name: String::new(),
+            format,
+            size: size * MIB,
+        };
+        let files = [
+            file(3, Format::Csv),
+            file(4, Format::Csv),
+            file(6, Format::CsvGz),
+            file(1, Format::Csv),
+            file(21, Format::Csv),
+            file(5, Format::Parquet),
+            file(2, Format::CsvZst),
+            file(2, Format::Csv),
+        ];
+        let indexed: Vec<(u32, &InputFile)> = files.iter().enumerate().map(|(i, f)| (i as u32, f)).collect();
+        let in_runs: Vec<Option<u64>> = files.iter().map(|f| piece_lines(f, 10 * MIB)).collect();
+        let lines = Some(10 * MIB / 128);
+        assert_eq!(in_runs, [None, None, lines, None, lines, None, None, None]);
+        let sizes: Vec<usize> = batches(&indexed, 10 * MIB).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [2, 1, 1, 1, 3]);
+        // CSV data lines start at 2, Parquet rows at 1.
+        let (csv, parquet) = (&files[4], &files[5]);
+        assert_eq!([2, 81921, 81922, 163842].map(|line| run_of(csv, line, 81920)), [0, 0, 1, 2]);
+        assert_eq!([1, 81920, 81921].map(|row| run_of(parquet, row, 81920)), [0, 0, 1]);
     }
 }

@@ -87,23 +87,28 @@ pub(super) fn publish(
         // counting the repeats it would hold too; at the end of the kind).
         let of_kind: Vec<(u32, &InputFile)> =
             inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
-        let ends: Vec<u32> =
-            ingest::batches(&of_kind, options.batch_bytes).iter().filter_map(|b| b.last().map(|f| f.0)).collect();
-        let batch_of = |file: u32| ends.partition_point(|&end| end < file);
+        let steps = Steps::new(inventory, &of_kind, options.batch_bytes);
         let stored: Vec<IndexFile> =
             files.index.iter().map(|name| IndexFile::open(&store.join(name))).collect::<Result<_>>()?;
         let mut filter = ingest::filter_for(options.filter_bytes, &files, &of_kind);
         ingest::load_filter(&mut filter, &stored)?;
         drop(stored);
-        let repeats = Repeats::read(&staging.join("dups").join(kind.name()), ends.len(), &batch_of)?;
+        let repeats = Repeats::read(&staging.join("dups").join(kind.name()), &steps)?;
         let new_parts = parts(&staging.join("new").join(kind.name()))?;
-        let mut new_batches = runs_by_batch(&new_parts, &ends)?.into_iter().peekable();
+        let new_batches = runs_by_batch(&new_parts, &steps)?;
+        // Every batch (or run of a file read in runs) with new rows or
+        // repeats, in order: the others change nothing the local ingest
+        // would do.
+        let mut taken: Vec<Batch> = new_batches.iter().map(|(b, _)| *b).chain(repeats.batches()).collect();
+        taken.sort_unstable();
+        taken.dedup();
+        let mut new_batches = new_batches.into_iter().peekable();
         let names: Vec<&str> = inventory.files.iter().map(|f| f.name.as_str()).collect();
         let mut writer = Writer { store, id, kind, files: &mut files, batches: &mut batches, used: 0, syncer: &syncer };
         let mut pending = Pending::default();
         let mut pending_elsewhere = 0u64;
         let mut held: FxHashSet<(u32, u64)> = FxHashSet::default();
-        for b in 0..ends.len() {
+        for b in taken {
             held.clear();
             if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
                 let frames: Vec<(&PathBuf, DataFrame)> = batch
@@ -219,55 +224,108 @@ impl Writer<'_> {
     }
 }
 
+/// A batch of the local ingest, in its order: the batch of input files
+/// (from 0, in the kind's order), and the run of its file when that file is
+/// read in runs of lines (`ingest::piece_lines`; 0 otherwise).
+type Batch = (usize, u64);
+
+/// The local ingest's batches of one kind's files: which batch a row is
+/// taken in, from its file and line.
+struct Steps<'i> {
+    inventory: &'i crate::records::files::Inventory,
+    /// The last file (inventory index) of each batch, and the lines of
+    /// each run when the batch is one file read in runs.
+    ends: Vec<(u32, Option<u64>)>,
+}
+
+impl<'i> Steps<'i> {
+    fn new(
+        inventory: &'i crate::records::files::Inventory,
+        files: &[(u32, &InputFile)],
+        batch_bytes: u64,
+    ) -> Steps<'i> {
+        let ends = ingest::batches(files, batch_bytes)
+            .iter()
+            .filter_map(|batch| {
+                let lines = match batch {
+                    [(_, file)] => ingest::piece_lines(file, batch_bytes),
+                    _ => None,
+                };
+                batch.last().map(|(index, _)| (*index, lines))
+            })
+            .collect();
+        Steps { inventory, ends }
+    }
+
+    /// The batch the row at `line` of input file `file` is taken in.
+    fn of(&self, file: u32, line: u64) -> Batch {
+        let batch = self.ends.partition_point(|&(end, _)| end < file);
+        match (self.ends.get(batch), self.inventory.files.get(file as usize)) {
+            (Some((_, Some(lines))), Some(input)) => (batch, ingest::run_of(input, line, *lines)),
+            _ => (batch, 0),
+        }
+    }
+}
+
 /// The repeated rows of one kind (`dups/<kind>/`) that a local ingest would
 /// hold as candidates, batch by batch: what its candidate budget counts
 /// besides the new rows its filter holds.
 struct Repeats {
     /// Bytes of the repeats of a stored row or of a row of an earlier batch
     /// (the filter has their id for certain), by batch.
-    certain: Vec<u64>,
+    certain: BTreeMap<Batch, u64>,
     /// Repeats of a row of their own batch, by batch: that first row's file
     /// and line, and the repeat's bytes; held when that first row was.
-    same_batch: Vec<Vec<(u32, u64, u64)>>,
+    same_batch: BTreeMap<Batch, Vec<(u32, u64, u64)>>,
 }
 
 impl Repeats {
-    fn read(folder: &Path, batches: usize, batch_of: &dyn Fn(u32) -> usize) -> Result<Repeats> {
-        let mut repeats = Repeats { certain: vec![0; batches], same_batch: vec![Vec::new(); batches] };
+    fn read(folder: &Path, steps: &Steps<'_>) -> Result<Repeats> {
+        let mut repeats = Repeats { certain: BTreeMap::new(), same_batch: BTreeMap::new() };
         for part in parts(folder)? {
-            let frame = read_frame(&part, &["file", "first_file", "first_line", "text"])?;
+            let frame = read_frame(&part, &["file", "line", "first_file", "first_line", "text"])?;
             let column = |name: &str| -> Result<Vec<i64>> {
                 let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(&part))?;
                 column.iter().map(|v| v.ok_or_else(|| Error::io(&part, format!("null in '{name}'")))).collect()
             };
-            let (file, first_file, first_line, text) =
-                (column("file")?, column("first_file")?, column("first_line")?, column("text")?);
+            let (file, line, first_file, first_line, text) =
+                (column("file")?, column("line")?, column("first_file")?, column("first_line")?, column("text")?);
             for i in 0..file.len() {
                 let broken = || Error::io(&part, format!("row {i}: not a repeat of an earlier row"));
                 let bytes = ingest::Pending::bytes_of(u64::try_from(text[i]).map_err(|_| broken())?, 1);
-                let batch = batch_of(u32::try_from(file[i]).map_err(|_| broken())?);
-                let first = u32::try_from(first_file[i]).ok().map(|f| (f, batch_of(f)));
-                match first {
-                    Some((f, b)) if b == batch => {
-                        let line = u64::try_from(first_line[i]).map_err(|_| broken())?;
-                        repeats.same_batch.get_mut(batch).ok_or_else(broken)?.push((f, line, bytes));
-                    }
-                    Some((_, b)) if b > batch => return Err(broken()),
-                    _ => *repeats.certain.get_mut(batch).ok_or_else(broken)? += bytes,
+                let place = |file: i64, line: i64| -> Result<(u32, u64)> {
+                    Ok((u32::try_from(file).map_err(|_| broken())?, u64::try_from(line).map_err(|_| broken())?))
+                };
+                let (file, line) = place(file[i], line[i])?;
+                let batch = steps.of(file, line);
+                // A stored first row has no file (-1).
+                let first = match first_file[i] {
+                    -1 => None,
+                    first => Some(place(first, first_line[i])?),
+                };
+                match first.map(|(f, l)| (f, l, steps.of(f, l))) {
+                    Some((f, l, b)) if b == batch => repeats.same_batch.entry(batch).or_default().push((f, l, bytes)),
+                    Some((_, _, b)) if b > batch => return Err(broken()),
+                    _ => *repeats.certain.entry(batch).or_default() += bytes,
                 }
             }
         }
         Ok(repeats)
     }
 
+    /// The batches that hold repeats.
+    fn batches(&self) -> impl Iterator<Item = Batch> + '_ {
+        self.certain.keys().chain(self.same_batch.keys()).copied()
+    }
+
     /// The bytes of batch `batch`'s repeats a local ingest would hold, given
     /// the rows of the batch its filter held (`held`: file and line).
-    fn held_bytes(&self, batch: usize, held: &FxHashSet<(u32, u64)>) -> u64 {
+    fn held_bytes(&self, batch: Batch, held: &FxHashSet<(u32, u64)>) -> u64 {
         let same = self
             .same_batch
-            .get(batch)
+            .get(&batch)
             .map_or(0, |rows| rows.iter().filter(|(file, line, _)| held.contains(&(*file, *line))).map(|r| r.2).sum());
-        self.certain.get(batch).copied().unwrap_or(0) + same
+        self.certain.get(&batch).copied().unwrap_or(0) + same
     }
 }
 
@@ -310,19 +368,21 @@ struct Run<'p> {
 }
 
 /// The new rows of the part files (sorted by (file, line) across the
-/// parts), cut into the local ingest's batches: `ends` holds the last file
-/// index of each batch. Each batch that has new rows comes with its number,
-/// in order. Only the `file` column is read here.
-fn runs_by_batch<'p>(parts: &'p [PathBuf], ends: &[u32]) -> Result<Vec<(usize, Vec<Run<'p>>)>> {
-    let mut batches: Vec<(usize, Vec<Run<'p>>)> = Vec::new();
+/// parts), cut into the local ingest's batches ([`Steps`]). Each batch
+/// that has new rows comes with its number, in order. Only the `file` and
+/// `line` columns are read here.
+fn runs_by_batch<'p>(parts: &'p [PathBuf], steps: &Steps<'_>) -> Result<Vec<(Batch, Vec<Run<'p>>)>> {
+    let mut batches: Vec<(Batch, Vec<Run<'p>>)> = Vec::new();
     for part in parts {
-        let frame = read_frame(part, &["file"])?;
+        let frame = read_frame(part, &["file", "line"])?;
         let files = frame.column("file").and_then(|c| c.i64()).map_err(polars_error(part))?;
+        let lines = frame.column("line").and_then(|c| c.i64()).map_err(polars_error(part))?;
         let mut start = 0;
-        let mut run_batch: Option<usize> = None;
-        for (i, file) in files.iter().enumerate() {
-            let file = file.ok_or_else(|| Error::io(part, "null in 'file'"))?;
-            let batch = ends.partition_point(|&end| i64::from(end) < file);
+        let mut run_batch: Option<Batch> = None;
+        for (i, (file, line)) in files.iter().zip(lines.iter()).enumerate() {
+            let place = file.zip(line).and_then(|(f, l)| Some((u32::try_from(f).ok()?, u64::try_from(l).ok()?)));
+            let (file, line) = place.ok_or_else(|| Error::io(part, format!("row {i}: no input file and line")))?;
+            let batch = steps.of(file, line);
             if run_batch != Some(batch) {
                 if let Some(b) = run_batch {
                     push_run(&mut batches, b, Run { part, rows: start..i });
@@ -337,7 +397,7 @@ fn runs_by_batch<'p>(parts: &'p [PathBuf], ends: &[u32]) -> Result<Vec<(usize, V
     Ok(batches)
 }
 
-fn push_run<'p>(batches: &mut Vec<(usize, Vec<Run<'p>>)>, batch: usize, run: Run<'p>) {
+fn push_run<'p>(batches: &mut Vec<(Batch, Vec<Run<'p>>)>, batch: Batch, run: Run<'p>) {
     match batches.last_mut() {
         Some((b, runs)) if *b == batch => runs.push(run),
         _ => batches.push((batch, vec![run])),
