@@ -34,7 +34,9 @@ pub struct Args {
     /// (set-aside).
     #[arg(long, value_enum, default_value = "fail")]
     pub on_bad_row: BadRowArg,
-    /// Input megabytes read per batch: bounds the rows held in memory.
+    /// Input megabytes read per batch: bounds the rows held in memory (a
+    /// file larger than two batches is read in runs of MB x 8192 lines,
+    /// each a batch).
     #[arg(long, default_value_t = IngestOptions::DEFAULT_BATCH_BYTES >> 20)]
     pub batch_mb: u64,
     /// Rollup groups held in memory before they are spilled to disk

@@ -625,7 +625,7 @@ impl Run<'_> {
                 batch,
             }));
         }
-        let mut feed = Feed { steps: &steps, options, step: 0, open: None };
+        let mut feed = Feed { steps: &steps, options, step: 0, in_runs: None };
         let mut state: Option<KindState> = None;
         let mut next = feed.read();
         while let Some(read) = next.take() {
@@ -812,45 +812,63 @@ struct Feed<'s, 'f> {
     options: &'s IngestOptions,
     /// The next step to start.
     step: usize,
-    /// The file of the step before `step`, read a run at a time, its run's
-    /// lines, and its bytes on disk told to the progress so far.
-    open: Option<(Pieces<'f>, u64, u64, &'f InputFile, u32)>,
+    /// The file being read in runs, when there is one.
+    in_runs: Option<InRuns<'f>>,
 }
 
+/// A file read in runs of lines, each run a batch.
+struct InRuns<'f> {
+    /// Its step (a batch of this one file).
+    step: usize,
+    kind: Kind,
+    source: u32,
+    file: &'f InputFile,
+    pieces: Pieces<'f>,
+    /// Lines in a run.
+    lines: u64,
+    /// Its bytes on disk told to the progress so far.
+    told: u64,
+}
+
+/// A batch read: its step, its rows (in chunks), and whether more of
+/// its step (a later run of its file) follows.
+type ReadBatch = (usize, Vec<Chunk>, bool);
+
 impl Feed<'_, '_> {
-    /// The next batch's chunks (its files' rows, or the next run of a
-    /// file read in runs), its step, and whether more of that step (a
-    /// later run of its file) follows; `None` once all is read. The first
-    /// bad row (in file order) is an error unless rows are set aside.
-    fn read(&mut self) -> Option<Result<(usize, Vec<Chunk>, bool)>> {
-        if self.open.is_none() {
-            let step = self.steps.get(self.step)?;
+    /// The next batch (its files' rows, or the next run of a file read
+    /// in runs); `None` once all is read. The first bad row (in file
+    /// order) is an error unless rows are set aside.
+    fn read(&mut self) -> Option<Result<ReadBatch>> {
+        if self.in_runs.is_none() {
+            let index = self.step;
+            let step = self.steps.get(index)?;
             self.step += 1;
             let lines = match step.batch {
-                [(_, file)] => piece_lines(file, self.options.batch_bytes),
+                [(source, file)] => piece_lines(file, self.options.batch_bytes).map(|lines| (*source, *file, lines)),
                 _ => None,
             };
-            let (Some(lines), [(source, file)]) = (lines, step.batch) else {
-                return Some(
-                    read_batch(self.options, step.kind, step.batch).map(|chunks| (self.step - 1, chunks, false)),
-                );
+            let Some((source, file, lines)) = lines else {
+                return Some(read_batch(self.options, step.kind, step.batch).map(|chunks| (index, chunks, false)));
             };
-            match Pieces::open(file, step.kind) {
-                Ok(pieces) => self.open = Some((pieces, lines, 0, *file, *source)),
+            let pieces = match Pieces::open(file, step.kind) {
+                Ok(pieces) => pieces,
                 Err(error) => return Some(Err(error)),
-            }
+            };
+            self.in_runs = Some(InRuns { step: index, kind: step.kind, source, file, pieces, lines, told: 0 });
         }
-        let (pieces, lines, told, file, source) = self.open.as_mut()?;
-        let (kind, on_bad_row) = (self.steps[self.step - 1].kind, self.options.on_bad_row);
-        let read = chunk::check_run(kind, *source, file, pieces, *lines, on_bad_row);
-        let (done, rows) = (pieces.done(), read.as_ref().map_or(0, |chunks| chunks.iter().map(|c| c.read).sum()));
-        let bytes = if done { file.size } else { pieces.bytes_read().min(file.size) };
-        self.options.progress.tell(IngestProgress::Read { bytes: bytes.saturating_sub(*told), rows });
-        *told = bytes.max(*told);
+        let runs = self.in_runs.as_mut()?;
+        let on_bad_row = self.options.on_bad_row;
+        let read = chunk::check_run(runs.kind, runs.source, runs.file, &mut runs.pieces, runs.lines, on_bad_row);
+        let done = runs.pieces.done();
+        let rows = read.as_ref().map_or(0, |chunks| chunks.iter().map(|c| c.read).sum());
+        let bytes = if done { runs.file.size } else { runs.pieces.bytes_read().min(runs.file.size) };
+        self.options.progress.tell(IngestProgress::Read { bytes: bytes.saturating_sub(runs.told), rows });
+        runs.told = bytes.max(runs.told);
+        let step = runs.step;
         if done || read.is_err() {
-            self.open = None;
+            self.in_runs = None;
         }
-        Some(read.map(|chunks| (self.step - 1, chunks, !done)))
+        Some(read.map(|chunks| (step, chunks, !done)))
     }
 }
 
