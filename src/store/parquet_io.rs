@@ -92,18 +92,29 @@ pub(super) fn timestamp_nanos(row: &RecordView<'_>) -> Result<i64> {
     })
 }
 
-/// Writes `frame` to `path` (created or truncated), synced to disk.
-pub(super) fn write_frame(path: &Path, frame: &mut DataFrame) -> Result<()> {
+/// Writes the frames `next` gives (until `None`) as one Parquet file at
+/// `path`, a frame at a time (Snappy pages, row groups of at most
+/// `ROW_GROUP_ROWS` rows), synced: whether there was one (no file is made
+/// without). All frames have the first's columns.
+pub(super) fn write_frames(path: &Path, mut next: impl FnMut() -> Result<Option<DataFrame>>) -> Result<bool> {
+    let Some(first) = next()? else { return Ok(false) };
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut writer = std::io::BufWriter::new(file);
-    // Snappy: fast to write and read, and every Parquet reader has it.
-    ParquetWriter::new(&mut writer)
+    let mut sink = std::io::BufWriter::new(file);
+    let mut writer = ParquetWriter::new(&mut sink)
         .with_compression(ParquetCompression::Snappy)
         .with_row_group_size(Some(ROW_GROUP_ROWS))
-        .finish(frame)
+        .batched(first.schema())
         .map_err(polars_error(path))?;
-    let file = writer.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
-    file.sync_all().map_err(|e| Error::io(path, e))
+    writer.write_batch(&first).map_err(polars_error(path))?;
+    drop(first);
+    while let Some(frame) = next()? {
+        writer.write_batch(&frame).map_err(polars_error(path))?;
+    }
+    writer.finish().map_err(polars_error(path))?;
+    drop(writer);
+    let file = sink.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
+    file.sync_all().map_err(|e| Error::io(path, e))?;
+    Ok(true)
 }
 
 pub(super) fn read_frame(path: &Path, columns: &[&str]) -> Result<DataFrame> {

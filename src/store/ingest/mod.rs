@@ -60,7 +60,7 @@ mod dedup;
 mod rollups;
 mod table;
 
-pub(super) use chunk::check_file;
+pub(super) use chunk::{check_file, check_run};
 pub(super) use dedup::{load_filter, Pending};
 pub(super) use rollups::Rollups;
 

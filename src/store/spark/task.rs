@@ -13,6 +13,7 @@ use crate::aggregate::OnBadRow;
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::records::dedup::Seen;
 use crate::records::files::{Format, InputFile};
+use crate::records::pieces::Pieces;
 use crate::records::{Country, Direction, Kind};
 
 /// What one `spark-task` run reports on its standard output (one JSON line).
@@ -98,7 +99,9 @@ pub(super) const CHECKED_COLUMNS: [&str; 19] = [
 /// ingest does), writes its valid rows to `out/<source>.parquet` and its
 /// set-aside rows to `out/<source>.rejects.json`. A bad row with
 /// [`OnBadRow::Fail`] is reported in the summary, not as an `Err` (the job
-/// picks the first one over all files).
+/// picks the first one over all files). The file is read in runs of
+/// [`TASK_RUN_LINES`] lines, each written as the checked file's next row
+/// groups, so that a task holds one run of rows whatever the file's size.
 pub fn check_task(
     kind: Kind,
     path: &Path,
@@ -107,12 +110,26 @@ pub fn check_task(
     on_bad_row: OnBadRow,
     out: &Path,
 ) -> Result<TaskSummary> {
+    check_in_runs(kind, path, name, source, on_bad_row, out, TASK_RUN_LINES)
+}
+
+/// [`check_task`], reading `run_lines` lines at a time.
+fn check_in_runs(
+    kind: Kind,
+    path: &Path,
+    name: &str,
+    source: u32,
+    on_bad_row: OnBadRow,
+    out: &Path,
+    run_lines: u64,
+) -> Result<TaskSummary> {
     let format = Format::of(name).ok_or_else(|| Error::io(path, "not a csv, csv.gz, csv.zst or parquet file"))?;
     let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
     let file = InputFile { kind, path: path.to_owned(), name: name.to_owned(), format, size };
     let mut summary = TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error: None };
-    let chunks = match ingest::check_file(kind, source, &file, on_bad_row) {
-        Ok(chunks) => chunks,
+    let mut rejects: Vec<TaskError> = Vec::new();
+    let mut pieces = match Pieces::open(&file, kind) {
+        Ok(pieces) => pieces,
         Err(Error::BadRecord(bad)) => {
             summary.error = Some(TaskError::from(&*bad));
             return Ok(summary);
@@ -120,19 +137,35 @@ pub fn check_task(
         Err(e) => return Err(e),
     };
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
-    let mut rejects: Vec<TaskError> = Vec::new();
-    for chunk in &chunks {
-        summary.read += chunk.read();
-        rejects.extend(chunk.rejects().iter().map(TaskError::from));
-        rows.extend(chunk.valid_rows());
+    let checked = out.join(format!("{source}.parquet"));
+    // Each run's valid rows, as a frame; none once the file is read.
+    let next_run = || -> Result<Option<DataFrame>> {
+        while !pieces.done() {
+            let chunks = ingest::check_run(kind, source, &file, &mut pieces, run_lines, on_bad_row)?;
+            let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
+            for chunk in &chunks {
+                summary.read += chunk.read();
+                rejects.extend(chunk.rejects().iter().map(TaskError::from));
+                rows.extend(chunk.valid_rows());
+            }
+            summary.valid += rows.len() as u64;
+            if !rows.is_empty() {
+                return checked_frame(&checked, &rows).map(Some);
+            }
+        }
+        Ok(None)
+    };
+    match parquet_io::write_frames(&checked, next_run) {
+        Ok(_) => {}
+        Err(Error::BadRecord(bad)) => {
+            // No checked file of a file that failed.
+            let _ = std::fs::remove_file(&checked);
+            summary.error = Some(TaskError::from(&*bad));
+            return Ok(summary);
+        }
+        Err(e) => return Err(e),
     }
-    summary.valid = rows.len() as u64;
     summary.set_aside = rejects.len() as u64;
-    if !rows.is_empty() {
-        let path = out.join(format!("{source}.parquet"));
-        write_checked(&path, &rows)?;
-    }
     if !rejects.is_empty() {
         let path = out.join(format!("{source}.rejects.json"));
         let bytes = serde_json::to_vec(&rejects).map_err(|e| Error::Internal(format!("rejects: {e}")))?;
@@ -141,10 +174,14 @@ pub fn check_task(
     Ok(summary)
 }
 
-/// Writes checked rows in [`CHECKED_COLUMNS`]: integers for time (UTC
-/// seconds and nanoseconds) and money (nano-units), hashes as the bits of
-/// an `i64`.
-fn write_checked(path: &Path, rows: &[(RecordView<'_>, Seen)]) -> Result<()> {
+/// Lines of an input file a Spark task reads and writes at a time (the
+/// local ingest's runs at its default batch size).
+const TASK_RUN_LINES: u64 = 1 << 20;
+
+/// Checked rows as a frame of [`CHECKED_COLUMNS`], for the checked file
+/// at `path`: integers for time (UTC seconds and nanoseconds) and money
+/// (nano-units), hashes as the bits of an `i64`.
+fn checked_frame(path: &Path, rows: &[(RecordView<'_>, Seen)]) -> Result<DataFrame> {
     let ints = |f: &dyn Fn(&(RecordView<'_>, Seen)) -> i64| rows.iter().map(f).collect::<Vec<i64>>();
     let texts = |f: &dyn for<'r> Fn(&'r (RecordView<'r>, Seen)) -> &'r str| rows.iter().map(f).collect::<Vec<&str>>();
     let units = rows.iter().map(|(r, _)| parquet_io::to_i64(r.units, "units")).collect::<Result<Vec<i64>>>()?;
@@ -171,6 +208,55 @@ fn write_checked(path: &Path, rows: &[(RecordView<'_>, Seen)]) -> Result<()> {
         int_column("id_lo", ints(&|(_, s)| s.id.1 as i64)),
         int_column("content", ints(&|(_, s)| s.content as i64)),
     ];
-    let mut frame = DataFrame::new(rows.len(), columns).map_err(polars_error(path))?;
-    parquet_io::write_frame(path, &mut frame)
+    DataFrame::new(rows.len(), columns).map_err(polars_error(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file checked in runs of a few lines writes the checked file and
+    /// the set-aside rows it writes when read whole (one run), and reports
+    /// the same first bad row.
+    #[test]
+    fn a_file_checked_in_runs_writes_what_it_writes_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut text = String::from("record_id,auth_id,timestamp,description,units,amount\n");
+        for i in 0..100 {
+            match i {
+                40 => text.push_str("x40,A1,not a time,CNAM Lookup,1,0.1\n"),
+                _ => text.push_str(&format!(
+                    "x{i},A{},2026-11-20T00:00:{:02}Z,CNAM Lookup,{i},1.{i:02}\n",
+                    i % 3,
+                    i % 60
+                )),
+            }
+        }
+        let input = dir.path().join("charges.csv");
+        std::fs::write(&input, &text).expect("write");
+        let checked = |run_lines: u64, on_bad_row: OnBadRow| {
+            let out = dir.path().join(format!("out-{run_lines}-{on_bad_row:?}"));
+            let summary =
+                check_in_runs(Kind::Charges, &input, "charges/a.csv", 3, on_bad_row, &out, run_lines).expect("checked");
+            let frame = std::fs::read(out.join("3.parquet"))
+                .ok()
+                .map(|_| parquet_io::read_frame(&out.join("3.parquet"), &CHECKED_COLUMNS).expect("a checked file"));
+            let rejects = std::fs::read_to_string(out.join("3.rejects.json")).unwrap_or_default();
+            (serde_json::to_string(&summary).expect("json"), frame, rejects)
+        };
+        let (summary, frame, rejects) = checked(u64::MAX, OnBadRow::SetAside);
+        assert!(summary.contains("\"read\":100,\"valid\":99,\"set_aside\":1"), "{summary} {rejects}");
+        assert!(rejects.contains("\"line\":42"), "{rejects}");
+        let frame = frame.expect("valid rows");
+        assert_eq!(frame.height(), 99);
+        for run_lines in [1, 7, 41, 99] {
+            let (s, f, r) = checked(run_lines, OnBadRow::SetAside);
+            assert_eq!((s, r), (summary.clone(), rejects.clone()), "runs of {run_lines}");
+            assert!(f.expect("valid rows").equals(&frame), "runs of {run_lines}");
+            // Failing: the bad row, and no checked file.
+            let (s, f, _) = checked(run_lines, OnBadRow::Fail);
+            assert!(s.contains("\"line\":42") && s.contains("not a time"), "{s}");
+            assert!(f.is_none(), "runs of {run_lines}: a checked file of a failed file");
+        }
+    }
 }
