@@ -4,7 +4,7 @@
 //! The input is read kind by kind, in batches of files (at most
 //! [`IngestOptions::batch_bytes`] of input each, in inventory order; a file
 //! larger than two batches is read in runs of lines, each run a batch:
-//! [`piece_lines`]), one pipeline over every kind: the next batch is read
+//! `piece_lines`), one pipeline over every kind: the next batch is read
 //! while this one is taken in (deduplicated, folded, written). Each batch is read in
 //! parallel by the same readers and the same row check as every other
 //! command (`records::csv::read`, `records::parquet::read`,

@@ -100,7 +100,7 @@ pub(super) const CHECKED_COLUMNS: [&str; 19] = [
 /// set-aside rows to `out/<source>.rejects.json`. A bad row with
 /// [`OnBadRow::Fail`] is reported in the summary, not as an `Err` (the job
 /// picks the first one over all files). The file is read in runs of
-/// [`TASK_RUN_LINES`] lines, each written as the checked file's next row
+/// `TASK_RUN_LINES` (1M) lines, each written as the checked file's next row
 /// groups, so that a task holds one run of rows whatever the file's size.
 pub fn check_task(
     kind: Kind,
