@@ -128,34 +128,30 @@ fn check_in_runs(
     let file = InputFile { kind, path: path.to_owned(), name: name.to_owned(), format, size };
     let mut summary = TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error: None };
     let mut rejects: Vec<TaskError> = Vec::new();
-    let mut pieces = match Pieces::open(&file, kind) {
-        Ok(pieces) => pieces,
-        Err(Error::BadRecord(bad)) => {
-            summary.error = Some(TaskError::from(&*bad));
-            return Ok(summary);
-        }
-        Err(e) => return Err(e),
-    };
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let checked = out.join(format!("{source}.parquet"));
-    // Each run's valid rows, as a frame; none once the file is read.
-    let next_run = || -> Result<Option<DataFrame>> {
-        while !pieces.done() {
-            let chunks = ingest::check_run(kind, source, &file, &mut pieces, run_lines, on_bad_row)?;
-            let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
-            for chunk in &chunks {
-                summary.read += chunk.read();
-                rejects.extend(chunk.rejects().iter().map(TaskError::from));
-                rows.extend(chunk.valid_rows());
+    let written = (|| -> Result<bool> {
+        let mut pieces = Pieces::open(&file, kind)?;
+        std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+        // Each run's valid rows, as a frame; none once the file is read.
+        let next_run = || -> Result<Option<DataFrame>> {
+            while !pieces.done() {
+                let chunks = ingest::check_run(kind, source, &file, &mut pieces, run_lines, on_bad_row)?;
+                let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
+                for chunk in &chunks {
+                    summary.read += chunk.read();
+                    rejects.extend(chunk.rejects().iter().map(TaskError::from));
+                    rows.extend(chunk.valid_rows());
+                }
+                summary.valid += rows.len() as u64;
+                if !rows.is_empty() {
+                    return checked_frame(&checked, &rows).map(Some);
+                }
             }
-            summary.valid += rows.len() as u64;
-            if !rows.is_empty() {
-                return checked_frame(&checked, &rows).map(Some);
-            }
-        }
-        Ok(None)
-    };
-    match parquet_io::write_frames(&checked, next_run) {
+            Ok(None)
+        };
+        parquet_io::write_frames(&checked, next_run)
+    })();
+    match written {
         Ok(_) => {}
         Err(Error::BadRecord(bad)) => {
             // No checked file of a file that failed.
