@@ -5,9 +5,9 @@
 //! [`IngestOptions::batch_bytes`] of input each, in inventory order; a file
 //! larger than two batches is read in runs of lines, each run a batch:
 //! `piece_lines`), one pipeline over every kind: the next batch is read
-//! while this one is taken in (deduplicated, folded, written). Each batch is read in
-//! parallel by the same readers and the same row check as every other
-//! command (`records::csv::read`, `records::parquet::read`,
+//! while this one is taken in (deduplicated, folded, written). Each batch
+//! is read in parallel by the same readers and the same row check as every
+//! other command (`records::csv::read`, `records::parquet::read`,
 //! `records::parse_record`); every valid row leaves its [`Seen`](crate::records::dedup::Seen) entry
 //! (record_id hash, content hash, place). New rows are written as one
 //! records file and one index file per batch, and folded into rollups.
@@ -801,7 +801,7 @@ type TakenNew = (Option<(String, String)>, usize, u64, i128);
 struct Step<'s, 'f> {
     kind: Kind,
     files: &'s [(u32, &'f InputFile)],
-    batch: &'s [(u32, &'f InputFile)],
+    batch: Batch<'s, 'f>,
 }
 
 /// The input, read a batch at a time ([`Feed::read`]): each batch of
@@ -843,18 +843,16 @@ impl Feed<'_, '_> {
             let index = self.step;
             let step = self.steps.get(index)?;
             self.step += 1;
-            let lines = match step.batch {
-                [(source, file)] => piece_lines(file, self.options.batch_bytes).map(|lines| (*source, *file, lines)),
-                _ => None,
-            };
-            let Some((source, file, lines)) = lines else {
-                return Some(read_batch(self.options, step.kind, step.batch).map(|chunks| (index, chunks, false)));
+            let (Some(lines), [(source, file)]) = (step.batch.run_lines, step.batch.files) else {
+                return Some(
+                    read_batch(self.options, step.kind, step.batch.files).map(|chunks| (index, chunks, false)),
+                );
             };
             let pieces = match Pieces::open(file, step.kind) {
                 Ok(pieces) => pieces,
                 Err(error) => return Some(Err(error)),
             };
-            self.in_runs = Some(InRuns { step: index, kind: step.kind, source, file, pieces, lines, told: 0 });
+            self.in_runs = Some(InRuns { step: index, kind: step.kind, source: *source, file, pieces, lines, told: 0 });
         }
         let runs = self.in_runs.as_mut()?;
         let on_bad_row = self.options.on_bad_row;
@@ -946,23 +944,35 @@ const CSV_ROW_BYTES: u64 = 48;
 /// Bytes of the shortest compressed or Parquet row [`filter_for`] expects.
 const PACKED_ROW_BYTES: u64 = 8;
 
+/// One batch of a kind's input files ([`batches`]).
+#[derive(Clone, Copy)]
+pub(super) struct Batch<'f, 'a> {
+    /// Its files, in inventory order.
+    pub(super) files: &'f [(u32, &'a InputFile)],
+    /// Lines in each run when the batch is one file read in runs of lines
+    /// ([`piece_lines`]), each run a batch of its own.
+    pub(super) run_lines: Option<u64>,
+}
+
 /// Splits files into batches of at most `limit` input bytes (at least one
 /// file each); a file read in runs of lines ([`piece_lines`]) is a batch
 /// of its own.
-pub(super) fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> Vec<&'f [(u32, &'a InputFile)]> {
+pub(super) fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit: u64) -> Vec<Batch<'f, 'a>> {
     let mut out = Vec::new();
-    let (mut start, mut bytes, mut alone) = (0, 0u64, false);
+    let (mut start, mut bytes, mut run_lines) = (0, 0u64, None);
     for (i, (_, file)) in files.iter().enumerate() {
-        let in_runs = piece_lines(file, limit).is_some();
-        if i > start && (alone || in_runs || bytes + file.size > limit) {
-            out.push(&files[start..i]);
+        let lines = piece_lines(file, limit);
+        if i > start && (run_lines.is_some() || lines.is_some() || bytes + file.size > limit) {
+            out.push(Batch { files: &files[start..i], run_lines });
             (start, bytes) = (i, 0);
         }
         bytes += file.size;
-        alone = in_runs;
+        // A file that joins a batch is never read in runs (it would have
+        // started one of its own), so this is the batch's.
+        run_lines = lines;
     }
     if start < files.len() {
-        out.push(&files[start..]);
+        out.push(Batch { files: &files[start..], run_lines });
     }
     out
 }
@@ -1028,7 +1038,7 @@ mod tests {
         };
         let files = [file(5), file(5), file(20), file(1), file(1)];
         let indexed: Vec<(u32, &InputFile)> = files.iter().enumerate().map(|(i, f)| (i as u32, f)).collect();
-        let sizes: Vec<usize> = batches(&indexed, 10).iter().map(|b| b.len()).collect();
+        let sizes: Vec<usize> = batches(&indexed, 10).iter().map(|b| b.files.len()).collect();
         assert_eq!(sizes, [2, 1, 2]);
         assert_eq!(batches(&indexed, 1).len(), 5);
         assert_eq!(batches(&indexed[..0], 10).len(), 0);
@@ -1061,8 +1071,9 @@ mod tests {
         let in_runs: Vec<Option<u64>> = files.iter().map(|f| piece_lines(f, 10 * MIB)).collect();
         let lines = Some(10 * MIB / 128);
         assert_eq!(in_runs, [None, None, lines, None, lines, None, None, None]);
-        let sizes: Vec<usize> = batches(&indexed, 10 * MIB).iter().map(|b| b.len()).collect();
-        assert_eq!(sizes, [2, 1, 1, 1, 3]);
+        let cut = batches(&indexed, 10 * MIB);
+        let sizes: Vec<(usize, Option<u64>)> = cut.iter().map(|b| (b.files.len(), b.run_lines)).collect();
+        assert_eq!(sizes, [(2, None), (1, lines), (1, None), (1, lines), (3, None)]);
         // CSV data lines start at 2, Parquet rows at 1.
         let (csv, parquet) = (&files[4], &files[5]);
         assert_eq!([2, 81921, 81922, 163842].map(|line| run_of(csv, line, 81920)), [0, 0, 1, 2]);

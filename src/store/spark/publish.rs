@@ -99,7 +99,7 @@ pub(super) fn publish(
         // Every batch (or run of a file read in runs) with new rows or
         // repeats, in order: the others change nothing the local ingest
         // would do.
-        let mut taken: Vec<Batch> = new_batches.iter().map(|(b, _)| *b).chain(repeats.batches()).collect();
+        let mut taken: Vec<BatchRun> = new_batches.iter().map(|(b, _)| *b).chain(repeats.batches()).collect();
         taken.sort_unstable();
         taken.dedup();
         let mut new_batches = new_batches.into_iter().peekable();
@@ -227,7 +227,7 @@ impl Writer<'_> {
 /// A batch of the local ingest, in its order: the batch of input files
 /// (from 0, in the kind's order), and the run of its file when that file is
 /// read in runs of lines (`ingest::piece_lines`; 0 otherwise).
-type Batch = (usize, u64);
+type BatchRun = (usize, u64);
 
 /// The local ingest's batches of one kind's files: which batch a row is
 /// taken in, from its file and line.
@@ -246,19 +246,13 @@ impl<'i> Steps<'i> {
     ) -> Steps<'i> {
         let ends = ingest::batches(files, batch_bytes)
             .iter()
-            .filter_map(|batch| {
-                let lines = match batch {
-                    [(_, file)] => ingest::piece_lines(file, batch_bytes),
-                    _ => None,
-                };
-                batch.last().map(|(index, _)| (*index, lines))
-            })
+            .filter_map(|batch| batch.files.last().map(|(index, _)| (*index, batch.run_lines)))
             .collect();
         Steps { inventory, ends }
     }
 
     /// The batch the row at `line` of input file `file` is taken in.
-    fn of(&self, file: u32, line: u64) -> Batch {
+    fn of(&self, file: u32, line: u64) -> BatchRun {
         let batch = self.ends.partition_point(|&(end, _)| end < file);
         match (self.ends.get(batch), self.inventory.files.get(file as usize)) {
             (Some((_, Some(lines))), Some(input)) => (batch, ingest::run_of(input, line, *lines)),
@@ -273,10 +267,10 @@ impl<'i> Steps<'i> {
 struct Repeats {
     /// Bytes of the repeats of a stored row or of a row of an earlier batch
     /// (the filter has their id for certain), by batch.
-    certain: BTreeMap<Batch, u64>,
+    certain: BTreeMap<BatchRun, u64>,
     /// Repeats of a row of their own batch, by batch: that first row's file
     /// and line, and the repeat's bytes; held when that first row was.
-    same_batch: BTreeMap<Batch, Vec<(u32, u64, u64)>>,
+    same_batch: BTreeMap<BatchRun, Vec<(u32, u64, u64)>>,
 }
 
 impl Repeats {
@@ -314,13 +308,13 @@ impl Repeats {
     }
 
     /// The batches that hold repeats.
-    fn batches(&self) -> impl Iterator<Item = Batch> + '_ {
+    fn batches(&self) -> impl Iterator<Item = BatchRun> + '_ {
         self.certain.keys().chain(self.same_batch.keys()).copied()
     }
 
     /// The bytes of batch `batch`'s repeats a local ingest would hold, given
     /// the rows of the batch its filter held (`held`: file and line).
-    fn held_bytes(&self, batch: Batch, held: &FxHashSet<(u32, u64)>) -> u64 {
+    fn held_bytes(&self, batch: BatchRun, held: &FxHashSet<(u32, u64)>) -> u64 {
         let same = self
             .same_batch
             .get(&batch)
@@ -371,14 +365,14 @@ struct Run<'p> {
 /// parts), cut into the local ingest's batches ([`Steps`]). Each batch
 /// that has new rows comes with its number, in order. Only the `file` and
 /// `line` columns are read here.
-fn runs_by_batch<'p>(parts: &'p [PathBuf], steps: &Steps<'_>) -> Result<Vec<(Batch, Vec<Run<'p>>)>> {
-    let mut batches: Vec<(Batch, Vec<Run<'p>>)> = Vec::new();
+fn runs_by_batch<'p>(parts: &'p [PathBuf], steps: &Steps<'_>) -> Result<Vec<(BatchRun, Vec<Run<'p>>)>> {
+    let mut batches: Vec<(BatchRun, Vec<Run<'p>>)> = Vec::new();
     for part in parts {
         let frame = read_frame(part, &["file", "line"])?;
         let files = frame.column("file").and_then(|c| c.i64()).map_err(polars_error(part))?;
         let lines = frame.column("line").and_then(|c| c.i64()).map_err(polars_error(part))?;
         let mut start = 0;
-        let mut run_batch: Option<Batch> = None;
+        let mut run_batch: Option<BatchRun> = None;
         for (i, (file, line)) in files.iter().zip(lines.iter()).enumerate() {
             let place = file.zip(line).and_then(|(f, l)| Some((u32::try_from(f).ok()?, u64::try_from(l).ok()?)));
             let (file, line) = place.ok_or_else(|| Error::io(part, format!("row {i}: no input file and line")))?;
@@ -397,7 +391,7 @@ fn runs_by_batch<'p>(parts: &'p [PathBuf], steps: &Steps<'_>) -> Result<Vec<(Bat
     Ok(batches)
 }
 
-fn push_run<'p>(batches: &mut Vec<(Batch, Vec<Run<'p>>)>, batch: Batch, run: Run<'p>) {
+fn push_run<'p>(batches: &mut Vec<(BatchRun, Vec<Run<'p>>)>, batch: BatchRun, run: Run<'p>) {
     match batches.last_mut() {
         Some((b, runs)) if *b == batch => runs.push(run),
         _ => batches.push((batch, vec![run])),
