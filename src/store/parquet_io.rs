@@ -94,10 +94,10 @@ pub(super) fn timestamp_nanos(row: &RecordView<'_>) -> Result<i64> {
 
 /// Writes the frames `next` gives (until `None`) as one Parquet file at
 /// `path`, a frame at a time (Snappy pages, row groups of at most
-/// `ROW_GROUP_ROWS` rows), synced: whether there was one (no file is made
-/// without). All frames have the first's columns.
-pub(super) fn write_frames(path: &Path, mut next: impl FnMut() -> Result<Option<DataFrame>>) -> Result<bool> {
-    let Some(first) = next()? else { return Ok(false) };
+/// `ROW_GROUP_ROWS` rows), synced; no file without a frame. All frames
+/// have the first's columns.
+pub(super) fn write_frames(path: &Path, mut next: impl FnMut() -> Result<Option<DataFrame>>) -> Result<()> {
+    let Some(first) = next()? else { return Ok(()) };
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     let mut sink = std::io::BufWriter::new(file);
     let mut writer = ParquetWriter::new(&mut sink)
@@ -113,8 +113,7 @@ pub(super) fn write_frames(path: &Path, mut next: impl FnMut() -> Result<Option<
     writer.finish().map_err(polars_error(path))?;
     drop(writer);
     let file = sink.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
-    file.sync_all().map_err(|e| Error::io(path, e))?;
-    Ok(true)
+    file.sync_all().map_err(|e| Error::io(path, e))
 }
 
 pub(super) fn read_frame(path: &Path, columns: &[&str]) -> Result<DataFrame> {

@@ -110,32 +110,31 @@ pub fn check_task(
     on_bad_row: OnBadRow,
     out: &Path,
 ) -> Result<TaskSummary> {
-    check_in_runs(kind, path, name, source, on_bad_row, out, TASK_RUN_LINES)
+    let format = Format::of(name).ok_or_else(|| Error::io(path, "not a csv, csv.gz, csv.zst or parquet file"))?;
+    let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    let file = InputFile { kind, path: path.to_owned(), name: name.to_owned(), format, size };
+    check_in_runs(&file, source, on_bad_row, out, TASK_RUN_LINES)
 }
 
-/// [`check_task`], reading `run_lines` lines at a time.
+/// [`check_task`] of `file`, reading `run_lines` lines at a time.
 fn check_in_runs(
-    kind: Kind,
-    path: &Path,
-    name: &str,
+    file: &InputFile,
     source: u32,
     on_bad_row: OnBadRow,
     out: &Path,
     run_lines: u64,
 ) -> Result<TaskSummary> {
-    let format = Format::of(name).ok_or_else(|| Error::io(path, "not a csv, csv.gz, csv.zst or parquet file"))?;
-    let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
-    let file = InputFile { kind, path: path.to_owned(), name: name.to_owned(), format, size };
+    let kind = file.kind;
     let mut summary = TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error: None };
     let mut rejects: Vec<TaskError> = Vec::new();
     let checked = out.join(format!("{source}.parquet"));
-    let written = (|| -> Result<bool> {
-        let mut pieces = Pieces::open(&file, kind)?;
+    let written = (|| -> Result<()> {
+        let mut pieces = Pieces::open(file, kind)?;
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
         // Each run's valid rows, as a frame; none once the file is read.
         let next_run = || -> Result<Option<DataFrame>> {
             while !pieces.done() {
-                let chunks = ingest::check_run(kind, source, &file, &mut pieces, run_lines, on_bad_row)?;
+                let chunks = ingest::check_run(kind, source, file, &mut pieces, run_lines, on_bad_row)?;
                 let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
                 for chunk in &chunks {
                     summary.read += chunk.read();
@@ -152,12 +151,12 @@ fn check_in_runs(
         parquet_io::write_frames(&checked, next_run)
     })();
     match written {
-        Ok(_) => {}
+        Ok(()) => {}
         Err(Error::BadRecord(bad)) => {
-            // No checked file of a file that failed.
+            // A file that failed: its bad row, and no checked file or counts.
             let _ = std::fs::remove_file(&checked);
-            summary.error = Some(TaskError::from(&*bad));
-            return Ok(summary);
+            let error = Some(TaskError::from(&*bad));
+            return Ok(TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error });
         }
         Err(e) => return Err(e),
     }
@@ -230,10 +229,11 @@ mod tests {
         }
         let input = dir.path().join("charges.csv");
         std::fs::write(&input, &text).expect("write");
+        let (name, format, size) = ("charges/a.csv".to_owned(), Format::Csv, text.len() as u64);
+        let file = InputFile { kind: Kind::Charges, path: input.clone(), name, format, size };
         let checked = |run_lines: u64, on_bad_row: OnBadRow| {
             let out = dir.path().join(format!("out-{run_lines}-{on_bad_row:?}"));
-            let summary =
-                check_in_runs(Kind::Charges, &input, "charges/a.csv", 3, on_bad_row, &out, run_lines).expect("checked");
+            let summary = check_in_runs(&file, 3, on_bad_row, &out, run_lines).expect("checked");
             let frame = std::fs::read(out.join("3.parquet"))
                 .ok()
                 .map(|_| parquet_io::read_frame(&out.join("3.parquet"), &CHECKED_COLUMNS).expect("a checked file"));
