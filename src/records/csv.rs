@@ -11,6 +11,9 @@
 //! newline is a boundary, a file's bytes are split into chunks at any
 //! newline and the chunks are parsed in parallel.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use rayon::prelude::*;
 
 use super::decode::Stream;
@@ -165,7 +168,7 @@ where
     F: Fn() -> S + Sync,
 {
     let Some(stream) = Stream::open(&file.path, file.format)? else { return Ok(Vec::new()) };
-    let mut blocks = Blocks { stream, buffers: std::mem::take(buffers), start: 0, ended: false, block_bytes };
+    let mut blocks = Blocks::new(stream, std::mem::take(buffers), block_bytes);
     let read = blocks.header(file, kind).and_then(|header| match header {
         Some(header) => blocks.lines(&header.reader(), 2, u64::MAX, &make_sink).map(|(sinks, _)| sinks),
         None => Ok(Vec::new()),
@@ -186,7 +189,12 @@ struct Blocks<'p> {
     block_bytes: usize,
 }
 
-impl Blocks<'_> {
+impl<'p> Blocks<'p> {
+    /// `stream`'s blocks of about `block_bytes`, decoded into `buffers`.
+    fn new(stream: Stream<'p>, buffers: [Vec<u8>; 2], block_bytes: usize) -> Blocks<'p> {
+        Blocks { stream, buffers, start: 0, ended: false, block_bytes }
+    }
+
     /// Reads the first block (more while it holds no whole first line of
     /// a file that is not blank) and the file's header from it: `None`
     /// for a blank file. The lines after the header are read next.
@@ -271,20 +279,19 @@ pub struct Pieces<'f> {
     source: Source<'f>,
     /// The number of the next line to read.
     line: u64,
-    /// Bytes of the file read so far (of its compressed bytes for a stream).
-    bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 enum Source<'f> {
+    /// A mapped file, read up to `at`.
     Mapped { map: memmap2::Mmap, at: usize },
-    Stream(Blocks<'f>),
+    /// A decoded stream, and the bytes of the file it has read.
+    Stream(Blocks<'f>, Arc<AtomicU64>),
 }
 
 impl<'f> Pieces<'f> {
     /// `file` opened and its header read; `None` for a file without a
     /// header (blank or empty), which holds no rows.
     pub fn open(file: &'f InputFile, kind: Kind) -> Result<Option<Pieces<'f>>> {
-        let bytes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (header, source) = match map(file) {
             Some(map) => {
                 let Some(header) = Header::read(file, kind, &map)? else { return Ok(None) };
@@ -292,18 +299,16 @@ impl<'f> Pieces<'f> {
                 (header, Source::Mapped { map, at })
             }
             None => {
-                let Some(stream) =
-                    Stream::open_counted(&file.path, file.format, bytes.clone()).map_err(|e| file.renamed(e))?
-                else {
-                    return Ok(None);
-                };
-                let mut blocks =
-                    Blocks { stream, buffers: Default::default(), start: 0, ended: false, block_bytes: BLOCK_BYTES };
+                let count = Arc::new(AtomicU64::new(0));
+                let stream =
+                    Stream::open_counted(&file.path, file.format, count.clone()).map_err(|e| file.renamed(e))?;
+                let Some(stream) = stream else { return Ok(None) };
+                let mut blocks = Blocks::new(stream, Default::default(), BLOCK_BYTES);
                 let Some(header) = blocks.header(file, kind).map_err(|e| file.renamed(e))? else { return Ok(None) };
-                (header, Source::Stream(blocks))
+                (header, Source::Stream(blocks, count))
             }
         };
-        Ok(Some(Pieces { file, header, source, line: 2, bytes }))
+        Ok(Some(Pieces { file, header, source, line: 2 }))
     }
 
     /// Reads the next `lines` lines (fewer at the end of the file) into
@@ -330,10 +335,9 @@ impl<'f> Pieces<'f> {
                 let map = &*map;
                 let sinks = reader.body(&rest[..end], self.line, CHUNK_BYTES, &make_sink, &|done| release(map, done));
                 *at += end;
-                self.bytes.store(*at as u64, std::sync::atomic::Ordering::Relaxed);
                 (sinks, read)
             }
-            Source::Stream(blocks) => {
+            Source::Stream(blocks, _) => {
                 blocks.lines(&reader, self.line, lines, &make_sink).map_err(|e| self.file.renamed(e))?
             }
         };
@@ -345,14 +349,17 @@ impl<'f> Pieces<'f> {
     pub fn done(&self) -> bool {
         match &self.source {
             Source::Mapped { map, at } => *at >= map.len(),
-            Source::Stream(blocks) => blocks.done(),
+            Source::Stream(blocks, _) => blocks.done(),
         }
     }
 
     /// Bytes of the file on disk read so far (compressed bytes for a
     /// compressed file).
     pub fn bytes_read(&self) -> u64 {
-        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
+        match &self.source {
+            Source::Mapped { at, .. } => *at as u64,
+            Source::Stream(_, count) => count.load(Ordering::Relaxed),
+        }
     }
 }
 

@@ -6,8 +6,9 @@
 //! contract's column order; [`parse_record`] checks every column and yields
 //! a borrowed [`Record`], the one typed shape every later stage trusts
 //! (`check.rs`). [`decode`] is the one decoder of input files (gzip, zstd,
-//! the BOM); [`pieces`] a file read a run of lines at a time; [`bad_rows`] what happens to a row that breaks the contract,
-//! and the one `rejected.csv` of every command.
+//! the BOM); [`pieces`] a file read a run of lines at a time; [`bad_rows`]
+//! what happens to a row that breaks the contract, and the one
+//! `rejected.csv` of every command.
 
 pub mod account_token;
 pub mod accounts;
