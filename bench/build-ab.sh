@@ -31,10 +31,11 @@ for round in $(seq "$rounds"); do
             env CARGO_TARGET_DIR="$work/target" cargo build --release --quiet)
         echo "$round $rev $(cat "$work/time")"
     done
-done | tee /dev/stderr | python3 -c '
+done | python3 -c '
 import statistics, sys
 runs = {}
 for line in sys.stdin:
+    print(line, end="", flush=True)
     _, rev, wall, user = line.split()
     runs.setdefault(rev, []).append((float(wall), float(user)))
 first = next(iter(runs.values()))

@@ -34,10 +34,11 @@ for round in $(seq "$rounds"); do
     /usr/bin/time -f '%e %U %S %M' -o "$times" "$bin" ingest --data "$data" --store "$store" --quiet "${args[@]}" > /dev/null
     echo "$round $(basename "$bin") $(cat "$times")"
   done
-done | tee /dev/stderr | python3 -c '
+done | python3 -c '
 import statistics, sys
 runs = {}
 for line in sys.stdin:
+    print(line, end="", flush=True)
     _, name, wall, user, sys_, rss = line.split()
     runs.setdefault(name, []).append((float(wall), float(user), float(sys_), int(rss) / 1024))
 first = next(iter(runs.values()))
