@@ -48,6 +48,55 @@ const SHARED_BUFFERS: usize = 64;
 /// The shared buffers taken now.
 static SHARED: Budget = Budget::new(SHARED_BUFFERS);
 
+/// Block buffers kept, at most, for the next writers once a writer is done
+/// with them. A new buffer is zeroed (`calloc`'s `memset`, its fresh pages
+/// faulted in): made for every writer, that was 3.5 % of a small ingest's
+/// instructions (docs/performance.md "Round 24"). Bounded, so that a burst
+/// of writers does not keep its buffers from the rest of the process.
+const POOLED: usize = 32;
+
+/// The block buffers writers are done with ([`Pooled`]).
+static POOL: std::sync::Mutex<Vec<AlignedBuffer>> = std::sync::Mutex::new(Vec::new());
+
+/// A writer's block buffer ([`WRITE_BYTES`]): from the pool where one is
+/// there, else new; back to the pool when dropped, wherever that is (the
+/// writer, its thread, a queue), while the pool holds fewer than
+/// [`POOLED`]. Its bytes are whatever the last writer left: a writer
+/// writes only what it filled, and pads its last block itself.
+#[derive(Debug)]
+struct Pooled(AlignedBuffer);
+
+impl Pooled {
+    fn take() -> Pooled {
+        let kept = POOL.lock().ok().and_then(|mut pool| pool.pop());
+        Pooled(kept.unwrap_or_else(|| AlignedBuffer::new(WRITE_BYTES)))
+    }
+}
+
+impl std::ops::Deref for Pooled {
+    type Target = AlignedBuffer;
+    fn deref(&self) -> &AlignedBuffer {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Pooled {
+    fn deref_mut(&mut self) -> &mut AlignedBuffer {
+        &mut self.0
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let buffer = std::mem::take(&mut self.0);
+        if let Ok(mut pool) = POOL.lock() {
+            if pool.len() < POOLED {
+                pool.push(buffer);
+            }
+        }
+    }
+}
+
 /// A count of buffers taken from a fixed number.
 #[derive(Debug)]
 struct Budget {
@@ -63,8 +112,9 @@ impl Budget {
 
 /// A byte buffer whose usable part starts at an [`ALIGN`]ed address, from a
 /// plain `Vec` (no `unsafe`): it is allocated once, `ALIGN` bytes larger,
-/// and never grows, so the aligned start stays where it was found.
-#[derive(Debug)]
+/// and never grows, so the aligned start stays where it was found. (The
+/// default holds nothing: what a [`Pooled`] leaves behind.)
+#[derive(Debug, Default)]
 pub(crate) struct AlignedBuffer {
     bytes: Vec<u8>,
     start: usize,
@@ -168,8 +218,8 @@ impl BlockFile {
 /// one (its length, and the writer's count of shared buffers, given back
 /// once it is written).
 enum Block {
-    Full(AlignedBuffer),
-    Last(AlignedBuffer, usize, Shared),
+    Full(Pooled),
+    Last(Pooled, usize, Shared),
 }
 
 /// A [`BlockFile`] on a thread of its own, so that the writer goes on
@@ -181,7 +231,7 @@ struct Behind {
     /// Buffers written, to be filled again (behind a lock only so that a
     /// writer can be shared, as a Parquet writer's `&self` is, between
     /// threads that do not write).
-    spare: std::sync::Mutex<std::sync::mpsc::Receiver<AlignedBuffer>>,
+    spare: std::sync::Mutex<std::sync::mpsc::Receiver<Pooled>>,
     thread: WriteThread,
     /// Buffers of its own made so far (at most [`MAX_BUFFERS`]).
     buffers: usize,
@@ -312,7 +362,7 @@ enum Sink {
 /// later `write`, or from `finish`.
 #[derive(Debug)]
 pub(crate) struct DirectWriter {
-    buffer: AlignedBuffer,
+    buffer: Pooled,
     /// Bytes in the buffer.
     len: usize,
     sink: Option<Sink>,
@@ -329,7 +379,7 @@ impl DirectWriter {
     fn create_with(path: &Path, around: bool, budget: &'static Budget) -> std::io::Result<DirectWriter> {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
-        let buffer = AlignedBuffer::new(WRITE_BYTES);
+        let buffer = Pooled::take();
         let (file, direct) = open(path, &options, around && buffer.aligned())?;
         let file = BlockFile { path: path.to_owned(), file, direct, written: 0 };
         // The thread is for the device's wait: without direct I/O the page
@@ -354,9 +404,9 @@ impl DirectWriter {
                     Some(buffer) => Some(buffer),
                     None if behind.buffers < MAX_BUFFERS => {
                         behind.buffers += 1;
-                        Some(AlignedBuffer::new(WRITE_BYTES))
+                        Some(Pooled::take())
                     }
-                    None if behind.shared.take() => Some(AlignedBuffer::new(WRITE_BYTES)),
+                    None if behind.shared.take() => Some(Pooled::take()),
                     None => spare.and_then(|spare| spare.recv().ok()),
                 };
                 let full = next.map(|next| std::mem::replace(&mut self.buffer, next));
@@ -532,6 +582,31 @@ mod tests {
             out.finish().unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), data, "{n} bytes");
         }
+    }
+
+    /// Writers on several threads at once, each file of several blocks
+    /// in buffers other writers left behind (their bytes whatever those
+    /// held), hold exactly their own bytes; and the pool keeps at most
+    /// [`POOLED`] buffers, whatever was written.
+    #[test]
+    fn pooled_buffers_carry_nothing_over_and_stay_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        std::thread::scope(|scope| {
+            for t in 0..4usize {
+                let dir = dir.path();
+                scope.spawn(move || {
+                    for (i, n) in [3 * WRITE_BYTES + 11, 17, ALIGN + 1, 2 * WRITE_BYTES].into_iter().enumerate() {
+                        let path = dir.join(format!("t{t}-{i}"));
+                        let data: Vec<u8> = bytes(n).iter().map(|b| b.wrapping_add(t as u8 * 31 + i as u8)).collect();
+                        let mut out = DirectWriter::create(&path).unwrap();
+                        out.write_all(&data).unwrap();
+                        out.finish().unwrap();
+                        assert!(std::fs::read(&path).unwrap() == data, "thread {t}, file {i}: {n} bytes");
+                    }
+                });
+            }
+        });
+        assert!(POOL.lock().unwrap().len() <= POOLED);
     }
 
     /// A file finished without a wait ([`DirectWriter::finish_behind`])
