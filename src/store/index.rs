@@ -76,9 +76,11 @@ pub fn unpack(place: u64) -> (u32, u64) {
 /// Writes the entries of `parts` (in any order; written by partition, each
 /// partition's in their order, part after part) to a new index file at
 /// `path`, then handed to `syncer`. (An ingest's batch hands each chunk's
-/// entries as they are, not copied into one vector first.) The file's
-/// bytes are made whole in memory, 32 per entry (a batch's file is tens of
-/// MB), so that each entry is read once and put where its partition goes.
+/// entries as they are, not copied into one vector first.) The entries are
+/// put in the file's order by a count (one pass over them in their order,
+/// not one per partition), as references: 8 bytes an entry held, not the
+/// file's 32 (a batch's file is tens of MB, which were zeroed, filled,
+/// then copied into the writer's blocks: docs/performance.md "Round 24").
 pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Result<()> {
     let entries = || parts.iter().flat_map(|part| part.iter());
     let mut offsets = vec![0u64; PARTITIONS + 1];
@@ -88,30 +90,39 @@ pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Res
     for p in 0..PARTITIONS {
         offsets[p + 1] += offsets[p];
     }
-    let start = IndexFile::data_start() as usize;
-    let mut bytes = vec![0u8; start + offsets[PARTITIONS] as usize * ENTRY_BYTES];
-    bytes[0..8].copy_from_slice(MAGIC);
-    bytes[8..16].copy_from_slice(&(PARTITIONS as u64).to_le_bytes());
-    for (slot, offset) in bytes[16..start].chunks_exact_mut(8).zip(&offsets) {
-        slot.copy_from_slice(&offset.to_le_bytes());
-    }
-    // The entries by partition, each partition's in their order (what a
-    // stable sort by partition gives): each put where it goes by the
-    // count, in one pass over them in order (not one pass per partition).
-    let mut next: Vec<usize> = offsets[..PARTITIONS].iter().map(|&o| start + o as usize * ENTRY_BYTES).collect();
-    for entry in entries() {
-        let at = &mut next[entry.partition()];
-        let slot = &mut bytes[*at..*at + ENTRY_BYTES];
-        slot[0..8].copy_from_slice(&entry.id.0.to_le_bytes());
-        slot[8..16].copy_from_slice(&entry.id.1.to_le_bytes());
-        slot[16..24].copy_from_slice(&entry.content.to_le_bytes());
-        slot[24..32].copy_from_slice(&entry.place.to_le_bytes());
-        *at += ENTRY_BYTES;
+    let mut header = Vec::with_capacity(IndexFile::data_start() as usize);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&(PARTITIONS as u64).to_le_bytes());
+    for offset in &offsets {
+        header.extend_from_slice(&offset.to_le_bytes());
     }
     // Around the page cache: read back only by this run's candidate checks,
     // in large reads that go around it too.
     let mut out = DirectWriter::create(path).map_err(|e| Error::io(path, e))?;
-    out.write_all(&bytes).map_err(|e| Error::io(path, e))?;
+    out.write_all(&header).map_err(|e| Error::io(path, e))?;
+    if let Some(first) = entries().next() {
+        // The entries by partition, each partition's in their order (what
+        // a stable sort by partition gives), each put where it goes by
+        // the count.
+        let mut order = vec![first; offsets[PARTITIONS] as usize];
+        let mut next: Vec<usize> = offsets[..PARTITIONS].iter().map(|&o| o as usize).collect();
+        for entry in entries() {
+            let at = &mut next[entry.partition()];
+            order[*at] = entry;
+            *at += 1;
+        }
+        const BLOCK_ENTRIES: usize = 2048;
+        let mut block = vec![0u8; BLOCK_ENTRIES * ENTRY_BYTES];
+        for run in order.chunks(BLOCK_ENTRIES) {
+            for (slot, entry) in block.chunks_exact_mut(ENTRY_BYTES).zip(run) {
+                slot[0..8].copy_from_slice(&entry.id.0.to_le_bytes());
+                slot[8..16].copy_from_slice(&entry.id.1.to_le_bytes());
+                slot[16..24].copy_from_slice(&entry.content.to_le_bytes());
+                slot[24..32].copy_from_slice(&entry.place.to_le_bytes());
+            }
+            out.write_all(&block[..run.len() * ENTRY_BYTES]).map_err(|e| Error::io(path, e))?;
+        }
+    }
     let file = out.finish().map_err(|e| Error::io(path, e))?;
     syncer.sync(path, file)
 }
@@ -326,6 +337,36 @@ mod tests {
         let Err(error) = IndexFile::open(&damaged) else { panic!("a damaged table is refused") };
         let error = error.chain();
         assert!(error.contains("damaged.idx") && error.contains("partition table"), "{error}");
+    }
+
+    /// The file's bytes are the layout of the module's documentation: the
+    /// header, then the entries stably sorted by partition, 32 bytes each
+    /// (here across several of the writer's blocks of entries, and parts
+    /// of every size, empty ones included).
+    #[test]
+    fn index_file_bytes_are_the_documented_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries: Vec<IndexEntry> =
+            (0..9000).map(|i| IndexEntry { id: id(i * 7 + 1), content: i ^ 0x5a5a, place: pack((3, i)) }).collect();
+        for cuts in [vec![0, 9000], vec![0, 0, 1, 2048, 2049, 9000, 9000], vec![0, 4095, 4096, 9000]] {
+            let parts: Vec<&[IndexEntry]> = cuts.windows(2).map(|w| &entries[w[0]..w[1]]).collect();
+            let path = dir.path().join("x.idx");
+            write_index(&path, &parts, &Syncer::at_once()).unwrap();
+            let mut sorted = entries.clone();
+            sorted.sort_by_key(|e| e.partition());
+            let mut expected = MAGIC.to_vec();
+            expected.extend_from_slice(&(PARTITIONS as u64).to_le_bytes());
+            for p in 0..=PARTITIONS {
+                let before = sorted.iter().filter(|e| e.partition() < p).count() as u64;
+                expected.extend_from_slice(&before.to_le_bytes());
+            }
+            for e in &sorted {
+                for word in [e.id.0, e.id.1, e.content, e.place] {
+                    expected.extend_from_slice(&word.to_le_bytes());
+                }
+            }
+            assert!(std::fs::read(&path).unwrap() == expected, "cuts {cuts:?}");
+        }
     }
 
     #[test]
