@@ -698,9 +698,9 @@ impl Shard {
                 day_rows.orders.clear();
                 day_rows.orders.extend(day_rows.rows.iter().map(|(key, _)| key.order().map(rank).packed()));
             }
-            sort_day(&day_rows, start, &mut scratch.keyed)?;
+            sort_day(&day_rows, start, &mut scratch.keyed, &mut scratch.sorted)?;
             for (output, grain) in outputs.iter_mut().zip(crate::store::GRAINS) {
-                sum_grain(&day_rows, start, grain, &mut scratch, &mut output.buffer, &overflow)?;
+                sum_grain(start, grain, &mut scratch, &mut output.buffer, &overflow)?;
                 output.write_full(account, &strings)?;
             }
         }
@@ -736,6 +736,10 @@ struct DayScratch {
     /// Each row's (order, 15-minute slot in the day) as one integer, and
     /// its position; sorted.
     keyed: Vec<(u128, u32)>,
+    /// The day's rows in the order of `keyed`: gathered once, so that
+    /// each grain's sum reads them in sequence (two passes of random
+    /// reads into the day were an eighth of the merge's own time).
+    sorted: Vec<(RollupKey, Totals)>,
     /// A grain's rows in (order, slot) order, and the slot of each (in
     /// the day, in the grain's units).
     grouped: Vec<(RollupKey, Totals)>,
@@ -749,8 +753,14 @@ struct DayScratch {
 /// Sorts the rows of one account and day (`input`, the day starting at
 /// `start`) into `keyed` by report order, then 15-minute slot: one sort,
 /// from which [`sum_grain`] sums every grain (rows of one coarser slot and
-/// order are a run of it, since a coarser slot is a run of finer ones).
-fn sort_day(input: &DayRows, start: i64, keyed: &mut Vec<(u128, u32)>) -> Result<()> {
+/// order are a run of it, since a coarser slot is a run of finer ones);
+/// and gathers the rows in that order into `sorted`.
+fn sort_day(
+    input: &DayRows,
+    start: i64,
+    keyed: &mut Vec<(u128, u32)>,
+    sorted: &mut Vec<(RollupKey, Totals)>,
+) -> Result<()> {
     let broken = || Error::Internal("a rollup day holds a slot off the 15-minute grid or past the day".to_owned());
     keyed.clear();
     for (i, ((key, _), order)) in input.rows.iter().zip(&input.orders).enumerate() {
@@ -765,11 +775,19 @@ fn sort_day(input: &DayRows, start: i64, keyed: &mut Vec<(u128, u32)>) -> Result
         keyed.push((order << DAY_SLOT_BITS | slot, i as u32));
     }
     keyed.sort_unstable();
+    sorted.clear();
+    let at = |n: usize| keyed.get(n).and_then(|&(_, i)| input.rows.get(i as usize));
+    for n in 0..keyed.len() {
+        if let Some(later) = at(n + GATHER_AHEAD) {
+            prefetch(later);
+        }
+        sorted.extend(at(n));
+    }
     Ok(())
 }
 
-/// Sums the rows of one day (`input`, sorted by [`sort_day`] into
-/// `scratch.keyed`) at `grain` onto the end of `out`, in the rollup file's row
+/// Sums the rows of one day (sorted by [`sort_day`] into
+/// `scratch.keyed` and `scratch.sorted`) at `grain` onto the end of `out`, in the rollup file's row
 /// order: slot first (so row-group statistics can skip by time), then the
 /// report's order of the other fields. Rows of one slot and order are one
 /// group (the order is one-to-one with the fields after the account and
@@ -778,7 +796,6 @@ fn sort_day(input: &DayRows, start: i64, keyed: &mut Vec<(u128, u32)>) -> Result
 /// has at most 96 slots; within a slot the order stays). `overflow` is the
 /// error of a sum past the totals' range.
 fn sum_grain(
-    input: &DayRows,
     start: i64,
     grain: i64,
     scratch: &mut DayScratch,
@@ -791,14 +808,13 @@ fn sum_grain(
         return Err(Error::Internal(format!("rollup grain {grain} s does not cut the day in 15-minute slots")));
     }
     let per = per as u128;
-    let DayScratch { keyed, grouped, slots, starts, order } = scratch;
+    let DayScratch { keyed, sorted, grouped, slots, starts, order } = scratch;
     grouped.clear();
     slots.clear();
     let mut last: Option<u128> = None;
-    for &(k, i) in keyed.iter() {
+    for (&(k, _), (key, totals)) in keyed.iter().zip(sorted.iter()) {
         let slot = (k & ((1 << DAY_SLOT_BITS) - 1)) / per;
         let group = (k >> DAY_SLOT_BITS) << DAY_SLOT_BITS | slot;
-        let (key, totals) = &input.rows[i as usize];
         match grouped.last_mut() {
             Some((_, sum)) if last == Some(group) => *sum = sum.checked_add(totals).ok_or_else(overflow)?,
             _ => {
@@ -1283,8 +1299,8 @@ mod tests {
                 *sum = (sum.0 + totals.records, sum.1 + totals.amount);
             }
             let (mut scratch, mut out) = (DayScratch::default(), vec![input.rows[0]]);
-            sort_day(&input, start, &mut scratch.keyed).expect("sorted");
-            sum_grain(&input, start, grain, &mut scratch, &mut out, &overflow).expect("summed");
+            sort_day(&input, start, &mut scratch.keyed, &mut scratch.sorted).expect("sorted");
+            sum_grain(start, grain, &mut scratch, &mut out, &overflow).expect("summed");
             assert_eq!(out.remove(0), input.rows[0], "rows are added after those there");
             let got: Vec<_> =
                 out.iter().map(|(key, totals)| (by_text(key, grain), (totals.records, totals.amount))).collect();
@@ -1293,11 +1309,11 @@ mod tests {
         }
         // A slot off the 15-minute grid, or past the day, is a broken
         // input, not a wrong sum.
-        let mut keyed = Vec::new();
+        let (mut keyed, mut sorted) = (Vec::new(), Vec::new());
         for slot in [start + 60, start + 86_400 * 2, start - 900] {
             let mut broken = DayRows { rows: input.rows.clone(), orders: input.orders.clone() };
             broken.rows[7].0.slot = slot;
-            assert!(sort_day(&broken, start, &mut keyed).is_err(), "slot {slot}");
+            assert!(sort_day(&broken, start, &mut keyed, &mut sorted).is_err(), "slot {slot}");
         }
     }
 
