@@ -1,7 +1,8 @@
 //! Parquet files read without trusting them: every Parquet file telemeter
 //! reads (raw inputs, resource files, a store's files, Spark's parts) goes
 //! through [`read_frame`], or, for a rollup's columns, through
-//! [`check_chunk`] before polars' decoders.
+//! [`check_chunk`] before polars' decoders; and [`STATISTICS`], those of
+//! every Parquet file telemeter writes.
 //!
 //! polars' Parquet decoders trust the file. A damaged page header (its
 //! count of values or its size) makes a decoder ask for memory no process
@@ -27,6 +28,20 @@ use polars_parquet::parquet::metadata::{ColumnChunkMetadata, FileMetadata};
 use polars_parquet::parquet::read::read_metadata;
 use polars_parquet_format::thrift::protocol::TCompactInputProtocol;
 use polars_parquet_format::{FileMetaData as ThriftFileMetadata, PageHeader, PageType};
+
+/// The statistics of every Parquet file telemeter writes (the store's, the
+/// Spark tasks' checked rows, `generate --format parquet`): polars' default
+/// ones (minimum, maximum and null count of each page), with the text
+/// minimums and maximums cut at polars' default 64 bytes. Fixed here: left
+/// to polars, that cut comes from `POLARS_PARQUET_BINARY_STATISTICS_TRUNCATE_LEN`
+/// in the environment, and the same inputs could give other bytes.
+pub const STATISTICS: polars_parquet::write::StatisticsOptions = polars_parquet::write::StatisticsOptions {
+    min_value: true,
+    max_value: true,
+    distinct_count: false,
+    null_count: true,
+    binary_statistics_truncate_length: Some(64),
+};
 
 use crate::error::{Error, Result};
 

@@ -282,7 +282,10 @@ impl Plan {
         }
         let height = rows.len();
         let mut frame = DataFrame::new(height, columns).map_err(std::io::Error::other)?;
-        ParquetWriter::new(out).finish(&mut frame).map_err(std::io::Error::other)?;
+        ParquetWriter::new(out)
+            .with_statistics(crate::parquet::STATISTICS)
+            .finish(&mut frame)
+            .map_err(std::io::Error::other)?;
         Ok(())
     }
 }

@@ -102,6 +102,7 @@ pub(super) fn write_frames(path: &Path, mut next: impl FnMut() -> Result<Option<
     let mut sink = std::io::BufWriter::new(file);
     let mut writer = ParquetWriter::new(&mut sink)
         .with_compression(ParquetCompression::Snappy)
+        .with_statistics(crate::parquet::STATISTICS)
         .with_row_group_size(Some(ROW_GROUP_ROWS))
         .batched(first.schema())
         .map_err(polars_error(path))?;

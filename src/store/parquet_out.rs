@@ -40,7 +40,7 @@ use polars_parquet::parquet::statistics::{FixedLenStatistics, ParquetStatistics}
 use polars_parquet::parquet::CowBuffer;
 use polars_parquet::write::{
     array_to_columns, compress, fallible_streaming_iterator, write_def_levels, CompressedPage, CompressionOptions,
-    DynIter, DynStreamingIterator, Encoding, FileWriter, Page, ParquetType, StatisticsOptions, Version, WriteOptions,
+    DynIter, DynStreamingIterator, Encoding, FileWriter, Page, ParquetType, Version, WriteOptions,
 };
 use rayon::prelude::*;
 
@@ -364,15 +364,10 @@ pub(super) struct ParquetOut {
 /// in less CPU than Snappy, the rollups 6 % smaller and the records 3 %
 /// larger, and decodes faster: docs/performance.md "Round 5"), polars'
 /// default statistics (min, max, null count), format 1 pages, polars'
-/// default page size.
+/// default page size ([`crate::parquet::STATISTICS`]: the text statistics'
+/// cut fixed, not read from the environment).
 const OPTIONS: WriteOptions = WriteOptions {
-    statistics: StatisticsOptions {
-        min_value: true,
-        max_value: true,
-        distinct_count: false,
-        null_count: true,
-        binary_statistics_truncate_length: None,
-    },
+    statistics: crate::parquet::STATISTICS,
     version: Version::V1,
     compression: CompressionOptions::Lz4Raw,
     data_page_size: None,

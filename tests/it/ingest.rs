@@ -493,3 +493,36 @@ fn a_large_file_is_ingested_in_runs_of_lines_as_it_is_whole() {
     assert_eq!(by_runs.stderr.replace("clash-runs", "clash-whole"), by_whole.stderr);
     assert!(by_runs.stderr.contains("calls/part-000.csv:100") && by_runs.stderr.contains("calls/part-000.csv:20000"));
 }
+
+/// A store's bytes are its inputs' alone: not the thread count, nor
+/// polars' environment (`POLARS_PARQUET_BINARY_STATISTICS_TRUNCATE_LEN`
+/// once cut the text statistics of every Parquet file the ingest wrote,
+/// and of `generate --format parquet`'s).
+#[test]
+fn a_store_is_the_same_bytes_whatever_the_threads_and_the_polars_environment() {
+    let temp = temp_dir();
+    let data = temp.path().join("data");
+    generate(&data, "11", "2026-10-01", "20");
+    let other_env = || {
+        let mut command = crate::common::command();
+        command.env("POLARS_PARQUET_BINARY_STATISTICS_TRUNCATE_LEN", "4").env("TELEMETER_THREADS", "1");
+        command
+    };
+    let (plain, other) = (temp.path().join("plain"), temp.path().join("other"));
+    ingest(&data, &plain, &[]).ok();
+    crate::common::run_command(&["ingest", "--data", s(&data), "--store", s(&other)], other_env()).ok();
+    for folder in ["records", "index", "rollups"] {
+        let (expected, got) = (contents(&plain, folder), contents(&other, folder));
+        assert!(!expected.is_empty(), "{folder}: no files");
+        assert!(expected == got, "{folder}: the files differ");
+    }
+    let generated = |dir: &Path, command| {
+        let args =
+            ["generate", "--out", s(dir), "--format", "parquet", "--files", "1", "--calls", "300", "--messages", "200"];
+        crate::common::run_command(&args, command).ok();
+        contents(dir, "calls").into_iter().chain(contents(dir, "messages")).collect::<Vec<_>>()
+    };
+    let expected = generated(&temp.path().join("parquet"), crate::common::command());
+    assert_eq!(expected.len(), 2, "a calls file and a messages file");
+    assert!(generated(&temp.path().join("parquet-other"), other_env()) == expected, "generated files differ");
+}
