@@ -278,7 +278,8 @@ impl<'p> ParquetFile<'p> {
         if let Rows::Slice(offset, len) = rows {
             reader = reader.with_slice(Some((offset, len)));
         }
-        self.decode(reader)
+        let total = self.metadata.num_rows;
+        self.decode(reader, to.min(total) - from.min(total))
     }
 
     /// `columns` of the row groups `groups` (a range of their indexes) as
@@ -293,8 +294,9 @@ impl<'p> ParquetFile<'p> {
         let mut reader = ParquetReader::new(Cursor::new(&self.bytes[..]))
             .with_columns(Some(names))
             .read_parallel(ParallelStrategy::None);
+        let rows = metadata.num_rows;
         reader.set_metadata(Arc::new(metadata));
-        self.decode(reader)
+        self.decode(reader, rows)
     }
 
     /// `columns`' names, every column's when `None`.
@@ -319,12 +321,25 @@ impl<'p> ParquetFile<'p> {
         Ok(())
     }
 
-    /// What `reader` reads, a panic in polars' decoders an error.
-    fn decode(&self, reader: ParquetReader<Cursor<&[u8]>>) -> Result<DataFrame> {
-        match guarded(|| reader.finish()) {
-            Ok(frame) => frame.map_err(|e| unreadable(self.path, e)),
-            Err(panic) => Err(unreadable(self.path, format!("its pages do not decode ({panic})"))),
+    /// What `reader` reads (`rows` rows, by the footer), a panic in polars'
+    /// decoders an error, and so is a column of another length: built
+    /// without debug assertions, polars' decoders can give a damaged
+    /// page's column fewer values than its row group's rows (a column of
+    /// none, in the fuzz corpus), which a reader indexing the frame's
+    /// rows would run past.
+    fn decode(&self, reader: ParquetReader<Cursor<&[u8]>>, rows: usize) -> Result<DataFrame> {
+        let frame = match guarded(|| reader.finish()) {
+            Ok(frame) => frame.map_err(|e| unreadable(self.path, e))?,
+            Err(panic) => return Err(unreadable(self.path, format!("its pages do not decode ({panic})"))),
+        };
+        for column in frame.columns() {
+            if column.len() != rows {
+                let (name, values) = (column.name(), column.len());
+                let why = format!("its pages do not decode (column '{name}': {values} values for {rows} rows)");
+                return Err(unreadable(self.path, why));
+            }
         }
+        Ok(frame)
     }
 }
 
