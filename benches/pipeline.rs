@@ -88,7 +88,7 @@ fn parse(c: &mut Criterion) {
     group.sample_size(20);
     group.bench_function("csv_to_checked_records_200k_calls", |b| {
         b.iter(|| {
-            let sinks = records::csv::read(&file, Kind::Calls, &bytes, Checked::default).expect("readable");
+            let sinks = records::csv::read(&file, &bytes, Checked::default).expect("readable");
             let valid: u64 = sinks.iter().map(|s| s.valid).sum();
             assert_eq!(valid, 200_000);
             valid
@@ -113,9 +113,8 @@ fn dedup_entries(rows: u64) -> Vec<ScanEntries> {
         }
     }
     let (file, bytes) = calls_file(rows);
-    let sinks =
-        records::csv::read(&file, Kind::Calls, &bytes, || Entries(None, (0..PARTITIONS).map(|_| Vec::new()).collect()))
-            .expect("readable");
+    let sinks = records::csv::read(&file, &bytes, || Entries(None, (0..PARTITIONS).map(|_| Vec::new()).collect()))
+        .expect("readable");
     sinks.into_iter().map(|sink| (Origin { file: 0, first_line: sink.0.unwrap_or(0) }, sink.1)).collect()
 }
 

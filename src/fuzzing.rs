@@ -234,7 +234,7 @@ fn split_line(line: &[u8]) -> Option<Vec<Vec<u8>>> {
 fn check_csv(kind: Kind, bytes: &[u8]) {
     let name = format!("{}/fuzz.csv", kind.name());
     let file = InputFile { kind, path: PathBuf::from(&name), name, format: Format::Csv, size: bytes.len() as u64 };
-    let read = records::csv::read(&file, kind, bytes, || Collect { kind, rows: Vec::new() });
+    let read = records::csv::read(&file, bytes, || Collect { kind, rows: Vec::new() });
     let expected = line_rows(kind, bytes);
     let rows: Vec<Row> = match (read, &expected) {
         (Ok(sinks), Some(expected)) => {
@@ -632,7 +632,7 @@ pub fn parquet_input(data: &[u8]) {
             size: data.len() as u64,
         };
         let mut sink = Collect { kind, rows: Vec::new() };
-        match records::parquet::read(&file, kind, &mut sink) {
+        match records::parquet::read(&file, &mut sink) {
             Ok(()) => {
                 let lines: Vec<u64> = sink.rows.iter().map(|row| row.line).collect();
                 assert!(lines.iter().copied().eq(1..=lines.len() as u64), "rows out of order: {lines:?}");

@@ -37,16 +37,16 @@ fn scan_file<'s>(
     }
     let new_scan = || Scan::new(file, index, selector, on_bad_row, fail_at, seed);
     match file.format {
-        Format::Parquet => records::parquet::read_parts(file, file.kind, new_scan),
+        Format::Parquet => records::parquet::read_parts(file, new_scan),
         _ => {
             if let Some(map) = records::csv::map(file) {
-                return records::csv::read_mapped(file, file.kind, &map, new_scan);
+                return records::csv::read_mapped(file, &map, new_scan);
             }
             // Block buffers are reused: a fresh buffer costs a page fault
             // (and a zeroed page) per 4 KiB, as much as decoding into it.
             let take = || BUFFERS.lock().map(|mut pool| pool.pop().unwrap_or_default()).unwrap_or_default();
             let mut buffers = [take(), take()];
-            let scans = records::csv::read_stream(file, file.kind, &mut buffers, new_scan);
+            let scans = records::csv::read_stream(file, &mut buffers, new_scan);
             if let Ok(mut pool) = BUFFERS.lock() {
                 for bytes in buffers {
                     if pool.len() < 2 * (rayon::current_num_threads() + 1) && bytes.capacity() <= MAX_SPARE_BUFFER {

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use super::decode::Stream;
 use super::files::{Format, InputFile};
 use super::simd::{is_printable_unquoted, split_commas, Commas, Line};
-use super::{Field, Kind};
+use super::Field;
 use crate::error::Result;
 
 /// What a reader hands each row to.
@@ -101,29 +101,28 @@ fn release(map: &memmap2::Mmap, done: &[u8]) {
 
 /// [`read`] of a file [`map`]ped: each chunk's pages are released once it
 /// is read.
-pub fn read_mapped<S, F>(file: &InputFile, kind: Kind, map: &memmap2::Mmap, make_sink: F) -> Result<Vec<S>>
+pub fn read_mapped<S, F>(file: &InputFile, map: &memmap2::Mmap, make_sink: F) -> Result<Vec<S>>
 where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    read_in_chunks(file, kind, map, CHUNK_BYTES, make_sink, &|done| release(map, done))
+    read_in_chunks(file, map, CHUNK_BYTES, make_sink, &|done| release(map, done))
 }
 
 /// Reads every row of a CSV file's `bytes` into sinks made by `make_sink`,
 /// each taking a run of consecutive chunks; the sinks come in file order.
-pub fn read<S, F>(file: &InputFile, kind: Kind, bytes: &[u8], make_sink: F) -> Result<Vec<S>>
+pub fn read<S, F>(file: &InputFile, bytes: &[u8], make_sink: F) -> Result<Vec<S>>
 where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    read_in_chunks(file, kind, bytes, CHUNK_BYTES, make_sink, &|_| ())
+    read_in_chunks(file, bytes, CHUNK_BYTES, make_sink, &|_| ())
 }
 
 /// [`read`] with chunks of about `chunk_bytes`, handing each part of
 /// `bytes` read to the end to `done` (chunks once counted, and once read).
 fn read_in_chunks<S, F>(
     file: &InputFile,
-    kind: Kind,
     bytes: &[u8],
     chunk_bytes: usize,
     make_sink: F,
@@ -133,7 +132,7 @@ where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    let Some(header) = Header::read(file, kind, bytes)? else { return Ok(Vec::new()) };
+    let Some(header) = Header::read(file, bytes)? else { return Ok(Vec::new()) };
     let body = &bytes[header.body..];
     Ok(header.reader().body(body, 2, chunk_bytes, &make_sink, done))
 }
@@ -147,29 +146,23 @@ const BLOCK_BYTES: usize = 32 << 20;
 /// reused), the next block decoded while this one is read: the file is
 /// never in memory whole, and decoding overlaps reading. A damaged stream
 /// is an error naming the file, wherever the damage is.
-pub fn read_stream<S, F>(file: &InputFile, kind: Kind, buffers: &mut [Vec<u8>; 2], make_sink: F) -> Result<Vec<S>>
+pub fn read_stream<S, F>(file: &InputFile, buffers: &mut [Vec<u8>; 2], make_sink: F) -> Result<Vec<S>>
 where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    read_blocks(file, kind, buffers, BLOCK_BYTES, make_sink).map_err(|e| file.renamed(e))
+    read_blocks(file, buffers, BLOCK_BYTES, make_sink).map_err(|e| file.renamed(e))
 }
 
 /// [`read_stream`] in blocks of about `block_bytes`.
-fn read_blocks<S, F>(
-    file: &InputFile,
-    kind: Kind,
-    buffers: &mut [Vec<u8>; 2],
-    block_bytes: usize,
-    make_sink: F,
-) -> Result<Vec<S>>
+fn read_blocks<S, F>(file: &InputFile, buffers: &mut [Vec<u8>; 2], block_bytes: usize, make_sink: F) -> Result<Vec<S>>
 where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
     let Some(stream) = Stream::open(&file.path, file.format)? else { return Ok(Vec::new()) };
     let mut blocks = Blocks::new(stream, std::mem::take(buffers), block_bytes);
-    let read = blocks.header(file, kind).and_then(|header| match header {
+    let read = blocks.header(file).and_then(|header| match header {
         Some(header) => blocks.lines(&header.reader(), 2, u64::MAX, &make_sink).map(|(sinks, _)| sinks),
         None => Ok(Vec::new()),
     });
@@ -198,14 +191,14 @@ impl<'p> Blocks<'p> {
     /// Reads the first block (more while it holds no whole first line of
     /// a file that is not blank) and the file's header from it: `None`
     /// for a blank file. The lines after the header are read next.
-    fn header(&mut self, file: &InputFile, kind: Kind) -> Result<Option<Header>> {
+    fn header(&mut self, file: &InputFile) -> Result<Option<Header>> {
         let block = &mut self.buffers[0];
         block.clear();
         self.ended = self.stream.fill(block, self.block_bytes)?;
         while !self.ended && (block.iter().all(u8::is_ascii_whitespace) || memchr::memchr(b'\n', block).is_none()) {
             self.ended = self.stream.fill(block, block.len().saturating_add(self.block_bytes))?;
         }
-        let header = Header::read(file, kind, block)?;
+        let header = Header::read(file, block)?;
         self.start = header.as_ref().map_or(block.len(), |header| header.body);
         Ok(header)
     }
@@ -291,10 +284,10 @@ enum Source<'f> {
 impl<'f> Pieces<'f> {
     /// `file` opened and its header read; `None` for a file without a
     /// header (blank or empty), which holds no rows.
-    pub fn open(file: &'f InputFile, kind: Kind) -> Result<Option<Pieces<'f>>> {
+    pub fn open(file: &'f InputFile) -> Result<Option<Pieces<'f>>> {
         let (header, source) = match map(file) {
             Some(map) => {
-                let Some(header) = Header::read(file, kind, &map)? else { return Ok(None) };
+                let Some(header) = Header::read(file, &map)? else { return Ok(None) };
                 let at = header.body;
                 (header, Source::Mapped { map, at })
             }
@@ -304,7 +297,7 @@ impl<'f> Pieces<'f> {
                     Stream::open_counted(&file.path, file.format, count.clone()).map_err(|e| file.renamed(e))?;
                 let Some(stream) = stream else { return Ok(None) };
                 let mut blocks = Blocks::new(stream, Default::default(), BLOCK_BYTES);
-                let Some(header) = blocks.header(file, kind).map_err(|e| file.renamed(e))? else { return Ok(None) };
+                let Some(header) = blocks.header(file).map_err(|e| file.renamed(e))? else { return Ok(None) };
                 (header, Source::Stream(blocks, count))
             }
         };
@@ -376,7 +369,7 @@ struct Header {
 impl Header {
     /// The header of a file that starts with `bytes` (its first line, or
     /// all of it), or `None` for a blank file, which holds no rows.
-    fn read(file: &InputFile, kind: Kind, bytes: &[u8]) -> Result<Option<Header>> {
+    fn read(file: &InputFile, bytes: &[u8]) -> Result<Option<Header>> {
         let text = super::decode::strip_bom(bytes);
         if text.iter().all(|b| b.is_ascii_whitespace()) {
             return Ok(None);
@@ -389,7 +382,7 @@ impl Header {
                 return Err(file.bad_file(format!("unreadable header (line 1): {}", quoting.reason(&[]))));
             }
         };
-        let columns = map_columns(file, kind, &names)?;
+        let columns = map_columns(file, &names)?;
         let body = (bytes.len() - text.len() + header_end + 1).min(bytes.len());
         Ok(Some(Header { columns, names, body }))
     }
@@ -462,8 +455,9 @@ impl Reader<'_> {
     }
 }
 
-fn map_columns(file: &InputFile, kind: Kind, names: &[String]) -> Result<Vec<usize>> {
-    kind.columns()
+fn map_columns(file: &InputFile, names: &[String]) -> Result<Vec<usize>> {
+    file.kind
+        .columns()
         .iter()
         .map(|column| {
             let mut found = names.iter().enumerate().filter(|(_, n)| *n == column).map(|(i, _)| i);
@@ -831,6 +825,7 @@ mod tests {
     use proptest::strategy::Strategy;
 
     use super::*;
+    use crate::records::Kind;
 
     /// Every event a sink receives: a row's fields, or a malformed row's
     /// column, value and reason.
@@ -902,13 +897,13 @@ mod tests {
 
     /// Every line a charges file's `bytes` hand over, in order.
     fn read_lines(bytes: &[u8]) -> Result<Lines> {
-        let sinks = read(&charges_file(), Kind::Charges, bytes, Collect::default)?;
+        let sinks = read(&charges_file(), bytes, Collect::default)?;
         Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
     }
 
     /// [`read_lines`] in chunks of about `chunk_bytes`.
     fn read_lines_in_chunks(bytes: &[u8], chunk_bytes: usize) -> Result<Lines> {
-        let sinks = read_in_chunks(&charges_file(), Kind::Charges, bytes, chunk_bytes, Collect::default, &|_| ())?;
+        let sinks = read_in_chunks(&charges_file(), bytes, chunk_bytes, Collect::default, &|_| ())?;
         Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
     }
 
@@ -932,7 +927,7 @@ mod tests {
         std::fs::write(&path, compressed).unwrap();
         let file = InputFile { path, format, size: bytes.len() as u64, ..charges_file() };
         let mut buffers = Default::default();
-        let sinks = read_blocks(&file, Kind::Charges, &mut buffers, block_bytes, Collect::default)?;
+        let sinks = read_blocks(&file, &mut buffers, block_bytes, Collect::default)?;
         Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
     }
 
@@ -983,7 +978,7 @@ mod tests {
         let path = dir.path().join("t.csv.gz");
         std::fs::write(&path, compressed).unwrap();
         let file = InputFile { path, format: Format::CsvGz, ..charges_file() };
-        let error = read_blocks(&file, Kind::Charges, &mut Default::default(), 4096, Collect::default)
+        let error = read_blocks(&file, &mut Default::default(), 4096, Collect::default)
             .map_err(|e| file.renamed(e))
             .err()
             .expect("a truncated stream is an error");
@@ -1022,15 +1017,8 @@ mod tests {
         let text = file_of(&rows);
         let shared = read_lines_in_chunks(text.as_bytes(), 2000).expect("read");
         for chunk_bytes in [1000, 2000, 1 << 20] {
-            let sinks = read_in_chunks(
-                &charges_file(),
-                Kind::Charges,
-                text.as_bytes(),
-                chunk_bytes,
-                PerChunk::default,
-                &|_| (),
-            )
-            .expect("read");
+            let sinks = read_in_chunks(&charges_file(), text.as_bytes(), chunk_bytes, PerChunk::default, &|_| ())
+                .expect("read");
             if chunk_bytes < text.len() / 2 {
                 assert!(sinks.len() > 10, "{} sinks", sinks.len());
             }
@@ -1288,12 +1276,11 @@ mod tests {
         // on other threads.
         for chunk_bytes in [5000, 64 << 10] {
             let sinks =
-                read_in_chunks(&file, Kind::Charges, &map, chunk_bytes, Collect::default, &|done| release(&map, done))
-                    .unwrap();
+                read_in_chunks(&file, &map, chunk_bytes, Collect::default, &|done| release(&map, done)).unwrap();
             let lines: Lines = sinks.into_iter().flat_map(|s| s.lines).collect();
             assert_eq!(lines, expected);
         }
-        let sinks = read_mapped(&file, Kind::Charges, &map, Collect::default).unwrap();
+        let sinks = read_mapped(&file, &map, Collect::default).unwrap();
         assert_eq!(sinks.into_iter().flat_map(|s| s.lines).collect::<Lines>(), expected);
     }
 

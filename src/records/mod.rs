@@ -387,11 +387,11 @@ pub fn record_id_at(file: &files::InputFile, line: u64) -> Option<String> {
     }
     let mut probe = Probe { line, found: None };
     if file.format == files::Format::Parquet {
-        parquet::read(file, file.kind, &mut probe).ok()?;
+        parquet::read(file, &mut probe).ok()?;
         return probe.found;
     }
     let bytes = decode::read(&file.path, file.format).ok()?;
-    let probes = csv::read(file, file.kind, &bytes, || Probe { line, found: None }).ok()?;
+    let probes = csv::read(file, &bytes, || Probe { line, found: None }).ok()?;
     probes.into_iter().find_map(|p| p.found)
 }
 

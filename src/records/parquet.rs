@@ -19,7 +19,7 @@ use rayon::prelude::*;
 
 use super::csv::RowSink;
 use super::files::InputFile;
-use super::{ColumnType, Field, Kind};
+use super::{ColumnType, Field};
 use crate::error::Result;
 use crate::parquet::ParquetFile;
 use crate::time::Instant;
@@ -77,7 +77,8 @@ struct Parts<'f> {
 
 impl<'f> Parts<'f> {
     /// `None` for a 0-byte file, which holds no rows.
-    fn open(file: &'f InputFile, kind: Kind) -> Result<Option<Parts<'f>>> {
+    fn open(file: &'f InputFile) -> Result<Option<Parts<'f>>> {
+        let kind = file.kind;
         let Some(parquet) = ParquetFile::open(&file.path).map_err(|e| file.renamed(e))? else {
             return Ok(None);
         };
@@ -95,12 +96,11 @@ impl<'f> Parts<'f> {
     fn read<S: RowSink>(
         &self,
         file: &InputFile,
-        kind: Kind,
         part: &(u64, Range<usize>),
         wanted: &Range<u64>,
         sink: &mut S,
     ) -> Result<bool> {
-        let (first, groups) = part;
+        let (first, groups, kind) = (&part.0, &part.1, file.kind);
         let frame = self.parquet.read_row_groups(kind.columns(), groups.clone()).map_err(|e| file.renamed(e))?;
         let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
         for (index, name) in kind.columns().iter().enumerate() {
@@ -153,10 +153,10 @@ fn cut(groups: impl Iterator<Item = usize>, part_rows: usize) -> Vec<(u64, Range
 }
 
 /// Reads every row of a Parquet file into one sink, part after part.
-pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()> {
-    let Some(parts) = Parts::open(file, kind)? else { return Ok(()) };
+pub fn read<S: RowSink>(file: &InputFile, sink: &mut S) -> Result<()> {
+    let Some(parts) = Parts::open(file)? else { return Ok(()) };
     for part in &parts.parts {
-        if !parts.read(file, kind, part, &(0..u64::MAX), sink)? {
+        if !parts.read(file, part, &(0..u64::MAX), sink)? {
             break;
         }
     }
@@ -169,19 +169,19 @@ pub fn read<S: RowSink>(file: &InputFile, kind: Kind, sink: &mut S) -> Result<()
 /// part ([`RowSink::ONE_PER_CHUNK`]) or for each run of parts read by one
 /// job; the sinks in file order. Only the parts being read are in memory
 /// as frames. Of parts that fail, the first one's error.
-pub fn read_parts<S, F>(file: &InputFile, kind: Kind, make_sink: F) -> Result<Vec<S>>
+pub fn read_parts<S, F>(file: &InputFile, make_sink: F) -> Result<Vec<S>>
 where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    let Some(parts) = Parts::open(file, kind)? else { return Ok(Vec::new()) };
-    parts.read_rows(file, kind, 0..u64::MAX, make_sink)
+    let Some(parts) = Parts::open(file)? else { return Ok(Vec::new()) };
+    parts.read_rows(file, 0..u64::MAX, make_sink)
 }
 
 impl Parts<'_> {
     /// [`read_parts`] of the rows `wanted` (row indexes from 0): the
     /// parts that hold any of them.
-    fn read_rows<S, F>(&self, file: &InputFile, kind: Kind, wanted: Range<u64>, make_sink: F) -> Result<Vec<S>>
+    fn read_rows<S, F>(&self, file: &InputFile, wanted: Range<u64>, make_sink: F) -> Result<Vec<S>>
     where
         S: RowSink + Send,
         F: Fn() -> S + Sync,
@@ -200,7 +200,7 @@ impl Parts<'_> {
                 .par_iter()
                 .map(|part| {
                     let mut sink = make_sink();
-                    self.read(file, kind, part, &wanted, &mut sink)?;
+                    self.read(file, part, &wanted, &mut sink)?;
                     Ok(sink)
                 })
                 .collect()
@@ -211,7 +211,7 @@ impl Parts<'_> {
                     || Ok((make_sink(), true)),
                     |state: Result<(S, bool)>, part| {
                         let (mut sink, go_on) = state?;
-                        let go_on = go_on && self.read(file, kind, part, &wanted, &mut sink)?;
+                        let go_on = go_on && self.read(file, part, &wanted, &mut sink)?;
                         Ok((sink, go_on))
                     },
                 )
@@ -226,7 +226,6 @@ impl Parts<'_> {
 /// [`super::csv::Pieces`] reads a CSV file: each run's parts in parallel.
 pub struct Pieces<'f> {
     file: &'f InputFile,
-    kind: Kind,
     parts: Parts<'f>,
     /// The file's rows, and the index (from 0) of the next one to read.
     rows: u64,
@@ -236,10 +235,10 @@ pub struct Pieces<'f> {
 impl<'f> Pieces<'f> {
     /// `file` opened and its columns checked; `None` for a 0-byte file,
     /// which holds no rows.
-    pub fn open(file: &'f InputFile, kind: Kind) -> Result<Option<Pieces<'f>>> {
-        let Some(parts) = Parts::open(file, kind)? else { return Ok(None) };
+    pub fn open(file: &'f InputFile) -> Result<Option<Pieces<'f>>> {
+        let Some(parts) = Parts::open(file)? else { return Ok(None) };
         let rows = parts.parquet.num_rows() as u64;
-        Ok(Some(Pieces { file, kind, parts, rows, next: 0 }))
+        Ok(Some(Pieces { file, parts, rows, next: 0 }))
     }
 
     /// Reads the next `rows` rows (fewer at the end of the file) into
@@ -254,7 +253,7 @@ impl<'f> Pieces<'f> {
             return Ok(Vec::new());
         }
         self.next = wanted.end;
-        self.parts.read_rows(self.file, self.kind, wanted, make_sink)
+        self.parts.read_rows(self.file, wanted, make_sink)
     }
 
     /// Whether every row has been read.

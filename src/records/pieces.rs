@@ -9,7 +9,7 @@
 
 use super::csv::RowSink;
 use super::files::{Format, InputFile};
-use super::{csv, parquet, Kind};
+use super::{csv, parquet};
 use crate::error::Result;
 
 /// An input file opened for reading in runs of lines ([`Pieces::next`]).
@@ -23,11 +23,11 @@ pub enum Pieces<'f> {
 }
 
 impl<'f> Pieces<'f> {
-    /// `file`, opened as records of `kind` (its header or columns checked).
-    pub fn open(file: &'f InputFile, kind: Kind) -> Result<Pieces<'f>> {
+    /// `file`, opened as records of its kind (its header or columns checked).
+    pub fn open(file: &'f InputFile) -> Result<Pieces<'f>> {
         Ok(match file.format {
-            Format::Parquet => parquet::Pieces::open(file, kind)?.map_or(Pieces::Empty, Pieces::Parquet),
-            _ => csv::Pieces::open(file, kind)?.map_or(Pieces::Empty, Pieces::Csv),
+            Format::Parquet => parquet::Pieces::open(file)?.map_or(Pieces::Empty, Pieces::Parquet),
+            _ => csv::Pieces::open(file)?.map_or(Pieces::Empty, Pieces::Csv),
         })
     }
 

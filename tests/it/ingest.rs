@@ -352,14 +352,11 @@ fn a_file_read_in_runs_of_lines_reads_as_the_whole_file() {
         let size = std::fs::metadata(&path).expect("size").len();
         let file = InputFile { kind: Kind::Calls, name: path.display().to_string(), path, format, size };
         let whole: Vec<(u64, String)> = match format {
-            Format::Parquet => records_parquet::read_parts(&file, Kind::Calls, Lines::default),
-            Format::Csv => records_csv::read_mapped(
-                &file,
-                Kind::Calls,
-                &records_csv::map(&file).expect("a mapped file"),
-                Lines::default,
-            ),
-            _ => records_csv::read_stream(&file, Kind::Calls, &mut Default::default(), Lines::default),
+            Format::Parquet => records_parquet::read_parts(&file, Lines::default),
+            Format::Csv => {
+                records_csv::read_mapped(&file, &records_csv::map(&file).expect("a mapped file"), Lines::default)
+            }
+            _ => records_csv::read_stream(&file, &mut Default::default(), Lines::default),
         }
         .expect("read")
         .into_iter()
@@ -367,7 +364,7 @@ fn a_file_read_in_runs_of_lines_reads_as_the_whole_file() {
         .collect();
         assert_eq!(whole.len(), if format == Format::Parquet { 4997 } else { 5000 }, "{format:?}");
         for run in [1, 333, 700, 1000, 4999, 5000, 100_000] {
-            let mut pieces = Pieces::open(&file, Kind::Calls).expect("open");
+            let mut pieces = Pieces::open(&file).expect("open");
             let mut read = Vec::new();
             let mut runs = 0;
             // Runs of 1 line: the first 300 lines, then the rest at once.

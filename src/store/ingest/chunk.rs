@@ -193,9 +193,9 @@ pub(in crate::store) struct Chunk {
 }
 
 impl Chunk {
-    fn new(kind: Kind, file: u32, input: &InputFile, on_bad_row: OnBadRow) -> Chunk {
+    fn new(file: u32, input: &InputFile, on_bad_row: OnBadRow) -> Chunk {
         Chunk {
-            kind,
+            kind: input.kind,
             file,
             file_name: input.name.clone(),
             bad_rows: BadRows::new(input, file, on_bad_row, None),
@@ -305,21 +305,16 @@ impl RowSink for Chunk {
 /// Reads and checks one input file on its own, as [`read_batch`](super::read_batch) reads
 /// each file of a batch: its chunks in line order. With
 /// [`OnBadRow::Fail`], the first bad row is the `Err`.
-pub(in crate::store) fn check_file(
-    kind: Kind,
-    source: u32,
-    file: &InputFile,
-    on_bad_row: OnBadRow,
-) -> Result<Vec<Chunk>> {
-    let new_chunk = || Chunk::new(kind, source, file, on_bad_row);
+pub(in crate::store) fn check_file(source: u32, file: &InputFile, on_bad_row: OnBadRow) -> Result<Vec<Chunk>> {
+    let new_chunk = || Chunk::new(source, file, on_bad_row);
     let chunks = match file.format {
-        Format::Parquet => records::parquet::read_parts(file, kind, new_chunk)?,
+        Format::Parquet => records::parquet::read_parts(file, new_chunk)?,
         _ => match records::csv::map(file) {
             // Plain CSV is read through a map, as the raw commands read it:
             // no copy into a fresh buffer (a zeroed page per 4 KiB); each
             // chunk keeps its rows' text in its own arena.
-            Some(map) => records::csv::read_mapped(file, kind, &map, new_chunk)?,
-            None => records::csv::read_stream(file, kind, &mut Default::default(), new_chunk)?,
+            Some(map) => records::csv::read_mapped(file, &map, new_chunk)?,
+            None => records::csv::read_stream(file, &mut Default::default(), new_chunk)?,
         },
     };
     checked(chunks)
@@ -328,14 +323,13 @@ pub(in crate::store) fn check_file(
 /// Reads and checks the next `lines` lines of a file read in runs
 /// ([`Pieces`]), as [`check_file`] reads a whole file.
 pub(in crate::store) fn check_run(
-    kind: Kind,
     source: u32,
     file: &InputFile,
     pieces: &mut Pieces<'_>,
     lines: u64,
     on_bad_row: OnBadRow,
 ) -> Result<Vec<Chunk>> {
-    checked(pieces.next(lines, || Chunk::new(kind, source, file, on_bad_row))?)
+    checked(pieces.next(lines, || Chunk::new(source, file, on_bad_row))?)
 }
 
 /// `chunks`, or the first one's error when a bad row stopped the reading
@@ -457,7 +451,7 @@ mod tests {
                 format: Format::Csv,
                 size: text.len() as u64,
             };
-            chunks.extend(check_file(Kind::Charges, f, &file, OnBadRow::Fail).expect("read"));
+            chunks.extend(check_file(f, &file, OnBadRow::Fail).expect("read"));
         }
         let kept: [Vec<u32>; 3] = [(0..10).collect(), Vec::new(), (0..10).step_by(3).collect()];
         let rows = Kept::new(chunks.iter().zip(&kept).map(|(chunk, kept)| (chunk, &kept[..])));

@@ -820,7 +820,6 @@ struct Feed<'s, 'f> {
 struct InRuns<'f> {
     /// Its step (a batch of this one file).
     step: usize,
-    kind: Kind,
     source: u32,
     file: &'f InputFile,
     pieces: Pieces<'f>,
@@ -844,19 +843,17 @@ impl Feed<'_, '_> {
             let step = self.steps.get(index)?;
             self.step += 1;
             let (Some(lines), [(source, file)]) = (step.batch.run_lines, step.batch.files) else {
-                return Some(
-                    read_batch(self.options, step.kind, step.batch.files).map(|chunks| (index, chunks, false)),
-                );
+                return Some(read_batch(self.options, step.batch.files).map(|chunks| (index, chunks, false)));
             };
-            let pieces = match Pieces::open(file, step.kind) {
+            let pieces = match Pieces::open(file) {
                 Ok(pieces) => pieces,
                 Err(error) => return Some(Err(error)),
             };
-            self.in_runs = Some(InRuns { step: index, kind: step.kind, source: *source, file, pieces, lines, told: 0 });
+            self.in_runs = Some(InRuns { step: index, source: *source, file, pieces, lines, told: 0 });
         }
         let runs = self.in_runs.as_mut()?;
         let on_bad_row = self.options.on_bad_row;
-        let read = chunk::check_run(runs.kind, runs.source, runs.file, &mut runs.pieces, runs.lines, on_bad_row);
+        let read = chunk::check_run(runs.source, runs.file, &mut runs.pieces, runs.lines, on_bad_row);
         let done = runs.pieces.done();
         let rows = read.as_ref().map_or(0, |chunks| chunks.iter().map(|c| c.read).sum());
         let bytes = if done { runs.file.size } else { runs.pieces.bytes_read().min(runs.file.size) };
@@ -870,14 +867,14 @@ impl Feed<'_, '_> {
     }
 }
 
-/// Reads the files of one batch of `kind` in parallel; the first bad row
+/// Reads the files of one batch (files of one kind) in parallel; the first bad row
 /// (in file order) is an error unless rows are set aside.
-fn read_batch(options: &IngestOptions, kind: Kind, batch: &[(u32, &InputFile)]) -> Result<Vec<Chunk>> {
+fn read_batch(options: &IngestOptions, batch: &[(u32, &InputFile)]) -> Result<Vec<Chunk>> {
     let on_bad_row = options.on_bad_row;
     let read: Vec<Result<Vec<Chunk>>> = batch
         .par_iter()
         .map(|&(index, file)| {
-            let chunks = check_file(kind, index, file, on_bad_row);
+            let chunks = check_file(index, file, on_bad_row);
             if let Ok(chunks) = &chunks {
                 let rows = chunks.iter().map(|c| c.read).sum();
                 options.progress.tell(IngestProgress::Read { bytes: file.size, rows });

@@ -124,17 +124,16 @@ fn check_in_runs(
     out: &Path,
     run_lines: u64,
 ) -> Result<TaskSummary> {
-    let kind = file.kind;
     let mut summary = TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error: None };
     let mut rejects: Vec<TaskError> = Vec::new();
     let checked = out.join(format!("{source}.parquet"));
     let written = (|| -> Result<()> {
-        let mut pieces = Pieces::open(file, kind)?;
+        let mut pieces = Pieces::open(file)?;
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
         // Each run's valid rows, as a frame; none once the file is read.
         let next_run = || -> Result<Option<DataFrame>> {
             while !pieces.done() {
-                let chunks = ingest::check_run(kind, source, file, &mut pieces, run_lines, on_bad_row)?;
+                let chunks = ingest::check_run(source, file, &mut pieces, run_lines, on_bad_row)?;
                 let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
                 for chunk in &chunks {
                     summary.read += chunk.read();
