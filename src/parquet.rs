@@ -29,6 +29,8 @@ use polars_parquet::parquet::read::read_metadata;
 use polars_parquet_format::thrift::protocol::TCompactInputProtocol;
 use polars_parquet_format::{FileMetaData as ThriftFileMetadata, PageHeader, PageType};
 
+use crate::error::{Error, Result};
+
 /// The statistics of every Parquet file telemeter writes (the store's, the
 /// Spark tasks' checked rows, `generate --format parquet`): polars' default
 /// ones (minimum, maximum and null count of each page), with the text
@@ -42,8 +44,6 @@ pub const STATISTICS: polars_parquet::write::StatisticsOptions = polars_parquet:
     null_count: true,
     binary_statistics_truncate_length: Some(64),
 };
-
-use crate::error::{Error, Result};
 
 /// Uncompressed bytes a data page may hold per row of its row group, on
 /// average (plus [`PAGE_SLACK`]): far above any contract column's value.
