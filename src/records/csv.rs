@@ -24,7 +24,7 @@ use crate::error::Result;
 
 /// What a reader hands each row to.
 pub trait RowSink {
-    /// One row, its fields in [`Kind::columns`] order. `false` stops reading.
+    /// One row, its fields in [`Kind::columns`](super::Kind::columns) order. `false` stops reading.
     fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool;
     /// A row that could not be split into the header's fields: the header
     /// column at fault (`-` for the line as a whole), the line as shown and
