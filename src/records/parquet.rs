@@ -100,7 +100,7 @@ impl<'f> Parts<'f> {
         wanted: &Range<u64>,
         sink: &mut S,
     ) -> Result<bool> {
-        let (first, groups, kind) = (&part.0, &part.1, file.kind);
+        let ((first, groups), kind) = (part, file.kind);
         let frame = self.parquet.read_row_groups(kind.columns(), groups.clone()).map_err(|e| file.renamed(e))?;
         let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
         for (index, name) in kind.columns().iter().enumerate() {

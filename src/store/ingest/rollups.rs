@@ -414,7 +414,18 @@ fn gather<'g>(
     groups: &'g [(RollupKey, Totals)],
     order: &'g [u128],
 ) -> impl Iterator<Item = &'g (RollupKey, Totals)> + 'g {
-    let at = move |n: usize| order.get(n).and_then(|&k| groups.get(k as u32 as usize));
+    gather_at(groups, order, |&k| k as u32)
+}
+
+/// The rows at the positions `position` finds in `order`, each
+/// prefetched [`GATHER_AHEAD`] rows before its turn: the rows in an order
+/// the hardware prefetcher does not follow.
+fn gather_at<'g, O>(
+    rows: &'g [(RollupKey, Totals)],
+    order: &'g [O],
+    position: impl Fn(&O) -> u32 + 'g,
+) -> impl Iterator<Item = &'g (RollupKey, Totals)> + 'g {
+    let at = move |n: usize| order.get(n).and_then(|o| rows.get(position(o) as usize));
     (0..order.len()).filter_map(move |n| {
         if let Some(later) = at(n + GATHER_AHEAD) {
             prefetch(later);
@@ -776,25 +787,19 @@ fn sort_day(
     }
     keyed.sort_unstable();
     sorted.clear();
-    let at = |n: usize| keyed.get(n).and_then(|&(_, i)| input.rows.get(i as usize));
-    for n in 0..keyed.len() {
-        if let Some(later) = at(n + GATHER_AHEAD) {
-            prefetch(later);
-        }
-        sorted.extend(at(n));
-    }
+    sorted.extend(gather_at(&input.rows, keyed, |&(_, i)| i).copied());
     Ok(())
 }
 
-/// Sums the rows of one day (sorted by [`sort_day`] into
-/// `scratch.keyed` and `scratch.sorted`) at `grain` onto the end of `out`, in the rollup file's row
-/// order: slot first (so row-group statistics can skip by time), then the
-/// report's order of the other fields. Rows of one slot and order are one
-/// group (the order is one-to-one with the fields after the account and
-/// slot). No hashing and no second sort: the sorted rows are summed in one
-/// pass, in (order, slot) order, then put in slot order by counting (a day
-/// has at most 96 slots; within a slot the order stays). `overflow` is the
-/// error of a sum past the totals' range.
+/// Sums the rows of one day (sorted by [`sort_day`] into `scratch.keyed`
+/// and `scratch.sorted`) at `grain` onto the end of `out`, in the rollup
+/// file's row order: slot first (so row-group statistics can skip by
+/// time), then the report's order of the other fields. Rows of one slot
+/// and order are one group (the order is one-to-one with the fields after
+/// the account and slot). No hashing and no second sort: the sorted rows
+/// are summed in one pass, in (order, slot) order, then put in slot order
+/// by counting (a day has at most 96 slots; within a slot the order
+/// stays). `overflow` is the error of a sum past the totals' range.
 fn sum_grain(
     start: i64,
     grain: i64,
