@@ -29,8 +29,9 @@ fn hash(text: &str) -> u64 {
 /// Whether two strings are equal: their lengths, then their first and last
 /// words by overlapping loads, without a call to `memcmp` (a row's fields
 /// are looked up several times per row; the call was 7 % of a one-account
-/// pass's samples); past 16 bytes, equal words lead to a full compare.
-/// Also the one-account pass's account check.
+/// pass's samples); up to 24 bytes (an account or subaccount id is 20)
+/// by words alone, past 24 equal words lead to a full compare. Also the
+/// one-account pass's account check.
 #[inline]
 pub(crate) fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
@@ -52,7 +53,9 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
         0 => true,
         1..=3 => a.iter().zip(b).all(|(x, y)| x == y),
         4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
-        _ => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8) && (n <= 16 || a == b),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        17..=24 => word(a, 0) == word(b, 0) && word(a, 8) == word(b, 8) && word(a, n - 8) == word(b, n - 8),
+        _ => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8) && a == b,
     }
 }
 
@@ -128,6 +131,83 @@ impl Interner {
     }
 }
 
+/// Slots of a [`ShortCache`] (a power of two).
+const SHORT_SLOTS: usize = 1024;
+
+/// A slot of a [`ShortCache`]: a string's [`words`], its length
+/// (`u32::MAX`: empty) and its id.
+type ShortSlot = ([u64; 3], u32, u32);
+
+/// The ids of recently interned strings of at most 24 bytes, direct-mapped
+/// by the string's bytes read as three words: in front of an [`Interner`]
+/// for fields whose few values recur row after row in any order (a row's
+/// account, subaccount, type and code), a hit costs three loads, a
+/// multiply and one compare, where the interner hashes the text, probes
+/// its table and compares with the string it points to (about 90
+/// instructions a look-up, 4 % of an ingest's cycles). Longer strings,
+/// and the misses, go to the interner. A cache serves one interner: the
+/// ids it keeps are that interner's.
+pub(crate) struct ShortCache {
+    slots: Box<[ShortSlot; SHORT_SLOTS]>,
+}
+
+impl Default for ShortCache {
+    fn default() -> ShortCache {
+        ShortCache { slots: Box::new([([0; 3], u32::MAX, 0); SHORT_SLOTS]) }
+    }
+}
+
+impl ShortCache {
+    /// `interner.intern(text)`, through the cache.
+    #[inline(always)]
+    pub(crate) fn intern(&mut self, interner: &mut Interner, text: &str) -> u32 {
+        let Some(words) = words(text.as_bytes()) else { return interner.intern(text) };
+        let length = text.len() as u32;
+        let mix = words[0] ^ words[1].rotate_left(21) ^ words[2].rotate_left(42) ^ u64::from(length);
+        let at = (mix.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SHORT_SLOTS.trailing_zeros())) as usize;
+        let (known, known_length, id) = &self.slots[at % SHORT_SLOTS];
+        if *known_length == length && known[0] == words[0] && known[1] == words[1] && known[2] == words[2] {
+            return *id;
+        }
+        self.miss(interner, text, at, words)
+    }
+
+    /// `text` interned, and kept in slot `at`.
+    #[cold]
+    #[inline(never)]
+    fn miss(&mut self, interner: &mut Interner, text: &str, at: usize, words: [u64; 3]) -> u32 {
+        let id = interner.intern(text);
+        self.slots[at % SHORT_SLOTS] = (words, text.len() as u32, id);
+        id
+    }
+}
+
+/// The bytes of a string of at most 24 bytes as three words, which with
+/// its length tell it from every other (every byte is in one of them, at a
+/// place its length fixes); `None` for a longer one.
+#[inline]
+fn words(s: &[u8]) -> Option<[u64; 3]> {
+    let n = s.len();
+    let word = |at: usize| -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let half = |at: usize| -> u64 {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&s[at..at + 4]);
+        u64::from(u32::from_le_bytes(w))
+    };
+    Some(match n {
+        0 => [0; 3],
+        1..=3 => [u64::from(s[0]) | u64::from(s[n / 2]) << 8 | u64::from(s[n - 1]) << 16, 0, 0],
+        4..=7 => [half(0) | half(n - 4) << 32, 0, 0],
+        8..=16 => [word(0), word(n - 8), 0],
+        17..=24 => [word(0), word(8), word(n - 8)],
+        _ => return None,
+    })
+}
+
 /// The rank of each of the ids `0..n` in byte order of their strings
 /// (`text` of an id): `ranks[a] < ranks[b]` exactly when `text(a) < text(b)`
 /// for distinct strings. For an id space that is not one [`Interner`] (a
@@ -174,6 +254,25 @@ mod tests {
         assert_eq!(ranked, sorted);
     }
 
+    #[test]
+    fn short_words_tell_every_byte() {
+        // Every string of up to 26 bytes against each of its one-byte
+        // changes: the cache's key (words and length) differs, or the
+        // string is too long to have one.
+        for n in 0..=26 {
+            let base: Vec<u8> = (0..n as u8).map(|i| b'a' + i).collect();
+            let key = words(&base);
+            assert_eq!(key.is_some(), n <= 24);
+            for at in 0..n {
+                let mut changed = base.clone();
+                changed[at] = b'Z';
+                if let Some(key) = key {
+                    assert_ne!(words(&changed), Some(key), "length {n}, byte {at}");
+                }
+            }
+        }
+    }
+
     proptest::proptest! {
         /// The short-text equality is `==`, at every length up to and past
         /// its word paths, and on strings that differ in one byte only.
@@ -188,6 +287,22 @@ mod tests {
             proptest::prop_assert_eq!(same(&a, &b), a == b);
             let shorter = &a[..a.floor_char_boundary(a.len() / 2)];
             proptest::prop_assert_eq!(same(&a, shorter), a == shorter);
+        }
+
+        /// Through a cache, every string gets the interner's own id, at
+        /// every length up to and past the cache's 24 bytes, among strings
+        /// that differ in one byte or in length only, whatever evicts what.
+        #[test]
+        fn a_cache_gives_the_interners_ids(texts in proptest::collection::vec("[ab\\x00é]{0,30}", 0..400)) {
+            let (mut cached, mut plain) = (Interner::default(), Interner::default());
+            let mut cache = ShortCache::default();
+            for text in &texts {
+                proptest::prop_assert_eq!(cache.intern(&mut cached, text), plain.intern(text));
+            }
+            for text in &texts {
+                proptest::prop_assert_eq!(cache.intern(&mut cached, text), plain.intern(text));
+                proptest::prop_assert_eq!(cached.get(plain.intern(text)), text.as_str());
+            }
         }
 
         /// Interning many strings gives one id per distinct string, found

@@ -10,7 +10,7 @@
 use super::dedup::Mark;
 use super::rollups::{shard_of, SHARDS};
 use crate::error::{BadRecord, Result};
-use crate::intern::Interner;
+use crate::intern::{Interner, ShortCache};
 use crate::prefetch::prefetch;
 use crate::records::bad_rows::{BadRows, OnBadRow};
 use crate::records::csv::RowSink;
@@ -52,9 +52,9 @@ pub(super) const CODE: usize = 3;
 pub(super) struct Texts {
     arena: String,
     names: Interner,
-    /// The last id of each key field: consecutive rows often repeat one
-    /// (a compare instead of a hash).
-    recent: [Option<u32>; 4],
+    /// The ids of the key fields' recent values (a compare instead of a
+    /// hash and a probe).
+    recent: ShortCache,
 }
 
 impl Texts {
@@ -65,10 +65,10 @@ impl Texts {
         Some(span)
     }
 
-    /// The id of `text`, the value of key field `field`.
+    /// The id of `text`, the value of a key field.
     #[inline]
-    fn name(&mut self, field: usize, text: &str) -> u32 {
-        self.names.intern_after(&mut self.recent[field], text)
+    fn name(&mut self, text: &str) -> u32 {
+        self.recent.intern(&mut self.names, text)
     }
 
     /// The string of a key field's id.
@@ -138,8 +138,8 @@ impl Row {
     /// with); `None` when its record id does not fit `texts`' arena.
     pub(super) fn copied(&self, from: &Texts, texts: &mut Texts) -> Option<Row> {
         let mut names = self.names;
-        for (field, id) in names.iter_mut().enumerate() {
-            *id = texts.name(field, from.name_of(*id));
+        for id in names.iter_mut() {
+            *id = texts.name(from.name_of(*id));
         }
         Some(Row { record_id: texts.keep(from.record_id(self))?, names, ..*self })
     }
@@ -151,10 +151,10 @@ impl Row {
             seen,
             record_id: texts.keep(view.record_id)?,
             names: [
-                texts.name(AUTH_ID, view.auth_id),
-                texts.name(SUBACCOUNT, view.subaccount),
-                texts.name(TYPE, view.type_),
-                texts.name(CODE, view.code),
+                texts.name(view.auth_id),
+                texts.name(view.subaccount),
+                texts.name(view.type_),
+                texts.name(view.code),
             ],
             secs: view.secs,
             nanos: view.nanos,
@@ -263,10 +263,10 @@ impl RowSink for Chunk {
         };
         let texts = &mut self.texts;
         let names = [
-            texts.name(AUTH_ID, record.auth_id),
-            texts.name(SUBACCOUNT, record.subaccount),
-            texts.name(TYPE, record.type_),
-            texts.name(CODE, record.code),
+            texts.name(record.auth_id),
+            texts.name(record.subaccount),
+            texts.name(record.type_),
+            texts.name(record.code),
         ];
         self.rows.push(Row {
             seen: Seen::new(record.record_id, record.content_hash(), self.file, line),
