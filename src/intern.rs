@@ -39,16 +39,6 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
     if n != b.len() {
         return false;
     }
-    let word = |s: &[u8], at: usize| -> u64 {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&s[at..at + 8]);
-        u64::from_le_bytes(w)
-    };
-    let half = |s: &[u8], at: usize| -> u32 {
-        let mut w = [0u8; 4];
-        w.copy_from_slice(&s[at..at + 4]);
-        u32::from_le_bytes(w)
-    };
     match n {
         0 => true,
         1..=3 => a.iter().zip(b).all(|(x, y)| x == y),
@@ -188,24 +178,31 @@ impl ShortCache {
 #[inline]
 fn words(s: &[u8]) -> Option<[u64; 3]> {
     let n = s.len();
-    let word = |at: usize| -> u64 {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&s[at..at + 8]);
-        u64::from_le_bytes(w)
-    };
-    let half = |at: usize| -> u64 {
-        let mut w = [0u8; 4];
-        w.copy_from_slice(&s[at..at + 4]);
-        u64::from(u32::from_le_bytes(w))
-    };
+    let half = |at: usize| u64::from(half(s, at));
     Some(match n {
         0 => [0; 3],
         1..=3 => [u64::from(s[0]) | u64::from(s[n / 2]) << 8 | u64::from(s[n - 1]) << 16, 0, 0],
         4..=7 => [half(0) | half(n - 4) << 32, 0, 0],
-        8..=16 => [word(0), word(n - 8), 0],
-        17..=24 => [word(0), word(8), word(n - 8)],
+        8..=16 => [word(s, 0), word(s, n - 8), 0],
+        17..=24 => [word(s, 0), word(s, 8), word(s, n - 8)],
         _ => return None,
     })
+}
+
+/// The 8 bytes of `s` at `at`, as one word (little-endian).
+#[inline]
+fn word(s: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&s[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// The 4 bytes of `s` at `at`, as one half word (little-endian).
+#[inline]
+fn half(s: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&s[at..at + 4]);
+    u32::from_le_bytes(w)
 }
 
 /// The rank of each of the ids `0..n` in byte order of their strings
