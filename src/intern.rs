@@ -178,11 +178,10 @@ impl ShortCache {
 #[inline]
 fn words(s: &[u8]) -> Option<[u64; 3]> {
     let n = s.len();
-    let half = |at: usize| u64::from(half(s, at));
     Some(match n {
         0 => [0; 3],
         1..=3 => [u64::from(s[0]) | u64::from(s[n / 2]) << 8 | u64::from(s[n - 1]) << 16, 0, 0],
-        4..=7 => [half(0) | half(n - 4) << 32, 0, 0],
+        4..=7 => [u64::from(half(s, 0)) | u64::from(half(s, n - 4)) << 32, 0, 0],
         8..=16 => [word(s, 0), word(s, n - 8), 0],
         17..=24 => [word(s, 0), word(s, 8), word(s, n - 8)],
         _ => return None,
