@@ -434,11 +434,12 @@ fn gather_at<'g, O>(
     })
 }
 
-/// How many groups ahead [`gather`] prefetches. A spill gathers a shard's
-/// 65,536 groups (7.3 MB) in an order unrelated to where they sit, a read
-/// from memory each: 16 ahead, the spill still waited on most of them (2.4
-/// % of the 16.1M-record ingest's samples on its first load of a group);
-/// 80 ahead, its share of the samples fell from 2.8 to 1.6 %
+/// How many rows ahead [`gather_at`] (and so [`gather`]) prefetches. A
+/// spill gathers a shard's groups (65,536 of 112 bytes, 7.3 MB, at the
+/// default `--max-rollup-groups`) in an order unrelated to where they sit,
+/// a read from memory each: 16 ahead, the spill still waited on most of
+/// them (2.4 % of the 16.1M-record ingest's samples on its first load of
+/// a group); 80 ahead, its share of the samples fell from 2.8 to 1.6 %
 /// (docs/performance.md "Round 27").
 const GATHER_AHEAD: usize = 80;
 
