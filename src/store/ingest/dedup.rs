@@ -149,6 +149,28 @@ impl Run<'_> {
     }
 }
 
+/// Runs `work` while `check` (an exact check, when one is due) runs on a
+/// thread of its own from the start. The check's index reads wait on the
+/// device; as the second half of a `rayon::join` it would start only once
+/// a pool thread came free (here, when the batch's work and the next
+/// batch's read were both done), and then hold both threads up while it
+/// waited (docs/performance.md "Round 28").
+pub(super) fn beside<R>(
+    check: Option<impl FnOnce() -> Result<Checked> + Send>,
+    work: impl FnOnce() -> R,
+) -> (R, Option<Result<Checked>>) {
+    std::thread::scope(|scope| {
+        let checking = check.map(|check| scope.spawn(check));
+        let done = work();
+        let checked = checking.map(|checking| {
+            checking
+                .join()
+                .unwrap_or_else(|_| Err(Error::Internal("the exact check of candidates panicked".to_owned())))
+        });
+        (done, checked)
+    })
+}
+
 /// Checks `pending` candidates exactly against `index_files` (`base`:
 /// the sources stored before this ingest), partition by partition: each
 /// partition's candidates are hashed, and that partition of every index

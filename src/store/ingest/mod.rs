@@ -743,10 +743,10 @@ impl Run<'_> {
             (last || state.pending.bytes() >= self.options.pending_bytes).then(|| std::mem::take(&mut state.pending));
         let base = self.old.sources.len() as u32;
         let (kind, index_files) = (state.kind, &state.index);
-        let (taken, checked) = rayon::join(
-            || self.take_new(kind, &chunks, &marks),
-            || pending.as_ref().map(|pending| dedup::check(index_files, pending, base)),
-        );
+        let (taken, checked) =
+            dedup::beside(pending.as_ref().map(|pending| move || dedup::check(index_files, pending, base)), || {
+                self.take_new(kind, &chunks, &marks)
+            });
         let (written, rows, duplicates, amount) = taken?;
         state.tally.duplicates += duplicates;
         state.add_amount(amount)?;
