@@ -38,7 +38,12 @@ impl Run<'_> {
     /// are the later rows of the batch with their id), to be checked exactly
     /// by [`check`].
     pub(super) fn dedup(&self, state: &mut KindState, chunks: &[Chunk]) -> Result<Vec<Vec<Mark>>> {
-        let mut parts: Vec<Vec<(Seen, u32, u32)>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+        // Each partition sized for its share of the batch and some more (ids
+        // hash evenly), so that it is not copied as it grows.
+        let rows: usize = chunks.iter().map(|chunk| chunk.rows.len()).sum();
+        let share = rows / PARTITIONS;
+        let room = share + share / 16 + 64;
+        let mut parts: Vec<Vec<(Seen, u32, u32)>> = (0..PARTITIONS).map(|_| Vec::with_capacity(room)).collect();
         for (c, chunk) in chunks.iter().enumerate() {
             for (r, row) in chunk.rows.iter().enumerate() {
                 parts[row.seen.partition()].push((row.seen, c as u32, r as u32));
