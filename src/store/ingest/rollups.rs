@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use super::chunk::{Chunk, ChunkFold, Row, Texts, AUTH_ID, CODE, SUBACCOUNT, TYPE};
 use super::create_parent;
 use super::table::GroupTable;
-use crate::aggregate::order::Order;
+use crate::aggregate::order::{Narrowing, Order};
 use crate::aggregate::Totals;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
@@ -715,7 +715,7 @@ impl Shard {
                 day_rows.orders.clear();
                 day_rows.orders.extend(day_rows.rows.iter().map(|(key, _)| key.order().map(rank).packed()));
             }
-            sort_day(&day_rows, start, &mut scratch.keyed, &mut scratch.sorted)?;
+            sort_day(&day_rows, start, &mut scratch.keys, &mut scratch.sorted, true)?;
             for (output, grain) in outputs.iter_mut().zip(crate::store::GRAINS) {
                 sum_grain(start, grain, &mut scratch, &mut output.buffer, &overflow)?;
                 output.write_full(account, &strings)?;
@@ -752,7 +752,7 @@ const _: () = assert!(SLOTS_A_DAY <= 1 << DAY_SLOT_BITS);
 struct DayScratch {
     /// Each row's (order, 15-minute slot in the day) as one integer, and
     /// its position; sorted.
-    keyed: Vec<(u128, u32)>,
+    keys: DayKeys,
     /// The day's rows in the order of `keyed`: gathered once, so that
     /// each grain's sum reads them in sequence (two passes of random
     /// reads into the day were an eighth of the merge's own time).
@@ -767,37 +767,71 @@ struct DayScratch {
     order: Vec<u32>,
 }
 
+/// The sort keys of a day's rows ([`sort_day`]): each row's (order, 15-minute
+/// slot in the day) as one integer, and its position; sorted. In 64 bits
+/// when the day's orders fit them narrowed ([`Narrowing`]: nearly always,
+/// as the ranks are those of the ingest's strings), else in 128.
+#[derive(Default)]
+struct DayKeys {
+    wide: Vec<(u128, u32)>,
+    narrow: Vec<(u64, u32)>,
+    /// Whether `narrow` holds the day's keys (else `wide`).
+    narrowed: bool,
+}
+
 /// Sorts the rows of one account and day (`input`, the day starting at
-/// `start`) into `keyed` by report order, then 15-minute slot: one sort,
+/// `start`) into `keys` by report order, then 15-minute slot: one sort,
 /// from which [`sum_grain`] sums every grain (rows of one coarser slot and
 /// order are a run of it, since a coarser slot is a run of finer ones);
 /// and gathers the rows in that order into `sorted`.
 fn sort_day(
     input: &DayRows,
     start: i64,
-    keyed: &mut Vec<(u128, u32)>,
+    keys: &mut DayKeys,
     sorted: &mut Vec<(RollupKey, Totals)>,
+    narrowing: bool,
 ) -> Result<()> {
     let broken = || Error::Internal("a rollup day holds a slot off the 15-minute grid or past the day".to_owned());
-    keyed.clear();
-    for (i, ((key, _), order)) in input.rows.iter().zip(&input.orders).enumerate() {
+    let slot_of = |key: &RollupKey, order: u128| -> Result<u128> {
         let offset = key.slot - start;
-        if offset.rem_euclid(crate::store::SLOT_SECONDS) != 0 || *order >> ORDER_BITS != 0 {
+        if offset.rem_euclid(crate::store::SLOT_SECONDS) != 0 || order >> ORDER_BITS != 0 {
             return Err(broken());
         }
         let slot = u128::try_from(offset / crate::store::SLOT_SECONDS).map_err(|_| broken())?;
         if slot >= SLOTS_A_DAY {
             return Err(broken());
         }
-        keyed.push((order << DAY_SLOT_BITS | slot, i as u32));
-    }
-    keyed.sort_unstable();
+        Ok(slot)
+    };
+    let any = input.orders.iter().fold(0, |any, order| any | order);
+    let rows = input.rows.iter().zip(&input.orders).enumerate();
     sorted.clear();
-    sorted.extend(gather_at(&input.rows, keyed, |&(_, i)| i).copied());
+    keys.wide.clear();
+    keys.narrow.clear();
+    keys.narrowed = false;
+    match Narrowing::fitting(any, 64 - DAY_SLOT_BITS).filter(|_| narrowing) {
+        Some(narrowing) => {
+            for (i, ((key, _), order)) in rows {
+                let slot = slot_of(key, *order)? as u64;
+                keys.narrow.push((narrowing.narrow(*order) << DAY_SLOT_BITS | slot, i as u32));
+            }
+            keys.narrow.sort_unstable();
+            keys.narrowed = true;
+            sorted.extend(gather_at(&input.rows, &keys.narrow, |&(_, i)| i).copied());
+        }
+        None => {
+            for (i, ((key, _), order)) in rows {
+                let slot = slot_of(key, *order)?;
+                keys.wide.push((order << DAY_SLOT_BITS | slot, i as u32));
+            }
+            keys.wide.sort_unstable();
+            sorted.extend(gather_at(&input.rows, &keys.wide, |&(_, i)| i).copied());
+        }
+    }
     Ok(())
 }
 
-/// Sums the rows of one day (sorted by [`sort_day`] into `scratch.keyed`
+/// Sums the rows of one day (sorted by [`sort_day`] into `scratch.keys`
 /// and `scratch.sorted`) at `grain` onto the end of `out`, in the rollup
 /// file's row order: slot first (so row-group statistics can skip by
 /// time), then the report's order of the other fields. Rows of one slot
@@ -819,21 +853,14 @@ fn sum_grain(
         return Err(Error::Internal(format!("rollup grain {grain} s does not cut the day in 15-minute slots")));
     }
     let per = per as u128;
-    let DayScratch { keyed, sorted, grouped, slots, starts, order } = scratch;
+    let DayScratch { keys, sorted, grouped, slots, starts, order } = scratch;
     grouped.clear();
     slots.clear();
-    let mut last: Option<u128> = None;
-    for (&(k, _), (key, totals)) in keyed.iter().zip(sorted.iter()) {
-        let slot = (k & ((1 << DAY_SLOT_BITS) - 1)) / per;
-        let group = (k >> DAY_SLOT_BITS) << DAY_SLOT_BITS | slot;
-        match grouped.last_mut() {
-            Some((_, sum)) if last == Some(group) => *sum = sum.checked_add(totals).ok_or_else(overflow)?,
-            _ => {
-                grouped.push((RollupKey { slot: start + slot as i64 * grain, ..*key }, *totals));
-                slots.push(slot as u8);
-                last = Some(group);
-            }
-        }
+    let day_grain = DayGrain { start, seconds: grain, per };
+    if keys.narrowed {
+        day_grain.group(&keys.narrow, sorted, (grouped, slots), overflow)?;
+    } else {
+        day_grain.group(&keys.wide, sorted, (grouped, slots), overflow)?;
     }
     let cuts = (day / grain) as usize;
     if cuts == 1 {
@@ -859,6 +886,43 @@ fn sum_grain(
     }
     out.extend(order.iter().map(|&i| grouped[i as usize]));
     Ok(())
+}
+
+/// One grain of a day's sums ([`sum_grain`]): the day's start, the
+/// grain's seconds, and its 15-minute slots.
+struct DayGrain {
+    start: i64,
+    seconds: i64,
+    per: u128,
+}
+
+impl DayGrain {
+    /// Sums a day's rows, sorted by their `keys` ([`sort_day`]), into the
+    /// groups of this grain in (order, slot) order, each group's slot in
+    /// the day (in the grain's units) beside it.
+    fn group<K: Copy + Into<u128>>(
+        &self,
+        keys: &[(K, u32)],
+        sorted: &[(RollupKey, Totals)],
+        (grouped, slots): (&mut Vec<(RollupKey, Totals)>, &mut Vec<u8>),
+        overflow: &dyn Fn() -> Error,
+    ) -> Result<()> {
+        let mut last: Option<u128> = None;
+        for (&(k, _), (key, totals)) in keys.iter().zip(sorted) {
+            let k: u128 = k.into();
+            let slot = (k & ((1 << DAY_SLOT_BITS) - 1)) / self.per;
+            let group = (k >> DAY_SLOT_BITS) << DAY_SLOT_BITS | slot;
+            match grouped.last_mut() {
+                Some((_, sum)) if last == Some(group) => *sum = sum.checked_add(totals).ok_or_else(overflow)?,
+                _ => {
+                    grouped.push((RollupKey { slot: self.start + slot as i64 * self.seconds, ..*key }, *totals));
+                    slots.push(slot as u8);
+                    last = Some(group);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The shared interner of a run, plus the strings of one account's older
@@ -1303,14 +1367,17 @@ mod tests {
         let orders: Vec<u128> = rows.iter().map(|(key, _)| key.order().map(|id| ranks[id as usize]).packed()).collect();
         let input = DayRows { rows, orders };
         let overflow = || Error::Internal("overflow".to_owned());
-        for grain in [900, 3600, 86_400] {
+        // With 64-bit keys (these few strings' ranks fit them) and with
+        // 128-bit ones, the same sums.
+        for (grain, narrowing) in [900, 3600, 86_400].into_iter().flat_map(|grain| [(grain, true), (grain, false)]) {
             let mut expected: BTreeMap<_, (u64, i128)> = BTreeMap::new();
             for (key, totals) in &input.rows {
                 let sum = expected.entry(by_text(key, grain)).or_default();
                 *sum = (sum.0 + totals.records, sum.1 + totals.amount);
             }
             let (mut scratch, mut out) = (DayScratch::default(), vec![input.rows[0]]);
-            sort_day(&input, start, &mut scratch.keyed, &mut scratch.sorted).expect("sorted");
+            sort_day(&input, start, &mut scratch.keys, &mut scratch.sorted, narrowing).expect("sorted");
+            assert_eq!(scratch.keys.narrowed, narrowing);
             sum_grain(start, grain, &mut scratch, &mut out, &overflow).expect("summed");
             assert_eq!(out.remove(0), input.rows[0], "rows are added after those there");
             let got: Vec<_> =
@@ -1320,11 +1387,13 @@ mod tests {
         }
         // A slot off the 15-minute grid, or past the day, is a broken
         // input, not a wrong sum.
-        let (mut keyed, mut sorted) = (Vec::new(), Vec::new());
-        for slot in [start + 60, start + 86_400 * 2, start - 900] {
+        let (mut keys, mut sorted) = (DayKeys::default(), Vec::new());
+        for (slot, narrowing) in
+            [start + 60, start + 86_400 * 2, start - 900].into_iter().flat_map(|s| [(s, true), (s, false)])
+        {
             let mut broken = DayRows { rows: input.rows.clone(), orders: input.orders.clone() };
             broken.rows[7].0.slot = slot;
-            assert!(sort_day(&broken, start, &mut keyed, &mut sorted).is_err(), "slot {slot}");
+            assert!(sort_day(&broken, start, &mut keys, &mut sorted, narrowing).is_err(), "slot {slot}");
         }
     }
 
