@@ -288,6 +288,7 @@ fn record_columns<'r, R: RecordRows + ?Sized>(
             Pick::Timestamp => Column::instants(std::mem::take(&mut instants), out.dtype(i)),
             Pick::Text(at) => std::mem::replace(&mut texts[*at], TextColumn::new(0)).finish()?,
             Pick::Decimal(at) => Column::decimal(std::mem::take(&mut decimals[*at])),
+            Pick::Int(LINES) => Column::lines(std::mem::take(&mut ints[LINES]), out.dtype(i)),
             Pick::Int(at) => Column::int64(std::mem::take(&mut ints[*at]), out.dtype(i)),
         });
     }
@@ -324,7 +325,10 @@ const TEXTS: [Pick; 8] = [
 const DECIMALS: [Pick; 3] = [Pick::Decimal(0), Pick::Decimal(1), Pick::Decimal(2)];
 
 /// The integer columns: units (or segments), source line.
-const INTS: [Pick; 2] = [Pick::Int(0), Pick::Int(1)];
+const INTS: [Pick; 2] = [Pick::Int(0), Pick::Int(LINES)];
+
+/// The place of the source line among [`INTS`].
+const LINES: usize = 1;
 
 impl Pick {
     /// Column `name`'s value.
@@ -344,7 +348,7 @@ impl Pick {
             "amount" => Pick::Decimal(1),
             "surcharge" => Pick::Decimal(2),
             "segments" | "units" => Pick::Int(0),
-            "source_line" => Pick::Int(1),
+            "source_line" => Pick::Int(LINES),
             other => return Err(Error::Internal(format!("no store column for '{other}'"))),
         })
     }

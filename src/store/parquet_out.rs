@@ -108,6 +108,26 @@ impl Column {
         }
     }
 
+    /// The source lines of records (Int64 of Arrow type `dtype`): as
+    /// [`Column::int64`], except that lines spread wider than polars'
+    /// min-max check looks at (`u16::MAX`), in a row group of more than 128
+    /// rows, are written plain without asking polars: it would estimate
+    /// their distinct count (a HyperLogLog pass over the row group, half a
+    /// percent of an ingest's time) to find them mostly distinct, as the
+    /// lines of a file are, and write them plain.
+    pub(super) fn lines(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
+        let (low, high) = values.iter().fold((i64::MAX, i64::MIN), |(low, high), &v| (low.min(v), high.max(v)));
+        let spread = i128::from(high) - i128::from(low);
+        if values.len() <= 128 || spread <= i128::from(u16::MAX) {
+            return Column::int64(values, dtype);
+        }
+        Column {
+            values: Values::Arrow(PrimitiveArray::from_vec(values).to(dtype.clone()).boxed()),
+            encoding: Encoding::Plain,
+            compression: OPTIONS.compression,
+        }
+    }
+
     /// The instants of records (nanoseconds, of Arrow type `dtype`): plain
     /// and not compressed (mostly distinct: LZ4 kept all of their bytes).
     pub(super) fn instants(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
@@ -669,6 +689,38 @@ mod tests {
         // Mostly distinct values take no dictionary.
         assert!(Dictionary::of(&(0..1000).collect::<Vec<i128>>()).is_none());
         assert!(Dictionary::of(&(0..100).collect::<Vec<i128>>()).is_some());
+    }
+
+    /// Source lines spread wide are written plain without polars' distinct
+    /// count, in the bytes polars writes when it counts them; lines close
+    /// together, or a small group, are left to polars' check.
+    #[test]
+    fn lines_are_written_as_polars_writes_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, lines: &[i64], ours: bool| -> (Encoding, Vec<u8>) {
+            let path = dir.path().join(name);
+            let mut out =
+                ParquetOut::create(&path, arrow_schema(&[("source_line", DataType::Int64)])).expect("created");
+            let column = if ours {
+                Column::lines(lines.to_vec(), out.dtype(0))
+            } else {
+                Column::int64(lines.to_vec(), out.dtype(0))
+            };
+            let encoding = column.encoding;
+            let group = out.encode(lines.len(), vec![column]).expect("encoded");
+            out.write(group).expect("written");
+            out.finish(&Syncer::at_once()).expect("finished");
+            (encoding, std::fs::read(&path).expect("read"))
+        };
+        let wide: Vec<i64> = (0..5000).map(|i| 2 + i * 97).collect();
+        let close: Vec<i64> = (0..5000).map(|i| 2 + i % 3000).collect();
+        let few_wide: Vec<i64> = (0..100).map(|i| 2 + i * 97_000).collect();
+        for (lines, plain) in [(&wide, true), (&close, false), (&few_wide, false)] {
+            let (encoding, ours) = write("ours.parquet", lines, true);
+            let (_, polars) = write("polars.parquet", lines, false);
+            assert_eq!(encoding == Encoding::Plain, plain);
+            assert!(ours == polars, "{} lines from {}", lines.len(), lines[0]);
+        }
     }
 
     /// Text columns come back as the strings written, whether the writer
