@@ -128,6 +128,59 @@ impl Column {
         }
     }
 
+    /// Values in order (a rollup file's slots, Int64 of Arrow type
+    /// `dtype`): as [`Column::int64`] (the same dictionary or plain
+    /// values, the same bytes), but with the dictionary made here when
+    /// the values do not go down: the distinct values in order, keys
+    /// counting up. Polars would find that dictionary only after a
+    /// min-max pass, a HyperLogLog estimate of the distinct values (where
+    /// they spread over more than `u16::MAX`) and a hashing of every value.
+    /// Where the estimate and the exact count fall on either side of
+    /// polars' 3/4 rule, the exact count decides.
+    pub(super) fn slots(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
+        let (Some(&low), Some(&high)) = (values.first(), values.last()) else { return Column::int64(values, dtype) };
+        if !values.is_sorted() {
+            return Column::int64(values, dtype);
+        }
+        let mut distinct: Vec<i64> = Vec::new();
+        let keys: Vec<u32> = values
+            .iter()
+            .map(|&value| {
+                if distinct.last() != Some(&value) {
+                    distinct.push(value);
+                }
+                distinct.len() as u32 - 1
+            })
+            .collect();
+        // Polars' rules: a dictionary when at most 2,048 values are
+        // distinct or fewer than 3/4 of them, for values within `u16::MAX`
+        // of each other (its exact min-max check); else unless there are
+        // more than 128 values and over 3/4 of them distinct (its estimate).
+        let share = distinct.len() as f64 / values.len() as f64;
+        let worth = if i128::from(high) - i128::from(low) <= i128::from(u16::MAX) {
+            distinct.len() <= 2048 || share < 0.75
+        } else {
+            values.len() <= 128 || share <= 0.75
+        };
+        if !worth {
+            return Column {
+                values: Values::Arrow(PrimitiveArray::from_vec(values).to(dtype.clone()).boxed()),
+                encoding: Encoding::Plain,
+                compression: OPTIONS.compression,
+            };
+        }
+        let dictionary_type = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(dtype.clone()), false);
+        let dictionary = PrimitiveArray::from_vec(distinct).to(dtype.clone()).boxed();
+        match DictionaryArray::try_new(dictionary_type, PrimitiveArray::from_vec(keys), dictionary) {
+            Ok(array) => Column {
+                values: Values::Arrow(array.boxed()),
+                encoding: Encoding::RleDictionary,
+                compression: OPTIONS.compression,
+            },
+            Err(_) => Column::int64(values, dtype),
+        }
+    }
+
     /// The instants of records (nanoseconds, of Arrow type `dtype`): plain
     /// and not compressed (mostly distinct: LZ4 kept all of their bytes).
     pub(super) fn instants(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
@@ -720,6 +773,53 @@ mod tests {
             let (_, polars) = write("polars.parquet", lines, false);
             assert_eq!(encoding == Encoding::Plain, plain);
             assert!(ours == polars, "{} lines from {}", lines.len(), lines[0]);
+        }
+    }
+
+    /// Slots in order take the dictionary polars makes of them, or none
+    /// where it takes none, in the same bytes; slots out of order are left
+    /// to polars.
+    #[test]
+    fn slots_are_written_as_polars_writes_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let schema = || arrow_schema(&[("slot_start", DataType::Int64)]);
+        let write = |name: &str, slots: &[i64], ours: bool| -> (Encoding, Vec<u8>) {
+            let path = dir.path().join(name);
+            let mut out = ParquetOut::create(&path, schema()).expect("created");
+            let column = if ours {
+                Column::slots(slots.to_vec(), out.dtype(0))
+            } else {
+                Column::int64(slots.to_vec(), out.dtype(0))
+            };
+            let encoding = column.encoding;
+            let group = out.encode(slots.len(), vec![column]).expect("encoded");
+            out.write(group).expect("written");
+            out.finish(&Syncer::at_once()).expect("finished");
+            (encoding, std::fs::read(&path).expect("read"))
+        };
+        let start = 1_785_542_400i64;
+        // 15-minute slots of 92 days, a few rows each; days; slots within
+        // 18 hours; distinct slots, many and few; slots out of order.
+        let quarters: Vec<i64> = (0..20_000).map(|i| start + 900 * (i / 3)).collect();
+        let days: Vec<i64> = (0..5_000).map(|i| start + 86_400 * (i / 60)).collect();
+        let close: Vec<i64> = (0..5_000).map(|i| start + 900 * (i / 100)).collect();
+        let distinct: Vec<i64> = (0..5_000).map(|i| start + 900 * i).collect();
+        let few_distinct: Vec<i64> = (0..100).map(|i| start + 900 * i).collect();
+        let unordered: Vec<i64> = (0..5_000).map(|i| start + 900 * ((i * 7919) % 300)).collect();
+        let (by_dictionary, plain) = (Encoding::RleDictionary, Encoding::Plain);
+        // (Out of order, the column is polars' to decide: as asked for.)
+        for (slots, expected) in [
+            (&quarters, by_dictionary),
+            (&days, by_dictionary),
+            (&close, by_dictionary),
+            (&distinct, plain),
+            (&few_distinct, by_dictionary),
+            (&unordered, by_dictionary),
+        ] {
+            let (encoding, ours) = write("ours.parquet", slots, true);
+            let (_, polars) = write("polars.parquet", slots, false);
+            assert_eq!(encoding, expected, "{} slots from {}", slots.len(), slots[0]);
+            assert!(ours == polars, "{} slots from {}", slots.len(), slots[0]);
         }
     }
 

@@ -172,7 +172,7 @@ fn rollup_columns<'a>(out: &ParquetOut, n: usize, rows: impl Iterator<Item = Key
     Ok(vec![
         auth_id.finish()?,
         subaccount.finish()?,
-        Column::int64(slots, out.dtype(2)),
+        Column::slots(slots, out.dtype(2)),
         product.finish()?,
         type_.finish()?,
         country.finish()?,
