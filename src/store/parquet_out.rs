@@ -744,33 +744,35 @@ mod tests {
         assert!(Dictionary::of(&(0..100).collect::<Vec<i128>>()).is_some());
     }
 
+    /// One Int64 column of `values` made by `make`, written alone to a file
+    /// in `dir`: its encoding and the file's bytes.
+    fn int64_file(
+        dir: &Path,
+        values: &[i64],
+        make: impl Fn(Vec<i64>, &ArrowDataType) -> Column,
+    ) -> (Encoding, Vec<u8>) {
+        let path = dir.join("int64.parquet");
+        let mut out = ParquetOut::create(&path, arrow_schema(&[("n", DataType::Int64)])).expect("created");
+        let column = make(values.to_vec(), out.dtype(0));
+        let encoding = column.encoding;
+        let group = out.encode(values.len(), vec![column]).expect("encoded");
+        out.write(group).expect("written");
+        out.finish(&Syncer::at_once()).expect("finished");
+        (encoding, std::fs::read(&path).expect("read"))
+    }
+
     /// Source lines spread wide are written plain without polars' distinct
     /// count, in the bytes polars writes when it counts them; lines close
     /// together, or a small group, are left to polars' check.
     #[test]
     fn lines_are_written_as_polars_writes_them() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let write = |name: &str, lines: &[i64], ours: bool| -> (Encoding, Vec<u8>) {
-            let path = dir.path().join(name);
-            let mut out =
-                ParquetOut::create(&path, arrow_schema(&[("source_line", DataType::Int64)])).expect("created");
-            let column = if ours {
-                Column::lines(lines.to_vec(), out.dtype(0))
-            } else {
-                Column::int64(lines.to_vec(), out.dtype(0))
-            };
-            let encoding = column.encoding;
-            let group = out.encode(lines.len(), vec![column]).expect("encoded");
-            out.write(group).expect("written");
-            out.finish(&Syncer::at_once()).expect("finished");
-            (encoding, std::fs::read(&path).expect("read"))
-        };
         let wide: Vec<i64> = (0..5000).map(|i| 2 + i * 97).collect();
         let close: Vec<i64> = (0..5000).map(|i| 2 + i % 3000).collect();
         let few_wide: Vec<i64> = (0..100).map(|i| 2 + i * 97_000).collect();
         for (lines, plain) in [(&wide, true), (&close, false), (&few_wide, false)] {
-            let (encoding, ours) = write("ours.parquet", lines, true);
-            let (_, polars) = write("polars.parquet", lines, false);
+            let (encoding, ours) = int64_file(dir.path(), lines, Column::lines);
+            let (_, polars) = int64_file(dir.path(), lines, Column::int64);
             assert_eq!(encoding == Encoding::Plain, plain);
             assert!(ours == polars, "{} lines from {}", lines.len(), lines[0]);
         }
@@ -782,21 +784,6 @@ mod tests {
     #[test]
     fn slots_are_written_as_polars_writes_them() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let schema = || arrow_schema(&[("slot_start", DataType::Int64)]);
-        let write = |name: &str, slots: &[i64], ours: bool| -> (Encoding, Vec<u8>) {
-            let path = dir.path().join(name);
-            let mut out = ParquetOut::create(&path, schema()).expect("created");
-            let column = if ours {
-                Column::slots(slots.to_vec(), out.dtype(0))
-            } else {
-                Column::int64(slots.to_vec(), out.dtype(0))
-            };
-            let encoding = column.encoding;
-            let group = out.encode(slots.len(), vec![column]).expect("encoded");
-            out.write(group).expect("written");
-            out.finish(&Syncer::at_once()).expect("finished");
-            (encoding, std::fs::read(&path).expect("read"))
-        };
         let start = 1_785_542_400i64;
         // 15-minute slots of 92 days, a few rows each; days; slots within
         // 18 hours; distinct slots, many and few; slots out of order.
@@ -816,8 +803,8 @@ mod tests {
             (&few_distinct, by_dictionary),
             (&unordered, by_dictionary),
         ] {
-            let (encoding, ours) = write("ours.parquet", slots, true);
-            let (_, polars) = write("polars.parquet", slots, false);
+            let (encoding, ours) = int64_file(dir.path(), slots, Column::slots);
+            let (_, polars) = int64_file(dir.path(), slots, Column::int64);
             assert_eq!(encoding, expected, "{} slots from {}", slots.len(), slots[0]);
             assert!(ours == polars, "{} slots from {}", slots.len(), slots[0]);
         }
