@@ -67,11 +67,32 @@ pub(super) struct Column {
     compression: CompressionOptions,
 }
 
+/// Polars' rules for a column's dictionary, which the store's files keep
+/// (they are the files polars wrote). Any column: no dictionary when a row
+/// group of more than [`SMALL_GROUP`] rows has over 3/4 of its values
+/// distinct (for text, decimals and spread integers, by polars' estimate
+/// of the distinct values; here by their exact count).
+fn polars_takes_dictionary(rows: usize, distinct: usize) -> bool {
+    rows <= SMALL_GROUP || distinct * 4 <= rows * 3
+}
+
+/// The row groups in which polars takes a dictionary whatever the values.
+const SMALL_GROUP: usize = 128;
+
+/// Integers within this much of each other go to polars' exact min-max
+/// check (a bitmap of the values seen, `u16::MAX` for Int64), which takes
+/// a dictionary when at most [`MIN_MAX_FEW`] values are distinct or fewer
+/// than 3/4 of them; integers spread wider, to its estimate
+/// ([`polars_takes_dictionary`]).
+const MIN_MAX_SPREAD: i128 = u16::MAX as i128;
+
+/// See [`MIN_MAX_SPREAD`] (polars' `DELTA_THRESHOLD` for Int64).
+const MIN_MAX_FEW: usize = 2048;
+
 impl Column {
     /// A text column: dictionary-encoded (the dictionary in order of first
     /// appearance), unless most of its values are distinct, then plain
-    /// (polars' own rule: more than 128 rows, and distinct values over 3/4
-    /// of them).
+    /// ([`polars_takes_dictionary`]).
     pub(super) fn text<'a>(values: impl Iterator<Item = &'a str>, rows: usize) -> Result<Column> {
         let mut column = TextColumn::new(rows);
         for value in values {
@@ -81,10 +102,10 @@ impl Column {
     }
 
     /// A text column of distinct values (ids): plain, except in a row
-    /// group of at most 128 rows, where polars' rule takes a dictionary;
+    /// group of at most [`SMALL_GROUP`] rows, where polars takes a dictionary;
     /// not compressed (random ids: LZ4 kept 95 % of their bytes).
     pub(super) fn ids<'a>(values: impl Iterator<Item = &'a str>, rows: usize) -> Result<Column> {
-        if rows <= 128 {
+        if polars_takes_dictionary(rows, rows) {
             return Column::text(values, rows);
         }
         Ok(Column { compression: CompressionOptions::Uncompressed, ..Column::plain_text(values) })
@@ -101,31 +122,37 @@ impl Column {
     /// (slots, record counts, the lines of a small file), else plain; the
     /// check is one pass over the values, no hashing.
     pub(super) fn int64(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
+        Column::integers(values, dtype, Encoding::RleDictionary, OPTIONS.compression)
+    }
+
+    /// Int64 values of Arrow type `dtype`, handed to polars to encode.
+    fn integers(
+        values: Vec<i64>,
+        dtype: &ArrowDataType,
+        encoding: Encoding,
+        compression: CompressionOptions,
+    ) -> Column {
         Column {
             values: Values::Arrow(PrimitiveArray::from_vec(values).to(dtype.clone()).boxed()),
-            encoding: Encoding::RleDictionary,
-            compression: OPTIONS.compression,
+            encoding,
+            compression,
         }
     }
 
     /// The source lines of records (Int64 of Arrow type `dtype`): as
     /// [`Column::int64`], except that lines spread wider than polars'
-    /// min-max check looks at (`u16::MAX`), in a row group of more than 128
-    /// rows, are written plain without asking polars: it would estimate
+    /// min-max check looks at ([`MIN_MAX_SPREAD`]), in a row group of more
+    /// than [`SMALL_GROUP`] rows, are written plain without asking polars: it would estimate
     /// their distinct count (a HyperLogLog pass over the row group, half a
     /// percent of an ingest's time) to find them mostly distinct, as the
     /// lines of a file are, and write them plain.
     pub(super) fn lines(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
         let (low, high) = values.iter().fold((i64::MAX, i64::MIN), |(low, high), &v| (low.min(v), high.max(v)));
         let spread = i128::from(high) - i128::from(low);
-        if values.len() <= 128 || spread <= i128::from(u16::MAX) {
+        if values.len() <= SMALL_GROUP || spread <= MIN_MAX_SPREAD {
             return Column::int64(values, dtype);
         }
-        Column {
-            values: Values::Arrow(PrimitiveArray::from_vec(values).to(dtype.clone()).boxed()),
-            encoding: Encoding::Plain,
-            compression: OPTIONS.compression,
-        }
+        Column::integers(values, dtype, Encoding::Plain, OPTIONS.compression)
     }
 
     /// Values in order (a rollup file's slots, Int64 of Arrow type
@@ -134,7 +161,7 @@ impl Column {
     /// the values do not go down: the distinct values in order, keys
     /// counting up. Polars would find that dictionary only after a
     /// min-max pass, a HyperLogLog estimate of the distinct values (where
-    /// they spread over more than `u16::MAX`) and a hashing of every value.
+    /// they spread over more than [`MIN_MAX_SPREAD`]) and a hashing of every value.
     /// Where the estimate and the exact count fall on either side of
     /// polars' 3/4 rule, the exact count decides.
     pub(super) fn slots(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
@@ -152,22 +179,14 @@ impl Column {
                 distinct.len() as u32 - 1
             })
             .collect();
-        // Polars' rules: a dictionary when at most 2,048 values are
-        // distinct or fewer than 3/4 of them, for values within `u16::MAX`
-        // of each other (its exact min-max check); else unless there are
-        // more than 128 values and over 3/4 of them distinct (its estimate).
-        let share = distinct.len() as f64 / values.len() as f64;
-        let worth = if i128::from(high) - i128::from(low) <= i128::from(u16::MAX) {
-            distinct.len() <= 2048 || share < 0.75
+        let (rows, n) = (values.len(), distinct.len());
+        let worth = if i128::from(high) - i128::from(low) <= MIN_MAX_SPREAD {
+            n <= MIN_MAX_FEW || n * 4 < rows * 3
         } else {
-            values.len() <= 128 || share <= 0.75
+            polars_takes_dictionary(rows, n)
         };
         if !worth {
-            return Column {
-                values: Values::Arrow(PrimitiveArray::from_vec(values).to(dtype.clone()).boxed()),
-                encoding: Encoding::Plain,
-                compression: OPTIONS.compression,
-            };
+            return Column::integers(values, dtype, Encoding::Plain, OPTIONS.compression);
         }
         let dictionary_type = ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(dtype.clone()), false);
         let dictionary = PrimitiveArray::from_vec(distinct).to(dtype.clone()).boxed();
@@ -184,11 +203,7 @@ impl Column {
     /// The instants of records (nanoseconds, of Arrow type `dtype`): plain
     /// and not compressed (mostly distinct: LZ4 kept all of their bytes).
     pub(super) fn instants(values: Vec<i64>, dtype: &ArrowDataType) -> Column {
-        Column {
-            values: Values::Arrow(PrimitiveArray::from_vec(values).to(dtype.clone()).boxed()),
-            encoding: Encoding::Plain,
-            compression: CompressionOptions::Uncompressed,
-        }
+        Column::integers(values, dtype, Encoding::Plain, CompressionOptions::Uncompressed)
     }
 
     /// A decimal column (unscaled values, of a `Decimal(38, _)` field):
@@ -216,11 +231,11 @@ struct Dictionary<V> {
 }
 
 impl Dictionary<Vec<i128>> {
-    /// The dictionary of `values`, unless most of them are distinct (the
-    /// rule of text columns: more than 128 rows, distinct values over 3/4
-    /// of them); given up as soon as that is certain.
+    /// The dictionary of `values`, unless most of them are distinct
+    /// ([`polars_takes_dictionary`]); given up as soon as that is certain.
     fn of(values: &[i128]) -> Option<Dictionary<Vec<i128>>> {
-        let limit = if values.len() > 128 { values.len() * 3 / 4 } else { usize::MAX };
+        // The most distinct values that rule allows.
+        let limit = if values.len() > SMALL_GROUP { values.len() * 3 / 4 } else { usize::MAX };
         let mut dictionary = Dictionary { values: Vec::new(), keys: Vec::with_capacity(values.len()) };
         // Open addressing, at most half full: a slot holds a key plus one
         // (zero: empty). Amounts are multiples of a cent or a second, their
@@ -386,12 +401,11 @@ impl<'a> TextColumn<'a> {
 
     /// The column: dictionary-encoded (the dictionary in order of first
     /// appearance), unless most of its values are distinct, then plain
-    /// (polars' own rule: more than 128 rows, and distinct values over 3/4
-    /// of them).
+    /// ([`polars_takes_dictionary`]).
     pub(super) fn finish(self) -> Result<Column> {
         let TextColumn { dictionary, keys, .. } = self;
         let dictionary: Vec<&str> = dictionary.iter().collect();
-        if keys.len() > 128 && dictionary.len() * 4 > keys.len() * 3 {
+        if !polars_takes_dictionary(keys.len(), dictionary.len()) {
             return Ok(Column::plain_text(keys.iter().map(|&key| dictionary[key as usize])));
         }
         let values = Utf8ViewArray::from_slice_values(&dictionary);
