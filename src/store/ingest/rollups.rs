@@ -715,7 +715,7 @@ impl Shard {
                 day_rows.orders.clear();
                 day_rows.orders.extend(day_rows.rows.iter().map(|(key, _)| key.order().map(rank).packed()));
             }
-            sort_day(&day_rows, start, &mut scratch.keys, &mut scratch.sorted, true)?;
+            sort_day(&day_rows, start, &mut scratch.keys, &mut scratch.sorted)?;
             for (output, grain) in outputs.iter_mut().zip(crate::store::GRAINS) {
                 sum_grain(start, grain, &mut scratch, &mut output.buffer, &overflow)?;
                 output.write_full(account, &strings)?;
@@ -753,7 +753,7 @@ struct DayScratch {
     /// Each row's (order, 15-minute slot in the day) as one integer, and
     /// its position; sorted.
     keys: DayKeys,
-    /// The day's rows in the order of `keyed`: gathered once, so that
+    /// The day's rows in the order of `keys`: gathered once, so that
     /// each grain's sum reads them in sequence (two passes of random
     /// reads into the day were an eighth of the merge's own time).
     sorted: Vec<(RollupKey, Totals)>,
@@ -784,13 +784,7 @@ struct DayKeys {
 /// from which [`sum_grain`] sums every grain (rows of one coarser slot and
 /// order are a run of it, since a coarser slot is a run of finer ones);
 /// and gathers the rows in that order into `sorted`.
-fn sort_day(
-    input: &DayRows,
-    start: i64,
-    keys: &mut DayKeys,
-    sorted: &mut Vec<(RollupKey, Totals)>,
-    narrowing: bool,
-) -> Result<()> {
+fn sort_day(input: &DayRows, start: i64, keys: &mut DayKeys, sorted: &mut Vec<(RollupKey, Totals)>) -> Result<()> {
     let broken = || Error::Internal("a rollup day holds a slot off the 15-minute grid or past the day".to_owned());
     let slot_of = |key: &RollupKey, order: u128| -> Result<u128> {
         let offset = key.slot - start;
@@ -809,7 +803,7 @@ fn sort_day(
     keys.wide.clear();
     keys.narrow.clear();
     keys.narrowed = false;
-    match Narrowing::fitting(any, 64 - DAY_SLOT_BITS).filter(|_| narrowing) {
+    match Narrowing::fitting(any, 64 - DAY_SLOT_BITS) {
         Some(narrowing) => {
             for (i, ((key, _), order)) in rows {
                 let slot = slot_of(key, *order)? as u64;
@@ -1365,19 +1359,24 @@ mod tests {
         };
         let ranks = strings.ranks().clone();
         let orders: Vec<u128> = rows.iter().map(|(key, _)| key.order().map(|id| ranks[id as usize]).packed()).collect();
-        let input = DayRows { rows, orders };
+        // These few strings' ranks fit 64-bit keys. The same orders with
+        // 2^32 added to every type rank order alike, but take 128-bit keys:
+        // both give the same sums.
+        let wide: Vec<u128> =
+            orders.iter().map(|order| order + (1 << (crate::aggregate::order::PACKED_FIELDS[1].0 + 32))).collect();
+        let inputs = [(DayRows { rows: rows.clone(), orders }, true), (DayRows { rows, orders: wide }, false)];
         let overflow = || Error::Internal("overflow".to_owned());
-        // With 64-bit keys (these few strings' ranks fit them) and with
-        // 128-bit ones, the same sums.
-        for (grain, narrowing) in [900, 3600, 86_400].into_iter().flat_map(|grain| [(grain, true), (grain, false)]) {
+        for ((input, narrowed), grain) in
+            inputs.iter().flat_map(|input| [900, 3600, 86_400].map(|grain| (input, grain)))
+        {
             let mut expected: BTreeMap<_, (u64, i128)> = BTreeMap::new();
             for (key, totals) in &input.rows {
                 let sum = expected.entry(by_text(key, grain)).or_default();
                 *sum = (sum.0 + totals.records, sum.1 + totals.amount);
             }
             let (mut scratch, mut out) = (DayScratch::default(), vec![input.rows[0]]);
-            sort_day(&input, start, &mut scratch.keys, &mut scratch.sorted, narrowing).expect("sorted");
-            assert_eq!(scratch.keys.narrowed, narrowing);
+            sort_day(input, start, &mut scratch.keys, &mut scratch.sorted).expect("sorted");
+            assert_eq!(scratch.keys.narrowed, *narrowed);
             sum_grain(start, grain, &mut scratch, &mut out, &overflow).expect("summed");
             assert_eq!(out.remove(0), input.rows[0], "rows are added after those there");
             let got: Vec<_> =
@@ -1388,12 +1387,12 @@ mod tests {
         // A slot off the 15-minute grid, or past the day, is a broken
         // input, not a wrong sum.
         let (mut keys, mut sorted) = (DayKeys::default(), Vec::new());
-        for (slot, narrowing) in
-            [start + 60, start + 86_400 * 2, start - 900].into_iter().flat_map(|s| [(s, true), (s, false)])
+        for ((input, _), slot) in
+            inputs.iter().flat_map(|input| [start + 60, start + 86_400 * 2, start - 900].map(|slot| (input, slot)))
         {
             let mut broken = DayRows { rows: input.rows.clone(), orders: input.orders.clone() };
             broken.rows[7].0.slot = slot;
-            assert!(sort_day(&broken, start, &mut keys, &mut sorted, narrowing).is_err(), "slot {slot}");
+            assert!(sort_day(&broken, start, &mut keys, &mut sorted).is_err(), "slot {slot}");
         }
     }
 
