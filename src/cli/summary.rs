@@ -4,6 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use rayon::prelude::*;
+
 use crate::error::BadRequest;
 use crate::query::UsageParams;
 use crate::summary::{self, wire::ErrorBody};
@@ -198,6 +200,9 @@ impl Write for Output {
     }
 }
 
+/// Pages of `--all-pages` made and written as JSON at once, on the threads.
+const PAGES_AT_ONCE: usize = 64;
+
 /// Writes the requested page, or every page, in `--format`. A page that
 /// cannot be cut (a stale token) is the request's 400, returned as such.
 fn write_pages(
@@ -214,6 +219,27 @@ fn write_pages(
         Box::new(std::iter::once(summary.requested_page(key)))
     };
     match args.format {
+        Format::Json if args.all_pages => {
+            // Pages do not depend on each other: a run of them is made and
+            // written as JSON on the threads, then written out in order
+            // (the same bytes as one at a time; a run is a few MB).
+            let offsets: Vec<u64> = summary.page_offsets().collect();
+            for run in offsets.chunks(PAGES_AT_ONCE) {
+                let texts: Vec<_> = run
+                    .par_iter()
+                    .map(|&offset| match summary.page(offset, key) {
+                        Ok(page) => summary::to_json(&page, args.pretty).map(Ok),
+                        Err(bad) => Ok(Err(bad)),
+                    })
+                    .collect();
+                for text in texts {
+                    match text? {
+                        Ok(text) => super::write_line(out, &text)?,
+                        Err(bad) => return Ok(Err(bad)),
+                    }
+                }
+            }
+        }
         Format::Json => {
             for page in pages {
                 let page = match page {

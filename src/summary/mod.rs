@@ -328,8 +328,14 @@ impl Summary {
 
     /// Every page, in order, as a client following the tokens would see them.
     pub fn pages<'s>(&'s self, key: &'s TokenKey) -> impl Iterator<Item = Result<Page<'s>, BadRequest>> + 's {
+        self.page_offsets().map(move |offset| self.page(offset, key))
+    }
+
+    /// The offset of every page's first row, in order ([`Summary::page`]
+    /// of each is [`Summary::pages`]).
+    pub fn page_offsets(&self) -> impl Iterator<Item = u64> + use<> {
         let size = self.request.params.page_size as u64;
-        (0..self.page_count()).map(move |i| self.page(i * size, key))
+        (0..self.page_count()).map(move |i| i * size)
     }
 
     /// A request identifier derived from the request and the result, so

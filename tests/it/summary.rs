@@ -459,3 +459,68 @@ fn a_million_nanos_sum_exactly_through_the_binary() {
     assert!(many.contains("\"total_spend\":0.001,"), "{many}");
     assert_eq!(run("1"), many);
 }
+
+/// `--all-pages` makes its pages a run at a time on the threads: across the
+/// runs' edges (64 pages a run) each line is still the page a client gets
+/// by following the token of the line before, and one thread writes the
+/// same bytes.
+#[test]
+fn all_pages_across_runs_are_the_pages_the_tokens_give() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().expect("UTF-8 path");
+    common::telemeter(&[
+        "generate",
+        "--out",
+        data_arg,
+        "--calls",
+        "4000",
+        "--messages",
+        "2000",
+        "--transcriptions",
+        "0",
+        "--charges",
+        "0",
+        "--accounts",
+        "1",
+        "--start",
+        "2026-10-01",
+        "--days",
+        "20",
+        "--seed",
+        "3",
+        "--quiet",
+    ])
+    .ok();
+    let accounts = std::fs::read_to_string(data.join("accounts.csv")).expect("accounts.csv");
+    let auth_id = accounts.lines().nth(1).and_then(|line| line.split(',').next()).expect("an account");
+    let query = "from_date=2026-10-01&to_date=2026-10-21&page_size=2";
+    let all = summary(&data, auth_id, query, &["--all-pages"]).ok().to_owned();
+    let lines: Vec<&str> = all.lines().collect();
+    assert!(lines.len() > 2 * 64 + 1, "{} pages: fewer than three runs", lines.len());
+    let last = json(lines[lines.len() - 1]);
+    assert!(last["meta"].get("next_page_token").is_none(), "the last line is the last page");
+    for k in [1, 63, 64, 65, 127, 128, 129, lines.len() - 1] {
+        let token = json(lines[k - 1])["meta"]["next_page_token"].as_str().expect("a token").to_owned();
+        let encoded: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
+        let page = summary(&data, auth_id, &format!("{query}&page_token={encoded}"), &[]).ok().to_owned();
+        assert_eq!(page, format!("{}\n", lines[k]), "page {k}");
+    }
+    let all_one_thread = common::telemeter(&[
+        "--threads",
+        "1",
+        "summary",
+        "--data",
+        data_arg,
+        "--auth-id",
+        auth_id,
+        "--query",
+        query,
+        "--now",
+        NOW,
+        "--all-pages",
+    ])
+    .ok()
+    .to_owned();
+    assert_eq!(all_one_thread, all, "one thread");
+}
