@@ -221,23 +221,32 @@ fn write_pages(
     match args.format {
         Format::Json if args.all_pages => {
             // Pages do not depend on each other: a run of them is made and
-            // written as JSON on the threads, then written out in order
-            // (the same bytes as one at a time; a run is a few MB).
-            let offsets: Vec<u64> = summary.page_offsets().collect();
-            for run in offsets.chunks(PAGES_AT_ONCE) {
-                let texts: Vec<_> = run
-                    .par_iter()
+            // written as JSON on the threads while the run before is
+            // written out here, in order (the same bytes as one at a time;
+            // a run is a few MB).
+            let make = |run: &[u64]| -> Vec<crate::error::Result<Result<String, BadRequest>>> {
+                run.par_iter()
                     .map(|&offset| match summary.page(offset, key) {
                         Ok(page) => summary::to_json(&page, args.pretty).map(Ok),
                         Err(bad) => Ok(Err(bad)),
                     })
-                    .collect();
-                for text in texts {
-                    match text? {
-                        Ok(text) => super::write_line(out, &text)?,
-                        Err(bad) => return Ok(Err(bad)),
+                    .collect()
+            };
+            let offsets: Vec<u64> = summary.page_offsets().collect();
+            let mut runs = offsets.chunks(PAGES_AT_ONCE);
+            let mut ready = runs.next().map(make).unwrap_or_default();
+            while !ready.is_empty() {
+                let mut next = Vec::new();
+                let written = rayon::in_place_scope(|scope| {
+                    if let Some(run) = runs.next() {
+                        scope.spawn(|_| next = make(run));
                     }
+                    write_texts(out, std::mem::take(&mut ready))
+                });
+                if let Err(bad) = written? {
+                    return Ok(Err(bad));
                 }
+                ready = next;
             }
         }
         Format::Json => {
@@ -273,6 +282,21 @@ fn write_pages(
                 note_charges_left_out(&page);
             }
             csv.finish()?;
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Writes pages made as JSON ([`write_pages`]), one a line, up to the first
+/// that could not be made: its 400.
+fn write_texts(
+    out: &mut Output,
+    texts: Vec<crate::error::Result<Result<String, BadRequest>>>,
+) -> anyhow::Result<Result<(), BadRequest>> {
+    for text in texts {
+        match text? {
+            Ok(text) => super::write_line(out, &text)?,
+            Err(bad) => return Ok(Err(bad)),
         }
     }
     Ok(Ok(()))
