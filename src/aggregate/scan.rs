@@ -265,8 +265,15 @@ fn merge_ids(scans: Vec<Scan<'_>>) -> Result<(Interner, IdGroups, Merged)> {
         groups_by_id.extend(part);
     }
     let ranks = strings.ranks();
-    // Keys computed once per group, not per comparison (300k groups).
-    groups_by_id.par_sort_by_cached_key(|(key, _)| report_order(key, &ranks));
+    // Keys computed once per group, not per comparison (300k groups), and
+    // sorted with each group's position (so equal keys keep their order,
+    // as a stable sort would); then the groups gathered in that order.
+    // All on the threads: `par_sort_by_cached_key` puts the groups in
+    // place by swaps on one thread, most of this pass's serial tail.
+    let mut order: Vec<((u32, u32, Order<u32>), usize)> =
+        groups_by_id.par_iter().enumerate().map(|(i, (key, _))| (report_order(key, &ranks), i)).collect();
+    order.par_sort_unstable();
+    let groups_by_id: IdGroups = order.par_iter().map(|&(_, i)| groups_by_id[i]).collect();
     let spans = span_by_id.into_iter().map(|(id, s)| (strings.get(id).to_owned(), s)).collect();
     Ok((strings, groups_by_id, Merged { groups: Groups::default(), tallies, rejects, spans, span }))
 }
