@@ -270,7 +270,7 @@ fn merge_ids(scans: Vec<Scan<'_>>) -> Result<(Interner, IdGroups, Merged)> {
     // as a stable sort would); then the groups gathered in that order.
     // All on the threads: `par_sort_by_cached_key` puts the groups in
     // place by swaps on one thread, most of this pass's serial tail.
-    let mut order: Vec<((u32, u32, Order<u32>), usize)> =
+    let mut order: Vec<(ReportOrder, usize)> =
         groups_by_id.par_iter().enumerate().map(|(i, (key, _))| (report_order(key, &ranks), i)).collect();
     order.par_sort_unstable();
     let groups_by_id: IdGroups = order.par_iter().map(|&(_, i)| groups_by_id[i]).collect();
@@ -360,10 +360,14 @@ impl IdKey {
     }
 }
 
+/// A group's place in the report's order: its account's and its ids'
+/// ranks, and its bucket ([`report_order`]).
+type ReportOrder = (u32, u32, Order<u32>);
+
 /// A sort key of `key` (ids ranked by [`Interner::ranks`]) that orders as
 /// its owned key ([`IdKey::owned`]) does.
 #[inline]
-fn report_order(key: &IdKey, ranks: &[u32]) -> (u32, u32, Order<u32>) {
+fn report_order(key: &IdKey, ranks: &[u32]) -> ReportOrder {
     (ranks[key.account as usize], key.bucket, key.order().map(|id| ranks[id as usize]))
 }
 
