@@ -80,15 +80,25 @@ fn golden_requests() {
 }
 
 /// Follows `next_page_token` from page 1; every page's stdout.
+/// `query` asking for the page of `token`.
+fn with_token(query: &str, token: &str) -> String {
+    let encoded: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
+    format!("{query}&page_token={encoded}")
+}
+
+/// `summary --all-pages` of `data` on `threads` threads.
+fn all_pages_on(data: &Path, threads: &str, auth_id: &str, query: &str) -> String {
+    let data = data.to_str().expect("UTF-8 path");
+    let args = ["--threads", threads, "summary", "--data", data, "--auth-id", auth_id, "--query", query];
+    common::telemeter(&[&args[..], &["--now", NOW, "--all-pages"]].concat()).ok().to_owned()
+}
+
 fn follow_pages(auth_id: &str, query: &str) -> Vec<String> {
     let mut pages = Vec::new();
     let mut token: Option<String> = None;
     loop {
         let query = match &token {
-            Some(token) => {
-                let encoded: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
-                format!("{query}&page_token={encoded}")
-            }
+            Some(token) => with_token(query, token),
             None => query.to_owned(),
         };
         let stdout = stdout_of(auth_id, &query, &[]);
@@ -158,26 +168,8 @@ fn pages_concatenate_to_the_unpaged_result() {
 #[test]
 fn thread_count_does_not_change_a_byte() {
     let data = sample_data();
-    let data = data.to_str().expect("UTF-8 path");
     for (_, auth_id, query) in CASES.iter().chain([&("paged", "MA001", PAGED)]) {
-        let run = |threads: &str| {
-            common::telemeter(&[
-                "--threads",
-                threads,
-                "summary",
-                "--data",
-                data,
-                "--auth-id",
-                auth_id,
-                "--query",
-                query,
-                "--now",
-                NOW,
-                "--all-pages",
-            ])
-            .ok()
-            .to_owned()
-        };
+        let run = |threads: &str| all_pages_on(&data, threads, auth_id, query);
         let one = run("1");
         assert_eq!(one, run("4"), "{auth_id} {query}");
         assert_eq!(one, stdout_of(auth_id, query, &["--all-pages"]), "{auth_id} {query}");
@@ -502,25 +494,9 @@ fn all_pages_across_runs_are_the_pages_the_tokens_give() {
     assert!(last["meta"].get("next_page_token").is_none(), "the last line is the last page");
     for k in [1, 63, 64, 65, 127, 128, 129, lines.len() - 1] {
         let token = json(lines[k - 1])["meta"]["next_page_token"].as_str().expect("a token").to_owned();
-        let encoded: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
-        let page = summary(&data, auth_id, &format!("{query}&page_token={encoded}"), &[]).ok().to_owned();
+        let page = summary(&data, auth_id, &with_token(query, &token), &[]).ok().to_owned();
         assert_eq!(page, format!("{}\n", lines[k]), "page {k}");
     }
-    let all_one_thread = common::telemeter(&[
-        "--threads",
-        "1",
-        "summary",
-        "--data",
-        data_arg,
-        "--auth-id",
-        auth_id,
-        "--query",
-        query,
-        "--now",
-        NOW,
-        "--all-pages",
-    ])
-    .ok()
-    .to_owned();
+    let all_one_thread = all_pages_on(&data, "1", auth_id, query);
     assert_eq!(all_one_thread, all, "one thread");
 }
