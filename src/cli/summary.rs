@@ -211,8 +211,9 @@ fn write_pages(
     key: &crate::token::TokenKey,
     out: &mut Output,
 ) -> anyhow::Result<Result<(), BadRequest>> {
-    // One page at a time: --all-pages never holds every page (but the
-    // table, whose columns are as wide as their widest cell, holds its cells).
+    // A page (or, as JSON, two runs of pages) at a time: --all-pages never
+    // holds every page (but the table, whose columns are as wide as their
+    // widest cell, holds its cells).
     let pages: Box<dyn Iterator<Item = Result<summary::wire::Page<'_>, BadRequest>> + '_> = if args.all_pages {
         Box::new(summary.pages(key))
     } else {
@@ -224,13 +225,8 @@ fn write_pages(
             // written as JSON on the threads while the run before is
             // written out here, in order (the same bytes as one at a time;
             // a run is a few MB).
-            let make = |run: &[u64]| -> Vec<crate::error::Result<Result<String, BadRequest>>> {
-                run.par_iter()
-                    .map(|&offset| match summary.page(offset, key) {
-                        Ok(page) => summary::to_json(&page, args.pretty).map(Ok),
-                        Err(bad) => Ok(Err(bad)),
-                    })
-                    .collect()
+            let make = |run: &[u64]| -> Vec<PageText> {
+                run.par_iter().map(|&offset| page_text(summary.page(offset, key), args.pretty)).collect()
             };
             let offsets: Vec<u64> = summary.page_offsets().collect();
             let mut runs = offsets.chunks(PAGES_AT_ONCE);
@@ -250,12 +246,8 @@ fn write_pages(
             }
         }
         Format::Json => {
-            for page in pages {
-                let page = match page {
-                    Ok(page) => page,
-                    Err(bad) => return Ok(Err(bad)),
-                };
-                super::write_line(out, &summary::to_json(&page, args.pretty)?)?;
+            if let Err(bad) = write_texts(out, pages.map(|page| page_text(page, args.pretty)).collect())? {
+                return Ok(Err(bad));
             }
         }
         Format::Table => {
@@ -287,12 +279,20 @@ fn write_pages(
     Ok(Ok(()))
 }
 
-/// Writes pages made as JSON ([`write_pages`]), one a line, up to the first
+/// A page as JSON, or the 400 of a page that could not be cut.
+type PageText = crate::error::Result<Result<String, BadRequest>>;
+
+/// `page` as JSON (indented with `pretty`).
+fn page_text(page: Result<summary::wire::Page<'_>, BadRequest>, pretty: bool) -> PageText {
+    match page {
+        Ok(page) => summary::to_json(&page, pretty).map(Ok),
+        Err(bad) => Ok(Err(bad)),
+    }
+}
+
+/// Writes pages made as JSON ([`page_text`]), one a line, up to the first
 /// that could not be made: its 400.
-fn write_texts(
-    out: &mut Output,
-    texts: Vec<crate::error::Result<Result<String, BadRequest>>>,
-) -> anyhow::Result<Result<(), BadRequest>> {
+fn write_texts(out: &mut Output, texts: Vec<PageText>) -> anyhow::Result<Result<(), BadRequest>> {
     for text in texts {
         match text? {
             Ok(text) => super::write_line(out, &text)?,
