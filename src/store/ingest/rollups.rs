@@ -798,30 +798,35 @@ fn sort_day(input: &DayRows, start: i64, keys: &mut DayKeys, sorted: &mut Vec<(R
         Ok(slot)
     };
     let any = input.orders.iter().fold(0, |any, order| any | order);
-    let rows = input.rows.iter().zip(&input.orders).enumerate();
     sorted.clear();
     keys.wide.clear();
     keys.narrow.clear();
-    keys.narrowed = false;
-    match Narrowing::fitting(any, 64 - DAY_SLOT_BITS) {
-        Some(narrowing) => {
-            for (i, ((key, _), order)) in rows {
-                let slot = slot_of(key, *order)? as u64;
-                keys.narrow.push((narrowing.narrow(*order) << DAY_SLOT_BITS | slot, i as u32));
-            }
-            keys.narrow.sort_unstable();
-            keys.narrowed = true;
-            sorted.extend(gather_at(&input.rows, &keys.narrow, |&(_, i)| i).copied());
-        }
+    let narrowing = Narrowing::fitting(any, 64 - DAY_SLOT_BITS);
+    keys.narrowed = narrowing.is_some();
+    match narrowing {
+        Some(narrowing) => sort_keyed(input, &mut keys.narrow, sorted, |key, order| {
+            Ok(narrowing.narrow(order) << DAY_SLOT_BITS | slot_of(key, order)? as u64)
+        }),
         None => {
-            for (i, ((key, _), order)) in rows {
-                let slot = slot_of(key, *order)?;
-                keys.wide.push((order << DAY_SLOT_BITS | slot, i as u32));
-            }
-            keys.wide.sort_unstable();
-            sorted.extend(gather_at(&input.rows, &keys.wide, |&(_, i)| i).copied());
+            sort_keyed(input, &mut keys.wide, sorted, |key, order| Ok(order << DAY_SLOT_BITS | slot_of(key, order)?))
         }
     }
+}
+
+/// [`sort_day`] with keys `key` makes of each row's key and packed order:
+/// the keys and the rows' positions into `keys`, sorted, and the rows
+/// gathered in that order onto `sorted`.
+fn sort_keyed<K: Ord>(
+    input: &DayRows,
+    keys: &mut Vec<(K, u32)>,
+    sorted: &mut Vec<(RollupKey, Totals)>,
+    key: impl Fn(&RollupKey, u128) -> Result<K>,
+) -> Result<()> {
+    for (i, ((row, _), order)) in input.rows.iter().zip(&input.orders).enumerate() {
+        keys.push((key(row, *order)?, i as u32));
+    }
+    keys.sort_unstable();
+    sorted.extend(gather_at(&input.rows, keys, |&(_, i)| i).copied());
     Ok(())
 }
 
