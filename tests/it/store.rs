@@ -454,6 +454,31 @@ fn a_conflicting_record_is_an_error_naming_both_places() {
     assert_eq!(manifest(&store), before);
 }
 
+/// Inside one batch of an ingest, an id's first row is the first in file
+/// order (the files in their order, each file's lines in theirs), and of
+/// two conflicts the error is the one whose later row comes first.
+#[test]
+fn a_conflict_inside_one_batch_names_the_first_row_in_file_order() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let conflict = |a: &str, name: &str| {
+        let data = temp.path().join(name);
+        put(&data, "calls/a.csv", &format!("{CALLS_HEADER}{a}"));
+        put(&data, "calls/b.csv", &format!("{CALLS_HEADER}{}", c20("x", "0.012")));
+        let store = temp.path().join(format!("{name}-store"));
+        let output = ingest(&data, &store, &[]);
+        assert_eq!(output.status.code(), Some(1));
+        assert!(!store.join("manifest.json").exists());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    // x: a.csv:3, then b.csv:2 with another amount.
+    let stderr = conflict(&format!("{}{}", c20("c0", "0.010"), c20("x", "0.011")), "one");
+    assert!(stderr.contains("record_id 'x': calls/a.csv:3 and calls/b.csv:2 differ"), "{stderr}");
+    // y at a.csv:2 and a.csv:4 as well: its later row comes before b.csv:2.
+    let a = format!("{}{}{}", c20("y", "0.010"), c20("x", "0.011"), c20("y", "0.013"));
+    let stderr = conflict(&a, "two");
+    assert!(stderr.contains("record_id 'y': calls/a.csv:2 and calls/a.csv:4 differ"), "{stderr}");
+}
+
 /// A call of account A1 on 2026-11-20 ([`call_row`]).
 fn c20(id: &str, amount: &str) -> String {
     call_row(id, "2026-11-20", amount)

@@ -39,46 +39,56 @@ impl Run<'_> {
     /// by [`check`].
     pub(super) fn dedup(&self, state: &mut KindState, chunks: &[Chunk]) -> Result<Vec<Vec<Mark>>> {
         // Each partition sized for its share of the batch and some more (ids
-        // hash evenly), so that it is not copied as it grows.
+        // hash evenly), so that it is not copied as it grows. An entry is a
+        // row's id and content hashes and where it is in `chunks`, pushed in
+        // file order (chunks by file and first line, each chunk's rows in
+        // line order), so that each partition is in file order as pushed.
         let rows: usize = chunks.iter().map(|chunk| chunk.rows.len()).sum();
         let share = rows / PARTITIONS;
         let room = share + share / 16 + 64;
-        let mut parts: Vec<Vec<(Seen, u32, u32)>> = (0..PARTITIONS).map(|_| Vec::with_capacity(room)).collect();
-        for (c, chunk) in chunks.iter().enumerate() {
-            for (r, row) in chunk.rows.iter().enumerate() {
-                parts[row.seen.partition()].push((row.seen, c as u32, r as u32));
+        let mut parts: Vec<Vec<BatchEntry>> = (0..PARTITIONS).map(|_| Vec::with_capacity(room)).collect();
+        let mut order: Vec<usize> = (0..chunks.len()).collect();
+        order.sort_by_key(|&c| chunks[c].rows.first().map(|row| (row.seen.file, row.seen.line)));
+        for c in order {
+            for (r, row) in chunks[c].rows.iter().enumerate() {
+                parts[row.seen.partition()].push((row.seen.id, row.seen.content, c as u32, r as u32));
             }
         }
         let base = self.old.sources.len() as u32;
+        // A row's place (as the index packs it: lines capped).
+        let place = |c: u32, r: u32| {
+            let seen = &chunks[c as usize].rows[r as usize].seen;
+            index::unpack(index::pack((base + seen.file, seen.line)))
+        };
         type Found = (Vec<(u32, u32, Mark)>, Option<Clash>);
         let found: Vec<Found> = state
             .filter
             .parts_mut()
             .zip(parts)
-            .map(|(mut filter, mut entries)| {
-                entries.sort_unstable_by_key(|(s, _, _)| (s.file, s.line));
-                let mut first: FxHashMap<(u64, u64), (u64, u64, bool)> =
+            .map(|(mut filter, entries)| {
+                // The first row of each id: its content, where it is, and
+                // whether the filter may have seen its id.
+                let mut first: FxHashMap<(u64, u64), (u64, u32, u32, bool)> =
                     FxHashMap::with_capacity_and_hasher(entries.len(), Default::default());
                 let mut marks = Vec::new();
                 let mut conflict = None;
-                for (i, &(seen, c, r)) in entries.iter().enumerate() {
-                    if let Some((ahead, _, _)) = entries.get(i + IDS_AHEAD) {
-                        filter.prefetch(ahead.id);
+                for (i, &(id, content, c, r)) in entries.iter().enumerate() {
+                    if let Some((ahead, _, _, _)) = entries.get(i + IDS_AHEAD) {
+                        filter.prefetch(*ahead);
                     }
-                    let place = (base + seen.file, seen.line);
-                    match first.entry(seen.id) {
+                    match first.entry(id) {
                         Entry::Vacant(slot) => {
-                            let candidate = filter.check_and_insert(seen.id);
-                            slot.insert((seen.content, index::pack(place), candidate));
+                            let candidate = filter.check_and_insert(id);
+                            slot.insert((content, c, r, candidate));
                             if candidate {
                                 marks.push((c, r, Mark::Candidate));
                             }
                         }
                         Entry::Occupied(slot) => match *slot.get() {
-                            (_, _, true) => marks.push((c, r, Mark::Candidate)),
-                            (content, _, false) if content == seen.content => marks.push((c, r, Mark::Duplicate)),
-                            (_, earlier, false) => {
-                                conflict = Some((index::unpack(earlier), place, c, r));
+                            (_, _, _, true) => marks.push((c, r, Mark::Candidate)),
+                            (earlier, _, _, false) if earlier == content => marks.push((c, r, Mark::Duplicate)),
+                            (_, first_c, first_r, false) => {
+                                conflict = Some((place(first_c, first_r), place(c, r), c, r));
                                 break;
                             }
                         },
@@ -266,6 +276,10 @@ pub(super) struct Checked {
     duplicates: u64,
     conflict: Option<PendingClash>,
 }
+
+/// A row of a batch in its id-hash partition: its id and content hashes,
+/// and its chunk and row in the batch.
+type BatchEntry = ((u64, u64), u64, u32, u32);
 
 /// A conflict found: the stored or earlier place, the later place, and the
 /// later row's (chunk, row).
