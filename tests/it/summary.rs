@@ -79,7 +79,6 @@ fn golden_requests() {
     }
 }
 
-/// Follows `next_page_token` from page 1; every page's stdout.
 /// `query` asking for the page of `token`.
 fn with_token(query: &str, token: &str) -> String {
     let encoded: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
@@ -93,6 +92,7 @@ fn all_pages_on(data: &Path, threads: &str, auth_id: &str, query: &str) -> Strin
     common::telemeter(&[&args[..], &["--now", NOW, "--all-pages"]].concat()).ok().to_owned()
 }
 
+/// Follows `next_page_token` from page 1; every page's stdout.
 fn follow_pages(auth_id: &str, query: &str) -> Vec<String> {
     let mut pages = Vec::new();
     let mut token: Option<String> = None;
