@@ -210,6 +210,75 @@ fn the_limits_themselves_are_accepted_and_stored() {
     }
 }
 
+#[test]
+fn sums_past_64_bits_in_one_group_are_stored_exactly() {
+    // Three calls of the largest amount and three charges of the largest
+    // count, each three in one group and 15-minute slot: the ingest's fold
+    // sums in 64 bits and sets sums past them aside in 128. Whether the
+    // groups stay in memory to the publish or are spilled (one group at a
+    // time), and after a second ingest that adds to the same group, the
+    // store answers like the raw data, by day and by hour.
+    let work = temp_dir();
+    let data = work.path().join("data");
+    let big = "9223372036.854775807";
+    let calls: String =
+        (2..=4).map(|i| format!("c{i},A1,,2026-11-20T10:0{i}:00Z,voice,pstn,outbound,US,60,{big},0,4000\n")).collect();
+    write(&data, "calls/c.csv", format!("{CALLS_HEADER}{CALL}{calls}"));
+    let charges: String =
+        (2..=4).map(|i| format!("x{i},A1,2026-11-20T00:0{i}:00Z,CNAM Lookup,9223372036854775807,0.01\n")).collect();
+    write(&data, "charges/x.csv", format!("{CHARGES_HEADER}{CHARGE}{charges}"));
+    let queries = [QUERY, "from_date=2026-11-19&to_date=2026-11-21&granularity=hour"];
+    let answers = |source: &str, path: &Path| -> Vec<String> {
+        queries
+            .iter()
+            .map(|query| {
+                let run = telemeter(&[
+                    "summary",
+                    source,
+                    s(path),
+                    "--auth-id",
+                    "A1",
+                    "--query",
+                    query,
+                    "--now",
+                    crate::common::NOW,
+                ]);
+                run.ok().to_owned()
+            })
+            .collect()
+    };
+    let raw = answers("--data", &data);
+    let spend = 3 * 9_223_372_036_854_775_807u128 + 13_000_000 + 3 * 10_000_000 + 10_000_000;
+    assert!(
+        raw[0].contains(&format!("\"total_spend\":{}.{:09},", spend / 1_000_000_000, spend % 1_000_000_000)),
+        "{}",
+        raw[0]
+    );
+    assert!(raw[0].contains(&format!("\"total_units\":{}", 3 * i64::MAX as u128 + 2)), "{}", raw[0]);
+    for extra in [&[][..], &["--max-rollup-groups", "1"]] {
+        let store = work.path().join(format!("store{}", extra.len()));
+        let mut args = vec!["ingest", "--data", s(&data), "--store", s(&store)];
+        args.extend_from_slice(extra);
+        assert_eq!(ingest_totals(&telemeter(&args)), [8, 8, 0, 0], "{extra:?}");
+        assert_eq!(answers("--store", &store), raw, "{extra:?}");
+    }
+    // A second ingest: the first's rows again (duplicates) and one more in
+    // the group, merged with the published 15-minute file.
+    write(
+        &data,
+        "calls/d.csv",
+        format!("{CALLS_HEADER}c5,A1,,2026-11-20T10:05:00Z,voice,pstn,outbound,US,60,{big},0,4000\n"),
+    );
+    let raw = answers("--data", &data);
+    for extra in [&[][..], &["--max-rollup-groups", "1"]] {
+        let store = work.path().join(format!("store{}", extra.len()));
+        let mut args = vec!["ingest", "--data", s(&data), "--store", s(&store)];
+        args.extend_from_slice(extra);
+        assert_eq!(ingest_totals(&telemeter(&args)), [9, 1, 0, 8], "{extra:?}");
+        assert_eq!(answers("--store", &store), raw, "{extra:?}");
+    }
+}
+
 /// The contract's charges columns, with `units` and `amount` of dtype `ints`
 /// holding `units` and `amounts`.
 fn charges_frame(ints: &polars::prelude::DataType, units: &[i128], amounts: &[i128]) -> polars::prelude::DataFrame {

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use super::chunk::{Chunk, ChunkFold, Row, Texts, AUTH_ID, CODE, SUBACCOUNT, TYPE};
 use super::create_parent;
-use super::table::GroupTable;
+use super::table::{GroupTable, Sums};
 use crate::aggregate::order::{Narrowing, Order};
 use crate::aggregate::Totals;
 use crate::durable::Syncer;
@@ -33,36 +33,24 @@ const MORE_MERGES: usize = 4;
 /// Rollup groups of one account.
 type Groups<'a> = &'a [(RollupKey, Totals)];
 
-/// A row's key, its hash and its totals, computed [`KEYS_AHEAD`] rows
+/// A row's key, its hash and its sums, computed [`KEYS_AHEAD`] rows
 /// before they are added.
-type Pending = (RollupKey, u64, Totals);
+type Pending = (RollupKey, u64, Sums);
 
 /// How many rows ahead of its add the fold computes a key and prefetches
 /// its slot.
 const KEYS_AHEAD: usize = 8;
 
-/// The totals of one record of these units and amounts.
+/// The sums of one record.
 #[inline]
-fn totals(units: u64, duration: i64, amount: i64, surcharge: i64) -> Totals {
-    Totals {
-        records: 1,
-        units: units as u128,
-        duration: duration as i128,
-        amount: amount as i128,
-        surcharge: surcharge as i128,
-    }
+fn sums_of(row: &RecordView<'_>) -> Sums {
+    Sums::one(row.units, row.duration, row.amount, row.surcharge)
 }
 
-/// The totals of one record.
+/// The sums of one row of a chunk.
 #[inline]
-fn totals_of(row: &RecordView<'_>) -> Totals {
-    totals(row.units, row.duration, row.amount, row.surcharge)
-}
-
-/// The totals of one row of a chunk.
-#[inline]
-fn totals_of_row(row: &Row) -> Totals {
-    totals(row.units, row.duration, row.amount, row.surcharge)
+fn sums_of_row(row: &Row) -> Sums {
+    Sums::one(row.units, row.duration, row.amount, row.surcharge)
 }
 
 /// A chunk's key-field id not yet met by a shard ([`Shard::key_of_row`]).
@@ -123,7 +111,9 @@ impl Default for Rollups {
 impl Rollups {
     /// Adds one row to its account's group.
     pub(super) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
-        self.shard(row.auth_id).add_totals(row, &totals_of(row))
+        let shard = self.shard(row.auth_id);
+        let key = shard.key(row);
+        shard.groups.add(key, GroupTable::hash(&key), &sums_of(row), rollup_overflow)
     }
 
     /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
@@ -158,7 +148,7 @@ impl Rollups {
                     ids.resize(chunk.texts.names(), NO_ID);
                     for row in chunk.scattered_rows(&fold.by_shard[s]) {
                         let key = shard.key_of_row(row, &chunk.texts, &mut ids);
-                        shard.add_key(key, totals_of_row(row), &mut ahead)?;
+                        shard.add_key(key, sums_of_row(row), &mut ahead)?;
                     }
                 }
                 shard.flush(&mut ahead)
@@ -324,8 +314,8 @@ impl ByAccount {
 
 /// The positions of `groups` in (account, slot) order, each as one
 /// integer (account, slot, position: ties in the order groups first
-/// appeared), sorted: a group is 112 bytes, too many to move around a sort.
-fn sorted_order(groups: &[(RollupKey, Totals)]) -> Vec<u128> {
+/// appeared), sorted: a group is 72 bytes, too many to move around a sort.
+fn sorted_order<S>(groups: &[(RollupKey, S)]) -> Vec<u128> {
     let whole = |i: usize, key: &RollupKey| {
         let slot = (key.slot as u64 ^ 1 << 63) as u128;
         (key.account as u128) << 96 | slot << 32 | i as u128
@@ -343,7 +333,7 @@ fn sorted_order(groups: &[(RollupKey, Totals)]) -> Vec<u128> {
 /// shard's few accounts over a year of 15-minute slots: 2 passes, where a
 /// comparison sort of a spill's 64k groups goes 16 levels deep): each
 /// group's rank `<< 32 |` its position, sorted. `None` otherwise.
-fn radix_order(groups: &[(RollupKey, Totals)]) -> Option<Vec<u64>> {
+fn radix_order<S>(groups: &[(RollupKey, S)]) -> Option<Vec<u64>> {
     let (first, _) = groups.first()?;
     u32::try_from(groups.len()).ok()?;
     let (mut accounts, mut slots) = ((first.account, first.account), (first.slot, first.slot));
@@ -394,37 +384,40 @@ fn radix_sort(values: &mut Vec<u64>, low: u32, bits: u32) {
     }
 }
 
-/// Where each account's positions end in a [`sorted_order`].
-fn account_ends(order: &[u128]) -> Vec<usize> {
+/// Where each account's items end in `items` (sorted by account: a
+/// [`sorted_order`], or rows), `account` giving an item's account.
+fn account_ends<T>(items: &[T], account: impl Fn(&T) -> u32) -> Vec<usize> {
     let mut ends = Vec::new();
-    for (i, pair) in order.windows(2).enumerate() {
-        if pair[0] >> 96 != pair[1] >> 96 {
+    for (i, pair) in items.windows(2).enumerate() {
+        if account(&pair[0]) != account(&pair[1]) {
             ends.push(i + 1);
         }
     }
-    if !order.is_empty() {
-        ends.push(order.len());
+    if !items.is_empty() {
+        ends.push(items.len());
     }
     ends
 }
 
+/// The account of an item of a [`sorted_order`].
+fn account_in_order(item: &u128) -> u32 {
+    (item >> 96) as u32
+}
+
 /// The groups at the positions of `order` (part of a [`sorted_order`]),
 /// each prefetched [`GATHER_AHEAD`] groups before its turn.
-fn gather<'g>(
-    groups: &'g [(RollupKey, Totals)],
-    order: &'g [u128],
-) -> impl Iterator<Item = &'g (RollupKey, Totals)> + 'g {
+fn gather<'g, S>(groups: &'g [(RollupKey, S)], order: &'g [u128]) -> impl Iterator<Item = &'g (RollupKey, S)> + 'g {
     gather_at(groups, order, |&k| k as u32)
 }
 
 /// The rows at the positions `position` finds in `order`, each
 /// prefetched [`GATHER_AHEAD`] rows before its turn: the rows in an order
 /// the hardware prefetcher does not follow.
-fn gather_at<'g, O>(
-    rows: &'g [(RollupKey, Totals)],
+fn gather_at<'g, O, S>(
+    rows: &'g [(RollupKey, S)],
     order: &'g [O],
     position: impl Fn(&O) -> u32 + 'g,
-) -> impl Iterator<Item = &'g (RollupKey, Totals)> + 'g {
+) -> impl Iterator<Item = &'g (RollupKey, S)> + 'g {
     let at = move |n: usize| order.get(n).and_then(|o| rows.get(position(o) as usize));
     (0..order.len()).filter_map(move |n| {
         if let Some(later) = at(n + GATHER_AHEAD) {
@@ -435,7 +428,7 @@ fn gather_at<'g, O>(
 }
 
 /// How many rows ahead [`gather_at`] (and so [`gather`]) prefetches. A
-/// spill gathers a shard's groups (65,536 of 112 bytes, 7.3 MB, at the
+/// spill gathers a shard's groups (65,536 of 72 bytes, 4.7 MB, at the
 /// default `--max-rollup-groups`) in an order unrelated to where they sit,
 /// a read from memory each: 16 ahead, the spill still waited on most of
 /// them (2.4 % of the 16.1M-record ingest's samples on its first load of
@@ -505,22 +498,17 @@ impl Shard {
         self.strings.intern_after(&mut self.recent[field], text)
     }
 
-    /// Folds one row's `key` and `totals`. Its slot is prefetched now; it
+    /// Folds one row's `key` and `sums`. Its slot is prefetched now; it
     /// is added [`KEYS_AHEAD`] rows later, from `ahead` (then its slot is
     /// in cache, not a miss to wait for). [`Shard::flush`] adds the rest.
     #[inline]
-    fn add_key(
-        &mut self,
-        key: RollupKey,
-        totals: Totals,
-        ahead: &mut std::collections::VecDeque<Pending>,
-    ) -> Result<()> {
+    fn add_key(&mut self, key: RollupKey, sums: Sums, ahead: &mut std::collections::VecDeque<Pending>) -> Result<()> {
         let hash = GroupTable::hash(&key);
         self.groups.prefetch(hash);
-        ahead.push_back((key, hash, totals));
+        ahead.push_back((key, hash, sums));
         if ahead.len() > KEYS_AHEAD {
-            if let Some((key, hash, totals)) = ahead.pop_front() {
-                self.groups.add(key, hash, &totals, rollup_overflow)?;
+            if let Some((key, hash, sums)) = ahead.pop_front() {
+                self.groups.add(key, hash, &sums, rollup_overflow)?;
             }
         }
         Ok(())
@@ -528,8 +516,8 @@ impl Shard {
 
     /// Adds the rows [`Shard::add_key`] still holds.
     fn flush(&mut self, ahead: &mut std::collections::VecDeque<Pending>) -> Result<()> {
-        for (key, hash, totals) in ahead.drain(..) {
-            self.groups.add(key, hash, &totals, rollup_overflow)?;
+        for (key, hash, sums) in ahead.drain(..) {
+            self.groups.add(key, hash, &sums, rollup_overflow)?;
         }
         Ok(())
     }
@@ -583,7 +571,7 @@ impl Shard {
     /// Adds `add` to the group of `row`.
     fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
         let key = self.key(row);
-        self.groups.add(key, GroupTable::hash(&key), add, rollup_overflow)
+        self.groups.add_wide(key, add, rollup_overflow)
     }
 
     /// Merges and writes the rollup files of one account (its `groups` in
@@ -613,45 +601,44 @@ impl Shard {
     fn take_by_account(&mut self) -> ByAccount {
         let groups = self.groups.groups();
         let order = sorted_order(groups);
-        let rows: Vec<(RollupKey, Totals)> = gather(groups, &order).copied().collect();
+        let mut rows: Vec<(RollupKey, Totals)> =
+            gather(groups, &order).map(|(key, sums)| (*key, sums.wide())).collect();
+        let ends = if self.groups.wide().is_empty() {
+            account_ends(&order, account_in_order)
+        } else {
+            // Sums past 64 bits (next to never): beside their keys' other
+            // partial sums, which the merge adds.
+            rows.extend_from_slice(self.groups.wide());
+            rows.sort_by_key(|(key, _)| (key.account, key.slot));
+            account_ends(&rows, |(key, _)| key.account)
+        };
         self.groups.clear();
-        let ends = account_ends(&order);
         ByAccount { rows, ends }
     }
 
-    /// Writes the in-memory groups to one partial file (finest grain, by
+    /// Writes the in-memory groups to partial files (finest grain, by
     /// account then slot, in this run's string ids: not published, read
     /// back only by [`Rollups::write`] of the same run) and forgets them,
     /// so that rollup memory stays bounded by
     /// [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups).
     /// The groups are written in their sorted order straight from the
-    /// table (no sorted copy); each account's rows are one [`Run`] of the
-    /// file (one file per spill, not per account and spill: creating and
-    /// deleting hundreds of small files took a tenth of a second).
+    /// table (no sorted copy), in rows of [`NARROW_BYTES`]; each account's
+    /// rows are one [`Run`] of the file (one file per spill, not per
+    /// account and spill: creating and deleting hundreds of small files
+    /// took a tenth of a second). The table's sums past 64 bits, if any,
+    /// go to a second file of [`WIDE_BYTES`] rows.
     fn spill(&mut self, store: &Path, id: &str, shard: usize) -> Result<()> {
         let groups = self.groups.groups();
         let order = sorted_order(groups);
-        let ends = account_ends(&order);
-        let starts = std::iter::once(0).chain(ends.iter().copied());
         let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}.bin", self.spills));
-        create_parent(&path)?;
-        // Around the page cache: written once, read back once.
-        let mut out = crate::direct::DirectWriter::create(&path).map_err(|e| Error::io(&path, e))?;
-        // Narrow rows when every sum fits 64 bits (nearly always: a third
-        // fewer bytes written and read back), else wide ones.
-        let row_bytes =
-            if groups.iter().all(|(_, totals)| narrow(totals).is_some()) { NARROW_BYTES } else { WIDE_BYTES };
-        let mut runs = Vec::new();
-        for (start, &end) in starts.zip(&ends) {
-            let mut rows = gather(groups, &order[start..end]).peekable();
-            let Some((first, _)) = rows.peek() else { return Err(Error::Internal("an empty spill".to_owned())) };
-            let account = self.strings.get(first.account).to_owned();
-            write_partial(&mut out, rows, row_bytes).map_err(|e| Error::io(&path, e))?;
-            let run = Run { path: path.clone(), first: start as u64, rows: (end - start) as u64, row_bytes };
-            runs.push((account, run));
+        let mut spill = Spill { strings: &self.strings, writing: &mut self.writing };
+        let mut runs = spill.write(&path, gather(groups, &order), &order, account_in_order, NARROW_BYTES)?;
+        if !self.groups.wide().is_empty() {
+            let mut wide = self.groups.wide().to_vec();
+            wide.sort_by_key(|(key, _)| (key.account, key.slot));
+            let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}-wide.bin", self.spills));
+            runs.extend(spill.write(&path, wide.iter(), &wide, |(key, _)| key.account, WIDE_BYTES)?);
         }
-        // The batch goes on while the last blocks reach the device.
-        self.writing.push((path, out.finish_behind()));
         self.spills += 1;
         self.groups.clear();
         for (account, run) in runs {
@@ -1134,6 +1121,44 @@ impl<'g> Cursor<'g> {
     }
 }
 
+/// What a spill's partial files need of their shard: its strings (each
+/// run's account) and its files still being written.
+struct Spill<'s> {
+    strings: &'s Interner,
+    writing: &'s mut Vec<(PathBuf, crate::direct::Written)>,
+}
+
+impl Spill<'_> {
+    /// Writes `rows` (sorted by account, then slot) to a new partial file
+    /// at `path` in rows of `row_bytes`, `sorted` telling each row's
+    /// account through `account`; each account's run.
+    fn write<'r, S: PartialSums + 'r, T>(
+        &mut self,
+        path: &Path,
+        mut rows: impl Iterator<Item = &'r (RollupKey, S)>,
+        sorted: &[T],
+        account: impl Fn(&T) -> u32,
+        row_bytes: usize,
+    ) -> Result<Vec<(String, Run)>> {
+        create_parent(path)?;
+        // Around the page cache: written once, read back once.
+        let mut out = crate::direct::DirectWriter::create(path).map_err(|e| Error::io(path, e))?;
+        let ends = account_ends(sorted, &account);
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let mut runs = Vec::new();
+        for (start, &end) in starts.zip(&ends) {
+            let id = account(&sorted[start]);
+            let run = rows.by_ref().take(end - start);
+            write_partial(&mut out, run, row_bytes).map_err(|e| Error::io(path, e))?;
+            let run = Run { path: path.to_owned(), first: start as u64, rows: (end - start) as u64, row_bytes };
+            runs.push((self.strings.get(id).to_owned(), run));
+        }
+        // The batch goes on while the last blocks reach the device.
+        self.writing.push((path.to_owned(), out.finish_behind()));
+        Ok(runs)
+    }
+}
+
 /// Memory for the slices of an account's partial files during its merge.
 const MERGE_BUDGET_BYTES: usize = 128 << 20;
 
@@ -1143,15 +1168,43 @@ const NARROW_BYTES: usize = 64;
 /// Bytes of one row of a partial file with a sum past 64 bits.
 const WIDE_BYTES: usize = 96;
 
-/// The totals as 64-bit integers (units, duration, amount, surcharge),
-/// when they fit.
-fn narrow(totals: &Totals) -> Option<[[u8; 8]; 4]> {
-    Some([
-        u64::try_from(totals.units).ok()?.to_le_bytes(),
-        i64::try_from(totals.duration).ok()?.to_le_bytes(),
-        i64::try_from(totals.amount).ok()?.to_le_bytes(),
-        i64::try_from(totals.surcharge).ok()?.to_le_bytes(),
-    ])
+/// Sums as a partial file holds them ([`write_partial`]).
+trait PartialSums: Copy {
+    /// Puts the rows' count and sums at bytes 24.. of `b`: as 64-bit
+    /// integers in a row of [`NARROW_BYTES`] (an error if one does not
+    /// fit), as 128-bit ones in a row of [`WIDE_BYTES`].
+    fn put(&self, b: &mut [u8; WIDE_BYTES], row_bytes: usize) -> std::io::Result<()>;
+}
+
+impl PartialSums for Sums {
+    #[inline]
+    fn put(&self, b: &mut [u8; WIDE_BYTES], row_bytes: usize) -> std::io::Result<()> {
+        if row_bytes != NARROW_BYTES {
+            return self.wide().put(b, row_bytes);
+        }
+        b[24..32].copy_from_slice(&self.records.to_le_bytes());
+        b[32..40].copy_from_slice(&self.units.to_le_bytes());
+        b[40..48].copy_from_slice(&self.duration.to_le_bytes());
+        b[48..56].copy_from_slice(&self.amount.to_le_bytes());
+        b[56..64].copy_from_slice(&self.surcharge.to_le_bytes());
+        Ok(())
+    }
+}
+
+impl PartialSums for Totals {
+    fn put(&self, b: &mut [u8; WIDE_BYTES], row_bytes: usize) -> std::io::Result<()> {
+        if row_bytes == NARROW_BYTES {
+            let narrow =
+                Sums::narrow(self).ok_or_else(|| std::io::Error::other("a sum past 64 bits in a narrow row"))?;
+            return narrow.put(b, row_bytes);
+        }
+        b[24..32].copy_from_slice(&self.records.to_le_bytes());
+        b[32..48].copy_from_slice(&self.units.to_le_bytes());
+        b[48..64].copy_from_slice(&self.duration.to_le_bytes());
+        b[64..80].copy_from_slice(&self.amount.to_le_bytes());
+        b[80..96].copy_from_slice(&self.surcharge.to_le_bytes());
+        Ok(())
+    }
 }
 
 /// Writes rollup rows of one account to a partial file: rows of
@@ -1160,12 +1213,12 @@ fn narrow(totals: &Totals) -> Option<[[u8; 8]; 4]> {
 /// units, duration, amount, surcharge as 64-bit integers in a row of
 /// [`NARROW_BYTES`] (each must fit), as 128-bit ones in a row of
 /// [`WIDE_BYTES`]).
-fn write_partial<'r>(
+fn write_partial<'r, S: PartialSums + 'r>(
     out: &mut impl std::io::Write,
-    rows: impl Iterator<Item = &'r (RollupKey, Totals)>,
+    rows: impl Iterator<Item = &'r (RollupKey, S)>,
     row_bytes: usize,
 ) -> std::io::Result<()> {
-    for (key, totals) in rows {
+    for (key, sums) in rows {
         let mut b = [0u8; WIDE_BYTES];
         b[0..4].copy_from_slice(&key.subaccount.to_le_bytes());
         b[4..8].copy_from_slice(&key.type_.to_le_bytes());
@@ -1180,18 +1233,7 @@ fn write_partial<'r>(
             b[14..16].copy_from_slice(&country.as_str().as_bytes()[..2]);
         }
         b[16..24].copy_from_slice(&key.slot.to_le_bytes());
-        b[24..32].copy_from_slice(&totals.records.to_le_bytes());
-        if row_bytes == NARROW_BYTES {
-            let sums = narrow(totals).ok_or_else(|| std::io::Error::other("a sum past 64 bits in a narrow row"))?;
-            for (i, sum) in sums.iter().enumerate() {
-                b[32 + 8 * i..40 + 8 * i].copy_from_slice(sum);
-            }
-        } else {
-            b[32..48].copy_from_slice(&totals.units.to_le_bytes());
-            b[48..64].copy_from_slice(&totals.duration.to_le_bytes());
-            b[64..80].copy_from_slice(&totals.amount.to_le_bytes());
-            b[80..96].copy_from_slice(&totals.surcharge.to_le_bytes());
-        }
+        sums.put(&mut b, row_bytes)?;
         out.write_all(&b[..row_bytes])?;
     }
     Ok(())
@@ -1403,7 +1445,8 @@ mod tests {
 
     /// A partial row reads back as written, narrow when its sums fit 64
     /// bits and wide otherwise; a narrow row refuses a sum past them, and
-    /// bytes of another width are no row.
+    /// bytes of another width are no row. The fold's [`Sums`] write what
+    /// the same [`Totals`] write.
     #[test]
     fn partial_rows_read_back_narrow_or_wide() {
         let key = RollupKey {
@@ -1429,8 +1472,16 @@ mod tests {
             assert_eq!(decoded, Some((key, totals)));
         }
         assert_eq!(decode_partial(&[0u8; 80], 7), None, "no row is 80 bytes");
-        assert!(narrow(&large).is_none());
+        assert!(Sums::narrow(&large).is_none());
         assert!(write_partial(&mut Vec::new(), [(key, large)].iter(), NARROW_BYTES).is_err());
+        // The fold's own sums write the same bytes as the same totals do.
+        let sums = Sums::narrow(&small).expect("fits");
+        for row_bytes in [NARROW_BYTES, WIDE_BYTES] {
+            let (mut of_sums, mut of_totals) = (Vec::new(), Vec::new());
+            write_partial(&mut of_sums, [(key, sums)].iter(), row_bytes).expect("written");
+            write_partial(&mut of_totals, [(key, small)].iter(), row_bytes).expect("written");
+            assert_eq!(of_sums, of_totals);
+        }
     }
 
     /// A published rollup file whose slot is off the 15-minute grid (a
