@@ -629,10 +629,15 @@ impl Shard {
     /// go to a second file of [`WIDE_BYTES`] rows.
     fn spill(&mut self, store: &Path, id: &str, shard: usize) -> Result<()> {
         let groups = self.groups.groups();
-        let order = sorted_order(groups);
-        let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}.bin", self.spills));
         let mut spill = Spill { strings: &self.strings, writing: &mut self.writing };
-        let mut runs = spill.write(&path, gather(groups, &order), &order, account_in_order, NARROW_BYTES)?;
+        let mut runs = Vec::new();
+        // (No groups but wide sums: only totals from the Spark engine that
+        // do not fit 64 bits; no empty file for them.)
+        if !groups.is_empty() {
+            let order = sorted_order(groups);
+            let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}.bin", self.spills));
+            runs = spill.write(&path, gather(groups, &order), &order, account_in_order, NARROW_BYTES)?;
+        }
         if !self.groups.wide().is_empty() {
             let mut wide = self.groups.wide().to_vec();
             wide.sort_by_key(|(key, _)| (key.account, key.slot));
