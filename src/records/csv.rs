@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use super::decode::Stream;
 use super::files::{Format, InputFile};
-use super::simd::{is_printable_unquoted, split_commas, Commas, Line};
+use super::simd::{printable_unquoted_text, split_commas, Commas, Line};
 use super::Field;
 use crate::error::Result;
 
@@ -540,14 +540,14 @@ impl Reader<'_> {
     /// Reads the lines of `chunk` (the first at `first_line`) into `sink`,
     /// one row or malformed row per line; whether the sink wants more.
     fn chunk<S: RowSink>(&self, chunk: &[u8], first_line: u64, sink: &mut S) -> bool {
-        // One UTF-8 check for the whole chunk, not one per field; and when
-        // the whole chunk is printable ASCII lines without quotes (the usual
-        // case), one vectorised pass says so for every line at once, and
-        // the structural index finds its lines and commas.
-        let chunk_text = std::str::from_utf8(chunk).ok();
-        match chunk_text {
-            Some(text) if is_printable_unquoted(chunk) => self.printable_chunk(text, first_line, sink),
-            _ => self.chunk_by_lines(chunk, chunk_text, first_line, sink),
+        // When the whole chunk is printable ASCII lines without quotes (the
+        // usual case), one vectorised pass says so for every line at once
+        // (so the chunk is UTF-8, with no check of its own), and the
+        // structural index finds its lines and commas. Otherwise one UTF-8
+        // check for the whole chunk, not one per field.
+        match printable_unquoted_text(chunk) {
+            Some(text) => self.printable_chunk(text, first_line, sink),
+            None => self.chunk_by_lines(chunk, std::str::from_utf8(chunk).ok(), first_line, sink),
         }
     }
 
