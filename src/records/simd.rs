@@ -17,9 +17,9 @@
 //! This module holds the crate's only `std::arch` code and two of its
 //! `unsafe` blocks (ARCHITECTURE.md lists them all): the call of a
 //! `#[target_feature]` function, and printable ASCII taken as text without
-//! a second UTF-8 check ([`printable_unquoted_text`]). Miri is not installed here; the SSE2 path
-//! is checked against the byte loop by the property tests and the fuzz
-//! target.
+//! a second UTF-8 check ([`printable_unquoted_text`]). Miri is not
+//! installed here; the SSE2 path is checked against the byte loop by the
+//! property tests and the fuzz target.
 #![allow(unsafe_code)]
 
 /// Bytes per block.

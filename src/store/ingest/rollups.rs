@@ -111,9 +111,7 @@ impl Default for Rollups {
 impl Rollups {
     /// Adds one row to its account's group.
     pub(super) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
-        let shard = self.shard(row.auth_id);
-        let key = shard.key(row);
-        shard.groups.add(key, GroupTable::hash(&key), &sums_of(row), rollup_overflow)
+        self.shard(row.auth_id).add(row)
     }
 
     /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
@@ -566,6 +564,12 @@ impl Shard {
             direction: row.direction,
             code: id(CODE),
         }
+    }
+
+    /// Adds one row to its group.
+    fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
+        let key = self.key(row);
+        self.groups.add(key, GroupTable::hash(&key), &sums_of(row), rollup_overflow)
     }
 
     /// Adds `add` to the group of `row`.
