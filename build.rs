@@ -1,23 +1,24 @@
-//! The binary is linked as a position-dependent executable on Linux.
+//! Link options of the binary.
 //!
-//! As a position-independent one (the toolchain's default), the dynamic
-//! loader applied some 179,000 relative relocations at every start
-//! (polars' vtables and constant tables, 4.3 MB of them), writing the
-//! 2.4 MB of pages they point into: 2.1 ms of a 3.4 ms `telemeter
-//! --version`, and as much of every command, a store answer of 45 ms
-//! included. Linked at a fixed address there is nothing to relocate
-//! (1.3 ms, 170 page faults against 780: docs/performance.md "Round 20").
-//! The cost is that the executable's own code and data are not at a
-//! random address (ASLR still places the heap, stack, libraries and maps).
+//! The default build is a position-independent executable (the
+//! toolchain's default), so ASLR places the binary that runs `serve` on
+//! the network at a random address.
 //!
-//! The objects stay position-independent (rustc's default), so only the
-//! link changes; the library, tests and benches are untouched.
+//! `TELEMETER_NO_PIE=1` at build time links it position-dependent on
+//! linux-gnu instead. Then the dynamic loader has no relative relocations
+//! to apply at start (polars' vtables and constant tables: about 2 ms of
+//! every command). It is an opt-in for benchmarks of short commands such
+//! as a store answer; `bench/store-answer.sh` shows the difference.
+//! The objects stay position-independent either way: only the link
+//! changes.
 
 fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=TELEMETER_NO_PIE");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
-    if os == "linux" && env == "gnu" {
+    let no_pie = std::env::var("TELEMETER_NO_PIE").is_ok_and(|value| value == "1");
+    if no_pie && os == "linux" && env == "gnu" {
         println!("cargo:rustc-link-arg-bins=-no-pie");
     }
-    println!("cargo:rerun-if-changed=build.rs");
 }

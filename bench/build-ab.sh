@@ -12,7 +12,7 @@
 #   ROUNDS=2 bench/build-ab.sh b3c75ed HEAD
 #
 # A cold build takes 5-7 minutes on the benchmark's 2 cores: time it on an
-# idle machine (docs/performance.md "Round 23").
+# idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: $0 REV_A REV_B [REV...]" >&2; exit 2; }

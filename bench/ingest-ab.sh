@@ -2,7 +2,7 @@
 # Ingest A/B: two or more telemeter binaries ingest the same data folder in
 # turn (A, B, A, B, ...), each into a fresh store, the data read again just
 # before each run (the benchmark VM pages out page cache left idle for a
-# minute: docs/performance.md "Round 19"), so that the host's drift falls
+# minute), so that the host's drift falls
 # on all of them alike. Prints each run, then each binary's medians and,
 # against the first binary, the median of the ratios taken run by run.
 #
@@ -12,8 +12,8 @@
 #
 # Columns: wall, user and system seconds and peak RSS (MiB) from
 # /usr/bin/time. Time it on an idle machine; on the benchmark VM a binary's
-# own runs spread by 10-30 %, so a change of a few percent needs many rounds
-# (docs/performance.md "Round 19"). Copy each build aside under a name of
+# own runs spread by 10-30 %, so a change of a few percent needs many rounds.
+# Copy each build aside under a name of
 # its own (the report names binaries by file name).
 set -euo pipefail
 data=${1:?usage: $0 DATA BIN_A BIN_B [BIN...]}

@@ -18,7 +18,7 @@ Differences from telemeter, all of which make the peer's job lighter:
   looked for (telemeter compares a hash of every field);
 - the output is the grouped frame (nothing written), not API pages.
 
-`--engine polars-issue` is the lighter query issue 13 quotes as its
+`--engine polars-issue` is a lighter query, a second
 baseline: polars infers the column types (so money is f64, not exact),
 takes the day as the first ten characters of the timestamp text (no
 timestamp parsing: right for the `Z` timestamps, the local date for
@@ -26,7 +26,7 @@ transcriptions' offsets), then filter, unique by record_id, group_by, sort.
 Its totals are floating point, so bench/run.sh reports how far they are
 from the exact spend instead of requiring equality.
 
-`--engine polars-ingest` is issue 13's ingest baseline: every kind's CSV
+`--engine polars-ingest` is the ingest baseline: every kind's CSV
 to one typed Parquet file, unique by record_id (no checks, no rollups);
 it prints the rows written as its groups.
 
@@ -156,7 +156,7 @@ def run_polars_issue(args):
 
 
 def run_polars_ingest(args):
-    """The ingest baseline issue 13 quotes: each kind's CSV files to one
+    """The ingest baseline: each kind's CSV files to one
     typed Parquet file (timestamps as instants, money as DECIMAL(38,9),
     counts as Int64), unique by record_id, Snappy. No row checks, no
     conflict check, no rollups, no index: lighter than `telemeter ingest`."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The performance benchmark of docs/performance.md (README "Performance").
+# The performance benchmark of docs/benchmarks.md.
 #
 # Generates 16.1 million records (10M calls, 5M messages, 1M transcriptions,
 # 100k charges; 50 accounts, 92 days from 2026-08-01, CSV, 8 files per kind,
@@ -123,7 +123,7 @@ fi
 
 # 4. Peers, side by side: bench/peers.py runs the same grouping with polars
 # (lazy) and DuckDB 1.4 on the same files (see its doc for what it does and
-# does not do), and the lighter polars query issue 13 quotes as its baseline
+# does not do), and a lighter polars query as a second baseline
 # (polars-issue: inferred f64 money, the day cut from the timestamp text). Rounds alternate telemeter and the peers; the ratio is taken
 # pair by pair (telemeter / peer, same round) and the median printed.
 # PEERS=0 skips this part; ROUNDS (default 3) sets the rounds.
@@ -209,7 +209,7 @@ for peer in ("polars", "duckdb"):
     differ = [a for a in sorted(utc) if report.get(a, Decimal(0)) != every.get(a, Decimal(0))]
     print(f"  {peer}: one account {'same' if one == spend else 'DIFFERENT'} spend ({one} vs {spend}); "
           f"{len(utc) - len(differ)} of {len(utc)} UTC accounts the same spend" + (f"; differ: {differ}" if differ else ""))
-# The issue's query sums f64: say how far its spend is from the exact one.
+# The light polars query sums f64: say how far its spend is from the exact one.
 loose = sum(Decimal(repr(float(v))) for v in peer_totals(os.path.join(work, "one-polars-issue.totals")).values())
 print(f"  polars-issue (f64): one account spend {loose} vs exact {spend} (off by {abs(loose - spend)})")
 PYEOF

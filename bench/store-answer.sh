@@ -11,10 +11,10 @@
 # PAUSE (seconds, default 0) is slept before each run: an analyst's
 # commands come seconds apart, and on the benchmark VM memory freed by the
 # last command goes back to the host within a few seconds, which changes
-# what fresh memory costs (docs/performance.md "Round 19").
+# what fresh memory costs.
 #
 # Time it on an idle machine: with anything else running, the medians say
-# little. docs/performance.md ("Store answer, round 3") has the numbers.
+# little. docs/benchmarks.md has the current numbers.
 set -euo pipefail
 store=${1:?usage: $0 STORE ACCOUNT BIN [BIN...]}
 account=${2:?usage: $0 STORE ACCOUNT BIN [BIN...]}

@@ -6,7 +6,7 @@
 //! every byte is copied into a page the kernel must first find and take
 //! (and, on a virtual machine whose freed memory goes back to the host,
 //! fault in: 2.3 s of system time a GB on the benchmark machine, against
-//! 0.1 s a GB written directly; docs/performance.md "Round 9"). Direct I/O
+//! 0.1 s a GB written directly; measure with `bench/ingest-ab.sh`). Direct I/O
 //! moves the bytes from our own aligned buffer to the device, as
 //! databases' bulk writers do.
 //!
@@ -33,7 +33,7 @@ const WRITE_BYTES: usize = 1 << 20;
 /// fills a block faster than the device takes one (a Parquet page, a
 /// spill's rows) waits on every block; with eight, the 16.1M-record ingest
 /// left 0.4-0.5 fewer core-seconds idle and took 3 % less wall time
-/// (docs/performance.md "Round 14"). Made as needed: a file of one block
+/// (re-tune with `bench/ingest-ab.sh`). Made as needed: a file of one block
 /// has one.
 const MAX_BUFFERS: usize = 8;
 
@@ -42,7 +42,8 @@ const MAX_BUFFERS: usize = 8;
 /// (a burst, such as an index file or a Parquet row group written whole,
 /// then queues deeper instead of waiting on the device), and gives it back
 /// when its file is done. Shared, so that the bytes queued stay bounded
-/// however many files are written at once (docs/performance.md "Round 17").
+/// however many files are written at once (re-tune with
+/// `bench/ingest-ab.sh`).
 const SHARED_BUFFERS: usize = 64;
 
 /// The shared buffers taken now.
@@ -51,7 +52,7 @@ static SHARED: Budget = Budget::new(SHARED_BUFFERS);
 /// Block buffers kept, at most, for the next writers once a writer is done
 /// with them. A new buffer is zeroed (`calloc`'s `memset`, its fresh pages
 /// faulted in): made for every writer, that was 3.5 % of a small ingest's
-/// instructions (docs/performance.md "Round 24"). Bounded, so that a burst
+/// instructions (measure with callgrind over a small ingest). Bounded, so that a burst
 /// of writers does not keep its buffers from the rest of the process.
 const POOLED: usize = 32;
 

@@ -4,8 +4,8 @@
 //! A store answer folds a row group in one part per thread, and each part
 //! keeps at most one row per row it reads. Folding into buffers of each
 //! thread's and then copying every row into the result touched each row's
-//! memory twice (and each fresh page is a page fault on the VMs measured:
-//! docs/performance.md "Round 20"). Here each part is given the slots of
+//! memory twice (and each fresh page is a page fault on a VM: measure with
+//! `bench/store-answer.sh`). Here each part is given the slots of
 //! its bound in the vector itself; when all are done, the parts' values are
 //! moved down so that they follow each other, and the vector's length is
 //! set past them.

@@ -3,7 +3,7 @@
 //! rows, their text and its group table in an order the hardware
 //! prefetcher does not follow (a shard's rows are every sixteenth row of a
 //! chunk, a group's slot is where its hash falls), and waited on memory
-//! for most of its time (docs/performance.md, "Round 5").
+//! for most of its time (measure with `bench/ingest-ab.sh`).
 //!
 //! A hint only: nothing is read into the program, no result depends on it,
 //! and on targets other than x86-64 it does nothing.

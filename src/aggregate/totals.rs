@@ -14,7 +14,7 @@ use crate::records::{Country, Direction, Product};
 /// result row (a 24-byte key and its totals) 96 instead of 112. The
 /// largest account's store answer gathers 311,000 such rows, and each
 /// fresh page costs a page fault and its share of the exit
-/// (docs/performance.md "Round 20").
+/// (measure with `bench/store-answer.sh`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C, packed(8))]
 pub struct Totals {
@@ -178,7 +178,7 @@ impl Span {
 /// vector, each key once. It is made in one pass from groups already
 /// sorted (`sum_sorted`) and read a whole account at a time
 /// ([`Groups::of_account`]), so it needs no tree: building a `BTreeMap` of
-/// every account's 2.96M groups (issue 13's every-account report) took a
+/// every account's 2.96M groups (`bench/run.sh`'s every-account report) took a
 /// second on one core while the other idled.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Groups(Vec<(GroupKey, Totals)>);

@@ -10,7 +10,7 @@
 //!   and the `csv_reader` fuzz target hold the SSE2 masks to, byte for
 //!   byte). AVX2 (32 bytes an instruction, detected at run time) was not
 //!   tried: the masks are a small part of the reader's time once the
-//!   per-byte work is gone (docs/performance.md).
+//!   per-byte work is gone (`perf` over `bench/run.sh`).
 //! - For the lines of other chunks, the SWAR comma scan ([`split_commas`],
 //!   eight bytes a step in a `u64`) that also tells what bytes a line holds.
 //!

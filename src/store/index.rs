@@ -80,7 +80,8 @@ pub fn unpack(place: u64) -> (u32, u64) {
 /// put in the file's order by a count (one pass over them in their order,
 /// not one per partition), as references: 8 bytes an entry held, not the
 /// file's 32 (a batch's file is tens of MB, which were zeroed, filled,
-/// then copied into the writer's blocks: docs/performance.md "Round 24").
+/// then copied into the writer's blocks: measure with
+/// `bench/ingest-ab.sh`).
 pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Result<()> {
     let entries = || parts.iter().flat_map(|part| part.iter());
     let mut offsets = vec![0u64; PARTITIONS + 1];

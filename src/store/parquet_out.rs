@@ -18,8 +18,7 @@
 //! its time). The files are the Parquet polars wrote: same schema, same
 //! Arrow schema metadata (taken from polars' own mapping of the column
 //! types), same statistics, dictionary pages where they were; the codec is
-//! LZ4_RAW since issue 13's fourth session (Snappy before: a store of
-//! either reads the same).
+//! LZ4_RAW (an older store written with Snappy reads the same).
 //!
 //! Decimal columns take a dictionary too when at most 3/4 of a row group's
 //! values are distinct (amounts and durations repeat: a rate times whole
@@ -449,7 +448,7 @@ pub(super) struct ParquetOut {
 /// What every store file is written with: LZ4_RAW (polars, Spark 3.4+,
 /// DuckDB and Arrow read it; it compressed the 16.1M-record ingest's files
 /// in less CPU than Snappy, the rollups 6 % smaller and the records 3 %
-/// larger, and decodes faster: docs/performance.md "Round 5"), polars'
+/// larger, and decodes faster: re-measure with `bench/ingest-ab.sh`), polars'
 /// default statistics (min, max, null count), format 1 pages, polars'
 /// default page size ([`crate::parquet::STATISTICS`]: the text statistics'
 /// cut fixed, not read from the environment).

@@ -169,7 +169,7 @@ impl Run<'_> {
 /// device; as the second half of a `rayon::join` it would start only once
 /// a pool thread came free (here, when the batch's work and the next
 /// batch's read were both done), and then hold both threads up while it
-/// waited (docs/performance.md "Round 28").
+/// waited (measure with `bench/ingest-ab.sh`).
 pub(super) fn beside<R>(
     check: Option<impl FnOnce() -> Result<Checked> + Send>,
     work: impl FnOnce() -> R,
@@ -246,7 +246,7 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
     };
     // The partitions' index reads go around the page cache and wait on
     // the device: twice the pool's threads, so that one computes while
-    // another waits (docs/performance.md "Round 9").
+    // another waits (measure with `bench/ingest-ab.sh`).
     let io_pool = rayon::ThreadPoolBuilder::new().num_threads(rayon::current_num_threads() * 2).build();
     let found = match io_pool {
         Ok(pool) => pool.install(check),

@@ -255,7 +255,7 @@ impl Rollups {
             // partial files' slices (read around the page cache), another
             // merge computes (two more left a publish of the 16.1M set
             // 0.05 s longer; six more, 150 MB more memory and no faster:
-            // docs/performance.md "Round 18").
+            // re-tune with `bench/ingest-ab.sh`).
             for _ in 0..rayon::current_num_threads() + MORE_MERGES {
                 // The lock is released inside `next`, before the work.
                 let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
@@ -431,7 +431,7 @@ fn gather_at<'g, O, S>(
 /// a read from memory each: 16 ahead, the spill still waited on most of
 /// them (2.4 % of the 16.1M-record ingest's samples on its first load of
 /// a group); 80 ahead, its share of the samples fell from 2.8 to 1.6 %
-/// (docs/performance.md "Round 27").
+/// (re-tune with `bench/ingest-ab.sh`).
 const GATHER_AHEAD: usize = 80;
 
 /// The rollup files to merge for `account`: its partial files of this

@@ -110,8 +110,8 @@ impl GroupTable {
     /// once a batch, not by doubling: each growth is a `realloc` that
     /// copies every group, under glibc's arena lock, which the ingest's
     /// threads share. Room never written takes no memory (the
-    /// 16.1M-record ingest peaked 10-30 MB lower: docs/performance.md
-    /// "Round 17").
+    /// 16.1M-record ingest peaked 10-30 MB lower: re-tune with
+    /// `bench/ingest-ab.sh`).
     pub(super) fn reserve(&mut self, additional: usize) {
         self.rows.reserve(additional);
     }
