@@ -149,7 +149,7 @@ impl AtomicFile {
 /// `path` left when their process was killed: those of processes that no
 /// longer run. Best effort: only where `/proc` tells live processes from
 /// dead ones, errors ignored.
-pub(crate) fn remove_stale_temporaries(path: &Path) {
+fn remove_stale_temporaries(path: &Path) {
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return };
     let proc = Path::new("/proc");
     if !proc.join("self").exists() {
