@@ -109,6 +109,7 @@ impl AtomicFile {
             return Err(Error::io(path, "is a folder; give a file name"));
         }
         let name = path.file_name().ok_or_else(|| Error::io(path, "not a file name"))?.to_string_lossy();
+        remove_stale_temporaries(path);
         let temporary = folder_of(path).join(format!(".{name}.tmp-{}", std::process::id()));
         // Named by the path asked for: the temporary name is ours, not the user's.
         let file = std::fs::File::create(&temporary).map_err(|e| Error::io(path, e))?;
@@ -141,6 +142,29 @@ impl AtomicFile {
 
     fn writer(&mut self) -> std::io::Result<&mut std::io::BufWriter<std::fs::File>> {
         self.file.as_mut().ok_or_else(|| std::io::Error::other("file already committed"))
+    }
+}
+
+/// Removes the temporary files `.NAME.tmp-PID` that [`AtomicFile`]s for
+/// `path` left when their process was killed: those of processes that no
+/// longer run. Best effort: only where `/proc` tells live processes from
+/// dead ones, errors ignored.
+fn remove_stale_temporaries(path: &Path) {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return };
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(folder_of(path)) else { return };
+    let prefix = format!(".{name}.tmp-");
+    let own = std::process::id().to_string();
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(pid) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else { continue };
+        let dead = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && pid != own && !proc.join(pid).exists();
+        if dead && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 

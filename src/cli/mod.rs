@@ -268,7 +268,8 @@ pub fn request_now(given: Option<&str>) -> Result<DateTime<Utc>, crate::error::B
 /// the store's own key (`STORE/token.key`, made by `ingest`) for a command
 /// on a store; else the key of the state directory (`token.key` there) for
 /// a command on a raw data directory. A missing key file is created with a
-/// random key, readable by its owner only. There is no built-in key: one
+/// random key, readable by its owner only (with a warning in a store that
+/// has published: a lost key was replaced). There is no built-in key: one
 /// that is public would let anyone forge tokens.
 pub fn token_key(store: Option<&Path>) -> anyhow::Result<TokenKey> {
     use anyhow::Context;
@@ -281,8 +282,21 @@ pub fn token_key(store: Option<&Path>) -> anyhow::Result<TokenKey> {
         Some(store) => store.join(crate::store::TOKEN_KEY),
         None => state_dir()?.join(crate::store::TOKEN_KEY),
     };
-    TokenKey::load_or_create(&path)
-        .with_context(|| format!("no page-token key in {} (set TELEMETER_TOKEN_KEY to give one)", path.display()))
+    let existed = std::fs::symlink_metadata(&path).is_ok();
+    let key = TokenKey::load_or_create(&path)
+        .with_context(|| format!("no page-token key in {} (set TELEMETER_TOKEN_KEY to give one)", path.display()))?;
+    // A store that has published had its key made by its first ingest: a
+    // key made now replaces a lost one, which the operator must hear of.
+    if !existed && store.is_some_and(|store| store.join(crate::store::MANIFEST).exists()) {
+        warn(&format!(
+            "{} was missing in a store that has published: a new page-token key was made there. Page tokens \
+             given out before are refused (clients start their listing again), and every other process \
+             answering from this store must be restarted to share the new key; restore the old file from a \
+             backup instead to keep them valid",
+            path.display()
+        ));
+    }
+    Ok(key)
 }
 
 /// The state directory: `$TELEMETER_STATE_DIR`, else

@@ -109,6 +109,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Source::Store(store) => Store::open_for_store(store).context("cannot open the store's resources")?,
         Source::Raw(dir) => load_resources(dir, args.db.as_deref())?,
     };
+    if !resources.writable() {
+        let message = "the store cannot be written: its deletions are read-only, and a DELETE is answered 503";
+        log(&serde_json::json!({"event": "warning", "message": message}));
+    }
     let token_key = args.source.token_key()?;
     let generation = Generation::new(dataset, Arc::new(resources)).map_err(anyhow::Error::msg)?;
     if generation.credentials.n_with_tokens() == 0 {

@@ -95,47 +95,79 @@ pub(super) struct Written {
 
 /// The run-wide check: the accounts' totals add up to the sum of every
 /// group the pass kept (computed here from the aggregate, not from the
-/// summaries), and their records to the rows the pass selected.
+/// summaries), currency by currency (an account's groups are in its
+/// currency; amounts of two currencies are never added), and their records
+/// to the rows the pass selected.
 #[derive(Debug, Serialize)]
 pub(super) struct Reconciliation {
     pub(super) accounts_checked: usize,
-    pub(super) sum_of_account_total_spend: Decimal,
-    pub(super) sum_of_selected_records: Decimal,
+    pub(super) sum_of_account_total_spend: BTreeMap<String, Decimal>,
+    pub(super) sum_of_selected_records: BTreeMap<String, Decimal>,
     pub(super) account_records: u64,
     pub(super) selected_records: u64,
     pub(super) ok: bool,
 }
 
 pub(super) fn reconcile(batch: &Batch, written: &[Written]) -> Result<Reconciliation> {
-    let mut accounts_sum = Amount::ZERO;
+    let mut accounts_sum: BTreeMap<String, Amount> = BTreeMap::new();
     let mut account_records = 0u64;
     for w in written {
-        accounts_sum = accounts_sum.checked_add(w.total_spend).ok_or_else(overflow)?;
+        let sum = accounts_sum.entry(w.entry.currency.clone()).or_insert(Amount::ZERO);
+        *sum = sum.checked_add(w.total_spend).ok_or_else(overflow)?;
         account_records += w.records;
     }
-    let mut groups_sum = 0i128;
+    let mut groups_sum: BTreeMap<String, i128> = BTreeMap::new();
     let mut group_records = 0u64;
-    for totals in batch.aggregate.groups.values() {
-        groups_sum = groups_sum.checked_add(totals.amount).ok_or_else(overflow)?;
+    for (key, totals) in batch.aggregate.groups.iter() {
+        let Some(summary) = batch.summaries.get(&key.account) else {
+            return Err(Error::Internal(format!(
+                "reconciliation failed: account '{}' has records in the window but no summary",
+                key.account
+            )));
+        };
+        let sum = groups_sum.entry(summary.currency.clone()).or_insert(0);
+        *sum = sum.checked_add(totals.amount).ok_or_else(overflow)?;
         group_records += totals.records;
     }
-    let groups_sum = Amount::from_nanos(groups_sum);
+    let groups_sum: BTreeMap<String, Amount> =
+        groups_sum.into_iter().map(|(currency, nanos)| (currency, Amount::from_nanos(nanos))).collect();
+    // A currency with accounts but no records in the window sums to zero
+    // on both sides.
+    let nonzero = |sums: &BTreeMap<String, Amount>| -> BTreeMap<String, Amount> {
+        sums.iter().filter(|(_, a)| **a != Amount::ZERO).map(|(c, a)| (c.clone(), *a)).collect()
+    };
     let selected: u64 = batch.aggregate.tallies.values().map(|t| t.selected).sum();
-    let ok = accounts_sum == groups_sum && account_records == group_records && group_records == selected;
+    let ok =
+        nonzero(&accounts_sum) == nonzero(&groups_sum) && account_records == group_records && group_records == selected;
     if !ok {
         return Err(Error::Internal(format!(
-            "reconciliation failed: accounts total {accounts_sum} over {account_records} records, \
-             but the records in the window sum to {groups_sum} over {group_records} records ({selected} selected)"
+            "reconciliation failed: accounts total {} over {account_records} records, \
+             but the records in the window sum to {} over {group_records} records ({selected} selected)",
+            by_currency(&accounts_sum),
+            by_currency(&groups_sum)
         )));
     }
+    let mut selected_sums = groups_sum;
+    for currency in accounts_sum.keys() {
+        selected_sums.entry(currency.clone()).or_insert(Amount::ZERO);
+    }
+    let decimals = |sums: BTreeMap<String, Amount>| sums.into_iter().map(|(c, a)| (c, Decimal(a))).collect();
     Ok(Reconciliation {
         accounts_checked: written.len(),
-        sum_of_account_total_spend: Decimal(accounts_sum),
-        sum_of_selected_records: Decimal(groups_sum),
+        sum_of_account_total_spend: decimals(accounts_sum),
+        sum_of_selected_records: decimals(selected_sums),
         account_records,
         selected_records: selected,
         ok,
     })
+}
+
+/// `10 EUR + 10 USD` for a message (`0` when empty).
+fn by_currency(sums: &BTreeMap<String, Amount>) -> String {
+    if sums.is_empty() {
+        return "0".to_owned();
+    }
+    sums.iter().map(|(currency, amount)| format!("{amount} {currency}")).collect::<Vec<_>>().join(" + ")
 }
 
 #[derive(Debug, Serialize)]

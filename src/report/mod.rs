@@ -422,7 +422,9 @@ mod tests {
         assert_eq!(written.total_spend, Amount::from_nanos(3_750_000_000));
         let check = reconcile(&batch, std::slice::from_ref(&written)).unwrap();
         assert!(check.ok);
-        assert_eq!(check.sum_of_selected_records, Decimal(Amount::from_nanos(3_750_000_000)));
+        let currency = summary.currency.clone();
+        assert_eq!(check.sum_of_selected_records[&currency], Decimal(Amount::from_nanos(3_750_000_000)));
+        assert_eq!(check.sum_of_account_total_spend.keys().collect::<Vec<_>>(), [&currency]);
 
         let mut off = written;
         off.total_spend = Amount::from_nanos(3_750_000_001);

@@ -93,6 +93,7 @@ fn deleted_ids(deletions: &Path, previous: Previous<'_>) -> Result<HashSet<Strin
             })
             .and_then(|_| connection.execute("DETACH DATABASE legacy", []));
         migrate.map_err(|e| db_error(legacy, e))?;
+        super::deletions::record_count(&connection, deletions)?;
     }
     let mut statement = connection.prepare("SELECT recording_id FROM deletions").map_err(|e| db_error(deletions, e))?;
     let ids = statement

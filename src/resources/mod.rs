@@ -20,9 +20,13 @@
 //! itself for a data directory; in the store's own `deletions.sqlite`,
 //! outside the generations, for a store) and every query leaves deleted
 //! recordings out, so a delete survives restarts, re-loads and every later
-//! generation, whatever was published meanwhile. [`Store`] answers the
+//! generation, whatever was published meanwhile. The database that holds
+//! them is synced before a DELETE is answered, counted in a file beside it
+//! and checked on open, so that a lost or damaged one is an error, never a
+//! deleted recording shown again ([`deletions`]). [`Store`] answers the
 //! server's queries in both cases.
 
+pub mod deletions;
 pub mod generation;
 pub mod listing;
 pub mod load;
@@ -164,6 +168,11 @@ impl Recording {
 #[derive(Debug)]
 pub struct Store {
     path: PathBuf,
+    /// The database the deletions are written to (`path` for a data
+    /// directory's database).
+    deletions: PathBuf,
+    /// Whether deletions can be written (not a store on a read-only mount).
+    writable: bool,
     connection: Mutex<Connection>,
     /// The schema that holds the endpoints, registrations and recordings:
     /// `main` (one database), or `generation` (a store's generation,
@@ -214,19 +223,16 @@ CREATE TABLE IF NOT EXISTS main.deletions (
 const GENERATION: &str = "generation";
 
 /// Opens (creating when needed) the database at `path` with every table:
-/// the database of a data directory.
+/// the database of a data directory, which holds its deletions too (so it
+/// is opened and checked as a deletions database, [`deletions::open`]).
 pub(crate) fn connect(path: &Path) -> Result<Connection> {
-    let connection = connect_with(path, "WAL", "NORMAL")?;
-    connection.execute_batch(&resources_schema("main")).map_err(|e| db_error(path, e))?;
-    connection.execute_batch(DELETIONS_SCHEMA).map_err(|e| db_error(path, e))?;
-    Ok(connection)
+    deletions::open(path, &format!("{}{DELETIONS_SCHEMA}", resources_schema("main")))
 }
 
-/// Opens (creating when needed) a store's deletions database.
+/// Opens (creating when needed) a store's deletions database, checked
+/// ([`deletions::open`]).
 pub(crate) fn connect_deletions(path: &Path) -> Result<Connection> {
-    let connection = connect_with(path, "WAL", "NORMAL")?;
-    connection.execute_batch(DELETIONS_SCHEMA).map_err(|e| db_error(path, e))?;
-    Ok(connection)
+    deletions::open(path, DELETIONS_SCHEMA)
 }
 
 /// Opens the database at `path` (creating it and its folder when needed)
@@ -335,7 +341,8 @@ impl Store {
     /// Opens the database of a data directory at `path` (written by
     /// [`load()`]), creating an empty one when missing.
     pub fn open(path: &Path) -> Result<Store> {
-        Ok(Store { path: path.to_owned(), connection: Mutex::new(connect(path)?), tables: "main" })
+        let connection = Mutex::new(connect(path)?);
+        Ok(Store { path: path.to_owned(), deletions: path.to_owned(), writable: true, connection, tables: "main" })
     }
 
     /// The resources of the generation `store` answers from: its
@@ -378,9 +385,18 @@ impl Store {
 
     /// Opens a generation's database `resources` (`None`: a generation
     /// without resources, so no rows) read-only, with the deletions
-    /// database `deletions` (created when missing) for runtime writes.
+    /// database `deletions` (created when missing) for runtime writes. A
+    /// store this process cannot write (a read-only mount) is answered
+    /// from with its deletions read-only, and refuses new ones
+    /// ([`Store::writable`]).
     pub fn open_generation(resources: Option<&Path>, deletions: &Path) -> Result<Store> {
-        let connection = connect_deletions(deletions)?;
+        let (connection, writable) = match connect_deletions(deletions) {
+            Ok(connection) => (connection, true),
+            Err(error) => match deletions::unwritable(deletions) {
+                Some(_) => (deletions::open_read_only(deletions, DELETIONS_SCHEMA)?, false),
+                None => return Err(error),
+            },
+        };
         let path = resources.unwrap_or(deletions);
         let attached = match resources {
             Some(resources) => connection.execute("ATTACH DATABASE ?1 AS generation", [immutable_uri(resources)?]),
@@ -394,12 +410,21 @@ impl Store {
         connection
             .query_row("SELECT COUNT(*) FROM generation.endpoints", [], |row| row.get::<_, i64>(0))
             .map_err(|e| db_error(path, e))?;
-        Ok(Store { path: path.to_owned(), connection: Mutex::new(connection), tables: GENERATION })
+        let connection = Mutex::new(connection);
+        let deletions = deletions.to_owned();
+        Ok(Store { path: path.to_owned(), deletions, writable, connection, tables: GENERATION })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether deletions can be recorded: `false` for a store on a
+    /// read-only mount (or one this process may not write), where
+    /// [`Store::delete_recording`] is refused.
+    pub fn writable(&self) -> bool {
+        self.writable
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
@@ -490,32 +515,52 @@ impl Store {
     /// deletion is recorded (so every query, later load and later
     /// generation leaves the id out) and, in a data directory's database,
     /// the row goes. `false` when there was no such recording (absent or
-    /// already deleted).
+    /// already deleted). The deletion is on disk, and counted in the count
+    /// file ([`deletions`]), when this returns.
     pub fn delete_recording(&self, auth_id: &str, recording_id: &str, now_us: i64) -> Result<bool> {
+        if !self.writable {
+            return Err(Error::io(&self.deletions, "the store cannot be written: a deletion cannot be recorded"));
+        }
         let tables = self.tables;
-        self.with(|c| {
-            let transaction = c.transaction()?;
-            let visible: bool = transaction
-                .prepare_cached(&format!(
-                    "SELECT EXISTS (SELECT 1 FROM {tables}.recordings AS r \
-                     WHERE recording_id = ?1 AND auth_id = ?2 AND {NOT_DELETED})"
-                ))?
-                .query_row(params![recording_id, auth_id], |row| row.get(0))?;
-            if visible {
+        let mut connection =
+            self.connection.lock().map_err(|_| Error::Internal("the database lock is poisoned".into()))?;
+        let deleted = Store::delete_in(&mut connection, tables, auth_id, recording_id, now_us)
+            .map_err(|e| db_error(&self.deletions, e))?;
+        if deleted {
+            deletions::record_count(&connection, &self.deletions)?;
+        }
+        Ok(deleted)
+    }
+
+    /// The transaction of [`Store::delete_recording`].
+    fn delete_in(
+        c: &mut Connection,
+        tables: &str,
+        auth_id: &str,
+        recording_id: &str,
+        now_us: i64,
+    ) -> rusqlite::Result<bool> {
+        let transaction = c.transaction()?;
+        let visible: bool = transaction
+            .prepare_cached(&format!(
+                "SELECT EXISTS (SELECT 1 FROM {tables}.recordings AS r \
+                 WHERE recording_id = ?1 AND auth_id = ?2 AND {NOT_DELETED})"
+            ))?
+            .query_row(params![recording_id, auth_id], |row| row.get(0))?;
+        if visible {
+            transaction.execute(
+                "INSERT OR IGNORE INTO main.deletions (recording_id, auth_id, deleted_at_us) VALUES (?1, ?2, ?3)",
+                params![recording_id, auth_id, now_us],
+            )?;
+            if tables == "main" {
                 transaction.execute(
-                    "INSERT OR IGNORE INTO main.deletions (recording_id, auth_id, deleted_at_us) VALUES (?1, ?2, ?3)",
-                    params![recording_id, auth_id, now_us],
+                    "DELETE FROM main.recordings WHERE recording_id = ?1 AND auth_id = ?2",
+                    params![recording_id, auth_id],
                 )?;
-                if tables == "main" {
-                    transaction.execute(
-                        "DELETE FROM main.recordings WHERE recording_id = ?1 AND auth_id = ?2",
-                        params![recording_id, auth_id],
-                    )?;
-                }
             }
-            transaction.commit()?;
-            Ok(visible)
-        })
+        }
+        transaction.commit()?;
+        Ok(visible)
     }
 
     /// A trivial query: whether the database answers.

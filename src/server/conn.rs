@@ -55,6 +55,10 @@ pub(crate) struct ConnState {
     pub(crate) evicting: AtomicBool,
     /// Wakes the connection's task when it is picked.
     pub(crate) evict: tokio::sync::Notify,
+    /// Wakes the connection's task when its timers change: the first byte
+    /// of a head (the header-read timeout now applies, not the idle one)
+    /// or the end of a response (the idle timeout starts).
+    pub(crate) rearm: tokio::sync::Notify,
 }
 
 /// What a connection's timers decide.
@@ -82,6 +86,7 @@ impl ConnState {
             head_since: AtomicU64::new(UNSET),
             evicting: AtomicBool::new(false),
             evict: tokio::sync::Notify::new(),
+            rearm: tokio::sync::Notify::new(),
         };
         state.idle_since.store(state.now_ms(), Ordering::Relaxed);
         state
@@ -150,6 +155,7 @@ impl Drop for Busy {
         let state = &self.0;
         state.idle_since.store(state.now_ms(), Ordering::Relaxed);
         state.busy.fetch_sub(1, Ordering::AcqRel);
+        state.rearm.notify_one();
     }
 }
 
@@ -205,6 +211,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
             let state = &self.state;
             if state.busy.load(Ordering::Acquire) == 0 && state.head_since.load(Ordering::Relaxed) == UNSET {
                 state.head_since.store(state.now_ms(), Ordering::Relaxed);
+                state.rearm.notify_one();
             }
         }
         result

@@ -159,6 +159,10 @@ pub(super) async fn delete_recording(
     Authorized { auth_id, generation }: Authorized,
     Path((_, recording_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
+    if !generation.resources.writable() {
+        let message = "this server answers from a store it cannot write: a recording cannot be deleted now";
+        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message));
+    }
     let now = now_us(&server);
     let deleted = blocking(move || Ok(generation.resources.delete_recording(&auth_id, &recording_id, now)?)).await?;
     if !deleted {

@@ -3,6 +3,8 @@
 //!
 //! - **Header-read timeout**: from the first byte of a request head to its
 //!   end; a connection still reading a head after it is closed (no response).
+//!   The first byte wakes the connection's timer, so a head that starts
+//!   while the idle timer runs is cut at its own timeout, not the idle one.
 //! - **Idle timeout**: from the end of the last response (or the accept) to
 //!   the first byte of the next request; an idle connection is closed after
 //!   it. Neither timer runs while a request is in flight (a long usage
@@ -263,6 +265,7 @@ impl Connection {
                     stopping = true;
                     connection.as_mut().graceful_shutdown();
                 }
+                () = self.state.rearm.notified() => {}
                 () = tokio::time::sleep_until(deadline.into()) => {}
             }
         };

@@ -232,7 +232,7 @@ async fn requests(State(server): State<Arc<Server>>, mut request: Request, next:
     request.extensions_mut().insert(ApiId(api_id.clone()));
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
-    let mut response = match over_limits(&request) {
+    let mut response = match over_limits(&request).or_else(|| malformed(&request)) {
         Some(refusal) => refusal.into_response(),
         None => next.run(request).await,
     };
@@ -278,6 +278,27 @@ fn over_limits(request: &Request) -> Option<ApiError> {
     None
 }
 
+/// The refusal (400) of a request whose header fields cannot be taken
+/// as sent (RFC 9110 section 5.3, RFC 9112 section 3.2): an HTTP/1.1
+/// request without a `Host`, any request with two, and two
+/// `Authorization` fields (which of them would be the caller's is not
+/// for the server to guess, even when one is valid).
+fn malformed(request: &Request) -> Option<ApiError> {
+    let headers = request.headers();
+    let hosts = headers.get_all(header::HOST).iter().count();
+    if hosts > 1 {
+        return Some(ApiError::new(StatusCode::BAD_REQUEST, "malformed request: more than one Host header field"));
+    }
+    if hosts == 0 && request.version() >= axum::http::Version::HTTP_11 {
+        return Some(ApiError::new(StatusCode::BAD_REQUEST, "malformed request: no Host header field"));
+    }
+    if headers.get_all(header::AUTHORIZATION).iter().count() > 1 {
+        let message = "malformed request: more than one Authorization header field; send one";
+        return Some(ApiError::new(StatusCode::BAD_REQUEST, message));
+    }
+    None
+}
+
 /// A JSON body with status 200.
 fn json_response(status: StatusCode, text: String) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], text).into_response()
@@ -317,7 +338,7 @@ mod tests {
     }
 
     async fn call(app: Router, method: &str, uri: &str, auth: Option<&str>) -> (StatusCode, HeaderMap, String) {
-        let mut request = Request::builder().method(method).uri(uri);
+        let mut request = Request::builder().method(method).uri(uri).header(header::HOST, "localhost");
         if let Some(auth) = auth {
             request = request.header(header::AUTHORIZATION, auth);
         }

@@ -29,6 +29,8 @@
 //! deletions.sqlite                    recordings deleted through the API: the
 //!                                     one file written at runtime (by the
 //!                                     server), outside the generations
+//! deletions.sqlite.count              how many deletions it holds: its loss
+//!                                     is found (`resources::deletions`)
 //! token.key                           the store's page-token key: random,
 //!                                     mode 0600, made with the store
 //! ```

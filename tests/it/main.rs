@@ -32,6 +32,8 @@ mod onboard;
 mod progress;
 // `telemeter report`: pages, CSV, HTML, manifest, atomic output.
 mod report;
+// Runtime state at rest: deletions lost or damaged, a read-only store, a lost key.
+mod runtime_state;
 // `telemeter serve` over HTTP: the API, auth, allowlists, resources.
 mod server;
 // `serve` at its socket edges: timeouts, connection cap, shaped refusals.

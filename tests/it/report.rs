@@ -414,11 +414,14 @@ fn manifest_hashes_inputs_counts_rows_and_reconciles() {
     // page 1's total_spend, and the reconciliation of the run.
     let accounts = manifest["accounts"].as_array().expect("accounts");
     assert_eq!(accounts.len(), 4);
-    let mut sum = 0i128;
+    // Sums per currency: amounts of two currencies are never added.
+    let mut sums: std::collections::BTreeMap<&str, i128> = std::collections::BTreeMap::new();
     for account in accounts {
         let id = account["auth_id"].as_str().expect("id");
         let total = expected[id];
-        sum += total;
+        let currency = ACCOUNTS.iter().find(|a| a.0 == id).expect("account").1;
+        assert_eq!(account["currency"], currency);
+        *sums.entry(currency).or_default() += total;
         let text = |v: &Value| v.to_string();
         assert_eq!(text(&account["total_spend"]), json_decimal(total), "{id}");
         let page1 = json(&out.join(id).join("page-0001.json"));
@@ -429,8 +432,11 @@ fn manifest_hashes_inputs_counts_rows_and_reconciles() {
     }
     let reconciliation = &manifest["reconciliation"];
     assert_eq!(reconciliation["ok"], true);
-    assert_eq!(reconciliation["sum_of_account_total_spend"].to_string(), json_decimal(sum));
-    assert_eq!(reconciliation["sum_of_selected_records"].to_string(), json_decimal(sum));
+    let sums: Vec<String> =
+        sums.iter().map(|(currency, sum)| format!("\"{currency}\":{}", json_decimal(*sum))).collect();
+    let sums = format!("{{{}}}", sums.join(","));
+    assert_eq!(reconciliation["sum_of_account_total_spend"].to_string(), sums);
+    assert_eq!(reconciliation["sum_of_selected_records"].to_string(), sums);
     assert_eq!(reconciliation["selected_records"], 772);
 }
 
@@ -664,7 +670,9 @@ fn sample_data_report_matches_hand_totals_and_golden_files() {
             (&read.into(), &duplicates.into(), &used.into())
         );
     }
-    assert_eq!(manifest["reconciliation"]["sum_of_selected_records"].to_string(), "9.038");
+    // Reconciled per currency, never as one sum of both.
+    assert_eq!(manifest["reconciliation"]["sum_of_selected_records"].to_string(), r#"{"EUR":1.16,"USD":7.878}"#);
+    assert_eq!(manifest["reconciliation"]["sum_of_account_total_spend"].to_string(), r#"{"EUR":1.16,"USD":7.878}"#);
 
     let actual = tree(&out);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {

@@ -152,3 +152,42 @@ fn control_characters_in_messages_are_escaped() {
         assert!(message.contains('\\'), "{query}: {message:?}");
     }
 }
+
+#[test]
+fn a_slow_request_head_is_cut_at_the_header_read_timeout_not_the_idle_one() {
+    let (_data, server) = serve(&["--idle-timeout", "30", "--header-read-timeout", "1"]);
+    let mut slow = TcpStream::connect(server.addr).unwrap();
+    let started = Instant::now();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").unwrap();
+    assert!(closed_within(&mut slow, Duration::from_secs(10)), "the slow request head is still open");
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(900), "closed before the header-read timeout: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "held past the header-read timeout: {elapsed:?}");
+}
+
+#[test]
+fn a_doubled_authorization_and_a_missing_or_doubled_host_are_400() {
+    let (_data, server) = serve(&[]);
+    let addr = server.addr;
+    let valid = basic(A, "token-a");
+    let path = format!("/v1/Account/{A}/Endpoint/E1/");
+    let request = |head: &str| raw(addr, format!("{head}Connection: close\r\n\r\n").as_bytes());
+    // The same request with one of each is answered.
+    let one = request(&format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {valid}\r\n"));
+    assert_eq!(one.status, 200, "{}", one.text());
+    for second in [valid.as_str(), "Basic Zm9vOmJhcg=="] {
+        let two = request(&format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {valid}\r\nAuthorization: {second}\r\n"
+        ));
+        assert_error(&two, 400, "more than one Authorization header field");
+    }
+    assert_error(&request(&format!("GET {path} HTTP/1.1\r\nAuthorization: {valid}\r\n")), 400, "no Host header field");
+    assert_error(
+        &request(&format!("GET {path} HTTP/1.1\r\nHost: x\r\nHost: y\r\nAuthorization: {valid}\r\n")),
+        400,
+        "more than one Host header field",
+    );
+    assert_error(&request("GET /healthz HTTP/1.1\r\nHost: x\r\nHost: x\r\n"), 400, "more than one Host");
+    // HTTP/1.0 has no Host requirement.
+    assert_eq!(request("GET /healthz HTTP/1.0\r\n").status, 200);
+}

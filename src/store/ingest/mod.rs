@@ -333,10 +333,14 @@ pub(super) fn open(store: &Path, id: &str) -> Result<Opened> {
     std::fs::create_dir_all(store).map_err(|e| Error::io(store, e))?;
     let lock = lock(store)?;
 
-    // The store's own page-token key, made with the store.
-    crate::token::TokenKey::load_or_create(&store.join(super::TOKEN_KEY))?;
-
-    let old = Manifest::read(store)?.unwrap_or(Manifest { format: FORMAT_VERSION, ..Manifest::default() });
+    // The store's own page-token key, made with the store (a published
+    // store that lost it gets a new one from the next command that seals
+    // tokens, which says so: never silently here).
+    let old = Manifest::read(store)?;
+    if old.is_none() {
+        crate::token::TokenKey::load_or_create(&store.join(super::TOKEN_KEY))?;
+    }
+    let old = old.unwrap_or(Manifest { format: FORMAT_VERSION, ..Manifest::default() });
     Ok(Opened { lock, old })
 }
 
