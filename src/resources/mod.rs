@@ -242,6 +242,43 @@ pub(crate) fn connect_with(path: &Path, journal_mode: &str, synchronous: &str) -
     Ok(connection)
 }
 
+/// Why the folder of `path` takes no new byte now (a full disk, a spent
+/// quota, a read-only mount, no permission: `store::lease::unwritable`),
+/// found by writing one byte to a file of its own there; `None` when it
+/// takes them.
+fn folder_refuses_writes(path: &Path) -> Option<String> {
+    use std::io::Write;
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let probe = folder.join(format!(".write-probe-{}", std::process::id()));
+    let written = std::fs::File::create(&probe).and_then(|mut file| file.write_all(b"\n"));
+    let _ = std::fs::remove_file(&probe);
+    match written {
+        Err(e) if crate::store::lease::unwritable(&e) => Some(format!("{}: {e}", folder.display())),
+        _ => None,
+    }
+}
+
+/// The deletions database at `path`, opened read-only as it is, for a
+/// store that cannot be written now: an empty one when there is none; an
+/// error when its write-ahead log (`log`) holds writes not folded in yet
+/// (read without it, recent deletions would show again).
+fn deletions_as_they_are(path: &Path, log: &Path) -> Result<Connection> {
+    if !path.exists() {
+        let connection = Connection::open_in_memory().map_err(|e| db_error(path, e))?;
+        connection.execute_batch(DELETIONS_SCHEMA).map_err(|e| db_error(path, e))?;
+        return Ok(connection);
+    }
+    if std::fs::metadata(log).is_ok_and(|m| m.len() > 0) {
+        return Err(Error::io(
+            path,
+            "the store cannot be written (no space, or read-only) and this database's write-ahead log is not \
+             folded in yet: free space (or open the store once with write access), then start again",
+        ));
+    }
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+    Connection::open_with_flags(immutable_uri(path)?, flags).map_err(|e| db_error(path, e))
+}
+
 /// An SQLite URI that opens `path` read-only and trusts it not to change
 /// (a published generation's file is never modified).
 pub(crate) fn immutable_uri(path: &Path) -> Result<String> {
@@ -379,8 +416,40 @@ impl Store {
     /// Opens a generation's database `resources` (`None`: a generation
     /// without resources, so no rows) read-only, with the deletions
     /// database `deletions` (created when missing) for runtime writes.
+    ///
+    /// When the deletions database cannot be opened for writing because
+    /// the store's folder takes no new byte (a full disk, a spent quota, a
+    /// read-only mount: [`folder_refuses_writes`]), it is read as it is
+    /// (read-only; a deletion through the API then fails): reading never
+    /// needs free space.
     pub fn open_generation(resources: Option<&Path>, deletions: &Path) -> Result<Store> {
-        let connection = connect_deletions(deletions)?;
+        let side_files = ["-wal", "-shm"].map(|suffix| {
+            let mut name = deletions.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        });
+        let existed = side_files.clone().map(|path| path.exists());
+        let connection = match connect_deletions(deletions) {
+            Ok(connection) => connection,
+            Err(error) => {
+                // SQLite's files of the failed attempt go with it: the
+                // log it made while empty, the shared-memory index it
+                // made (sized, never filled: only a live connection's
+                // is worth keeping).
+                let [log, index] = &side_files;
+                let [log_existed, index_existed] = existed;
+                if !log_existed && std::fs::metadata(log).is_ok_and(|m| m.len() == 0) {
+                    let _ = std::fs::remove_file(log);
+                }
+                if !index_existed {
+                    let _ = std::fs::remove_file(index);
+                }
+                match folder_refuses_writes(deletions) {
+                    Some(_) => deletions_as_they_are(deletions, &side_files[0])?,
+                    None => return Err(error),
+                }
+            }
+        };
         let path = resources.unwrap_or(deletions);
         let attached = match resources {
             Some(resources) => connection.execute("ATTACH DATABASE ?1 AS generation", [immutable_uri(resources)?]),

@@ -167,7 +167,7 @@ impl Server {
     }
 
     /// SIGTERM, then wait for a clean exit.
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
         assert!(status.success());
         let code = self.child.wait().unwrap();
