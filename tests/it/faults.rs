@@ -280,6 +280,22 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
         assert_eq!(after.served, before.served, "{place}: serve --store answers otherwise");
         assert_eq!(files(&on_tmpfs), found, "{place}: a reader left files in the store");
     }
+    // `accounts set-token`, the other publisher, on the full disk: it
+    // fails naming it and leaves nothing either.
+    let mut set_token = common::command();
+    set_token
+        .args(["accounts", "set-token", "MA001", "--store", &s(&on_tmpfs)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = set_token.spawn().expect("set-token");
+    child.stdin.take().expect("stdin").write_all(b"another-token\n").expect("the token");
+    let output = child.wait_with_output().expect("set-token ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "set-token published on a full disk");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert_eq!(files(&on_tmpfs), found, "set-token left files of its own");
+
     // The runs failed at more than one point of the ingest.
     failures.sort();
     failures.dedup();
