@@ -1185,6 +1185,64 @@ mod tests {
         }
     }
 
+    /// What a failed ingest deletes: its own files and temporary
+    /// manifest, never a file the manifest on disk lists (its commit may
+    /// have happened before a later step failed), nor another ingest's.
+    #[test]
+    fn a_failed_ingest_discards_its_files_but_never_a_published_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = dir.path();
+        let id = "i2";
+        let files = [
+            "records/calls/i2-00000.parquet",
+            "records/calls/i2-00001.parquet",
+            "index/calls/i2-00001.idx",
+            "rollups/i2-part-03-00000.bin",
+            "rollups/MA001-0123456789abcdef/i2-900s.parquet",
+            "resources/i2.sqlite",
+            "resources/i2.sqlite-journal",
+            "accounts/i2.csv",
+            "manifest.json.tmp-i2",
+            "records/calls/i1-00000.parquet",
+            "records/calls/i3-00000.parquet",
+        ];
+        for name in files {
+            let path = store.join(name);
+            std::fs::create_dir_all(path.parent().expect("a folder")).expect("folder");
+            std::fs::write(path, b"x").expect("file");
+        }
+        let kind = |records: &[&str]| super::super::KindFiles {
+            records: records.iter().map(|r| (*r).to_owned()).collect(),
+            ..super::super::KindFiles::default()
+        };
+        let old = Manifest {
+            format: FORMAT_VERSION,
+            generation: 1,
+            kinds: BTreeMap::from([("calls".to_owned(), kind(&["records/calls/i1-00000.parquet"]))]),
+            ..Manifest::default()
+        };
+        // The commit happened: the manifest on disk lists i2's first file.
+        let published = Manifest {
+            generation: 2,
+            kinds: BTreeMap::from([(
+                "calls".to_owned(),
+                kind(&["records/calls/i1-00000.parquet", "records/calls/i2-00000.parquet"]),
+            )]),
+            ..old.clone()
+        };
+        std::fs::write(store.join(super::super::MANIFEST), serde_json::to_vec(&published).expect("JSON"))
+            .expect("manifest");
+        assert_eq!(discard(store, id, &old), 8);
+        let left: Vec<&str> = files.into_iter().filter(|name| store.join(name).exists()).collect();
+        assert_eq!(
+            left,
+            ["records/calls/i2-00000.parquet", "records/calls/i1-00000.parquet", "records/calls/i3-00000.parquet"]
+        );
+        for folder in ["rollups", "resources", "accounts", "index"] {
+            assert!(!store.join(folder).exists(), "{folder} left empty");
+        }
+    }
+
     #[test]
     fn batches_hold_at_most_the_limit_but_at_least_one_file() {
         let file = |size: u64| InputFile {
