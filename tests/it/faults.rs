@@ -6,9 +6,12 @@
 //! The store lives on a small tmpfs mounted for the test (root only: the
 //! test says it was skipped otherwise, on stdout and stderr); a balloon
 //! file beside the store leaves the ingest a chosen number of bytes, so
-//! that it fails at different points of its run (its resources database,
-//! its first records, the rollups, the publish). The mount is removed
-//! whatever happens (`Mounted`'s drop).
+//! that it fails at different points of its run (its first records and
+//! index files, those of later batches and of later kinds; its peak is
+//! about 1.4 times what it leaves, spilled rollups included, and it fails
+//! in the rollups' merge only near that peak, at a point that depends on
+//! the timing of its threads, which a test cannot pin). The mount is
+//! removed whatever happens (`Mounted`'s drop).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -249,14 +252,14 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
     let before = answers(&on_tmpfs, &out, false);
     assert_eq!(before.served.0, 200, "{}", before.served.1);
 
-    // Free space from a few pages to nearly all the ingest needs: each run
-    // stops at another point of its work.
+    // Free space from a few pages to 1.3 times what the ingest leaves
+    // (below its peak): each run stops at another point of its work.
     let mut failures = Vec::new();
-    for percent in [0, 3, 15, 35, 60, 85, 97] {
+    for percent in [0, 3, 15, 35, 60, 85, 100, 115, 130] {
         let free = needed * percent / 100;
         inflate(&balloon, free);
         let run = ingest(&on_tmpfs);
-        let place = format!("{percent}% of the {needed} bytes the ingest needs free");
+        let place = format!("{percent}% of the {needed} bytes the ingest adds free");
         assert_ne!(run.code, 0, "{place}: the ingest succeeded:\n{}", run.stdout);
         assert!(
             run.stderr.contains("No space left on device") || run.stderr.contains("disk is full"),
@@ -265,7 +268,10 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
         );
         assert!(!run.stderr.contains("panicked"), "{place}:\n{}", run.stderr);
         assert_eq!(files(&on_tmpfs), found, "{place}: the failed ingest left files of its own");
-        failures.push(run.stderr.lines().last().unwrap_or_default().to_owned());
+        // Where it stopped: the folder of the file it could not write.
+        let last = run.stderr.lines().last().unwrap_or_default();
+        let file = last.split("/store/").nth(1).and_then(|rest| rest.split(':').next()).unwrap_or(last);
+        failures.push(file.rsplit_once('/').map_or(file, |(folder, _)| folder).to_owned());
 
         // Not a byte free: every reader reads without writing.
         inflate(&balloon, 0);
@@ -299,7 +305,8 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
     // The runs failed at more than one point of the ingest.
     failures.sort();
     failures.dedup();
-    assert!(failures.len() > 1, "every run failed alike: {failures:?}");
+    assert!(failures.len() > 2, "the runs failed in too few places: {failures:?}");
+    println!("the ingests failed writing in: {failures:?}");
 
     // With the space back, the same ingest publishes; the files it
     // superseded stay for a generation (for readers without a lease).
