@@ -15,8 +15,10 @@
 //! The parts, in the order a row meets them:
 //!
 //! - this file: the run ([`ingest`]: lock, inventory, resources, accounts,
-//!   kind by kind and batch by batch, rejects, publish) and the garbage
-//!   collection after publishing;
+//!   kind by kind and batch by batch, rejects, publish), the garbage
+//!   collection after publishing, and the discard of what a failed run
+//!   wrote ([`Unpublished`]: any error, a full disk included, leaves the
+//!   store's files as they were);
 //! - `chunk.rs`: the row sink that reads one file or CSV chunk into rows
 //!   whose text sits in one arena, and gathers a chunk's new rows;
 //! - `dedup.rs`: dedup against the store's index (the id filter, the
