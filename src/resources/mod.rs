@@ -419,7 +419,7 @@ impl Store {
     ///
     /// When the deletions database cannot be opened for writing because
     /// the store's folder takes no new byte (a full disk, a spent quota, a
-    /// read-only mount: [`folder_refuses_writes`]), it is read as it is
+    /// read-only mount: `folder_refuses_writes`), it is read as it is
     /// (read-only; a deletion through the API then fails): reading never
     /// needs free space.
     pub fn open_generation(resources: Option<&Path>, deletions: &Path) -> Result<Store> {

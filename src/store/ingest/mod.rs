@@ -17,7 +17,7 @@
 //! - this file: the run ([`ingest`]: lock, inventory, resources, accounts,
 //!   kind by kind and batch by batch, rejects, publish), the garbage
 //!   collection after publishing, and the discard of what a failed run
-//!   wrote ([`Unpublished`]: any error, a full disk included, leaves the
+//!   wrote (`Unpublished`: any error, a full disk included, leaves the
 //!   store's files as they were);
 //! - `chunk.rs`: the row sink that reads one file or CSV chunk into rows
 //!   whose text sits in one arena, and gathers a chunk's new rows;
@@ -267,7 +267,7 @@ impl IngestReport {
 
 /// Ingests `data` into `store` (created when missing). A failed ingest
 /// (any error) leaves the store as it was: nothing is published, and what
-/// it wrote is deleted before it returns ([`Unpublished`]).
+/// it wrote is deleted before it returns (`Unpublished`).
 pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<IngestReport> {
     let id = &options.ingest_id;
     let opened = open(store, id)?;
