@@ -86,23 +86,6 @@ pub(crate) fn open_read_only(path: &Path, schema: &str) -> Result<Connection> {
     Ok(connection)
 }
 
-/// The reason the folder of `path` refuses new files (a read-only mount,
-/// no permission), or `None` when it takes them.
-pub(crate) fn unwritable(path: &Path) -> Option<String> {
-    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let probe = folder.join(format!(".write-probe-{}", std::process::id()));
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-            None
-        }
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem) => {
-            Some(format!("{}: {e}", folder.display()))
-        }
-        Err(_) => None,
-    }
-}
-
 /// The error for a missing database whose count file says it held
 /// deletions.
 fn refuse_missing(path: &Path, counted: Option<u64>) -> Result<()> {

@@ -248,6 +248,22 @@ pub(crate) fn connect_with(path: &Path, journal_mode: &str, synchronous: &str) -
     Ok(connection)
 }
 
+/// Why the folder of `path` takes no new byte now (a full disk, a spent
+/// quota, a read-only mount, no permission: `store::lease::unwritable`),
+/// found by writing one byte to a file of its own there; `None` when it
+/// takes them.
+fn folder_refuses_writes(path: &Path) -> Option<String> {
+    use std::io::Write;
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let probe = folder.join(format!(".write-probe-{}", std::process::id()));
+    let written = std::fs::File::create(&probe).and_then(|mut file| file.write_all(b"\n"));
+    let _ = std::fs::remove_file(&probe);
+    match written {
+        Err(e) if crate::store::lease::unwritable(&e) => Some(format!("{}: {e}", folder.display())),
+        _ => None,
+    }
+}
+
 /// An SQLite URI that opens `path` read-only and trusts it not to change
 /// (a published generation's file is never modified).
 pub(crate) fn immutable_uri(path: &Path) -> Result<String> {
@@ -385,17 +401,40 @@ impl Store {
 
     /// Opens a generation's database `resources` (`None`: a generation
     /// without resources, so no rows) read-only, with the deletions
-    /// database `deletions` (created when missing) for runtime writes. A
-    /// store this process cannot write (a read-only mount) is answered
-    /// from with its deletions read-only, and refuses new ones
-    /// ([`Store::writable`]).
+    /// database `deletions` (created when missing) for runtime writes.
+    ///
+    /// When the deletions database cannot be opened for writing because
+    /// the store's folder takes no new byte (a full disk, a spent quota, a
+    /// read-only mount: `folder_refuses_writes`), it is read as it is
+    /// (read-only, checked as ever) and new deletions are refused
+    /// ([`Store::writable`]): reading never needs free space.
     pub fn open_generation(resources: Option<&Path>, deletions: &Path) -> Result<Store> {
+        let side_files = ["-wal", "-shm"].map(|suffix| {
+            let mut name = deletions.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        });
+        let existed = side_files.clone().map(|path| path.exists());
         let (connection, writable) = match connect_deletions(deletions) {
             Ok(connection) => (connection, true),
-            Err(error) => match deletions::unwritable(deletions) {
-                Some(_) => (deletions::open_read_only(deletions, DELETIONS_SCHEMA)?, false),
-                None => return Err(error),
-            },
+            Err(error) => {
+                // SQLite's files of the failed attempt go with it: the
+                // log it made while empty, the shared-memory index it
+                // made (sized, never filled: only a live connection's
+                // is worth keeping).
+                let [log, index] = &side_files;
+                let [log_existed, index_existed] = existed;
+                if !log_existed && std::fs::metadata(log).is_ok_and(|m| m.len() == 0) {
+                    let _ = std::fs::remove_file(log);
+                }
+                if !index_existed {
+                    let _ = std::fs::remove_file(index);
+                }
+                match folder_refuses_writes(deletions) {
+                    Some(_) => (deletions::open_read_only(deletions, DELETIONS_SCHEMA)?, false),
+                    None => return Err(error),
+                }
+            }
         };
         let path = resources.unwrap_or(deletions);
         let attached = match resources {

@@ -34,12 +34,24 @@ pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result
     let path = store.join(&name);
     let folder = store.join("accounts");
     std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
-    super::write_synced(&path, &bytes)?;
-    super::sync_dir(&folder)?;
     let mut manifest = old.clone();
-    manifest.accounts_csv = Some(name);
+    manifest.accounts_csv = Some(name.clone());
     manifest.generation = generation;
-    manifest.publish(store, &format!("accounts-g{generation}"))?;
+    let tag = format!("accounts-g{generation}");
+    let published = super::write_synced(&path, &bytes)
+        .and_then(|()| super::sync_dir(&folder))
+        .and_then(|()| manifest.publish(store, &tag));
+    if let Err(error) = published {
+        // Nothing of the attempt is left (a full disk, say): its accounts
+        // file, unless the manifest on disk took it after all, and its
+        // temporary manifest.
+        let taken = Manifest::read(store).ok().flatten().is_some_and(|now| now.accounts_csv == Some(name));
+        if !taken {
+            let _ = std::fs::remove_file(&path);
+        }
+        let _ = std::fs::remove_file(store.join(format!("{}.tmp-{tag}", super::MANIFEST)));
+        return Err(error);
+    }
     ingest::collect_garbage(store, &[&old, &manifest]);
     drop(lock);
     Ok(generation)

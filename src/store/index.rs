@@ -172,6 +172,9 @@ impl IndexFile {
     }
 
     /// Hands every entry of partition `p` to `each`, reading 1 MiB at a time.
+    /// An entry whose id hash is not of partition `p` (damage a filter
+    /// would hide: the id looked for in another partition) is an error
+    /// naming the file.
     pub fn for_each_in(&self, p: usize, mut each: impl FnMut(IndexEntry)) -> Result<()> {
         let (mut next, end) = (self.offsets[p], self.offsets[p + 1]);
         let mut buffer = AlignedBuffer::for_reads(READ_ENTRIES.min((end - next) as usize) * ENTRY_BYTES);
@@ -181,7 +184,15 @@ impl IndexFile {
             let bytes = self.file.read_at(&mut buffer, at, n * ENTRY_BYTES).map_err(|e| Error::io(&self.path, e))?;
             for b in bytes.chunks_exact(ENTRY_BYTES) {
                 let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-                each(IndexEntry { id: (word(0), word(8)), content: word(16), place: word(24) });
+                let entry = IndexEntry { id: (word(0), word(8)), content: word(16), place: word(24) };
+                if entry.partition() != p {
+                    let found = entry.partition();
+                    return Err(Error::io(
+                        &self.path,
+                        format!("not a store index file: an entry of partition {found} in partition {p}"),
+                    ));
+                }
+                each(entry);
             }
             next += n as u64;
         }

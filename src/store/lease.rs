@@ -47,8 +47,9 @@ pub enum Taken {
     /// The lease is held.
     Held(Lease),
     /// The store cannot be written by this reader (a read-only mount, no
-    /// permission): it is read without a lease, protected only by the "one
-    /// generation late" rule of collection. The text says why.
+    /// permission, a full disk, a spent quota: [`unwritable`]): it is read
+    /// without a lease, protected only by the "one generation late" rule of
+    /// collection. The text says why.
     Unwritable(String),
 }
 
@@ -72,7 +73,13 @@ impl Lease {
             .and_then(|()| file.write_all(manifest))
             .and_then(|()| std::fs::rename(&temporary, &path));
         if let Err(e) = taken {
+            // Nothing of the attempt is left: a full disk leaves no empty
+            // lease file behind either.
+            drop(file);
             let _ = std::fs::remove_file(&temporary);
+            if unwritable(&e) {
+                return Ok(Taken::Unwritable(format!("{}: {e}", temporary.display())));
+            }
             return Err(Error::io(&path, format!("cannot take a read lease: {e}")));
         }
         Ok(Taken::Held(Lease { path, _file: file }))
@@ -84,9 +91,24 @@ impl Lease {
     }
 }
 
-/// Whether `error` says the store cannot be written at all.
-fn unwritable(error: &std::io::Error) -> bool {
-    matches!(error.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem)
+/// Whether `error` says the store cannot be written now: a read-only
+/// mount, no permission, a full disk or a spent quota. A reader then reads
+/// without a lease rather than fail: reading never needs free space.
+pub fn unwritable(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    let by_kind = matches!(
+        error.kind(),
+        ErrorKind::PermissionDenied
+            | ErrorKind::ReadOnlyFilesystem
+            | ErrorKind::StorageFull
+            | ErrorKind::QuotaExceeded
+            | ErrorKind::FileTooLarge
+    );
+    let by_number = matches!(
+        error.raw_os_error(),
+        Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+    );
+    by_kind || by_number
 }
 
 impl Drop for Lease {
@@ -165,6 +187,23 @@ mod tests {
         assert_eq!((leases.manifests, leases.removed), (vec![b"{\"generation\":7}".to_vec()], 0));
         drop(lease);
         assert!(std::fs::read_dir(dir.path().join(READERS)).unwrap().next().is_none());
+    }
+
+    /// A full disk, a spent quota, a read-only mount and a refused
+    /// permission make a reader go without a lease; a missing folder or a
+    /// lock the file system does not give stay errors.
+    #[test]
+    fn a_store_that_cannot_be_written_now_is_read_without_a_lease() {
+        use std::io::{Error as IoError, ErrorKind};
+        for errno in [libc::ENOSPC, libc::EDQUOT, libc::EROFS, libc::EACCES, libc::EPERM, libc::EFBIG] {
+            assert!(unwritable(&IoError::from_raw_os_error(errno)), "errno {errno}");
+        }
+        for kind in [ErrorKind::StorageFull, ErrorKind::PermissionDenied, ErrorKind::ReadOnlyFilesystem] {
+            assert!(unwritable(&IoError::from(kind)), "{kind:?}");
+        }
+        for errno in [libc::ENOENT, libc::ENOLCK, libc::EIO, libc::EMFILE] {
+            assert!(!unwritable(&IoError::from_raw_os_error(errno)), "errno {errno}");
+        }
     }
 
     #[test]

@@ -62,14 +62,14 @@
 
 pub mod accounts;
 pub(crate) mod answer;
-mod index;
+pub(crate) mod index;
 pub mod ingest;
 pub mod lease;
 pub mod location;
 mod parquet_io;
 mod parquet_out;
 mod rle;
-mod rollup;
+pub(crate) mod rollup;
 pub mod spark;
 
 use std::collections::BTreeMap;

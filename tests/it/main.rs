@@ -6,6 +6,8 @@ mod common;
 mod differential;
 // One row check: `summary`, `report` and `ingest` accept and refuse the same rows.
 mod edges;
+// A full disk under a store (a tmpfs, as root): ingest fails cleanly, readers answer.
+mod faults;
 // Output formats: summary --format table|csv, -o FILE, report --pages jsonl.
 mod formats;
 // Bad requests (exit 2, the 400 body) and bad records (exit 1, file:line:column).

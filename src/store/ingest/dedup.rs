@@ -327,7 +327,7 @@ impl KindState {
 
 /// Adds every stored id to the filter, partition by partition in parallel
 /// (one partition of every index file at a time).
-pub(in crate::store) fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -> Result<()> {
+pub(crate) fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -> Result<()> {
     let loaded: Vec<Result<()>> = filter
         .parts_mut()
         .enumerate()

@@ -15,8 +15,10 @@
 //! The parts, in the order a row meets them:
 //!
 //! - this file: the run ([`ingest`]: lock, inventory, resources, accounts,
-//!   kind by kind and batch by batch, rejects, publish) and the garbage
-//!   collection after publishing;
+//!   kind by kind and batch by batch, rejects, publish), the garbage
+//!   collection after publishing, and the discard of what a failed run
+//!   wrote (`Unpublished`: any error, a full disk included, leaves the
+//!   store's files as they were);
 //! - `chunk.rs`: the row sink that reads one file or CSV chunk into rows
 //!   whose text sits in one arena, and gathers a chunk's new rows;
 //! - `dedup.rs`: dedup against the store's index (the id filter, the
@@ -61,7 +63,8 @@ mod rollups;
 mod table;
 
 pub(super) use chunk::{check_file, check_run};
-pub(super) use dedup::{load_filter, Pending};
+pub(crate) use dedup::load_filter;
+pub(super) use dedup::Pending;
 pub(super) use rollups::Rollups;
 
 use std::collections::BTreeMap;
@@ -262,10 +265,21 @@ impl IngestReport {
     }
 }
 
-/// Ingests `data` into `store` (created when missing).
+/// Ingests `data` into `store` (created when missing). A failed ingest
+/// (any error) leaves the store as it was: nothing is published, and what
+/// it wrote is deleted before it returns (`Unpublished`).
 pub fn ingest(data: &Path, store: &Path, options: &IngestOptions) -> Result<IngestReport> {
     let id = &options.ingest_id;
-    let prepared = prepare(data, store, id, options.resources)?;
+    let opened = open(store, id)?;
+    let unpublished = opened.unpublished(store, id);
+    unpublished.settle(ingest_opened(data, store, opened, options))
+}
+
+/// [`ingest`] once the store is locked and its manifest read.
+fn ingest_opened(data: &Path, store: &Path, opened: Opened, options: &IngestOptions) -> Result<IngestReport> {
+    let id = &options.ingest_id;
+    let inventory = Inventory::scan(data)?;
+    let prepared = opened.read_inputs(data, store, id, inventory, options.resources)?;
     options.progress.tell(started(&prepared.inventory));
     let syncer = Syncer::background();
     let mut run = Run {
@@ -309,14 +323,6 @@ pub(super) struct Prepared {
     resources_name: String,
 }
 
-/// Starts an ingest of `data` into `store`: checks the id, creates the
-/// store, takes its lock, reads the manifest, the inventory and accounts.
-pub(super) fn prepare(data: &Path, store: &Path, id: &str, build_resources: BuildResources) -> Result<Prepared> {
-    let opened = open(store, id)?;
-    let inventory = Inventory::scan(data)?;
-    opened.read_inputs(data, store, id, inventory, build_resources)
-}
-
 /// An ingest that holds its store's lock and has read its manifest, before
 /// it reads the data directory.
 pub(super) struct Opened {
@@ -345,6 +351,11 @@ pub(super) fn open(store: &Path, id: &str) -> Result<Opened> {
 }
 
 impl Opened {
+    /// The guard that deletes what this ingest writes unless it publishes.
+    pub(super) fn unpublished(&self, store: &Path, id: &str) -> Unpublished {
+        Unpublished::new(store, id, &self.old, &self.lock)
+    }
+
     /// Reads what the ingest needs besides the record files of `inventory`
     /// from `data` (a data directory, or the side inputs the Spark job
     /// copied from a URI): accounts and resources.
@@ -376,6 +387,136 @@ impl Opened {
     }
 }
 
+/// What an ingest that does not publish leaves: nothing. Made once the
+/// store is locked; when the ingest fails (an error, or a panic that
+/// unwinds), dropping it deletes every file the ingest wrote ([`discard`])
+/// while it still holds the store's lock (a handle of its own on the lock
+/// file), so that no other ingest starts among the half-deleted files.
+/// [`Unpublished::settle`] disarms it when the ingest succeeded.
+pub(super) struct Unpublished {
+    store: PathBuf,
+    id: String,
+    /// The generation the ingest builds on (its files are never deleted).
+    old: Manifest,
+    /// The store's lock, held until the files are gone (`None` when no
+    /// second handle could be had: then the files go after the lock).
+    _lock: Option<std::fs::File>,
+    armed: bool,
+}
+
+impl Unpublished {
+    fn new(store: &Path, id: &str, old: &Manifest, lock: &std::fs::File) -> Unpublished {
+        Unpublished {
+            store: store.to_owned(),
+            id: id.to_owned(),
+            old: old.clone(),
+            _lock: lock.try_clone().ok(),
+            armed: true,
+        }
+    }
+
+    /// Passes the ingest's outcome on: on success the guard is disarmed;
+    /// on failure this ingest's files are deleted first.
+    pub(super) fn settle<T>(mut self, outcome: Result<T>) -> Result<T> {
+        self.armed = outcome.is_err();
+        outcome
+    }
+}
+
+impl Drop for Unpublished {
+    fn drop(&mut self) {
+        if self.armed {
+            discard(&self.store, &self.id, &self.old);
+        }
+    }
+}
+
+/// Deletes what ingest `id` wrote to `store` and did not publish: every
+/// file of the generation folders named by the id (records, index, rollup
+/// files and the partial files of their spills, rejected rows, accounts,
+/// the resources database and its SQLite side files), its temporary
+/// manifest, and the folders it left empty. A file that a published
+/// manifest lists (`old`, or the one on disk now, should the commit have
+/// happened before a later step failed) is never deleted. Best effort; how
+/// many files went.
+pub(super) fn discard(store: &Path, id: &str, old: &Manifest) -> usize {
+    let current = match Manifest::read(store) {
+        Ok(current) => current,
+        // The manifest on disk cannot be read: what it lists is unknown,
+        // so only the files no manifest ever lists go.
+        Err(_) => return discard_scratch(store, id),
+    };
+    let mut keep: std::collections::HashSet<&str> = listed(old).collect();
+    keep.extend(current.iter().flat_map(listed));
+    let mut removed = discard_scratch(store, id);
+    for folder in GENERATION_FOLDERS {
+        let mut files = Vec::new();
+        let _ = crate::records::files::walk(&store.join(folder), &mut files);
+        for path in files {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+            if !written_by(name, id) {
+                continue;
+            }
+            let Ok(relative) = path.strip_prefix(store) else { continue };
+            let relative: Vec<&str> = relative.iter().filter_map(|part| part.to_str()).collect();
+            if !keep.contains(relative.join("/").as_str()) && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        remove_empty_folders(&store.join(folder));
+    }
+    removed
+}
+
+/// Deletes the files of ingest `id` that no manifest ever lists: its
+/// temporary manifest and the partial files of its rollup spills.
+fn discard_scratch(store: &Path, id: &str) -> usize {
+    let mut removed = 0;
+    let temporary = store.join(format!("{}.tmp-{id}", super::MANIFEST));
+    removed += usize::from(std::fs::remove_file(temporary).is_ok());
+    if let Ok(entries) = std::fs::read_dir(store.join("rollups")) {
+        for entry in entries.flatten() {
+            let partial = entry.file_name().to_str().is_some_and(|n| n.starts_with(&format!("{id}-part-")));
+            removed += usize::from(partial && std::fs::remove_file(entry.path()).is_ok());
+        }
+    }
+    removed
+}
+
+/// Whether a file named `name` is one that ingest `id` writes: its
+/// numbered records and index files, rollup files and partial files
+/// (`<id>-...`), or its rejected rows, accounts and resources database
+/// (`<id>.csv`, `<id>.sqlite` and SQLite's `-journal`, `-wal`, `-shm`).
+fn written_by(name: &str, id: &str) -> bool {
+    name.strip_prefix(id).is_some_and(|rest| {
+        rest.starts_with('-')
+            || rest == ".csv"
+            || rest.strip_prefix(".sqlite").is_some_and(|side| side.is_empty() || side.starts_with('-'))
+    })
+}
+
+/// Removes the empty folders under `folder`, and `folder` itself when it
+/// is left empty (an error just means not empty).
+fn remove_empty_folders(folder: &Path) {
+    if let Ok(entries) = std::fs::read_dir(folder) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_folders(&entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(folder);
+}
+
+/// Every file `manifest` lists, by its name in the store.
+fn listed(manifest: &Manifest) -> impl Iterator<Item = &str> {
+    let kinds = manifest.kinds.values().flat_map(|files| files.records.iter().chain(&files.index));
+    let rollups = manifest.rollups.values().flat_map(|by_grain| by_grain.values());
+    let single = [manifest.accounts_csv.as_ref(), manifest.resources.as_ref()].into_iter().flatten();
+    let rejected = manifest.ingests.iter().filter_map(|i| i.rejected.as_ref());
+    kinds.chain(rollups).chain(single).chain(rejected).map(String::as_str)
+}
+
 /// Takes the store's writer lock (`STORE/.ingest.lock`), held by every
 /// publisher (an ingest, `accounts set-token`) until the file is dropped;
 /// another publisher at work is an error.
@@ -387,8 +528,8 @@ pub(super) fn lock(store: &Path) -> Result<std::fs::File> {
 }
 
 /// Ends an ingest whose new records and index files are written and whose
-/// new rows are in `rollups` (and whose resources database `prepare`
-/// built): writes the rejected rows, copies accounts, writes the rollups and publishes the manifest (the one
+/// new rows are in `rollups` (and whose resources database
+/// [`Opened::read_inputs`] built): writes the rejected rows, copies accounts, writes the rollups and publishes the manifest (the one
 /// commit point), then deletes files no generation needs. Nothing is
 /// published when nothing changed.
 pub(super) fn finish(
@@ -492,16 +633,7 @@ pub(super) fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
             Err(_) => return leases.removed,
         }
     }
-    let mut listed: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    for manifest in keep.iter().copied().chain(&held) {
-        for files in manifest.kinds.values() {
-            listed.extend(files.records.iter().chain(&files.index).map(String::as_str));
-        }
-        listed.extend(manifest.rollups.values().flat_map(|by_grain| by_grain.values()).map(String::as_str));
-        listed.extend(manifest.accounts_csv.as_deref());
-        listed.extend(manifest.resources.as_deref());
-        listed.extend(manifest.ingests.iter().filter_map(|i| i.rejected.as_deref()));
-    }
+    let kept: std::collections::HashSet<&str> = keep.iter().copied().chain(&held).flat_map(listed).collect();
     let mut removed = leases.removed;
     for folder in GENERATION_FOLDERS {
         let mut files = Vec::new();
@@ -511,7 +643,7 @@ pub(super) fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
         for path in files {
             let Ok(relative) = path.strip_prefix(store) else { continue };
             let name: Vec<&str> = relative.iter().filter_map(|part| part.to_str()).collect();
-            if !listed.contains(name.join("/").as_str()) && std::fs::remove_file(&path).is_ok() {
+            if !kept.contains(name.join("/").as_str()) && std::fs::remove_file(&path).is_ok() {
                 removed += 1;
             }
         }
@@ -1013,10 +1145,9 @@ mod tests {
     #[test]
     fn a_bad_id_is_usage_and_too_many_files_a_limit() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (data, store) = (dir.path().join("data"), dir.path().join("store"));
-        let no_resources: BuildResources = |_, _, _, _| Ok(None);
+        let store = dir.path().join("store");
         for id in ["", "../x", "a b"] {
-            let error = prepare(&data, &store, id, no_resources).err().expect("refused");
+            let error = open(&store, id).err().expect("refused");
             assert!(matches!(error, Error::Usage(_)), "{id}: {error}");
         }
         assert!(!store.exists());
@@ -1026,6 +1157,96 @@ mod tests {
         let error = check_source_count(&store, max - 1, 2).expect_err("one too many");
         assert!(matches!(error, Error::Limit(_)), "{error}");
         assert!(error.to_string().contains("a store holds at most"), "{error}");
+    }
+
+    /// The names an ingest writes are told apart from other ingests'
+    /// (whose id this one's is not a prefix of), published or not.
+    #[test]
+    fn an_ingests_files_are_known_by_its_id() {
+        let id = "20261128T114736123Z-8552";
+        let ours = [
+            "20261128T114736123Z-8552-00000.parquet",
+            "20261128T114736123Z-8552-00003.idx",
+            "20261128T114736123Z-8552-part-01-00000.bin",
+            "20261128T114736123Z-8552-part-01-00002-wide.bin",
+            "20261128T114736123Z-8552-900s.parquet",
+            "20261128T114736123Z-8552.csv",
+            "20261128T114736123Z-8552.sqlite",
+            "20261128T114736123Z-8552.sqlite-journal",
+            "20261128T114736123Z-8552.sqlite-wal",
+        ];
+        for name in ours {
+            assert!(written_by(name, id), "{name}");
+        }
+        let theirs = [
+            "20261128T114736123Z-85521-00000.parquet",
+            "20261128T114736123Z-855.csv",
+            "20261128T114736124Z-8552-00000.parquet",
+            "g3.csv",
+            "20261128T114736123Z-8552.sqlitex",
+            "x20261128T114736123Z-8552.csv",
+        ];
+        for name in theirs {
+            assert!(!written_by(name, id), "{name}");
+        }
+    }
+
+    /// What a failed ingest deletes: its own files and temporary
+    /// manifest, never a file the manifest on disk lists (its commit may
+    /// have happened before a later step failed), nor another ingest's.
+    #[test]
+    fn a_failed_ingest_discards_its_files_but_never_a_published_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = dir.path();
+        let id = "i2";
+        let files = [
+            "records/calls/i2-00000.parquet",
+            "records/calls/i2-00001.parquet",
+            "index/calls/i2-00001.idx",
+            "rollups/i2-part-03-00000.bin",
+            "rollups/MA001-0123456789abcdef/i2-900s.parquet",
+            "resources/i2.sqlite",
+            "resources/i2.sqlite-journal",
+            "accounts/i2.csv",
+            "manifest.json.tmp-i2",
+            "records/calls/i1-00000.parquet",
+            "records/calls/i3-00000.parquet",
+        ];
+        for name in files {
+            let path = store.join(name);
+            std::fs::create_dir_all(path.parent().expect("a folder")).expect("folder");
+            std::fs::write(path, b"x").expect("file");
+        }
+        let kind = |records: &[&str]| super::super::KindFiles {
+            records: records.iter().map(|r| (*r).to_owned()).collect(),
+            ..super::super::KindFiles::default()
+        };
+        let old = Manifest {
+            format: FORMAT_VERSION,
+            generation: 1,
+            kinds: BTreeMap::from([("calls".to_owned(), kind(&["records/calls/i1-00000.parquet"]))]),
+            ..Manifest::default()
+        };
+        // The commit happened: the manifest on disk lists i2's first file.
+        let published = Manifest {
+            generation: 2,
+            kinds: BTreeMap::from([(
+                "calls".to_owned(),
+                kind(&["records/calls/i1-00000.parquet", "records/calls/i2-00000.parquet"]),
+            )]),
+            ..old.clone()
+        };
+        std::fs::write(store.join(super::super::MANIFEST), serde_json::to_vec(&published).expect("JSON"))
+            .expect("manifest");
+        assert_eq!(discard(store, id, &old), 8);
+        let left: Vec<&str> = files.into_iter().filter(|name| store.join(name).exists()).collect();
+        assert_eq!(
+            left,
+            ["records/calls/i2-00000.parquet", "records/calls/i1-00000.parquet", "records/calls/i3-00000.parquet"]
+        );
+        for folder in ["rollups", "resources", "accounts", "index"] {
+            assert!(!store.join(folder).exists(), "{folder} left empty");
+        }
     }
 
     #[test]

@@ -242,14 +242,32 @@ pub fn ingest_spark(
     spark: &SparkOptions,
 ) -> Result<IngestReport> {
     let id = &options.ingest_id;
+    let opened = ingest::open(store, id)?;
+    // Whatever fails from here on, what this ingest wrote to the store
+    // goes with it (the staging folder below, the rest on the guard's drop).
+    let unpublished = opened.unpublished(store, id);
+    let outcome = ingest_opened(data, store, opened, options, spark);
+    unpublished.settle(outcome)
+}
+
+/// [`ingest_spark`] once the store is locked and its manifest read.
+fn ingest_opened(
+    data: &DataLocation,
+    store: &Path,
+    opened: ingest::Opened,
+    options: &IngestOptions,
+    spark: &SparkOptions,
+) -> Result<IngestReport> {
+    let id = &options.ingest_id;
     let before = match data {
         DataLocation::Local(dir) => {
-            let prepared = ingest::prepare(dir, store, id, options.resources)?;
+            let inventory = crate::records::files::Inventory::scan(dir)?;
+            let prepared = opened.read_inputs(dir, store, id, inventory, options.resources)?;
             options.progress.tell(ingest::started(&prepared.inventory));
             Before::Prepared(prepared)
         }
         // The input is known after the job, which lists it.
-        DataLocation::Uri(uri) => Before::Opened(ingest::open(store, id)?, uri.clone()),
+        DataLocation::Uri(uri) => Before::Opened(opened, uri.clone()),
     };
     let store_abs = std::path::absolute(store).map_err(|e| Error::io(store, e))?;
     // Staging folders of earlier runs that failed or were killed: no ingest
