@@ -21,6 +21,8 @@ use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::checksum::{FileSum, Summer};
+
 /// The alignment of direct I/O's offsets, lengths and buffers (the largest
 /// logical block size in use).
 const ALIGN: usize = 4096;
@@ -178,12 +180,27 @@ struct BlockFile {
     direct: bool,
     /// Bytes written so far.
     written: u64,
+    /// The sum of the file's bytes so far (not of a last block's padding);
+    /// `None` for a scratch file ([`DirectWriter::scratch`]).
+    sum: Option<Summer>,
 }
 
 impl BlockFile {
+    fn new(path: &Path, file: File, direct: bool, summed: bool) -> BlockFile {
+        BlockFile { path: path.to_owned(), file, direct, written: 0, sum: summed.then(Summer::default) }
+    }
+
     /// Appends the buffer's first `len` bytes (whole blocks when direct,
-    /// but for the last).
+    /// but for the last), adding them to the file's sum.
     fn append(&mut self, buffer: &mut AlignedBuffer, len: usize) -> std::io::Result<()> {
+        if let Some(sum) = &mut self.sum {
+            sum.update(&buffer.usable()[..len]);
+        }
+        self.put(buffer, len)
+    }
+
+    /// Writes the buffer's first `len` bytes at the end.
+    fn put(&mut self, buffer: &mut AlignedBuffer, len: usize) -> std::io::Result<()> {
         let result = self.file.write_all_at(&buffer.usable()[..len], self.written);
         match result {
             // A filesystem that opened the file for direct I/O and then
@@ -200,18 +217,21 @@ impl BlockFile {
     }
 
     /// Appends the last `len` bytes (padded to a whole block when direct,
-    /// then cut off); the file, to be synced.
-    fn finish(mut self, buffer: &mut AlignedBuffer, len: usize) -> std::io::Result<File> {
+    /// then cut off); the file, to be synced, and the sum of its bytes.
+    fn finish(mut self, buffer: &mut AlignedBuffer, len: usize) -> std::io::Result<Finished> {
+        if let Some(sum) = &mut self.sum {
+            sum.update(&buffer.usable()[..len]);
+        }
         if self.direct {
             let padded = len.div_ceil(ALIGN) * ALIGN;
             buffer.usable()[len..padded].fill(0);
             let end = self.written + len as u64;
-            self.append(buffer, padded)?;
+            self.put(buffer, padded)?;
             self.file.set_len(end)?;
         } else {
-            self.append(buffer, len)?;
+            self.put(buffer, len)?;
         }
-        Ok(self.file)
+        Ok(Finished { file: self.file, sum: self.sum.map(|sum| sum.finish()) })
     }
 }
 
@@ -276,7 +296,17 @@ fn stopped(blocks: std::sync::mpsc::SyncSender<Block>, thread: WriteThread) -> s
 }
 
 /// A [`Behind`]'s thread: the file, once every block is written.
-type WriteThread = std::thread::JoinHandle<std::io::Result<File>>;
+type WriteThread = std::thread::JoinHandle<std::io::Result<Finished>>;
+
+/// A file written whole: the file, to be synced, and the sum of its bytes
+/// when its writer computed one (a [`DirectWriter`] does, as it writes).
+#[derive(Debug)]
+pub(crate) struct Finished {
+    /// The file.
+    pub(crate) file: File,
+    /// Its length and hash, computed from the bytes as they were written.
+    pub(crate) sum: Option<FileSum>,
+}
 
 /// A file whose last blocks may still be on their way to the device
 /// ([`DirectWriter::finish_behind`]): [`Written::wait`] gives the file
@@ -287,7 +317,7 @@ pub(crate) struct Written(WrittenBy);
 #[derive(Debug)]
 enum WrittenBy {
     /// Written, or failed, already.
-    Done(std::io::Result<File>),
+    Done(std::io::Result<Finished>),
     /// The blocks still with the writer's thread.
     Thread(WriteThread),
 }
@@ -295,19 +325,31 @@ enum WrittenBy {
 impl Written {
     /// Waits until every block is written; the file, or the first error.
     pub(crate) fn wait(self) -> std::io::Result<File> {
+        self.wait_summed().map(|finished| finished.file)
+    }
+
+    /// Waits until every block is written; the file and its sum, or the
+    /// first error.
+    pub(crate) fn wait_summed(self) -> std::io::Result<Finished> {
         match self.0 {
-            WrittenBy::Done(file) => file,
+            WrittenBy::Done(finished) => finished,
             WrittenBy::Thread(thread) => {
                 thread.join().map_err(|_| std::io::Error::other("the write thread panicked"))?
             }
         }
     }
+
+    /// Waits until every block is written, its sum kept: for a file read
+    /// back at once that is still to be synced.
+    pub(crate) fn ready(self) -> std::io::Result<Written> {
+        self.wait_summed().map(|finished| Written(WrittenBy::Done(Ok(finished))))
+    }
 }
 
 impl From<File> for Written {
-    /// A file written already (through the page cache, say).
+    /// A file written already (through the page cache, say): no sum.
     fn from(file: File) -> Written {
-        Written(WrittenBy::Done(Ok(file)))
+        Written(WrittenBy::Done(Ok(Finished { file, sum: None })))
     }
 }
 
@@ -372,17 +414,23 @@ pub(crate) struct DirectWriter {
 impl DirectWriter {
     /// Creates (or truncates) the file at `path`.
     pub(crate) fn create(path: &Path) -> std::io::Result<DirectWriter> {
-        DirectWriter::create_with(path, true, &SHARED)
+        DirectWriter::create_with(path, true, &SHARED, true)
+    }
+
+    /// [`DirectWriter::create`] for a scratch file that is never published
+    /// (an ingest's partial rollup files): no sum is computed.
+    pub(crate) fn scratch(path: &Path) -> std::io::Result<DirectWriter> {
+        DirectWriter::create_with(path, true, &SHARED, false)
     }
 
     /// [`DirectWriter::create`], around the page cache or not, its shared
-    /// buffers from `budget`.
-    fn create_with(path: &Path, around: bool, budget: &'static Budget) -> std::io::Result<DirectWriter> {
+    /// buffers from `budget`, its bytes summed or not.
+    fn create_with(path: &Path, around: bool, budget: &'static Budget, summed: bool) -> std::io::Result<DirectWriter> {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
         let buffer = Pooled::take();
         let (file, direct) = open(path, &options, around && buffer.aligned())?;
-        let file = BlockFile { path: path.to_owned(), file, direct, written: 0 };
+        let file = BlockFile::new(path, file, direct, summed);
         // The thread is for the device's wait: without direct I/O the page
         // cache takes the bytes at once.
         let sink = match direct {
@@ -428,6 +476,7 @@ impl DirectWriter {
 
     /// Writes what is left and cuts the file to the bytes written; the
     /// file, to be synced, once every block is on the device.
+    #[cfg(test)]
     pub(crate) fn finish(self) -> std::io::Result<File> {
         self.finish_behind().wait()
     }
@@ -576,12 +625,13 @@ mod tests {
         for n in [0, 1, ALIGN - 1, ALIGN, ALIGN + 1, WRITE_BYTES - 3, WRITE_BYTES, 2 * WRITE_BYTES + 5000, many] {
             let path = dir.join(format!("f{n}"));
             let data = bytes(n);
-            let mut out = DirectWriter::create_with(&path, around, &SHARED).unwrap();
+            let mut out = DirectWriter::create_with(&path, around, &SHARED, true).unwrap();
             for piece in data.chunks(977) {
                 out.write_all(piece).unwrap();
             }
-            out.finish().unwrap();
+            let finished = out.finish_behind().wait_summed().unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), data, "{n} bytes");
+            assert_eq!(finished.sum, Some(FileSum::of(&data)), "{n} bytes");
         }
     }
 
@@ -623,7 +673,7 @@ mod tests {
             .iter()
             .map(|name| {
                 let path = dir.path().join(name);
-                let mut out = DirectWriter::create_with(&path, true, &BUDGET).unwrap();
+                let mut out = DirectWriter::create_with(&path, true, &BUDGET, true).unwrap();
                 out.write_all(&data).unwrap();
                 (path, out.finish_behind())
             })
@@ -650,7 +700,7 @@ mod tests {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
         let (file, direct) = open(&path, &options, true).unwrap();
-        let mut block = BlockFile { path: path.clone(), file, direct, written: 0 };
+        let mut block = BlockFile::new(&path, file, direct, true);
         let data = bytes(3 * ALIGN + 100);
         let mut buffer = AlignedBuffer::new(WRITE_BYTES);
         buffer.usable()[..data.len()].copy_from_slice(&data);
@@ -666,8 +716,9 @@ mod tests {
             assert!(!block.direct, "ext4 took a direct write of 100 bytes");
         }
         buffer.usable().copy_within(100..data.len() - ALIGN, 0);
-        block.finish(&mut buffer, 2 * ALIGN).unwrap();
+        let finished = block.finish(&mut buffer, 2 * ALIGN).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), data);
+        assert_eq!(finished.sum, Some(FileSum::of(&data)));
     }
 
     /// The type of the filesystem `path` is on (its longest mount point in

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::checksum::FileSum;
 use crate::direct::Written;
 use crate::error::{Error, Result};
 
@@ -26,27 +27,47 @@ pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
 /// their write errors are its errors. A publish calls [`Syncer::wait`]
 /// before its commit point: every file handed over is written whole and
 /// on disk when it returns `Ok`.
+///
+/// The syncer also keeps the sum of every file handed over whose writer
+/// computed one as it wrote ([`Written`] of a `DirectWriter`):
+/// [`Syncer::wait`] gives them, by path, for the manifest.
 #[derive(Debug)]
 pub(crate) struct Syncer {
     sender: Option<std::sync::mpsc::Sender<(PathBuf, Written)>>,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
+    sums: std::sync::Arc<std::sync::Mutex<Sums>>,
+}
+
+/// The sums of the files a [`Syncer`] synced, by path.
+pub(crate) type Sums = std::collections::HashMap<PathBuf, FileSum>;
+
+/// Waits for `file`'s blocks, syncs it, and keeps its sum in `sums`.
+fn sync_one(path: &Path, file: Written, sums: &std::sync::Mutex<Sums>) -> std::io::Result<()> {
+    let finished = file.wait_summed()?;
+    finished.file.sync_all()?;
+    if let (Some(sum), Ok(mut sums)) = (finished.sum, sums.lock()) {
+        sums.insert(path.to_owned(), sum);
+    }
+    Ok(())
 }
 
 impl Syncer {
     /// Files are synced one after the other on a thread of the syncer's.
     pub(crate) fn background() -> Syncer {
         let (sender, files) = std::sync::mpsc::channel::<(PathBuf, Written)>();
+        let sums = std::sync::Arc::new(std::sync::Mutex::new(Sums::new()));
+        let kept = sums.clone();
         let thread = std::thread::Builder::new().name("telemeter-sync".to_owned()).spawn(move || {
             let mut first_error = None;
             for (path, file) in files {
-                if let Err(e) = file.wait().and_then(|file| file.sync_all()) {
+                if let Err(e) = sync_one(&path, file, &kept) {
                     first_error.get_or_insert(Error::io(&path, e));
                 }
             }
             first_error.map_or(Ok(()), Err)
         });
         match thread {
-            Ok(thread) => Syncer { sender: Some(sender), thread: Some(thread) },
+            Ok(thread) => Syncer { sender: Some(sender), thread: Some(thread), sums },
             // No thread to be had: sync in the writer's.
             Err(_) => Syncer::at_once(),
         }
@@ -54,7 +75,7 @@ impl Syncer {
 
     /// Files are synced by the caller of [`Syncer::sync`], before it returns.
     pub(crate) fn at_once() -> Syncer {
-        Syncer { sender: None, thread: None }
+        Syncer { sender: None, thread: None, sums: Default::default() }
     }
 
     /// Syncs `file` (written at `path`, or still being written) now, or
@@ -69,16 +90,18 @@ impl Syncer {
             },
             None => file,
         };
-        file.wait().and_then(|file| file.sync_all()).map_err(|e| Error::io(path, e))
+        sync_one(path, file, &self.sums).map_err(|e| Error::io(path, e))
     }
 
-    /// Waits until every file handed over is synced; the first error, if any.
-    pub(crate) fn wait(mut self) -> Result<()> {
+    /// Waits until every file handed over is synced; the first error, if
+    /// any, else the sums of the files whose writers computed one.
+    pub(crate) fn wait(mut self) -> Result<Sums> {
         drop(self.sender.take());
-        match self.thread.take() {
-            Some(thread) => thread.join().map_err(|_| Error::Internal("the sync thread panicked".to_owned()))?,
-            None => Ok(()),
+        if let Some(thread) = self.thread.take() {
+            thread.join().map_err(|_| Error::Internal("the sync thread panicked".to_owned()))??;
         }
+        let sums = self.sums.lock().map(|mut sums| std::mem::take(&mut *sums));
+        sums.map_err(|_| Error::Internal("the sync thread panicked".to_owned()))
     }
 }
 
@@ -239,8 +262,9 @@ mod tests {
             let mut out = crate::direct::DirectWriter::create(&path).unwrap();
             out.write_all(&data).unwrap();
             syncer.sync(&path, out.finish_behind()).unwrap();
-            syncer.wait().unwrap();
+            let sums = syncer.wait().unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), data);
+            assert_eq!(sums.get(&path), Some(&FileSum::of(&data)), "the sum of the bytes written");
         }
         let full = Path::new("/dev/full");
         if full.exists() {

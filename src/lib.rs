@@ -16,6 +16,8 @@
 //!   each row into a typed [`records::Record`], deduplication, and bad rows
 //!   (the one collector of every row sink and the one `rejected.csv`).
 //! - [`money`], [`time`]: exact decimals; instants, windows and buckets.
+//! - [`checksum`]: a file's length and XXH3-128, the sum every store file
+//!   is recorded and checked with.
 //! - [`query`], [`token`]: the request: query string to a checked
 //!   [`query::UsageRequest`]; page tokens. Every 400 is raised here.
 //! - `intern`: the one string interner (ids, and their ranks in byte order).
@@ -46,6 +48,7 @@
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod checksum;
 pub mod cli;
 pub mod dataset;
 pub(crate) mod direct;

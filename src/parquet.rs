@@ -204,13 +204,25 @@ pub(crate) struct ParquetFile<'p> {
 impl<'p> ParquetFile<'p> {
     /// Opens `path` and reads its footer: `None` for a 0-byte file.
     pub(crate) fn open(path: &'p Path) -> Result<Option<ParquetFile<'p>>> {
+        ParquetFile::open_checked(path, |_| Ok(()))
+    }
+
+    /// [`ParquetFile::open`], the file's bytes (empty for a 0-byte file)
+    /// handed to `check` before anything of them is parsed: the store
+    /// checks them against their sum.
+    pub(crate) fn open_checked(
+        path: &'p Path,
+        check: impl FnOnce(&[u8]) -> Result<()>,
+    ) -> Result<Option<ParquetFile<'p>>> {
         let handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         if handle.metadata().map_err(|e| Error::io(path, e))?.len() == 0 {
+            check(&[])?;
             return Ok(None);
         }
         let map = polars::polars_utils::mmap::MMapSemaphore::new_from_file(&handle)
             .map_err(|e| Error::io(path, e.to_string()))?;
         let bytes = Buffer::from_owner(map);
+        check(&bytes)?;
         check_footer(&bytes).map_err(|why| unreadable(path, why))?;
         // polars' footer reader unwraps some damaged fields.
         let metadata = guarded(|| read_metadata(&mut Cursor::new(&bytes[..])))

@@ -146,6 +146,15 @@ const EXAMPLES: &[(&str, &str)] = &[
 ",
     ),
     (
+        "store",
+        "  Check every file of store/ against the checksums in its manifest:
+    $ telemeter store verify --store store
+  Restore a lost or damaged manifest.json from the kept manifests, and
+  delete files no generation lists:
+    $ telemeter store repair --store store
+",
+    ),
+    (
         "serve",
         "  Serve a store on port 8080, following each new ingest:
     $ telemeter serve --store store --listen 127.0.0.1:8080

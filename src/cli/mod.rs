@@ -14,6 +14,7 @@ pub mod progress;
 pub mod report;
 pub mod serve;
 pub mod spark_task;
+pub mod store;
 pub mod summary;
 
 use std::io::Write;
@@ -70,6 +71,9 @@ pub enum Command {
     /// List the accounts, or set an account's API token.
     #[command(after_help = help::after("accounts"))]
     Accounts(accounts::Args),
+    /// Check a store's files against their checksums, or repair its manifest.
+    #[command(after_help = help::after("store"))]
+    Store(store::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = help::after("completions"))]
     Completions(completions::Args),
@@ -109,6 +113,7 @@ pub fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Generate(args) => generate::run(args),
         Command::Accounts(args) => accounts::run(args),
+        Command::Store(args) => store::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => completions::run_man(args),
         Command::SparkTask(args) => spark_task::run(args),

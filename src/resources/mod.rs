@@ -368,7 +368,11 @@ impl Store {
     pub fn open_for_store(store: &crate::store::Store) -> Result<Store> {
         let deletions = store.dir.join(crate::store::DELETIONS_DB);
         match Store::source_of(store) {
-            Source::Generation(path) => Store::open_generation(Some(&path), &deletions),
+            Source::Generation(path) => {
+                // Checked against its sum before SQLite reads a page of it.
+                store.check_resources()?;
+                Store::open_generation(Some(&path), &deletions)
+            }
             Source::Legacy(path) => Store::open(&path),
             Source::Nothing => Store::open_generation(None, &deletions),
         }

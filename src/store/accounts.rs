@@ -40,6 +40,10 @@ pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result
     let tag = format!("accounts-g{generation}");
     let published = super::write_synced(&path, &bytes)
         .and_then(|()| super::sync_dir(&folder))
+        .and_then(|()| {
+            let sums = std::collections::HashMap::from([(path.clone(), crate::checksum::FileSum::of(&bytes))]);
+            ingest::record_sums(store, &old, &mut manifest, &sums)
+        })
         .and_then(|()| manifest.publish(store, &tag));
     if let Err(error) = published {
         // Nothing of the attempt is left (a full disk, say): its accounts
@@ -75,6 +79,9 @@ pub fn tokens_dropped(old: &[u8], new: &[u8]) -> Vec<String> {
 
 fn read(store: &Path) -> Result<Manifest> {
     Manifest::read(store)?.ok_or_else(|| {
+        if super::has_kept_manifests(store) {
+            return super::no_manifest(store);
+        }
         Error::io(store, format!("not a telemeter store (no {}; run `telemeter ingest` first)", super::MANIFEST))
     })
 }
@@ -82,8 +89,10 @@ fn read(store: &Path) -> Result<Manifest> {
 fn read_accounts(store: &Path, manifest: &Manifest) -> Result<Option<(String, Vec<u8>)>> {
     match &manifest.accounts_csv {
         Some(name) => {
-            let path = store.join(name);
+            let listed = manifest.file(store, name)?;
+            let path = listed.path();
             let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            listed.check(&bytes)?;
             Ok(Some((name.clone(), bytes)))
         }
         None => Ok(None),

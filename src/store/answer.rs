@@ -24,6 +24,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::rollup::{self, GroupColumns, RollupFile, Text};
+use super::Listed;
 use crate::aggregate::rows::{sum_repeated, AccountRows, PackedKey, ABSENT};
 use crate::aggregate::{Dimensions, Selector, Totals};
 use crate::error::{Error, Result};
@@ -48,16 +49,20 @@ const MIN_PART_ROWS: usize = 4096;
 /// order, and each bucket's rows are ordered (on the threads too). The
 /// result does not depend on the number of threads: a bucket whose rows lie in several
 /// parts is sorted whole, and equal keys are summed exactly.
+///
+/// The file's mapped bytes are checked against its sum before any is
+/// decoded (`listed`): a damaged file is an error naming it.
 pub(crate) fn account_rows(
-    path: &Path,
+    listed: Listed<'_>,
     account: &str,
     grain: i64,
     selector: &Selector,
     buckets: &Buckets,
 ) -> Result<AccountRows> {
+    let path = &listed.path();
     let request = Request { path, account, grain, selector, buckets };
     let window = (buckets.span(0).0, buckets.span(buckets.len().saturating_sub(1) as u32).1);
-    let file = RollupFile::open(path)?;
+    let file = RollupFile::open(path, listed)?;
     let threads = rayon::current_num_threads();
     let mut merged = Merged::default();
     let groups = file.groups();
@@ -462,6 +467,12 @@ impl Dictionary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A test's rollup file, read without a sum to check.
+    fn unsummed(path: &Path) -> Listed<'_> {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        Listed { store: path.parent().unwrap_or(Path::new(".")), name, sum: None }
+    }
     use crate::aggregate::rows::Rows;
 
     /// Keys sorted by [`order_key`] over ranked ids come out in the order
@@ -543,7 +554,7 @@ mod tests {
             let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
             let selector = Selector::everything(Bucketing::shared(buckets.clone()));
             let AccountRows { strings, usage, charges } =
-                account_rows(&path, "A", grain, &selector, &buckets).expect("read");
+                account_rows(unsummed(&path), "A", grain, &selector, &buckets).expect("read");
             assert!(charges.is_empty());
             let rows = Rows::new(strings, usage);
             rows.iter()
@@ -616,7 +627,7 @@ mod tests {
             let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
             let selector = Selector::everything(Bucketing::shared(buckets.clone()));
             let AccountRows { strings, usage, charges } =
-                account_rows(&path, "A", 900, &selector, &buckets).expect("read");
+                account_rows(unsummed(&path), "A", 900, &selector, &buckets).expect("read");
             let listed = |rows: Vec<Row>| {
                 let rows = Rows::new(strings.clone(), rows);
                 rows.iter().map(|(key, totals)| (key.bucket, key.type_.to_owned(), totals.amount)).collect()
@@ -692,7 +703,7 @@ mod tests {
             let selector = Selector::everything(Bucketing::shared(buckets.clone()));
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
             let AccountRows { strings, usage, charges } =
-                pool.install(|| account_rows(&path, "A", 900, &selector, &buckets)).expect("read");
+                pool.install(|| account_rows(unsummed(&path), "A", 900, &selector, &buckets)).expect("read");
             assert!(charges.is_empty());
             let rows = Rows::new(strings, usage);
             rows.iter().map(|(key, totals)| (format!("{key:?}"), *totals)).collect::<Vec<_>>()

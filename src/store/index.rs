@@ -124,7 +124,8 @@ pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Res
             out.write_all(&block[..run.len() * ENTRY_BYTES]).map_err(|e| Error::io(path, e))?;
         }
     }
-    let file = out.finish().map_err(|e| Error::io(path, e))?;
+    // Whole before it returns (the run opens it at once), its sum kept.
+    let file = out.finish_behind().ready().map_err(|e| Error::io(path, e))?;
     syncer.sync(path, file)
 }
 
@@ -137,6 +138,13 @@ pub struct IndexFile {
 }
 
 impl IndexFile {
+    /// Opens the published index file `listed` after checking its bytes
+    /// against its sum (read once through; the ingest then streams it).
+    pub(super) fn open_checked(listed: super::Listed<'_>) -> Result<IndexFile> {
+        listed.check_file()?;
+        IndexFile::open(&listed.path())
+    }
+
     /// Opens an index file and reads its partition table.
     pub fn open(path: &Path) -> Result<IndexFile> {
         let file = DirectReader::open(path).map_err(|e| Error::io(path, e))?;

@@ -5,6 +5,10 @@
 //!
 //! ```text
 //! manifest.json                       the one published pointer (see below)
+//! manifests/<generation>.json         the manifest of each recent publish,
+//!                                     kept (the newest 8, and any a lease
+//!                                     holds): `store repair` restores a lost
+//!                                     or damaged manifest.json from them
 //! accounts/<ingest>.csv               accounts.csv as of an ingest (or
 //!                                     accounts/g<generation>.csv as of an
 //!                                     `accounts set-token`: `accounts.rs`)
@@ -36,7 +40,8 @@
 //! ```
 //!
 //! Published files are never modified. An ingest writes new files, then
-//! publishes them by writing `manifest.json.tmp-<ingest>` and renaming it over
+//! publishes them by writing `manifests/<generation>.json` and
+//! `manifest.json.tmp-<ingest>` and renaming the latter over
 //! `manifest.json` (atomic on POSIX file systems). Readers read the manifest
 //! once and only open files it lists, so a crash or a kill at any point
 //! leaves the previous generation answering; files of an unpublished ingest
@@ -44,6 +49,18 @@
 //! holds a lease on the generation it read ([`Store::open`], `lease.rs`);
 //! after a publish, collection deletes only files that neither the new, the
 //! previous, nor any leased generation lists.
+//!
+//! Checksums (since format 6): the manifest records the length and
+//! XXH3-128 of every file it lists (`files`; `crate::checksum`), computed
+//! by the writers from the bytes as they write them, and its own
+//! XXH3-128 (`checksum`, of its text without that field). Every reader
+//! checks a file whole against its sum before it uses any of it
+//! ([`Listed::check`]): the store answer hashes the mapped rollup file, an
+//! ingest the index files and the previous rollups it reads, and so on;
+//! a mismatch is an error naming the file and saying to run `telemeter
+//! store verify` and `store repair` (`verify.rs`). A folder that holds
+//! kept manifests but no readable `manifest.json` is refused by every
+//! command, nothing deleted ([`no_manifest`]).
 //!
 //! Rollups are keyed by (auth_id, subaccount, slot, product, type, country,
 //! direction, error_code, hangup_cause), slot = the 15-minute UTC slot start,
@@ -71,6 +88,7 @@ mod parquet_out;
 mod rle;
 pub(crate) mod rollup;
 pub mod spark;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -119,12 +137,27 @@ pub const DELETIONS_DB: &str = "deletions.sqlite";
 pub const TOKEN_KEY: &str = "token.key";
 
 /// The version of the layout this code writes.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// The oldest layout this code reads: format 4 is format 5 plus hour
 /// rollup files, which are not read (and not listed after the store's
-/// next ingest).
+/// next ingest); format 5 is format 6 without checksums (its files are
+/// read unchecked until the next ingest records their sums).
 pub const OLDEST_FORMAT: u32 = 4;
+
+/// The first format whose manifest holds the sum of every file it lists
+/// and of itself.
+pub const SUMS_FORMAT: u32 = 6;
+
+/// The folder of kept manifests: `manifests/<generation>.json`, each the
+/// copy of a published `manifest.json`.
+pub const KEPT_MANIFESTS: &str = "manifests";
+
+/// How many kept manifests collection leaves (the newest), besides those
+/// of generations a reader holds a lease on.
+pub const KEEP_MANIFESTS: usize = 8;
+
+pub use crate::checksum::FileSum;
 
 /// The published state of a store: every file of the current generation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,6 +181,14 @@ pub struct Manifest {
     pub resources: Option<String>,
     /// What each published ingest did, oldest first.
     pub ingests: Vec<IngestLog>,
+    /// The length and XXH3-128 of every file listed above, by name (since
+    /// format 6; empty in older manifests).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, FileSum>,
+    /// XXH3-128 of this manifest as written without this field (since
+    /// format 6): a manifest whose text does not match it is damaged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
 }
 
 /// The files of one record kind.
@@ -195,10 +236,13 @@ impl Manifest {
         Manifest::parse(&bytes, &path).map(|manifest| Some((manifest, bytes)))
     }
 
-    /// Parses the manifest `bytes` of `path` (named in messages).
+    /// Parses the manifest `bytes` of `path` (named in messages); a
+    /// manifest of format 6 or later must match its own checksum.
     pub fn parse(bytes: &[u8], path: &Path) -> Result<Manifest> {
-        let manifest: Manifest =
-            serde_json::from_slice(bytes).map_err(|e| Error::io(path, format!("not a store manifest: {e}")))?;
+        let repair = || repair_hint(path.parent().unwrap_or(Path::new(".")));
+        let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| {
+            Error::io(path, format!("not a store manifest ({e}): damaged or not a manifest; {}", repair()))
+        })?;
         if !(OLDEST_FORMAT..=FORMAT_VERSION).contains(&manifest.format) {
             return Err(Error::io(
                 path,
@@ -208,19 +252,72 @@ impl Manifest {
                 ),
             ));
         }
+        if manifest.format >= SUMS_FORMAT && manifest.checksum.as_deref() != Some(manifest.own_checksum()?.as_str()) {
+            return Err(Error::io(
+                path,
+                format!("damaged: the manifest does not match its own checksum; {}", repair()),
+            ));
+        }
         Ok(manifest)
     }
 
-    /// Publishes this manifest atomically: a temporary file, synced, renamed
-    /// over `manifest.json`, then the directory synced.
-    pub fn publish(&self, store: &Path, ingest_id: &str) -> Result<()> {
+    /// XXH3-128 of this manifest's text without its `checksum` field.
+    fn own_checksum(&self) -> Result<String> {
+        let unsummed = Manifest { checksum: None, ..self.clone() };
         let text =
-            serde_json::to_vec_pretty(self).map_err(|e| Error::Internal(format!("cannot write manifest: {e}")))?;
+            serde_json::to_vec_pretty(&unsummed).map_err(|e| Error::Internal(format!("cannot write manifest: {e}")))?;
+        Ok(FileSum::of(&text).xxh3)
+    }
+
+    /// The manifest's text as published: its checksum set (format 6 or
+    /// later).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut manifest = self.clone();
+        manifest.checksum = (manifest.format >= SUMS_FORMAT).then(|| self.own_checksum()).transpose()?;
+        serde_json::to_vec_pretty(&manifest).map_err(|e| Error::Internal(format!("cannot write manifest: {e}")))
+    }
+
+    /// Publishes this manifest atomically: its copy kept as
+    /// `manifests/<generation>.json` (synced), then a temporary file,
+    /// synced, renamed over `manifest.json`, then the directory synced.
+    pub fn publish(&self, store: &Path, ingest_id: &str) -> Result<()> {
+        let text = self.to_bytes()?;
+        let kept = store.join(KEPT_MANIFESTS);
+        std::fs::create_dir_all(&kept).map_err(|e| Error::io(&kept, e))?;
+        write_synced(&kept.join(format!("{}.json", self.generation)), &text)?;
+        sync_dir(&kept)?;
         let temporary = store.join(format!("{MANIFEST}.tmp-{ingest_id}"));
         write_synced(&temporary, &text)?;
         let path = store.join(MANIFEST);
         std::fs::rename(&temporary, &path).map_err(|e| Error::io(&path, e))?;
         sync_dir(store)
+    }
+
+    /// Every file this manifest lists, by name (relative to the store):
+    /// records and index files, rollups, the accounts file, the
+    /// resources database, the rejected-rows files.
+    pub fn listed(&self) -> Vec<&str> {
+        let mut names = Vec::new();
+        for files in self.kinds.values() {
+            names.extend(files.records.iter().chain(&files.index).map(String::as_str));
+        }
+        names.extend(self.rollups.values().flat_map(|by_grain| by_grain.values()).map(String::as_str));
+        names.extend(self.accounts_csv.as_deref());
+        names.extend(self.resources.as_deref());
+        names.extend(self.ingests.iter().filter_map(|i| i.rejected.as_deref()));
+        names
+    }
+
+    /// The listed file `name` of `store`, with the sum it must match.
+    pub fn file<'a>(&'a self, store: &'a Path, name: &'a str) -> Result<Listed<'a>> {
+        let sum = self.files.get(name);
+        if sum.is_none() && self.format >= SUMS_FORMAT {
+            return Err(Error::io(
+                store.join(MANIFEST),
+                format!("damaged: no checksum for '{name}'; {}", repair_hint(store)),
+            ));
+        }
+        Ok(Listed { store, name, sum })
     }
 
     /// The files of `kind` (empty when none are stored).
@@ -230,6 +327,83 @@ impl Manifest {
 }
 
 pub(crate) use crate::durable::{sync_dir, write_synced};
+
+/// What a message about a damaged file of `store` says to do.
+pub fn repair_hint(store: &Path) -> String {
+    let store = store.display();
+    format!("run `telemeter store verify --store {store}` to list the damaged files and `telemeter store repair --store {store}` to recover")
+}
+
+/// A file a manifest lists, and the sum its bytes must have (`None` in a
+/// manifest older than format 6: not checked).
+#[derive(Clone, Copy, Debug)]
+pub struct Listed<'a> {
+    /// The store directory.
+    pub store: &'a Path,
+    /// The file's name, relative to the store.
+    pub name: &'a str,
+    /// Its length and hash, from the manifest.
+    pub sum: Option<&'a FileSum>,
+}
+
+impl Listed<'_> {
+    /// The file's path.
+    pub fn path(&self) -> PathBuf {
+        self.store.join(self.name)
+    }
+
+    /// Checks `bytes`, read from the file, against its sum: a mismatch is
+    /// an error naming the file, before anything uses the bytes.
+    pub fn check(&self, bytes: &[u8]) -> Result<()> {
+        match self.sum {
+            Some(sum) => self.compare(sum, &FileSum::of(bytes)),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads the whole file and checks it against its sum.
+    pub fn check_file(&self) -> Result<()> {
+        let Some(sum) = self.sum else { return Ok(()) };
+        let path = self.path();
+        let found = FileSum::of_file(&path).map_err(|e| Error::io(&path, e))?;
+        self.compare(sum, &found)
+    }
+
+    fn compare(&self, expected: &FileSum, found: &FileSum) -> Result<()> {
+        if expected == found {
+            return Ok(());
+        }
+        Err(Error::io(
+            self.path(),
+            format!(
+                "damaged: its bytes do not match the checksum in {MANIFEST} (expected {expected}, found {found}); \
+                 nothing was read from it; {}",
+                repair_hint(self.store)
+            ),
+        ))
+    }
+}
+
+/// Whether `store` holds kept manifests (`manifests/*.json`): a store this
+/// build published at least once.
+pub fn has_kept_manifests(store: &Path) -> bool {
+    std::fs::read_dir(store.join(KEPT_MANIFESTS))
+        .map(|entries| entries.flatten().any(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(".json"))))
+        .unwrap_or(false)
+}
+
+/// The error for a store folder that holds a store's files but no
+/// manifest: refused by every command, nothing changed.
+pub fn no_manifest(store: &Path) -> Error {
+    Error::io(
+        store,
+        format!(
+            "holds a store's files but no {MANIFEST} (deleted or lost); nothing was read, written or deleted; \
+             run `telemeter store repair --store {}` to restore it from the kept manifests",
+            store.display()
+        ),
+    )
+}
 
 /// A store opened for reading: its manifest, read once, and a lease on
 /// that generation (its files stay until the last clone is dropped).
@@ -259,6 +433,9 @@ impl Store {
         let mut failure = None;
         for _ in 0..OPEN_ATTEMPTS {
             let Some((manifest, bytes)) = Manifest::read_bytes(dir)? else {
+                if has_kept_manifests(dir) {
+                    return Err(no_manifest(dir));
+                }
                 return Err(Error::io(
                     dir,
                     format!("not a telemeter store (no {MANIFEST}; run `telemeter ingest` first)"),
@@ -286,23 +463,37 @@ impl Store {
         self.lease.as_deref().map(lease::Lease::path)
     }
 
-    /// The accounts copied in by the latest ingest.
+    /// The accounts copied in by the latest ingest (checked against their
+    /// sum).
     pub fn accounts(&self) -> Result<Accounts> {
         match &self.manifest.accounts_csv {
             Some(name) => {
-                let path = self.dir.join(name);
+                let listed = self.manifest.file(&self.dir, name)?;
+                let path = listed.path();
                 let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+                listed.check(&bytes)?;
                 Accounts::parse(&bytes, "accounts.csv")
             }
             None => Ok(Accounts::default()),
         }
     }
 
-    /// The stored record files, as an inventory the raw engine can read.
+    /// Checks this generation's resources database against its sum, when
+    /// it has one: for the resources layer, before it opens the file.
+    pub fn check_resources(&self) -> Result<()> {
+        match &self.manifest.resources {
+            Some(name) => self.manifest.file(&self.dir, name)?.check_file(),
+            None => Ok(()),
+        }
+    }
+
+    /// The stored record files, as an inventory the raw engine can read,
+    /// each checked against its sum first.
     pub fn record_files(&self) -> Result<Inventory> {
         let mut inventory = Inventory::default();
         for kind in Kind::ALL {
             for name in self.manifest.kind(kind).records {
+                self.manifest.file(&self.dir, &name)?.check_file()?;
                 let path = self.dir.join(&name);
                 let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
                 inventory.files.push(InputFile { kind, path, name, format: Format::Parquet, size });
@@ -330,7 +521,7 @@ impl Store {
         let Some(file) = files.get(&grain) else {
             return Err(Error::io(&self.dir, format!("no {grain}-second rollups of account {account}")));
         };
-        answer::account_rows(&self.dir.join(file), account, grain, selector, buckets).map(Some)
+        answer::account_rows(self.manifest.file(&self.dir, file)?, account, grain, selector, buckets).map(Some)
     }
 
     /// When the records of `account` lie: its finest rollup file's first
@@ -340,7 +531,7 @@ impl Store {
         let Some((grain, file)) = self.manifest.rollups.get(account).and_then(|files| files.iter().next()) else {
             return Ok(None);
         };
-        let range = rollup::slot_range(&self.dir.join(file))?;
+        let range = rollup::slot_range(self.manifest.file(&self.dir, file)?)?;
         Ok(range.map(|(first, last)| Span { first, last: last.saturating_add(grain - 1) }))
     }
 
@@ -371,13 +562,13 @@ impl Store {
             let Some(buckets) = selector.bucketing.of(account) else { continue };
             // The dates the account covers, at the request's grain (the same
             // for every account): its first slot to the end of its last.
-            if let Some((first, last)) = rollup::slot_range(&self.dir.join(file))? {
+            if let Some((first, last)) = rollup::slot_range(self.manifest.file(&self.dir, file)?)? {
                 spans.insert(account.clone(), Span { first, last: last.saturating_add(grain - 1) });
             }
             let own = coarsest_grain_of(std::iter::once(buckets)).unwrap_or(grain);
             let Some(file) = files.get(&own) else { return Err(no_file(own, account)) };
             let AccountRows { strings, usage, charges } =
-                answer::account_rows(&self.dir.join(file), account, own, selector, buckets)?;
+                answer::account_rows(self.manifest.file(&self.dir, file)?, account, own, selector, buckets)?;
             let (usage, charges) = (Rows::new(strings.clone(), usage), Rows::new(strings, charges));
             groups.reserve(usage.len() + charges.len());
             for (key, totals) in usage.iter().chain(charges.iter()) {
@@ -508,23 +699,54 @@ mod tests {
         assert_eq!(serde_json::to_string_pretty(&manifest).expect("JSON"), written);
     }
 
-    /// Formats 4 and 5 are read; any other is refused by its number.
+    /// Formats 4 to 6 are read; any other is refused by its number.
     #[test]
     fn a_manifest_of_a_format_this_build_does_not_read_is_refused_by_name() {
         let path = Path::new("STORE/manifest.json");
         for format in 0..8u32 {
             let manifest = Manifest { format, ..Manifest::default() };
-            let bytes = serde_json::to_vec(&manifest).expect("JSON");
+            let bytes = manifest.to_bytes().expect("JSON");
             match Manifest::parse(&bytes, path) {
-                Ok(read) => assert!((4..=5).contains(&format) && read == manifest, "format {format}"),
+                Ok(read) => {
+                    assert!((4..=6).contains(&format), "format {format}");
+                    assert_eq!(read.checksum.is_some(), format >= SUMS_FORMAT, "format {format}");
+                    assert_eq!(Manifest { checksum: None, ..read }, manifest, "format {format}");
+                }
                 Err(e) => {
-                    assert!(!(4..=5).contains(&format), "format {format}: {e}");
+                    assert!(!(4..=6).contains(&format), "format {format}: {e}");
                     let text = e.chain();
                     assert!(text.contains(&format!("store format {format} is not supported")), "{text}");
-                    assert!(text.contains("this build reads 4 to 5"), "{text}");
+                    assert!(text.contains("this build reads 4 to 6"), "{text}");
                 }
             }
         }
+    }
+
+    /// A format 6 manifest reads back only with its own checksum: any
+    /// changed value, or no checksum, is damage naming the file and
+    /// saying how to recover; the text's layout is not part of it.
+    #[test]
+    fn a_manifest_that_does_not_match_its_checksum_is_damaged() {
+        let path = Path::new("STORE/manifest.json");
+        let mut manifest = Manifest { format: FORMAT_VERSION, generation: 3, ..Manifest::default() };
+        manifest.files.insert("records/calls/i1-00000.parquet".into(), FileSum::of(b"rows"));
+        manifest.kinds.insert(
+            "calls".into(),
+            KindFiles { records: vec!["records/calls/i1-00000.parquet".into()], ..KindFiles::default() },
+        );
+        let bytes = manifest.to_bytes().expect("JSON");
+        let read = Manifest::parse(&bytes, path).expect("its own checksum");
+        assert_eq!(read.files, manifest.files);
+        let text = String::from_utf8(bytes).expect("UTF-8");
+        let changed = text.replace("\"generation\": 3", "\"generation\": 4");
+        let unsummed = serde_json::to_string_pretty(&manifest).expect("JSON");
+        for damaged in [changed, unsummed] {
+            let error = Manifest::parse(damaged.as_bytes(), path).expect_err("damaged").chain();
+            assert!(error.starts_with("STORE/manifest.json: damaged"), "{error}");
+            assert!(error.contains("telemeter store repair --store STORE"), "{error}");
+        }
+        assert!(read.file(Path::new("STORE"), "records/calls/i1-00000.parquet").is_ok());
+        assert!(read.file(Path::new("STORE"), "records/calls/other.parquet").is_err(), "a listed file without a sum");
     }
 
     fn selector(from: &str, to: &str, granularity: Granularity, tz: &str) -> Selector {

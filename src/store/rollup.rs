@@ -19,7 +19,7 @@ use polars_parquet::read::{column_iter_to_arrays, BasicDecompressor, PageReader}
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::parquet_io::{polars_error, read_frame};
+use super::parquet_io::polars_error;
 use super::parquet_out::{arrow_schema, Column, ParquetOut, TextColumn};
 use crate::aggregate::Totals;
 use crate::durable::Syncer;
@@ -334,8 +334,11 @@ pub(crate) struct RowText<'f> {
 
 /// The first and last slot starts of a rollup file, reading its
 /// `slot_start` column alone; `None` when it has no rows.
-pub(crate) fn slot_range(path: &Path) -> Result<Option<(i64, i64)>> {
-    let frame = read_frame(path, &ROLLUP_COLUMNS[2..3])?;
+pub(crate) fn slot_range(listed: super::Listed<'_>) -> Result<Option<(i64, i64)>> {
+    let path = &listed.path();
+    let file = ParquetFile::open_checked(path, |bytes| listed.check(bytes))?;
+    let file = file.ok_or_else(|| Error::io(path, "not a rollup file: the file is empty"))?;
+    let frame = file.read(Some(&ROLLUP_COLUMNS[2..3]), crate::parquet::Rows::All)?;
     let slots = frame.column(ROLLUP_COLUMNS[2]).and_then(|c| c.i64()).map_err(polars_error(path))?;
     let range = slots.downcast_iter().flat_map(|array| array.values().iter().copied()).fold(
         None,
@@ -363,11 +366,12 @@ pub(crate) struct RollupFile<'p> {
 }
 
 impl<'p> RollupFile<'p> {
-    /// Opens `path` and reads its footer.
-    pub(crate) fn open(path: &'p Path) -> Result<RollupFile<'p>> {
-        let file = ParquetFile::open(path)?;
-        let (bytes, metadata) =
-            file.ok_or_else(|| Error::io(path, "not a rollup file: the file is empty"))?.into_parts();
+    /// Opens `path` (the file `listed` names), checks its mapped bytes
+    /// against its sum, and reads its footer.
+    pub(crate) fn open(path: &'p Path, listed: super::Listed<'_>) -> Result<RollupFile<'p>> {
+        let file = ParquetFile::open_checked(path, |bytes| listed.check(bytes))?;
+        let file = file.ok_or_else(|| Error::io(path, "not a rollup file: the file is empty"))?;
+        let (bytes, metadata) = file.into_parts();
         let metadata = FileMetadataRef::new(metadata);
         let schema = polars_parquet::read::infer_schema(&metadata).map_err(polars_error(path))?;
         Ok(RollupFile { path, metadata, schema, bytes })
@@ -649,6 +653,12 @@ type Utf8ViewArray = <StringType as PolarsDataType>::Array;
 pub(crate) mod tests {
     use super::*;
 
+    /// A test's rollup file, read without a sum to check.
+    fn unsummed(path: &Path) -> crate::store::Listed<'_> {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        crate::store::Listed { store: path.parent().unwrap_or(Path::new(".")), name, sum: None }
+    }
+
     /// A parent-level charge row of account `A1` at `slot`: the tests' row.
     pub(crate) fn charge_row(slot: i64, totals: Totals) -> RollupRef<'static> {
         RollupRef {
@@ -740,7 +750,7 @@ pub(crate) mod tests {
 
     /// What a request reads of each row of a rollup file's only row group.
     fn read_back(path: &Path) -> Vec<String> {
-        let file = RollupFile::open(path).expect("opened");
+        let file = RollupFile::open(path, unsummed(path)).expect("opened");
         let group = file.read_group(0, (i64::MIN, i64::MAX), true).expect("read").expect("in the window");
         let columns = GroupColumns::new(path, &group).expect("columns");
         (0..columns.len())
@@ -803,7 +813,7 @@ pub(crate) mod tests {
         writer.write(&varied_rows(300)).expect("written");
         writer.finish(&Syncer::at_once()).expect("finished");
         let good = std::fs::read(&path).expect("read");
-        let file = RollupFile::open(&path).expect("opened");
+        let file = RollupFile::open(&path, unsummed(&path)).expect("opened");
         let columns = file.metadata.row_groups[0].parquet_columns();
         let data_end = columns.iter().map(|c| c.byte_range().end as usize).max().expect("columns");
         let damaged = dir.path().join("damaged.parquet");
@@ -812,7 +822,7 @@ pub(crate) mod tests {
             let mut bytes = good.clone();
             bytes[at] ^= flip;
             std::fs::write(&damaged, &bytes).expect("written");
-            let outcome = RollupFile::open(&damaged).and_then(|file| {
+            let outcome = RollupFile::open(&damaged, unsummed(&damaged)).and_then(|file| {
                 let Some(group) = file.read_group(0, (i64::MIN, i64::MAX), false)? else { return Ok(0) };
                 let columns = GroupColumns::new(&damaged, &group)?;
                 let row = |i| columns.row(i);
@@ -837,7 +847,7 @@ pub(crate) mod tests {
         writer.write(&[charge_row(0, totals), charge_row(900, totals)]).expect("written");
         writer.write(&[charge_row(86_400, totals), charge_row(90_000, totals)]).expect("written");
         writer.finish(&Syncer::at_once()).expect("finished");
-        let file = RollupFile::open(&path).expect("opened");
+        let file = RollupFile::open(&path, unsummed(&path)).expect("opened");
         assert_eq!(file.groups(), [(0, 2), (2, 2)]);
         assert_eq!((file.slot_bounds(0), file.slot_bounds(1)), (Some((0, 900)), Some((86_400, 90_000))));
         assert!(file.read_group(0, (86_400, 172_800), false).expect("read").is_none());

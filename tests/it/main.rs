@@ -22,6 +22,8 @@ mod fuzzing;
 mod generate;
 // report.html and index.html: formatted money, sorting, size, Chromium layout.
 mod html;
+// Damage at rest: checksums found on every read, a lost manifest refused and repaired.
+mod integrity;
 // `ingest` at its memory limits, crash safety and idempotence.
 mod ingest;
 // The architecture: module docs, layer order, no file cycles.

@@ -373,7 +373,7 @@ fn a_format_4_store_answers_without_its_hour_files_and_its_next_ingest_drops_the
     let (_temp, day1, day2, both, store) = two_days();
     assert!(ingest(&day1, &store, &[]).status.success());
     let mut old: serde_json::Value = serde_json::from_str(&manifest(&store)).expect("manifest is JSON");
-    assert_eq!(old["format"], 5);
+    assert_eq!(old["format"], 6);
     old["format"] = 4.into();
     let rollups = old["rollups"].as_object_mut().expect("rollups");
     assert!(rollups.len() >= 4, "{rollups:?}");
@@ -390,7 +390,7 @@ fn a_format_4_store_answers_without_its_hour_files_and_its_next_ingest_drops_the
     let next = ingest(&day2, &store, &[]);
     assert!(next.status.success(), "{}", String::from_utf8_lossy(&next.stderr));
     let new: serde_json::Value = serde_json::from_str(&manifest(&store)).expect("manifest is JSON");
-    assert_eq!(new["format"], 5);
+    assert_eq!(new["format"], 6);
     for grains in new["rollups"].as_object().expect("rollups").values() {
         assert_eq!(grain_names(grains), ["86400", "900"]);
     }
@@ -399,7 +399,8 @@ fn a_format_4_store_answers_without_its_hour_files_and_its_next_ingest_drops_the
 
 /// A damaged rollup file (the footer the fuzzer found, which made polars'
 /// footer reader ask for 136 GB) fails the answer and the next ingest that
-/// merges into it with an error naming it: exit 1, not an abort.
+/// merges into it with an error naming it (its checksum, before any of it
+/// is parsed): exit 1, not an abort.
 #[test]
 fn a_damaged_rollup_file_is_an_error_naming_it_for_answers_and_ingest() {
     let (_temp, day1, day2, _both, store) = two_days();
@@ -417,7 +418,7 @@ fn a_damaged_rollup_file_is_an_error_naming_it_for_answers_and_ingest() {
     for run in [summary("--store", &store, account, QUERIES[2]), ingest(&day2, &store, &[])] {
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert_eq!(run.status.code(), Some(1), "{stderr}");
-        assert!(stderr.contains("-900s.parquet: not a readable Parquet file: its footer does not parse"), "{stderr}");
+        assert!(stderr.contains("-900s.parquet: damaged: its bytes do not match the checksum"), "{stderr}");
     }
 }
 

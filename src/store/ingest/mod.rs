@@ -336,17 +336,28 @@ pub(super) fn open(store: &Path, id: &str) -> Result<Opened> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
         return Err(Error::Usage(format!("ingest id '{id}' must be non-empty: letters, digits, '-', '_' or '.'")));
     }
+    // A store whose manifest is lost or damaged is refused before anything
+    // is created, written or deleted.
+    let found = Manifest::read(store)?;
+    if found.is_none() && super::has_kept_manifests(store) {
+        return Err(super::no_manifest(store));
+    }
     std::fs::create_dir_all(store).map_err(|e| Error::io(store, e))?;
     let lock = lock(store)?;
 
-    // The store's own page-token key, made with the store (a published
-    // store that lost it gets a new one from the next command that seals
-    // tokens, which says so: never silently here).
-    let old = Manifest::read(store)?;
-    if old.is_none() {
-        crate::token::TokenKey::load_or_create(&store.join(super::TOKEN_KEY))?;
-    }
-    let old = old.unwrap_or(Manifest { format: FORMAT_VERSION, ..Manifest::default() });
+    // Read again under the lock: another publisher may have gone first.
+    let old = match Manifest::read(store)? {
+        Some(old) => old,
+        None if found.is_some() || super::has_kept_manifests(store) => return Err(super::no_manifest(store)),
+        None => {
+            // The store's own page-token key, made with the store (a
+            // published store that lost it gets a new one from the next
+            // command that seals tokens, which says so: never silently
+            // here).
+            crate::token::TokenKey::load_or_create(&store.join(super::TOKEN_KEY))?;
+            Manifest { format: FORMAT_VERSION, ..Manifest::default() }
+        }
+    };
     Ok(Opened { lock, old })
 }
 
@@ -375,6 +386,10 @@ impl Opened {
         // published with the manifest, or nothing when nothing changed.
         let resources_name = format!("resources/{id}.sqlite");
         let legacy = store.join(super::LEGACY_RESOURCES_DB);
+        // The previous generation's database is copied: checked first.
+        if let Some(name) = &old.resources {
+            old.file(store, name)?.check_file()?;
+        }
         let previous_resources = old.resources.as_ref().map(|name| store.join(name));
         let previous = match &previous_resources {
             Some(path) => PreviousResources::Generation(path),
@@ -446,8 +461,8 @@ pub(super) fn discard(store: &Path, id: &str, old: &Manifest) -> usize {
         // so only the files no manifest ever lists go.
         Err(_) => return discard_scratch(store, id),
     };
-    let mut keep: std::collections::HashSet<&str> = listed(old).collect();
-    keep.extend(current.iter().flat_map(listed));
+    let mut keep: std::collections::HashSet<&str> = old.listed().into_iter().collect();
+    keep.extend(current.iter().flat_map(Manifest::listed));
     let mut removed = discard_scratch(store, id);
     for folder in GENERATION_FOLDERS {
         let mut files = Vec::new();
@@ -508,15 +523,6 @@ fn remove_empty_folders(folder: &Path) {
     let _ = std::fs::remove_dir(folder);
 }
 
-/// Every file `manifest` lists, by its name in the store.
-fn listed(manifest: &Manifest) -> impl Iterator<Item = &str> {
-    let kinds = manifest.kinds.values().flat_map(|files| files.records.iter().chain(&files.index));
-    let rollups = manifest.rollups.values().flat_map(|by_grain| by_grain.values());
-    let single = [manifest.accounts_csv.as_ref(), manifest.resources.as_ref()].into_iter().flatten();
-    let rejected = manifest.ingests.iter().filter_map(|i| i.rejected.as_ref());
-    kinds.chain(rollups).chain(single).chain(rejected).map(String::as_str)
-}
-
 /// Takes the store's writer lock (`STORE/.ingest.lock`), held by every
 /// publisher (an ingest, `accounts set-token`) until the file is dropped;
 /// another publisher at work is an error.
@@ -547,18 +553,29 @@ pub(super) fn finish(
         manifest.resources = Some(resources_name);
     }
     report.resources = resources;
+    // The sums of the files written here from bytes in hand.
+    let mut sums = std::collections::HashMap::new();
     if !report.rejects.is_empty() {
         let folder = store.join("rejected");
         std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
         let path = folder.join(format!("{id}.csv"));
-        write_rejects(&path, &report.rejects)?;
+        sums.insert(path.clone(), write_rejects(&path, &report.rejects)?);
         report.rejected_file = Some(path);
     }
 
     let mut changed = report.total().used > 0 || resources_changed;
     if let Some(bytes) = &accounts_bytes {
         let stored = match &old.accounts_csv {
-            Some(name) => std::fs::read(store.join(name)).ok(),
+            Some(name) => {
+                let listed = old.file(store, name)?;
+                match std::fs::read(listed.path()) {
+                    Ok(stored) => {
+                        listed.check(&stored)?;
+                        Some(stored)
+                    }
+                    Err(_) => None,
+                }
+            }
             None => None,
         };
         if stored.as_ref() != Some(bytes) {
@@ -568,6 +585,7 @@ pub(super) fn finish(
             let name = format!("accounts/{id}.csv");
             create_parent(&store.join(&name))?;
             super::write_synced(&store.join(&name), bytes)?;
+            sums.insert(store.join(&name), crate::checksum::FileSum::of(bytes));
             manifest.accounts_csv = Some(name);
             changed = true;
         }
@@ -583,9 +601,10 @@ pub(super) fn finish(
     for files in manifest.rollups.values_mut() {
         files.retain(|grain, _| super::GRAINS.contains(grain));
     }
-    rollups.write(store, id, &mut manifest, &syncer)?;
-    // Every records, index and rollup file is on disk before the commit point.
-    syncer.wait()?;
+    rollups.write(store, id, &old, &mut manifest, &syncer)?;
+    // Every records, index and rollup file is on disk before the commit
+    // point, its sum computed as it was written.
+    sums.extend(syncer.wait()?);
     let total = report.total();
     manifest.generation = old.generation + 1;
     manifest.sources.extend(inventory.files.iter().map(|f| format!("{} (ingest {id})", f.name)));
@@ -601,6 +620,7 @@ pub(super) fn finish(
             super::sync_dir(&path)?;
         }
     }
+    record_sums(store, &old, &mut manifest, &sums)?;
     manifest.publish(store, id)?;
     report.removed = collect_garbage(store, &[&old, &manifest]);
     report.published = true;
@@ -609,8 +629,39 @@ pub(super) fn finish(
     Ok(report)
 }
 
+/// Sets `manifest` (built on `old`) to this build's format and records the
+/// sum of every file it lists: those written by this publish from `sums`
+/// (by path: computed as they were written), those carried forward from
+/// `old`, and the rest read once here (the resources database, which
+/// SQLite writes; and the files of a store of format 4 or 5, whose
+/// manifest has no sums, trusted as they are).
+pub(in crate::store) fn record_sums(
+    store: &Path,
+    old: &Manifest,
+    manifest: &mut Manifest,
+    sums: &std::collections::HashMap<PathBuf, crate::checksum::FileSum>,
+) -> Result<()> {
+    manifest.format = FORMAT_VERSION;
+    for files in manifest.rollups.values_mut() {
+        files.retain(|grain, _| super::GRAINS.contains(grain));
+    }
+    let mut files = BTreeMap::new();
+    for name in manifest.listed() {
+        let path = store.join(name);
+        let sum = match (sums.get(&path), old.files.get(name)) {
+            (Some(sum), _) | (None, Some(sum)) => sum.clone(),
+            (None, None) => crate::checksum::FileSum::of_file(&path).map_err(|e| Error::io(&path, e))?,
+        };
+        files.insert(name.to_owned(), sum);
+    }
+    manifest.files = files;
+    manifest.checksum = None;
+    Ok(())
+}
+
 /// The folders of the store that hold generation files.
-const GENERATION_FOLDERS: [&str; 6] = ["records", "index", "rollups", "accounts", "rejected", "resources"];
+pub(in crate::store) const GENERATION_FOLDERS: [&str; 6] =
+    ["records", "index", "rollups", "accounts", "rejected", "resources"];
 
 /// Deletes every file in the generation folders that none of `keep` lists
 /// (superseded files, and orphans of failed or killed ingests), and
@@ -633,8 +684,15 @@ pub(super) fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
             Err(_) => return leases.removed,
         }
     }
-    let kept: std::collections::HashSet<&str> = keep.iter().copied().chain(&held).flat_map(listed).collect();
+    let mut listed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for manifest in keep.iter().copied().chain(&held) {
+        listed.extend(manifest.listed());
+    }
     let mut removed = leases.removed;
+    // Kept manifests: the newest few, and those of every generation kept.
+    let generations: std::collections::HashSet<u64> =
+        keep.iter().copied().chain(&held).map(|manifest| manifest.generation).collect();
+    removed += collect_kept_manifests(store, &generations);
     for folder in GENERATION_FOLDERS {
         let mut files = Vec::new();
         // A folder that is missing or cannot be read all through: what was
@@ -661,6 +719,31 @@ pub(super) fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
     if let Ok(entries) = std::fs::read_dir(store.join("rollups")) {
         for entry in entries.flatten() {
             let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+    removed
+}
+
+/// Deletes the kept manifests (`manifests/<generation>.json`) but the
+/// newest [`KEEP_MANIFESTS`](super::KEEP_MANIFESTS) and those of `generations`;
+/// returns how many were deleted. Files whose name is not a generation's
+/// are left alone.
+fn collect_kept_manifests(store: &Path, generations: &std::collections::HashSet<u64>) -> usize {
+    let folder = store.join(super::KEPT_MANIFESTS);
+    let Ok(entries) = std::fs::read_dir(&folder) else { return 0 };
+    let mut kept: Vec<(u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let generation = name.to_str()?.strip_suffix(".json")?.parse::<u64>().ok()?;
+            Some((generation, entry.path()))
+        })
+        .collect();
+    kept.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    let mut removed = 0;
+    for (generation, path) in kept.into_iter().skip(super::KEEP_MANIFESTS) {
+        if !generations.contains(&generation) && std::fs::remove_file(&path).is_ok() {
+            removed += 1;
         }
     }
     removed
@@ -697,10 +780,12 @@ fn create_parent(path: &Path) -> Result<()> {
     }
 }
 
-/// The set-aside rows, in the same CSV as `report`'s `rejected.csv`.
-fn write_rejects(path: &Path, rejects: &[BadRecord]) -> Result<()> {
+/// The set-aside rows, in the same CSV as `report`'s `rejected.csv`; the
+/// file's sum.
+fn write_rejects(path: &Path, rejects: &[BadRecord]) -> Result<crate::checksum::FileSum> {
     let bytes = crate::records::bad_rows::rejected_csv(rejects)?;
-    super::write_synced(path, &bytes)
+    super::write_synced(path, &bytes)?;
+    Ok(crate::checksum::FileSum::of(&bytes))
 }
 
 /// The state of one ingest.
@@ -799,8 +884,11 @@ impl Run<'_> {
             text => Amount::parse_total(text.as_bytes())
                 .map_err(|e| Error::io(self.store.join("manifest.json"), format!("amount of {kind} '{text}' {e}")))?,
         };
-        let stored: Vec<IndexFile> =
-            files_of_kind.index.iter().map(|name| IndexFile::open(&self.store.join(name))).collect::<Result<_>>()?;
+        let stored: Vec<IndexFile> = files_of_kind
+            .index
+            .iter()
+            .map(|name| IndexFile::open_checked(self.old.file(self.store, name)?))
+            .collect::<Result<_>>()?;
         let mut filter = filter_for(self.options.filter_bytes, &files_of_kind, files);
         load_filter(&mut filter, &stored)?;
         Ok(KindState {

@@ -172,7 +172,17 @@ impl Rollups {
     /// one new file per touched account and grain (accounts in parallel,
     /// whatever their shard); each partial file is deleted as soon as the
     /// last merge that reads it is done.
-    pub(super) fn write(mut self, store: &Path, id: &str, manifest: &mut Manifest, syncer: &Syncer) -> Result<()> {
+    ///
+    /// An account's published file (listed by `old`) is checked against its
+    /// sum before it is read.
+    pub(super) fn write(
+        mut self,
+        store: &Path,
+        id: &str,
+        old: &Manifest,
+        manifest: &mut Manifest,
+        syncer: &Syncer,
+    ) -> Result<()> {
         // Each shard's groups by account, and its partial files by account.
         type Taken = (ByAccount, BTreeMap<String, Vec<Run>>);
         let taken: Vec<Taken> = self
@@ -235,7 +245,7 @@ impl Rollups {
         // be in memory at once.
         let jobs = std::sync::Mutex::new(accounts.into_iter());
         let done = std::sync::Mutex::new(Vec::new());
-        let previous = &manifest.rollups;
+        let previous = old;
         let (shards, taken, finished, readers, partial_files) = (&self.shards, &taken, &done, &readers, &partial_files);
         std::thread::scope(|scope| {
             // A partial file is deleted once no merge is left to read it, on
@@ -262,8 +272,8 @@ impl Rollups {
                 let delete = delete.clone();
                 scope.spawn(move || {
                     while let Some((account, (s, groups))) = next() {
-                        let inputs = account_inputs(store, previous, &taken[s].1, account);
-                        let result = shards[s].publish_account(store, id, account, groups, inputs, syncer);
+                        let result = account_inputs(store, previous, &taken[s].1, account)
+                            .and_then(|inputs| shards[s].publish_account(store, id, account, groups, inputs, syncer));
                         if let Ok(mut done) = finished.lock() {
                             done.push(result);
                         }
@@ -440,17 +450,21 @@ const GATHER_AHEAD: usize = 80;
 /// derived from it, not read.
 fn account_inputs(
     store: &Path,
-    previous: &BTreeMap<String, BTreeMap<i64, String>>,
+    previous: &Manifest,
     spilled: &BTreeMap<String, Vec<Run>>,
     account: &str,
-) -> Vec<Input> {
+) -> Result<Vec<Input>> {
     let mut inputs: Vec<Input> =
         spilled.get(account).map_or(Vec::new(), |runs| runs.iter().cloned().map(Input::Run).collect());
     let finest = crate::store::GRAINS[0];
-    if let Some(file) = previous.get(account).and_then(|files| files.get(&finest)) {
-        inputs.push(Input::File(store.join(file)));
+    if let Some(file) = previous.rollups.get(account).and_then(|files| files.get(&finest)) {
+        // Checked whole before its first slice is read: a damaged row is
+        // never carried into the next generation.
+        let listed = previous.file(store, file)?;
+        listed.check_file()?;
+        inputs.push(Input::File(listed.path()));
     }
-    inputs
+    Ok(inputs)
 }
 
 /// One account's rows in a partial file: `rows` rows from row `first`,
@@ -1151,7 +1165,7 @@ impl Spill<'_> {
     ) -> Result<Vec<(String, Run)>> {
         create_parent(path)?;
         // Around the page cache: written once, read back once.
-        let mut out = crate::direct::DirectWriter::create(path).map_err(|e| Error::io(path, e))?;
+        let mut out = crate::direct::DirectWriter::scratch(path).map_err(|e| Error::io(path, e))?;
         let ends = account_ends(sorted, &account);
         let starts = std::iter::once(0).chain(ends.iter().copied());
         let mut runs = Vec::new();

@@ -89,7 +89,7 @@ pub(super) fn publish(
             inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
         let steps = Steps::new(inventory, &of_kind, options.batch_bytes);
         let stored: Vec<IndexFile> =
-            files.index.iter().map(|name| IndexFile::open(&store.join(name))).collect::<Result<_>>()?;
+            files.index.iter().map(|name| IndexFile::open_checked(old.file(store, name)?)).collect::<Result<_>>()?;
         let mut filter = ingest::filter_for(options.filter_bytes, &files, &of_kind);
         ingest::load_filter(&mut filter, &stored)?;
         drop(stored);

@@ -1,0 +1,119 @@
+//! `telemeter store`: a store's files checked and repaired. `verify`
+//! checks `manifest.json` and every file it lists against their sums and
+//! names each missing or damaged one (exit 1 when any is); `repair`
+//! restores a missing or damaged `manifest.json` from the newest kept
+//! manifest whose files verify, and deletes files no generation lists
+//! (`store::verify`).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::store::verify::{self, ManifestState};
+
+/// Arguments of `store`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+/// The `store` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Check manifest.json and every file it lists against their checksums;
+    /// name each missing or damaged file (exit 1 when any is).
+    Verify {
+        /// The store folder.
+        #[arg(long, value_name = "STORE")]
+        store: PathBuf,
+    },
+    /// Restore a missing or damaged manifest.json from the newest kept
+    /// manifest (manifests/) whose files verify, and delete files no
+    /// generation lists.
+    Repair {
+        /// The store folder.
+        #[arg(long, value_name = "STORE")]
+        store: PathBuf,
+    },
+}
+
+/// Runs `store`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.action {
+        Action::Verify { store } => verify(&store),
+        Action::Repair { store } => repair(&store),
+    }
+}
+
+fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let verified = verify::verify(store).with_context(|| format!("cannot verify {}", store.display()))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let shown = store.display();
+    match &verified.manifest {
+        ManifestState::Good => writeln!(
+            out,
+            "manifest.json: generation {}, {} files listed, checksum ok",
+            verified.generation.unwrap_or(0),
+            verified.files
+        )?,
+        ManifestState::NoSums(format) => writeln!(
+            out,
+            "manifest.json: store format {format} records no checksums: its {} files were only checked to be there \
+             (the next ingest records their checksums)",
+            verified.files
+        )?,
+        ManifestState::Missing => writeln!(out, "manifest.json: missing ({} kept manifests)", verified.kept)?,
+        ManifestState::Damaged(why) => {
+            writeln!(out, "manifest.json: damaged: {why} ({} kept manifests)", verified.kept)?
+        }
+    }
+    for finding in &verified.findings {
+        writeln!(out, "{}: {}", finding.name, finding.problem)?;
+    }
+    let whole = verified.is_whole();
+    if whole {
+        writeln!(out, "ok: every listed file is whole")?;
+    } else {
+        writeln!(
+            out,
+            "{} file(s) damaged or missing; run `telemeter store repair --store {shown}`",
+            verified.findings.len()
+                + usize::from(!matches!(verified.manifest, ManifestState::Good | ManifestState::NoSums(_)))
+        )?;
+    }
+    out.flush()?;
+    Ok(if whole { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let repaired = verify::repair(store).with_context(|| format!("cannot repair {}", store.display()))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (path, why) in &repaired.passed_over {
+        writeln!(out, "passed over {}: {why}", path.display())?;
+    }
+    match repaired.restored {
+        Some(generation) => writeln!(out, "restored manifest.json from the kept manifest of generation {generation}")?,
+        None => writeln!(out, "manifest.json: whole, kept")?,
+    }
+    writeln!(out, "removed {} file(s) no generation lists", repaired.removed)?;
+    for finding in &repaired.damaged {
+        writeln!(out, "{}: {}", finding.name, finding.problem)?;
+    }
+    let whole = repaired.damaged.is_empty();
+    if whole {
+        writeln!(out, "ok: generation {}, every listed file is whole", repaired.generation)?;
+    } else {
+        writeln!(
+            out,
+            "{} listed file(s) are still damaged or missing: rollups and index are derived from the records files, \
+             but this version cannot rebuild them; ingest the data folder into a new store",
+            repaired.damaged.len()
+        )?;
+    }
+    out.flush()?;
+    Ok(if whole { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

@@ -1,0 +1,284 @@
+//! `store verify` and `store repair`: a store's files checked against the
+//! sums its manifest records, and a lost or damaged manifest restored from
+//! the kept ones.
+//!
+//! - [`verify`] reads `manifest.json` (its own checksum first), then every
+//!   file it lists, on the threads, and reports each file that is missing,
+//!   unreadable or whose length or XXH3-128 differs from its sum. A
+//!   manifest of format 4 or 5 has no sums: its files are listed as not
+//!   checked.
+//! - [`repair`], under the store's writer lock: when `manifest.json` is
+//!   missing or damaged, the newest kept manifest
+//!   (`manifests/<generation>.json`) that matches its own checksum and
+//!   whose every file verifies is published again as `manifest.json`
+//!   (the same bytes); then the files no kept generation lists (partial
+//!   files of failed or killed ingests, leftover temporary manifests) are
+//!   deleted, as after a publish. A listed file that is damaged is
+//!   reported, not hidden: rollups and index are derived from the records
+//!   files, but this version does not rebuild them (re-ingest the data
+//!   folder into a new store).
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use super::{ingest, FileSum, Manifest, KEPT_MANIFESTS, MANIFEST};
+use crate::error::{Error, Result};
+
+/// What is wrong with one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// The manifest lists it; it is not there.
+    Missing,
+    /// It cannot be read (the operating system's reason).
+    Unreadable(String),
+    /// Its length or hash differs from its sum.
+    Damaged {
+        /// The sum the manifest records.
+        expected: FileSum,
+        /// The sum of the bytes found.
+        found: FileSum,
+    },
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::Missing => f.write_str("missing"),
+            Problem::Unreadable(why) => write!(f, "unreadable ({why})"),
+            Problem::Damaged { expected, found } => write!(f, "damaged (expected {expected}, found {found})"),
+        }
+    }
+}
+
+/// One file that does not verify.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The file, relative to the store.
+    pub name: String,
+    /// What is wrong.
+    pub problem: Problem,
+}
+
+/// The state of `manifest.json`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ManifestState {
+    /// Read, and it matches its own checksum.
+    Good,
+    /// Read; a format before checksums (4 or 5): its files are not checked.
+    NoSums(u32),
+    /// There is none.
+    Missing,
+    /// It cannot be read or does not match its checksum (the reason).
+    Damaged(String),
+}
+
+/// What [`verify`] found.
+#[derive(Clone, Debug)]
+pub struct Verified {
+    /// The state of `manifest.json`.
+    pub manifest: ManifestState,
+    /// Its generation, when it was read.
+    pub generation: Option<u64>,
+    /// Files listed (and checked, when the manifest has sums).
+    pub files: usize,
+    /// Every listed file that does not verify, by name.
+    pub findings: Vec<Finding>,
+    /// Kept manifests found (`manifests/*.json`).
+    pub kept: usize,
+}
+
+impl Verified {
+    /// Whether everything checked is whole.
+    pub fn is_whole(&self) -> bool {
+        matches!(self.manifest, ManifestState::Good | ManifestState::NoSums(_)) && self.findings.is_empty()
+    }
+}
+
+/// Checks `store`'s manifest and every file it lists.
+pub fn verify(store: &Path) -> Result<Verified> {
+    if !store.is_dir() {
+        return Err(Error::io(store, "not a folder"));
+    }
+    let kept = kept_manifests(store)?.len();
+    let manifest = match Manifest::read(store) {
+        Ok(Some(manifest)) => manifest,
+        Ok(None) => {
+            return Ok(Verified {
+                manifest: ManifestState::Missing,
+                generation: None,
+                files: 0,
+                findings: vec![],
+                kept,
+            })
+        }
+        Err(e) => {
+            let why = e.chain();
+            return Ok(Verified {
+                manifest: ManifestState::Damaged(why),
+                generation: None,
+                files: 0,
+                findings: vec![],
+                kept,
+            });
+        }
+    };
+    let findings = check_files(store, &manifest);
+    let state = if manifest.format >= super::SUMS_FORMAT {
+        ManifestState::Good
+    } else {
+        ManifestState::NoSums(manifest.format)
+    };
+    Ok(Verified {
+        manifest: state,
+        generation: Some(manifest.generation),
+        files: manifest.listed().len(),
+        findings,
+        kept,
+    })
+}
+
+/// Every file `manifest` lists that is missing, unreadable or damaged (a
+/// manifest without sums: only missing or unreadable ones), by name.
+fn check_files(store: &Path, manifest: &Manifest) -> Vec<Finding> {
+    let mut names = manifest.listed();
+    names.sort_unstable();
+    names.dedup();
+    names
+        .par_iter()
+        .filter_map(|name| {
+            let path = store.join(name);
+            let problem = match FileSum::of_file(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Problem::Missing,
+                Err(e) => Problem::Unreadable(e.to_string()),
+                Ok(found) => match manifest.files.get(*name) {
+                    Some(expected) if *expected == found => return None,
+                    Some(expected) => Problem::Damaged { expected: expected.clone(), found },
+                    None if manifest.format < super::SUMS_FORMAT => return None,
+                    None => Problem::Damaged { expected: FileSum::default(), found },
+                },
+            };
+            Some(Finding { name: (*name).to_owned(), problem })
+        })
+        .collect()
+}
+
+/// The kept manifests of `store`, newest generation first.
+fn kept_manifests(store: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let folder = store.join(KEPT_MANIFESTS);
+    let entries = match std::fs::read_dir(&folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&folder, e)),
+    };
+    let mut kept: Vec<(u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let generation = entry.file_name().to_str()?.strip_suffix(".json")?.parse::<u64>().ok()?;
+            Some((generation, entry.path()))
+        })
+        .collect();
+    kept.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    Ok(kept)
+}
+
+/// What [`repair`] did.
+#[derive(Clone, Debug, Default)]
+pub struct Repaired {
+    /// The generation whose kept manifest was published again as
+    /// `manifest.json`, when it was missing or damaged.
+    pub restored: Option<u64>,
+    /// Kept manifests passed over (damaged, or listing a damaged or
+    /// missing file), with why.
+    pub passed_over: Vec<(PathBuf, String)>,
+    /// Files no kept generation lists, deleted.
+    pub removed: usize,
+    /// Listed files still damaged or missing (not rebuilt).
+    pub damaged: Vec<Finding>,
+    /// The generation the store answers from afterwards.
+    pub generation: u64,
+}
+
+/// Repairs `store`: restores `manifest.json` from the newest kept manifest
+/// that verifies when it is missing or damaged, then deletes files no kept
+/// generation lists. Listed files that stay damaged are in the answer.
+pub fn repair(store: &Path) -> Result<Repaired> {
+    if !store.is_dir() {
+        return Err(Error::io(store, "not a folder"));
+    }
+    let lock = ingest::lock(store)?;
+    let mut repaired = Repaired::default();
+    let manifest = match Manifest::read(store) {
+        Ok(Some(manifest)) => manifest,
+        Ok(None) | Err(_) => {
+            let mut found = None;
+            for (generation, path) in kept_manifests(store)? {
+                let bytes = match std::fs::read(&path) {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        repaired.passed_over.push((path, e.to_string()));
+                        continue;
+                    }
+                };
+                let manifest = match Manifest::parse(&bytes, &path) {
+                    Ok(manifest) if manifest.generation == generation => manifest,
+                    Ok(manifest) => {
+                        let why = format!("it holds generation {}, not {generation}", manifest.generation);
+                        repaired.passed_over.push((path, why));
+                        continue;
+                    }
+                    Err(e) => {
+                        repaired.passed_over.push((path, e.chain()));
+                        continue;
+                    }
+                };
+                let findings = check_files(store, &manifest);
+                if let Some(first) = findings.first() {
+                    let why =
+                        format!("{} of its files do not verify ({}: {})", findings.len(), first.name, first.problem);
+                    repaired.passed_over.push((path, why));
+                    continue;
+                }
+                found = Some((manifest, bytes));
+                break;
+            }
+            let Some((manifest, bytes)) = found else {
+                return Err(Error::io(
+                    store,
+                    format!(
+                        "no kept manifest in {KEPT_MANIFESTS}/ verifies ({} found); {MANIFEST} cannot be restored; \
+                         nothing was changed",
+                        repaired.passed_over.len()
+                    ),
+                ));
+            };
+            let temporary = store.join(format!("{MANIFEST}.tmp-repair"));
+            super::write_synced(&temporary, &bytes)?;
+            let path = store.join(MANIFEST);
+            std::fs::rename(&temporary, &path).map_err(|e| Error::io(&path, e))?;
+            super::sync_dir(store)?;
+            repaired.restored = Some(manifest.generation);
+            manifest
+        }
+    };
+    // The current generation's kept copy, if it was lost.
+    let kept = store.join(KEPT_MANIFESTS).join(format!("{}.json", manifest.generation));
+    if manifest.format >= super::SUMS_FORMAT && !kept.exists() {
+        let folder = store.join(KEPT_MANIFESTS);
+        std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+        super::write_synced(&kept, &manifest.to_bytes()?)?;
+        super::sync_dir(&folder)?;
+    }
+    // The previous generation's files stay too, as after a publish (a
+    // reader without a lease may still be on it).
+    let previous = kept_manifests(store)?
+        .into_iter()
+        .find(|(generation, _)| *generation + 1 == manifest.generation)
+        .and_then(|(_, path)| Manifest::parse(&std::fs::read(&path).ok()?, &path).ok());
+    let keep: Vec<&Manifest> = std::iter::once(&manifest).chain(&previous).collect();
+    repaired.removed = ingest::collect_garbage(store, &keep);
+    repaired.damaged = check_files(store, &manifest);
+    repaired.generation = manifest.generation;
+    drop(lock);
+    Ok(repaired)
+}

@@ -1,0 +1,293 @@
+//! Damage at rest, through the real binary: a byte flipped in any kind of
+//! store file is an error naming the file (or, where the flip changes
+//! nothing read, the clean answer), never a changed answer; a store
+//! without its manifest is refused with nothing deleted, and `store
+//! repair` restores it from the kept manifests; `store verify` names each
+//! damaged file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::common::{self, telemeter, Run, NOW};
+
+/// A day window (answered from the day rollups), an hour window (the
+/// 15-minute rollups) and one whose buckets are not unions of 15-minute
+/// slots (answered from the records files).
+const DAY: &str = "from_date=2026-10-01&to_date=2026-12-01&granularity=day";
+const HOUR: &str = "from_date=2026-11-18&to_date=2026-11-21&granularity=hour";
+const RECORDS: &str = "from_date=1971-06-01&to_date=1971-06-03&granularity=hour&timezone=Africa/Monrovia";
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// A store of `sample_data/` (records, rollups, accounts, resources), in a
+/// temporary folder.
+fn sample_store() -> (tempfile::TempDir, PathBuf) {
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    telemeter(&["ingest", "--data", s(&common::sample_data()), "--store", s(&store)]).ok();
+    (dir, store)
+}
+
+fn answer(store: &Path, account: &str, query: &str) -> Run {
+    telemeter(&["summary", "--store", s(store), "--auth-id", account, "--query", query, "--now", NOW, "--all-pages"])
+}
+
+fn manifest(store: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(store.join("manifest.json")).expect("manifest")).expect("JSON")
+}
+
+/// Every file under `dir`, relative, with its bytes.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let name = path.strip_prefix(root).expect("under root").to_string_lossy().into_owned();
+                out.insert(name, std::fs::read(&path).unwrap_or_default());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Offsets spread over a file of `len` bytes: its first and last bytes,
+/// and `n` more between.
+fn offsets(len: usize, n: usize) -> Vec<usize> {
+    let mut at: Vec<usize> = (0..n).map(|i| i * len / n).chain([0, len.saturating_sub(1)]).collect();
+    at.sort_unstable();
+    at.dedup();
+    at
+}
+
+/// The account whose rollups are checked, and its rollup file at `grain`.
+fn rollup_of(store: &Path, account: &str, grain: &str) -> String {
+    manifest(store)["rollups"][account][grain].as_str().expect("a rollup file").to_owned()
+}
+
+/// Flips one byte of `name` at each of many offsets, runs `read` and
+/// requires an error naming the file, or exactly `clean`'s output; the
+/// byte is put back after each try. Returns how many tries were errors.
+fn flip_each(store: &Path, name: &str, clean: &Run, read: &dyn Fn() -> Run) -> usize {
+    let path = store.join(name);
+    let bytes = std::fs::read(&path).expect("a store file");
+    let shown = Path::new(name).file_name().expect("a file name").to_string_lossy().into_owned();
+    let mut errors = 0;
+    for at in offsets(bytes.len(), 24) {
+        for mask in [0x01u8, 0x80] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= mask;
+            std::fs::write(&path, &damaged).expect("damage");
+            let run = read();
+            if run.code == 0 {
+                assert_eq!(run.stdout, clean.stdout, "{name}: a flip at {at} (^{mask:#x}) changed the answer");
+            } else {
+                assert_eq!(run.code, 1, "{name} at {at}: {}", run.stderr);
+                assert!(run.stderr.contains(&shown), "{name} at {at}: the error does not name it: {}", run.stderr);
+                errors += 1;
+            }
+        }
+        std::fs::write(&path, &bytes).expect("restore");
+    }
+    errors
+}
+
+/// A file to damage, the clean output, and the run that reads the file.
+type Try<'a> = (&'a str, &'a Run, Box<dyn Fn() -> Run + 'a>);
+
+/// A flipped byte anywhere in a rollup file (both grains), a records
+/// file, an index file, the accounts file, the resources database or the
+/// manifest is an error naming that file: every flip is found by the
+/// file's checksum (or the manifest's own), so none changes an answer.
+#[test]
+fn a_flipped_byte_in_any_store_file_is_an_error_naming_it() {
+    let (_dir, store) = sample_store();
+    let listed = manifest(&store);
+    assert_eq!(listed["format"], 6);
+    let account = "MA001";
+    let data = common::sample_data();
+    // Answers and the reader of each kind of file.
+    let clean_day = answer(&store, account, DAY);
+    let clean_hour = answer(&store, account, HOUR);
+    let clean_records = answer(&store, account, RECORDS);
+    for clean in [&clean_day, &clean_hour, &clean_records] {
+        assert!(clean.ok().contains("\"usage\""), "{}", clean.stdout);
+    }
+    let reingest = || telemeter(&["ingest", "--data", s(&data), "--store", s(&store)]);
+    let clean_ingest = reingest();
+    clean_ingest.ok();
+    let generation = listed["generation"].clone();
+
+    let day = rollup_of(&store, account, "86400");
+    let hour = rollup_of(&store, account, "900");
+    let records = listed["kinds"]["calls"]["records"][0].as_str().expect("a records file").to_owned();
+    let index = listed["kinds"]["calls"]["index"][0].as_str().expect("an index file").to_owned();
+    let accounts = listed["accounts_csv"].as_str().expect("an accounts file").to_owned();
+    let resources = listed["resources"].as_str().expect("a resources database").to_owned();
+    for name in [&day, &hour, &records, &index, &accounts, &resources] {
+        assert!(listed["files"][name.as_str()]["xxh3"].as_str().is_some_and(|h| h.len() == 32), "{name}");
+    }
+    let tries: Vec<Try<'_>> = vec![
+        (&day, &clean_day, Box::new(|| answer(&store, account, DAY))),
+        (&hour, &clean_hour, Box::new(|| answer(&store, account, HOUR))),
+        (&records, &clean_records, Box::new(|| answer(&store, account, RECORDS))),
+        (&accounts, &clean_day, Box::new(|| answer(&store, account, DAY))),
+        // The next ingest reads the index (its dedup) and the previous
+        // resources (copied into the next generation).
+        (&index, &clean_ingest, Box::new(reingest)),
+        (&resources, &clean_ingest, Box::new(reingest)),
+        ("manifest.json", &clean_day, Box::new(|| answer(&store, account, DAY))),
+    ];
+    for (name, clean, read) in &tries {
+        let errors = flip_each(&store, name, clean, read.as_ref());
+        assert!(errors > 0, "{name}: no flip was found");
+    }
+    // The damage never reached a published generation.
+    assert_eq!(manifest(&store)["generation"], generation);
+    assert_eq!(answer(&store, account, DAY).stdout, clean_day.stdout);
+}
+
+/// A flipped byte in the 15-minute rollups fails the next ingest that
+/// merges into them (naming the file), so it is never carried into the
+/// next generation.
+#[test]
+fn a_damaged_rollup_is_not_carried_into_the_next_generation() {
+    let (dir, store) = sample_store();
+    let more = dir.path().join("more");
+    common::write(
+        &more,
+        "calls/more.csv",
+        "timestamp,record_id,product,type,auth_id,subaccount_auth,carrier,direction,country,hangup_cause,\
+         billed_seconds,surcharge,amount\n\
+         2026-11-20T10:00:00Z,extra-1,voice,pstn,MA001,,acme,outbound,US,4000,60,0.001,0.013\n",
+    );
+    let hour = rollup_of(&store, "MA001", "900");
+    let path = store.join(&hour);
+    let mut bytes = std::fs::read(&path).expect("rollup");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x04;
+    std::fs::write(&path, &bytes).expect("damage");
+    let before = manifest(&store);
+    let run = telemeter(&["ingest", "--data", s(&more), "--store", s(&store)]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("-900s.parquet") && run.stderr.contains("damaged"), "{}", run.stderr);
+    assert!(run.stderr.contains("store repair"), "{}", run.stderr);
+    assert_eq!(manifest(&store), before, "nothing published");
+}
+
+/// With manifest.json deleted, every command refuses the store and says
+/// how to recover; the ingest deletes nothing; `store verify` says the
+/// manifest is missing; `store repair` restores it from the kept copy and
+/// the answers are those of before. A damaged manifest is restored the
+/// same way.
+#[test]
+fn a_store_without_its_manifest_is_refused_and_repair_restores_it() {
+    let (_dir, store) = sample_store();
+    let data = common::sample_data();
+    let answers = || [DAY, HOUR, RECORDS].map(|query| answer(&store, "MA001", query).stdout);
+    let clean = answers();
+    let published = std::fs::read(store.join("manifest.json")).expect("manifest");
+    for damage in ["delete", "flip"] {
+        match damage {
+            "delete" => std::fs::remove_file(store.join("manifest.json")).expect("delete"),
+            _ => {
+                let mut bytes = published.clone();
+                let at = bytes.len() / 3;
+                bytes[at] ^= 0x02;
+                std::fs::write(store.join("manifest.json"), bytes).expect("damage");
+            }
+        }
+        let before = tree(&store);
+        for run in [
+            telemeter(&["ingest", "--data", s(&data), "--store", s(&store)]),
+            answer(&store, "MA001", DAY),
+            telemeter(&["accounts", "list", "--store", s(&store)]),
+        ] {
+            assert_eq!(run.code, 1, "{damage}: {}", run.stderr);
+            assert!(run.stderr.contains("telemeter store repair"), "{damage}: {}", run.stderr);
+        }
+        let after = tree(&store);
+        let lost: Vec<&String> = before.keys().filter(|name| !after.contains_key(*name)).collect();
+        assert!(lost.is_empty(), "{damage}: the refused commands deleted {lost:?}");
+        let verify = telemeter(&["store", "verify", "--store", s(&store)]);
+        assert_eq!(verify.code, 1, "{damage}: {}", verify.stdout);
+        let said = if damage == "delete" { "manifest.json: missing" } else { "manifest.json: damaged" };
+        assert!(verify.stdout.contains(said), "{damage}: {}", verify.stdout);
+
+        let repair = telemeter(&["store", "repair", "--store", s(&store)]);
+        assert!(
+            repair.ok().contains("restored manifest.json from the kept manifest of generation 1"),
+            "{}",
+            repair.stdout
+        );
+        assert_eq!(std::fs::read(store.join("manifest.json")).expect("restored"), published);
+        assert_eq!(answers(), clean, "{damage}: the restored store answers as before");
+        telemeter(&["store", "verify", "--store", s(&store)]).ok();
+    }
+}
+
+/// `store verify` checks every listed file: a whole store is ok (exit 0);
+/// a damaged rollup and a missing records file are each named (exit 1).
+/// `store repair` cannot rebuild them and says so (exit 1).
+#[test]
+fn verify_names_each_damaged_or_missing_file() {
+    let (_dir, store) = sample_store();
+    let verify = || telemeter(&["store", "verify", "--store", s(&store)]);
+    let whole = verify();
+    assert!(whole.ok().contains("ok: every listed file is whole"), "{}", whole.stdout);
+    let listed = manifest(&store);
+    let day = rollup_of(&store, "MB002", "86400");
+    let records = listed["kinds"]["messages"]["records"][0].as_str().expect("a records file").to_owned();
+    let mut bytes = std::fs::read(store.join(&day)).expect("rollup");
+    bytes[10] ^= 0x20;
+    std::fs::write(store.join(&day), bytes).expect("damage");
+    std::fs::remove_file(store.join(&records)).expect("delete");
+    let run = verify();
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stdout.contains(&format!("{day}: damaged (expected")), "{}", run.stdout);
+    assert!(run.stdout.contains(&format!("{records}: missing")), "{}", run.stdout);
+    assert!(run.stdout.contains("2 file(s) damaged or missing"), "{}", run.stdout);
+    let repair = telemeter(&["store", "repair", "--store", s(&store)]);
+    assert_eq!(repair.code, 1, "{}", repair.stdout);
+    assert!(repair.stdout.contains("cannot rebuild"), "{}", repair.stdout);
+}
+
+/// Every publish keeps its manifest as manifests/<generation>.json (the
+/// same bytes as manifest.json); collection keeps the newest 8.
+#[test]
+fn publishes_keep_the_newest_manifests() {
+    let (_dir, store) = sample_store();
+    for i in 0..10 {
+        let mut command = common::command();
+        command
+            .args(["accounts", "set-token", "MA001", "--store", s(&store)])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().expect("spawn");
+        use std::io::Write;
+        child.stdin.take().expect("stdin").write_all(format!("token-{i}\n").as_bytes()).expect("token");
+        let output = child.wait_with_output().expect("wait");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let generation = manifest(&store)["generation"].as_u64().expect("generation");
+    assert_eq!(generation, 11);
+    let mut kept: Vec<u64> = std::fs::read_dir(store.join("manifests"))
+        .expect("manifests/")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json")?.parse().ok())
+        .collect();
+    kept.sort_unstable();
+    assert_eq!(kept, (4..=11).collect::<Vec<u64>>());
+    assert_eq!(
+        std::fs::read(store.join("manifests/11.json")).expect("kept"),
+        std::fs::read(store.join("manifest.json")).expect("manifest")
+    );
+    telemeter(&["store", "verify", "--store", s(&store)]).ok();
+}
