@@ -11,7 +11,9 @@
 //! - [`csv_reader`]: a records file through `records::csv::read` (compared
 //!   row for row with an independent line-by-line reading of the framing:
 //!   every line after the header is one row or one malformed row, at its
-//!   line) and through `aggregate::aggregate`, in both `--on-bad-row` modes:
+//!   line; a file past the line limits refused whole), through
+//!   `records::csv::Pieces` from disk a few lines at a time (the same rows
+//!   or error), and through `aggregate::aggregate`, in both `--on-bad-row` modes:
 //!   `read = used + set_aside + duplicates` with `read` the data lines;
 //!   and the reader's SIMD structural index against a byte loop.
 //! - [`record_checks`]: fields into `records::parse_record` in each input
@@ -247,6 +249,12 @@ fn check_csv(kind: Kind, bytes: &[u8]) {
     let name = format!("{}/fuzz.csv", kind.name());
     let file = InputFile { kind, path: PathBuf::from(&name), name, format: Format::Csv, size: bytes.len() as u64 };
     let read = records::csv::read(&file, bytes, || Collect { kind, rows: Vec::new() });
+    check_pieces(&file, bytes, &read);
+    if over_limits(bytes) {
+        assert!(matches!(read, Err(Error::BadFile { .. })), "read past the reader's limits: {:?}", read.is_ok());
+        check_aggregate(kind, bytes, None);
+        return;
+    }
     let expected = line_rows(kind, bytes);
     let rows: Vec<Row> = match (read, &expected) {
         (Ok(sinks), Some(expected)) => {
@@ -263,6 +271,66 @@ fn check_csv(kind: Kind, bytes: &[u8]) {
         (Err(e), _) => panic!("refused a file whose header is good: {}", e.chain()),
     };
     check_aggregate(kind, bytes, Some(&rows));
+}
+
+/// The file written to disk and read through `records::csv::Pieces` (as
+/// the ingest reads it: the file read with `read(2)`, a few lines at a
+/// time): the rows `read` (the whole bytes) gave, or its error.
+fn check_pieces(file: &InputFile, bytes: &[u8], read: &crate::error::Result<Vec<Collect>>) {
+    let dir = scratch_dir();
+    let path = dir.join("fuzz.csv");
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, bytes)) {
+        panic!("cannot write {}: {e}", path.display());
+    }
+    let on_disk = InputFile { path, ..file.clone() };
+    let kind = file.kind;
+    let pieces = || -> crate::error::Result<Vec<Row>> {
+        let mut rows = Vec::new();
+        if let Some(mut pieces) = records::csv::Pieces::open(&on_disk)? {
+            while !pieces.done() {
+                rows.extend(pieces.next(3, || Collect { kind, rows: Vec::new() })?.into_iter().flat_map(|s| s.rows));
+            }
+        }
+        Ok(rows)
+    };
+    let pieces = pieces();
+    let _ = std::fs::remove_dir_all(&dir);
+    match (read, pieces) {
+        (Ok(sinks), Ok(rows)) => {
+            let whole: Vec<&Row> = sinks.iter().flat_map(|s| &s.rows).collect();
+            assert_eq!(whole, rows.iter().collect::<Vec<_>>(), "the file read in pieces and whole differ");
+        }
+        (Err(whole), Err(pieces)) => assert_eq!(whole.to_string(), pieces.to_string()),
+        (whole, pieces) => panic!("read whole: {:?}; in pieces: {:?}", whole.as_ref().err(), pieces.err()),
+    }
+}
+
+/// Whether a file that is not blank has a line longer than
+/// `MAX_LINE_BYTES`, or more than `MAX_EMPTY_RUN` empty lines in a row
+/// after its header: a file the reader refuses as a whole.
+fn over_limits(bytes: &[u8]) -> bool {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return false;
+    }
+    let mut lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    if lines.last().is_some_and(|last| last.is_empty()) {
+        lines.pop();
+    }
+    let mut run = 0;
+    for (number, line) in lines.iter().enumerate() {
+        if line.len() > records::csv::MAX_LINE_BYTES {
+            return true;
+        }
+        match number > 0 && (line.is_empty() || *line == b"\r") {
+            true => run += 1,
+            false => run = 0,
+        }
+        if run > records::csv::MAX_EMPTY_RUN {
+            return true;
+        }
+    }
+    false
 }
 
 /// What aggregating one file must give, derived from its rows.

@@ -3,6 +3,10 @@
 
 use std::process::ExitCode;
 
+/// The system allocator; a failed allocation is reported, not an abort.
+#[global_allocator]
+static ALLOCATOR: telemeter::cli::memory::Reporting = telemeter::cli::memory::Reporting;
+
 fn main() -> ExitCode {
     telemeter::cli::main()
 }

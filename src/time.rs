@@ -7,8 +7,6 @@
 //! binary search and clipping a bucket to the window comes for free (the
 //! first and last boundaries are the window's own ends).
 
-use std::fmt;
-
 use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
 
@@ -21,14 +19,27 @@ pub struct Instant {
     pub nanos: u32,
 }
 
-/// Why a timestamp string was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TimestampError;
-
-impl fmt::Display for TimestampError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("is not an RFC 3339 timestamp (e.g. 2026-11-20T13:45:01Z or 2026-11-20 13:45:01.250+05:30)")
-    }
+/// Why a timestamp string was refused; prints as the reason alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TimestampError {
+    /// Not of the shape `YYYY-MM-DD[T ]HH:MM:SS[.fraction][Z|±HH:MM]`.
+    #[error("is not an RFC 3339 timestamp (e.g. 2026-11-20T13:45:01Z or 2026-11-20 13:45:01.250+05:30)")]
+    Shape,
+    /// A date off the calendar (`2026-02-29`, month 13).
+    #[error("is {0}")]
+    Date(DateError),
+    /// Second 60 (a leap second).
+    #[error("has second 60 (a leap second): Unix time has no leap seconds; seconds are 00 to 59")]
+    LeapSecond,
+    /// An hour, minute or second out of range.
+    #[error("is not a time of day (hours are 00 to 23, minutes and seconds 00 to 59)")]
+    Time,
+    /// More fractional digits than nanoseconds hold.
+    #[error("has {0} fractional digits: at most 9 (nanoseconds) are accepted")]
+    Fraction(usize),
+    /// An offset past 23:59.
+    #[error("has an offset out of range (at most ±23:59)")]
+    Offset,
 }
 
 impl Instant {
@@ -37,7 +48,7 @@ impl Instant {
     pub fn parse(text: &[u8]) -> Result<Instant, TimestampError> {
         let t = text;
         if t.len() < 19 {
-            return Err(TimestampError);
+            return Err(TimestampError::Shape);
         }
         let year = digits(&t[0..4])? as i64;
         let month = digits(&t[5..7])?;
@@ -46,23 +57,33 @@ impl Instant {
         let minute = digits(&t[14..16])?;
         let second = digits(&t[17..19])?;
         if t[4] != b'-' || t[7] != b'-' || !matches!(t[10], b'T' | b't' | b' ') {
-            return Err(TimestampError);
+            return Err(TimestampError::Shape);
         }
         if t[13] != b':' || t[16] != b':' {
-            return Err(TimestampError);
+            return Err(TimestampError::Shape);
         }
-        if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
-            return Err(TimestampError);
+        if !(1..=12).contains(&month) {
+            return Err(TimestampError::Date(DateError::NoSuchMonth { month }));
+        }
+        let days = days_in_month(year, month);
+        if day == 0 || day > days {
+            return Err(TimestampError::Date(DateError::NoSuchDay { year: year as u32, month, days }));
+        }
+        if hour == 23 && minute == 59 && second == 60 {
+            return Err(TimestampError::LeapSecond);
         }
         if hour > 23 || minute > 59 || second > 59 {
-            return Err(TimestampError);
+            return Err(TimestampError::Time);
         }
         let mut rest = &t[19..];
         let mut nanos = 0u32;
         if let Some((&b'.', fraction)) = rest.split_first() {
             let n_digits = fraction.iter().take_while(|b| b.is_ascii_digit()).count();
-            if n_digits == 0 || n_digits > 9 {
-                return Err(TimestampError);
+            if n_digits == 0 {
+                return Err(TimestampError::Shape);
+            }
+            if n_digits > 9 {
+                return Err(TimestampError::Fraction(n_digits));
             }
             nanos = digits(&fraction[..n_digits])? * 10u32.pow(9 - n_digits as u32);
             rest = &fraction[n_digits..];
@@ -73,7 +94,7 @@ impl Instant {
                 let hours = digits(&[*h1, *h2])? as i64;
                 let minutes = digits(&[*m1, *m2])? as i64;
                 if hours > 23 || minutes > 59 {
-                    return Err(TimestampError);
+                    return Err(TimestampError::Offset);
                 }
                 let offset = hours * 3600 + minutes * 60;
                 if *sign == b'-' {
@@ -82,7 +103,7 @@ impl Instant {
                     offset
                 }
             }
-            _ => return Err(TimestampError),
+            _ => return Err(TimestampError::Shape),
         };
         let days = days_from_civil(year, month, day);
         let local = days * 86_400 + (hour * 3600 + minute * 60 + second) as i64;
@@ -110,7 +131,7 @@ fn digits(text: &[u8]) -> Result<u32, TimestampError> {
     let mut value = 0u32;
     for &b in text {
         if !b.is_ascii_digit() {
-            return Err(TimestampError);
+            return Err(TimestampError::Shape);
         }
         value = value * 10 + (b - b'0') as u32;
     }
@@ -515,6 +536,25 @@ mod tests {
         assert_eq!(at("1970-01-01T00:00:00Z"), 0);
         assert_eq!(at("1969-12-31T23:59:59Z"), -1);
         assert_eq!(at("2024-02-29T00:00:00Z"), 1_709_164_800);
+    }
+
+    #[test]
+    fn timestamps_off_the_calendar_or_the_clock_say_why() {
+        let cases = [
+            ("2026-02-29T13:45:01Z", "is not a calendar date (February 2026 has 28 days)"),
+            ("2026-11-31 00:00:00", "is not a calendar date (November 2026 has 30 days)"),
+            ("2026-13-20T13:45:01Z", "is not a calendar date (there is no month 13; months are 01 to 12)"),
+            ("2026-12-31T23:59:60Z", "has second 60 (a leap second): Unix time has no leap seconds"),
+            ("2026-11-20T13:45:60Z", "is not a time of day (hours are 00 to 23, minutes and seconds 00 to 59)"),
+            ("2026-11-20T24:00:00Z", "is not a time of day"),
+            ("2026-11-20T13:45:01.1234567890Z", "has 10 fractional digits: at most 9 (nanoseconds) are accepted"),
+            ("2026-11-20T13:45:01+24:00", "has an offset out of range (at most ±23:59)"),
+            ("2026-11-20T13:45", "is not an RFC 3339 timestamp"),
+        ];
+        for (text, reason) in cases {
+            let error = Instant::parse(text.as_bytes()).expect_err(text).to_string();
+            assert!(error.starts_with(reason), "{text}: {error}");
+        }
     }
 
     #[test]

@@ -39,9 +39,6 @@ fn scan_file<'s>(
     match file.format {
         Format::Parquet => records::parquet::read_parts(file, new_scan),
         _ => {
-            if let Some(map) = records::csv::map(file) {
-                return records::csv::read_mapped(file, &map, new_scan);
-            }
             // Block buffers are reused: a fresh buffer costs a page fault
             // (and a zeroed page) per 4 KiB, as much as decoding into it.
             let take = || BUFFERS.lock().map(|mut pool| pool.pop().unwrap_or_default()).unwrap_or_default();

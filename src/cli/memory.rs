@@ -33,6 +33,14 @@
 //! 3.12 s, and more memory: docs/performance.md), nor a server (not
 //! measured; one arena could contend under concurrent requests). A no-op
 //! where the allocator is not glibc's.
+//!
+//! The pad is address space, not memory, but a limit on address space
+//! (`ulimit -v`) counts it: under such a limit the pad is at most an
+//! eighth of it, so that a small run fits under a small limit.
+//!
+//! Every command's allocations go through [`Reporting`], the system
+//! allocator that, when an allocation fails, says so in one line and exits
+//! with status 1, instead of Rust's abort (a core dump, status 134).
 
 /// Sets the allocator up for one answer from a store (see the module
 /// documentation): the heap grown 256 MiB at a time, more than the
@@ -45,12 +53,68 @@ pub fn for_one_answer() {
 
 /// Sets the allocator up for an ingest on this machine (see the module
 /// documentation): 2 GiB of heap padded (the most `mallopt` takes), room
-/// for the default budgets (the 16.1M-record benchmark peaks at 1.45 GB,
-/// mapped inputs included); larger budgets grow the heap past it. Call
-/// before any thread starts.
+/// for the default budgets (the 16.1M-record benchmark peaks at 1.45 GB);
+/// larger budgets grow the heap past it. Call before any thread starts.
 pub fn for_ingest() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     glibc::set_up(libc::c_int::MAX);
+}
+
+/// The system allocator, but an allocation that fails ends the process
+/// with a message and status 1 (see the module documentation).
+pub struct Reporting;
+
+#[allow(unsafe_code)]
+// SAFETY: every call is handed to `System` unchanged; only a null result
+// (a failed allocation) is acted on, by ending the process.
+unsafe impl std::alloc::GlobalAlloc for Reporting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is `System`'s.
+        checked(unsafe { std::alloc::System.alloc(layout) }, layout.size())
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: as `alloc`.
+        checked(unsafe { std::alloc::System.alloc_zeroed(layout) }, layout.size())
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: as `alloc`: `ptr` came from `System` through this type.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as `dealloc`.
+        checked(unsafe { std::alloc::System.realloc(ptr, layout, new_size) }, new_size)
+    }
+}
+
+/// `block`, unless it is null: then the process ends (see [`out_of_memory`]).
+#[inline(always)]
+fn checked(block: *mut u8, size: usize) -> *mut u8 {
+    if block.is_null() {
+        out_of_memory(size);
+    }
+    block
+}
+
+/// Writes why to standard error without allocating, and exits with status
+/// 1 without running destructors (which could allocate, or wait on a
+/// thread that is itself out of memory).
+#[cold]
+#[inline(never)]
+fn out_of_memory(size: usize) -> ! {
+    use std::io::Write;
+    let mut line = [0u8; 256];
+    let mut cursor = std::io::Cursor::new(&mut line[..]);
+    let _ = writeln!(
+        cursor,
+        "error: out of memory: cannot allocate {size} bytes; raise the process's memory limit \
+         (ulimit -v) or lower the command's budgets (ingest --batch-mb)"
+    );
+    let written = cursor.position() as usize;
+    let _ = std::io::stderr().lock().write_all(&line[..written]);
+    std::process::exit(1)
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -61,8 +125,13 @@ mod glibc {
     /// Free memory at the heap's top is given back only past this.
     const TRIM_THRESHOLD: libc::c_int = 1 << 30;
 
-    /// One arena, blocks kept, and the heap grown `pad` bytes at a time.
+    /// One arena, blocks kept, and the heap grown `pad` bytes at a time
+    /// (at most an eighth of an address-space limit).
     pub(super) fn set_up(pad: libc::c_int) {
+        let pad = match address_space_limit() {
+            Some(limit) => pad.min(libc::c_int::try_from(limit / 8).unwrap_or(libc::c_int::MAX)),
+            None => pad,
+        };
         // SAFETY: mallopt sets malloc's parameters under malloc's own lock;
         // it touches no memory of ours, and a value glibc refuses leaves the
         // parameter as it was (the call returns 0, which changes nothing
@@ -73,5 +142,13 @@ mod glibc {
             libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
             libc::mallopt(libc::M_TOP_PAD, pad);
         }
+    }
+
+    /// The process's limit on address space (`ulimit -v`), if it has one.
+    fn address_space_limit() -> Option<u64> {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit writes the one struct it is given.
+        let read = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) };
+        (read == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
     }
 }

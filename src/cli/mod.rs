@@ -99,11 +99,14 @@ pub fn main() -> ExitCode {
         Command::Ingest(args) if args.engine == ingest::EngineArg::Local => memory::for_ingest(),
         _ => {}
     }
-    if let Some(threads) = cli.threads {
-        if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build_global() {
-            eprintln!("error: cannot start {threads} threads: {e}");
-            return ExitCode::from(1);
-        }
+    // The worker threads start here, so that a process that cannot start
+    // them (a small `ulimit -v` or `ulimit -u`) says so instead of
+    // panicking at its first parallel step.
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(cli.threads.map_or(0, |threads| threads.max(1)));
+    if let Err(e) = pool.build_global() {
+        let threads = cli.threads.map_or("the worker".to_owned(), |threads| threads.to_string());
+        eprintln!("error: cannot start {threads} threads: {e}; raise the process's memory or process limit (ulimit -v, ulimit -u)");
+        return ExitCode::from(1);
     }
     let outcome = match cli.command {
         Command::Summary(args) => summary::run(args),

@@ -110,6 +110,14 @@ pub struct FieldError {
 /// The longest id the contract allows, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
 
+/// The longest value of a text column (`description`, `hangup_cause`,
+/// `error_code`), in bytes: eight times an id. The contract gives these
+/// no length; codes and labels are short, and a longer value is a bad row.
+pub const MAX_TEXT_BYTES: usize = 1024;
+
+/// The most characters of a refused value a message shows.
+const MAX_SHOWN_CHARS: usize = 200;
+
 /// The largest count (`segments`, `units`) telemeter accepts: what a signed
 /// 64-bit integer holds (the store's Int64 column, and Parquet's INT64).
 pub const MAX_COUNT: u64 = i64::MAX as u64;
@@ -207,7 +215,16 @@ pub fn parse_record<'a>(kind: Kind, fields: &[Field<'a>]) -> Result<Record<'a>, 
 #[cold]
 #[inline(never)]
 fn refuse(field: Field<'_>, column: usize, reason: impl Into<String>) -> FieldError {
-    FieldError { column, value: field.display(), reason: reason.into() }
+    FieldError { column, value: shown(field.display()), reason: reason.into() }
+}
+
+/// A refused value as a message shows it: whole up to
+/// [`MAX_SHOWN_CHARS`] characters, else its start and its size.
+fn shown(value: String) -> String {
+    match value.char_indices().nth(MAX_SHOWN_CHARS) {
+        None => value,
+        Some((end, _)) => format!("{}... ({} bytes in all)", &value[..end], value.len()),
+    }
 }
 
 /// A text column: valid UTF-8 without control characters (no contract
@@ -216,7 +233,9 @@ fn refuse(field: Field<'_>, column: usize, reason: impl Into<String>) -> FieldEr
 fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
     match field {
         Field::Null => Ok(""),
-        Field::Ascii(text) => Ok(text),
+        Field::Ascii(text) if text.len() <= MAX_TEXT_BYTES => Ok(text),
+        Field::Ascii(_) => Err(too_long(field, column)),
+        Field::Text(bytes) if bytes.len() > MAX_TEXT_BYTES => Err(too_long(field, column)),
         Field::Text(bytes) => {
             let text = std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8"))?;
             if has_control(bytes) {
@@ -226,6 +245,11 @@ fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
         }
         _ => Err(refuse(field, column, "is not text")),
     }
+}
+
+#[cold]
+fn too_long(field: Field<'_>, column: usize) -> FieldError {
+    refuse(field, column, format!("is longer than {MAX_TEXT_BYTES} bytes, the most a text column may hold"))
 }
 
 const CONTROL: &str = "contains a control character";
@@ -403,6 +427,41 @@ mod tests {
         assert_eq!(record.duration, 61_000_000_000);
         assert_eq!(record.code, "4000");
         assert_eq!(record.units, 1);
+    }
+
+    /// A text column holds up to [`MAX_TEXT_BYTES`]; a longer value is
+    /// refused, in either field form, and the message shows its start.
+    #[test]
+    fn a_text_past_its_limit_is_refused_and_shown_cut() {
+        let call = |code: &'static str, ascii: bool| {
+            let mut fields = texts(&[
+                "c1",
+                "A1",
+                "",
+                "2026-11-20T13:45:01Z",
+                "voice",
+                "pstn",
+                "outbound",
+                "US",
+                "61",
+                "0.0170",
+                "0.002",
+                "",
+            ]);
+            fields[11] = if ascii { Field::Ascii(code) } else { Field::Text(code.as_bytes()) };
+            parse_record(Kind::Calls, &fields).map(|record| record.code.len())
+        };
+        let at_limit: &'static str = "4".repeat(MAX_TEXT_BYTES).leak();
+        let past: &'static str = "\u{e9}".repeat(25 << 20).leak();
+        for ascii in [true, false] {
+            assert_eq!(call(at_limit, ascii), Ok(MAX_TEXT_BYTES));
+        }
+        let error = call(past, false).expect_err("refused");
+        assert_eq!(error.column, 11);
+        assert_eq!(error.reason, "is longer than 1024 bytes, the most a text column may hold");
+        assert_eq!(error.value, format!("{}... (52428800 bytes in all)", "\u{e9}".repeat(200)));
+        let error = call(at_limit.repeat(2).leak(), true);
+        assert!(error.is_err_and(|e| e.value.len() < 300), "cut");
     }
 
     #[test]

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::decode::Stream;
-use super::files::{Format, InputFile};
+use super::files::InputFile;
 use super::simd::{printable_unquoted_text, split_commas, Commas, Line};
 use super::Field;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// What a reader hands each row to.
 pub trait RowSink {
@@ -46,68 +46,19 @@ pub trait RowSink {
 /// Chunks smaller than this are not split further.
 const CHUNK_BYTES: usize = 4 << 20;
 
-/// A plain CSV file mapped into memory, or `None` when it is compressed or
-/// cannot be mapped (the caller reads it with [`read_stream`] instead,
-/// which also reports any error). Mapping saves copying the file into a buffer
-/// and faulting in fresh pages for it. [`read_mapped`] reads it and hands
-/// its pages back as it goes, so that a file's pages do not all count in
-/// the process's memory at once.
-pub fn map(file: &InputFile) -> Option<memmap2::Mmap> {
-    if file.format != Format::Csv {
-        return None;
-    }
-    let handle = std::fs::File::open(&file.path).ok()?;
-    let map = map_read_only(&handle).ok()?;
-    // Only a hint: the file is read front to back.
-    let _ = map.advise(memmap2::Advice::Sequential);
-    Some(map)
-}
+/// The longest line a record file may hold, in bytes: 1 MiB, some 500
+/// times a calls row of the contract's largest fields (twelve columns, ids
+/// of at most 128 bytes, texts of at most [`super::MAX_TEXT_BYTES`]), so
+/// that extra columns fit too. A longer line is an error naming the file
+/// and the line: a reader holds at most one line past a block in memory.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
 
-/// The file map's `unsafe` (with [`release`]; ARCHITECTURE.md lists the
-/// crate's others).
-#[allow(unsafe_code)]
-fn map_read_only(handle: &std::fs::File) -> std::io::Result<memmap2::Mmap> {
-    // SAFETY: the map is read-only and private, and is read only while the
-    // returned value lives. Its bytes could change under us only if another
-    // process wrote or truncated the file during the run (a truncation
-    // would fault with SIGBUS). Input files are complete before a run
-    // starts and are not modified while telemeter reads them: that is a
-    // precondition of every command that reads a data directory (read()
-    // would see a mix of old and new bytes in that case too).
-    unsafe { memmap2::MmapOptions::new().map(handle) }
-}
-
-/// Hands the whole pages of `done`, a part of `map` read to the end, back
-/// to the kernel (they leave the process's resident memory; the page cache
-/// keeps them).
-#[allow(unsafe_code)]
-fn release(map: &memmap2::Mmap, done: &[u8]) {
-    const PAGE: usize = 4096;
-    let start = (done.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
-    let end = start.saturating_add(done.len());
-    let (first, last) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
-    if end > map.len() || first >= last {
-        return;
-    }
-    // SAFETY: the map is private, read-only and never written, so
-    // MADV_DONTNEED only drops its page table entries: a later read of
-    // these bytes (a neighbouring chunk's last line, a record id read again
-    // for a message) faults the same file bytes back in, under the
-    // precondition of `map_read_only` that the file does not change. No
-    // byte seen through the map changes value. Only a hint: an error is
-    // ignored.
-    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first) };
-}
-
-/// [`read`] of a file [`map`]ped: each chunk's pages are released once it
-/// is read.
-pub fn read_mapped<S, F>(file: &InputFile, map: &memmap2::Mmap, make_sink: F) -> Result<Vec<S>>
-where
-    S: RowSink + Send,
-    F: Fn() -> S + Sync,
-{
-    read_in_chunks(file, map, CHUNK_BYTES, make_sink, &|done| release(map, done))
-}
+/// The most empty lines a record file may hold in a row. Each is a bad row
+/// (set aside, with its reason, under `--on-bad-row set-aside`); a longer
+/// run is an error naming the file and the run's first line, so that a
+/// small compressed file of endless newlines is refused at once instead of
+/// filling memory with rows set aside.
+pub const MAX_EMPTY_RUN: u64 = 10_000;
 
 /// Reads every row of a CSV file's `bytes` into sinks made by `make_sink`,
 /// each taking a run of consecutive chunks; the sinks come in file order.
@@ -134,18 +85,21 @@ where
 {
     let Some(header) = Header::read(file, bytes)? else { return Ok(Vec::new()) };
     let body = &bytes[header.body..];
+    let mut lines = LineCheck::new(2);
+    lines.check(body, true).map_err(|message| file.bad_file(message))?;
     Ok(header.reader().body(body, 2, chunk_bytes, &make_sink, done))
 }
 
 /// Decoded bytes a stream ([`read_stream`]) is read in at a time.
 const BLOCK_BYTES: usize = 32 << 20;
 
-/// [`read`] of a file that is not [`map`]ped (compressed with gzip or
-/// zstd, or plain but not mappable), decoded a block of about 32 MiB at a
-/// time (cut after its last newline) into `buffers` (two,
-/// reused), the next block decoded while this one is read: the file is
-/// never in memory whole, and decoding overlaps reading. A damaged stream
-/// is an error naming the file, wherever the damage is.
+/// [`read`] of a file on disk (plain, or compressed with gzip or zstd),
+/// read and decoded a block of about 32 MiB at a time (cut after its last
+/// newline) into `buffers` (two, reused), the next block read while this
+/// one is parsed: the file is never in memory whole, and reading overlaps
+/// parsing. A damaged stream, a line longer than [`MAX_LINE_BYTES`], and
+/// a file that changes while it is read are each an error naming the
+/// file, wherever they are.
 pub fn read_stream<S, F>(file: &InputFile, buffers: &mut [Vec<u8>; 2], make_sink: F) -> Result<Vec<S>>
 where
     S: RowSink + Send,
@@ -180,12 +134,16 @@ struct Blocks<'p> {
     /// Whether the stream has no more bytes than this block's.
     ended: bool,
     block_bytes: usize,
+    /// The lines of this block checked so far ([`LineCheck`]), up to
+    /// `checked`.
+    lines: LineCheck,
+    checked: usize,
 }
 
 impl<'p> Blocks<'p> {
     /// `stream`'s blocks of about `block_bytes`, decoded into `buffers`.
     fn new(stream: Stream<'p>, buffers: [Vec<u8>; 2], block_bytes: usize) -> Blocks<'p> {
-        Blocks { stream, buffers, start: 0, ended: false, block_bytes }
+        Blocks { stream, buffers, start: 0, ended: false, block_bytes, lines: LineCheck::new(2), checked: 0 }
     }
 
     /// Reads the first block (more while it holds no whole first line of
@@ -195,11 +153,36 @@ impl<'p> Blocks<'p> {
         let block = &mut self.buffers[0];
         block.clear();
         self.ended = self.stream.fill(block, self.block_bytes)?;
-        while !self.ended && (block.iter().all(u8::is_ascii_whitespace) || memchr::memchr(b'\n', block).is_none()) {
+        // Whether the first line is blank and longer than a line may be:
+        // an error once anything but blanks follows (a blank file is
+        // blank, whatever its size).
+        let mut long_blank = false;
+        loop {
+            let blank = block.iter().all(u8::is_ascii_whitespace);
+            if long_blank && !blank {
+                return Err(file.bad_file(LineCheck::too_long(1)));
+            }
+            if self.ended {
+                break;
+            }
+            match memchr::memchr(b'\n', block) {
+                None if block.len() > MAX_LINE_BYTES && blank => {
+                    long_blank = true;
+                    block.clear();
+                }
+                None if block.len() > MAX_LINE_BYTES => return Err(file.bad_file(LineCheck::too_long(1))),
+                None => {}
+                // Blank so far: whether the file is blank or its first
+                // line is its header depends on the rest; only the first
+                // line is kept meanwhile.
+                Some(newline) if blank => block.truncate(newline + 1),
+                Some(_) => break,
+            }
             self.ended = self.stream.fill(block, block.len().saturating_add(self.block_bytes))?;
         }
         let header = Header::read(file, block)?;
         self.start = header.as_ref().map_or(block.len(), |header| header.body);
+        self.checked = self.start;
         Ok(header)
     }
 
@@ -218,11 +201,14 @@ impl<'p> Blocks<'p> {
     {
         let (mut sinks, mut read) = (Vec::new(), 0u64);
         while read < limit && !self.done() {
-            let Blocks { stream, buffers: [block, next], start, ended, block_bytes } = self;
+            let Blocks { stream, buffers: [block, next], start, ended, block_bytes, lines: check, checked } = self;
             let end = match *ended {
                 true => block.len(),
                 false => match memchr::memrchr(b'\n', &block[*start..]) {
                     Some(at) => *start + at + 1,
+                    None if block.len() - *start > MAX_LINE_BYTES => {
+                        return Err(Error::bad_file(stream.path(), LineCheck::too_long(line)));
+                    }
                     None => {
                         // A line longer than a block: read on to its end.
                         *ended = stream.fill(block, block.len().saturating_add(*block_bytes))?;
@@ -230,6 +216,12 @@ impl<'p> Blocks<'p> {
                     }
                 },
             };
+            if *checked < end {
+                check
+                    .check(&block[*checked..end], *ended)
+                    .map_err(|message| Error::bad_file(stream.path(), message))?;
+                *checked = end;
+            }
             let body = &block[*start..end];
             let newlines = memchr::memchr_iter(b'\n', body).count() as u64;
             let lines = newlines + u64::from(!body.is_empty() && !body.ends_with(b"\n"));
@@ -244,9 +236,22 @@ impl<'p> Blocks<'p> {
             }
             next.clear();
             next.extend_from_slice(&block[end..]);
+            // The next block is read, and its whole lines checked, while
+            // this one is parsed.
             let (read_block, filled) = rayon::join(
                 || reader.body(body, line, CHUNK_BYTES, make_sink, &|_| ()),
-                || if *ended { Ok(true) } else { stream.fill(next, *block_bytes) },
+                || -> Result<(bool, usize)> {
+                    if *ended {
+                        return Ok((true, 0));
+                    }
+                    let last = stream.fill(next, *block_bytes)?;
+                    let whole = match last {
+                        true => next.len(),
+                        false => memchr::memrchr(b'\n', next).map_or(0, |at| at + 1),
+                    };
+                    check.check(&next[..whole], last).map_err(|message| Error::bad_file(stream.path(), message))?;
+                    Ok((last, whole))
+                },
             );
             sinks.extend(read_block);
             (read, line) = (read + lines, line + lines);
@@ -254,7 +259,7 @@ impl<'p> Blocks<'p> {
                 *start = block.len();
                 break;
             }
-            *ended = filled?;
+            (*ended, *checked) = filled?;
             std::mem::swap(block, next);
             *start = 0;
         }
@@ -262,46 +267,90 @@ impl<'p> Blocks<'p> {
     }
 }
 
+/// The check of a file's lines against [`MAX_LINE_BYTES`] and
+/// [`MAX_EMPTY_RUN`], a part of the file at a time, each part whole lines
+/// (but the file's last).
+struct LineCheck {
+    /// The number of the next line.
+    line: u64,
+    /// Empty lines just before it.
+    empty_run: u64,
+}
+
+impl LineCheck {
+    /// The check of lines from line `first_line` on.
+    fn new(first_line: u64) -> LineCheck {
+        LineCheck { line: first_line, empty_run: 0 }
+    }
+
+    /// Checks the lines of `part`, which ends after a newline unless it is
+    /// the `last` of the file; the message of the first fault.
+    fn check(&mut self, part: &[u8], last: bool) -> std::result::Result<(), String> {
+        let mut start = 0;
+        for newline in memchr::memchr_iter(b'\n', part) {
+            self.line_of(&part[start..newline])?;
+            start = newline + 1;
+        }
+        if last && start < part.len() {
+            self.line_of(&part[start..])?;
+        }
+        Ok(())
+    }
+
+    /// One line, without its newline.
+    #[inline]
+    fn line_of(&mut self, text: &[u8]) -> std::result::Result<(), String> {
+        if text.len() > MAX_LINE_BYTES {
+            return Err(LineCheck::too_long(self.line));
+        }
+        if text.is_empty() || text == b"\r" {
+            self.empty_run += 1;
+            if self.empty_run > MAX_EMPTY_RUN {
+                return Err(format!(
+                    "line {}: more than {MAX_EMPTY_RUN} empty lines in a row (from here on): the file is \
+                     damaged or not a record file; fix or remove it",
+                    self.line + 1 - self.empty_run
+                ));
+            }
+        } else {
+            self.empty_run = 0;
+        }
+        self.line += 1;
+        Ok(())
+    }
+
+    /// The message of a line longer than [`MAX_LINE_BYTES`].
+    fn too_long(line: u64) -> String {
+        format!(
+            "line {line}: longer than {MAX_LINE_BYTES} bytes, the most a record line may have: the file is \
+             damaged or not a record file; fix or remove it"
+        )
+    }
+}
+
 /// A CSV file read a run of lines at a time ([`Pieces::next`]), so that a
 /// reader that keeps its rows holds one run of them at a time, whatever
-/// the file's size: a plain file mapped (its pages released as they are
-/// read), a compressed one decoded a block at a time.
+/// the file's size: read and decoded a block at a time.
 pub struct Pieces<'f> {
     file: &'f InputFile,
     header: Header,
-    source: Source<'f>,
+    blocks: Blocks<'f>,
+    /// The bytes of the file read so far.
+    count: Arc<AtomicU64>,
     /// The number of the next line to read.
     line: u64,
-}
-
-enum Source<'f> {
-    /// A mapped file, read up to `at`.
-    Mapped { map: memmap2::Mmap, at: usize },
-    /// A decoded stream, and the bytes of the file it has read.
-    Stream(Blocks<'f>, Arc<AtomicU64>),
 }
 
 impl<'f> Pieces<'f> {
     /// `file` opened and its header read; `None` for a file without a
     /// header (blank or empty), which holds no rows.
     pub fn open(file: &'f InputFile) -> Result<Option<Pieces<'f>>> {
-        let (header, source) = match map(file) {
-            Some(map) => {
-                let Some(header) = Header::read(file, &map)? else { return Ok(None) };
-                let at = header.body;
-                (header, Source::Mapped { map, at })
-            }
-            None => {
-                let count = Arc::new(AtomicU64::new(0));
-                let stream =
-                    Stream::open_counted(&file.path, file.format, count.clone()).map_err(|e| file.renamed(e))?;
-                let Some(stream) = stream else { return Ok(None) };
-                let mut blocks = Blocks::new(stream, Default::default(), BLOCK_BYTES);
-                let Some(header) = blocks.header(file).map_err(|e| file.renamed(e))? else { return Ok(None) };
-                (header, Source::Stream(blocks, count))
-            }
-        };
-        Ok(Some(Pieces { file, header, source, line: 2 }))
+        let count = Arc::new(AtomicU64::new(0));
+        let stream = Stream::open_counted(&file.path, file.format, count.clone()).map_err(|e| file.renamed(e))?;
+        let Some(stream) = stream else { return Ok(None) };
+        let mut blocks = Blocks::new(stream, Default::default(), BLOCK_BYTES);
+        let Some(header) = blocks.header(file).map_err(|e| file.renamed(e))? else { return Ok(None) };
+        Ok(Some(Pieces { file, header, blocks, count, line: 2 }))
     }
 
     /// Reads the next `lines` lines (fewer at the end of the file) into
@@ -316,43 +365,21 @@ impl<'f> Pieces<'f> {
             return Ok(Vec::new());
         }
         let reader = self.header.reader();
-        let (sinks, read) = match &mut self.source {
-            Source::Mapped { map, at } => {
-                let rest = &map[*at..];
-                let wanted = usize::try_from(lines.max(1) - 1).unwrap_or(usize::MAX);
-                let (end, read) = match memchr::memchr_iter(b'\n', rest).nth(wanted) {
-                    Some(newline) => (newline + 1, lines),
-                    // The rest of the file (its line count is not needed).
-                    None => (rest.len(), 0),
-                };
-                let map = &*map;
-                let sinks = reader.body(&rest[..end], self.line, CHUNK_BYTES, &make_sink, &|done| release(map, done));
-                *at += end;
-                (sinks, read)
-            }
-            Source::Stream(blocks, _) => {
-                blocks.lines(&reader, self.line, lines, &make_sink).map_err(|e| self.file.renamed(e))?
-            }
-        };
+        let (sinks, read) =
+            self.blocks.lines(&reader, self.line, lines, &make_sink).map_err(|e| self.file.renamed(e))?;
         self.line += read;
         Ok(sinks)
     }
 
     /// Whether every line has been read.
     pub fn done(&self) -> bool {
-        match &self.source {
-            Source::Mapped { map, at } => *at >= map.len(),
-            Source::Stream(blocks, _) => blocks.done(),
-        }
+        self.blocks.done()
     }
 
     /// Bytes of the file on disk read so far (compressed bytes for a
     /// compressed file).
     pub fn bytes_read(&self) -> u64 {
-        match &self.source {
-            Source::Mapped { at, .. } => *at as u64,
-            Source::Stream(_, count) => count.load(Ordering::Relaxed),
-        }
+        self.count.load(Ordering::Relaxed)
     }
 }
 
@@ -375,6 +402,9 @@ impl Header {
             return Ok(None);
         }
         let header_end = memchr::memchr(b'\n', text).unwrap_or(text.len());
+        if header_end > MAX_LINE_BYTES {
+            return Err(file.bad_file(LineCheck::too_long(1)));
+        }
         let mut header = QuotedLine::new();
         let names = match header.split(strip_cr(&text[..header_end])) {
             Ok(()) => header.fields().map(|name| String::from_utf8_lossy(name).into_owned()).collect::<Vec<_>>(),
@@ -825,6 +855,7 @@ mod tests {
     use proptest::strategy::Strategy;
 
     use super::*;
+    use crate::records::files::Format;
     use crate::records::Kind;
 
     /// Every event a sink receives: a row's fields, or a malformed row's
@@ -927,7 +958,7 @@ mod tests {
         std::fs::write(&path, compressed).unwrap();
         let file = InputFile { path, format, size: bytes.len() as u64, ..charges_file() };
         let mut buffers = Default::default();
-        let sinks = read_blocks(&file, &mut buffers, block_bytes, Collect::default)?;
+        let sinks = read_blocks(&file, &mut buffers, block_bytes, Collect::default).map_err(|e| file.renamed(e))?;
         Ok(sinks.into_iter().flat_map(|s| s.lines).collect())
     }
 
@@ -1261,27 +1292,68 @@ mod tests {
     }
 
     #[test]
-    fn a_mapped_file_whose_pages_are_released_as_it_is_read_reads_the_same() {
-        let rows = charges_rows(20_000);
-        let text = file_of(&rows);
+    fn a_plain_file_read_in_blocks_reads_as_its_bytes() {
+        let text = file_of(&charges_rows(20_000));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.csv");
         std::fs::write(&path, &text).unwrap();
         let file = InputFile { path, size: text.len() as u64, ..charges_file() };
-        let map = map(&file).expect("a plain file maps");
         let expected = read_lines(text.as_bytes()).unwrap();
         assert_eq!(expected.len(), 20_000);
-        // Chunks of a few pages, each released when counted and when read,
-        // while neighbouring chunks (which share their edge pages) are read
-        // on other threads.
-        for chunk_bytes in [5000, 64 << 10] {
-            let sinks =
-                read_in_chunks(&file, &map, chunk_bytes, Collect::default, &|done| release(&map, done)).unwrap();
-            let lines: Lines = sinks.into_iter().flat_map(|s| s.lines).collect();
-            assert_eq!(lines, expected);
+        for block_bytes in [999, 64 << 10, BLOCK_BYTES] {
+            let sinks = read_blocks(&file, &mut Default::default(), block_bytes, Collect::default).unwrap();
+            assert_eq!(sinks.into_iter().flat_map(|s| s.lines).collect::<Lines>(), expected);
         }
-        let sinks = read_mapped(&file, &map, Collect::default).unwrap();
-        assert_eq!(sinks.into_iter().flat_map(|s| s.lines).collect::<Lines>(), expected);
+        let mut pieces = Pieces::open(&file).unwrap().expect("a header");
+        let mut lines = Lines::new();
+        while !pieces.done() {
+            lines.extend(pieces.next(777, Collect::default).unwrap().into_iter().flat_map(|s| s.lines));
+        }
+        assert_eq!(lines, expected);
+        assert_eq!(pieces.bytes_read(), text.len() as u64);
+    }
+
+    /// A line past [`MAX_LINE_BYTES`] and a run of empty lines past
+    /// [`MAX_EMPTY_RUN`] are errors naming the file and the line, read
+    /// whole or streamed; a line or a run at the limit is read.
+    #[test]
+    fn a_line_too_long_or_too_many_empty_lines_is_an_error_naming_the_line() {
+        let rows = charges_rows(5);
+        let long = format!("x9,A1,2026-11-20T00:00:00Z,{},1,0.1", "d".repeat(MAX_LINE_BYTES));
+        let at_limit = long[..MAX_LINE_BYTES].to_owned();
+        let empties = |n: u64| vec![String::new(); n as usize];
+        let cases: [(Vec<String>, Option<&str>); 6] = [
+            ([&rows[..2], std::slice::from_ref(&long), &rows[2..]].concat(), Some("line 4: longer than 1048576 bytes")),
+            ([&rows[..], std::slice::from_ref(&long)].concat(), Some("line 7: longer than 1048576 bytes")),
+            ([&rows[..2], &[at_limit], &rows[2..]].concat(), None),
+            ([&rows[..1], &empties(MAX_EMPTY_RUN + 1)[..], &rows[1..]].concat(), Some("line 3: more than 10000 empty")),
+            ([&rows[..1], &empties(MAX_EMPTY_RUN)[..], &rows[1..]].concat(), None),
+            ([&rows[..1], &empties(MAX_EMPTY_RUN / 2)[..], &rows[1..2], &empties(MAX_EMPTY_RUN)[..]].concat(), None),
+        ];
+        for (case, (rows, fault)) in cases.iter().enumerate() {
+            let text = file_of(rows);
+            let whole = read_lines(text.as_bytes()).map_err(|e| e.to_string());
+            for zstd in [false, true] {
+                for block_bytes in [4096, 1 << 20, BLOCK_BYTES] {
+                    let streamed = read_lines_streamed(text.as_bytes(), zstd, block_bytes);
+                    assert_eq!(streamed.map_err(|e| e.to_string()), whole, "case {case}, blocks of {block_bytes}");
+                }
+            }
+            match fault {
+                Some(fault) => {
+                    let message = whole.expect_err("refused");
+                    assert!(message.starts_with("charges/t.csv: ") && message.contains(fault), "{case}: {message}");
+                }
+                None => assert_eq!(whole.expect("read").len(), rows.len(), "case {case}"),
+            }
+        }
+        // A header past the limit too, and one that never ends.
+        let header = format!("record_id,{}\n", "x".repeat(MAX_LINE_BYTES));
+        let message = read_lines(header.as_bytes()).expect_err("refused").to_string();
+        assert!(message.contains("line 1: longer than"), "{message}");
+        let endless = "x".repeat(3 * MAX_LINE_BYTES);
+        let message = read_lines_streamed(endless.as_bytes(), false, 4096).expect_err("refused").to_string();
+        assert!(message.contains("line 1: longer than"), "{message}");
     }
 
     #[test]

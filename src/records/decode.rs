@@ -5,6 +5,13 @@
 //! The record reader ([`super::csv`]), the accounts file and the resource
 //! loader (`resources::load`) all read through here, so every command
 //! accepts the same encodings and names a damaged stream the same way.
+//!
+//! Files are read with `read(2)`, never mapped: a file truncated while a
+//! map of it is read kills the process with SIGBUS. A file that changes
+//! while it is read (truncated, grown, or rewritten in place) is an error
+//! naming it, never a prefix of it: at the end of the stream its size and
+//! modification time are compared with those it had when opened, and a
+//! plain file's bytes read with its size ([`Stream::fill`]).
 
 use std::io::{BufReader, Read};
 use std::path::Path;
@@ -35,7 +42,24 @@ pub struct Stream<'p> {
     decoder: Box<dyn Read + Send>,
     /// What a damaged stream is not ("gzip"), or `None` for bytes as they are.
     codec: Option<&'static str>,
-    size: usize,
+    /// The file as it was when opened, and the bytes read of it so far.
+    opened: Snapshot,
+    handle: std::fs::File,
+    count: Arc<AtomicU64>,
+}
+
+/// What a file is compared by, before and after it is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Snapshot {
+    size: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Snapshot {
+    fn of(handle: &std::fs::File) -> std::io::Result<Snapshot> {
+        let meta = handle.metadata()?;
+        Ok(Snapshot { size: meta.len(), modified: meta.modified().ok() })
+    }
 }
 
 impl<'p> Stream<'p> {
@@ -49,11 +73,12 @@ impl<'p> Stream<'p> {
     /// (compressed bytes for a compressed file) as it is decoded.
     pub fn open_counted(path: &'p Path, format: Format, count: Arc<AtomicU64>) -> Result<Option<Stream<'p>>> {
         let handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let size = handle.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
-        if size == 0 {
+        let opened = Snapshot::of(&handle).map_err(|e| Error::io(path, e))?;
+        if opened.size == 0 {
             return Ok(None);
         }
-        let handle = Counted { inner: handle, count };
+        let kept = handle.try_clone().map_err(|e| Error::io(path, e))?;
+        let handle = Counted { inner: handle, count: count.clone() };
         let (decoder, codec): (Box<dyn Read + Send>, _) = match format {
             Format::Csv | Format::Parquet => (Box::new(handle), None),
             Format::CsvGz => (Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(handle))), Some("gzip")),
@@ -63,31 +88,64 @@ impl<'p> Stream<'p> {
                 (Box::new(decoder), Some("zstd"))
             }
         };
-        Ok(Some(Stream { path, decoder, codec, size }))
+        Ok(Some(Stream { path, decoder, codec, opened, handle: kept, count }))
+    }
+
+    /// The path of the file, as opened.
+    pub fn path(&self) -> &'p Path {
+        self.path
     }
 
     /// About how many bytes the file decodes to: its size, four times
     /// that when compressed.
     pub fn size_hint(&self) -> usize {
+        let size = usize::try_from(self.opened.size).unwrap_or(usize::MAX);
         match self.codec {
-            None => self.size.saturating_add(1),
-            Some(_) => self.size.saturating_mul(4),
+            None => size.saturating_add(1),
+            Some(_) => size.saturating_mul(4),
         }
     }
 
     /// Appends decoded bytes to `out` until it holds `until` bytes or the
-    /// file ends: whether it ended. A damaged stream is an error naming
-    /// the file.
+    /// file ends: whether it ended. A damaged stream, or a file that
+    /// changed since it was opened, is an error naming the file.
     pub fn fill(&mut self, out: &mut Vec<u8>, until: usize) -> Result<bool> {
         let want = until.saturating_sub(out.len());
         if want == 0 {
             return Ok(false);
         }
+        // Room for the part at once, not grown by copying as it is read.
+        out.reserve(want.min(self.size_hint()));
         let read = (&mut self.decoder).take(want as u64).read_to_end(out).map_err(|e| match self.codec {
             Some(codec) => Error::io(self.path, format!("not a readable {codec} file: {e}")),
             None => Error::io(self.path, e),
         })?;
-        Ok(read < want)
+        let ended = read < want;
+        if ended {
+            self.check_unchanged()?;
+        }
+        Ok(ended)
+    }
+
+    /// At the end of the stream: an error unless the file has the size
+    /// and modification time it had when opened, and (plain files) every
+    /// byte of that size was read, no more and no fewer.
+    fn check_unchanged(&self) -> Result<()> {
+        let now = Snapshot::of(&self.handle).map_err(|e| Error::io(self.path, e))?;
+        let read = self.count.load(Ordering::Relaxed);
+        let what = if now.size != self.opened.size {
+            format!("{} bytes when opened, {} now", self.opened.size, now.size)
+        } else if now.modified != self.opened.modified {
+            "modified since it was opened".to_owned()
+        } else if self.codec.is_none() && read != self.opened.size {
+            format!("{} bytes when opened, {read} read", self.opened.size)
+        } else {
+            return Ok(());
+        };
+        Err(Error::io(
+            self.path,
+            format!("changed while being read ({what}): read it again once the file is complete and no longer written"),
+        ))
     }
 }
 

@@ -88,6 +88,10 @@ pub struct Inventory {
     /// Files in record folders that are not of a record format (named so
     /// that a caller can warn about them); hidden files are not listed.
     pub ignored: Vec<String>,
+    /// Entries in record folders that are neither files nor folders (a
+    /// FIFO, a socket, a device): never read, whatever their name, since
+    /// reading one could block or never end; named to warn about them.
+    pub not_regular: Vec<String>,
     /// Entries at the top of the data directory that are not part of its
     /// layout ([`LAYOUT`]): not read. Hidden entries and `README*` files
     /// are not listed.
@@ -114,11 +118,15 @@ impl Inventory {
                 continue;
             }
             inventory.folders += 1;
-            let mut found = Vec::new();
-            walk(&folder, &mut found)?;
+            let (mut found, mut not_regular) = (Vec::new(), Vec::new());
+            walk_entries(&folder, &mut found, &mut not_regular)?;
+            let name_of = |path: &Path| {
+                let relative = path.strip_prefix(data).unwrap_or(path);
+                relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+            };
+            inventory.not_regular.extend(not_regular.iter().map(|path| name_of(path)));
             for path in found {
-                let relative = path.strip_prefix(data).unwrap_or(&path);
-                let name = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+                let name = name_of(&path);
                 let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 inventory.add(kind, path, name, &file_name, |path, name| {
                     std::fs::metadata(path).map(|m| m.len()).map_err(|e| Error::io(name, e))
@@ -172,6 +180,7 @@ impl Inventory {
     fn sort(&mut self) {
         self.files.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         self.ignored.sort();
+        self.not_regular.sort();
     }
 
     /// What is surprising about the data directory `data` this inventory
@@ -191,6 +200,11 @@ impl Inventory {
         }
         for name in &self.ignored {
             notices.push(Notice(format!("ignoring {name}: not a record file (.csv, .csv.gz, .csv.zst, .parquet)")));
+        }
+        for name in &self.not_regular {
+            notices.push(Notice(format!(
+                "ignoring {name}: not a regular file (a FIFO, socket or device); record files must be regular files"
+            )));
         }
         for name in &self.unknown {
             notices.push(Notice(format!(
@@ -225,6 +239,12 @@ fn unknown_entries(data: &Path) -> Result<Vec<String>> {
 
 /// Every regular file below `folder`, recursively, skipping hidden folders.
 pub fn walk(folder: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    walk_entries(folder, out, &mut Vec::new())
+}
+
+/// [`walk`], and every other entry that is not a folder (a FIFO, a
+/// socket, a device) in `not_regular`, hidden ones aside.
+fn walk_entries(folder: &Path, out: &mut Vec<PathBuf>, not_regular: &mut Vec<PathBuf>) -> Result<()> {
     let entries = std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(folder, e))?;
@@ -232,10 +252,12 @@ pub fn walk(folder: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         let file_type = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.file_type();
         if file_type.is_dir() {
             if !entry.file_name().to_string_lossy().starts_with('.') {
-                walk(&path, out)?;
+                walk_entries(&path, out, not_regular)?;
             }
         } else if file_type.is_file() {
             out.push(path);
+        } else if !entry.file_name().to_string_lossy().starts_with('.') {
+            not_regular.push(path);
         }
     }
     Ok(())

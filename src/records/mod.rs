@@ -26,6 +26,7 @@ use std::fmt;
 
 pub use check::{
     check_id, parse_record, timestamp_in_range, FieldError, Record, FIRST_YEAR, LAST_YEAR, MAX_COUNT, MAX_ID_BYTES,
+    MAX_TEXT_BYTES,
 };
 
 use crate::time::Instant;

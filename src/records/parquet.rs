@@ -164,7 +164,7 @@ pub fn read<S: RowSink>(file: &InputFile, sink: &mut S) -> Result<()> {
 }
 
 /// Reads every row of a Parquet file into sinks made by `make_sink`, as
-/// [`super::csv::read_mapped`] reads a CSV file: its parts (runs of row
+/// [`super::csv::read_stream`] reads a CSV file: its parts (runs of row
 /// groups of at least 64k rows) in parallel, a sink for each
 /// part ([`RowSink::ONE_PER_CHUNK`]) or for each run of parts read by one
 /// job; the sinks in file order. Only the parts being read are in memory

@@ -251,8 +251,8 @@ fn bad_records_stop_the_run_naming_file_line_column_and_value() {
         (
             "transcriptions/t.csv",
             with_row(TRANSCRIPTIONS, "t2,A1,,2026-11-20 25:00:00Z,standard,60,0.05"),
-            "transcriptions/t.csv:3: column 'timestamp': '2026-11-20 25:00:00Z' is not an RFC 3339 timestamp \
-             (e.g. 2026-11-20T13:45:01Z or 2026-11-20 13:45:01.250+05:30)",
+            "transcriptions/t.csv:3: column 'timestamp': '2026-11-20 25:00:00Z' is not a time of day \
+             (hours are 00 to 23, minutes and seconds 00 to 59)",
         ),
         (
             "charges/x.csv",

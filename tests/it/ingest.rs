@@ -353,9 +353,6 @@ fn a_file_read_in_runs_of_lines_reads_as_the_whole_file() {
         let file = InputFile { kind: Kind::Calls, name: path.display().to_string(), path, format, size };
         let whole: Vec<(u64, String)> = match format {
             Format::Parquet => records_parquet::read_parts(&file, Lines::default),
-            Format::Csv => {
-                records_csv::read_mapped(&file, &records_csv::map(&file).expect("a mapped file"), Lines::default)
-            }
             _ => records_csv::read_stream(&file, &mut Default::default(), Lines::default),
         }
         .expect("read")

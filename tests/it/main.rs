@@ -26,6 +26,8 @@ mod html;
 mod integrity;
 // `ingest` at its memory limits, crash safety and idempotence.
 mod ingest;
+// Inputs at their limits: files changing under a read, endless lines, ulimit -v, FIFOs.
+mod inputs;
 // The architecture: module docs, layer order, no file cycles.
 mod layers;
 // Warnings on stderr for surprising runs (stdout unchanged, --quiet), precise messages.

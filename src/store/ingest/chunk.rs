@@ -309,13 +309,8 @@ pub(in crate::store) fn check_file(source: u32, file: &InputFile, on_bad_row: On
     let new_chunk = || Chunk::new(source, file, on_bad_row);
     let chunks = match file.format {
         Format::Parquet => records::parquet::read_parts(file, new_chunk)?,
-        _ => match records::csv::map(file) {
-            // Plain CSV is read through a map, as the raw commands read it:
-            // no copy into a fresh buffer (a zeroed page per 4 KiB); each
-            // chunk keeps its rows' text in its own arena.
-            Some(map) => records::csv::read_mapped(file, &map, new_chunk)?,
-            None => records::csv::read_stream(file, &mut Default::default(), new_chunk)?,
-        },
+        // Each chunk keeps its rows' text in its own arena.
+        _ => records::csv::read_stream(file, &mut Default::default(), new_chunk)?,
     };
     checked(chunks)
 }

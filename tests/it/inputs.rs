@@ -1,0 +1,292 @@
+//! Inputs at their limits, run by the real binary on real files: a file
+//! truncated or grown while a command reads it, a compressed file that
+//! expands to one endless line or to endless empty lines, the commands
+//! under a 1 GiB address-space limit, FIFOs and sockets in a record
+//! folder, and over-long or off-calendar values.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{self, sample_data, NOW};
+
+const CALLS_HEADER: &str =
+    "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
+
+/// A calls file of `rows` good rows, ids starting at `first`.
+fn calls(first: usize, rows: usize, header: bool) -> Vec<u8> {
+    let mut text = String::with_capacity(rows * 90 + CALLS_HEADER.len());
+    if header {
+        text.push_str(CALLS_HEADER);
+    }
+    for i in first..first + rows {
+        text.push_str(&format!(
+            "c{i},MA001,,2026-11-20T{:02}:{:02}:01Z,voice,pstn,outbound,US,60,0.0170,0.002,4000\n",
+            i / 60 % 24,
+            i % 60
+        ));
+    }
+    text.into_bytes()
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// Whether process `pid` has the file `path` open.
+fn has_open(pid: u32, path: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    entries.flatten().any(|entry| std::fs::read_link(entry.path()).is_ok_and(|target| target == path))
+}
+
+/// The outcome of a child run to its end: exit code (`None` when killed
+/// by a signal) and standard error.
+fn finish(child: Child) -> (Option<i32>, String) {
+    let output = child.wait_with_output().expect("wait");
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// Runs `args` over a data folder whose `calls/big.csv` is changed by
+/// `change` as soon as the run has it open, until a run sees the change
+/// while it reads (a run that finished reading first, or that was too slow
+/// to open the file, is tried again), for at most two minutes. Every run
+/// ends with an exit code, never a signal; the run that saw the change
+/// fails naming the file.
+fn changed_under_a_read(args: &dyn Fn(&Path, &Path) -> Vec<String>, change: &dyn Fn(&Path)) {
+    let dir = common::temp_dir();
+    let data = dir.path().join("data");
+    let big = common::write(&data, "calls/big.csv", calls(0, 700_000, true));
+    let big = big.canonicalize().expect("a path");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        std::fs::write(&big, calls(0, 700_000, true)).expect("write");
+        let store = dir.path().join(format!("store{attempts}"));
+        let mut command = common::command();
+        command.args(args(&data, &store)).stdout(Stdio::null()).stderr(Stdio::piped());
+        let child = command.spawn().expect("start telemeter");
+        while !has_open(child.id(), &big) && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        change(&big);
+        let (code, stderr) = finish(child);
+        assert!(code.is_some(), "killed by a signal (attempt {attempts}):\n{stderr}");
+        if code == Some(1) && stderr.contains("changed while being read") {
+            assert!(stderr.contains("calls/big.csv: changed while being read"), "{stderr}");
+            assert!(!stderr.contains("panicked"), "{stderr}");
+            return;
+        }
+        assert_eq!(code, Some(0), "attempt {attempts}: {stderr}");
+        assert!(Instant::now() < deadline, "no run saw the file change in {attempts} attempts");
+    }
+}
+
+fn ingest_args(data: &Path, store: &Path) -> Vec<String> {
+    ["ingest", "--quiet", "--data", s(data), "--store", s(store)].map(String::from).to_vec()
+}
+
+fn summary_args(data: &Path, _: &Path) -> Vec<String> {
+    [
+        "summary",
+        "--data",
+        s(data),
+        "--auth-id",
+        "MA001",
+        "--query",
+        "from_date=2026-11-01&to_date=2026-11-30",
+        "--now",
+        NOW,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn truncate(path: &Path) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).expect("open");
+    file.set_len(4096).expect("truncate");
+}
+
+fn grow(path: &Path) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).expect("open");
+    file.write_all(&calls(10_000_000, 1000, false)).expect("append");
+}
+
+#[test]
+fn a_file_truncated_while_ingested_or_summed_is_an_error_naming_it() {
+    changed_under_a_read(&ingest_args, &truncate);
+    changed_under_a_read(&summary_args, &truncate);
+}
+
+#[test]
+fn a_file_grown_while_ingested_or_summed_is_an_error_naming_it() {
+    changed_under_a_read(&ingest_args, &grow);
+    changed_under_a_read(&summary_args, &grow);
+}
+
+/// `bytes` gzip-compressed, the member repeated until the file is past
+/// `size` bytes: a file that decodes to `bytes` repeated, made without
+/// compressing every copy.
+fn gzip_members(bytes: &[u8], size: usize) -> Vec<u8> {
+    let member = common::gzip(bytes);
+    member.repeat(size / member.len() + 1)
+}
+
+/// Runs the binary with `args` under an address-space limit of `kib`
+/// KiB (`ulimit -v`).
+fn limited(kib: u64, args: &[&str]) -> common::Run {
+    let mut command = common::command();
+    command.env("TELEMETER_TOKEN_KEY", common::TOKEN_KEY);
+    let mut shell = Command::new("sh");
+    shell.arg("-c").arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\"")).arg(common::binary()).args(args);
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => shell.env(key, value),
+            None => shell.env_remove(key),
+        };
+    }
+    common::run_command(&[], shell)
+}
+
+const ONE_GIB_KIB: u64 = 1 << 20;
+
+/// A 10 MB gzip file of one endless line, and one of endless empty lines
+/// (set aside, one bad row each, were they read on), each fail at once
+/// with the limit that stops them, in bounded memory: under a 1 GiB
+/// address-space limit.
+#[test]
+fn compressed_files_of_an_endless_line_or_endless_empty_lines_fail_in_bounded_memory() {
+    let dir = common::temp_dir();
+    let cases = [
+        ("line", b"x".repeat(16 << 20), "calls/bomb.csv.gz: line 2: longer than 1048576 bytes"),
+        ("empty", b"\n".repeat(16 << 20), "calls/bomb.csv.gz: line 2: more than 10000 empty lines in a row"),
+    ];
+    for (name, repeated, message) in cases {
+        let data = dir.path().join(name);
+        let mut bytes = common::gzip(CALLS_HEADER.as_bytes());
+        bytes.extend(gzip_members(&repeated, 10 << 20));
+        assert!(bytes.len() > 10 << 20, "{}", bytes.len());
+        common::write(&data, "calls/bomb.csv.gz", &bytes);
+        let store = dir.path().join(format!("store-{name}"));
+        let out = dir.path().join(format!("out-{name}"));
+        let runs = [
+            limited(ONE_GIB_KIB, &["ingest", "--data", s(&data), "--store", s(&store), "--on-bad-row", "set-aside"]),
+            limited(ONE_GIB_KIB, &["summary", "--data", s(&data), "--auth-id", "MA001", "--now", NOW]),
+            limited(
+                ONE_GIB_KIB,
+                &["report", "--quiet", "--data", s(&data), "--out", s(&out), "--on-bad-row", "set-aside", "--now", NOW],
+            ),
+        ];
+        for run in runs {
+            assert_eq!(run.code, 1, "{name}: {}", run.stderr);
+            assert!(run.stderr.contains(message), "{name}: {}", run.stderr);
+        }
+    }
+}
+
+/// `ingest`, `summary` and `report` run under a 1 GiB address-space limit;
+/// under smaller and smaller limits they still end with one line saying
+/// what failed (out of memory, or the threads or a folder that could not
+/// be had), never an abort or a panic, and some limit is met by an
+/// allocation that fails.
+#[test]
+fn the_commands_run_under_a_one_gib_address_space_limit_and_say_when_they_cannot() {
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    let out = dir.path().join("out");
+    let data = sample_data();
+    let query = "from_date=2026-11-14&to_date=2026-11-21";
+    let ingest = ["ingest", "--quiet", "--data", s(&data), "--store", s(&store)];
+    let runs: [&[&str]; 4] = [
+        &ingest,
+        &["summary", "--data", s(&data), "--auth-id", "MA001", "--query", query, "--now", NOW],
+        &["summary", "--store", s(&store), "--auth-id", "MA001", "--query", query, "--now", NOW],
+        &["report", "--quiet", "--data", s(&data), "--out", s(&out), "--query", query, "--now", NOW],
+    ];
+    for args in runs {
+        let run = limited(ONE_GIB_KIB, args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+    }
+    let plain = common::summary(&data, "MA001", query, &[]);
+    assert_eq!(limited(ONE_GIB_KIB, runs[1]).stdout, plain.ok(), "the same answer under the limit");
+    let mut out_of_memory = 0;
+    // Below about 50 MiB the binary cannot even be loaded (a signal before
+    // any of its code runs).
+    for mib in [512, 256, 128, 96, 80] {
+        for args in runs {
+            let _ = std::fs::remove_dir_all(&out);
+            let run = limited(mib << 10, args);
+            if run.code == 0 {
+                continue;
+            }
+            assert_eq!(run.code, 1, "{mib} MiB, {args:?}: {}", run.stderr);
+            assert_eq!(run.stderr.lines().count(), 1, "{mib} MiB, {args:?}: {}", run.stderr);
+            assert!(run.stderr.starts_with("error: "), "{mib} MiB, {args:?}: {}", run.stderr);
+            if run.stderr.starts_with("error: out of memory: cannot allocate ") {
+                out_of_memory += 1;
+            }
+        }
+    }
+    assert!(out_of_memory > 0, "no limit met a failed allocation");
+}
+
+/// A FIFO or a socket in a record folder, even one named like a record
+/// file, is never opened (a FIFO would block the run): it is named in a
+/// warning, and the run goes on as without it.
+#[test]
+fn a_fifo_or_socket_in_a_record_folder_is_named_and_skipped() {
+    let dir = common::temp_dir();
+    let data = dir.path().join("data");
+    common::copy_tree(&sample_data(), &data);
+    let fifo = data.join("calls/late.csv");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let _socket = std::os::unix::net::UnixListener::bind(data.join("messages/feed.csv")).expect("bind");
+    let query = "from_date=2026-11-14&to_date=2026-11-21";
+    let run = common::summary(&data, "MA001", query, &[]);
+    let plain = common::summary(&sample_data(), "MA001", query, &[]);
+    assert_eq!(run.ok(), plain.ok());
+    let warnings: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("warning: ")).collect();
+    let what = "not a regular file (a FIFO, socket or device); record files must be regular files";
+    assert_eq!(
+        warnings,
+        [format!("warning: ignoring calls/late.csv: {what}"), format!("warning: ignoring messages/feed.csv: {what}")]
+    );
+    let store = dir.path().join("store");
+    let ingest = common::telemeter(&["ingest", "--data", s(&data), "--store", s(&store)]);
+    ingest.ok();
+    assert!(ingest.stderr.contains("warning: ignoring calls/late.csv: not a regular file"), "{}", ingest.stderr);
+}
+
+/// Each value the contract refuses for a reason of its own says that
+/// reason: a day off the calendar, a leap second, ten fractional digits,
+/// and a text column past its limit (its value shown cut).
+#[test]
+fn off_calendar_times_and_over_long_texts_say_why() {
+    let dir = common::temp_dir();
+    let cases = [
+        ("2026-02-29T10:00:00Z", "4000", "'2026-02-29T10:00:00Z' is not a calendar date (February 2026 has 28 days)"),
+        ("2026-12-31T23:59:60Z", "4000", "'2026-12-31T23:59:60Z' has second 60 (a leap second)"),
+        (
+            "2026-11-20T10:00:00.1234567890Z",
+            "4000",
+            "'2026-11-20T10:00:00.1234567890Z' has 10 fractional digits: at most 9 (nanoseconds) are accepted",
+        ),
+    ];
+    let long_cause = "4".repeat(300_000);
+    let long = [("2026-11-20T10:00:00Z", long_cause.as_str(), "column 'hangup_cause': '4444")];
+    for (n, (timestamp, cause, message)) in cases.iter().chain(&long).enumerate() {
+        let data = dir.path().join(format!("data{n}"));
+        let row = format!("c1,MA001,,{timestamp},voice,pstn,outbound,US,60,0.0170,0.002,{cause}\n");
+        common::write(&data, "calls/a.csv", format!("{CALLS_HEADER}{row}"));
+        let run = common::summary(&data, "MA001", "", &[]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(run.stderr.contains("calls/a.csv:2: column '"), "{}", run.stderr);
+        assert!(run.stderr.contains(message), "{}", run.stderr);
+        if cause.len() > 1000 {
+            assert!(run.stderr.contains("... (300000 bytes in all)' is longer than 1024 bytes"), "{}", run.stderr);
+            assert!(run.stderr.len() < 1000, "the value is shown cut: {} bytes", run.stderr.len());
+        }
+    }
+}
