@@ -9,7 +9,7 @@
 //! time: blocks above the mmap threshold are unmapped when freed, the top
 //! of the heap is trimmed, each thread allocates from an arena of its own,
 //! and every fresh 4 KiB page is a page fault (about 1.6 µs of kernel time
-//! on the VMs measured in docs/performance.md: a third of the largest
+//! on a VM: a third of the largest
 //! answer's CPU time, and a quarter of an ingest's). So, for those commands:
 //!
 //! - one arena for every thread, from the heap, for blocks up to 256 MiB,
@@ -23,14 +23,14 @@
 //! huge page comes from such a block, and is zeroed in memory the host
 //! must back again, slowly (2.5 s per GiB against 0.33 s in 4 KiB pages).
 //! For an ingest that was 12.90 -> 11.77 s without huge pages, sys 4.07
-//! -> 2.17 s (docs/performance.md, "Round 6"). For the largest account's
+//! -> 2.17 s (`bench/ingest-ab.sh`). For the largest account's
 //! answer it was 165 ms against 69 ms a few seconds after the last
 //! command, once those blocks have gone back; huge pages won only when
-//! run right after another command (45 against 63 ms: docs/performance.md
-//! "Round 19").
+//! run right after another command (45 against 63 ms:
+//! `bench/store-answer.sh` with and without `PAUSE`).
 //!
 //! Not for a pass over raw files, which measured slower with it (2.80 ->
-//! 3.12 s, and more memory: docs/performance.md), nor a server (not
+//! 3.12 s, and more memory: `bench/ab.sh`), nor a server (not
 //! measured; one arena could contend under concurrent requests). A no-op
 //! where the allocator is not glibc's.
 //!

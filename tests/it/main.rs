@@ -4,6 +4,8 @@
 mod common;
 // The binary against the independent Python implementation of the contract.
 mod differential;
+// Docs: no development history, sizes, links that resolve.
+mod docs;
 // One row check: `summary`, `report` and `ingest` accept and refuse the same rows.
 mod edges;
 // A full disk under a store (a tmpfs, as root): ingest fails cleanly, readers answer.

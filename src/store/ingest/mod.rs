@@ -464,6 +464,13 @@ pub(super) fn discard(store: &Path, id: &str, old: &Manifest) -> usize {
     let mut keep: std::collections::HashSet<&str> = old.listed().into_iter().collect();
     keep.extend(current.iter().flat_map(Manifest::listed));
     let mut removed = discard_scratch(store, id);
+    // The kept copy of a manifest that was never published: the
+    // generation after the one on disk.
+    let published = current.as_ref().map_or(0, |current| current.generation);
+    if published == old.generation {
+        let kept = store.join(super::KEPT_MANIFESTS).join(format!("{}.json", old.generation + 1));
+        removed += usize::from(std::fs::remove_file(kept).is_ok());
+    }
     for folder in GENERATION_FOLDERS {
         let mut files = Vec::new();
         let _ = crate::records::files::walk(&store.join(folder), &mut files);
@@ -701,7 +708,7 @@ pub(super) fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
         for path in files {
             let Ok(relative) = path.strip_prefix(store) else { continue };
             let name: Vec<&str> = relative.iter().filter_map(|part| part.to_str()).collect();
-            if !kept.contains(name.join("/").as_str()) && std::fs::remove_file(&path).is_ok() {
+            if !listed.contains(name.join("/").as_str()) && std::fs::remove_file(&path).is_ok() {
                 removed += 1;
             }
         }
@@ -1324,8 +1331,7 @@ mod tests {
             )]),
             ..old.clone()
         };
-        std::fs::write(store.join(super::super::MANIFEST), serde_json::to_vec(&published).expect("JSON"))
-            .expect("manifest");
+        std::fs::write(store.join(super::super::MANIFEST), published.to_bytes().expect("JSON")).expect("manifest");
         assert_eq!(discard(store, id, &old), 8);
         let left: Vec<&str> = files.into_iter().filter(|name| store.join(name).exists()).collect();
         assert_eq!(
