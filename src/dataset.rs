@@ -24,6 +24,7 @@ pub struct Dataset {
 
 /// Where a data set's records are read from.
 #[derive(Clone, Debug)]
+#[expect(clippy::large_enum_variant, reason = "one per data set, made once per command or generation")]
 pub enum Source {
     /// A raw data directory (`records.md`): every pass reads its files.
     Raw(PathBuf),

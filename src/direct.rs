@@ -386,6 +386,7 @@ impl Drop for Shared {
 
 /// Where a [`DirectWriter`]'s blocks go.
 #[derive(Debug)]
+#[expect(clippy::large_enum_variant, reason = "one per file written, never moved after it starts")]
 enum Sink {
     /// Through the page cache, which takes the bytes at once: written on
     /// the writer's thread.

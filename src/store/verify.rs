@@ -178,7 +178,7 @@ fn kept_manifests(store: &Path) -> Result<Vec<(u64, PathBuf)>> {
             Some((generation, entry.path()))
         })
         .collect();
-    kept.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    kept.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
     Ok(kept)
 }
 

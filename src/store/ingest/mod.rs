@@ -746,7 +746,7 @@ fn collect_kept_manifests(store: &Path, generations: &std::collections::HashSet<
             Some((generation, entry.path()))
         })
         .collect();
-    kept.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    kept.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
     let mut removed = 0;
     for (generation, path) in kept.into_iter().skip(super::KEEP_MANIFESTS) {
         if !generations.contains(&generation) && std::fs::remove_file(&path).is_ok() {
