@@ -120,7 +120,18 @@ fn files(dir: &Path) -> Vec<String> {
 fn unlisted(store: &Path) -> Vec<String> {
     let listed = listed(store);
     let state = ["manifest.json", ".ingest.lock", "token.key", "deletions.sqlite"];
-    files(store).into_iter().filter(|f| !listed.contains(f) && !state.contains(&f.as_str())).collect()
+    // The kept copies of published manifests (`manifests/<generation>.json`),
+    // never one of a generation that was not published.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("manifest.json")).expect("manifest")).expect("JSON");
+    let generation = manifest["generation"].as_u64().expect("generation");
+    let kept = |f: &str| {
+        f.strip_prefix("manifests/")
+            .and_then(|name| name.strip_suffix(".json"))
+            .and_then(|number| number.parse::<u64>().ok())
+            .is_some_and(|kept| kept <= generation)
+    };
+    files(store).into_iter().filter(|f| !listed.contains(f) && !state.contains(&f.as_str()) && !kept(f)).collect()
 }
 
 /// The files the manifest of `store` lists.
