@@ -399,7 +399,7 @@ enum Sink {
 /// gathered in an aligned buffer, written in whole blocks on a thread of
 /// the writer's own (while the next buffers fill); the last, partial block
 /// is written padded, then the file is cut to its length
-/// ([`DirectWriter::finish`]). Nothing reaches the file before a block
+/// (`DirectWriter::finish`). Nothing reaches the file before a block
 /// fills: `flush` writes nothing, and a writer dropped without `finish`
 /// leaves a file that must not be used (every caller removes or ignores
 /// such a file, as after any failed write). Write errors come back from a
@@ -482,7 +482,7 @@ impl DirectWriter {
         self.finish_behind().wait()
     }
 
-    /// [`DirectWriter::finish`] without the wait: the last blocks go on to
+    /// `DirectWriter::finish` without the wait: the last blocks go on to
     /// the device on the writer's thread while the caller goes on; the
     /// file comes from [`Written::wait`]. The shared buffers come back
     /// when the thread is done, waited for or not.
@@ -514,7 +514,7 @@ impl Write for DirectWriter {
     }
 
     /// Writes nothing: only whole blocks go to the file before
-    /// [`DirectWriter::finish`].
+    /// `DirectWriter::finish`.
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }

@@ -6,15 +6,15 @@
 //! - **On disk before the answer.** The database is in WAL mode with
 //!   `synchronous = FULL`: a DELETE's commit syncs the log before it
 //!   returns, so the 204 follows the sync. SQLite syncs the folder when it
-//!   creates the log; [`open`] syncs it when it creates the database.
+//!   creates the log; `open` syncs it when it creates the database.
 //! - **Counted.** `<database>.count` beside the database says how many
-//!   deletions the database held after the last one ([`record_count`]:
+//!   deletions the database held after the last one (`record_count`:
 //!   written whole, synced and renamed into place after each commit).
-//!   [`open`] refuses a database that is missing while its count file is
+//!   `open` refuses a database that is missing while its count file is
 //!   there, or that holds fewer deletions than the count says (an older
 //!   copy). The error names both files and the two ways out: restore the
 //!   database, or remove the count file to accept the loss.
-//! - **Checked.** [`open`] runs `PRAGMA integrity_check`. A recording id is
+//! - **Checked.** `open` runs `PRAGMA integrity_check`. A recording id is
 //!   kept twice (the row and its primary-key index), so a flipped byte in
 //!   either is a mismatch; a damaged page or header is an error too.
 
