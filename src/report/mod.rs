@@ -81,6 +81,12 @@ pub fn write_reports(
     let (batch, hashed) = (batch?, hashed?);
     check_inputs_unchanged(&inputs, &dataset.inputs()?)?;
     let counts = check_counts(&batch)?;
+    // From a store, its rollups are also held against its records' totals:
+    // the reconciliation below compares the pages with the rollups, this
+    // the rollups with the records.
+    if let crate::dataset::Source::Store(store) = &dataset.source {
+        store.check_rollups()?;
+    }
     progress(Progress::Writing { rows_read: counts.read, accounts: batch.summaries.len() });
 
     let staging = staging_dir(out, "tmp")?;

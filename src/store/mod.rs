@@ -99,6 +99,7 @@ use serde::{Deserialize, Serialize};
 use crate::aggregate::rows::{AccountRows, Rows};
 use crate::aggregate::{self, Aggregate, AggregateOptions, GroupKey, Selector, Span, Tally, Totals};
 use crate::error::{Error, Result};
+use crate::money::Amount;
 use crate::records::accounts::Accounts;
 use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::Kind;
@@ -592,6 +593,65 @@ impl Store {
             result.tallies.insert(kind, tally);
         }
         Ok(result)
+    }
+}
+
+/// One record kind's totals: its records and their amount.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KindTotals {
+    /// Records.
+    pub records: u64,
+    /// The sum of their amounts, exact (every currency together: a
+    /// check of the store, not money to show).
+    pub amount: Amount,
+}
+
+impl Store {
+    /// Every account's day rollups summed per record kind, held against
+    /// the records' totals the manifest keeps for each kind (counted as the
+    /// rows were written to the records files, and checksummed with the
+    /// manifest): the report's check that the rollups it answers from hold
+    /// every stored record once, whatever spills, merges and later ingests
+    /// did to them. Each day file is checked against its sum first. An
+    /// error names the kind and both totals.
+    pub fn check_rollups(&self) -> Result<BTreeMap<Kind, KindTotals>> {
+        let day = GRAINS[GRAINS.len() - 1];
+        let mut sums: BTreeMap<Kind, (u64, i128)> = Kind::ALL.iter().map(|kind| (*kind, (0, 0))).collect();
+        for (account, files) in &self.manifest.rollups {
+            let Some(name) = files.get(&day) else {
+                return Err(Error::io(&self.dir, format!("no {day}-second rollups of account {account}")));
+            };
+            self.manifest.file(&self.dir, name)?.check_file()?;
+            let path = self.dir.join(name);
+            let frame = rollup::read_rollup_slice(&path, 0, usize::MAX)?;
+            rollup::for_each_rollup_in(&path, &frame, |row| {
+                let sum = sums.entry(kind_of(row.product)).or_default();
+                sum.0 = sum.0.checked_add(row.totals.records).ok_or_else(|| overflow(account))?;
+                sum.1 = sum.1.checked_add(row.totals.amount).ok_or_else(|| overflow(account))?;
+                Ok(())
+            })?;
+        }
+        let mut checked = BTreeMap::new();
+        for (kind, (records, amount)) in sums {
+            let files = self.manifest.kind(kind);
+            let stored = match files.amount.as_str() {
+                "" => Amount::ZERO,
+                text => Amount::parse_total(text.as_bytes())
+                    .map_err(|e| Error::io(self.dir.join(MANIFEST), format!("amount of {kind} '{text}' {e}")))?,
+            };
+            let rolled = KindTotals { records, amount: Amount::from_nanos(amount) };
+            if rolled != (KindTotals { records: files.count, amount: stored }) {
+                return Err(Error::Internal(format!(
+                    "the rollups of {} hold {} {kind} records summing to {}, but its records files hold {} summing to {stored}",
+                    self.dir.display(),
+                    rolled.records,
+                    rolled.amount,
+                    files.count,
+                )));
+            }
+            checked.insert(kind, rolled);
+        }
+        Ok(checked)
     }
 }
 

@@ -291,3 +291,35 @@ fn publishes_keep_the_newest_manifests() {
     );
     telemeter(&["store", "verify", "--store", s(&store)]).ok();
 }
+
+/// `report --store` holds the rollups against the records' totals the
+/// manifest keeps: on a clean store the report is written; when the
+/// totals disagree (a manifest rewritten with its checksum, as a bug in
+/// the fold would leave it) the report fails naming both totals, and no
+/// report folder appears.
+#[test]
+fn a_report_from_a_store_holds_its_rollups_against_its_records() {
+    let (dir, store) = sample_store();
+    let out = dir.path().join("report");
+    let report = |out: &Path| {
+        telemeter(&["report", "--quiet", "--store", s(&store), "--out", s(out), "--now", NOW, "--formats", "json"])
+    };
+    let clean = report(&out);
+    assert_eq!(clean.code, 0, "{}", clean.stderr);
+
+    // One nano-unit more in the calls' total, the manifest's own checksum
+    // made again so that only the totals disagree.
+    let path = store.join("manifest.json");
+    let mut manifest =
+        telemeter::store::Manifest::parse(&std::fs::read(&path).expect("manifest"), &path).expect("a clean manifest");
+    let calls = manifest.kinds.get_mut("calls").expect("calls are stored");
+    let amount = telemeter::money::Amount::parse_total(calls.amount.as_bytes()).expect("an amount");
+    calls.amount = telemeter::money::Amount::from_nanos(amount.nanos() + 1).to_string();
+    std::fs::write(&path, manifest.to_bytes().expect("JSON")).expect("manifest written");
+
+    let off = dir.path().join("off");
+    let failed = report(&off);
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    assert!(failed.stderr.contains("hold") && failed.stderr.contains("calls records"), "{}", failed.stderr);
+    assert!(!off.exists(), "a failed report leaves no folder");
+}
