@@ -621,9 +621,8 @@ impl Store {
             let Some(name) = files.get(&day) else {
                 return Err(Error::io(&self.dir, format!("no {day}-second rollups of account {account}")));
             };
-            self.manifest.file(&self.dir, name)?.check_file()?;
+            let frame = rollup::read_rollup_checked(self.manifest.file(&self.dir, name)?)?;
             let path = self.dir.join(name);
-            let frame = rollup::read_rollup_slice(&path, 0, usize::MAX)?;
             rollup::for_each_rollup_in(&path, &frame, |row| {
                 let sum = sums.entry(kind_of(row.product)).or_default();
                 sum.0 = sum.0.checked_add(row.totals.records).ok_or_else(|| overflow(account))?;

@@ -107,6 +107,16 @@ pub fn read_rollup_slice(path: &Path, offset: usize, len: usize) -> Result<DataF
     super::parquet_io::read_frame_slice(path, &ROLLUP_COLUMNS, offset, len)
 }
 
+/// Every row of the listed rollup file, its bytes checked against their
+/// sum before anything of them is parsed (one read of the file).
+pub(crate) fn read_rollup_checked(listed: super::Listed<'_>) -> Result<DataFrame> {
+    let path = listed.path();
+    match ParquetFile::open_checked(&path, |bytes| listed.check(bytes))? {
+        Some(file) => file.read(Some(&ROLLUP_COLUMNS), crate::parquet::Rows::All),
+        None => Err(Error::io(&path, "not a rollup file: the file is empty")),
+    }
+}
+
 /// A rollup row to write, with ids of its text (auth_id, subaccount, type,
 /// code): rows of equal ids have equal text, so a text column finds its
 /// dictionary key by id ([`TextColumn::push_id`]) without looking at the
