@@ -405,22 +405,13 @@ mod tests {
         values.iter().map(|v| Field::Text(v.as_bytes())).collect()
     }
 
+    /// A call's fields (hangup cause 4000).
+    const CALL: [&str; 12] =
+        ["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "outbound", "US", "61", "0.0170", "0.002", "4000"];
+
     #[test]
     fn parses_a_call() {
-        let fields = texts(&[
-            "c1",
-            "A1",
-            "",
-            "2026-11-20T13:45:01Z",
-            "voice",
-            "pstn",
-            "outbound",
-            "US",
-            "61",
-            "0.0170",
-            "0.002",
-            "4000",
-        ]);
+        let fields = texts(&CALL);
         let record = parse_record(Kind::Calls, &fields).unwrap();
         assert_eq!(record.product, Product::Voice);
         assert_eq!(record.amount, 17_000_000);
@@ -434,20 +425,7 @@ mod tests {
     #[test]
     fn a_text_past_its_limit_is_refused_and_shown_cut() {
         let call = |code: &'static str, ascii: bool| {
-            let mut fields = texts(&[
-                "c1",
-                "A1",
-                "",
-                "2026-11-20T13:45:01Z",
-                "voice",
-                "pstn",
-                "outbound",
-                "US",
-                "61",
-                "0.0170",
-                "0.002",
-                "",
-            ]);
+            let mut fields = texts(&CALL);
             fields[11] = if ascii { Field::Ascii(code) } else { Field::Text(code.as_bytes()) };
             parse_record(Kind::Calls, &fields).map(|record| record.code.len())
         };
