@@ -1,6 +1,6 @@
 //! `error_reason` labels: error and hangup codes to human-readable text.
 //!
-//! The tables are the contract's own CSV files (`shared/spec/`), compiled in
+//! The tables are the contract's own CSV files (`docs/contracts/`), compiled in
 //! so that every report carries the same labels wherever it runs.
 
 use std::collections::HashMap;
@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 /// The label of a code missing from its table.
 pub const UNKNOWN: &str = "Unknown";
 
-const MESSAGE_ERROR_CODES: &str = include_str!("message_error_codes.csv");
-const HANGUP_CAUSES: &str = include_str!("hangup_causes.csv");
+const MESSAGE_ERROR_CODES: &str = include_str!("../../docs/contracts/message_error_codes.csv");
+const HANGUP_CAUSES: &str = include_str!("../../docs/contracts/hangup_causes.csv");
 
 /// The label of a message `error_code`, `Unknown` when not in the table.
 pub fn error_code(code: &str) -> &'static str {

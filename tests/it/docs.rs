@@ -154,15 +154,17 @@ fn link_targets(text: &str) -> Vec<&str> {
 fn links_between_the_repository_files_resolve() {
     let root = root();
     let mut docs = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
-    files(&root.join("docs"), &["md"], &mut docs);
+    for dir in ["docs", "sample_data", "tools", "bench"] {
+        files(&root.join(dir), &["md"], &mut docs);
+    }
     let mut broken = Vec::new();
     for doc in docs {
         let text = std::fs::read_to_string(&doc).expect("readable doc");
         for target in link_targets(&text) {
             let path = target.split('#').next().unwrap_or_default();
-            // The web, anchors in the same page, and the shared contracts
-            // beside the repository are not files of the repository.
-            if path.is_empty() || path.contains("://") || path.starts_with("mailto:") || path.contains("shared/spec") {
+            // The web and anchors in the same page are not files of the
+            // repository.
+            if path.is_empty() || path.contains("://") || path.starts_with("mailto:") {
                 continue;
             }
             let dir = doc.parent().expect("a doc has a folder");

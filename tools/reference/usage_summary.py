@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent reference implementation of the Usage Summary contract.
 
-Written from the contracts only (shared/spec/records.md, usage-summary.md,
+Written from the contracts only (docs/contracts/records.md, usage-summary.md,
 api.md sections 2.3, 4.5, 7, 8, and its time-zone rules), not
 from the Rust code, so that it can judge the engine: tests/it/differential.rs
 runs both on random data sets and compares them.
