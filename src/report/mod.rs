@@ -100,6 +100,8 @@ pub fn write_reports(
                 for summary in batch.summaries.values() {
                     outcome.notices.extend(crate::summary::notices(dataset, summary)?);
                 }
+            } else {
+                outcome.notices.extend(crate::summary::empty_report(&batch.summaries, &batch.aggregate.spans));
             }
             Ok(outcome)
         }

@@ -10,7 +10,7 @@ mod notices;
 pub mod render;
 pub mod wire;
 
-pub use notices::{notices, unknown_account, Covered};
+pub use notices::{empty_report, notices, unknown_account, Covered};
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,9 +1,11 @@
 //! What is surprising about an answer, said beside it (never in it): an
 //! account that neither `accounts.csv` nor any record knows, a window that
 //! holds none of the account's records (with the dates its records do
-//! cover). The dates come from the pass that answered ([`Covered`]), or,
+//! cover), a report over every account that holds no usage at all. The dates come from the pass that answered ([`Covered`]), or,
 //! for an empty answer from a store's rollups, from the account's rollup
 //! file alone; a request that finds rows costs nothing more.
+
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate};
 use chrono_tz::Tz;
@@ -29,8 +31,7 @@ pub fn notices(dataset: &Dataset, summary: &Summary) -> Result<Vec<Notice>> {
     let request = &summary.request;
     let auth_id = crate::error::printable(&request.auth_id);
     let known = dataset.accounts.get(&request.auth_id).is_some();
-    let empty = summary.rows.is_empty() && summary.charges.as_ref().is_none_or(|c| c.is_empty());
-    if !empty {
+    if !is_empty(summary) {
         return Ok(Vec::new());
     }
     let covered = match summary.covered {
@@ -57,6 +58,31 @@ pub fn notices(dataset: &Dataset, summary: &Summary) -> Result<Vec<Notice>> {
         }
     };
     Ok(vec![Notice(text)])
+}
+
+/// The notice of a report over every account whose pages hold no usage and
+/// no charge at all although the data has records: the window most likely
+/// misses them (a clock far from the data's dates). `spans` are the
+/// accounts' record times from the pass that answered.
+pub fn empty_report(summaries: &BTreeMap<String, Summary>, spans: &BTreeMap<String, Span>) -> Option<Notice> {
+    let data = spans.values().copied().reduce(Span::merge)?;
+    if !summaries.values().all(is_empty) {
+        return None;
+    }
+    let window = &summaries.values().next()?.request.window;
+    let dates = format!("{} to {}", local_date(data.first, chrono_tz::UTC), local_date(data.last, chrono_tz::UTC));
+    Some(Notice(format!(
+        "the {} accounts' reports hold no usage between {} and {}; the data covers {dates} (UTC): \
+         set the window with --query 'from_date=...&to_date=...' or --now",
+        summaries.len(),
+        window.from,
+        window.to
+    )))
+}
+
+/// Whether `summary` holds no usage row and no other charge.
+fn is_empty(summary: &Summary) -> bool {
+    summary.rows.is_empty() && summary.charges.as_ref().is_none_or(|c| c.is_empty())
 }
 
 /// What is said of an account that neither `accounts.csv` nor any record

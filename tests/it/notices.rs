@@ -371,3 +371,30 @@ fn file_errors_name_the_file_relative_to_the_data_directory() {
     assert!(run.stderr.starts_with("error: calls/a.csv.gz: not a readable gzip file"), "{}", run.stderr);
     assert!(!run.stderr.contains(dir.path().to_str().unwrap()), "{}", run.stderr);
 }
+
+#[test]
+fn a_report_of_every_account_with_no_usage_in_its_window_says_where_the_data_is() {
+    let dir = common::temp_dir();
+    let data = sample_data();
+    let store = dir.path().join("store");
+    telemeter(&["ingest", "--data", data.to_str().unwrap(), "--store", store.to_str().unwrap()]).ok();
+    for (source, path) in [("--data", &data), ("--store", &store)] {
+        let out = dir.path().join(format!("out{source}"));
+        let run = |now: &str| {
+            telemeter(&["report", source, path.to_str().unwrap(), "--out", out.to_str().unwrap(), "--now", now])
+        };
+        // Months after the data: every report is empty, and that is said once.
+        let late = run("2027-06-01T00:00:00Z");
+        late.ok();
+        let said = warnings(&late.stderr);
+        assert_eq!(said.len(), 1, "{source}: {}", late.stderr);
+        assert!(
+            said[0].starts_with("warning: the 3 accounts' reports hold no usage between 2027-05-25 and 2027-06-01;")
+        );
+        assert!(said[0].contains("the data covers 2026-10-01 to 2026-11-21 (UTC)"), "{}", said[0]);
+        // Over the data: nothing to say.
+        let timely = run(NOW);
+        timely.ok();
+        assert!(warnings(&timely.stderr).is_empty(), "{source}: {}", timely.stderr);
+    }
+}
