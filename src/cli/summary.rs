@@ -262,7 +262,9 @@ fn write_pages(
         }
         Format::Csv => {
             let name = out.name();
-            let mut csv = crate::report::csv_out::UsageCsv::new(&mut *out, name)?;
+            let account =
+                crate::report::csv_out::Account { auth_id: &summary.request.auth_id, currency: &summary.currency };
+            let mut csv = crate::report::csv_out::UsageCsv::new(&mut *out, name, account)?;
             for page in pages {
                 let page = match page {
                     Ok(page) => page,

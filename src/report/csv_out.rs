@@ -4,7 +4,9 @@
 //! The usage and charge files are written from the same wire items as the
 //! JSON pages, so every cell is the exact text of the JSON value (no number
 //! is reformatted). Fields the JSON omits are empty cells; the header uses
-//! the api.md field names in the api.md order.
+//! the api.md field names in the api.md order, after two columns the JSON
+//! holds once per page: `auth_id` and `currency`, so that the files of
+//! several accounts can be concatenated.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -13,8 +15,11 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::summary::wire::{ChargeItem, UsageItem};
 
-/// Columns of `usage.csv`: the usage item fields of api.md section 2.3.
-pub const USAGE_COLUMNS: [&str; 14] = [
+/// Columns of `usage.csv`: the account and its currency, then the usage
+/// item fields of api.md section 2.3.
+pub const USAGE_COLUMNS: [&str; 16] = [
+    "auth_id",
+    "currency",
     "from_date",
     "to_date",
     "product",
@@ -31,22 +36,34 @@ pub const USAGE_COLUMNS: [&str; 14] = [
     "error_reason",
 ];
 
-/// Columns of `other_charges.csv`: the other_charges item fields.
-pub const CHARGE_COLUMNS: [&str; 5] = ["from_date", "to_date", "description", "total_units", "total_amount"];
+/// Columns of `other_charges.csv`: the account and its currency, then the
+/// other_charges item fields.
+pub const CHARGE_COLUMNS: [&str; 7] =
+    ["auth_id", "currency", "from_date", "to_date", "description", "total_units", "total_amount"];
+
+/// The account a CSV file is about: its first two cells on every line.
+#[derive(Clone, Copy, Debug)]
+pub struct Account<'a> {
+    /// The account's `auth_id`.
+    pub auth_id: &'a str,
+    /// The currency of its amounts.
+    pub currency: &'a str,
+}
 
 /// `usage.csv` written row by row to `W` (a file, or a `Vec<u8>`), so a
 /// report never holds a whole account's CSV in memory.
 #[derive(Debug)]
-pub struct UsageCsv<W: Write> {
+pub struct UsageCsv<'a, W: Write> {
     writer: csv::Writer<W>,
+    account: Account<'a>,
     path: PathBuf,
     number: String,
 }
 
-impl<W: Write> UsageCsv<W> {
+impl<'a, W: Write> UsageCsv<'a, W> {
     /// Writes the header; `path` names the file in error messages.
-    pub fn new(sink: W, path: impl Into<PathBuf>) -> Result<UsageCsv<W>> {
-        let mut csv = UsageCsv { writer: writer(sink), path: path.into(), number: String::new() };
+    pub fn new(sink: W, path: impl Into<PathBuf>, account: Account<'a>) -> Result<UsageCsv<'a, W>> {
+        let mut csv = UsageCsv { writer: writer(sink), account, path: path.into(), number: String::new() };
         csv.writer.write_record(USAGE_COLUMNS).map_err(|e| csv.error(e))?;
         Ok(csv)
     }
@@ -54,6 +71,9 @@ impl<W: Write> UsageCsv<W> {
     /// One line: every cell the exact text of the JSON value, empty when
     /// the JSON omits the field.
     pub fn row(&mut self, item: &UsageItem<'_>) -> Result<()> {
+        let Account { auth_id, currency } = self.account;
+        self.text(auth_id)?;
+        self.text(currency)?;
         self.text(&item.from_date)?;
         self.text(&item.to_date)?;
         self.text(item.product)?;
@@ -103,22 +123,24 @@ impl<W: Write> UsageCsv<W> {
     }
 }
 
-/// `usage.csv` of `items`, in memory.
-pub fn usage_csv<'a>(items: impl IntoIterator<Item = &'a UsageItem<'a>>) -> Result<Vec<u8>> {
-    let mut csv = UsageCsv::new(Vec::new(), "usage.csv")?;
+/// `usage.csv` of `account`'s `items`, in memory.
+pub fn usage_csv<'a>(account: Account<'_>, items: impl IntoIterator<Item = &'a UsageItem<'a>>) -> Result<Vec<u8>> {
+    let mut csv = UsageCsv::new(Vec::new(), "usage.csv", account)?;
     for item in items {
         csv.row(item)?;
     }
     csv.finish()
 }
 
-/// `other_charges.csv`: one header, then one line per item (only the header
-/// when the request does not return other charges).
-pub fn charges_csv<'a>(items: impl IntoIterator<Item = &'a ChargeItem<'a>>) -> Result<Vec<u8>> {
+/// `other_charges.csv`: one header, then one line per item of `account`
+/// (only the header when the request does not return other charges).
+pub fn charges_csv<'a>(account: Account<'_>, items: impl IntoIterator<Item = &'a ChargeItem<'a>>) -> Result<Vec<u8>> {
     let mut writer = writer(Vec::new());
     write(&mut writer, CHARGE_COLUMNS)?;
     for item in items {
         let record = [
+            account.auth_id.to_owned(),
+            account.currency.to_owned(),
             item.from_date.clone(),
             item.to_date.clone(),
             item.description.to_owned(),
@@ -192,18 +214,25 @@ mod tests {
             hangup_cause: None,
             error_reason: None,
         };
-        let text = String::from_utf8(usage_csv([&message, &transcription]).unwrap()).unwrap();
+        let account = Account { auth_id: "MA1", currency: "EUR" };
+        let text = String::from_utf8(usage_csv(account, [&message, &transcription]).unwrap()).unwrap();
         assert_eq!(
             text,
-            "from_date,to_date,product,type,subaccount_auth,country,direction,total_units,duration_seconds,\
-             total_amount,surcharge,error_code,hangup_cause,error_reason\n\
-             2026-11-20T00:00:00Z,2026-11-21T00:00:00Z,message,sms,,US,outbound,3,,0.0255,0.0,30,,Spam Detected\n\
-             2026-11-20T00:00:00Z,2026-11-21T00:00:00Z,transcription,\"standard, \"\"quoted\"\"\",SA1,,,1,12.5,3.0,,,,\n"
+            "auth_id,currency,from_date,to_date,product,type,subaccount_auth,country,direction,total_units,\
+             duration_seconds,total_amount,surcharge,error_code,hangup_cause,error_reason\n\
+             MA1,EUR,2026-11-20T00:00:00Z,2026-11-21T00:00:00Z,message,sms,,US,outbound,3,,0.0255,0.0,30,,\
+             Spam Detected\n\
+             MA1,EUR,2026-11-20T00:00:00Z,2026-11-21T00:00:00Z,transcription,\"standard, \"\"quoted\"\"\",SA1,,,1,\
+             12.5,3.0,,,,\n"
         );
     }
 
     #[test]
     fn charges_have_their_header_even_when_empty() {
-        assert_eq!(charges_csv([]).unwrap(), b"from_date,to_date,description,total_units,total_amount\n");
+        let account = Account { auth_id: "MA1", currency: "USD" };
+        assert_eq!(
+            charges_csv(account, []).unwrap(),
+            b"auth_id,currency,from_date,to_date,description,total_units,total_amount\n"
+        );
     }
 }

@@ -270,10 +270,11 @@ fn write_account(
     let mut csv = None;
     let mut report = None;
     if formats.csv {
+        let account = csv_out::Account { auth_id, currency: &summary.currency };
         let path = dir.join("other_charges.csv");
-        write_file(&path, &csv_out::charges_csv(charges.into_iter().flatten())?)?;
+        write_file(&path, &csv_out::charges_csv(account, charges.into_iter().flatten())?)?;
         let path = dir.join("usage.csv");
-        csv = Some(csv_out::UsageCsv::new(create(&path)?, path)?);
+        csv = Some(csv_out::UsageCsv::new(create(&path)?, path, account)?);
     }
     if formats.html {
         let path = dir.join("report.html");

@@ -74,13 +74,17 @@ fn tables_and_csvs_are_golden_and_say_what_the_json_says() {
         golden(&format!("csv_{name}.csv"), &csv);
         let mut reader = csv::Reader::from_reader(csv.as_bytes());
         let header: Vec<String> = reader.headers().expect("header").iter().map(str::to_owned).collect();
-        assert_eq!(header, API_FIELDS, "{name}");
+        assert_eq!(header[..2], ["auth_id", "currency"], "{name}");
+        assert_eq!(header[2..], API_FIELDS, "{name}");
         let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a CSV row")).collect();
         assert_eq!(rows.len(), usage.len(), "{name}: one line per usage row, one header");
+        let currency = pages.first().map(|p| cell(p.get("meta").map(|m| &**m))).unwrap_or_default();
         for (row, item) in rows.iter().zip(&usage) {
             assert!(item.keys().all(|k| API_FIELDS.contains(&k.as_str())), "{name}: {item:?}");
             let expected: Vec<String> = API_FIELDS.iter().map(|c| cell(item.get(*c).map(|v| &**v))).collect();
-            assert_eq!(row.iter().collect::<Vec<_>>(), expected, "{name}");
+            assert_eq!(row.get(0), Some(*auth_id), "{name}");
+            assert!(currency.contains(&format!("\"currency\":\"{}\"", &row[1])), "{name}: {currency}");
+            assert_eq!(row.iter().skip(2).collect::<Vec<_>>(), expected, "{name}");
         }
 
         // Table: one line per usage row ending in its exact amount, then the

@@ -339,12 +339,20 @@ fn csv_files_carry_every_row_with_the_json_text() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_, out, _) = sample_report(dir.path());
     let columns = USAGE_FIELDS;
-    for (id, ..) in ACCOUNTS {
+    // Every line starts with the account and its currency, so that the
+    // files of several accounts can be concatenated.
+    let account_cells = |id: &str, currency: &str, row: &csv::StringRecord| {
+        assert_eq!(row.get(0), Some(id));
+        assert_eq!(row.get(1), Some(currency));
+        row.iter().skip(2).map(str::to_owned).collect::<Vec<String>>()
+    };
+    for (id, currency, _) in ACCOUNTS {
         let account = out.join(id);
         let items: Vec<RawItem> = page_files(&account).iter().flat_map(|p| raw_items(p, "usage")).collect();
         let mut reader = csv::Reader::from_path(account.join("usage.csv")).expect("usage.csv");
         let header: Vec<String> = reader.headers().expect("header").iter().map(str::to_owned).collect();
-        assert_eq!(header, columns);
+        assert_eq!(header[..2], ["auth_id", "currency"]);
+        assert_eq!(header[2..], columns);
         let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("row")).collect();
         assert_eq!(rows.len(), items.len(), "{id}: one CSV line per usage row");
         for (row, item) in rows.iter().zip(&items) {
@@ -352,19 +360,21 @@ fn csv_files_carry_every_row_with_the_json_text() {
                 assert!(columns.contains(&key.as_str()), "unexpected field {key}");
             }
             let expected: Vec<String> = columns.iter().map(|c| cell(item.get(*c).map(|v| &**v))).collect();
-            let actual: Vec<String> = row.iter().map(str::to_owned).collect();
-            assert_eq!(actual, expected, "{id}");
+            assert_eq!(account_cells(id, currency, row), expected, "{id}");
         }
         let charges = raw_items(&account.join("page-0001.json"), "other_charges");
         let mut reader = csv::Reader::from_path(account.join("other_charges.csv")).expect("other_charges.csv");
         let header: Vec<String> = reader.headers().expect("header").iter().map(str::to_owned).collect();
-        assert_eq!(header, ["from_date", "to_date", "description", "total_units", "total_amount"]);
+        assert_eq!(
+            header,
+            ["auth_id", "currency", "from_date", "to_date", "description", "total_units", "total_amount"]
+        );
         let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("row")).collect();
         assert_eq!(rows.len(), charges.len());
         assert!(!charges.is_empty(), "{id}: the sample has charges for every account");
         for (row, item) in rows.iter().zip(&charges) {
-            let expected: Vec<String> = header.iter().map(|c| cell(item.get(c).map(|v| &**v))).collect();
-            assert_eq!(row.iter().collect::<Vec<_>>(), expected);
+            let expected: Vec<String> = header[2..].iter().map(|c| cell(item.get(c).map(|v| &**v))).collect();
+            assert_eq!(account_cells(id, currency, row), expected);
         }
     }
 }
