@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use chrono::NaiveDate;
+use chrono::{DateTime, Days, NaiveDate, Utc};
 
 use super::progress::{Progress, Unit};
 use crate::generate::{self, OutputFormat, Spec};
@@ -15,27 +15,35 @@ pub struct Args {
     /// The data directory to write (created; must be empty unless --force).
     #[arg(short = 'o', long)]
     pub out: PathBuf,
-    /// Call rows, re-delivered duplicates included.
-    #[arg(long, default_value_t = 100_000)]
-    pub calls: u64,
-    /// Message rows, re-delivered duplicates included.
-    #[arg(long, default_value_t = 50_000)]
-    pub messages: u64,
-    /// Transcription rows, re-delivered duplicates included.
-    #[arg(long, default_value_t = 10_000)]
-    pub transcriptions: u64,
-    /// Charge rows, re-delivered duplicates included.
-    #[arg(long, default_value_t = 1_000)]
-    pub charges: u64,
+    /// Call rows, re-delivered duplicates included [default: 100000, or 0
+    /// when another kind's count is given].
+    #[arg(long)]
+    pub calls: Option<u64>,
+    /// Message rows, re-delivered duplicates included [default: 50000, or 0
+    /// when another kind's count is given].
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Transcription rows, re-delivered duplicates included [default: 10000,
+    /// or 0 when another kind's count is given].
+    #[arg(long)]
+    pub transcriptions: Option<u64>,
+    /// Charge rows, re-delivered duplicates included [default: 1000, or 0
+    /// when another kind's count is given].
+    #[arg(long)]
+    pub charges: Option<u64>,
     /// Parent accounts (Zipf-sized: a few big ones and a long tail).
     #[arg(long, default_value_t = 20)]
     pub accounts: u32,
     /// Subaccounts of each account.
     #[arg(long, default_value_t = 3)]
     pub subaccounts: u32,
-    /// First day of the window, YYYY-MM-DD (UTC).
-    #[arg(long, default_value = "2026-08-01", value_parser = parse_start)]
-    pub start: NaiveDate,
+    /// First day of the window, YYYY-MM-DD (UTC) [default: --days days
+    /// before the day of --now, so the data ends yesterday].
+    #[arg(long, value_parser = parse_start)]
+    pub start: Option<NaiveDate>,
+    /// "Now" for the default --start, RFC 3339 (default: the clock).
+    #[arg(long, value_parser = super::parse_now)]
+    pub now: Option<DateTime<Utc>>,
     /// Days in the window.
     #[arg(long, default_value_t = 30)]
     pub days: u32,
@@ -68,11 +76,18 @@ fn parse_format(text: &str) -> Result<OutputFormat, String> {
 /// Runs `generate`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let progress = Progress::new("generate", super::quiet());
+    let Some(start) = args.start.or_else(|| {
+        let today = args.now.unwrap_or_else(Utc::now).date_naive();
+        today.checked_sub_days(Days::new(u64::from(args.days)))
+    }) else {
+        eprintln!("error: --days {} reaches before the calendar's first day", args.days);
+        return Ok(ExitCode::from(2));
+    };
     let spec = Spec {
-        rows: [args.calls, args.messages, args.transcriptions, args.charges],
+        rows: rows([args.calls, args.messages, args.transcriptions, args.charges]),
         accounts: args.accounts,
         subaccounts: args.subaccounts,
-        start: args.start,
+        start,
         days: args.days,
         seed: args.seed,
         format: args.format,
@@ -104,6 +119,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Rows of each kind when none is given (calls, messages, transcriptions,
+/// charges).
+const DEFAULT_ROWS: [u64; 4] = [100_000, 50_000, 10_000, 1_000];
+
+/// The rows of each kind: the counts given, 0 for a kind not given when
+/// any is given (`--calls 2000` writes calls only), the defaults when none
+/// is.
+fn rows(given: [Option<u64>; 4]) -> [u64; 4] {
+    if given.iter().all(Option::is_none) {
+        return DEFAULT_ROWS;
+    }
+    given.map(|rows| rows.unwrap_or(0))
+}
+
 /// Creates `out`, or empties the data set parts of it with `force`.
 fn prepare(out: &Path, force: bool) -> anyhow::Result<()> {
     if out.exists() {
@@ -126,4 +155,17 @@ fn prepare(out: &Path, force: bool) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_not_asked_for_is_not_written_when_another_is() {
+        assert_eq!(rows([None; 4]), DEFAULT_ROWS);
+        assert_eq!(rows([Some(2000), None, None, None]), [2000, 0, 0, 0]);
+        assert_eq!(rows([Some(2000), Some(1000), None, Some(5)]), [2000, 1000, 0, 5]);
+        assert_eq!(rows([None, None, Some(0), None]), [0, 0, 0, 0]);
+    }
 }

@@ -229,6 +229,8 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
         "300",
         "--accounts",
         "6",
+        "--start",
+        "2026-08-01",
         "--days",
         "20",
         "--seed",

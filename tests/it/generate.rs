@@ -136,3 +136,36 @@ fn account_sizes_are_skewed() {
     assert!(top3 * 100 / 20_000 >= 30, "the three biggest accounts carry at least 30 %: {sizes:?}");
     assert!(sizes[sizes.len() - 1] * 20 < sizes[0], "a long tail: {sizes:?}");
 }
+
+/// The command writes the kinds it is asked for, and its default dates end
+/// the day before `--now`, so that a report with the same `--now` (its
+/// default window: the 7 days before) holds the data.
+#[test]
+fn the_command_writes_what_is_asked_up_to_now() {
+    let dir = crate::common::temp_dir();
+    let data = dir.path().join("data");
+    let now = "2026-11-28T10:00:00Z";
+    let data_arg = data.to_str().expect("UTF-8");
+    crate::common::telemeter(&["generate", "--out", data_arg, "--calls", "500", "--accounts", "2", "--now", now]).ok();
+    let files = contents(&data);
+    assert!(files.keys().any(|f| f.starts_with("calls/")), "{:?}", files.keys());
+    for kind in ["messages", "transcriptions", "charges"] {
+        assert!(!files.keys().any(|f| f.starts_with(kind)), "{kind} written: {:?}", files.keys());
+    }
+    // 30 days by default, ending 2026-11-27.
+    let calls: String = files
+        .iter()
+        .filter(|(name, _)| name.starts_with("calls/"))
+        .map(|(_, bytes)| String::from_utf8_lossy(bytes).into_owned())
+        .collect();
+    let days: std::collections::BTreeSet<&str> =
+        calls.lines().filter_map(|l| l.split(',').find(|f| f.starts_with("2026-")).map(|f| &f[..10])).collect();
+    assert_eq!(days.first(), Some(&"2026-10-29"), "{days:?}");
+    assert_eq!(days.last(), Some(&"2026-11-27"), "{days:?}");
+    let out = dir.path().join("out");
+    let report =
+        crate::common::telemeter(&["report", "--data", data_arg, "--out", out.to_str().expect("UTF-8"), "--now", now]);
+    report.ok();
+    assert!(!report.stderr.contains("warning"), "{}", report.stderr);
+    assert!(!report.stderr.contains(" 0 usage rows"), "{}", report.stderr);
+}

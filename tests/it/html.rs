@@ -209,6 +209,8 @@ fn a_large_account_page_shows_its_top_rows_and_stays_small() {
         "200",
         "--accounts",
         "3",
+        "--start",
+        "2026-08-01",
         "--days",
         "30",
         "--subaccounts",

@@ -511,8 +511,21 @@ fn a_store_is_the_same_bytes_whatever_the_threads_and_the_polars_environment() {
         assert!(expected == got, "{folder}: the files differ");
     }
     let generated = |dir: &Path, command| {
-        let args =
-            ["generate", "--out", s(dir), "--format", "parquet", "--files", "1", "--calls", "300", "--messages", "200"];
+        let args = [
+            "generate",
+            "--out",
+            s(dir),
+            "--format",
+            "parquet",
+            "--files",
+            "1",
+            "--calls",
+            "300",
+            "--messages",
+            "200",
+            "--start",
+            "2026-08-01",
+        ];
         crate::common::run_command(&args, command).ok();
         contents(dir, "calls").into_iter().chain(contents(dir, "messages")).collect::<Vec<_>>()
     };

@@ -29,7 +29,9 @@ const ROWS: [(&str, u64); 4] = [("calls", 6000), ("messages", 3000), ("transcrip
 /// `generate` into `out` with `extra` flags.
 fn generate(out: &Path, extra: &[&str]) -> Run {
     let mut args: Vec<String> =
-        ["generate", "--out", s(out), "--files", "2", "--accounts", "5", "--force"].map(str::to_owned).to_vec();
+        ["generate", "--out", s(out), "--files", "2", "--accounts", "5", "--start", "2026-08-01", "--force"]
+            .map(str::to_owned)
+            .to_vec();
     for (kind, n) in ROWS {
         args.extend([format!("--{kind}"), n.to_string()]);
     }

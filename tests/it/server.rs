@@ -765,7 +765,8 @@ fn a_killed_ingest_leaves_the_resources_as_they_were() {
     let output = crate::common::command()
         .args(["generate", "--out"])
         .arg(&big)
-        .args(["--calls", "300000", "--messages", "100000", "--accounts", "40", "--days", "20", "--seed", "9"])
+        .args(["--calls", "300000", "--messages", "100000", "--transcriptions", "10000", "--charges", "1000"])
+        .args(["--accounts", "40", "--start", "2026-08-01", "--days", "20", "--seed", "9"])
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
