@@ -25,7 +25,7 @@
 //! - about 70 % of an account's traffic goes to its home country; SIP calls
 //!   have no country; rates depend on country, direction and product;
 //! - hangup causes and message error codes come from the shipped tables
-//!   (`src/labels/*.csv`) plus a few codes those tables do not know;
+//!   (`docs/contracts/*.csv`) plus a few codes those tables do not know;
 //! - charges have no subaccount; `Number Charges` accrue at midnight UTC.
 //!
 //! Here: the [`Spec`], the files' plan and [`generate`]; in `plan.rs` the

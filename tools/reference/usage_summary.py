@@ -41,7 +41,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 HERE = Path(__file__).resolve().parent
-LABELS = HERE.parent.parent / "src" / "labels"
+LABELS = HERE.parent.parent / "docs" / "contracts"
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
