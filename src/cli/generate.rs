@@ -59,8 +59,13 @@ pub struct Args {
     /// Share of rows that re-deliver an earlier identical row (0 to 0.5).
     #[arg(long, default_value_t = 0.01)]
     pub duplicates: f64,
-    /// Replace the data set files (accounts.csv and the four record folders)
-    /// of a non-empty --out.
+    /// Also write the server's resources: endpoints.csv, registrations.csv
+    /// and recordings/ for the same accounts (recordings over the window's
+    /// last 7 days).
+    #[arg(long)]
+    pub resources: bool,
+    /// Replace the data set files (accounts.csv, the four record folders and
+    /// the resources) of a non-empty --out.
     #[arg(long)]
     pub force: bool,
 }
@@ -106,6 +111,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         progress.phase(&format!("writing {files} files"), Unit::Items("rows"), Some(planned), Some(Unit::Bytes));
         generate::generate_with(&spec, &args.out, &|rows, bytes| progress.add(rows, bytes))
     })?;
+    let mut written = written;
+    if args.resources {
+        written.files.extend(generate::generate_resources(&spec, &args.out)?);
+    }
     let seconds = started.elapsed().as_secs_f64();
     let rows: u64 = written.rows.iter().sum();
     let duplicates: u64 = written.duplicates.iter().sum();
@@ -145,8 +154,15 @@ fn prepare(out: &Path, force: bool) -> anyhow::Result<()> {
             if accounts.exists() {
                 std::fs::remove_file(&accounts).with_context(|| format!("cannot remove {}", accounts.display()))?;
             }
-            for kind in crate::records::Kind::ALL {
-                let folder = out.join(kind.name());
+            for file in ["endpoints.csv", "registrations.csv"] {
+                let path = out.join(file);
+                if path.exists() {
+                    std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+                }
+            }
+            let folders = crate::records::Kind::ALL.map(|kind| kind.name()).into_iter().chain(["recordings"]);
+            for name in folders {
+                let folder = out.join(name);
                 if folder.exists() {
                     std::fs::remove_dir_all(&folder).with_context(|| format!("cannot remove {}", folder.display()))?;
                 }

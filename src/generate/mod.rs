@@ -30,7 +30,9 @@
 //!
 //! Here: the [`Spec`], the files' plan and [`generate`]; in `plan.rs` the
 //! [`Plan`] (accounts, the draw of one row); in `write.rs` the CSV and
-//! Parquet writers; in `tables.rs` the weighted tables and the mixes.
+//! Parquet writers; in `tables.rs` the weighted tables and the mixes; in
+//! `resources.rs` the server's endpoints, registrations and recordings
+//! ([`generate_resources`]).
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +43,7 @@ use crate::error::{Error, Result};
 use crate::records::Kind;
 
 mod plan;
+mod resources;
 mod tables;
 mod write;
 
@@ -214,6 +217,13 @@ pub fn generate_with(spec: &Spec, out: &Path, on_written: &(dyn Fn(u64, u64) + S
         written.files.push((file.name.clone(), size?));
     }
     Ok(written)
+}
+
+/// Writes the server's resources for the data set of `spec` under `out`:
+/// endpoints, registrations and recordings of the same accounts. The files
+/// written, with their sizes.
+pub fn generate_resources(spec: &Spec, out: &Path) -> Result<Vec<(String, u64)>> {
+    resources::write(&Plan::new(spec)?, out)
 }
 
 /// A file that tells [`generate_with`]'s listener the bytes written to it.

@@ -46,6 +46,8 @@ mod runtime_state;
 mod server;
 // `serve` at its socket edges: timeouts, connection cap, shaped refusals.
 mod server_edges;
+// Plivo's Python SDK as a client of `serve`.
+mod sdk;
 // `ingest --engine spark` against a real Apache Spark.
 mod spark;
 // `summary --store` byte-identical to `summary --data`.
