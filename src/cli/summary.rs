@@ -258,7 +258,11 @@ fn write_pages(
                     Err(bad) => return Ok(Err(bad)),
                 }
             }
-            out.write_all(table.render()?.as_bytes())?;
+            let width = match out {
+                Output::Stdout(_) => table_width(),
+                Output::File(_) => None,
+            };
+            out.write_all(table.render_within(width)?.as_bytes())?;
         }
         Format::Csv => {
             let name = out.name();
@@ -332,4 +336,22 @@ fn bad_request(args: &Args, bad: &BadRequest) -> anyhow::Result<ExitCode> {
     out.flush()?;
     eprintln!("error: {}", bad.message);
     Ok(ExitCode::from(2))
+}
+
+/// The width a table on stdout is fitted to: `COLUMNS` when set, else the
+/// terminal's when stdout is one; none for a pipe.
+#[allow(unsafe_code)]
+fn table_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if let Some(columns) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
+        return Some(columns);
+    }
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which
+    // points at a live, writable `winsize`; fd 1 is open (stdout).
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }

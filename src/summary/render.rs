@@ -3,6 +3,10 @@
 //! totals per unit kind and the currency. (`--format csv` is the report's
 //! `usage.csv` writer, `report::csv_out::UsageCsv`: one CSV dialect.)
 //!
+//! A table wider than the terminal is fitted in steps, each said in a note
+//! under it: day-aligned `FROM` times shown as dates, then `REASON`
+//! shortened, then left out. The CSV and JSON keep every field whole.
+//!
 //! Every number is the exact text of the JSON value (`Decimal`'s form), and
 //! every sum is a checked exact add: nothing goes through floating point.
 //! Totals never add different units: message segments, calls (voice and
@@ -92,7 +96,15 @@ struct Grid {
 }
 
 impl Grid {
-    fn render(&self, out: &mut String) {
+    /// The width of the widest line.
+    fn width(&self) -> usize {
+        let (widths, ..) = self.columns();
+        widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1)
+    }
+
+    /// Each column's width, and per `Point` column its widest whole part
+    /// and widest point and fraction.
+    fn columns(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
         let columns = self.align.len();
         let mut widths = vec![0usize; columns];
         // Per `Point` column: the widest whole part and the widest point and fraction.
@@ -113,6 +125,12 @@ impl Grid {
         for c in 0..columns {
             widths[c] = widths[c].max(whole[c] + fraction[c]);
         }
+        (widths, whole, fraction)
+    }
+
+    fn render(&self, out: &mut String) {
+        let columns = self.align.len();
+        let (widths, _, fraction) = self.columns();
         for (i, row) in self.rows.iter().enumerate() {
             if self.rule_before == Some(i) {
                 let total = widths.iter().sum::<usize>() + 2 * columns.saturating_sub(1);
@@ -142,6 +160,23 @@ impl Grid {
         }
     }
 }
+
+/// How the usage grid is fitted into a width (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Fit {
+    /// `FROM` as dates (every row starts at midnight UTC).
+    dates: bool,
+    /// `REASON`'s longest text; `None` leaves the column out.
+    reason: Option<usize>,
+}
+
+impl Fit {
+    /// The table as it is.
+    const WHOLE: Fit = Fit { dates: false, reason: Some(REASON_WIDTH) };
+}
+
+/// The shortest `REASON` kept before the column is left out.
+const REASON_MIN: usize = 12;
 
 /// `text` cut to `max` characters, ending in `...` when cut.
 fn shorten(text: &str, max: usize) -> String {
@@ -248,26 +283,51 @@ impl Table {
     /// kind and one for the money, the other charges, then the page-1
     /// totals of the whole result.
     pub fn render(&self) -> Result<String> {
+        self.render_within(None)
+    }
+
+    /// [`Table::render`] fitted, as far as it goes, into `width` columns
+    /// (a terminal's): each step taken is said in a note.
+    pub fn render_within(&self, width: Option<usize>) -> Result<String> {
         let currency = &self.currency;
         let mut out = String::new();
         if let Some(heading) = &self.heading {
             out.push_str(heading);
             out.push_str("\n\n");
         }
+        let mut fit = Fit::WHOLE;
         if self.rows.is_empty() {
             out.push_str("no usage rows\n");
         } else {
-            self.usage_grid()?.render(&mut out);
+            let (grid, fitted) = self.fitted_grid(width)?;
+            grid.render(&mut out);
+            fit = fitted;
         }
         if let Some(charges) = &self.charges {
             out.push('\n');
             if charges.is_empty() {
                 out.push_str("no other charges\n");
             } else {
-                charges_grid(charges, currency)?.render(&mut out);
+                charges_grid(charges, currency, fit.dates)?.render(&mut out);
             }
         }
         let mut notes = Vec::new();
+        if fit != Fit::WHOLE {
+            let mut steps = Vec::new();
+            if fit.dates {
+                steps.push("FROM shown as dates");
+            }
+            match fit.reason {
+                Some(REASON_WIDTH) => {}
+                Some(_) => steps.push("REASON shortened"),
+                None => steps.push("REASON left out"),
+            }
+            notes.push(format!(
+                "fitted to {} columns: {} (--format csv or json has every field)",
+                width.unwrap_or_default(),
+                steps.join(", ")
+            ));
+        }
         if let Some(total) = self.total_spend {
             let what = if self.charges.is_some() { "usage and other charges" } else { "usage" };
             notes.push(format!("total spend ({what}, whole window): {total} {currency}"));
@@ -299,13 +359,41 @@ impl Table {
         Ok(out)
     }
 
-    fn usage_grid(&self) -> Result<Grid> {
+    /// The usage grid within `width`: the first step that fits, or the
+    /// last step.
+    fn fitted_grid(&self, width: Option<usize>) -> Result<(Grid, Fit)> {
+        let whole = self.usage_grid(Fit::WHOLE)?;
+        let Some(width) = width else { return Ok((whole, Fit::WHOLE)) };
+        if whole.width() <= width {
+            return Ok((whole, Fit::WHOLE));
+        }
+        let dates = self.rows.iter().all(|r| r.from_date.ends_with("T00:00:00Z"))
+            && self.charges.iter().flatten().all(|c| c.from_date.ends_with("T00:00:00Z"));
+        let mut steps = vec![Fit { dates, reason: Some(REASON_WIDTH) }];
+        let over = self.usage_grid(steps[0])?.width().saturating_sub(width);
+        if over > 0 && REASON_WIDTH.saturating_sub(over) >= REASON_MIN {
+            steps.push(Fit { dates, reason: Some(REASON_WIDTH - over) });
+        }
+        steps.push(Fit { dates, reason: None });
+        let mut last = (whole, Fit::WHOLE);
+        for fit in steps {
+            let grid = self.usage_grid(fit)?;
+            let fits = grid.width() <= width;
+            last = (grid, fit);
+            if fits {
+                break;
+            }
+        }
+        Ok(last)
+    }
+
+    fn usage_grid(&self, fit: Fit) -> Result<Grid> {
         let rows = &self.rows;
         let subaccount = rows.iter().any(|r| r.subaccount.is_some());
         let country = rows.iter().any(|r| r.country.is_some());
         let direction = rows.iter().any(|r| r.direction.is_some());
         let code = rows.iter().any(|r| r.code.as_deref().is_some_and(|c| !c.is_empty()));
-        let reason = rows.iter().any(|r| r.reason.is_some());
+        let reason = fit.reason.is_some() && rows.iter().any(|r| r.reason.is_some());
         let seconds = rows.iter().any(|r| r.seconds.is_some());
         let mut align = vec![Align::Left, Align::Left, Align::Left];
         let mut head = vec!["FROM".to_owned(), "PRODUCT".to_owned(), "TYPE".to_owned()];
@@ -334,13 +422,13 @@ impl Table {
         let mut sums: std::collections::BTreeMap<UnitKind, Sums> = Default::default();
         let mut money = Amount::ZERO;
         for r in rows {
-            let mut cells = vec![r.from_date.clone(), r.product.to_owned(), r.type_.clone()];
+            let mut cells = vec![from(&r.from_date, fit.dates), r.product.to_owned(), r.type_.clone()];
             let values = [
                 (subaccount, r.subaccount.clone()),
                 (country, r.country.clone()),
                 (direction, r.direction.map(str::to_owned)),
                 (code, r.code.clone()),
-                (reason, r.reason.map(|r| shorten(r, REASON_WIDTH))),
+                (reason, r.reason.map(|r| shorten(r, fit.reason.unwrap_or(REASON_WIDTH)))),
             ];
             cells.extend(values.into_iter().filter(|(on, _)| *on).map(|(_, v)| v.unwrap_or_default()));
             cells.extend([r.units.to_string(), r.kind.unit(r.units).to_owned()]);
@@ -386,13 +474,26 @@ fn rows_text(n: usize) -> String {
     }
 }
 
-fn charges_grid(charges: &[Charge], currency: &str) -> Result<Grid> {
+/// A `FROM` cell: the time, or its date when `dates`.
+fn from(time: &str, dates: bool) -> String {
+    match dates {
+        true => time.strip_suffix("T00:00:00Z").unwrap_or(time).to_owned(),
+        false => time.to_owned(),
+    }
+}
+
+fn charges_grid(charges: &[Charge], currency: &str, dates: bool) -> Result<Grid> {
     let align = vec![Align::Left, Align::Left, Align::Right, Align::Point];
     let head = ["FROM", "OTHER CHARGE", "UNITS"].map(str::to_owned).into_iter().chain([format!("AMOUNT {currency}")]);
     let mut grid = Grid { align, rows: vec![head.collect()], rule_before: None };
     let mut money = Amount::ZERO;
     for c in charges {
-        grid.rows.push(vec![c.from_date.clone(), c.description.clone(), c.units.to_string(), c.amount.to_string()]);
+        grid.rows.push(vec![
+            from(&c.from_date, dates),
+            c.description.clone(),
+            c.units.to_string(),
+            c.amount.to_string(),
+        ]);
         money = money.checked_add(c.amount).ok_or_else(overflow)?;
     }
     grid.rule_before = Some(grid.rows.len());
@@ -532,5 +633,43 @@ mod tests {
         let total = text.lines().find(|l| l.contains("other charges")).unwrap();
         assert!(total.ends_with("1.75"), "{text}");
         assert!(text.contains("total spend (usage and other charges, whole window)"), "{text}");
+    }
+
+    /// A table wider than the terminal is fitted step by step, each step
+    /// said; a table that fits, or one with no width, is left whole.
+    #[test]
+    fn a_wide_table_is_fitted_and_says_how() {
+        let mut usage = vec![item("message", 3, None, "0.1"), item("voice", 2, Some("60.5"), "0.2")];
+        usage[0].error_code = Some("30");
+        usage[0].error_reason = Some("A reason that is much longer than any terminal would like to show");
+        usage[1].hangup_cause = Some("4000");
+        let mut table = Table::new();
+        table.add(&page(usage, None)).unwrap();
+        let whole = table.render().unwrap();
+        assert_eq!(table.render_within(None).unwrap(), whole);
+        assert_eq!(table.render_within(Some(500)).unwrap(), whole);
+        let grid_width = |text: &str| {
+            let grid = text.lines().skip(2).take_while(|l| !l.is_empty());
+            grid.map(|l| l.chars().count()).max().unwrap()
+        };
+        let wide = grid_width(&whole);
+        // Dates first, then REASON shortened, then left out.
+        let dated = table.render_within(Some(wide - 1)).unwrap();
+        assert!(grid_width(&dated) < wide, "{dated}");
+        assert!(dated.contains("\n2026-11-20  "), "{dated}");
+        assert!(dated.contains("fitted to"), "{dated}");
+        assert!(dated.contains("FROM shown as dates (--format csv"), "{dated}");
+        let shortened = table.render_within(Some(wide - 20)).unwrap();
+        assert_eq!(grid_width(&shortened), wide - 20, "{shortened}");
+        assert!(shortened.contains("FROM shown as dates, REASON shortened"), "{shortened}");
+        assert!(shortened.contains(" A reason that is much l...  "), "{shortened}");
+        let narrow = table.render_within(Some(60)).unwrap();
+        assert!(!narrow.lines().nth(2).unwrap().contains("REASON"), "{narrow}");
+        assert!(narrow.contains("REASON left out"), "{narrow}");
+        // The numbers are the same in every form.
+        for text in [&dated, &shortened, &narrow] {
+            assert!(text.contains("total (2 rows)"), "{text}");
+            assert!(text.lines().any(|l| l.ends_with(" 0.3")), "{text}");
+        }
     }
 }

@@ -54,11 +54,16 @@ pub fn state_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("state")
 }
 
-/// The binary, with the tests' state directory, no thread count and no
-/// page-token key from the environment (so the key files are used).
+/// The binary, with the tests' state directory, no thread count, no
+/// terminal width and no page-token key from the environment (so the key
+/// files are used).
 pub fn command() -> Command {
     let mut command = Command::new(binary());
-    command.env_remove("TELEMETER_THREADS").env_remove("TELEMETER_TOKEN_KEY").env("TELEMETER_STATE_DIR", state_dir());
+    command
+        .env_remove("TELEMETER_THREADS")
+        .env_remove("TELEMETER_TOKEN_KEY")
+        .env_remove("COLUMNS")
+        .env("TELEMETER_STATE_DIR", state_dir());
     command
 }
 

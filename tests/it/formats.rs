@@ -297,3 +297,25 @@ fn csv_says_other_charges_are_left_out() {
     let without = summary(&sample_data(), "MA001", "product=voice", &["--format", "csv"]);
     assert!(!without.stderr.contains("other charges"), "{}", without.stderr);
 }
+
+/// A table on a terminal narrower than it is fitted (`COLUMNS` stands for
+/// the terminal), says so, and keeps every number; in a pipe it is whole.
+#[test]
+fn a_table_is_fitted_to_the_terminal() {
+    let data = crate::common::sample_data();
+    let args = ["summary", "--data", data.to_str().unwrap(), "--auth-id", "MA001", "--format", "table", "--now"];
+    let args: Vec<&str> = args.into_iter().chain([crate::common::NOW]).collect();
+    let whole = crate::common::telemeter(&args);
+    let mut narrow = crate::common::command();
+    narrow.env("TELEMETER_TOKEN_KEY", crate::common::TOKEN_KEY).env("COLUMNS", "100");
+    let narrow = crate::common::run_command(&args, narrow);
+    let (whole, narrow) = (whole.ok(), narrow.ok());
+    assert!(whole.lines().any(|l| l.chars().count() > 100), "the sample's table is wide:\n{whole}");
+    assert!(!whole.contains("fitted to"), "{whole}");
+    assert!(narrow.contains("fitted to 100 columns: FROM shown as dates"), "{narrow}");
+    let amounts = |text: &str| -> Vec<String> {
+        let lines = text.lines().filter(|l| l.starts_with("2026-") || l.starts_with("total"));
+        lines.map(|l| l.split_whitespace().last().unwrap_or_default().to_owned()).collect()
+    };
+    assert_eq!(amounts(narrow), amounts(whole));
+}
