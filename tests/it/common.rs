@@ -191,3 +191,12 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Says that a test is skipped, and why, in the test run's own output: the
+/// line is written to the process's stderr directly, past libtest's
+/// capture (which takes only `eprintln!`), so a skipped test that passes
+/// still shows.
+pub fn skipped(reason: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED ({}): {reason}", std::thread::current().name().unwrap_or("?"));
+}

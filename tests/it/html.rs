@@ -303,7 +303,7 @@ fn group(n: usize) -> String {
 fn chromium_keeps_money_columns_in_view_at_laptop_and_phone_widths() {
     let chromium = Path::new("/usr/bin/chromium");
     if !chromium.exists() {
-        eprintln!("skipped: /usr/bin/chromium is not installed (apt-get install chromium)");
+        crate::common::skipped("/usr/bin/chromium is not installed (apt-get install chromium)");
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

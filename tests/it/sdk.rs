@@ -26,7 +26,9 @@ fn sdk_python() -> Option<PathBuf> {
             panic!("CI=true but no Plivo SDK: .ci/run installs tests/sdk/requirements.txt into .venv-sdk")
         }
         false => {
-            eprintln!("skipped: no Plivo SDK (python3 -m venv .venv-sdk && .venv-sdk/bin/pip install -r tests/sdk/requirements.txt)");
+            common::skipped(
+                "no Plivo SDK (python3 -m venv .venv-sdk && .venv-sdk/bin/pip install -r tests/sdk/requirements.txt)",
+            );
             None
         }
     }

@@ -44,7 +44,7 @@ fn spark() -> Option<(PathBuf, Option<PathBuf>)> {
             panic!("CI=true but no Spark: set SPARK_HOME (.ci/run installs pyspark into .venv-spark)")
         }
         None => {
-            eprintln!("skipped: no Spark (set SPARK_HOME to a Spark 4 installation, or run .ci/run)");
+            crate::common::skipped("no Spark (set SPARK_HOME to a Spark 4 installation, or run .ci/run)");
             None
         }
     }
