@@ -7,8 +7,9 @@
 //! layer is allowed and a `use`, a path in code or a `pub use` is not. A
 //! path is resolved to the module it names: `crate::a::b`, `super::b` and
 //! `self::b` from the file's own module, and `b::c` where the file declares
-//! `mod b;`. The loop check leaves out a file's `#[cfg(test)]` module: a
-//! test may use a sibling's helpers.
+//! `mod b;`; a file's `#[cfg(test)]` module is read as `module::tests`.
+//! The loop check leaves that module out: a test may use a sibling's
+//! helpers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -66,14 +67,23 @@ fn module_path(file: &Path) -> Vec<String> {
 
 /// Every module path named in code (not in `//` comments) by `module`'s
 /// file, resolved from the crate root, `use` groups expanded:
-/// `crate::a::{b, c::d}` names `a::b` and `a::c::d`. With `tests` false,
-/// the file's text from its `#[cfg(test)]` module on is left out.
+/// `crate::a::{b, c::d}` names `a::b` and `a::c::d`. The file's text from
+/// its `#[cfg(test)]` module on is read as that module's (`module::tests`),
+/// or left out with `tests` false.
 fn references(module: &[String], text: &str, tests: bool) -> Vec<Vec<String>> {
     let mut found = Vec::new();
-    let text = match text.find("#[cfg(test)]") {
-        Some(at) if !tests => &text[..at],
-        _ => text,
-    };
+    let (code, test_code) = text.split_at(text.find("#[cfg(test)]").unwrap_or(text.len()));
+    scan(module, code, &mut found);
+    if tests {
+        let inner: Vec<String> = module.iter().cloned().chain(["tests".to_owned()]).collect();
+        scan(&inner, test_code, &mut found);
+    }
+    found.retain(|p| !p.is_empty());
+    found
+}
+
+/// Adds the paths `text` names from inside `module` to `found`.
+fn scan(module: &[String], text: &str, found: &mut Vec<Vec<String>>) {
     let code: String = text
         .lines()
         .map(|line| match line.find("//") {
@@ -99,21 +109,19 @@ fn references(module: &[String], text: &str, tests: bool) -> Vec<Vec<String>> {
             continue;
         }
         match word.as_str() {
-            "crate" => tree(after, Vec::new(), &mut found),
-            "self" => tree(after, module.to_vec(), &mut found),
+            "crate" => tree(after, Vec::new(), found),
+            "self" => tree(after, module.to_vec(), found),
             "super" => {
                 let (mut up, mut after) = (1, after);
                 while let Some(next) = after.strip_prefix("super::") {
                     (up, after) = (up + 1, next);
                 }
-                tree(after, module[..module.len().saturating_sub(up)].to_vec(), &mut found);
+                tree(after, module[..module.len().saturating_sub(up)].to_vec(), found);
             }
-            name if children.contains(name) => tree(&code[at - name.len()..], module.to_vec(), &mut found),
+            name if children.contains(name) => tree(&code[at - name.len()..], module.to_vec(), found),
             _ => {}
         }
     }
-    found.retain(|p| !p.is_empty());
-    found
 }
 
 /// The modules a file declares in files of their own (`mod name;`).
