@@ -30,7 +30,7 @@ use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
 
 use crate::dataset::Source;
-use crate::resources::{self, Store};
+use crate::resources::{self, ResourceDb};
 use crate::server::listen::Limits;
 use crate::server::rate::{RateLimiter, SystemClock};
 use crate::server::{self, Current, Generation, Server, DEFAULT_SIP_DOMAIN, RATE_LIMIT, RATE_WINDOW};
@@ -106,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     })?;
     let resources = match &dataset.source {
-        Source::Store(store) => Store::open_for_store(store).context("cannot open the store's resources")?,
+        Source::Store(store) => ResourceDb::open_for_store(store).context("cannot open the store's resources")?,
         Source::Raw(dir) => load_resources(dir, args.db.as_deref())?,
     };
     if !resources.writable() {
@@ -153,7 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The resources of the data directory `data`, loaded into `db` (default:
 /// [`default_db`]).
-fn load_resources(data: &Path, db: Option<&Path>) -> anyhow::Result<Store> {
+fn load_resources(data: &Path, db: Option<&Path>) -> anyhow::Result<ResourceDb> {
     let db = match db {
         Some(db) => db.to_owned(),
         None => default_db(data)?,
@@ -164,7 +164,7 @@ fn load_resources(data: &Path, db: Option<&Path>) -> anyhow::Result<Store> {
         "registrations": stats.registrations, "recordings": stats.recordings,
         "deleted_skipped": stats.deleted_skipped,
     }));
-    Store::open(&db).with_context(|| format!("cannot open {}", db.display()))
+    ResourceDb::open(&db).with_context(|| format!("cannot open {}", db.display()))
 }
 
 fn log(value: &serde_json::Value) {

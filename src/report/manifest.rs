@@ -171,7 +171,7 @@ fn by_currency(sums: &BTreeMap<String, Amount>) -> String {
 }
 
 #[derive(Debug, Serialize)]
-pub(super) struct Manifest<'a> {
+pub(super) struct ReportManifest<'a> {
     pub(super) generator: &'static str,
     pub(super) version: &'static str,
     pub(super) request: RequestEntry,

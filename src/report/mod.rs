@@ -38,7 +38,7 @@ use crate::summary::{build_many, to_json, Batch, Summary};
 use crate::time::format_instant;
 use crate::token::TokenKey;
 use manifest::{
-    check_counts, counts_entry, overflow, reconcile, AccountEntry, InputEntry, Manifest, RequestEntry, Written,
+    check_counts, counts_entry, overflow, reconcile, AccountEntry, InputEntry, ReportManifest, RequestEntry, Written,
 };
 use output::{
     check_inputs_unchanged, check_replaceable, create, hash_inputs, remove_stale, staging_dir, swap_into_place,
@@ -226,7 +226,7 @@ fn write_all(
             .as_bytes(),
     )?;
 
-    let manifest = Manifest {
+    let manifest = ReportManifest {
         generator: GENERATOR,
         version: env!("CARGO_PKG_VERSION"),
         request: RequestEntry::of(request),

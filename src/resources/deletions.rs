@@ -228,7 +228,7 @@ fn damaged(path: &Path, finding: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::{ListQuery, Store};
+    use crate::resources::{ListQuery, ResourceDb};
 
     /// A generation database with recordings R0..R9 of account A.
     fn generation(dir: &Path) -> PathBuf {
@@ -256,7 +256,7 @@ mod tests {
     }
 
     fn visible(resources: &Path, deletions: &Path) -> Result<Vec<String>> {
-        let store = Store::open_generation(Some(resources), deletions)?;
+        let store = ResourceDb::open_generation(Some(resources), deletions)?;
         let all = ListQuery { limit: 20, ..ListQuery::default() };
         Ok(store.list_recordings("A", &all)?.1.into_iter().map(|r| r.recording_id).collect())
     }
@@ -266,12 +266,12 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let resources = generation(temp.path());
         let deletions = temp.path().join("deletions.sqlite");
-        let store = Store::open_generation(Some(&resources), &deletions).unwrap();
+        let store = ResourceDb::open_generation(Some(&resources), &deletions).unwrap();
         assert!(store.delete_recording("A", "R1", 0).unwrap());
         drop(store);
         let older = temp.path().join("older.sqlite");
         std::fs::copy(&deletions, &older).unwrap();
-        let store = Store::open_generation(Some(&resources), &deletions).unwrap();
+        let store = ResourceDb::open_generation(Some(&resources), &deletions).unwrap();
         assert!(store.delete_recording("A", "R2", 0).unwrap());
         drop(store);
         assert_eq!(std::fs::read_to_string(count_path(&deletions)).unwrap(), "{\"deletions\":2}\n");
@@ -299,7 +299,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let resources = generation(temp.path());
         let deletions = temp.path().join("deletions.sqlite");
-        let store = Store::open_generation(Some(&resources), &deletions).unwrap();
+        let store = ResourceDb::open_generation(Some(&resources), &deletions).unwrap();
         for id in ["R1", "R4", "R7"] {
             assert!(store.delete_recording("A", id, 1_700_000_000_000_000).unwrap());
         }

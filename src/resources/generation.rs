@@ -197,7 +197,7 @@ fn stored_registrations(connection: &Connection) -> rusqlite::Result<Vec<Registr
 mod tests {
     use super::*;
     use crate::resources::load::tests::write;
-    use crate::resources::{ListQuery, Store};
+    use crate::resources::{ListQuery, ResourceDb};
 
     const HEADER: &str = "recording_id,auth_id,subaccount_auth,call_uuid,from_number,to_number,conference_name,\
 conference_uuid,mpc_name,mpc_uuid,recording_url,recording_format,recording_type,recording_start_ms,recording_end_ms,add_time\n";
@@ -207,7 +207,7 @@ conference_uuid,mpc_name,mpc_uuid,recording_url,recording_format,recording_type,
     }
 
     fn ids(db: &Path, deletions: &Path) -> Vec<String> {
-        let store = Store::open_generation(Some(db), deletions).unwrap();
+        let store = ResourceDb::open_generation(Some(db), deletions).unwrap();
         let all = ListQuery { limit: 20, ..ListQuery::default() };
         store.list_recordings("A", &all).unwrap().1.into_iter().map(|r| r.recording_id).collect()
     }
@@ -230,7 +230,7 @@ conference_uuid,mpc_name,mpc_uuid,recording_url,recording_format,recording_type,
         assert!(changes.changed);
 
         // Recordings only: one new, one already stored; R2 deleted meanwhile.
-        let store = Store::open_generation(Some(&first), &deletions).unwrap();
+        let store = ResourceDb::open_generation(Some(&first), &deletions).unwrap();
         assert!(store.delete_recording("A", "R2", 0).unwrap());
         assert!(!store.delete_recording("A", "R2", 0).unwrap());
         assert_eq!(ids(&first, &deletions), ["R1"], "a deletion hides the row of a published generation");
@@ -244,7 +244,7 @@ conference_uuid,mpc_name,mpc_uuid,recording_url,recording_format,recording_type,
         assert_eq!((changes.endpoints, changes.registrations), (None, None));
         assert_eq!((changes.recordings_added, changes.recordings_duplicates, changes.deleted_skipped), (1, 1, 1));
         assert_eq!(ids(&second, &deletions), ["R1", "R3"]);
-        let kept = Store::open_generation(Some(&second), &deletions).unwrap();
+        let kept = ResourceDb::open_generation(Some(&second), &deletions).unwrap();
         assert_eq!(kept.endpoint("A", "E1").unwrap().map(|e| e.alias).as_deref(), Some("Desk"));
         assert!(kept.active_registration("E1", 0).unwrap().is_some());
         assert_eq!(ids(&first, &deletions), ["R1"], "the previous generation is untouched");
@@ -272,13 +272,13 @@ conference_uuid,mpc_name,mpc_uuid,recording_url,recording_format,recording_type,
         write(&data, "recordings/r.csv", &format!("{HEADER}{}{}", recording("R1", "u1"), recording("R2", "u2")));
         let legacy = temp.path().join("resources.sqlite");
         crate::resources::load(&data, &legacy).unwrap();
-        assert!(Store::open(&legacy).unwrap().delete_recording("A", "R1", 0).unwrap());
+        assert!(ResourceDb::open(&legacy).unwrap().delete_recording("A", "R1", 0).unwrap());
         write(&later, "recordings/r.csv", &format!("{HEADER}{}", recording("R3", "u3")));
         let (deletions, out) = (temp.path().join("deletions.sqlite"), temp.path().join("g.sqlite"));
         let changes = build(&later, Previous::Legacy(&legacy), &deletions, &out).unwrap().unwrap();
         assert_eq!(changes.recordings_added, 1);
         assert_eq!(ids(&out, &deletions), ["R2", "R3"]);
-        let store = Store::open_generation(Some(&out), &deletions).unwrap();
+        let store = ResourceDb::open_generation(Some(&out), &deletions).unwrap();
         assert!(store.endpoint("A", "E1").unwrap().is_some());
     }
 }

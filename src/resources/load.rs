@@ -434,7 +434,7 @@ fn recording_row(index: &[Option<usize>; 16], row: &[String], location: &Locatio
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::resources::{ListQuery, Store};
+    use crate::resources::{ListQuery, ResourceDb};
 
     /// Writes `text` to `dir/name`, creating folders.
     pub(in crate::resources) fn write(dir: &Path, name: &str, text: &str) {
@@ -468,7 +468,7 @@ R2,A,SA,C2,+1555,+1666,room,CU,,,https://r/2.wav,wav,conference,1763646301000,17
         let first = load(dir, &db).unwrap();
         assert_eq!((first.endpoints, first.registrations, first.recordings, first.recording_files), (1, 1, 2, 1));
         assert_eq!(load(dir, &db).unwrap(), first);
-        let store = Store::open(&db).unwrap();
+        let store = ResourceDb::open(&db).unwrap();
         let endpoint = store.endpoint("A", "E1").unwrap().unwrap();
         assert_eq!(endpoint.password_md5, "5ebe2294ecd0e0f08eab7690d2a6ee69");
         assert!(store.endpoint("B", "E1").unwrap().is_none());

@@ -23,7 +23,7 @@
 //! generation, whatever was published meanwhile. The database that holds
 //! them is synced before a DELETE is answered, counted in a file beside it
 //! and checked on open, so that a lost or damaged one is an error, never a
-//! deleted recording shown again ([`deletions`]). [`Store`] answers the
+//! deleted recording shown again ([`deletions`]). [`ResourceDb`] answers the
 //! server's queries in both cases.
 
 pub mod deletions;
@@ -166,7 +166,7 @@ impl Recording {
 /// The database of a server: one connection, shared behind a mutex, so
 /// that writes (deletes) are serialized; every query is short.
 #[derive(Debug)]
-pub struct Store {
+pub struct ResourceDb {
     path: PathBuf,
     /// The database the deletions are written to (`path` for a data
     /// directory's database).
@@ -353,37 +353,37 @@ fn recording_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Recording> {
     })
 }
 
-impl Store {
+impl ResourceDb {
     /// Opens the database of a data directory at `path` (written by
     /// [`load()`]), creating an empty one when missing.
-    pub fn open(path: &Path) -> Result<Store> {
+    pub fn open(path: &Path) -> Result<ResourceDb> {
         let connection = Mutex::new(connect(path)?);
-        Ok(Store { path: path.to_owned(), deletions: path.to_owned(), writable: true, connection, tables: "main" })
+        Ok(ResourceDb { path: path.to_owned(), deletions: path.to_owned(), writable: true, connection, tables: "main" })
     }
 
     /// The resources of the generation `store` answers from: its
     /// generation's database (read-only), and the store's deletions. A
     /// store written before resources were part of its generations still
     /// answers from its `resources.sqlite`.
-    pub fn open_for_store(store: &crate::store::Store) -> Result<Store> {
+    pub fn open_for_store(store: &crate::store::Store) -> Result<ResourceDb> {
         let deletions = store.dir.join(crate::store::DELETIONS_DB);
-        match Store::source_of(store) {
+        match ResourceDb::source_of(store) {
             Source::Generation(path) => {
                 // Checked against its sum before SQLite reads a page of it.
                 store.check_resources()?;
-                Store::open_generation(Some(&path), &deletions)
+                ResourceDb::open_generation(Some(&path), &deletions)
             }
-            Source::Legacy(path) => Store::open(&path),
-            Source::Nothing => Store::open_generation(None, &deletions),
+            Source::Legacy(path) => ResourceDb::open(&path),
+            Source::Nothing => ResourceDb::open_generation(None, &deletions),
         }
     }
 
-    /// The file [`Store::path`] of the store that [`Store::open_for_store`]
+    /// The file [`ResourceDb::path`] of the store that [`ResourceDb::open_for_store`]
     /// opens for `store`: equal for two generations that share their
     /// resources (an ingest of records only), so a server following the
     /// store keeps its connection.
     pub fn path_for_store(store: &crate::store::Store) -> PathBuf {
-        match Store::source_of(store) {
+        match ResourceDb::source_of(store) {
             Source::Generation(path) | Source::Legacy(path) => path,
             Source::Nothing => store.dir.join(crate::store::DELETIONS_DB),
         }
@@ -411,8 +411,8 @@ impl Store {
     /// the store's folder takes no new byte (a full disk, a spent quota, a
     /// read-only mount: `folder_refuses_writes`), it is read as it is
     /// (read-only, checked as ever) and new deletions are refused
-    /// ([`Store::writable`]): reading never needs free space.
-    pub fn open_generation(resources: Option<&Path>, deletions: &Path) -> Result<Store> {
+    /// ([`ResourceDb::writable`]): reading never needs free space.
+    pub fn open_generation(resources: Option<&Path>, deletions: &Path) -> Result<ResourceDb> {
         let side_files = ["-wal", "-shm"].map(|suffix| {
             let mut name = deletions.as_os_str().to_owned();
             name.push(suffix);
@@ -455,7 +455,7 @@ impl Store {
             .map_err(|e| db_error(path, e))?;
         let connection = Mutex::new(connection);
         let deletions = deletions.to_owned();
-        Ok(Store { path: path.to_owned(), deletions, writable, connection, tables: GENERATION })
+        Ok(ResourceDb { path: path.to_owned(), deletions, writable, connection, tables: GENERATION })
     }
 
     /// The database file.
@@ -465,7 +465,7 @@ impl Store {
 
     /// Whether deletions can be recorded: `false` for a store on a
     /// read-only mount (or one this process may not write), where
-    /// [`Store::delete_recording`] is refused.
+    /// [`ResourceDb::delete_recording`] is refused.
     pub fn writable(&self) -> bool {
         self.writable
     }
@@ -567,7 +567,7 @@ impl Store {
         let tables = self.tables;
         let mut connection =
             self.connection.lock().map_err(|_| Error::Internal("the database lock is poisoned".into()))?;
-        let deleted = Store::delete_in(&mut connection, tables, auth_id, recording_id, now_us)
+        let deleted = ResourceDb::delete_in(&mut connection, tables, auth_id, recording_id, now_us)
             .map_err(|e| db_error(&self.deletions, e))?;
         if deleted {
             deletions::record_count(&connection, &self.deletions)?;
@@ -575,7 +575,7 @@ impl Store {
         Ok(deleted)
     }
 
-    /// The transaction of [`Store::delete_recording`].
+    /// The transaction of [`ResourceDb::delete_recording`].
     fn delete_in(
         c: &mut Connection,
         tables: &str,

@@ -6,7 +6,7 @@
 //! usage summary goes through the same [`crate::query`] and
 //! [`crate::summary::build`] as `telemeter summary`, on the blocking pool
 //! (never on the async threads); the resources come from SQLite
-//! ([`crate::resources::Store`]).
+//! ([`crate::resources::ResourceDb`]).
 //!
 //! Every response carries a fresh random `api_id` (UUID v4), made by the
 //! request middleware, which also enforces the limits on the request target
@@ -49,7 +49,7 @@ use chrono::{DateTime, Utc};
 
 use crate::dataset::Dataset;
 use crate::error::printable;
-use crate::resources::Store;
+use crate::resources::ResourceDb;
 use crate::token::TokenKey;
 use auth::{Credentials, Refusal};
 use error::{ApiError, PendingError};
@@ -78,7 +78,7 @@ pub struct Generation {
     /// Usage records and accounts (with a store: its read lease).
     pub dataset: Dataset,
     /// Endpoints, registrations and recordings.
-    pub resources: Arc<Store>,
+    pub resources: Arc<ResourceDb>,
     /// Account credentials and allowlists, from the data set's accounts.
     pub credentials: Credentials,
     /// The store generation, when the data set is a store.
@@ -88,7 +88,7 @@ pub struct Generation {
 impl Generation {
     /// Answers from `dataset` and `resources`, with the credentials of the
     /// data set's accounts.
-    pub fn new(dataset: Dataset, resources: Arc<Store>) -> Result<Generation, String> {
+    pub fn new(dataset: Dataset, resources: Arc<ResourceDb>) -> Result<Generation, String> {
         let credentials = Credentials::from_accounts(&dataset.accounts)?;
         let number = dataset.store().map(|store| store.manifest.generation);
         Ok(Generation { dataset, resources, credentials, number })
@@ -104,10 +104,10 @@ impl Generation {
             return Ok(None);
         }
         let Some(store) = dataset.store() else { return Err(format!("{} is not a store", dir.display())) };
-        let db = Store::path_for_store(store);
+        let db = ResourceDb::path_for_store(store);
         let resources = match previous {
             Some(previous) if previous.resources.path() == db => previous.resources.clone(),
-            _ => Arc::new(Store::open_for_store(store).map_err(|e| e.chain())?),
+            _ => Arc::new(ResourceDb::open_for_store(store).map_err(|e| e.chain())?),
         };
         Generation::new(dataset, resources).map(Some)
     }
@@ -326,7 +326,7 @@ mod tests {
         crate::resources::load(d, &db).unwrap();
         let dataset = Dataset::open(d).unwrap();
         let server = Server {
-            current: Current::new(Generation::new(dataset, Arc::new(Store::open(&db).unwrap())).unwrap()),
+            current: Current::new(Generation::new(dataset, Arc::new(ResourceDb::open(&db).unwrap())).unwrap()),
             rate: RateLimiter::new(RATE_LIMIT, RATE_WINDOW, Arc::new(rate::SystemClock::default())),
             token_key: TokenKey::from_secret("unit tests"),
             sip_domain: DEFAULT_SIP_DOMAIN.to_owned(),

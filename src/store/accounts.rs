@@ -8,18 +8,19 @@
 //! A later ingest whose data folder has an `accounts.csv` publishes that
 //! file instead (as it always does): the data folder's file is the source
 //! of truth, so a token meant to last goes there too. That ingest names the
-//! accounts whose token it removes ([`tokens_dropped`]).
+//! accounts whose token it removes.
 
 use std::path::Path;
 
-use super::{ingest, Manifest};
+use super::generation;
+use super::Manifest;
 use crate::error::{Error, Result};
 
 /// Publishes a generation of `store` whose accounts are `edit` applied to
 /// the current accounts file (`None`: the store has none); every other file
 /// of the generation is kept. Returns the new generation's number.
 pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>>) -> Result<u64> {
-    let lock = ingest::lock(store)?;
+    let lock = generation::lock(store)?;
     let old = read(store)?;
     let current = read_accounts(store, &old)?;
     let bytes = edit(current.as_ref().map(|(_, bytes)| bytes.as_slice()))?;
@@ -42,7 +43,7 @@ pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result
         .and_then(|()| super::sync_dir(&folder))
         .and_then(|()| {
             let sums = std::collections::HashMap::from([(path.clone(), crate::checksum::FileSum::of(&bytes))]);
-            ingest::record_sums(store, &old, &mut manifest, &sums)
+            generation::record_sums(store, &old, &mut manifest, &sums)
         })
         .and_then(|()| manifest.publish(store, &tag));
     if let Err(error) = published {
@@ -56,25 +57,9 @@ pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result
         let _ = std::fs::remove_file(store.join(format!("{}.tmp-{tag}", super::MANIFEST)));
         return Err(error);
     }
-    ingest::collect_garbage(store, &[&old, &manifest]);
+    generation::collect_garbage(store, &[&old, &manifest]);
     drop(lock);
     Ok(generation)
-}
-
-/// The accounts that have a token in `old` (an accounts file) and none in
-/// `new` (no row, or an empty `auth_token_sha256`): an ingest publishing
-/// `new` over `old` takes their credentials away, which the command says.
-/// A file that does not parse has no tokens.
-pub fn tokens_dropped(old: &[u8], new: &[u8]) -> Vec<String> {
-    use crate::records::accounts::Accounts;
-    let (Ok(old), Ok(new)) = (Accounts::parse(old, "accounts.csv"), Accounts::parse(new, "accounts.csv")) else {
-        return Vec::new();
-    };
-    old.iter()
-        .filter(|account| account.auth_token_sha256.is_some())
-        .filter(|account| new.get(&account.auth_id).is_none_or(|row| row.auth_token_sha256.is_none()))
-        .map(|account| account.auth_id.clone())
-        .collect()
 }
 
 fn read(store: &Path) -> Result<Manifest> {
@@ -96,19 +81,5 @@ fn read_accounts(store: &Path, manifest: &Manifest) -> Result<Option<(String, Ve
             Ok(Some((name.clone(), bytes)))
         }
         None => Ok(None),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_token_is_dropped_when_the_new_row_has_none_or_there_is_no_row() {
-        let old = b"auth_id,auth_token_sha256\nA,aa\nB,bb\nC,cc\nD,\n";
-        let new = b"auth_id,auth_token_sha256\nA,\nB,b2\nD,dd\n";
-        assert_eq!(tokens_dropped(old, new), ["A", "C"]);
-        assert_eq!(tokens_dropped(old, b"auth_id\nA\n"), ["A", "B", "C"]);
-        assert!(tokens_dropped(b"not, a file", new).is_empty());
     }
 }

@@ -79,6 +79,7 @@
 
 pub mod accounts;
 pub(crate) mod answer;
+mod generation;
 pub(crate) mod index;
 pub mod ingest;
 pub mod lease;
@@ -159,6 +160,14 @@ pub const KEPT_MANIFESTS: &str = "manifests";
 pub const KEEP_MANIFESTS: usize = 8;
 
 pub use crate::checksum::FileSum;
+
+/// Creates the folder `path` goes in, when missing.
+fn create_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(parent) => std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e)),
+        None => Ok(()),
+    }
+}
 
 /// The published state of a store: every file of the current generation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

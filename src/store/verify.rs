@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::{ingest, FileSum, Manifest, KEPT_MANIFESTS, MANIFEST};
+use super::{generation, FileSum, Manifest, KEPT_MANIFESTS, MANIFEST};
 use crate::error::{Error, Result};
 
 /// What is wrong with one file.
@@ -206,7 +206,7 @@ pub fn repair(store: &Path) -> Result<Repaired> {
     if !store.is_dir() {
         return Err(Error::io(store, "not a folder"));
     }
-    let lock = ingest::lock(store)?;
+    let lock = generation::lock(store)?;
     let mut repaired = Repaired::default();
     let manifest = match Manifest::read(store) {
         Ok(Some(manifest)) => manifest,
@@ -276,7 +276,7 @@ pub fn repair(store: &Path) -> Result<Repaired> {
         .find(|(generation, _)| *generation + 1 == manifest.generation)
         .and_then(|(_, path)| Manifest::parse(&std::fs::read(&path).ok()?, &path).ok());
     let keep: Vec<&Manifest> = std::iter::once(&manifest).chain(&previous).collect();
-    repaired.removed = ingest::collect_garbage(store, &keep);
+    repaired.removed = generation::collect_garbage(store, &keep);
     repaired.damaged = check_files(store, &manifest);
     repaired.generation = manifest.generation;
     drop(lock);

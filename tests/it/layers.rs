@@ -3,8 +3,13 @@
 //! no two files import each other, directly or around a loop.
 //!
 //! The check reads `src/` as text, like rust-analyzer's `tidy.rs`: a
-//! reference is `crate::name` outside a `//` comment, so a doc link to a
-//! higher layer is allowed and a `use`, a path in code or a `pub use` is not.
+//! reference is a path outside a `//` comment, so a doc link to a higher
+//! layer is allowed and a `use`, a path in code or a `pub use` is not. A
+//! path is resolved to the module it names: `crate::a::b`, `super::b` and
+//! `self::b` from the file's own module, and `b::c` where the file declares
+//! `mod b;`; a file's `#[cfg(test)]` module is read as `module::tests`.
+//! The loop check leaves that module out: a test may use a sibling's
+//! helpers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -60,11 +65,25 @@ fn module_path(file: &Path) -> Vec<String> {
     parts
 }
 
-/// Every module path named as `crate::a::b::…` in code (not in `//`
-/// comments), `use` groups expanded: `crate::a::{b, c::d}` names `a::b`
-/// and `a::c::d`.
-fn references(text: &str) -> Vec<Vec<String>> {
+/// Every module path named in code (not in `//` comments) by `module`'s
+/// file, resolved from the crate root, `use` groups expanded:
+/// `crate::a::{b, c::d}` names `a::b` and `a::c::d`. The file's text from
+/// its `#[cfg(test)]` module on is read as that module's (`module::tests`),
+/// or left out with `tests` false.
+fn references(module: &[String], text: &str, tests: bool) -> Vec<Vec<String>> {
     let mut found = Vec::new();
+    let (code, test_code) = text.split_at(text.find("#[cfg(test)]").unwrap_or(text.len()));
+    scan(module, code, &mut found);
+    if tests {
+        let inner: Vec<String> = module.iter().cloned().chain(["tests".to_owned()]).collect();
+        scan(&inner, test_code, &mut found);
+    }
+    found.retain(|p| !p.is_empty());
+    found
+}
+
+/// Adds the paths `text` names from inside `module` to `found`.
+fn scan(module: &[String], text: &str, found: &mut Vec<Vec<String>>) {
     let code: String = text
         .lines()
         .map(|line| match line.find("//") {
@@ -73,17 +92,52 @@ fn references(text: &str) -> Vec<Vec<String>> {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let mut rest = code.as_str();
-    while let Some(at) = rest.find("crate::") {
-        let before = rest[..at].chars().last();
-        rest = &rest[at + "crate::".len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
-            continue; // `$crate::` or `some_crate::`
+    let children = child_modules(&code);
+    let mut at = 0;
+    while at < code.len() {
+        let rest = &code[at..];
+        let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let before = code[..at].chars().last();
+        let starts_path = !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':');
+        if word.is_empty() {
+            at += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
         }
-        tree(rest, Vec::new(), &mut found);
+        at += word.len();
+        let Some(after) = code[at..].strip_prefix("::") else { continue };
+        if !starts_path {
+            continue;
+        }
+        match word.as_str() {
+            "crate" => tree(after, Vec::new(), found),
+            "self" => tree(after, module.to_vec(), found),
+            "super" => {
+                let (mut up, mut after) = (1, after);
+                while let Some(next) = after.strip_prefix("super::") {
+                    (up, after) = (up + 1, next);
+                }
+                tree(after, module[..module.len().saturating_sub(up)].to_vec(), found);
+            }
+            name if children.contains(name) => tree(&code[at - name.len()..], module.to_vec(), found),
+            _ => {}
+        }
     }
-    found.retain(|p| !p.is_empty());
-    found
+}
+
+/// The modules a file declares in files of their own (`mod name;`).
+fn child_modules(code: &str) -> BTreeSet<String> {
+    code.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let line = match line.strip_prefix("pub") {
+                Some(rest) if rest.starts_with('(') => rest.split_once(')').map_or(rest, |(_, rest)| rest),
+                Some(rest) => rest,
+                None => line,
+            };
+            let name = line.trim_start().strip_prefix("mod ")?.strip_suffix(';')?.trim();
+            Some(name.to_owned())
+        })
+        .collect()
 }
 
 /// Reads one use-tree at the start of `text` under `prefix`.
@@ -149,7 +203,7 @@ fn no_module_uses_a_layer_above_its_own() {
         let own =
             layer_of(top).unwrap_or_else(|| panic!("{}: module `{top}` has no layer in this test", file.display()));
         let text = std::fs::read_to_string(file).expect("readable");
-        for reference in references(&text) {
+        for reference in references(&module, &text, true) {
             let used = &reference[0];
             let Some(theirs) = layer_of(used) else {
                 panic!("{}: `crate::{used}` is not a module with a layer", file.display());
@@ -180,7 +234,7 @@ fn no_file_imports_form_a_cycle() {
     let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
     for (module, file) in &modules {
         let text = std::fs::read_to_string(file).expect("readable");
-        for reference in references(&text) {
+        for reference in references(module, &text, false) {
             let target = (1..=reference.len()).rev().map(|n| reference[..n].to_vec()).find(|p| modules.contains_key(p));
             let Some(target) = target else { continue };
             if &target == module || module.starts_with(&target) {

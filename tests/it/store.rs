@@ -307,7 +307,7 @@ fn ingest_loads_resources_and_a_records_only_day_keeps_them() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let endpoint = |store: &Path| {
         let opened = telemeter::store::Store::open(store).expect("open the store");
-        let db = telemeter::resources::Store::open_for_store(&opened).expect("open resources");
+        let db = telemeter::resources::ResourceDb::open_for_store(&opened).expect("open resources");
         db.endpoint("MA001", "EP_DESK").expect("query").map(|e| e.username)
     };
     assert_eq!(endpoint(&store).as_deref(), Some("frontdesk"));

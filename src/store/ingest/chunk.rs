@@ -7,8 +7,7 @@
 //! index entries, an amount, and the rows of each rollup shard
 //! ([`ChunkFold`]), one chunk per thread.
 
-use super::dedup::Mark;
-use super::rollups::{shard_of, SHARDS};
+use super::key::{shard_of, SHARDS};
 use crate::error::{BadRecord, Result};
 use crate::intern::{Interner, ShortCache};
 use crate::prefetch::prefetch;
@@ -25,11 +24,11 @@ use crate::store::parquet_io::{RecordRows, RecordView};
 const ROWS_AHEAD: usize = 32;
 
 /// A string in an arena: offset and length.
-pub(super) type Span = (u32, u32);
+pub(super) type TextRange = (u32, u32);
 
 /// The span of `length` bytes at `at` in an arena, or `None` when it would
 /// end past what a span addresses (4 GiB), never a span that wraps.
-pub(super) fn span_at(at: usize, length: usize) -> Option<Span> {
+pub(super) fn span_at(at: usize, length: usize) -> Option<TextRange> {
     let (start, length) = (u32::try_from(at).ok()?, u32::try_from(length).ok()?);
     start.checked_add(length)?;
     Some((start, length))
@@ -59,7 +58,7 @@ pub(super) struct Texts {
 
 impl Texts {
     /// Appends a record id to the arena: its span, or `None` past 4 GiB.
-    fn keep(&mut self, text: &str) -> Option<Span> {
+    fn keep(&mut self, text: &str) -> Option<TextRange> {
         let span = span_at(self.arena.len(), text.len())?;
         self.arena.push_str(text);
         Some(span)
@@ -96,7 +95,7 @@ impl Texts {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Row {
     pub(super) seen: Seen,
-    pub(super) record_id: Span,
+    pub(super) record_id: TextRange,
     /// auth_id, subaccount, type, code ([`AUTH_ID`], ...).
     pub(super) names: [u32; 4],
     pub(super) secs: i64,
@@ -420,6 +419,18 @@ impl RecordRows for Kept<'_> {
         }
         Ok(())
     }
+}
+
+/// What the batch check decided about a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mark {
+    /// The first of its id anywhere: stored now.
+    New,
+    /// Repeats an earlier identical row of the batch: skipped.
+    Duplicate,
+    /// Its id may be stored or seen in an earlier batch: checked exactly
+    /// later (`dedup::check`).
+    Candidate,
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
 
-use super::chunk::{Chunk, Row, Texts};
+use super::chunk::{Chunk, Mark, Row, Texts};
 use super::Run;
 use crate::aggregate::Tally;
 use crate::error::{Error, Result};
@@ -289,18 +289,6 @@ type Clash = ((u32, u64), (u32, u64), u32, u32);
 /// place, and the later row's position in [`Pending::rows`].
 type PendingClash = ((u32, u64), (u32, u64), u32);
 
-/// What the batch check decided about a row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Mark {
-    /// The first of its id anywhere: stored now.
-    New,
-    /// Repeats an earlier identical row of the batch: skipped.
-    Duplicate,
-    /// Its id may be stored or seen in an earlier batch: checked exactly
-    /// later ([`check`]).
-    Candidate,
-}
-
 /// The state of one kind during an ingest.
 pub(super) struct KindState {
     pub(super) kind: Kind,
@@ -419,6 +407,37 @@ impl Pending {
         row.view(&self.texts, source_file)
     }
 }
+
+/// The record-id filter of one kind (both engines make the same one, so
+/// that they take the same rows for candidates): sized for the ids it will
+/// hold, those `stored` and about as many new ones as the input `files`
+/// can hold (CSV rows of at least [`CSV_ROW_BYTES`], compressed or Parquet
+/// rows of at least [`PACKED_ROW_BYTES`]), within `max_bytes`
+/// (`--filter-mb`). An estimate too low only sends more rows to the exact
+/// check.
+pub(in crate::store) fn filter_for(
+    max_bytes: u64,
+    stored: &KindFiles,
+    files: &[(u32, &crate::records::files::InputFile)],
+) -> Filter {
+    let new: u64 = files
+        .iter()
+        .map(|(_, file)| match file.format {
+            crate::records::files::Format::Csv => file.size / CSV_ROW_BYTES,
+            crate::records::files::Format::CsvGz
+            | crate::records::files::Format::CsvZst
+            | crate::records::files::Format::Parquet => file.size / PACKED_ROW_BYTES,
+        })
+        .sum();
+    Filter::for_ids(max_bytes, stored.count.saturating_add(new))
+}
+
+/// Bytes of the shortest CSV row [`filter_for`] expects (the benchmark's are
+/// about 120).
+const CSV_ROW_BYTES: u64 = 48;
+
+/// Bytes of the shortest compressed or Parquet row [`filter_for`] expects.
+const PACKED_ROW_BYTES: u64 = 8;
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,7 @@
 
 use std::hash::BuildHasher;
 
-use super::rollups::RollupKey;
+use super::key::RollupKey;
 use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 

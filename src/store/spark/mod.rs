@@ -45,7 +45,8 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
-use super::ingest::{self, IngestOptions, IngestProgress, IngestReport};
+use super::generation;
+use super::ingest::terms::{started, IngestOptions, IngestProgress, IngestReport};
 use super::location::{DataLocation, Uri};
 use super::Manifest;
 use crate::aggregate::OnBadRow;
@@ -189,8 +190,8 @@ fn unreadable(uri: &str, message: &str) -> Error {
 /// What an ingest has read before the job: everything, for a local data
 /// directory; only the store, for a URI (the job lists and copies it).
 enum Before {
-    Prepared(ingest::Prepared),
-    Opened(ingest::Opened, Uri),
+    Prepared(generation::Prepared),
+    Opened(generation::Opened, Uri),
 }
 
 impl Before {
@@ -242,7 +243,7 @@ pub fn ingest_spark(
     spark: &SparkOptions,
 ) -> Result<IngestReport> {
     let id = &options.ingest_id;
-    let opened = ingest::open(store, id)?;
+    let opened = generation::open(store, id)?;
     // Whatever fails from here on, what this ingest wrote to the store
     // goes with it (the staging folder below, the rest on the guard's drop).
     let unpublished = opened.unpublished(store, id);
@@ -254,7 +255,7 @@ pub fn ingest_spark(
 fn ingest_opened(
     data: &DataLocation,
     store: &Path,
-    opened: ingest::Opened,
+    opened: generation::Opened,
     options: &IngestOptions,
     spark: &SparkOptions,
 ) -> Result<IngestReport> {
@@ -263,7 +264,7 @@ fn ingest_opened(
         DataLocation::Local(dir) => {
             let inventory = crate::records::files::Inventory::scan(dir)?;
             let prepared = opened.read_inputs(dir, store, id, inventory, options.resources)?;
-            options.progress.tell(ingest::started(&prepared.inventory));
+            options.progress.tell(started(&prepared.inventory));
             Before::Prepared(prepared)
         }
         // The input is known after the job, which lists it.

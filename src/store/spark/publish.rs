@@ -8,8 +8,12 @@ use std::path::{Path, PathBuf};
 use polars::prelude::DataFrame;
 use rustc_hash::FxHashSet;
 
+use super::super::generation::{self, Prepared};
 use super::super::index::{self, IndexEntry, IndexFile};
-use super::super::ingest::{self, IngestOptions, IngestProgress, IngestReport, Pending, Rollups};
+use super::super::ingest::batches;
+use super::super::ingest::dedup::{filter_for, load_filter, Pending};
+use super::super::ingest::fold::Rollups;
+use super::super::ingest::terms::{IngestOptions, IngestProgress, IngestReport};
 use super::super::parquet_io::{polars_error, read_frame, RecordView};
 use super::super::rollup;
 use super::super::KindFiles;
@@ -28,7 +32,7 @@ pub(super) fn publish(
     store: &Path,
     options: &IngestOptions,
     staging: &Path,
-    prepared: ingest::Prepared,
+    prepared: Prepared,
     result: JobResult,
 ) -> Result<IngestReport> {
     let id = &options.ingest_id;
@@ -90,8 +94,8 @@ pub(super) fn publish(
         let steps = Steps::new(inventory, &of_kind, options.batch_bytes);
         let stored: Vec<IndexFile> =
             files.index.iter().map(|name| IndexFile::open_checked(old.file(store, name)?)).collect::<Result<_>>()?;
-        let mut filter = ingest::filter_for(options.filter_bytes, &files, &of_kind);
-        ingest::load_filter(&mut filter, &stored)?;
+        let mut filter = filter_for(options.filter_bytes, &files, &of_kind);
+        load_filter(&mut filter, &stored)?;
         drop(stored);
         let repeats = Repeats::read(&staging.join("dups").join(kind.name()), &steps)?;
         let new_parts = parts(&staging.join("new").join(kind.name()))?;
@@ -191,7 +195,7 @@ pub(super) fn publish(
         read_rollups(&part, &mut rollups)?;
     }
     options.progress.tell(IngestProgress::Publishing);
-    ingest::finish(store, id, prepared, manifest, rollups, report, syncer)
+    generation::finish(store, id, prepared, manifest, rollups, report, syncer)
 }
 
 /// Writes new rows of one kind as one records and one index file, numbered
@@ -215,7 +219,7 @@ impl Writer<'_> {
             return Ok(());
         }
         let (name, index_name) =
-            ingest::write_files(self.store, self.id, *self.batches, self.kind, views, &[entries], self.syncer)?;
+            generation::write_files(self.store, self.id, *self.batches, self.kind, views, &[entries], self.syncer)?;
         self.files.records.push(name);
         self.files.index.push(index_name);
         *self.batches += 1;
@@ -226,7 +230,7 @@ impl Writer<'_> {
 
 /// A batch of the local ingest, in its order: the batch of input files
 /// (from 0, in the kind's order), and the run of its file when that file is
-/// read in runs of lines (`ingest::piece_lines`; 0 otherwise).
+/// read in runs of lines (`batches::piece_lines`; 0 otherwise).
 type BatchRun = (usize, u64);
 
 /// The local ingest's batches of one kind's files: which batch a row is
@@ -244,7 +248,7 @@ impl<'i> Steps<'i> {
         files: &[(u32, &InputFile)],
         batch_bytes: u64,
     ) -> Steps<'i> {
-        let ends = ingest::batches(files, batch_bytes)
+        let ends = batches::batches(files, batch_bytes)
             .iter()
             .filter_map(|batch| batch.files.last().map(|(index, _)| (*index, batch.run_lines)))
             .collect();
@@ -255,7 +259,7 @@ impl<'i> Steps<'i> {
     fn of(&self, file: u32, line: u64) -> BatchRun {
         let batch = self.ends.partition_point(|&(end, _)| end < file);
         match (self.ends.get(batch), self.inventory.files.get(file as usize)) {
-            (Some((_, Some(lines))), Some(input)) => (batch, ingest::run_of(input, line, *lines)),
+            (Some((_, Some(lines))), Some(input)) => (batch, batches::run_of(input, line, *lines)),
             _ => (batch, 0),
         }
     }
@@ -286,7 +290,7 @@ impl Repeats {
                 (column("file")?, column("line")?, column("first_file")?, column("first_line")?, column("text")?);
             for i in 0..file.len() {
                 let broken = || Error::io(&part, format!("row {i}: not a repeat of an earlier row"));
-                let bytes = ingest::Pending::bytes_of(u64::try_from(text[i]).map_err(|_| broken())?, 1);
+                let bytes = Pending::bytes_of(u64::try_from(text[i]).map_err(|_| broken())?, 1);
                 let place = |file: i64, line: i64| -> Result<(u32, u64)> {
                     Ok((u32::try_from(file).map_err(|_| broken())?, u64::try_from(line).map_err(|_| broken())?))
                 };
@@ -356,7 +360,7 @@ fn parts(folder: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Rows `rows` of the part file `part`.
-struct Run<'p> {
+struct PartRows<'p> {
     part: &'p PathBuf,
     rows: std::ops::Range<usize>,
 }
@@ -365,8 +369,8 @@ struct Run<'p> {
 /// parts), cut into the local ingest's batches ([`Steps`]). Each batch
 /// that has new rows comes with its number, in order. Only the `file` and
 /// `line` columns are read here.
-fn runs_by_batch<'p>(parts: &'p [PathBuf], steps: &Steps<'_>) -> Result<Vec<(BatchRun, Vec<Run<'p>>)>> {
-    let mut batches: Vec<(BatchRun, Vec<Run<'p>>)> = Vec::new();
+fn runs_by_batch<'p>(parts: &'p [PathBuf], steps: &Steps<'_>) -> Result<Vec<(BatchRun, Vec<PartRows<'p>>)>> {
+    let mut batches: Vec<(BatchRun, Vec<PartRows<'p>>)> = Vec::new();
     for part in parts {
         let frame = read_frame(part, &["file", "line"])?;
         let files = frame.column("file").and_then(|c| c.i64()).map_err(polars_error(part))?;
@@ -379,19 +383,19 @@ fn runs_by_batch<'p>(parts: &'p [PathBuf], steps: &Steps<'_>) -> Result<Vec<(Bat
             let batch = steps.of(file, line);
             if run_batch != Some(batch) {
                 if let Some(b) = run_batch {
-                    push_run(&mut batches, b, Run { part, rows: start..i });
+                    push_run(&mut batches, b, PartRows { part, rows: start..i });
                 }
                 (start, run_batch) = (i, Some(batch));
             }
         }
         if let Some(b) = run_batch {
-            push_run(&mut batches, b, Run { part, rows: start..files.len() });
+            push_run(&mut batches, b, PartRows { part, rows: start..files.len() });
         }
     }
     Ok(batches)
 }
 
-fn push_run<'p>(batches: &mut Vec<(BatchRun, Vec<Run<'p>>)>, batch: BatchRun, run: Run<'p>) {
+fn push_run<'p>(batches: &mut Vec<(BatchRun, Vec<PartRows<'p>>)>, batch: BatchRun, run: PartRows<'p>) {
     match batches.last_mut() {
         Some((b, runs)) if *b == batch => runs.push(run),
         _ => batches.push((batch, vec![run])),

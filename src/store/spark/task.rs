@@ -7,7 +7,7 @@ use std::path::Path;
 use polars::prelude::DataFrame;
 use serde::{Deserialize, Serialize};
 
-use super::super::ingest;
+use super::super::ingest::chunk;
 use super::super::parquet_io::{self, int_column, polars_error, text_column, RecordView};
 use crate::aggregate::OnBadRow;
 use crate::error::{BadRecord, Error, Location, Result};
@@ -133,7 +133,7 @@ fn check_in_runs(
         // Each run's valid rows, as a frame; none once the file is read.
         let next_run = || -> Result<Option<DataFrame>> {
             while !pieces.done() {
-                let chunks = ingest::check_run(source, file, &mut pieces, run_lines, on_bad_row)?;
+                let chunks = chunk::check_run(source, file, &mut pieces, run_lines, on_bad_row)?;
                 let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
                 for chunk in &chunks {
                     summary.read += chunk.read();

@@ -1,0 +1,678 @@
+//! How a new generation of the store is made and published, whoever makes
+//! it: the local ingest, `ingest --engine spark` and `accounts set-token`
+//! all go through here.
+//!
+//! 1. [`open`]: check the ingest id, take the store's writer lock
+//!    ([`lock`]), read the manifest the generation builds on.
+//! 2. [`Opened::read_inputs`]: read the side inputs (accounts, resources).
+//! 3. [`write_files`]: each batch's records and index files, named by the
+//!    ingest id and batch number.
+//! 4. [`finish`]: write the rejected rows, the accounts file and the
+//!    rollups, record every file's sum ([`record_sums`]) and swap the
+//!    manifest (the one commit point).
+//! 5. [`collect_garbage`]: delete what no kept generation lists.
+//!
+//! A failed run publishes nothing: [`Unpublished`] deletes what it wrote
+//! ([`discard`]) while it still holds the lock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::create_parent;
+use super::index::{self, IndexEntry};
+use super::ingest::fold::Rollups;
+use super::ingest::terms::{BuildResources, IngestReport, PreviousResources, ResourceChanges};
+use super::parquet_io::{self, RecordRows};
+use super::{Manifest, FORMAT_VERSION};
+use crate::durable::Syncer;
+use crate::error::{BadRecord, Error, Result};
+use crate::records::accounts::Accounts;
+use crate::records::files::Inventory;
+use crate::records::Kind;
+
+/// What an ingest holds from its start to its publish: the store's lock,
+/// the published manifest it builds on, the input files and accounts.
+pub(in crate::store) struct Prepared {
+    /// Held until the ingest ends (another ingest of the store waits out).
+    lock: std::fs::File,
+    /// The generation this ingest builds on.
+    pub(in crate::store) old: Manifest,
+    /// The input files, sorted (by kind, then name).
+    pub(in crate::store) inventory: Inventory,
+    /// `DATA/accounts.csv`, checked, when there is one.
+    accounts_bytes: Option<Vec<u8>>,
+    /// The resources database this ingest built (`resources_name`), when the
+    /// data directory has resource inputs.
+    resources: Option<ResourceChanges>,
+    /// Its name in the store.
+    resources_name: String,
+}
+
+/// An ingest that holds its store's lock and has read its manifest, before
+/// it reads the data directory.
+pub(in crate::store) struct Opened {
+    lock: std::fs::File,
+    /// The generation this ingest builds on.
+    pub(in crate::store) old: Manifest,
+}
+
+/// Checks the id, creates the store, takes its lock, reads the manifest.
+pub(in crate::store) fn open(store: &Path, id: &str) -> Result<Opened> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+        return Err(Error::Usage(format!("ingest id '{id}' must be non-empty: letters, digits, '-', '_' or '.'")));
+    }
+    // A store whose manifest is lost or damaged is refused before anything
+    // is created, written or deleted.
+    let found = Manifest::read(store)?;
+    if found.is_none() && super::has_kept_manifests(store) {
+        return Err(super::no_manifest(store));
+    }
+    std::fs::create_dir_all(store).map_err(|e| Error::io(store, e))?;
+    let lock = lock(store)?;
+
+    // Read again under the lock: another publisher may have gone first.
+    let old = match Manifest::read(store)? {
+        Some(old) => old,
+        None if found.is_some() || super::has_kept_manifests(store) => return Err(super::no_manifest(store)),
+        None => {
+            // The store's own page-token key, made with the store (a
+            // published store that lost it gets a new one from the next
+            // command that seals tokens, which says so: never silently
+            // here).
+            crate::token::TokenKey::load_or_create(&store.join(super::TOKEN_KEY))?;
+            Manifest { format: FORMAT_VERSION, ..Manifest::default() }
+        }
+    };
+    Ok(Opened { lock, old })
+}
+
+impl Opened {
+    /// The guard that deletes what this ingest writes unless it publishes.
+    pub(in crate::store) fn unpublished(&self, store: &Path, id: &str) -> Unpublished {
+        Unpublished::new(store, id, &self.old, &self.lock)
+    }
+
+    /// Reads what the ingest needs besides the record files of `inventory`
+    /// from `data` (a data directory, or the side inputs the Spark job
+    /// copied from a URI): accounts and resources.
+    pub(in crate::store) fn read_inputs(
+        self,
+        data: &Path,
+        store: &Path,
+        id: &str,
+        inventory: Inventory,
+        build_resources: BuildResources,
+    ) -> Result<Prepared> {
+        let Opened { lock, old } = self;
+        check_source_count(store, old.sources.len() as u64, inventory.files.len() as u64)?;
+        let accounts_bytes = read_accounts(data)?;
+        // The resources first (they are small, and a bad file fails the run
+        // before the records' work): a new database of this generation,
+        // published with the manifest, or nothing when nothing changed.
+        let resources_name = format!("resources/{id}.sqlite");
+        let legacy = store.join(super::LEGACY_RESOURCES_DB);
+        // The previous generation's database is copied: checked first.
+        if let Some(name) = &old.resources {
+            old.file(store, name)?.check_file()?;
+        }
+        let previous_resources = old.resources.as_ref().map(|name| store.join(name));
+        let previous = match &previous_resources {
+            Some(path) => PreviousResources::Generation(path),
+            None if legacy.exists() => PreviousResources::Legacy(&legacy),
+            None => PreviousResources::Nothing,
+        };
+        let resources =
+            build_resources(data, previous, &store.join(super::DELETIONS_DB), &store.join(&resources_name))?;
+        Ok(Prepared { lock, old, inventory, accounts_bytes, resources, resources_name })
+    }
+}
+
+/// What an ingest that does not publish leaves: nothing. Made once the
+/// store is locked; when the ingest fails (an error, or a panic that
+/// unwinds), dropping it deletes every file the ingest wrote ([`discard`])
+/// while it still holds the store's lock (a handle of its own on the lock
+/// file), so that no other ingest starts among the half-deleted files.
+/// [`Unpublished::settle`] disarms it when the ingest succeeded.
+pub(in crate::store) struct Unpublished {
+    store: PathBuf,
+    id: String,
+    /// The generation the ingest builds on (its files are never deleted).
+    old: Manifest,
+    /// The store's lock, held until the files are gone (`None` when no
+    /// second handle could be had: then the files go after the lock).
+    _lock: Option<std::fs::File>,
+    armed: bool,
+}
+
+impl Unpublished {
+    fn new(store: &Path, id: &str, old: &Manifest, lock: &std::fs::File) -> Unpublished {
+        Unpublished {
+            store: store.to_owned(),
+            id: id.to_owned(),
+            old: old.clone(),
+            _lock: lock.try_clone().ok(),
+            armed: true,
+        }
+    }
+
+    /// Passes the ingest's outcome on: on success the guard is disarmed;
+    /// on failure this ingest's files are deleted first.
+    pub(in crate::store) fn settle<T>(mut self, outcome: Result<T>) -> Result<T> {
+        self.armed = outcome.is_err();
+        outcome
+    }
+}
+
+impl Drop for Unpublished {
+    fn drop(&mut self) {
+        if self.armed {
+            discard(&self.store, &self.id, &self.old);
+        }
+    }
+}
+
+/// Deletes what ingest `id` wrote to `store` and did not publish: every
+/// file of the generation folders named by the id (records, index, rollup
+/// files and the partial files of their spills, rejected rows, accounts,
+/// the resources database and its SQLite side files), its temporary
+/// manifest, and the folders it left empty. A file that a published
+/// manifest lists (`old`, or the one on disk now, should the commit have
+/// happened before a later step failed) is never deleted. Best effort; how
+/// many files went.
+pub(in crate::store) fn discard(store: &Path, id: &str, old: &Manifest) -> usize {
+    let current = match Manifest::read(store) {
+        Ok(current) => current,
+        // The manifest on disk cannot be read: what it lists is unknown,
+        // so only the files no manifest ever lists go.
+        Err(_) => return discard_scratch(store, id),
+    };
+    let mut keep: std::collections::HashSet<&str> = old.listed().into_iter().collect();
+    keep.extend(current.iter().flat_map(Manifest::listed));
+    let mut removed = discard_scratch(store, id);
+    // The kept copy of a manifest that was never published: the
+    // generation after the one on disk.
+    let published = current.as_ref().map_or(0, |current| current.generation);
+    if published == old.generation {
+        let kept = store.join(super::KEPT_MANIFESTS).join(format!("{}.json", old.generation + 1));
+        removed += usize::from(std::fs::remove_file(kept).is_ok());
+    }
+    for folder in GENERATION_FOLDERS {
+        let mut files = Vec::new();
+        let _ = crate::records::files::walk(&store.join(folder), &mut files);
+        for path in files {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+            if !written_by(name, id) {
+                continue;
+            }
+            let Ok(relative) = path.strip_prefix(store) else { continue };
+            let relative: Vec<&str> = relative.iter().filter_map(|part| part.to_str()).collect();
+            if !keep.contains(relative.join("/").as_str()) && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        remove_empty_folders(&store.join(folder));
+    }
+    removed
+}
+
+/// Deletes the files of ingest `id` that no manifest ever lists: its
+/// temporary manifest and the partial files of its rollup spills.
+fn discard_scratch(store: &Path, id: &str) -> usize {
+    let mut removed = 0;
+    let temporary = store.join(format!("{}.tmp-{id}", super::MANIFEST));
+    removed += usize::from(std::fs::remove_file(temporary).is_ok());
+    if let Ok(entries) = std::fs::read_dir(store.join("rollups")) {
+        for entry in entries.flatten() {
+            let partial = entry.file_name().to_str().is_some_and(|n| n.starts_with(&format!("{id}-part-")));
+            removed += usize::from(partial && std::fs::remove_file(entry.path()).is_ok());
+        }
+    }
+    removed
+}
+
+/// Whether a file named `name` is one that ingest `id` writes: its
+/// numbered records and index files, rollup files and partial files
+/// (`<id>-...`), or its rejected rows, accounts and resources database
+/// (`<id>.csv`, `<id>.sqlite` and SQLite's `-journal`, `-wal`, `-shm`).
+fn written_by(name: &str, id: &str) -> bool {
+    name.strip_prefix(id).is_some_and(|rest| {
+        rest.starts_with('-')
+            || rest == ".csv"
+            || rest.strip_prefix(".sqlite").is_some_and(|side| side.is_empty() || side.starts_with('-'))
+    })
+}
+
+/// Removes the empty folders under `folder`, and `folder` itself when it
+/// is left empty (an error just means not empty).
+fn remove_empty_folders(folder: &Path) {
+    if let Ok(entries) = std::fs::read_dir(folder) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_folders(&entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(folder);
+}
+
+/// Takes the store's writer lock (`STORE/.ingest.lock`), held by every
+/// publisher (an ingest, `accounts set-token`) until the file is dropped;
+/// another publisher at work is an error.
+pub(in crate::store) fn lock(store: &Path) -> Result<std::fs::File> {
+    let lock_path = store.join(".ingest.lock");
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    lock.try_lock().map_err(|_| Error::io(&lock_path, "another ingest is running on this store"))?;
+    Ok(lock)
+}
+
+/// Ends an ingest whose new records and index files are written and whose
+/// new rows are in `rollups` (and whose resources database
+/// [`Opened::read_inputs`] built): writes the rejected rows, copies accounts, writes the rollups and publishes the manifest (the one
+/// commit point), then deletes files no generation needs. Nothing is
+/// published when nothing changed.
+pub(in crate::store) fn finish(
+    store: &Path,
+    id: &str,
+    prepared: Prepared,
+    mut manifest: Manifest,
+    rollups: Rollups,
+    mut report: IngestReport,
+    syncer: Syncer,
+) -> Result<IngestReport> {
+    let Prepared { lock, old, inventory, accounts_bytes, resources, resources_name } = prepared;
+    let resources_changed = resources.as_ref().is_some_and(|changes| changes.changed);
+    if resources_changed {
+        manifest.resources = Some(resources_name);
+    }
+    report.resources = resources;
+    // The sums of the files written here from bytes in hand.
+    let mut sums = std::collections::HashMap::new();
+    if !report.rejects.is_empty() {
+        let folder = store.join("rejected");
+        std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+        let path = folder.join(format!("{id}.csv"));
+        sums.insert(path.clone(), write_rejects(&path, &report.rejects)?);
+        report.rejected_file = Some(path);
+    }
+
+    let mut changed = report.total().used > 0 || resources_changed;
+    if let Some(bytes) = &accounts_bytes {
+        let stored = match &old.accounts_csv {
+            Some(name) => {
+                let listed = old.file(store, name)?;
+                match std::fs::read(listed.path()) {
+                    Ok(stored) => {
+                        listed.check(&stored)?;
+                        Some(stored)
+                    }
+                    Err(_) => None,
+                }
+            }
+            None => None,
+        };
+        if stored.as_ref() != Some(bytes) {
+            if let Some(stored) = &stored {
+                report.tokens_dropped = tokens_dropped(stored, bytes);
+            }
+            let name = format!("accounts/{id}.csv");
+            create_parent(&store.join(&name))?;
+            super::write_synced(&store.join(&name), bytes)?;
+            sums.insert(store.join(&name), crate::checksum::FileSum::of(bytes));
+            manifest.accounts_csv = Some(name);
+            changed = true;
+        }
+    }
+    if !changed {
+        report.generation = old.generation;
+        return Ok(report);
+    }
+    // The generation is written in this build's layout: an older store's
+    // hour rollups, which nothing reads, are no longer listed (collected
+    // with the files superseded by this ingest).
+    manifest.format = FORMAT_VERSION;
+    for files in manifest.rollups.values_mut() {
+        files.retain(|grain, _| super::GRAINS.contains(grain));
+    }
+    rollups.write(store, id, &old, &mut manifest, &syncer)?;
+    // Every records, index and rollup file is on disk before the commit
+    // point, its sum computed as it was written.
+    sums.extend(syncer.wait()?);
+    let total = report.total();
+    manifest.generation = old.generation + 1;
+    manifest.sources.extend(inventory.files.iter().map(|f| format!("{} (ingest {id})", f.name)));
+    manifest.ingests.push(super::IngestLog {
+        id: id.to_owned(),
+        files: inventory.files.len() as u64,
+        rows: total,
+        rejected: report.rejected_file.as_ref().map(|_| format!("rejected/{id}.csv")),
+    });
+    for folder in ["records", "index", "rollups", "accounts", "resources"] {
+        let path = store.join(folder);
+        if path.exists() {
+            super::sync_dir(&path)?;
+        }
+    }
+    record_sums(store, &old, &mut manifest, &sums)?;
+    manifest.publish(store, id)?;
+    report.removed = collect_garbage(store, &[&old, &manifest]);
+    report.published = true;
+    report.generation = manifest.generation;
+    drop(lock);
+    Ok(report)
+}
+
+/// Sets `manifest` (built on `old`) to this build's format and records the
+/// sum of every file it lists: those written by this publish from `sums`
+/// (by path: computed as they were written), those carried forward from
+/// `old`, and the rest read once here (the resources database, which
+/// SQLite writes; and the files of a store of format 4 or 5, whose
+/// manifest has no sums, trusted as they are).
+pub(in crate::store) fn record_sums(
+    store: &Path,
+    old: &Manifest,
+    manifest: &mut Manifest,
+    sums: &std::collections::HashMap<PathBuf, crate::checksum::FileSum>,
+) -> Result<()> {
+    manifest.format = FORMAT_VERSION;
+    for files in manifest.rollups.values_mut() {
+        files.retain(|grain, _| super::GRAINS.contains(grain));
+    }
+    let mut files = BTreeMap::new();
+    for name in manifest.listed() {
+        let path = store.join(name);
+        let sum = match (sums.get(&path), old.files.get(name)) {
+            (Some(sum), _) | (None, Some(sum)) => sum.clone(),
+            (None, None) => crate::checksum::FileSum::of_file(&path).map_err(|e| Error::io(&path, e))?,
+        };
+        files.insert(name.to_owned(), sum);
+    }
+    manifest.files = files;
+    manifest.checksum = None;
+    Ok(())
+}
+
+/// The folders of the store that hold generation files.
+pub(in crate::store) const GENERATION_FOLDERS: [&str; 6] =
+    ["records", "index", "rollups", "accounts", "rejected", "resources"];
+
+/// Deletes every file in the generation folders that none of `keep` lists
+/// (superseded files, and orphans of failed or killed ingests), and
+/// leftover temporary manifests; returns how many were deleted.
+///
+/// Called after publishing, under the ingest lock (so no other ingest is in
+/// flight), with the previous manifest among `keep`. The generations of
+/// live read leases are kept as well (a running server, a `summary` still
+/// reading); leases whose reader is gone are deleted. Files superseded by
+/// this ingest that no lease holds go at the next publish ("one generation
+/// late", for readers that cannot take a lease).
+/// Best effort: a file that cannot be deleted is left for the next run; a
+/// live lease that cannot be read keeps everything.
+pub(in crate::store) fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usize {
+    let Ok(leases) = super::lease::live_manifests(store) else { return 0 };
+    let mut held = Vec::with_capacity(leases.manifests.len());
+    for bytes in &leases.manifests {
+        match serde_json::from_slice::<Manifest>(bytes) {
+            Ok(manifest) => held.push(manifest),
+            Err(_) => return leases.removed,
+        }
+    }
+    let mut listed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for manifest in keep.iter().copied().chain(&held) {
+        listed.extend(manifest.listed());
+    }
+    let mut removed = leases.removed;
+    // Kept manifests: the newest few, and those of every generation kept.
+    let generations: std::collections::HashSet<u64> =
+        keep.iter().copied().chain(&held).map(|manifest| manifest.generation).collect();
+    removed += collect_kept_manifests(store, &generations);
+    for folder in GENERATION_FOLDERS {
+        let mut files = Vec::new();
+        // A folder that is missing or cannot be read all through: what was
+        // found is still handled.
+        let _ = crate::records::files::walk(&store.join(folder), &mut files);
+        for path in files {
+            let Ok(relative) = path.strip_prefix(store) else { continue };
+            let name: Vec<&str> = relative.iter().filter_map(|part| part.to_str()).collect();
+            if !listed.contains(name.join("/").as_str()) && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(store) {
+        for entry in entries.flatten() {
+            let temporary =
+                entry.file_name().to_str().is_some_and(|n| n.starts_with(&format!("{}.tmp-", super::MANIFEST)));
+            if temporary && std::fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    // Account folders left empty (an error just means not empty).
+    if let Ok(entries) = std::fs::read_dir(store.join("rollups")) {
+        for entry in entries.flatten() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+    removed
+}
+
+/// Deletes the kept manifests (`manifests/<generation>.json`) but the
+/// newest [`KEEP_MANIFESTS`](super::KEEP_MANIFESTS) and those of `generations`;
+/// returns how many were deleted. Files whose name is not a generation's
+/// are left alone.
+fn collect_kept_manifests(store: &Path, generations: &std::collections::HashSet<u64>) -> usize {
+    let folder = store.join(super::KEPT_MANIFESTS);
+    let Ok(entries) = std::fs::read_dir(&folder) else { return 0 };
+    let mut kept: Vec<(u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let generation = name.to_str()?.strip_suffix(".json")?.parse::<u64>().ok()?;
+            Some((generation, entry.path()))
+        })
+        .collect();
+    kept.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
+    let mut removed = 0;
+    for (generation, path) in kept.into_iter().skip(super::KEEP_MANIFESTS) {
+        if !generations.contains(&generation) && std::fs::remove_file(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Refuses an ingest of `new` input files into a store that holds `base`
+/// when the index could not name them all ([`index::MAX_SOURCE`]).
+fn check_source_count(store: &Path, base: u64, new: u64) -> Result<()> {
+    if base + new > u64::from(index::MAX_SOURCE) {
+        return Err(Error::Limit(format!(
+            "{}: a store holds at most {} input files; it has {base} and this ingest reads {new} more",
+            store.display(),
+            index::MAX_SOURCE,
+        )));
+    }
+    Ok(())
+}
+
+/// `DATA/accounts.csv`, checked, when there is one.
+fn read_accounts(data: &Path) -> Result<Option<Vec<u8>>> {
+    let path = data.join("accounts.csv");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    Accounts::parse(&bytes, "accounts.csv")?;
+    Ok(Some(bytes))
+}
+
+/// The set-aside rows, in the same CSV as `report`'s `rejected.csv`; the
+/// file's sum.
+fn write_rejects(path: &Path, rejects: &[BadRecord]) -> Result<crate::checksum::FileSum> {
+    let bytes = crate::records::bad_rows::rejected_csv(rejects)?;
+    super::write_synced(path, &bytes)?;
+    Ok(crate::checksum::FileSum::of(&bytes))
+}
+
+/// Writes new rows of `kind` as the records file and the index file number
+/// `number` of ingest `id` (both engines name them so); returns their names.
+pub(in crate::store) fn write_files<R: RecordRows + ?Sized>(
+    store: &Path,
+    id: &str,
+    number: u64,
+    kind: Kind,
+    views: &R,
+    entries: &[&[IndexEntry]],
+    syncer: &Syncer,
+) -> Result<(String, String)> {
+    let name = format!("records/{}/{id}-{number:05}.parquet", kind.name());
+    let path = store.join(&name);
+    create_parent(&path)?;
+    let index_name = format!("index/{}/{id}-{number:05}.idx", kind.name());
+    let index_path = store.join(&index_name);
+    create_parent(&index_path)?;
+    let (records, index) = rayon::join(
+        || parquet_io::write_records(&path, kind, views, syncer),
+        || index::write_index(&index_path, entries, syncer),
+    );
+    records?;
+    index?;
+    Ok((name, index_name))
+}
+
+/// The accounts that have a token in `old` (an accounts file) and none in
+/// `new` (no row, or an empty `auth_token_sha256`): an ingest publishing
+/// `new` over `old` takes their credentials away, which the command says.
+/// A file that does not parse has no tokens.
+pub(in crate::store) fn tokens_dropped(old: &[u8], new: &[u8]) -> Vec<String> {
+    use crate::records::accounts::Accounts;
+    let (Ok(old), Ok(new)) = (Accounts::parse(old, "accounts.csv"), Accounts::parse(new, "accounts.csv")) else {
+        return Vec::new();
+    };
+    old.iter()
+        .filter(|account| account.auth_token_sha256.is_some())
+        .filter(|account| new.get(&account.auth_id).is_none_or(|row| row.auth_token_sha256.is_none()))
+        .map(|account| account.auth_id.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An id that is not a plain name is a bad option (nothing is created);
+    /// a store past its input-file limit is a limit of the engine.
+    #[test]
+    fn a_bad_id_is_usage_and_too_many_files_a_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = dir.path().join("store");
+        for id in ["", "../x", "a b"] {
+            let error = open(&store, id).err().expect("refused");
+            assert!(matches!(error, Error::Usage(_)), "{id}: {error}");
+        }
+        assert!(!store.exists());
+
+        let max = u64::from(index::MAX_SOURCE);
+        assert!(check_source_count(&store, max - 1, 1).is_ok());
+        let error = check_source_count(&store, max - 1, 2).expect_err("one too many");
+        assert!(matches!(error, Error::Limit(_)), "{error}");
+        assert!(error.to_string().contains("a store holds at most"), "{error}");
+    }
+
+    /// The names an ingest writes are told apart from other ingests'
+    /// (whose id this one's is not a prefix of), published or not.
+    #[test]
+    fn an_ingests_files_are_known_by_its_id() {
+        let id = "20261128T114736123Z-8552";
+        let ours = [
+            "20261128T114736123Z-8552-00000.parquet",
+            "20261128T114736123Z-8552-00003.idx",
+            "20261128T114736123Z-8552-part-01-00000.bin",
+            "20261128T114736123Z-8552-part-01-00002-wide.bin",
+            "20261128T114736123Z-8552-900s.parquet",
+            "20261128T114736123Z-8552.csv",
+            "20261128T114736123Z-8552.sqlite",
+            "20261128T114736123Z-8552.sqlite-journal",
+            "20261128T114736123Z-8552.sqlite-wal",
+        ];
+        for name in ours {
+            assert!(written_by(name, id), "{name}");
+        }
+        let theirs = [
+            "20261128T114736123Z-85521-00000.parquet",
+            "20261128T114736123Z-855.csv",
+            "20261128T114736124Z-8552-00000.parquet",
+            "g3.csv",
+            "20261128T114736123Z-8552.sqlitex",
+            "x20261128T114736123Z-8552.csv",
+        ];
+        for name in theirs {
+            assert!(!written_by(name, id), "{name}");
+        }
+    }
+
+    /// What a failed ingest deletes: its own files and temporary
+    /// manifest, never a file the manifest on disk lists (its commit may
+    /// have happened before a later step failed), nor another ingest's.
+    #[test]
+    fn a_failed_ingest_discards_its_files_but_never_a_published_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = dir.path();
+        let id = "i2";
+        let files = [
+            "records/calls/i2-00000.parquet",
+            "records/calls/i2-00001.parquet",
+            "index/calls/i2-00001.idx",
+            "rollups/i2-part-03-00000.bin",
+            "rollups/MA001-0123456789abcdef/i2-900s.parquet",
+            "resources/i2.sqlite",
+            "resources/i2.sqlite-journal",
+            "accounts/i2.csv",
+            "manifest.json.tmp-i2",
+            "records/calls/i1-00000.parquet",
+            "records/calls/i3-00000.parquet",
+        ];
+        for name in files {
+            let path = store.join(name);
+            std::fs::create_dir_all(path.parent().expect("a folder")).expect("folder");
+            std::fs::write(path, b"x").expect("file");
+        }
+        let kind = |records: &[&str]| super::super::KindFiles {
+            records: records.iter().map(|r| (*r).to_owned()).collect(),
+            ..super::super::KindFiles::default()
+        };
+        let old = Manifest {
+            format: FORMAT_VERSION,
+            generation: 1,
+            kinds: BTreeMap::from([("calls".to_owned(), kind(&["records/calls/i1-00000.parquet"]))]),
+            ..Manifest::default()
+        };
+        // The commit happened: the manifest on disk lists i2's first file.
+        let published = Manifest {
+            generation: 2,
+            kinds: BTreeMap::from([(
+                "calls".to_owned(),
+                kind(&["records/calls/i1-00000.parquet", "records/calls/i2-00000.parquet"]),
+            )]),
+            ..old.clone()
+        };
+        std::fs::write(store.join(super::super::MANIFEST), published.to_bytes().expect("JSON")).expect("manifest");
+        assert_eq!(discard(store, id, &old), 8);
+        let left: Vec<&str> = files.into_iter().filter(|name| store.join(name).exists()).collect();
+        assert_eq!(
+            left,
+            ["records/calls/i2-00000.parquet", "records/calls/i1-00000.parquet", "records/calls/i3-00000.parquet"]
+        );
+        for folder in ["rollups", "resources", "accounts", "index"] {
+            assert!(!store.join(folder).exists(), "{folder} left empty");
+        }
+    }
+
+    #[test]
+    fn a_token_is_dropped_when_the_new_row_has_none_or_there_is_no_row() {
+        let old = b"auth_id,auth_token_sha256\nA,aa\nB,bb\nC,cc\nD,\n";
+        let new = b"auth_id,auth_token_sha256\nA,\nB,b2\nD,dd\n";
+        assert_eq!(tokens_dropped(old, new), ["A", "C"]);
+        assert_eq!(tokens_dropped(old, b"auth_id\nA\n"), ["A", "B", "C"]);
+        assert!(tokens_dropped(b"not, a file", new).is_empty());
+    }
+}

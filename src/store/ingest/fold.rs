@@ -1,0 +1,454 @@
+//! The fold of an ingest's new rows into rollup groups ([`Rollups`]):
+//! groups keyed by interned strings and the 15-minute slot, in shards by
+//! account, each row summed once into its shard (the shards in parallel).
+//!
+//! 1. [`Rollups::fold_chunks`]: each shard folds its accounts' rows of a
+//!    batch, a key computed a few rows ahead so that its slot is in cache.
+//! 2. [`Rollups::spill_full`]: a shard past its share of
+//!    `--max-rollup-groups` is sorted and written to a partial file
+//!    (`spill.rs`), and its table emptied.
+//! 3. [`Rollups::write`]: at publish, each touched account's groups, its
+//!    partial runs and its published file are merged (`merge.rs`), the
+//!    largest accounts first, on plain threads.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use super::chunk::{Chunk, ChunkFold, Row, Texts, AUTH_ID, CODE, SUBACCOUNT, TYPE};
+use super::key::{shard_of, Groups, RollupKey, SHARDS};
+use super::merge::{account_inputs, publish_account};
+use super::spill::{account_ends, account_in_order, gather, sorted_order, PartialRun, Spill, NARROW_BYTES, WIDE_BYTES};
+use super::table::{GroupTable, Sums};
+use crate::aggregate::Totals;
+use crate::durable::Syncer;
+use crate::error::{Error, Result};
+use crate::intern::Interner;
+use crate::store::parquet_io::RecordView;
+use crate::store::Manifest;
+
+/// Merges at a time in a publish beyond the pool's threads.
+const MORE_MERGES: usize = 4;
+
+/// A row's key, its hash and its sums, computed [`KEYS_AHEAD`] rows
+/// before they are added.
+struct KeyAhead {
+    key: RollupKey,
+    hash: u64,
+    sums: Sums,
+}
+
+/// How many rows ahead of its add the fold computes a key and prefetches
+/// its slot.
+const KEYS_AHEAD: usize = 8;
+
+/// The sums of one record.
+#[inline]
+fn sums_of(row: &RecordView<'_>) -> Sums {
+    Sums::one(row.units, row.duration, row.amount, row.surcharge)
+}
+
+/// The sums of one row of a chunk.
+#[inline]
+fn sums_of_row(row: &Row) -> Sums {
+    Sums::one(row.units, row.duration, row.amount, row.surcharge)
+}
+
+/// A chunk's key-field id not yet met by a shard ([`Shard::key_of_row`]).
+const NO_ID: u32 = u32::MAX;
+
+fn rollup_overflow() -> Error {
+    Error::Internal("rollup sum overflow".to_owned())
+}
+
+/// The rollups of this ingest's new rows, in [`SHARDS`] shards by account:
+/// each row is folded once, straight into its account's shard (no
+/// per-chunk maps merged afterwards), the shards in parallel.
+pub(in crate::store) struct Rollups {
+    shards: Vec<Shard>,
+}
+
+impl Default for Rollups {
+    fn default() -> Rollups {
+        Rollups { shards: (0..SHARDS).map(|_| Shard::default()).collect() }
+    }
+}
+
+impl Rollups {
+    /// Adds one row to its account's group.
+    pub(super) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
+        self.shard(row.auth_id).add(row)
+    }
+
+    /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
+    /// `row.secs`): a row of rollups summed elsewhere (the Spark engine).
+    pub(in crate::store) fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
+        self.shard(row.auth_id).add_totals(row, add)
+    }
+
+    fn shard(&mut self, auth_id: &str) -> &mut Shard {
+        &mut self.shards[shard_of(auth_id)]
+    }
+
+    /// Folds the new rows of a batch into their shards, the shards in
+    /// parallel: each shard the rows `folds` lists for it, chunk by chunk,
+    /// their key fields found by the chunk's ids through a table per chunk
+    /// (a chunk's ids to the shard's: a few hundred entries, in cache), so
+    /// that no row's text is read. (A shard's table of groups grows as it
+    /// needs: made at its share of `--max-rollup-groups` up front, a small
+    /// ingest's tables would take that memory too, every page of it touched
+    /// by the random placement of its groups.)
+    pub(super) fn fold_chunks(&mut self, chunks: &[Chunk], folds: &[ChunkFold]) -> Result<()> {
+        let folded: Vec<Result<()>> = self
+            .shards
+            .par_iter_mut()
+            .enumerate()
+            .map(|(s, shard)| {
+                let mut ahead = std::collections::VecDeque::with_capacity(KEYS_AHEAD + 1);
+                let mut ids: Vec<u32> = Vec::new();
+                shard.groups.reserve(folds.iter().map(|fold| fold.by_shard[s].len()).sum());
+                for (chunk, fold) in chunks.iter().zip(folds) {
+                    ids.clear();
+                    ids.resize(chunk.texts.names(), NO_ID);
+                    for row in chunk.scattered_rows(&fold.by_shard[s]) {
+                        let key = shard.key_of_row(row, &chunk.texts, &mut ids);
+                        shard.add_key(key, sums_of_row(row), &mut ahead)?;
+                    }
+                }
+                shard.flush(&mut ahead)
+            })
+            .collect();
+        folded.into_iter().collect()
+    }
+
+    /// Spills every shard that holds at least its share of `max_groups`
+    /// (so that all shards together hold about `max_groups` at most).
+    /// The shards spill in parallel (each sorts its groups, then writes
+    /// one partial file per shard and spill).
+    pub(super) fn spill_full(&mut self, store: &Path, id: &str, max_groups: usize) -> Result<()> {
+        let limit = (max_groups / SHARDS).max(1);
+        self.shards
+            .par_iter_mut()
+            .enumerate()
+            .filter(|(_, shard)| shard.groups.len() >= limit)
+            .try_for_each(|(s, shard)| shard.spill(store, id, s))
+    }
+
+    /// Merges the new groups into each touched account's rollups and writes
+    /// one new file per touched account and grain (accounts in parallel,
+    /// whatever their shard); each partial file is deleted as soon as the
+    /// last merge that reads it is done.
+    ///
+    /// An account's published file (listed by `old`) is checked against its
+    /// sum before it is read.
+    pub(in crate::store) fn write(
+        mut self,
+        store: &Path,
+        id: &str,
+        old: &Manifest,
+        manifest: &mut Manifest,
+        syncer: &Syncer,
+    ) -> Result<()> {
+        // Each shard's groups by account, and its partial files by account.
+        type Taken = (ByAccount, BTreeMap<String, Vec<PartialRun>>);
+        let taken: Vec<Taken> = self
+            .shards
+            .par_iter_mut()
+            .map(|shard| {
+                // The partial files are read from here on: each written whole.
+                for (path, written) in shard.writing.drain(..) {
+                    written.wait().map_err(|e| Error::io(&path, e))?;
+                }
+                let groups = shard.take_by_account();
+                // Nothing more is added: the table's memory goes now.
+                shard.groups.release();
+                Ok((groups, std::mem::take(&mut shard.spilled)))
+            })
+            .collect::<Result<_>>()?;
+        let mut accounts: BTreeMap<&str, (usize, Groups<'_>)> = BTreeMap::new();
+        for (s, (groups, spilled)) in taken.iter().enumerate() {
+            for slice in groups.accounts() {
+                accounts.insert(self.shards[s].strings.get(slice[0].0.account), (s, slice));
+            }
+            for account in spilled.keys() {
+                accounts.entry(account).or_insert((s, &[]));
+            }
+        }
+        let n_accounts = accounts.len();
+        let partial_rows = |s: usize, account: &str| -> u64 {
+            taken[s].1.get(account).map_or(0, |runs| runs.iter().map(|run| run.rows).sum())
+        };
+        let rows = |s: usize, account: &str, groups: Groups<'_>| groups.len() as u64 + partial_rows(s, account);
+        let mut largest = [0u64; SHARDS];
+        for (account, (s, groups)) in &accounts {
+            largest[*s] = largest[*s].max(rows(*s, account, groups));
+        }
+        // Shard after shard, those with the largest accounts first, and in
+        // a shard the largest accounts first (rows in memory and in partial
+        // files): the largest account starts first and the last merge to
+        // finish is a small one (not a skewed account started late while
+        // the other thread has nothing left); and each shard's partial
+        // files are read by merges close together, so that they can be
+        // deleted while later shards merge.
+        let mut accounts: Vec<(&str, (usize, Groups<'_>))> = accounts.into_iter().collect();
+        accounts.sort_by_cached_key(|(account, (s, groups))| {
+            (std::cmp::Reverse(largest[*s]), *s, std::cmp::Reverse(rows(*s, account, groups)))
+        });
+        // How many merges still read each partial file.
+        let partial_files = |s: usize, account: &str| -> std::collections::BTreeSet<&Path> {
+            taken[s].1.get(account).into_iter().flatten().map(|run| run.path.as_path()).collect()
+        };
+        let mut readers: BTreeMap<&Path, usize> = BTreeMap::new();
+        for (account, (s, _)) in &accounts {
+            for path in partial_files(*s, account) {
+                *readers.entry(path).or_default() += 1;
+            }
+        }
+        let readers = std::sync::Mutex::new(readers);
+        // Plain threads, one account each at a time: inside a rayon task, a
+        // wait on the pool (every row group's encoding) runs other queued
+        // accounts on the same thread, so that every account's merge could
+        // be in memory at once.
+        let jobs = std::sync::Mutex::new(accounts.into_iter());
+        let done = std::sync::Mutex::new(Vec::new());
+        let previous = old;
+        let (shards, taken, finished, readers, partial_files) = (&self.shards, &taken, &done, &readers, &partial_files);
+        std::thread::scope(|scope| {
+            // A partial file is deleted once no merge is left to read it, on
+            // a thread of its own: on a file system that discards freed
+            // blocks, a deletion waits on the device (0.2 ms a MB here),
+            // which the merges need not wait for.
+            let (delete, deletions) = std::sync::mpsc::channel::<PathBuf>();
+            scope.spawn(move || {
+                for partial in deletions {
+                    // Unpublished scratch files of this run; a leftover is
+                    // harmless (the next ingest collects it).
+                    let _ = std::fs::remove_file(partial);
+                }
+            });
+            // Four more than the pool's threads: while a merge waits on the
+            // pool for its row groups' encoding, or on the device for its
+            // partial files' slices (read around the page cache), another
+            // merge computes (two more left a publish of the 16.1M set
+            // 0.05 s longer; six more, 150 MB more memory and no faster:
+            // re-tune with `bench/ingest-ab.sh`).
+            for _ in 0..rayon::current_num_threads() + MORE_MERGES {
+                // The lock is released inside `next`, before the work.
+                let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
+                let delete = delete.clone();
+                scope.spawn(move || {
+                    while let Some((account, (s, groups))) = next() {
+                        let result = account_inputs(store, previous, &taken[s].1, account).and_then(|inputs| {
+                            publish_account(&shards[s].strings, store, id, account, groups, inputs, syncer)
+                        });
+                        if let Ok(mut done) = finished.lock() {
+                            done.push(result);
+                        }
+                        let Ok(mut readers) = readers.lock() else { continue };
+                        for path in partial_files(s, account) {
+                            if let Some(left) = readers.get_mut(path) {
+                                *left -= 1;
+                                if *left == 0 {
+                                    let _ = delete.send(path.to_owned());
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+            // The deleting thread ends when the merges' senders are gone.
+            drop(delete);
+        });
+        let written: Vec<Result<Vec<(String, i64, String)>>> = done.into_inner().unwrap_or_default();
+        if written.len() != n_accounts {
+            return Err(Error::Internal("a rollup merge thread failed".to_owned()));
+        }
+        for result in written {
+            for (account, grain, name) in result? {
+                manifest.rollups.entry(account).or_default().insert(grain, name);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A shard's groups sorted by account and slot, and where each account's
+/// rows end.
+struct ByAccount {
+    rows: Vec<(RollupKey, Totals)>,
+    ends: Vec<usize>,
+}
+
+impl ByAccount {
+    /// The rows of each account (never empty).
+    fn accounts(&self) -> impl Iterator<Item = Groups<'_>> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(start, &end)| &self.rows[start..end])
+    }
+}
+
+/// The rollups of the accounts of one shard.
+#[derive(Default)]
+struct Shard {
+    strings: Interner,
+    groups: GroupTable,
+    /// The runs of each account in the partial files written by
+    /// [`Shard::spill`].
+    spilled: BTreeMap<String, Vec<PartialRun>>,
+    /// The partial files whose last blocks may still be on their way to
+    /// the device (waited for before the merge reads them).
+    writing: Vec<(PathBuf, crate::direct::Written)>,
+    spills: u32,
+    /// The last id of each string field of a key ([`Shard::intern`]).
+    recent: [Option<u32>; 4],
+}
+
+impl Shard {
+    /// The id of `text`, the value of string field `field` of a key:
+    /// consecutive rows mostly repeat a field's value, so the last id of
+    /// the field is tried first (a compare instead of a hash).
+    #[inline]
+    fn intern(&mut self, field: usize, text: &str) -> u32 {
+        self.strings.intern_after(&mut self.recent[field], text)
+    }
+
+    /// Folds one row's `key` and `sums`. Its slot is prefetched now; it
+    /// is added [`KEYS_AHEAD`] rows later, from `ahead` (then its slot is
+    /// in cache, not a miss to wait for). [`Shard::flush`] adds the rest.
+    #[inline]
+    fn add_key(&mut self, key: RollupKey, sums: Sums, ahead: &mut std::collections::VecDeque<KeyAhead>) -> Result<()> {
+        let hash = GroupTable::hash(&key);
+        self.groups.prefetch(hash);
+        ahead.push_back(KeyAhead { key, hash, sums });
+        if ahead.len() > KEYS_AHEAD {
+            if let Some(KeyAhead { key, hash, sums }) = ahead.pop_front() {
+                self.groups.add(key, hash, &sums, rollup_overflow)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the rows [`Shard::add_key`] still holds.
+    fn flush(&mut self, ahead: &mut std::collections::VecDeque<KeyAhead>) -> Result<()> {
+        for KeyAhead { key, hash, sums } in ahead.drain(..) {
+            self.groups.add(key, hash, &sums, rollup_overflow)?;
+        }
+        Ok(())
+    }
+
+    /// The key of `row`'s group (its slot is the 15-minute slot of
+    /// `row.secs`).
+    #[inline]
+    fn key(&mut self, row: &RecordView<'_>) -> RollupKey {
+        RollupKey {
+            account: self.intern(0, row.auth_id),
+            subaccount: self.intern(1, row.subaccount),
+            slot: crate::store::slot_of(row.secs),
+            product: row.product,
+            type_: self.intern(2, row.type_),
+            country: row.country,
+            direction: row.direction,
+            code: self.intern(3, row.code),
+        }
+    }
+
+    /// The key of a chunk's `row` (its text in `texts`): its key fields'
+    /// ids in `texts` become this shard's through `ids` (indexed by the
+    /// chunk's id, [`NO_ID`] until first met, then interned here once).
+    #[inline]
+    fn key_of_row(&mut self, row: &Row, texts: &Texts, ids: &mut [u32]) -> RollupKey {
+        let mut id = |field: usize| {
+            let local = row.names[field];
+            match ids.get(local as usize) {
+                Some(&id) if id != NO_ID => id,
+                _ => {
+                    let id = self.strings.intern(texts.name_of(local));
+                    if let Some(slot) = ids.get_mut(local as usize) {
+                        *slot = id;
+                    }
+                    id
+                }
+            }
+        };
+        RollupKey {
+            account: id(AUTH_ID),
+            subaccount: id(SUBACCOUNT),
+            slot: crate::store::slot_of(row.secs),
+            product: row.product,
+            type_: id(TYPE),
+            country: row.country,
+            direction: row.direction,
+            code: id(CODE),
+        }
+    }
+
+    /// Adds one row to its group.
+    fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
+        let key = self.key(row);
+        self.groups.add(key, GroupTable::hash(&key), &sums_of(row), rollup_overflow)
+    }
+
+    /// Adds `add` to the group of `row`.
+    fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
+        let key = self.key(row);
+        self.groups.add_wide(key, add, rollup_overflow)
+    }
+
+    /// The in-memory groups, copied out and cut by account, each account's
+    /// sorted by slot. The table keeps its memory for the next batches (its
+    /// pages stay mapped: no fresh page faults, no regrowing).
+    fn take_by_account(&mut self) -> ByAccount {
+        let groups = self.groups.groups();
+        let order = sorted_order(groups);
+        let mut rows: Vec<(RollupKey, Totals)> =
+            gather(groups, &order).map(|(key, sums)| (*key, sums.wide())).collect();
+        let ends = if self.groups.wide().is_empty() {
+            account_ends(&order, account_in_order)
+        } else {
+            // Sums past 64 bits (next to never): beside their keys' other
+            // partial sums, which the merge adds.
+            rows.extend_from_slice(self.groups.wide());
+            rows.sort_by_key(|(key, _)| (key.account, key.slot));
+            account_ends(&rows, |(key, _)| key.account)
+        };
+        self.groups.clear();
+        ByAccount { rows, ends }
+    }
+
+    /// Writes the in-memory groups to partial files (finest grain, by
+    /// account then slot, in this run's string ids: not published, read
+    /// back only by [`Rollups::write`] of the same run) and forgets them,
+    /// so that rollup memory stays bounded by
+    /// [`IngestOptions::max_rollup_groups`](super::IngestOptions::max_rollup_groups).
+    /// The groups are written in their sorted order straight from the
+    /// table (no sorted copy), in rows of [`NARROW_BYTES`]; each account's
+    /// rows are one [`PartialRun`] of the file (one file per spill, not per
+    /// account and spill: creating and deleting hundreds of small files
+    /// took a tenth of a second). The table's sums past 64 bits, if any,
+    /// go to a second file of [`WIDE_BYTES`] rows.
+    fn spill(&mut self, store: &Path, id: &str, shard: usize) -> Result<()> {
+        let groups = self.groups.groups();
+        let mut spill = Spill { strings: &self.strings, writing: &mut self.writing };
+        let mut runs = Vec::new();
+        // (No groups but wide sums: only totals from the Spark engine that
+        // do not fit 64 bits; no empty file for them.)
+        if !groups.is_empty() {
+            let order = sorted_order(groups);
+            let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}.bin", self.spills));
+            runs = spill.write(&path, gather(groups, &order), &order, account_in_order, NARROW_BYTES)?;
+        }
+        if !self.groups.wide().is_empty() {
+            let mut wide = self.groups.wide().to_vec();
+            wide.sort_by_key(|(key, _)| (key.account, key.slot));
+            let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}-wide.bin", self.spills));
+            runs.extend(spill.write(&path, wide.iter(), &wide, |(key, _)| key.account, WIDE_BYTES)?);
+        }
+        self.spills += 1;
+        self.groups.clear();
+        for (account, run) in runs {
+            self.spilled.entry(account).or_default().push(run);
+        }
+        Ok(())
+    }
+}
