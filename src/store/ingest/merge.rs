@@ -419,8 +419,15 @@ mod tests {
                 },
             )
         };
-        let sorted = |mut rows: Vec<(RollupKey, Totals)>| {
-            rows.sort_by_key(|(key, _)| key.slot);
+        // Each input holds a group once, as the fold's and a spill's do.
+        let sorted = |rows: Vec<(RollupKey, Totals)>| {
+            let mut groups: std::collections::HashMap<RollupKey, Totals> = Default::default();
+            for (key, totals) in rows {
+                let sum = groups.entry(key).or_default();
+                *sum = sum.checked_add(&totals).expect("no overflow");
+            }
+            let mut rows: Vec<(RollupKey, Totals)> = groups.into_iter().collect();
+            rows.sort_by_key(|(key, _)| (key.slot, key.order()));
             rows
         };
         let walk: Vec<u64> = crate::aggregate::order::walk(9000).collect();
