@@ -293,6 +293,46 @@ fn the_commands_run_under_a_one_gib_address_space_limit_and_say_when_they_cannot
     assert!(out_of_memory > 0, "no limit met a failed allocation");
 }
 
+/// Under address-space limits too small for every thread's stack,
+/// `ingest`, `summary` and `report` (with their progress threads) either
+/// succeed or end with exit 1 and an `error:` line last, never a panic or
+/// a signal (`common::run_command` checks both); some limit is met by a
+/// thread that cannot start, and that is what the error says.
+#[test]
+fn a_thread_that_cannot_start_is_an_error_not_a_panic() {
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    let out = dir.path().join("out");
+    let fresh = dir.path().join("fresh");
+    let data = sample_data();
+    common::telemeter(&["ingest", "--quiet", "--data", s(&data), "--store", s(&store)]).ok();
+    let query = "from_date=2026-11-14&to_date=2026-11-21";
+    let runs: [&[&str]; 3] = [
+        &["ingest", "--data", s(&data), "--store", s(&fresh)],
+        &["summary", "--store", s(&store), "--auth-id", "MA001", "--query", query, "--now", NOW],
+        &["report", "--store", s(&store), "--out", s(&out), "--query", query, "--now", NOW],
+    ];
+    let mut thread_errors = 0;
+    for mib in (56..=92).step_by(4) {
+        for args in runs {
+            let _ = std::fs::remove_dir_all(&out);
+            let _ = std::fs::remove_dir_all(&fresh);
+            let run = limited(mib << 10, args);
+            if run.code == 0 {
+                continue;
+            }
+            assert_eq!(run.code, 1, "{mib} MiB, {args:?}: {}", run.stderr);
+            let last = run.stderr.lines().last().unwrap_or_default();
+            assert!(last.starts_with("error: "), "{mib} MiB, {args:?}: {}", run.stderr);
+            if last.contains("cannot start") {
+                assert!(last.contains("ulimit -v"), "{mib} MiB, {args:?}: {last}");
+                thread_errors += 1;
+            }
+        }
+    }
+    assert!(thread_errors > 0, "no limit met a thread that could not start");
+}
+
 /// A FIFO or a socket in a record folder, even one named like a record
 /// file, is never opened (a FIFO would block the run): it is named in a
 /// warning, and the run goes on as without it.
