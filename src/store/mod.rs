@@ -85,6 +85,7 @@ pub mod lease;
 pub mod location;
 mod parquet_io;
 mod parquet_out;
+pub mod rebuild;
 mod rle;
 pub(crate) mod rollup;
 pub mod spark;
