@@ -264,7 +264,7 @@ impl Behind {
     fn start(mut file: BlockFile, budget: &'static Budget) -> std::io::Result<Behind> {
         let (blocks, received) = std::sync::mpsc::sync_channel::<Block>(MAX_BUFFERS + SHARED_BUFFERS);
         let (give_back, spare) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new().name("telemeter-write".to_owned()).spawn(move || {
+        let thread = crate::threads::spawn("telemeter-write", move || {
             for block in received {
                 match block {
                     Block::Full(mut buffer) => {
@@ -279,7 +279,8 @@ impl Behind {
                 }
             }
             Err(std::io::Error::other("the writer stopped before its last block"))
-        })?;
+        })
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
         Ok(Behind { blocks, spare: std::sync::Mutex::new(spare), thread, buffers: 1, shared: Shared::new(budget) })
     }
 }

@@ -57,7 +57,7 @@ impl Syncer {
         let (sender, files) = std::sync::mpsc::channel::<(PathBuf, Written)>();
         let sums = std::sync::Arc::new(std::sync::Mutex::new(Sums::new()));
         let kept = sums.clone();
-        let thread = std::thread::Builder::new().name("telemeter-sync".to_owned()).spawn(move || {
+        let thread = crate::threads::spawn("telemeter-sync", move || {
             let mut first_error = None;
             for (path, file) in files {
                 if let Err(e) = sync_one(&path, file, &kept) {

@@ -186,6 +186,16 @@ impl Error {
         Error::Io { path: path.into(), source }
     }
 
+    /// A file that changed while it was read (truncated, grown or
+    /// rewritten): `what` says how. The one message of every reader that
+    /// reads a file whole or streams it.
+    pub fn changed_while_read(path: impl Into<PathBuf>, what: impl std::fmt::Display) -> Error {
+        Error::io(
+            path,
+            format!("changed while being read ({what}): read it again once the file is complete and no longer written"),
+        )
+    }
+
     /// A file that breaks the contract as a whole ([`Error::BadFile`]).
     pub fn bad_file(path: impl Into<PathBuf>, message: impl Into<String>) -> Error {
         Error::BadFile { path: path.into(), message: message.into() }

@@ -18,6 +18,8 @@
 //! - [`money`], [`time`]: exact decimals; instants, windows and buckets.
 //! - [`checksum`]: a file's length and XXH3-128, the sum every store file
 //!   is recorded and checked with.
+//! - `threads`: our own threads, started so that one the system will not
+//!   give is an error, never a panic.
 //! - [`query`], [`token`]: the request: query string to a checked
 //!   [`query::UsageRequest`]; page tokens. Every 400 is raised here.
 //! - `intern`: the one string interner (ids, and their ranks in byte order).
@@ -70,6 +72,7 @@ pub mod resources;
 pub mod server;
 pub mod store;
 pub mod summary;
+pub(crate) mod threads;
 pub mod time;
 pub mod token;
 

@@ -12,6 +12,11 @@
 //! decoding runs under `catch_unwind`: a damaged file is an error naming
 //! it, never a crash.
 //!
+//! Every file is read whole with `read(2)` first ([`read_whole`]), never
+//! mapped: a file truncated under a map kills the process with SIGBUS, and
+//! a file that changes while it is read is an error naming it. The store
+//! checks those bytes against their sum, so no file is read twice.
+//!
 //! What is not checked: a file made to decompress into far more memory
 //! than it takes on disk (a "zip bomb": row counts that agree with each
 //! other everywhere and pages that run-length-encode billions of values).
@@ -184,6 +189,39 @@ pub(crate) fn check_chunk(bytes: &[u8], meta: &ColumnChunkMetadata, rows: usize)
     Ok(())
 }
 
+/// The file at `path`, read whole with `read(2)`, never mapped: a file
+/// truncated while a map of it is read kills the process with SIGBUS. A
+/// file that changes while it is read (truncated, grown, or rewritten in
+/// place) is an error naming it, never a prefix of it: its size and
+/// modification time after the read must be those it had when opened,
+/// and exactly that many bytes must have been read.
+fn read_whole(path: &Path) -> Result<Vec<u8>> {
+    let handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let snapshot = |handle: &std::fs::File| {
+        let meta = handle.metadata().map_err(|e| Error::io(path, e))?;
+        Ok::<_, Error>((meta.len(), meta.modified().ok()))
+    };
+    let (size, modified) = snapshot(&handle)?;
+    let room = usize::try_from(size).ok().and_then(|size| size.checked_add(1));
+    let room = room.ok_or_else(|| Error::io(path, format!("too large to read ({size} bytes)")))?;
+    // One byte more than its size: a file that grew is seen by its read.
+    let mut bytes = Vec::with_capacity(room);
+    std::io::Read::read_to_end(&mut std::io::Read::take(&handle, room as u64), &mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    let (now, now_modified) = snapshot(&handle)?;
+    let read = bytes.len() as u64;
+    let what = if now != size {
+        format!("{size} bytes when opened, {now} now")
+    } else if read != size {
+        format!("{size} bytes when opened, {read} read")
+    } else if now_modified != modified {
+        "modified since it was opened".to_owned()
+    } else {
+        return Ok(bytes);
+    };
+    Err(Error::changed_while_read(path, what))
+}
+
 /// Which rows of a file to read.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) enum Rows {
@@ -214,15 +252,13 @@ impl<'p> ParquetFile<'p> {
         path: &'p Path,
         check: impl FnOnce(&[u8]) -> Result<()>,
     ) -> Result<Option<ParquetFile<'p>>> {
-        let handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        if handle.metadata().map_err(|e| Error::io(path, e))?.len() == 0 {
+        let bytes = read_whole(path)?;
+        if bytes.is_empty() {
             check(&[])?;
             return Ok(None);
         }
-        let map = polars::polars_utils::mmap::MMapSemaphore::new_from_file(&handle)
-            .map_err(|e| Error::io(path, e.to_string()))?;
-        let bytes = Buffer::from_owner(map);
         check(&bytes)?;
+        let bytes = Buffer::from_vec(bytes);
         check_footer(&bytes).map_err(|why| unreadable(path, why))?;
         // polars' footer reader unwraps some damaged fields.
         let metadata = guarded(|| read_metadata(&mut Cursor::new(&bytes[..])))
@@ -239,7 +275,7 @@ impl<'p> ParquetFile<'p> {
         Ok(Some(ParquetFile { path, bytes, metadata: Arc::new(metadata) }))
     }
 
-    /// The file's mapped bytes and its footer, for a reader of its own
+    /// The file's bytes and its footer, for a reader of its own
     /// that checks each chunk with [`check_chunk`].
     pub(crate) fn into_parts(self) -> (Buffer<u8>, FileMetadata) {
         (self.bytes, Arc::unwrap_or_clone(self.metadata))

@@ -23,6 +23,7 @@ use chrono::{DateTime, Utc};
 
 use crate::server::auth::token_sha256_hex;
 use crate::server::client::Client;
+use crate::threads;
 
 /// Arguments of `loadtest`.
 #[derive(Debug, clap::Args)]
@@ -203,15 +204,17 @@ fn run_load(args: RunArgs) -> anyhow::Result<ExitCode> {
     let issued = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.max_seconds);
-    let handles: Vec<_> = (0..args.clients)
+    let handles = (0..args.clients)
         .map(|n| {
             let accounts = accounts.clone();
             let issued = issued.clone();
             let total = args.requests;
             let addr = args.addr;
-            std::thread::spawn(move || client_loop(n as usize, addr, &accounts, &issued, total, deadline))
+            threads::spawn("telemeter-client", move || {
+                client_loop(n as usize, addr, &accounts, &issued, total, deadline)
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
     let mut all = Tally::default();
     for handle in handles {
         let tally = handle.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?;

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 
+use crate::threads;
+
 /// Seconds between two plain progress lines when
 /// `TELEMETER_PROGRESS_EVERY` is not set.
 const DEFAULT_EVERY: Duration = Duration::from_secs(2);
@@ -122,8 +124,10 @@ impl Progress {
     }
 
     /// Runs `work` while a ticker thread shows the progress; ends the last
-    /// phase with its line when `work` succeeds, and clears the bar.
-    pub fn run<T, E>(&self, work: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    /// phase with its line when `work` succeeds, and clears the bar. A
+    /// ticker thread that cannot be started is the error, and `work` does
+    /// not run.
+    pub fn run<T, E: From<crate::error::Error>>(&self, work: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
         let tick = match self.output {
             Output::Quiet => return work(),
             Output::Bar => Duration::from_millis(100),
@@ -131,12 +135,15 @@ impl Progress {
         };
         let done = AtomicBool::new(false);
         let outcome = std::thread::scope(|scope| {
-            scope.spawn(|| {
+            let ticker = threads::spawn_scoped(scope, "telemeter-progress", || {
                 while !done.load(Ordering::Relaxed) {
                     std::thread::sleep(tick);
                     self.tick();
                 }
             });
+            if let Err(e) = ticker {
+                return Err(E::from(e));
+            }
             let outcome = work();
             done.store(true, Ordering::Relaxed);
             outcome

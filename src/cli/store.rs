@@ -2,8 +2,9 @@
 //! checks `manifest.json` and every file it lists against their sums and
 //! names each missing or damaged one (exit 1 when any is); `repair`
 //! restores a missing or damaged `manifest.json` from the newest kept
-//! manifest whose files verify, and deletes files no generation lists
-//! (`store::verify`).
+//! manifest whose files verify, rebuilds damaged rollup and index files
+//! from the records files, and deletes files no generation lists
+//! (`store::verify`, `store::rebuild`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,8 +33,9 @@ pub enum Action {
         store: PathBuf,
     },
     /// Restore a missing or damaged manifest.json from the newest kept
-    /// manifest (manifests/) whose files verify, and delete files no
-    /// generation lists.
+    /// manifest (manifests/) whose files verify, rebuild damaged rollup and
+    /// index files from the records files, and delete files no generation
+    /// lists.
     Repair {
         /// The store folder.
         #[arg(long, value_name = "STORE")]
@@ -99,6 +101,18 @@ fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
         Some(generation) => writeln!(out, "restored manifest.json from the kept manifest of generation {generation}")?,
         None => writeln!(out, "manifest.json: whole, kept")?,
     }
+    if let Some(rebuilt) = &repaired.rebuilt {
+        for account in &rebuilt.accounts {
+            writeln!(out, "rebuilt the rollups of account {account} from the records files")?;
+        }
+        for name in &rebuilt.index {
+            writeln!(out, "rebuilt {name} from its records file")?;
+        }
+        writeln!(out, "published generation {} with the rebuilt files", rebuilt.generation)?;
+    }
+    if let Some(why) = &repaired.not_rebuilt {
+        writeln!(out, "not rebuilt: {why}")?;
+    }
     writeln!(out, "removed {} file(s) no generation lists", repaired.removed)?;
     for finding in &repaired.damaged {
         writeln!(out, "{}: {}", finding.name, finding.problem)?;
@@ -109,8 +123,8 @@ fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     } else {
         writeln!(
             out,
-            "{} listed file(s) are still damaged or missing: rollups and index are derived from the records files, \
-             but this version cannot rebuild them; ingest the data folder into a new store",
+            "{} listed file(s) are still damaged or missing and are not derived from the records files; \
+             restore them from a backup, or ingest the data folder into a new store",
             repaired.damaged.len()
         )?;
     }

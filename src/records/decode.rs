@@ -142,10 +142,7 @@ impl<'p> Stream<'p> {
         } else {
             return Ok(());
         };
-        Err(Error::io(
-            self.path,
-            format!("changed while being read ({what}): read it again once the file is complete and no longer written"),
-        ))
+        Err(Error::changed_while_read(self.path, what))
     }
 }
 

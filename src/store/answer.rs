@@ -50,7 +50,7 @@ const MIN_PART_ROWS: usize = 4096;
 /// result does not depend on the number of threads: a bucket whose rows lie in several
 /// parts is sorted whole, and equal keys are summed exactly.
 ///
-/// The file's mapped bytes are checked against its sum before any is
+/// The file's bytes (read, never mapped) are checked against its sum before any is
 /// decoded (`listed`): a damaged file is an error naming it.
 pub(crate) fn account_rows(
     listed: Listed<'_>,

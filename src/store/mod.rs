@@ -55,7 +55,7 @@
 //! by the writers from the bytes as they write them, and its own
 //! XXH3-128 (`checksum`, of its text without that field). Every reader
 //! checks a file whole against its sum before it uses any of it
-//! ([`Listed::check`]): the store answer hashes the mapped rollup file, an
+//! ([`Listed::check`]): the store answer hashes the rollup file it read, an
 //! ingest the index files and the previous rollups it reads, and so on;
 //! a mismatch is an error naming the file and saying to run `telemeter
 //! store verify` and `store repair` (`verify.rs`). A folder that holds
@@ -86,6 +86,7 @@ pub mod lease;
 pub mod location;
 mod parquet_io;
 mod parquet_out;
+pub mod rebuild;
 mod rle;
 pub(crate) mod rollup;
 pub mod spark;

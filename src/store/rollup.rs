@@ -371,12 +371,12 @@ pub(crate) struct RollupFile<'p> {
     metadata: FileMetadataRef,
     /// The columns' Arrow types, from the footer.
     schema: ArrowSchema,
-    /// The file's bytes, mapped (a published store file never changes).
+    /// The file's bytes, read whole and checked against their sum.
     bytes: Buffer<u8>,
 }
 
 impl<'p> RollupFile<'p> {
-    /// Opens `path` (the file `listed` names), checks its mapped bytes
+    /// Opens `path` (the file `listed` names), checks its bytes
     /// against its sum, and reads its footer.
     pub(crate) fn open(path: &'p Path, listed: super::Listed<'_>) -> Result<RollupFile<'p>> {
         let file = ParquetFile::open_checked(path, |bytes| listed.check(bytes))?;
@@ -446,7 +446,7 @@ impl<'p> RollupFile<'p> {
         Ok(Some(Group { height: group.num_rows(), arrays }))
     }
 
-    /// Column `name` of row group `group`, decoded from the mapped file:
+    /// Column `name` of row group `group`, decoded from the file's bytes:
     /// text as a dictionary (keys into the row group's values), the rest as
     /// the file's schema says.
     fn column(&self, group: &RowGroupMetadata, name: &str) -> Result<Box<dyn Array>> {

@@ -13,15 +13,17 @@
 //!   whose every file verifies is published again as `manifest.json`
 //!   (the same bytes); then the files no kept generation lists (partial
 //!   files of failed or killed ingests, leftover temporary manifests) are
-//!   deleted, as after a publish. A listed file that is damaged is
-//!   reported, not hidden: rollups and index are derived from the records
-//!   files, but this version does not rebuild them (re-ingest the data
-//!   folder into a new store).
+//!   deleted, as after a publish. Damaged or missing rollup and index
+//!   files are rebuilt from the records files and published as the next
+//!   generation (`rebuild.rs`). A listed file that is not derived
+//!   (records, accounts, resources, rejected rows) and stays damaged is
+//!   reported, not hidden; a damaged records file stops the rebuild.
 
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use super::rebuild::Outcome;
 use super::{generation, FileSum, Manifest, KEPT_MANIFESTS, MANIFEST};
 use crate::error::{Error, Result};
 
@@ -195,13 +197,20 @@ pub struct Repaired {
     pub removed: usize,
     /// Listed files still damaged or missing (not rebuilt).
     pub damaged: Vec<Finding>,
+    /// What was rebuilt from the records files, when anything was.
+    pub rebuilt: Option<super::rebuild::Rebuilt>,
+    /// Why nothing derived was rebuilt although some is damaged (a damaged
+    /// records file).
+    pub not_rebuilt: Option<String>,
     /// The generation the store answers from afterwards.
     pub generation: u64,
 }
 
 /// Repairs `store`: restores `manifest.json` from the newest kept manifest
-/// that verifies when it is missing or damaged, then deletes files no kept
-/// generation lists. Listed files that stay damaged are in the answer.
+/// that verifies when it is missing or damaged, rebuilds damaged rollup
+/// and index files from the records files (a new generation), then
+/// deletes files no kept generation lists. Listed files that stay damaged
+/// are in the answer.
 pub fn repair(store: &Path) -> Result<Repaired> {
     if !store.is_dir() {
         return Err(Error::io(store, "not a folder"));
@@ -269,12 +278,27 @@ pub fn repair(store: &Path) -> Result<Repaired> {
         super::write_synced(&kept, &manifest.to_bytes()?)?;
         super::sync_dir(&folder)?;
     }
+    let findings = check_files(store, &manifest);
+    let (manifest, previous) = match super::rebuild::rebuild(store, &manifest, &findings)? {
+        Outcome::Published(next, rebuilt) => {
+            repaired.rebuilt = Some(rebuilt);
+            (*next, Some(manifest))
+        }
+        Outcome::Nothing => (manifest, None),
+        Outcome::RecordsDamaged(why) => {
+            repaired.not_rebuilt = Some(why);
+            (manifest, None)
+        }
+    };
     // The previous generation's files stay too, as after a publish (a
     // reader without a lease may still be on it).
-    let previous = kept_manifests(store)?
-        .into_iter()
-        .find(|(generation, _)| *generation + 1 == manifest.generation)
-        .and_then(|(_, path)| Manifest::parse(&std::fs::read(&path).ok()?, &path).ok());
+    let previous = previous.or_else(|| {
+        kept_manifests(store)
+            .ok()?
+            .into_iter()
+            .find(|(generation, _)| *generation + 1 == manifest.generation)
+            .and_then(|(_, path)| Manifest::parse(&std::fs::read(&path).ok()?, &path).ok())
+    });
     let keep: Vec<&Manifest> = std::iter::once(&manifest).chain(&previous).collect();
     repaired.removed = generation::collect_garbage(store, &keep);
     repaired.damaged = check_files(store, &manifest);

@@ -46,22 +46,27 @@ fn finish(child: Child) -> (Option<i32>, String) {
     (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
-/// Runs `args` over a data folder whose `calls/big.csv` is changed by
-/// `change` as soon as the run has it open, until a run sees the change
-/// while it reads (a run that finished reading first, or that was too slow
-/// to open the file, is tried again), for at most two minutes. Every run
-/// ends with an exit code, never a signal; the run that saw the change
-/// fails naming the file.
-fn changed_under_a_read(args: &dyn Fn(&Path, &Path) -> Vec<String>, change: &dyn Fn(&Path)) {
+/// Runs `args` over a data folder whose file `name` (written by `fill`)
+/// is changed by `change` as soon as the run has it open, until a run sees
+/// the change while it reads (a run that finished reading first, or that
+/// was too slow to open the file, is tried again), for at most two
+/// minutes. Every run ends with an exit code, never a signal; the run that
+/// saw the change fails naming the file.
+fn changed_under_a_read(
+    name: &str,
+    fill: &dyn Fn(&Path),
+    args: &dyn Fn(&Path, &Path) -> Vec<String>,
+    change: &dyn Fn(&Path),
+) {
     let dir = common::temp_dir();
     let data = dir.path().join("data");
-    let big = common::write(&data, "calls/big.csv", calls(0, 700_000, true));
+    let big = common::write(&data, name, b"");
     let big = big.canonicalize().expect("a path");
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut attempts = 0;
     loop {
         attempts += 1;
-        std::fs::write(&big, calls(0, 700_000, true)).expect("write");
+        fill(&big);
         let store = dir.path().join(format!("store{attempts}"));
         let mut command = common::command();
         command.args(args(&data, &store)).stdout(Stdio::null()).stderr(Stdio::piped());
@@ -73,13 +78,50 @@ fn changed_under_a_read(args: &dyn Fn(&Path, &Path) -> Vec<String>, change: &dyn
         let (code, stderr) = finish(child);
         assert!(code.is_some(), "killed by a signal (attempt {attempts}):\n{stderr}");
         if code == Some(1) && stderr.contains("changed while being read") {
-            assert!(stderr.contains("calls/big.csv: changed while being read"), "{stderr}");
+            assert!(stderr.contains(&format!("{name}: changed while being read")), "{stderr}");
             assert!(!stderr.contains("panicked"), "{stderr}");
             return;
         }
         assert_eq!(code, Some(0), "attempt {attempts}: {stderr}");
         assert!(Instant::now() < deadline, "no run saw the file change in {attempts} attempts");
     }
+}
+
+/// `calls/big.csv`, 700,000 good rows.
+fn big_csv(path: &Path) {
+    std::fs::write(path, calls(0, 700_000, true)).expect("write");
+}
+
+/// A copy of the calls Parquet file at `template` ([`big_parquet`]).
+fn copy_of(template: &Path) -> impl Fn(&Path) + '_ {
+    move |path| {
+        std::fs::copy(template, path).expect("copy");
+    }
+}
+
+/// A calls Parquet file of 1,000 good rows and a column no reader reads,
+/// of 1,000 values of 192 KiB each, stored uncompressed: a file long enough
+/// to read that a change lands inside the read.
+fn big_parquet(path: &Path) {
+    use polars::prelude::{Column, DataFrame, IntoColumn, NamedFrom, ParquetCompression, ParquetWriter, Series};
+    let text = String::from_utf8(calls(0, 1000, true)).expect("text");
+    let mut lines = text.lines();
+    let names: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    let mut columns: Vec<Column> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let cells: Vec<Option<&str>> = rows.iter().map(|row| Some(row[i]).filter(|c| !c.is_empty())).collect();
+            Series::new((*name).into(), cells).into_column()
+        })
+        .collect();
+    let padding: Vec<String> = (0..rows.len()).map(|i| format!("{i:08}{}", "x".repeat(192 << 10))).collect();
+    columns.push(Series::new("padding".into(), padding).into_column());
+    let mut frame = DataFrame::new(rows.len(), columns).expect("a frame");
+    std::fs::create_dir_all(path.parent().expect("a folder")).expect("create folders");
+    let file = std::fs::File::create(path).expect("create a Parquet file");
+    ParquetWriter::new(file).with_compression(ParquetCompression::Uncompressed).finish(&mut frame).expect("write");
 }
 
 fn ingest_args(data: &Path, store: &Path) -> Vec<String> {
@@ -115,14 +157,27 @@ fn grow(path: &Path) {
 
 #[test]
 fn a_file_truncated_while_ingested_or_summed_is_an_error_naming_it() {
-    changed_under_a_read(&ingest_args, &truncate);
-    changed_under_a_read(&summary_args, &truncate);
+    changed_under_a_read("calls/big.csv", &big_csv, &ingest_args, &truncate);
+    changed_under_a_read("calls/big.csv", &big_csv, &summary_args, &truncate);
 }
 
 #[test]
 fn a_file_grown_while_ingested_or_summed_is_an_error_naming_it() {
-    changed_under_a_read(&ingest_args, &grow);
-    changed_under_a_read(&summary_args, &grow);
+    changed_under_a_read("calls/big.csv", &big_csv, &ingest_args, &grow);
+    changed_under_a_read("calls/big.csv", &big_csv, &summary_args, &grow);
+}
+
+/// A Parquet input is read whole before it is parsed: truncated or grown
+/// during that read, it is the same error naming it, never a signal.
+#[test]
+fn a_parquet_file_truncated_or_grown_while_read_is_an_error_naming_it() {
+    let dir = common::temp_dir();
+    let template = dir.path().join("big.parquet");
+    big_parquet(&template);
+    let fill = copy_of(&template);
+    changed_under_a_read("calls/big.parquet", &fill, &ingest_args, &truncate);
+    changed_under_a_read("calls/big.parquet", &fill, &summary_args, &truncate);
+    changed_under_a_read("calls/big.parquet", &fill, &summary_args, &grow);
 }
 
 /// `bytes` gzip-compressed, the member repeated until the file is past
@@ -236,6 +291,46 @@ fn the_commands_run_under_a_one_gib_address_space_limit_and_say_when_they_cannot
         }
     }
     assert!(out_of_memory > 0, "no limit met a failed allocation");
+}
+
+/// Under address-space limits too small for every thread's stack,
+/// `ingest`, `summary` and `report` (with their progress threads) either
+/// succeed or end with exit 1 and an `error:` line last, never a panic or
+/// a signal (`common::run_command` checks both); some limit is met by a
+/// thread that cannot start, and that is what the error says.
+#[test]
+fn a_thread_that_cannot_start_is_an_error_not_a_panic() {
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    let out = dir.path().join("out");
+    let fresh = dir.path().join("fresh");
+    let data = sample_data();
+    common::telemeter(&["ingest", "--quiet", "--data", s(&data), "--store", s(&store)]).ok();
+    let query = "from_date=2026-11-14&to_date=2026-11-21";
+    let runs: [&[&str]; 3] = [
+        &["ingest", "--data", s(&data), "--store", s(&fresh)],
+        &["summary", "--store", s(&store), "--auth-id", "MA001", "--query", query, "--now", NOW],
+        &["report", "--store", s(&store), "--out", s(&out), "--query", query, "--now", NOW],
+    ];
+    let mut thread_errors = 0;
+    for mib in (56..=92).step_by(4) {
+        for args in runs {
+            let _ = std::fs::remove_dir_all(&out);
+            let _ = std::fs::remove_dir_all(&fresh);
+            let run = limited(mib << 10, args);
+            if run.code == 0 {
+                continue;
+            }
+            assert_eq!(run.code, 1, "{mib} MiB, {args:?}: {}", run.stderr);
+            let last = run.stderr.lines().last().unwrap_or_default();
+            assert!(last.starts_with("error: "), "{mib} MiB, {args:?}: {}", run.stderr);
+            if last.contains("cannot start") {
+                assert!(last.contains("ulimit -v"), "{mib} MiB, {args:?}: {last}");
+                thread_errors += 1;
+            }
+        }
+    }
+    assert!(thread_errors > 0, "no limit met a thread that could not start");
 }
 
 /// A FIFO or a socket in a record folder, even one named like a record

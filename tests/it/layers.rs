@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 /// The layers, bottom first. A module may use its own layer and the ones
 /// below; `lib.rs` and `main.rs` sit above everything.
 const LAYERS: &[&[&str]] = &[
-    &["error", "checksum", "money", "time", "token", "labels", "direct", "durable", "prefetch", "parts", "parquet"],
+    &[
+        "error", "checksum", "money", "time", "token", "labels", "threads", "direct", "durable", "prefetch", "parts",
+        "parquet",
+    ],
     &["records"],
     &["intern", "aggregate"],
     &["store"],

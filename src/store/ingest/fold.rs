@@ -77,7 +77,7 @@ impl Default for Rollups {
 
 impl Rollups {
     /// Adds one row to its account's group.
-    pub(super) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
+    pub(in crate::store) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
         self.shard(row.auth_id).add(row)
     }
 
@@ -126,7 +126,7 @@ impl Rollups {
     /// (so that all shards together hold about `max_groups` at most).
     /// The shards spill in parallel (each sorts its groups, then writes
     /// one partial file per shard and spill).
-    pub(super) fn spill_full(&mut self, store: &Path, id: &str, max_groups: usize) -> Result<()> {
+    pub(in crate::store) fn spill_full(&mut self, store: &Path, id: &str, max_groups: usize) -> Result<()> {
         let limit = (max_groups / SHARDS).max(1);
         self.shards
             .par_iter_mut()
