@@ -1,5 +1,5 @@
 //! libFuzzer target `index_file`: the input and the invariants checked are
-//! described at `telemeter::fuzzing::index_file` (src/fuzzing.rs).
+//! described at `telemeter::fuzzing::index_file` (src/fuzzing/).
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| telemeter::fuzzing::index_file(data));

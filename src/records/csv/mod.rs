@@ -1,0 +1,363 @@
+//! CSV input: plain, gzip and zstd (decoded by [`super::decode`]), any
+//! column order, extra columns ignored.
+//!
+//! Every physical line after the header is one record: no field may hold a
+//! newline, so a newline is always a record boundary. A quote that does not
+//! close on its own line (or any other quoting that is not RFC 4180 within
+//! the line) makes that line, and only that line, a malformed row; damage
+//! never swallows or merges the lines after it, and every line is handed to
+//! the sink exactly once (a row or a malformed row), so `read` counts the
+//! file's data lines. A final `\r` (CRLF endings) is dropped. Since every
+//! newline is a boundary, a file's bytes are split into chunks at any
+//! newline and the chunks are parsed in parallel.
+//!
+//! The steps, a file at a time:
+//! - the header ([`Header`]) maps the contract's columns to the file's;
+//! - the file is read whole ([`read`]) or a block at a time
+//!   ([`read_stream`], [`Pieces`]; `stream`), its lines checked against
+//!   the limits on their length and on empty lines;
+//! - the body is split into chunks at newlines and the chunks are read in
+//!   parallel; each chunk goes one of two ways:
+//!   - `indexed`: a chunk of printable ASCII (quotes and carriage returns
+//!     included, so every common dialect) is read by the structural index
+//!     of [`super::simd`], 64 bytes a step;
+//!   - `lines`: any other chunk is read a line at a time, and so is any
+//!     line the index finds faulty, so both ways refuse a line with the
+//!     same words. This reader is the oracle the index is tested against
+//!     (the property tests, and the `csv_paths` fuzz target).
+
+use rayon::prelude::*;
+
+use super::decode::Stream;
+use super::files::InputFile;
+use super::Field;
+use crate::error::Result;
+use lines::QuotedLine;
+pub use stream::Pieces;
+use stream::{Blocks, LineCheck};
+
+mod indexed;
+mod lines;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+/// What a reader hands each row to.
+pub trait RowSink {
+    /// One row, its fields in [`Kind::columns`](super::Kind::columns) order. `false` stops reading.
+    fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool;
+    /// A row that could not be split into the header's fields: the header
+    /// column at fault (`-` for the line as a whole), the line as shown and
+    /// why. `false` stops reading.
+    fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool;
+
+    /// Whether a large file's chunks each get a sink of their own, told
+    /// their size first ([`RowSink::reserve`]): for sinks that keep every
+    /// row (ingest), so that they are made at their size instead of grown
+    /// by copying. By default consecutive chunks share a sink (one per
+    /// parallel job): fewer partial results to merge.
+    const ONE_PER_CHUNK: bool = false;
+
+    /// The chunk about to be read: `lines` lines in `bytes` bytes (called
+    /// once, before any row, when [`RowSink::ONE_PER_CHUNK`]).
+    fn reserve(&mut self, _lines: usize, _bytes: usize) {}
+}
+
+/// Chunks smaller than this are not split further.
+const CHUNK_BYTES: usize = 4 << 20;
+
+/// The longest line a record file may hold, in bytes: 1 MiB, some 500
+/// times a calls row of the contract's largest fields (twelve columns, ids
+/// of at most 128 bytes, texts of at most [`super::MAX_TEXT_BYTES`]), so
+/// that extra columns fit too. A longer line is an error naming the file
+/// and the line: a reader holds at most one line past a block in memory.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The most empty lines a record file may hold in a row. Each is a bad row
+/// (set aside, with its reason, under `--on-bad-row set-aside`); a longer
+/// run is an error naming the file and the run's first line, so that a
+/// small compressed file of endless newlines is refused at once instead of
+/// filling memory with rows set aside.
+pub const MAX_EMPTY_RUN: u64 = 10_000;
+
+/// Reads every row of a CSV file's `bytes` into sinks made by `make_sink`,
+/// each taking a run of consecutive chunks; the sinks come in file order.
+pub fn read<S, F>(file: &InputFile, bytes: &[u8], make_sink: F) -> Result<Vec<S>>
+where
+    S: RowSink + Send,
+    F: Fn() -> S + Sync,
+{
+    read_in_chunks(file, bytes, CHUNK_BYTES, make_sink, &|_| ())
+}
+
+/// [`read`] with chunks of about `chunk_bytes`, handing each part of
+/// `bytes` read to the end to `done` (chunks once counted, and once read).
+fn read_in_chunks<S, F>(
+    file: &InputFile,
+    bytes: &[u8],
+    chunk_bytes: usize,
+    make_sink: F,
+    done: &(dyn Fn(&[u8]) + Sync),
+) -> Result<Vec<S>>
+where
+    S: RowSink + Send,
+    F: Fn() -> S + Sync,
+{
+    let Some(header) = Header::read(file, bytes)? else { return Ok(Vec::new()) };
+    let body = &bytes[header.body..];
+    let mut lines = LineCheck::new(2);
+    lines.check(body, true).map_err(|message| file.bad_file(message))?;
+    Ok(header.reader().body(body, 2, chunk_bytes, &make_sink, done))
+}
+
+/// Decoded bytes a stream ([`read_stream`]) is read in at a time.
+const BLOCK_BYTES: usize = 32 << 20;
+
+/// [`read`] of a file on disk (plain, or compressed with gzip or zstd),
+/// read and decoded a block of about 32 MiB at a time (cut after its last
+/// newline) into `buffers` (two, reused), the next block read while this
+/// one is parsed: the file is never in memory whole, and reading overlaps
+/// parsing. A damaged stream, a line longer than [`MAX_LINE_BYTES`], and
+/// a file that changes while it is read are each an error naming the
+/// file, wherever they are.
+pub fn read_stream<S, F>(file: &InputFile, buffers: &mut [Vec<u8>; 2], make_sink: F) -> Result<Vec<S>>
+where
+    S: RowSink + Send,
+    F: Fn() -> S + Sync,
+{
+    read_blocks(file, buffers, BLOCK_BYTES, make_sink).map_err(|e| file.renamed(e))
+}
+
+/// [`read_stream`] in blocks of about `block_bytes`.
+fn read_blocks<S, F>(file: &InputFile, buffers: &mut [Vec<u8>; 2], block_bytes: usize, make_sink: F) -> Result<Vec<S>>
+where
+    S: RowSink + Send,
+    F: Fn() -> S + Sync,
+{
+    let Some(stream) = Stream::open(&file.path, file.format)? else { return Ok(Vec::new()) };
+    let mut blocks = Blocks::new(stream, std::mem::take(buffers), block_bytes);
+    let read = blocks.header(file).and_then(|header| match header {
+        Some(header) => blocks.lines(&header.reader(), 2, u64::MAX, &make_sink).map(|(sinks, _)| sinks),
+        None => Ok(Vec::new()),
+    });
+    *buffers = blocks.buffers;
+    read
+}
+
+/// A CSV file's header, read and checked against the contract.
+struct Header {
+    /// For each contract column, its index in the header.
+    columns: Vec<usize>,
+    /// The header's column names.
+    names: Vec<String>,
+    /// Where the lines after the header start.
+    body: usize,
+}
+
+impl Header {
+    /// The header of a file that starts with `bytes` (its first line, or
+    /// all of it), or `None` for a blank file, which holds no rows.
+    fn read(file: &InputFile, bytes: &[u8]) -> Result<Option<Header>> {
+        let text = super::decode::strip_bom(bytes);
+        if text.iter().all(|b| b.is_ascii_whitespace()) {
+            return Ok(None);
+        }
+        let header_end = memchr::memchr(b'\n', text).unwrap_or(text.len());
+        if header_end > MAX_LINE_BYTES {
+            return Err(file.bad_file(LineCheck::too_long(1)));
+        }
+        let mut header = QuotedLine::new();
+        let names = match header.split(strip_cr(&text[..header_end])) {
+            Ok(()) => header.fields().map(|name| String::from_utf8_lossy(name).into_owned()).collect::<Vec<_>>(),
+            Err(quoting) => {
+                return Err(file.bad_file(format!("unreadable header (line 1): {}", quoting.reason(&[]))));
+            }
+        };
+        let columns = map_columns(file, &names)?;
+        let body = (bytes.len() - text.len() + header_end + 1).min(bytes.len());
+        Ok(Some(Header { columns, names, body }))
+    }
+
+    fn reader(&self) -> Reader<'_> {
+        Reader::new(&self.columns, &self.names)
+    }
+}
+
+impl<'h> Reader<'h> {
+    /// The reader of the lines under a header of `names`, the contract's
+    /// columns at `columns` (at most 16).
+    pub(crate) fn new(columns: &'h [usize], names: &'h [String]) -> Reader<'h> {
+        Reader { columns, width: names.len(), names }
+    }
+}
+
+impl Reader<'_> {
+    /// Reads `body` (whole lines after the header, the first at
+    /// `first_line`) into sinks made by `make_sink`, in chunks of about
+    /// `chunk_bytes` read in parallel (see [`RowSink::ONE_PER_CHUNK`]),
+    /// handing each part read to the end to `done`; the sinks in order.
+    fn body<S, F>(
+        &self,
+        body: &[u8],
+        first_line: u64,
+        chunk_bytes: usize,
+        make_sink: &F,
+        done: &(dyn Fn(&[u8]) + Sync),
+    ) -> Vec<S>
+    where
+        S: RowSink + Send,
+        F: Fn() -> S + Sync,
+    {
+        let chunks = split(body, first_line, chunk_bytes, done);
+        if chunks.len() == 1 {
+            let mut sink = make_sink();
+            if S::ONE_PER_CHUNK {
+                sink.reserve(memchr::memchr_iter(b'\n', body).count() + 1, body.len());
+            }
+            self.chunk(body, first_line, &mut sink);
+            return vec![sink];
+        }
+        if S::ONE_PER_CHUNK {
+            // Each chunk's lines were counted by `split` (up to the next
+            // chunk's first line); the last one's are counted here.
+            let ends: Vec<u64> = chunks.iter().skip(1).map(|&(_, line, _)| line).chain([u64::MAX]).collect();
+            return chunks
+                .into_par_iter()
+                .zip(ends)
+                .map(|((offset, line, end), next)| {
+                    let mut sink = make_sink();
+                    let lines = match next {
+                        u64::MAX => memchr::memchr_iter(b'\n', &body[offset..end]).count() + 1,
+                        next => next.saturating_sub(line) as usize,
+                    };
+                    sink.reserve(lines, end - offset);
+                    self.chunk(&body[offset..end], line, &mut sink);
+                    done(&body[offset..end]);
+                    sink
+                })
+                .collect();
+        }
+        // Consecutive chunks share a sink (one per rayon job, not one per
+        // chunk): fewer, larger partial results to merge later.
+        chunks
+            .into_par_iter()
+            .fold(
+                || (make_sink(), true),
+                |(mut sink, go_on), (offset, line, end)| {
+                    let go_on = go_on && self.chunk(&body[offset..end], line, &mut sink);
+                    done(&body[offset..end]);
+                    (sink, go_on)
+                },
+            )
+            .map(|(sink, _)| sink)
+            .collect()
+    }
+}
+
+fn map_columns(file: &InputFile, names: &[String]) -> Result<Vec<usize>> {
+    file.kind
+        .columns()
+        .iter()
+        .map(|column| {
+            let mut found = names.iter().enumerate().filter(|(_, n)| *n == column).map(|(i, _)| i);
+            match (found.next(), found.next()) {
+                (Some(index), None) => Ok(index),
+                (Some(_), Some(_)) => {
+                    Err(file.bad_file(format!("column '{column}' appears more than once in the header")))
+                }
+                (None, _) => Err(file.bad_file(format!(
+                    "missing required column '{column}' (the header has: {})",
+                    crate::error::printable(&names.join(", "))
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// Splits `body` into `(offset, first line, end)` chunks of about
+/// `chunk_bytes`, each cut after a newline; each chunk is handed to `done`
+/// once its lines are counted. The chunks are found and counted in
+/// parallel (chunk `k` starts after the first newline at or past
+/// `k * chunk_bytes`), so that a file's first pass is not one core's.
+fn split(body: &[u8], first_line: u64, chunk_bytes: usize, done: &(dyn Fn(&[u8]) + Sync)) -> Vec<(usize, u64, usize)> {
+    if body.len() <= chunk_bytes * 2 {
+        return vec![(0, first_line, body.len())];
+    }
+    let start = |k: usize| match k.checked_mul(chunk_bytes) {
+        Some(0) => 0,
+        Some(cut) if cut < body.len() => memchr::memchr(b'\n', &body[cut..]).map_or(body.len(), |at| cut + at + 1),
+        _ => body.len(),
+    };
+    let counted: Vec<(usize, usize, u64)> = (0..body.len().div_ceil(chunk_bytes))
+        .into_par_iter()
+        .map(|k| {
+            let (offset, end) = (start(k), start(k + 1));
+            let part = &body[offset..end.max(offset)];
+            let lines = memchr::memchr_iter(b'\n', part).count() as u64;
+            done(part);
+            (offset, end, lines)
+        })
+        .collect();
+    let mut chunks = Vec::with_capacity(counted.len());
+    let mut line = first_line;
+    // A line longer than `chunk_bytes` leaves chunks with nothing in them.
+    for (offset, end, lines) in counted.into_iter().filter(|(offset, end, _)| end > offset) {
+        chunks.push((offset, line, end));
+        line += lines;
+    }
+    chunks
+}
+
+/// The fields of one line of a CSV file (without its line ending) by the
+/// rules of record files: RFC 4180 quoting within the line, no field
+/// spanning lines. For small files read a line at a time (`accounts.csv`).
+pub fn split_line(line: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
+    let mut quoted = QuotedLine::new();
+    quoted.split(strip_cr(line)).map_err(|quoting| quoting.reason(&[]))?;
+    Ok(quoted.fields().map(<[u8]>::to_vec).collect())
+}
+
+/// `line` without a final carriage return (of a CRLF ending).
+fn strip_cr(line: &[u8]) -> &[u8] {
+    match line {
+        [head @ .., b'\r'] => head,
+        _ => line,
+    }
+}
+
+/// What a chunk's lines are read against: the header.
+pub(crate) struct Reader<'h> {
+    /// For each contract column, its index in the header.
+    columns: &'h [usize],
+    /// Fields of the header.
+    width: usize,
+    /// The header's column names, for messages.
+    names: &'h [String],
+}
+
+/// The column and reason of a line of `n_fields` fields under a header of
+/// `names`: a short line names the first column it lacks (`has 5 fields,
+/// the header has 9: column 'duration' is missing`), a long one the field
+/// no column holds. Record files and `accounts.csv` say it the same way.
+pub fn wrong_width(names: &[String], n_fields: usize) -> (&str, String) {
+    let width = names.len();
+    let plural = if n_fields == 1 { "" } else { "s" };
+    let head = format!("has {n_fields} field{plural}, the header has {width}");
+    match names.get(n_fields) {
+        Some(missing) if n_fields < width => {
+            let after = match width - n_fields - 1 {
+                0 => String::new(),
+                1 => " (and the 1 column after it)".to_owned(),
+                n => format!(" (and the {n} columns after it)"),
+            };
+            let missing = missing.as_str();
+            (missing, format!("{head}: column '{}'{after} is missing", crate::error::printable(missing)))
+        }
+        _ => ("-", format!("{head}: field {} and after have no column", width + 1)),
+    }
+}
+
+/// A line as shown in a message: its first 80 characters.
+fn shown(text: &[u8]) -> String {
+    String::from_utf8_lossy(text).chars().take(80).collect()
+}
