@@ -16,6 +16,8 @@
 //! - `order`: the report's row order, the one definition of it;
 //! - `rows`: one account's result, compact, for pages and reports.
 
+#[cfg(test)]
+mod corrections_test;
 pub(crate) mod order;
 pub(crate) mod rows;
 mod scan;
