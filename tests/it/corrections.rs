@@ -180,6 +180,7 @@ fn a_malformed_revision_or_void_names_file_line_column_and_value() {
         ("c1,call,1", "voids/v.csv:2: column 'kind': 'call' is not a record kind (expected calls, messages, transcriptions or charges)"),
     ] {
         let t = temp_dir();
+        write(t.path(), "charges/a.csv", format!("{CHARGES}\n"));
         write(t.path(), "voids/v.csv", format!("record_id,kind,revision\n{row}\n"));
         assert_eq!(failure(t.path()), format!("error: {message}\n"));
     }
