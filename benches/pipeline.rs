@@ -127,7 +127,7 @@ fn dedup(c: &mut Criterion) {
         b.iter_batched(
             || parts.clone(),
             |parts| {
-                let outcome = dedup::check(parts);
+                let outcome = dedup::check(parts, Vec::new());
                 assert_eq!(outcome.duplicates.len(), 10_000);
                 outcome.duplicates.len()
             },

@@ -9,6 +9,13 @@
 //! owned [`GroupKey`]s are built once at the end. Totals are integer sums, so
 //! the result does not depend on how the work was split or on thread count.
 //!
+//! Corrections (`corrections.md`): a row of a revision above 0, and every
+//! row of `voids/`, leaves a revised entry under the record kind it
+//! belongs to; the dedup check keeps only each record's current version
+//! and the fold skips superseded rows as it skips duplicates, so nothing
+//! is added and then taken away. A pass without corrections takes the
+//! check's plain path, as fast as before.
+//!
 //! - `select`: what a pass keeps ([`Selector`], [`Dimensions`]);
 //! - `scan`: the [`Scan`] of a file, the dedup marking and the partitioned
 //!   merge;
@@ -16,6 +23,8 @@
 //! - `order`: the report's row order, the one definition of it;
 //! - `rows`: one account's result, compact, for pages and reports.
 
+#[cfg(test)]
+mod corrections_test;
 pub(crate) mod order;
 pub(crate) mod rows;
 mod scan;

@@ -17,7 +17,7 @@ use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::{self, Interner};
 use crate::records::bad_rows::{position, BadRows};
 use crate::records::csv::RowSink;
-use crate::records::dedup::{self, Entry, Origin, ScanEntries, PARTITIONS};
+use crate::records::dedup::{self, Entry, Origin, Revised, ScanEntries, ScanRevised, PARTITIONS};
 use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::{self, Country, Direction, Field, Kind, Product, Record};
 use crate::time::Buckets;
@@ -108,30 +108,44 @@ pub(super) fn scan_files<'s>(
     Ok(scans)
 }
 
-/// Marks in each scan the rows that repeat an earlier row (record id and
-/// content), per kind; a record id with two contents is a conflict.
+/// Marks in each scan the rows that repeat an earlier row (record id,
+/// revision and content) and the versions and voids below their record's
+/// highest revision (`corrections.md`), per kind; a record id and revision
+/// with two contents is a conflict. Voids take part in the check of the
+/// kind they withdraw.
 pub(super) fn drop_duplicates(scans: &mut [Scan<'_>], inventory: &Inventory, selector: &Selector) -> Result<()> {
     for kind in Kind::ALL {
         let parts = scans.iter_mut().filter(|s| s.kind == kind).map(Scan::take_entries).collect();
-        let outcome = check_entries(parts, kind, inventory, selector)?;
-        // Each scan takes the duplicate lines of its own file and line range.
-        let mut by_file: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
-        for (file, line) in outcome.duplicates {
-            by_file.entry(file).or_default().push(line);
-        }
-        for lines in by_file.values_mut() {
-            lines.sort_unstable();
-        }
-        for scan in scans.iter_mut().filter(|s| s.kind == kind) {
+        let revised: Vec<ScanRevised> =
+            scans.iter_mut().map(|s| s.take_revised(kind)).filter(|(_, r)| !r.is_empty()).collect();
+        let outcome = check_entries(parts, revised, kind, inventory, selector)?;
+        let duplicates = lines_by_file(outcome.duplicates);
+        let superseded = lines_by_file(outcome.superseded);
+        // Each scan takes the lines of its own file and line range.
+        for scan in scans.iter_mut().filter(|s| s.kind == kind || s.kind == Kind::Voids) {
             let (first, last) = scan.lines;
-            if let Some(lines) = by_file.get(&scan.file) {
-                let from = lines.partition_point(|l| *l < first);
-                let to = lines.partition_point(|l| *l <= last);
-                scan.duplicates = lines[from..to].iter().copied().collect();
+            let file = scan.file;
+            for (by_file, lines) in [(&duplicates, &mut scan.duplicates), (&superseded, &mut scan.superseded)] {
+                if let Some(found) = by_file.get(&file) {
+                    let (from, to) = (found.partition_point(|l| *l < first), found.partition_point(|l| *l <= last));
+                    lines.extend(found[from..to].iter().copied());
+                }
             }
         }
     }
     Ok(())
+}
+
+/// Places grouped by file, each file's lines sorted.
+fn lines_by_file(places: FxHashSet<(u32, u64)>) -> FxHashMap<u32, Vec<u64>> {
+    let mut by_file: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
+    for (file, line) in places {
+        by_file.entry(file).or_default().push(line);
+    }
+    for lines in by_file.values_mut() {
+        lines.sort_unstable();
+    }
+    by_file
 }
 
 /// The dedup outcome of one kind's entries, a conflict confirmed: the
@@ -141,11 +155,12 @@ pub(super) fn drop_duplicates(scans: &mut [Scan<'_>], inventory: &Inventory, sel
 /// are read again for entries with another seed.
 fn check_entries(
     parts: Vec<ScanEntries>,
+    revised: Vec<ScanRevised>,
     kind: Kind,
     inventory: &Inventory,
     selector: &Selector,
 ) -> Result<dedup::Outcome> {
-    let mut outcome = dedup::check(parts);
+    let mut outcome = dedup::check(parts, revised);
     let mut seed = 0;
     while let Some((first, second)) = outcome.conflict {
         let id_at = |(file, line): (u32, u64)| records::record_id_at(&inventory.files[file as usize], line);
@@ -156,22 +171,32 @@ fn check_entries(
         if seed > 2 {
             return Err(Error::Internal(format!("{kind}: record id hashes collide under {seed} seeds")));
         }
-        outcome = dedup::check(entries_again(inventory, kind, selector, seed)?);
+        let (parts, revised) = entries_again(inventory, kind, selector, seed)?;
+        outcome = dedup::check(parts, revised);
     }
     Ok(outcome)
 }
 
-/// The dedup entries of every file of `kind`, read again with `seed`.
-fn entries_again(inventory: &Inventory, kind: Kind, selector: &Selector, seed: u64) -> Result<Vec<ScanEntries>> {
+/// The dedup entries of every file of `kind`, and the revised entries of
+/// `kind` in its files and the voids, read again with `seed`.
+fn entries_again(
+    inventory: &Inventory,
+    kind: Kind,
+    selector: &Selector,
+    seed: u64,
+) -> Result<(Vec<ScanEntries>, Vec<ScanRevised>)> {
     let fail_at = AtomicU64::new(u64::MAX);
     let scanned: Vec<Vec<Scan<'_>>> = inventory
         .files
         .par_iter()
         .enumerate()
-        .filter(|(_, file)| file.kind == kind)
+        .filter(|(_, file)| file.kind == kind || file.kind == Kind::Voids)
         .map(|(index, file)| scan_file(file, index as u32, selector, OnBadRow::SetAside, &fail_at, seed))
         .collect::<Result<_>>()?;
-    Ok(scanned.into_iter().flatten().map(|mut scan| scan.take_entries()).collect())
+    let mut scans: Vec<Scan<'_>> = scanned.into_iter().flatten().collect();
+    let revised = scans.iter_mut().map(|scan| scan.take_revised(kind)).filter(|(_, r)| !r.is_empty()).collect();
+    let parts = scans.iter_mut().filter(|scan| scan.kind == kind).map(Scan::take_entries).collect();
+    Ok((parts, revised))
 }
 
 /// The error of a scan of more lines than its entries count.
@@ -431,6 +456,10 @@ pub struct Scan<'s> {
     groups: Vec<IdKey>,
     rows: Vec<KeptRow>,
     seen: Vec<Vec<Entry>>,
+    /// Entries of rows that take part in corrections (a revision above 0,
+    /// or a void), with the record kind they are of: few, so not
+    /// partitioned.
+    revised: Vec<(Kind, Revised)>,
     /// The first line handed over: entries count rows from it.
     first_line: Option<u64>,
     /// The seed of the entries' id hash (0 but when a collision is checked).
@@ -440,6 +469,8 @@ pub struct Scan<'s> {
     read: u64,
     lines: (u64, u64),
     duplicates: FxHashSet<u64>,
+    /// Lines of versions and voids below their record's highest revision.
+    superseded: FxHashSet<u64>,
     /// Buckets per account string id, once looked up.
     account_buckets: Vec<Option<Option<&'s Buckets>>>,
     /// Record times per account string id of the accounts in scope
@@ -475,12 +506,14 @@ impl<'s> Scan<'s> {
             groups: Vec::new(),
             rows: Vec::new(),
             seen: (0..PARTITIONS).map(|_| Vec::new()).collect(),
+            revised: Vec::new(),
             first_line: None,
             seed,
             too_many_lines: false,
             read: 0,
             lines: (u64::MAX, 0),
             duplicates: FxHashSet::default(),
+            superseded: FxHashSet::default(),
             account_buckets: Vec::new(),
             spans: Vec::new(),
             span: NO_SPAN,
@@ -504,6 +537,28 @@ impl<'s> Scan<'s> {
     fn take_entries(&mut self) -> ScanEntries {
         let origin = Origin { file: self.file, first_line: self.first_line.unwrap_or(0) };
         (origin, std::mem::take(&mut self.seen))
+    }
+
+    /// This scan's revised entries of `kind`, taken, and where they are.
+    fn take_revised(&mut self, kind: Kind) -> ScanRevised {
+        let origin = Origin { file: self.file, first_line: self.first_line.unwrap_or(0) };
+        let (of_kind, others): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.revised).into_iter().partition(|(k, _)| *k == kind);
+        self.revised = others;
+        (origin, of_kind.into_iter().map(|(_, r)| r).collect())
+    }
+
+    /// A row of `voids/` at `line` (`row` from the scan's first line):
+    /// its entry, filed under the kind it withdraws, or a bad row.
+    fn void_row(&mut self, line: u64, row: u32, fields: &[Field<'_>]) -> bool {
+        match records::parse_void(fields) {
+            Ok(void) => {
+                let entry = Entry::new(void.record_id, void.content_hash(), row, self.seed);
+                self.revised.push((void.kind, Revised { entry, revision: void.revision, void: true }));
+                true
+            }
+            Err(e) => self.bad_rows.refused(Kind::Voids, line, e),
+        }
     }
 
     /// Notes a record of the account with string id `account` at `secs`.
@@ -568,6 +623,9 @@ impl<'s> Scan<'s> {
             if !self.duplicates.is_empty() && self.duplicates.contains(&row.line) {
                 continue;
             }
+            if !self.superseded.is_empty() && self.superseded.contains(&row.line) {
+                continue;
+            }
             totals[row.group as usize].add_row(row);
             selected += 1;
         }
@@ -591,8 +649,10 @@ impl<'s> Scan<'s> {
         let rejects = self.bad_rows.take_rejects();
         let set_aside = rejects.len() as u64;
         let duplicates = self.duplicates.len() as u64;
-        let tally =
-            Tally { read: self.read, used: self.read - set_aside - duplicates, set_aside, duplicates, selected };
+        let superseded = self.superseded.len() as u64;
+        let current = self.read - set_aside - duplicates - superseded;
+        let (used, voids) = if self.kind == Kind::Voids { (0, current) } else { (current, 0) };
+        let tally = Tally { read: self.read, used, set_aside, duplicates, superseded, voids, selected };
         let spans =
             self.spans.iter().enumerate().filter(|(_, s)| s.first <= s.last).map(|(id, s)| (ids[id], *s)).collect();
         let span = (self.span.first <= self.span.last).then_some(self.span);
@@ -613,10 +673,17 @@ impl RowSink for Scan<'_> {
         };
         self.read += 1;
         self.lines = (self.lines.0.min(line), self.lines.1.max(line));
+        if self.kind == Kind::Voids {
+            return self.void_row(line, row, fields);
+        }
         match records::parse_record(self.kind, fields) {
             Ok(record) => {
                 let entry = Entry::new(record.record_id, record.content_hash(), row, self.seed);
-                self.seen[entry.partition()].push(entry);
+                if record.revision == 0 {
+                    self.seen[entry.partition()].push(entry);
+                } else {
+                    self.revised.push((self.kind, Revised { entry, revision: record.revision, void: false }));
+                }
                 let secs = record.timestamp.secs;
                 self.span = self.span.merge(Span::at(secs));
                 // `Selector::select`, with the account's buckets looked up

@@ -120,9 +120,30 @@ pub struct Tally {
     pub set_aside: u64,
     /// Valid rows that repeat an identical earlier row.
     pub duplicates: u64,
+    /// Versions and voids below their record's highest revision
+    /// (`corrections.md`). Written only when not zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub superseded: u64,
+    /// Voids that hold their record's highest revision: the records they
+    /// withdraw count nowhere. Written only when not zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub voids: u64,
     /// Used rows the selector kept.
     #[serde(skip)]
     pub selected: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Tally {
+    /// Whether `read = used + set_aside + duplicates + superseded + voids`,
+    /// the identity every run's counts hold.
+    pub fn adds_up(&self) -> bool {
+        let parts = [self.used, self.set_aside, self.duplicates, self.superseded, self.voids];
+        parts.iter().try_fold(0u64, |sum, n| sum.checked_add(*n)) == Some(self.read)
+    }
 }
 
 impl std::ops::AddAssign for Tally {
@@ -131,6 +152,8 @@ impl std::ops::AddAssign for Tally {
         self.used += other.used;
         self.set_aside += other.set_aside;
         self.duplicates += other.duplicates;
+        self.superseded += other.superseded;
+        self.voids += other.voids;
         self.selected += other.selected;
     }
 }

@@ -103,6 +103,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let DataLocation::Local(dir) = &data {
         if let Ok(inventory) = crate::records::files::Inventory::scan(dir) {
             super::warn_all(&inventory.notices(dir));
+            // A store does not apply corrections yet: a void must not be
+            // dropped silently. (Revisions are refused row by row.)
+            if let Some(void) = inventory.files.iter().find(|f| f.kind == crate::records::Kind::Voids) {
+                anyhow::bail!(
+                    "cannot ingest {} into {}: {} is a void, and correcting a store is not supported yet; \
+                     read the folder with --data (summary, report, serve), which applies revisions and voids",
+                    args.data.display(),
+                    args.store.display(),
+                    void.name
+                );
+            }
         }
     }
     let failed = || format!("cannot ingest {} into {}", args.data.display(), args.store.display());

@@ -112,10 +112,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let spend: Vec<String> =
             outcome.spend.iter().map(|(currency, amount)| format!("{currency} {amount}")).collect();
         let spend = if spend.is_empty() { "0".to_owned() } else { spend.join(", ") };
-        let set_aside = match outcome.counts.set_aside {
+        let counts = &outcome.counts;
+        let mut set_aside = match counts.set_aside {
             0 => String::new(),
             n => format!(", {n} set aside (rejected.csv)"),
         };
+        // Corrections are named when a delivery had any, so that
+        // read = used + set aside + duplicates + superseded + voids shows.
+        if counts.superseded + counts.voids > 0 {
+            set_aside.push_str(&format!(
+                ", {} duplicates, {} superseded, {} voids",
+                counts.duplicates, counts.superseded, counts.voids
+            ));
+        }
         progress.note(&format!(
             "{} accounts, {} usage rows from {} records used of {} read{set_aside}, spend {spend}, {} -> {}",
             outcome.accounts,

@@ -55,7 +55,7 @@ fn check_record(kind: Kind, record: &Record<'_>) {
     match kind {
         Kind::Messages => assert!(record.units >= 1),
         Kind::Calls | Kind::Transcriptions => assert_eq!(record.units, 1),
-        Kind::Charges => assert!(record.amount > 0 && !record.type_.is_empty()),
+        Kind::Charges | Kind::Voids => assert!(record.amount > 0 && !record.type_.is_empty()),
     }
 
     // Its canonical text reads back to the same record.
@@ -97,7 +97,7 @@ fn check_record(kind: Kind, record: &Record<'_>) {
         Kind::Transcriptions => {
             vec![record.record_id, record.auth_id, record.subaccount, &time, record.type_, &duration, &amount]
         }
-        Kind::Charges => vec![record.record_id, record.auth_id, &time, record.type_, &units, &amount],
+        Kind::Charges | Kind::Voids => vec![record.record_id, record.auth_id, &time, record.type_, &units, &amount],
     };
     // A four-digit year only (an offset can carry a record across year 0 or
     // 9999; such an instant is held, but has no canonical text to compare).

@@ -255,7 +255,7 @@ impl Plan {
                 row.duration = tenths;
                 row.amount = (tenths * per_minute + 300) / 600;
             }
-            Kind::Charges => {
+            Kind::Charges | Kind::Voids => {
                 let (description, price, max_units) = CHARGES[pick(&CHARGE_TABLE, r as u32)];
                 row.code = description;
                 row.units = 1 + (r >> 32) % max_units;

@@ -163,7 +163,7 @@ impl Plan {
                 buf.push(b',');
                 push_fixed5(buf, row.amount);
             }
-            Kind::Charges => {
+            Kind::Charges | Kind::Voids => {
                 // record_id,auth_id,timestamp,description,units,amount
                 push_text(buf, &account.auth_id);
                 self.push_timestamp(buf, row, b'T', b"Z");
@@ -274,7 +274,7 @@ impl Plan {
                 columns.push(decimal("duration_seconds", &|r| r.duration as i128 * 100_000_000)?);
                 columns.push(decimal("amount", &|r| fixed5(r.amount))?);
             }
-            Kind::Charges => {
+            Kind::Charges | Kind::Voids => {
                 columns.push(text("description", &|r| r.code.to_owned()));
                 columns.push(count("units", &|r| r.units as i64));
                 columns.push(decimal("amount", &|r| fixed5(r.amount))?);
@@ -297,7 +297,7 @@ pub(super) fn header(kind: Kind) -> &'static str {
         Kind::Calls => "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause",
         Kind::Messages => "record_id,timestamp,auth_id,subaccount_auth,direction,type,country,segments,amount,surcharge,error_code",
         Kind::Transcriptions => "record_id,auth_id,subaccount_auth,timestamp,type,language,duration_seconds,amount",
-        Kind::Charges => "record_id,auth_id,timestamp,description,units,amount",
+        Kind::Charges | Kind::Voids => "record_id,auth_id,timestamp,description,units,amount",
     }
 }
 

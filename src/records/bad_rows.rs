@@ -91,7 +91,7 @@ impl<'a> BadRows<'a> {
 
     /// A row of `kind` that `parse_record` refused; returns whether to go on.
     pub fn refused(&mut self, kind: Kind, line: u64, error: FieldError) -> bool {
-        self.reject(line, kind.columns()[error.column], error.value, error.reason)
+        self.reject(line, kind.column_name(error.column), error.value, error.reason)
     }
 
     /// The rows set aside, in line order.

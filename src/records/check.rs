@@ -43,7 +43,36 @@ pub struct Record<'a> {
     pub surcharge: i64,
     /// `error_code` of a message or `hangup_cause` of a call; may be empty.
     pub code: &'a str,
+    /// The `revision` column: 0 when missing or empty. The highest revision
+    /// of a record id is its current version (`corrections.md`).
+    pub revision: u64,
 }
+
+/// A row of `voids/`, checked: it withdraws the record `record_id` of
+/// `kind` unless a version of a higher revision exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Void<'a> {
+    /// The record withdrawn.
+    pub record_id: &'a str,
+    /// Its kind (a record kind, never `voids`).
+    pub kind: Kind,
+    /// Orders the void among the record's versions: at least 1.
+    pub revision: u64,
+    /// Why, for the audit trail; may be empty.
+    pub reason: &'a str,
+}
+
+impl Void<'_> {
+    /// A hash of what two voids of one record and revision must share to
+    /// be duplicates: the reason.
+    pub fn content_hash(&self) -> u64 {
+        xxhash_rust::xxh3::xxh3_64_with_seed(self.reason.as_bytes(), VOID_SEED)
+    }
+}
+
+/// The seed of a void's content hash, so that a void's hash is not a
+/// record's.
+const VOID_SEED: u64 = 0x766f_6964;
 
 impl Record<'_> {
     /// A hash of every contract field, used to tell identical re-deliveries
@@ -155,6 +184,7 @@ pub fn parse_record<'a>(kind: Kind, fields: &[Field<'a>]) -> Result<Record<'a>, 
         amount: 0,
         surcharge: 0,
         code: "",
+        revision: 0,
     };
     match kind {
         Kind::Calls => {
@@ -208,8 +238,47 @@ pub fn parse_record<'a>(kind: Kind, fields: &[Field<'a>]) -> Result<Record<'a>, 
                 return Err(refuse(f(5), 5, "is not greater than 0 (a charge is always positive)"));
             }
         }
+        Kind::Voids => return Err(refuse(f(0), 0, "is a void, not a record (read voids with parse_void)")),
+    }
+    if let Some(&field) = fields.get(kind.columns().len()) {
+        record.revision = revision(field, kind.columns().len())?;
     }
     Ok(record)
+}
+
+/// The optional `revision` of a record: empty is 0.
+#[inline]
+fn revision(field: Field<'_>, column: usize) -> Result<u64, FieldError> {
+    match field {
+        Field::Null => Ok(0),
+        Field::Ascii("") => Ok(0),
+        Field::Text(b"") => Ok(0),
+        _ => count(field, column),
+    }
+}
+
+/// Checks one row of `voids/`, given its fields in [`Kind::columns`] order
+/// (`reason` after them when the file has it).
+pub fn parse_void<'a>(fields: &[Field<'a>]) -> Result<Void<'a>, FieldError> {
+    let f = |i: usize| fields[i];
+    let record_id = id(f(0), 0)?;
+    let kind = text(f(1), 1)?;
+    let kind = Kind::of_name(kind)
+        .ok_or_else(|| refuse(f(1), 1, "is not a record kind (expected calls, messages, transcriptions or charges)"))?;
+    let revision = match f(2) {
+        Field::Null | Field::Ascii("") | Field::Text(b"") => {
+            return Err(refuse(f(2), 2, "is empty; a void needs a revision of at least 1"))
+        }
+        field => count(field, 2)?,
+    };
+    if revision == 0 {
+        return Err(refuse(f(2), 2, "is not a void's revision (at least 1)"));
+    }
+    let reason = match fields.get(3) {
+        Some(&field) => text(field, 3)?,
+        None => "",
+    };
+    Ok(Void { record_id, kind, revision, reason })
 }
 
 #[cold]

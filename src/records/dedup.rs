@@ -49,7 +49,7 @@ impl Seen {
     }
 }
 
-/// A pass's entry for one row, 20 bytes (16.1M rows: 322 MB, where
+/// A pass's entry for one row, 24 bytes (16.1M rows: 386 MB, where
 /// [`Seen`]'s 40 bytes took 644 MB): where it is comes from its scan's
 /// [`Origin`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +63,10 @@ pub struct Entry {
     key: u64,
     /// The row's line, counted from its scan's first line.
     row: u32,
+    /// 32 more bits of the id's hash (the top of its low half): where
+    /// revisions are compared, an id is its 96 bits of hash, so that two
+    /// ids of one high half are never taken for versions of one record.
+    check: u32,
 }
 
 impl Entry {
@@ -78,7 +82,7 @@ impl Entry {
         };
         #[cfg(test)]
         let hash = test_collisions::weaken(record_id, hash, seed);
-        Entry { id: (hash >> 64) as u64, key: content ^ hash as u64, row }
+        Entry { id: (hash >> 64) as u64, key: content ^ hash as u64, row, check: (hash >> 32) as u32 }
     }
 
     /// The partition this entry belongs to (as [`Seen::partition`]).
@@ -104,6 +108,21 @@ pub struct Origin {
 /// One scan's entries by partition, and where they are.
 pub type ScanEntries = (Origin, Vec<Vec<Entry>>);
 
+/// The entry of a row that takes part in corrections: a version of a
+/// revision above 0, or a void (of the record kind it withdraws).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Revised {
+    /// The row's entry: for a void, its content is its reason's hash.
+    pub entry: Entry,
+    /// The row's revision.
+    pub revision: u64,
+    /// Whether the row is a void.
+    pub void: bool,
+}
+
+/// One scan's revised entries of one kind, and where they are.
+pub type ScanRevised = (Origin, Vec<Revised>);
+
 #[cfg(test)]
 pub(crate) mod test_collisions {
     //! Unit tests need 64-bit id-hash collisions, which real ids give once
@@ -123,34 +142,79 @@ pub(crate) mod test_collisions {
 /// Two places `(file, line)`: an earlier row and a later one.
 pub type PlacePair = ((u32, u64), (u32, u64));
 
-/// One partition's duplicates and its first conflict.
-type PartitionOutcome = (Vec<(u32, u64)>, Option<PlacePair>);
+/// One partition's duplicates, superseded rows and first conflict.
+#[derive(Default)]
+struct PartitionOutcome {
+    duplicates: Vec<(u32, u64)>,
+    superseded: Vec<(u32, u64)>,
+    conflict: Option<PlacePair>,
+}
+
+impl PartitionOutcome {
+    /// Notes a conflict, keeping the one whose later place comes first.
+    fn conflict(&mut self, found: PlacePair) {
+        if self.conflict.is_none_or(|c| found.1 < c.1) {
+            self.conflict = Some(found);
+        }
+    }
+}
 
 /// What the check found.
 #[derive(Debug, Default)]
 pub struct Outcome {
     /// Places of rows that repeat an earlier identical row: skip them.
     pub duplicates: FxHashSet<(u32, u64)>,
+    /// Places of versions and voids below their record's highest
+    /// revision: skip them.
+    pub superseded: FxHashSet<(u32, u64)>,
     /// The first conflict in file order: (earlier place, later place).
     pub conflict: Option<PlacePair>,
 }
 
 /// Checks the entries of one kind, given as one [`ScanEntries`] per scan,
-/// scans in file order.
-pub fn check(scans: Vec<ScanEntries>) -> Outcome {
+/// scans in file order, and the kind's revised entries (versions of a
+/// revision above 0 and voids), in any order.
+pub fn check(scans: Vec<ScanEntries>, revised: Vec<ScanRevised>) -> Outcome {
+    // Revised entries are few: filed by partition here, with their places.
+    let mut revised_parts: Vec<Vec<Checked>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
+    for (origin, entries) in &revised {
+        for r in entries {
+            let e = r.entry;
+            let checked = Checked {
+                id: (e.id, e.check),
+                revision: r.revision,
+                void: r.void,
+                key: e.key,
+                place: e.place(*origin),
+            };
+            revised_parts[e.partition()].push(checked);
+        }
+    }
     // Partition `p` is the `p`-th list of every scan, taken in scan order:
     // read where the scans left them, not copied into one list first (a copy
     // of every entry that ran on one thread and faulted in fresh pages).
-    let results: Vec<PartitionOutcome> = (0..PARTITIONS)
+    let results: Vec<PartitionOutcome> = revised_parts
         .into_par_iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(p, revised)| {
             let lists: Vec<(Origin, &[Entry])> = scans
                 .iter()
                 .filter_map(|(origin, parts)| parts.get(p).map(|l| (*origin, &l[..])))
                 .filter(|(_, l)| !l.is_empty())
                 .collect();
             let entries = lists.iter().flat_map(|(origin, l)| l.iter().map(move |e| (e.id, e.key, e.place(*origin))));
-            if in_place_order(&lists) {
+            if !revised.is_empty() {
+                let base = lists.iter().flat_map(|(origin, l)| {
+                    l.iter().map(move |e| Checked {
+                        id: (e.id, e.check),
+                        revision: 0,
+                        void: false,
+                        key: e.key,
+                        place: e.place(*origin),
+                    })
+                });
+                check_revisions(base.chain(revised).collect())
+            } else if in_place_order(&lists) {
                 check_in_place_order(entries, lists.iter().map(|(_, l)| l.len()).sum())
             } else {
                 check_sorted(entries.collect())
@@ -158,11 +222,51 @@ pub fn check(scans: Vec<ScanEntries>) -> Outcome {
         })
         .collect();
     let mut outcome = Outcome::default();
-    for (duplicates, conflict) in results {
-        outcome.duplicates.extend(duplicates);
-        if let Some(found) = conflict {
+    for result in results {
+        outcome.duplicates.extend(result.duplicates);
+        outcome.superseded.extend(result.superseded);
+        if let Some(found) = result.conflict {
             if outcome.conflict.is_none_or(|c| found.1 < c.1) {
                 outcome.conflict = Some(found);
+            }
+        }
+    }
+    outcome
+}
+
+/// An entry as the check of a partition with revisions reads it.
+#[derive(Clone, Copy, Debug)]
+struct Checked {
+    /// The id's high half and 32 more bits of its hash.
+    id: (u64, u32),
+    revision: u64,
+    void: bool,
+    key: u64,
+    place: (u32, u64),
+}
+
+/// The check of one partition that holds revised entries: sorted by id,
+/// revision and place. Within an id and revision, the first row (in file
+/// order) is the one that counts there and every other is a duplicate
+/// (same kind of row, same content) or a conflict; of the id's
+/// revisions, every one below the highest is superseded. Sorting makes
+/// the outcome independent of the order the entries came in.
+fn check_revisions(mut entries: Vec<Checked>) -> PartitionOutcome {
+    entries.sort_unstable_by_key(|c| (c.id, c.revision, c.place));
+    let mut outcome = PartitionOutcome::default();
+    for record in entries.chunk_by(|a, b| a.id == b.id) {
+        let highest = record[record.len() - 1].revision;
+        for revision in record.chunk_by(|a, b| a.revision == b.revision) {
+            let first = revision[0];
+            for other in &revision[1..] {
+                if other.void == first.void && other.key == first.key {
+                    outcome.duplicates.push(other.place);
+                } else {
+                    outcome.conflict((first.place, other.place));
+                }
+            }
+            if first.revision < highest {
+                outcome.superseded.push(first.place);
             }
         }
     }
@@ -180,13 +284,14 @@ fn in_place_order(lists: &[(Origin, &[Entry])]) -> bool {
         })
 }
 
-/// An entry as the check reads it: id hash, key, place.
-type Checked = (u64, u64, (u32, u64));
+/// An entry as the check of a partition without revisions reads it: id
+/// hash, key, place.
+type Plain = (u64, u64, (u32, u64));
 
 /// The check of one partition whose entries come in file order (as a pass
 /// makes them): the first entry of an id is its earliest, so one hash map
 /// from id to first entry replaces the sort, at the same outcome.
-fn check_in_place_order(entries: impl Iterator<Item = Checked>, n_entries: usize) -> PartitionOutcome {
+fn check_in_place_order(entries: impl Iterator<Item = Plain>, n_entries: usize) -> PartitionOutcome {
     let mut first: rustc_hash::FxHashMap<u64, (u64, (u32, u64))> =
         rustc_hash::FxHashMap::with_capacity_and_hasher(n_entries, Default::default());
     let mut duplicates = Vec::new();
@@ -209,11 +314,11 @@ fn check_in_place_order(entries: impl Iterator<Item = Checked>, n_entries: usize
             }
         }
     }
-    (duplicates, conflict)
+    PartitionOutcome { duplicates, superseded: Vec::new(), conflict }
 }
 
 /// The check of one partition in any order: sorted by id, then place.
-fn check_sorted(mut entries: Vec<Checked>) -> PartitionOutcome {
+fn check_sorted(mut entries: Vec<Plain>) -> PartitionOutcome {
     entries.sort_unstable_by_key(|&(id, _, place)| (id, place));
     let mut duplicates = Vec::new();
     let mut conflict: Option<PlacePair> = None;
@@ -233,7 +338,7 @@ fn check_sorted(mut entries: Vec<Checked>) -> PartitionOutcome {
             }
         }
     }
-    (duplicates, conflict)
+    PartitionOutcome { duplicates, superseded: Vec::new(), conflict }
 }
 
 #[cfg(test)]
@@ -252,26 +357,26 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_is_twenty_bytes() {
-        assert_eq!(std::mem::size_of::<Entry>(), 20);
+    fn an_entry_is_twenty_four_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
     }
 
     #[test]
     fn identical_rows_count_once_and_conflicts_name_both_places() {
-        let outcome = check(vec![scan(0, &[("r1", 7, 2), ("r2", 9, 3)]), scan(1, &[("r1", 7, 5)])]);
+        let outcome = check(vec![scan(0, &[("r1", 7, 2), ("r2", 9, 3)]), scan(1, &[("r1", 7, 5)])], Vec::new());
         assert_eq!(outcome.duplicates.len(), 1);
         assert!(outcome.duplicates.contains(&(1, 5)));
         assert_eq!(outcome.conflict, None);
 
         // Out of file order (the sort path) and in file order (the hash
         // path) agree.
-        let outcome = check(vec![scan(1, &[("r1", 7, 5)]), scan(0, &[("r1", 7, 2), ("r2", 9, 3)])]);
+        let outcome = check(vec![scan(1, &[("r1", 7, 5)]), scan(0, &[("r1", 7, 2), ("r2", 9, 3)])], Vec::new());
         assert_eq!(outcome.duplicates.len(), 1);
         assert!(outcome.duplicates.contains(&(1, 5)));
 
-        let outcome = check(vec![scan(0, &[("r1", 7, 2), ("r2", 9, 3)]), scan(2, &[("r2", 10, 9)])]);
+        let outcome = check(vec![scan(0, &[("r1", 7, 2), ("r2", 9, 3)]), scan(2, &[("r2", 10, 9)])], Vec::new());
         assert_eq!(outcome.conflict, Some(((0, 3), (2, 9))));
-        let outcome = check(vec![scan(2, &[("r2", 10, 9)]), scan(0, &[("r1", 7, 2), ("r2", 9, 3)])]);
+        let outcome = check(vec![scan(2, &[("r2", 10, 9)]), scan(0, &[("r1", 7, 2), ("r2", 9, 3)])], Vec::new());
         assert_eq!(outcome.conflict, Some(((0, 3), (2, 9))));
     }
 
@@ -280,7 +385,7 @@ mod tests {
         // Two ids of one high half (the cfg(test) collision), same content:
         // the keys differ by the ids' low halves, so it is a conflict for
         // the caller to confirm, not a duplicate.
-        let outcome = check(vec![scan(0, &[("collide-a", 7, 2), ("collide-b", 7, 3)])]);
+        let outcome = check(vec![scan(0, &[("collide-a", 7, 2), ("collide-b", 7, 3)])], Vec::new());
         assert!(outcome.duplicates.is_empty());
         assert_eq!(outcome.conflict, Some(((0, 2), (0, 3))));
         // Another seed tells them apart.

@@ -112,12 +112,12 @@ impl Inventory {
             return Err(Error::io(data, "not a directory"));
         }
         let mut inventory = Inventory::default();
-        for kind in Kind::ALL {
+        for kind in Kind::FOLDERS {
             let folder = data.join(kind.name());
             if !folder.exists() {
                 continue;
             }
-            inventory.folders += 1;
+            inventory.folders += usize::from(kind != Kind::Voids);
             let (mut found, mut not_regular) = (Vec::new(), Vec::new());
             walk_entries(&folder, &mut found, &mut not_regular)?;
             let name_of = |path: &Path| {
@@ -226,7 +226,7 @@ fn unknown_entries(data: &Path) -> Result<Vec<String>> {
     for entry in std::fs::read_dir(data).map_err(|e| Error::io(data, e))? {
         let entry = entry.map_err(|e| Error::io(data, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let known = LAYOUT.contains(&name.as_str()) || Kind::ALL.iter().any(|k| k.name() == name);
+        let known = LAYOUT.contains(&name.as_str()) || Kind::FOLDERS.iter().any(|k| k.name() == name);
         if known || name.starts_with('.') || name.to_ascii_uppercase().starts_with("README") {
             continue;
         }

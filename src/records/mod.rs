@@ -25,13 +25,14 @@ pub(crate) mod simd;
 use std::fmt;
 
 pub use check::{
-    check_id, parse_record, timestamp_in_range, FieldError, Record, FIRST_YEAR, LAST_YEAR, MAX_COUNT, MAX_ID_BYTES,
-    MAX_TEXT_BYTES,
+    check_id, parse_record, parse_void, timestamp_in_range, FieldError, Record, Void, FIRST_YEAR, LAST_YEAR, MAX_COUNT,
+    MAX_ID_BYTES, MAX_TEXT_BYTES,
 };
 
 use crate::time::Instant;
 
-/// The four kinds of record folder.
+/// The folders of a data directory: the four kinds of record, and
+/// `voids/`, whose rows withdraw records (`corrections.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     /// `calls/`: voice and SIP-trunking call detail records.
@@ -42,11 +43,22 @@ pub enum Kind {
     Transcriptions,
     /// `charges/`: non-telecom billing rows, reported as `other_charges`.
     Charges,
+    /// `voids/`: rows that withdraw a record of another kind.
+    Voids,
 }
 
 impl Kind {
     /// Every kind, in folder order.
     pub const ALL: [Kind; 4] = [Kind::Calls, Kind::Messages, Kind::Transcriptions, Kind::Charges];
+
+    /// Every folder a data directory may hold rows in: the record kinds,
+    /// then `voids/`.
+    pub const FOLDERS: [Kind; 5] = [Kind::Calls, Kind::Messages, Kind::Transcriptions, Kind::Charges, Kind::Voids];
+
+    /// The record kind named `name` (not `voids`).
+    pub fn of_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
 
     /// The folder name, also used in messages.
     pub fn name(self) -> &'static str {
@@ -55,11 +67,13 @@ impl Kind {
             Kind::Messages => "messages",
             Kind::Transcriptions => "transcriptions",
             Kind::Charges => "charges",
+            Kind::Voids => "voids",
         }
     }
 
-    /// The contract's columns for this kind, in a fixed order that
-    /// [`parse_record`] indexes.
+    /// The contract's required columns for this kind, in a fixed order that
+    /// [`parse_record`] indexes. Readers hand over these, then
+    /// [`Kind::optional_column`] when the file has it.
     pub fn columns(self) -> &'static [&'static str] {
         match self {
             Kind::Calls => &[
@@ -93,16 +107,34 @@ impl Kind {
                 &["record_id", "auth_id", "subaccount_auth", "timestamp", "type", "duration_seconds", "amount"]
             }
             Kind::Charges => &["record_id", "auth_id", "timestamp", "description", "units", "amount"],
+            Kind::Voids => &["record_id", "kind", "revision"],
         }
+    }
+
+    /// The one column a file of this kind may leave out: `revision` of a
+    /// record (missing means revision 0), `reason` of a void (missing means
+    /// no reason). Readers hand it over after [`Kind::columns`] when the
+    /// file has it, so a row's fields are one more than the columns.
+    pub fn optional_column(self) -> &'static str {
+        match self {
+            Kind::Voids => "reason",
+            _ => "revision",
+        }
+    }
+
+    /// The name of column `index`: of [`Kind::columns`], then
+    /// [`Kind::optional_column`].
+    pub fn column_name(self, index: usize) -> &'static str {
+        self.columns().get(index).copied().unwrap_or_else(|| self.optional_column())
     }
 
     /// The contract type of column `index` of [`Kind::columns`].
     pub fn column_type(self, index: usize) -> ColumnType {
-        let name = self.columns()[index];
+        let name = self.column_name(index);
         match name {
             "timestamp" => ColumnType::Timestamp,
             "billed_seconds" | "amount" | "surcharge" | "duration_seconds" => ColumnType::Decimal,
-            "segments" | "units" => ColumnType::Count,
+            "segments" | "units" | "revision" => ColumnType::Count,
             _ => ColumnType::Text,
         }
     }

@@ -73,6 +73,8 @@ const PART_ROWS: usize = 1 << 16;
 struct Parts<'f> {
     parquet: ParquetFile<'f>,
     parts: Vec<(u64, Range<usize>)>,
+    /// The columns read: the kind's, then its optional one if the file has it.
+    columns: Vec<&'static str>,
 }
 
 impl<'f> Parts<'f> {
@@ -86,8 +88,11 @@ impl<'f> Parts<'f> {
         if let Some(name) = kind.columns().iter().find(|name| !names.iter().any(|n| n == *name)) {
             return Err(file.bad_file(format!("missing required column '{name}' (the file has: {})", names.join(", "))));
         }
+        let optional = kind.optional_column();
+        let has_optional = names.iter().any(|n| n == optional);
+        let columns = kind.columns().iter().copied().chain(has_optional.then_some(optional)).collect();
         let parts = cut(parquet.row_groups(), PART_ROWS);
-        Ok(Some(Parts { parquet, parts }))
+        Ok(Some(Parts { parquet, parts, columns }))
     }
 
     /// Reads the rows of the part `(first, groups)` that are in `wanted`
@@ -101,9 +106,9 @@ impl<'f> Parts<'f> {
         sink: &mut S,
     ) -> Result<bool> {
         let ((first, groups), kind) = (part, file.kind);
-        let frame = self.parquet.read_row_groups(kind.columns(), groups.clone()).map_err(|e| file.renamed(e))?;
+        let frame = self.parquet.read_row_groups(&self.columns, groups.clone()).map_err(|e| file.renamed(e))?;
         let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
-        for (index, name) in kind.columns().iter().enumerate() {
+        for (index, name) in self.columns.iter().enumerate() {
             let column = frame.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
             prepared.push((widen(file, column)?, kind.column_type(index), name));
         }

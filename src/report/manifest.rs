@@ -33,19 +33,22 @@ pub(super) struct InputEntry {
     pub(super) sha256: String,
 }
 
-/// Checks `read = used + set aside + duplicates` for every kind and that
-/// every row set aside is listed; the totals over all kinds.
+/// Checks `read = used + set aside + duplicates + superseded + voids` for
+/// every kind (and `voids/`) and that every row set aside is listed; the
+/// totals over all kinds.
 pub(super) fn check_counts(batch: &Batch) -> Result<Tally> {
     let mut all = Tally::default();
     for (kind, tally) in &batch.aggregate.tallies {
-        if tally.read != tally.used + tally.set_aside + tally.duplicates {
+        if !tally.adds_up() {
             return Err(Error::Internal(format!(
-                "counts of {} do not add up: read {} != used {} + set aside {} + duplicates {}",
+                "counts of {} do not add up: read {} != used {} + set aside {} + duplicates {} + superseded {} + voids {}",
                 kind.name(),
                 tally.read,
                 tally.used,
                 tally.set_aside,
-                tally.duplicates
+                tally.duplicates,
+                tally.superseded,
+                tally.voids
             )));
         }
         all += *tally;
@@ -261,6 +264,8 @@ pub(super) struct CountEntry {
     pub(super) used: u64,
     pub(super) set_aside: u64,
     pub(super) duplicates: u64,
+    pub(super) superseded: u64,
+    pub(super) voids: u64,
     pub(super) selected: u64,
 }
 
@@ -270,6 +275,8 @@ pub(super) fn counts_entry(batch: &Batch, all: Tally) -> BTreeMap<&'static str, 
         used: t.used,
         set_aside: t.set_aside,
         duplicates: t.duplicates,
+        superseded: t.superseded,
+        voids: t.voids,
         selected: t.selected,
     };
     let mut counts: BTreeMap<&'static str, CountEntry> =

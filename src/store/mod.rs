@@ -599,6 +599,7 @@ impl Store {
                 set_aside: 0,
                 duplicates: 0,
                 selected: selected.get(&kind).copied().unwrap_or(0),
+                ..Tally::default()
             };
             result.tallies.insert(kind, tally);
         }

@@ -2,6 +2,8 @@
 
 // Helpers: the binary under test, runs with exit code and streams, golden files.
 mod common;
+// Revisions and voids: current versions, counts, conflicts, ingest's refusal.
+mod corrections;
 // The binary against the independent Python implementation of the contract.
 mod differential;
 // Docs: no development history, sizes, links that resolve.

@@ -579,7 +579,7 @@ fn bad_rows_are_set_aside_and_counted() {
     let manifest = json(&out.join("manifest.json"));
     for (kind, counts) in manifest["counts"].as_object().expect("counts") {
         let n = |k: &str| counts[k].as_u64().expect("count");
-        assert_eq!(n("read"), n("used") + n("set_aside") + n("duplicates"), "{kind}");
+        assert_eq!(n("read"), n("used") + n("set_aside") + n("duplicates") + n("superseded") + n("voids"), "{kind}");
     }
     assert_eq!(manifest["counts"]["messages"]["set_aside"], 2);
     assert_eq!(manifest["counts"]["messages"]["used"], 401);

@@ -217,6 +217,15 @@ class Gen:
             accs[:] = [dict(a, row=False, currency="", timezone="") for a in accs]  # no accounts.csv at all
         if any(a["row"] for a in accs):
             self.write_accounts(out, accs)
+        voids = self.corrections(recs)
+        if voids:
+            folder = out / "voids"
+            folder.mkdir(exist_ok=True)
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            w.writerow(["reason", "revision", "kind", "record_id"])
+            w.writerows(voids)
+            (folder / "voids.csv").write_bytes(buf.getvalue().encode())
         for kind, rows in recs.items():
             if not rows and r.random() < 0.5:
                 continue
@@ -242,6 +251,38 @@ class Gen:
                     path.write_bytes(text.encode())
                 if r.random() < 0.1:  # the same file delivered twice
                     (path.parent / ("again-" + path.name)).write_bytes(path.read_bytes())
+
+    def corrections(self, recs) -> list[list[str]]:
+        """corrections.md, in half of the data sets: some records re-sent with
+        higher revisions (another amount, some on another day), some
+        withdrawn by a void of a revision above their highest, some voids
+        superseded by a later version. Adds the versions to `recs` (every
+        row of a kind then has a `revision`, empty or 0 for the first) and
+        returns the void rows (reason, revision, kind, record_id)."""
+        r = self.r
+        if r.random() < 0.5:
+            return []
+        voids = []
+        for kind, rows in recs.items():
+            revised = []
+            for rec in rows:
+                rec["revision"] = r.choice(["", "0"])
+                roll = r.random()
+                if roll < 0.1:
+                    revision = r.randint(1, 3)
+                    amount = rand_decimal(r, 20) or Decimal("0.000000001")
+                    newer = dict(rec, revision=str(revision), amount=amount)
+                    if "surcharge" in newer:
+                        newer["surcharge"] = Decimal(0)
+                    if r.random() < 0.3:
+                        newer["ts"] = rand_instant(r)
+                    revised.append(newer)
+                    if revision > 1 and r.random() < 0.3:  # a void the new version supersedes
+                        voids.append(["re-rated", str(revision - 1), kind, rec["record_id"]])
+                elif roll < 0.15:
+                    voids.append([r.choice(["", "not billable"]), str(r.randint(1, 2)), kind, rec["record_id"]])
+            rows.extend(revised)
+        return voids
 
     def write_accounts(self, out: Path, accs):
         r = self.r

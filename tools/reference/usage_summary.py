@@ -54,6 +54,7 @@ COLUMNS = {
     "transcriptions": ("record_id", "auth_id", "subaccount_auth", "timestamp", "type", "duration_seconds",
                        "amount"),
     "charges": ("record_id", "auth_id", "timestamp", "description", "units", "amount"),
+    "voids": ("record_id", "kind", "revision"),  # corrections.md; `reason` is optional
 }
 PRODUCTS = ("message", "voice", "zentrunk", "transcription", "other")
 GRANULARITIES = ("hour", "day", "month", "year")
@@ -280,40 +281,68 @@ def load(data: Path) -> tuple[dict, dict[str, list[dict]]]:
                 # spec silent; the engine refuses conflicting rows too
                 raise DataError(f"accounts.csv: conflicting rows for {auth!r}")
             accounts[auth] = account
-    records: dict[str, list[dict]] = {}
-    for kind in KINDS:
-        seen: dict[str, tuple[tuple, str]] = {}
-        out: list[dict] = []
-        folder = data / kind
-        files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
-        for path in files:
-            if not (path.name.endswith(".csv") or path.name.endswith(".csv.gz")):
-                continue  # .parquet, .csv.zst: not handled by the reference
-            reader = csv.DictReader(io.StringIO(read_csv_text(path), newline=""))
-            names = reader.fieldnames or []
-            if len(set(names)) != len(names):
-                raise DataError(f"{path}: a column appears twice in the header")  # spec silent; ambiguous
-            missing = [c for c in COLUMNS[kind] if c not in names]
-            if missing:
-                raise DataError(f"{path}: missing column(s) {missing}")
-            for line, row in enumerate(reader, start=2):
-                if None in row or any(v is None for v in row.values()):
-                    raise DataError(f"{path}:{line}: wrong number of fields")
+    # corrections.md: every version and void of a record, by (kind,
+    # record_id) then revision: (content, place, record or None for a void).
+    slots: dict[str, dict[str, dict[int, tuple]]] = {kind: {} for kind in KINDS}
+
+    def add(kind: str, record_id: str, revision: int, content: tuple, place: str, rec) -> None:
+        versions = slots[kind].setdefault(record_id, {})
+        prev = versions.get(revision)
+        if prev is None:
+            versions[revision] = (content, place, rec)
+        elif prev[0] != content:
+            raise DataError(f"conflict: record_id {record_id!r} at {prev[1]} and {place}")
+
+    for kind in KINDS + ("voids",):
+        for path, line, row in rows_of(data, kind):
+            if kind == "voids":
                 try:
-                    rec = parse_row(kind, row)
+                    record_id = check_id(row["record_id"], "record_id")
+                    target = row["kind"]
+                    if target not in KINDS:
+                        raise DataError(f"kind: {target!r}")
+                    revision = parse_count(row["revision"], "revision", 1)
+                    reason = check_text(row.get("reason") or "", "reason")
                 except DataError as e:
                     raise DataError(f"{path}:{line}: {e}") from None
-                content = tuple(sorted(rec.items()))
-                place = f"{path}:{line}"
-                prev = seen.get(rec["record_id"])
-                if prev is not None:
-                    if prev[0] != content:
-                        raise DataError(f"conflict: record_id {rec['record_id']!r} at {prev[1]} and {place}")
-                    continue
-                seen[rec["record_id"]] = (content, place)
-                out.append(rec)
-        records[kind] = out
+                add(target, record_id, revision, ("void", reason), f"{path}:{line}", None)
+                continue
+            try:
+                rec = parse_row(kind, row)
+                text = row.get("revision") or ""
+                revision = parse_count(text, "revision") if text != "" else 0
+            except DataError as e:
+                raise DataError(f"{path}:{line}: {e}") from None
+            add(kind, rec["record_id"], revision, ("record",) + tuple(sorted(rec.items())), f"{path}:{line}", rec)
+    records: dict[str, list[dict]] = {}
+    for kind in KINDS:
+        # only the current version counts: the highest revision, unless a void
+        records[kind] = [
+            versions[max(versions)][2]
+            for versions in slots[kind].values()
+            if versions[max(versions)][2] is not None
+        ]
     return accounts, records
+
+
+def rows_of(data: Path, kind: str):
+    """(path, line, row) of every CSV row of a folder, files in name order."""
+    folder = data / kind
+    files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    for path in files:
+        if not (path.name.endswith(".csv") or path.name.endswith(".csv.gz")):
+            continue  # .parquet, .csv.zst: not handled by the reference
+        reader = csv.DictReader(io.StringIO(read_csv_text(path), newline=""))
+        names = reader.fieldnames or []
+        if len(set(names)) != len(names):
+            raise DataError(f"{path}: a column appears twice in the header")  # spec silent; ambiguous
+        missing = [c for c in COLUMNS[kind] if c not in names]
+        if missing:
+            raise DataError(f"{path}: missing column(s) {missing}")
+        for line, row in enumerate(reader, start=2):
+            if None in row or any(v is None for v in row.values()):
+                raise DataError(f"{path}:{line}: wrong number of fields")
+            yield path, line, row
 
 
 def load_labels() -> tuple[dict[str, str], dict[str, str]]:

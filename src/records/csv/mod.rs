@@ -254,10 +254,15 @@ impl Reader<'_> {
     }
 }
 
+/// The header index of each contract column, then of the kind's optional
+/// column when the header has it.
 fn map_columns(file: &InputFile, names: &[String]) -> Result<Vec<usize>> {
+    let optional = file.kind.optional_column();
+    let has_optional = names.iter().any(|n| n == optional);
     file.kind
         .columns()
         .iter()
+        .chain(has_optional.then_some(&optional))
         .map(|column| {
             let mut found = names.iter().enumerate().filter(|(_, n)| *n == column).map(|(i, _)| i);
             match (found.next(), found.next()) {

@@ -189,6 +189,9 @@ pub(in crate::store) struct Chunk {
     pub(super) texts: Texts,
     pub(super) rows: Vec<Row>,
     pub(super) read: u64,
+    /// The first row with a revision above 0 (line, revision): a store
+    /// does not apply corrections yet, so the ingest fails on it.
+    revised: Option<(u64, u64)>,
 }
 
 impl Chunk {
@@ -201,6 +204,7 @@ impl Chunk {
             texts: Texts::default(),
             rows: Vec::new(),
             read: 0,
+            revised: None,
         }
     }
 
@@ -256,6 +260,10 @@ impl RowSink for Chunk {
             Ok(record) => record,
             Err(e) => return self.bad_rows.refused(self.kind, line, e),
         };
+        if record.revision > 0 {
+            self.revised = Some((line, record.revision));
+            return false;
+        }
         let Some(record_id) = self.texts.keep(record.record_id) else {
             let reason = "does not fit the ingest's 4 GiB text buffer for one file; split the file".to_owned();
             return self.bad_rows.reject(line, "-", String::new(), reason);
@@ -333,6 +341,15 @@ fn checked(chunks: Vec<Chunk>) -> Result<Vec<Chunk>> {
     for mut chunk in chunks {
         if let Some(error) = chunk.bad_rows.take_error() {
             return Err(error.into());
+        }
+        if let Some((line, revision)) = chunk.revised {
+            return Err(crate::error::Error::bad_file(
+                &chunk.file_name,
+                format!(
+                    "line {line}: revision {revision}: correcting a store is not supported yet; \
+                     read the folder with --data (summary, report, serve), which applies revisions and voids"
+                ),
+            ));
         }
         out.push(chunk);
     }

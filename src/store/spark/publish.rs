@@ -166,8 +166,13 @@ pub(super) fn publish(
                 counts.used
             )));
         }
-        let tally =
-            Tally { read: counts.read, used, set_aside: counts.set_aside, duplicates: counts.duplicates, selected: 0 };
+        let tally = Tally {
+            read: counts.read,
+            used,
+            set_aside: counts.set_aside,
+            duplicates: counts.duplicates,
+            ..Tally::default()
+        };
         if tally.read != tally.used + tally.set_aside + tally.duplicates {
             return Err(Error::Internal(format!(
                 "the Spark job's {kind} counts do not add up: read {} != used {} + set aside {} + duplicates {}",

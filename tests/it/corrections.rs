@@ -1,0 +1,238 @@
+//! Revisions and voids read raw (`corrections.md`): only a record's
+//! current version counts, every row is counted, conflicts name both
+//! places, a malformed revision names file, line, column and value, and
+//! `ingest` refuses corrections it cannot apply yet. Real files, the real
+//! binary.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{summary, telemeter, temp_dir, write, write_string_parquet};
+
+const CHARGES: &str = "record_id,auth_id,timestamp,description,units,amount";
+const QUERY: &str = "granularity=day&from_date=2026-11-01&to_date=2026-12-01";
+
+/// The summary of A1 over `dir`, its `api_id` left out.
+fn answer(dir: &Path) -> Value {
+    let run = summary(dir, "A1", QUERY, &[]);
+    let mut value: Value = serde_json::from_str(run.ok()).expect("JSON");
+    value.as_object_mut().expect("an object").remove("api_id");
+    value
+}
+
+#[test]
+fn only_current_versions_count_and_a_void_withdraws_its_record() {
+    let corrected = temp_dir();
+    let dir = corrected.path();
+    // c1 re-rated (revision 2 in an earlier file, 1 later), c2 moved to
+    // another day, c3 withdrawn, c4 re-delivered, c5 withdrawn and brought
+    // back by a higher revision.
+    write(
+        dir,
+        "charges/a.csv",
+        format!(
+            "{CHARGES},revision\n\
+        c1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90,2\n\
+        c2,A1,2026-11-20T10:00:00Z,CNAM,1,0.50,\n\
+        c3,A1,2026-11-20T10:00:00Z,CNAM,1,0.70,0\n\
+        c4,A1,2026-11-21T10:00:00Z,CNAM,1,0.10,\n\
+        c5,A1,2026-11-22T10:00:00Z,CNAM,1,0.20,0\n"
+        ),
+    );
+    write(
+        dir,
+        "charges/b.csv",
+        format!(
+            "{CHARGES}\n\
+        c1,A1,2026-11-20T10:00:00Z,CNAM,1,1.00\n\
+        c4,A1,2026-11-21T10:00:00Z,CNAM,1,0.10\n"
+        ),
+    );
+    write(
+        dir,
+        "charges/c.csv",
+        format!(
+            "revision,{CHARGES}\n\
+        1,c1,A1,2026-11-20T10:00:00Z,CNAM,1,0.95\n\
+        1,c2,A1,2026-11-23T10:00:00Z,CNAM,3,0.50\n\
+        3,c5,A1,2026-11-22T10:00:00Z,CNAM,1,0.25\n"
+        ),
+    );
+    write(
+        dir,
+        "voids/v.csv",
+        "record_id,kind,revision,reason\nc3,charges,1,not billable\nc5,charges,2,\nc9,charges,1,never sent\n",
+    );
+
+    // The same records as they stand now, without revisions or voids.
+    let current = temp_dir();
+    write(
+        current.path(),
+        "charges/now.csv",
+        format!(
+            "{CHARGES}\n\
+        c1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90\n\
+        c2,A1,2026-11-23T10:00:00Z,CNAM,3,0.50\n\
+        c4,A1,2026-11-21T10:00:00Z,CNAM,1,0.10\n\
+        c5,A1,2026-11-22T10:00:00Z,CNAM,1,0.25\n"
+        ),
+    );
+    assert_eq!(answer(dir), answer(current.path()));
+
+    // The report counts every row: 10 charges and 3 voids read.
+    let out = temp_dir();
+    let out_dir = out.path().join("out");
+    let run = telemeter(&[
+        "report",
+        "--data",
+        dir.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--query",
+        "granularity=month&from_date=2026-11-01&to_date=2026-12-01",
+        "--now",
+        "2026-11-25T00:00:00Z",
+    ]);
+    run.ok();
+    assert!(run.stderr.contains("1 duplicates, 6 superseded, 2 voids"), "{}", run.stderr);
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("manifest.json")).unwrap()).expect("a manifest");
+    let counts = &manifest["counts"];
+    let n = |kind: &str, what: &str| counts[kind][what].as_u64().unwrap_or_else(|| panic!("{kind}.{what}"));
+    // charges: c1 x3 (2 superseded), c2 x2 (1), c3 (1), c4 x2 (1 dup), c5 x2 (1).
+    assert_eq!(["read", "used", "duplicates", "superseded", "voids"].map(|w| n("charges", w)), [10, 4, 1, 5, 0]);
+    // voids: c3's holds its record's highest revision, c5's is superseded
+    // by revision 3, c9's withdraws a record never delivered.
+    assert_eq!(["read", "used", "duplicates", "superseded", "voids"].map(|w| n("voids", w)), [3, 0, 0, 1, 2]);
+    assert_eq!(
+        n("all", "read"),
+        n("all", "used") + n("all", "set_aside") + n("all", "duplicates") + n("all", "superseded") + n("all", "voids")
+    );
+}
+
+/// The stderr of a failing summary over `dir`.
+fn failure(dir: &Path) -> String {
+    let run = summary(dir, "A1", QUERY, &[]);
+    assert_eq!(run.code, 1, "stderr: {}", run.stderr);
+    run.stderr
+}
+
+#[test]
+fn conflicts_of_revisions_and_voids_name_both_places() {
+    // Same id and revision, different content.
+    let t = temp_dir();
+    write(t.path(), "charges/a.csv", format!("{CHARGES},revision\nc1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90,2\n"));
+    write(t.path(), "charges/b.csv", format!("{CHARGES},revision\nc1,A1,2026-11-20T10:00:00Z,CNAM,1,0.80,2\n"));
+    assert_eq!(
+        failure(t.path()),
+        "error: conflicting duplicate charges record_id 'c1': charges/a.csv:2 and charges/b.csv:2 differ\n"
+    );
+    // A void and a version of the same revision.
+    let t = temp_dir();
+    write(t.path(), "charges/a.csv", format!("{CHARGES},revision\nc1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90,2\n"));
+    write(t.path(), "voids/v.csv", "record_id,kind,revision\nc1,charges,2\n");
+    assert_eq!(
+        failure(t.path()),
+        "error: conflicting duplicate charges record_id 'c1': charges/a.csv:2 and voids/v.csv:2 differ\n"
+    );
+    // Two voids of one revision: the same reason is a duplicate, another
+    // reason a conflict.
+    let t = temp_dir();
+    write(t.path(), "charges/a.csv", format!("{CHARGES}\nc1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90\n"));
+    write(t.path(), "voids/v.csv", "record_id,kind,revision,reason\nc1,charges,1,late\nc1,charges,1,late\n");
+    summary(t.path(), "A1", QUERY, &[]).ok();
+    write(t.path(), "voids/w.csv", "record_id,kind,revision,reason\nc1,charges,1,wrong\n");
+    assert_eq!(
+        failure(t.path()),
+        "error: conflicting duplicate charges record_id 'c1': voids/v.csv:2 and voids/w.csv:2 differ\n"
+    );
+}
+
+#[test]
+fn a_malformed_revision_or_void_names_file_line_column_and_value() {
+    let t = temp_dir();
+    write(t.path(), "charges/a.csv", format!("{CHARGES},revision\nc1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90,2.5\n"));
+    assert_eq!(
+        failure(t.path()),
+        "error: charges/a.csv:2: column 'revision': '2.5' is not a count (a non-negative integer)\n"
+    );
+    let t = temp_dir();
+    let revision: &[&str] = &["-1"];
+    write_string_parquet(
+        &t.path().join("charges/a.parquet"),
+        &[
+            ("record_id", &["c1"]),
+            ("auth_id", &["A1"]),
+            ("timestamp", &["2026-11-20T10:00:00Z"]),
+            ("description", &["CNAM"]),
+            ("units", &["1"]),
+            ("amount", &["0.9"]),
+            ("revision", revision),
+        ],
+    );
+    let stderr = failure(t.path());
+    assert!(stderr.starts_with("error: charges/a.parquet"), "{stderr}");
+    assert!(stderr.contains("column 'revision': '-1' is not a count"), "{stderr}");
+    for (row, message) in [
+        ("c1,charges,0", "voids/v.csv:2: column 'revision': '0' is not a void's revision (at least 1)"),
+        ("c1,charges,", "voids/v.csv:2: column 'revision': '' is empty; a void needs a revision of at least 1"),
+        ("c1,call,1", "voids/v.csv:2: column 'kind': 'call' is not a record kind (expected calls, messages, transcriptions or charges)"),
+    ] {
+        let t = temp_dir();
+        write(t.path(), "charges/a.csv", format!("{CHARGES}\n"));
+        write(t.path(), "voids/v.csv", format!("record_id,kind,revision\n{row}\n"));
+        assert_eq!(failure(t.path()), format!("error: {message}\n"));
+    }
+}
+
+#[test]
+fn ingest_refuses_corrections_it_cannot_apply_yet() {
+    for (file, text) in [
+        ("charges/a.csv", format!("{CHARGES},revision\nc1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90,2\n")),
+        ("voids/v.csv", "record_id,kind,revision\nc1,charges,2\n".to_owned()),
+    ] {
+        let t = temp_dir();
+        write(t.path(), "charges/base.csv", format!("{CHARGES}\nc0,A1,2026-11-20T10:00:00Z,CNAM,1,0.90\n"));
+        write(t.path(), file, text);
+        let store = t.path().join("store");
+        let run = telemeter(&["ingest", "--data", t.path().to_str().unwrap(), "--store", store.to_str().unwrap()]);
+        assert_eq!(run.code, 1, "{file}: {}", run.stderr);
+        assert!(run.stderr.contains(file), "{file}: {}", run.stderr);
+        assert!(run.stderr.contains("correcting a store is not supported yet"), "{}", run.stderr);
+        assert!(run.stderr.contains("--data"), "{}", run.stderr);
+    }
+}
+
+#[test]
+fn the_sample_correcting_delivery_changes_what_its_readme_says() {
+    let t = temp_dir();
+    let data = t.path().join("corrected");
+    crate::common::copy_tree(&crate::common::sample_data(), &data);
+    let corrections = crate::common::root().join("sample_corrections");
+    for folder in ["calls", "charges", "voids"] {
+        crate::common::copy_tree(&corrections.join(folder), &data.join(folder));
+    }
+    let out = t.path().join("out");
+    let run = telemeter(&[
+        "report",
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--query",
+        "granularity=month&from_date=2026-10-01&to_date=2026-12-01&page_size=10",
+        "--now",
+        crate::common::NOW,
+    ]);
+    run.ok();
+    let manifest: Value = serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let kept = serde_json::json!({ "counts": manifest["counts"], "accounts": manifest["accounts"] });
+    crate::common::golden("corrections/sample_manifest.json", &(serde_json::to_string_pretty(&kept).unwrap() + "\n"));
+    // Three records changed: the spend of MA001 falls by the re-rated
+    // call (0.013), the restated charge (0.008) and the withdrawn message
+    // (0.01), from the sample's 7.06.
+    let ma001 = &manifest["accounts"][0];
+    assert_eq!(ma001["auth_id"], "MA001");
+    assert_eq!(ma001["total_spend"].as_f64(), Some(7.029));
+}
