@@ -397,15 +397,22 @@ mod tests {
         let start = 86_400 * 20_000;
         let row = |n: u64, wide: bool| -> (RollupKey, Totals) {
             let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
+            // Dimensions as records give them: a country and a direction
+            // only for the products that have them, a code only for those
+            // with one.
+            let product = Product::ALL[pick(14, Product::ALL.len())];
+            let located = product.has_country_and_direction();
+            let coded = product.has_error_code() || product.has_hangup_cause();
             let key = RollupKey {
                 account,
                 subaccount: texts[pick(0, 3)],
                 slot: start + 900 * pick(4, 300) as i64,
-                product: Product::ALL[pick(14, Product::ALL.len())],
+                product,
                 type_: texts[3 + pick(18, 2)],
-                country: [None, Country::parse(b"US")][pick(22, 2)],
-                direction: [None, Some(Direction::Inbound), Some(Direction::Outbound)][pick(24, 3)],
-                code: [texts[0], texts[5]][pick(28, 2)],
+                country: [None, Country::parse(b"US")][pick(22, 2) * usize::from(located)],
+                direction: [None, Some(Direction::Inbound), Some(Direction::Outbound)]
+                    [pick(24, 3) * usize::from(located)],
+                code: [texts[0], texts[5]][pick(28, 2) * usize::from(coded)],
             };
             let amount = (n % 1000) as i128 - 300 + if wide { 1 << 80 } else { 0 };
             (
