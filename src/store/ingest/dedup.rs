@@ -175,10 +175,10 @@ pub(super) fn beside<R>(
     work: impl FnOnce() -> R,
 ) -> (R, Option<Result<Checked>>) {
     std::thread::scope(|scope| {
-        let checking = check.map(|check| scope.spawn(check));
+        let checking = check.map(|check| crate::threads::spawn_scoped(scope, "telemeter-check", check));
         let done = work();
         let checked = checking.map(|checking| {
-            checking
+            checking?
                 .join()
                 .unwrap_or_else(|_| Err(Error::Internal("the exact check of candidates panicked".to_owned())))
         });

@@ -214,19 +214,23 @@ impl Rollups {
         let done = std::sync::Mutex::new(Vec::new());
         let previous = old;
         let (shards, taken, finished, readers, partial_files) = (&self.shards, &taken, &done, &readers, &partial_files);
-        std::thread::scope(|scope| {
+        let started = std::thread::scope(|scope| -> Result<()> {
             // A partial file is deleted once no merge is left to read it, on
             // a thread of its own: on a file system that discards freed
             // blocks, a deletion waits on the device (0.2 ms a MB here),
             // which the merges need not wait for.
+            // Without that thread (none to be had), the partial files are
+            // left for the next ingest to collect.
             let (delete, deletions) = std::sync::mpsc::channel::<PathBuf>();
-            scope.spawn(move || {
+            let _ = crate::threads::spawn_scoped(scope, "telemeter-delete", move || {
                 for partial in deletions {
                     // Unpublished scratch files of this run; a leftover is
                     // harmless (the next ingest collects it).
                     let _ = std::fs::remove_file(partial);
                 }
             });
+            // As many merges as threads can be had: one is enough.
+            let mut merges = 0;
             // Four more than the pool's threads: while a merge waits on the
             // pool for its row groups' encoding, or on the device for its
             // partial files' slices (read around the page cache), another
@@ -237,7 +241,7 @@ impl Rollups {
                 // The lock is released inside `next`, before the work.
                 let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
                 let delete = delete.clone();
-                scope.spawn(move || {
+                let merge = crate::threads::spawn_scoped(scope, "telemeter-merge", move || {
                     while let Some((account, (s, groups))) = next() {
                         let result = account_inputs(store, previous, &taken[s].1, account).and_then(|inputs| {
                             publish_account(&shards[s].strings, store, id, account, groups, inputs, syncer)
@@ -256,10 +260,16 @@ impl Rollups {
                         }
                     }
                 });
+                merges += usize::from(merge.is_ok());
             }
             // The deleting thread ends when the merges' senders are gone.
             drop(delete);
+            match merges {
+                0 => Err(Error::External("cannot start a thread to merge the rollups; raise the process's memory or process limit (ulimit -v, ulimit -u)".to_owned())),
+                _ => Ok(()),
+            }
         });
+        started?;
         let written: Vec<Result<Vec<(String, i64, String)>>> = done.into_inner().unwrap_or_default();
         if written.len() != n_accounts {
             return Err(Error::Internal("a rollup merge thread failed".to_owned()));
