@@ -58,6 +58,30 @@ pub struct RecordView<'a> {
     pub source_line: u64,
 }
 
+impl<'a> RecordView<'a> {
+    /// The view of a checked record read from `source_file` at `source_line`.
+    pub fn of(record: &crate::records::Record<'a>, source_file: &'a str, source_line: u64) -> RecordView<'a> {
+        RecordView {
+            record_id: record.record_id,
+            auth_id: record.auth_id,
+            subaccount: record.subaccount,
+            secs: record.timestamp.secs,
+            nanos: record.timestamp.nanos,
+            product: record.product,
+            type_: record.type_,
+            direction: record.direction,
+            country: record.country,
+            units: record.units,
+            duration: record.duration,
+            amount: record.amount,
+            surcharge: record.surcharge,
+            code: record.code,
+            source_file,
+            source_line,
+        }
+    }
+}
+
 pub(super) fn polars_error(path: &Path) -> impl Fn(polars::prelude::PolarsError) -> Error + '_ {
     move |e| Error::io(path, format!("parquet: {e}"))
 }
@@ -361,24 +385,7 @@ mod tests {
     use crate::time::Instant;
 
     fn view<'a>(record: &Record<'a>) -> RecordView<'a> {
-        RecordView {
-            record_id: record.record_id,
-            auth_id: record.auth_id,
-            subaccount: record.subaccount,
-            secs: record.timestamp.secs,
-            nanos: record.timestamp.nanos,
-            product: record.product,
-            type_: record.type_,
-            direction: record.direction,
-            country: record.country,
-            units: record.units,
-            duration: record.duration,
-            amount: record.amount,
-            surcharge: record.surcharge,
-            code: record.code,
-            source_file: "x.csv",
-            source_line: 2,
-        }
+        RecordView::of(record, "x.csv", 2)
     }
 
     /// Whether the store holds every value of `record` exactly, by the

@@ -274,24 +274,7 @@ impl RowSink for Fold<'_> {
             self.entries.push(IndexEntry { id: seen.id, content: seen.content, place });
         }
         if self.accounts.contains(record.auth_id) {
-            let view = RecordView {
-                record_id: record.record_id,
-                auth_id: record.auth_id,
-                subaccount: record.subaccount,
-                secs: record.timestamp.secs,
-                nanos: record.timestamp.nanos,
-                product: record.product,
-                type_: record.type_,
-                direction: record.direction,
-                country: record.country,
-                units: record.units,
-                duration: record.duration,
-                amount: record.amount,
-                surcharge: record.surcharge,
-                code: record.code,
-                source_file: "",
-                source_line: 0,
-            };
+            let view = RecordView::of(&record, "", 0);
             if let Err(e) = self.rollups.add(&view) {
                 self.error = Some(e);
                 return false;
