@@ -42,6 +42,12 @@ const ENVIRONMENT: &[Var] = &[
         commands: &["summary", "report", "serve"],
     },
     Var {
+        name: "COLUMNS",
+        text: "the terminal's width that `summary --format table` fits its table to (default: the \
+               terminal's own, when stdout is one)",
+        commands: &["summary"],
+    },
+    Var {
         name: "TELEMETER_PROGRESS_EVERY",
         text: "seconds between two progress lines when stderr is not a terminal (default 2)",
         commands: &["ingest", "generate", "report"],

@@ -79,6 +79,7 @@
 
 pub mod accounts;
 pub(crate) mod answer;
+pub mod finding;
 mod generation;
 pub(crate) mod index;
 pub mod ingest;

@@ -26,11 +26,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
+use super::finding::Finding;
 use super::index::{self, IndexEntry};
 use super::ingest::fold::Rollups;
 use super::ingest::IngestOptions;
 use super::parquet_io::RecordView;
-use super::verify::Finding;
 use super::Manifest;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};

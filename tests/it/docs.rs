@@ -154,7 +154,7 @@ fn link_targets(text: &str) -> Vec<&str> {
 fn links_between_the_repository_files_resolve() {
     let root = root();
     let mut docs = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
-    for dir in ["docs", "sample_data", "tools", "bench"] {
+    for dir in ["docs", "sample_data", "sample_corrections", "tools", "bench"] {
         files(&root.join(dir), &["md"], &mut docs);
     }
     let mut broken = Vec::new();
