@@ -39,6 +39,27 @@ if [ ! -f "$STAMP" ]; then
   touch "$STAMP"
 fi
 
+# DIALECT: the same records as another tool writes them (bench/dialects.py):
+# plain (the generator's, default), duckdb, quote-all-crlf or
+# quote-all-crlf-gz. Each dialect has its own data and output folders.
+# bench/dialects.sh runs every dialect in turn.
+PEER_VENV=${PEER_VENV:-$WORK/peer-venv}
+peer_venv() {
+  if ! "$PEER_VENV/bin/python" -c 'import polars, duckdb' > /dev/null 2>&1; then
+    python3 -m venv "$PEER_VENV"
+    "$PEER_VENV/bin/pip" install -q -r bench/requirements-peers.txt
+  fi
+}
+DIALECT=${DIALECT:-plain}
+if [ "$DIALECT" != plain ]; then
+  peer_venv
+  "$PEER_VENV/bin/python" bench/dialects.py --data "$DATA" --dialect "$DIALECT" > /dev/null
+  DATA="$DATA-$DIALECT"
+  WORK="$WORK/$DIALECT"
+  mkdir -p "$WORK"
+fi
+echo "dialect: $DIALECT"
+
 QUERY='granularity=day&from_date=2026-08-01&to_date=2026-11-01'
 NOW=2026-11-02T00:00:00Z
 ACCOUNT=$(sed -n 2p "$DATA/accounts.csv" | cut -d, -f1)
@@ -128,11 +149,7 @@ fi
 # pair by pair (telemeter / peer, same round) and the median printed.
 # PEERS=0 skips this part; ROUNDS (default 3) sets the rounds.
 if [ "${PEERS:-1}" != 0 ]; then
-  PEER_VENV=${PEER_VENV:-$WORK/peer-venv}
-  if ! "$PEER_VENV/bin/python" -c 'import polars, duckdb' > /dev/null 2>&1; then
-    python3 -m venv "$PEER_VENV"
-    "$PEER_VENV/bin/pip" install -q -r bench/requirements-peers.txt
-  fi
+  peer_venv
   PY="$PEER_VENV/bin/python"
   TO=2026-11-01
   PAGES=()
