@@ -12,7 +12,7 @@
 //!    lost, and so is the truth the rollups would be rebuilt from.
 //! 3. The records files are read by the raw engine's Parquet reader and
 //!    row check. The rows of the accounts to rebuild are folded by the
-//!    ingest's [`Rollups`] (spilled past the ingest's default limit, merged
+//!    ingest's `Rollups` (spilled past the ingest's default limit, merged
 //!    and written by its writer). Each index file to rebuild gets the
 //!    entries of its records file's rows: the record-id hash and content
 //!    hash an ingest computes, and the place the row came from (its
@@ -50,7 +50,7 @@ pub(super) enum Outcome {
     RecordsDamaged(String),
 }
 
-/// What [`rebuild`] made again.
+/// What `rebuild` made again.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rebuilt {
     /// Accounts whose rollup files (both grains) were rebuilt.

@@ -12,7 +12,7 @@
 //! newline and the chunks are parsed in parallel.
 //!
 //! The steps, a file at a time:
-//! - the header ([`Header`]) maps the contract's columns to the file's;
+//! - the header (`Header`) maps the contract's columns to the file's;
 //! - the file is read whole ([`read`]) or a block at a time
 //!   ([`read_stream`], [`Pieces`]; `stream`), its lines checked against
 //!   the limits on their length and on empty lines;
@@ -20,7 +20,7 @@
 //!   parallel; each chunk goes one of two ways:
 //!   - `indexed`: a chunk of printable ASCII (quotes and carriage returns
 //!     included, so every common dialect) is read by the structural index
-//!     of [`super::simd`], 64 bytes a step;
+//!     of `records::simd`, 64 bytes a step;
 //!   - `lines`: any other chunk is read a line at a time, and so is any
 //!     line the index finds faulty, so both ways refuse a line with the
 //!     same words. This reader is the oracle the index is tested against

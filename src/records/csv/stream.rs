@@ -246,7 +246,7 @@ impl<'f> Pieces<'f> {
     }
 
     /// Reads the next `lines` lines (fewer at the end of the file) into
-    /// sinks made by `make_sink`, as [`read`] reads a whole file: the
+    /// sinks made by `make_sink`, as `read` reads a whole file: the
     /// sinks in order, none once every line has been read.
     pub fn next<S, F>(&mut self, lines: u64, make_sink: F) -> Result<Vec<S>>
     where

@@ -41,7 +41,7 @@ pub(in crate::store) fn batches<'f, 'a>(files: &'f [(u32, &'a InputFile)], limit
 }
 
 /// Lines in each run of a file that is read a run of lines at a time
-/// (each run a batch: [`Feed`]), or `None` for a file read whole: a file
+/// (each run a batch: `Feed`), or `None` for a file read whole: a file
 /// whose rows would take more than twice a batch's `limit` of input bytes
 /// (the size on disk of a plain CSV file, four times that compressed or
 /// Parquet) is read in runs of `limit / 128` lines (a 128-byte CSV row's

@@ -374,7 +374,7 @@ struct TakenNew {
     amount: i128,
 }
 
-/// One batch of a kind's files ([`batches`]); its kind's files.
+/// One batch of a kind's files ([`batches()`]); its kind's files.
 #[derive(Clone, Copy)]
 struct Step<'s, 'f> {
     kind: Kind,
