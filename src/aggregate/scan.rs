@@ -318,7 +318,7 @@ impl Merged {
     }
 }
 
-/// The largest block buffer kept for reuse (a block is about 32 MiB, more
+/// The largest block buffer kept for reuse (a block is about 8 MiB, more
 /// where a line is longer).
 const MAX_SPARE_BUFFER: usize = 64 << 20;
 

@@ -110,11 +110,15 @@ where
     Ok(header.reader().body(body, 2, chunk_bytes, &make_sink, done))
 }
 
-/// Decoded bytes a stream ([`read_stream`]) is read in at a time.
-const BLOCK_BYTES: usize = 32 << 20;
+/// Decoded bytes a stream ([`read_stream`]) is read in at a time: two per
+/// file being read, so this sets the raw path's memory. Two chunks a block
+/// keeps both cores busy; 32 MiB took 45 % more memory and 12 % more CPU,
+/// 4 MiB was slower on gzip (re-tune with `bench/ab.sh` on plain and gzip
+/// inputs).
+const BLOCK_BYTES: usize = 8 << 20;
 
 /// [`read`] of a file on disk (plain, or compressed with gzip or zstd),
-/// read and decoded a block of about 32 MiB at a time (cut after its last
+/// read and decoded a block of about 8 MiB at a time (cut after its last
 /// newline) into `buffers` (two, reused), the next block read while this
 /// one is parsed: the file is never in memory whole, and reading overlaps
 /// parsing. A damaged stream, a line longer than [`MAX_LINE_BYTES`], and

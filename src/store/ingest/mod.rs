@@ -43,7 +43,7 @@
 //!   a larger file is read a run of lines at a time), and the first its
 //!   records and index entries; the input's bytes are not held (a plain
 //!   file is mapped and its pages released as they are read, a compressed
-//!   one decoded 32 MiB at a time);
+//!   one decoded 8 MiB at a time);
 //! - the record-id filter: sized for the ids of the kind (stored, and
 //!   what the input can hold), at most [`IngestOptions::filter_bytes`];
 //! - candidates: [`IngestOptions::pending_bytes`], then one partition's
