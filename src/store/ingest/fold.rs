@@ -229,8 +229,10 @@ impl Rollups {
                     let _ = std::fs::remove_file(partial);
                 }
             });
-            // As many merges as threads can be had: one is enough.
+            // As many merges as threads can be had: one is enough; with
+            // none, the first refusal is the error.
             let mut merges = 0;
+            let mut refused = None;
             // Four more than the pool's threads: while a merge waits on the
             // pool for its row groups' encoding, or on the device for its
             // partial files' slices (read around the page cache), another
@@ -260,12 +262,15 @@ impl Rollups {
                         }
                     }
                 });
-                merges += usize::from(merge.is_ok());
+                match merge {
+                    Ok(_) => merges += 1,
+                    Err(error) => refused = refused.or(Some(error)),
+                }
             }
             // The deleting thread ends when the merges' senders are gone.
             drop(delete);
-            match merges {
-                0 => Err(Error::External("cannot start a thread to merge the rollups; raise the process's memory or process limit (ulimit -v, ulimit -u)".to_owned())),
+            match (merges, refused) {
+                (0, Some(error)) => Err(error),
                 _ => Ok(()),
             }
         });
