@@ -188,6 +188,30 @@ fn gzip_members(bytes: &[u8], size: usize) -> Vec<u8> {
     member.repeat(size / member.len() + 1)
 }
 
+/// Each of `runs` under each address-space limit of `mibs` (MiB), the
+/// folders `clear` removed before every run: the runs that failed, each
+/// held to exit 1 (a run that succeeds is left out).
+fn failures_under<'a>(
+    mibs: impl IntoIterator<Item = u64>,
+    runs: &[&'a [&'a str]],
+    clear: &[&Path],
+) -> Vec<(u64, &'a [&'a str], common::Run)> {
+    let mut failed = Vec::new();
+    for mib in mibs {
+        for &args in runs {
+            for folder in clear {
+                let _ = std::fs::remove_dir_all(folder);
+            }
+            let run = limited(mib << 10, args);
+            if run.code != 0 {
+                assert_eq!(run.code, 1, "{mib} MiB, {args:?}: {}", run.stderr);
+                failed.push((mib, args, run));
+            }
+        }
+    }
+    failed
+}
+
 /// Runs the binary with `args` under an address-space limit of `kib`
 /// KiB (`ulimit -v`).
 fn limited(kib: u64, args: &[&str]) -> common::Run {
@@ -274,20 +298,11 @@ fn the_commands_run_under_a_one_gib_address_space_limit_and_say_when_they_cannot
     let fresh = dir.path().join("fresh");
     let fresh_ingest = ["ingest", "--quiet", "--data", s(&data), "--store", s(&fresh)];
     let lowered: [&[&str]; 4] = [&fresh_ingest, runs[1], runs[2], runs[3]];
-    for mib in [512, 256, 128, 96] {
-        for args in lowered {
-            let _ = std::fs::remove_dir_all(&out);
-            let _ = std::fs::remove_dir_all(&fresh);
-            let run = limited(mib << 10, args);
-            if run.code == 0 {
-                continue;
-            }
-            assert_eq!(run.code, 1, "{mib} MiB, {args:?}: {}", run.stderr);
-            assert_eq!(run.stderr.lines().count(), 1, "{mib} MiB, {args:?}: {}", run.stderr);
-            assert!(run.stderr.starts_with("error: "), "{mib} MiB, {args:?}: {}", run.stderr);
-            if run.stderr.starts_with("error: out of memory: cannot allocate ") {
-                out_of_memory += 1;
-            }
+    for (mib, args, run) in failures_under([512, 256, 128, 96], &lowered, &[&out, &fresh]) {
+        assert_eq!(run.stderr.lines().count(), 1, "{mib} MiB, {args:?}: {}", run.stderr);
+        assert!(run.stderr.starts_with("error: "), "{mib} MiB, {args:?}: {}", run.stderr);
+        if run.stderr.starts_with("error: out of memory: cannot allocate ") {
+            out_of_memory += 1;
         }
     }
     assert!(out_of_memory > 0, "no limit met a failed allocation");
@@ -313,21 +328,12 @@ fn a_thread_that_cannot_start_is_an_error_not_a_panic() {
         &["report", "--store", s(&store), "--out", s(&out), "--query", query, "--now", NOW],
     ];
     let mut thread_errors = 0;
-    for mib in (56..=92).step_by(4) {
-        for args in runs {
-            let _ = std::fs::remove_dir_all(&out);
-            let _ = std::fs::remove_dir_all(&fresh);
-            let run = limited(mib << 10, args);
-            if run.code == 0 {
-                continue;
-            }
-            assert_eq!(run.code, 1, "{mib} MiB, {args:?}: {}", run.stderr);
-            let last = run.stderr.lines().last().unwrap_or_default();
-            assert!(last.starts_with("error: "), "{mib} MiB, {args:?}: {}", run.stderr);
-            if last.contains("cannot start") {
-                assert!(last.contains("ulimit -v"), "{mib} MiB, {args:?}: {last}");
-                thread_errors += 1;
-            }
+    for (mib, args, run) in failures_under((56..=92).step_by(4), &runs, &[&out, &fresh]) {
+        let last = run.stderr.lines().last().unwrap_or_default();
+        assert!(last.starts_with("error: "), "{mib} MiB, {args:?}: {}", run.stderr);
+        if last.contains("cannot start") {
+            assert!(last.contains("ulimit -v"), "{mib} MiB, {args:?}: {last}");
+            thread_errors += 1;
         }
     }
     assert!(thread_errors > 0, "no limit met a thread that could not start");
