@@ -100,11 +100,20 @@ fn checked(block: *mut u8, size: usize) -> *mut u8 {
 
 /// Writes why to standard error without allocating, and exits with status
 /// 1 without running destructors (which could allocate, or wait on a
-/// thread that is itself out of memory).
+/// thread that is itself out of memory). Only the first thread to fail
+/// says so: any other waits for the exit, so the error is one line.
 #[cold]
 #[inline(never)]
 fn out_of_memory(size: usize) -> ! {
     use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    if REPORTED.swap(true, Ordering::SeqCst) {
+        loop {
+            // nanosleep: no allocation; the first thread's exit ends this one.
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
     let mut line = [0u8; 256];
     let mut cursor = std::io::Cursor::new(&mut line[..]);
     let _ = writeln!(
