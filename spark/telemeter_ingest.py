@@ -305,6 +305,28 @@ def dedup(spark, kind, new, stored_paths):
     return marked
 
 
+# Parquet bytes (checked rows and stored records) per shuffle partition.
+# Spark's default of 200 partitions costs a small day minutes of task
+# overhead (161k rows in local[2]: 219 s against 63 s); a large day wants
+# a partition per core at least. Re-tune with bench/spark.sh.
+BYTES_PER_SHUFFLE_PARTITION = 32 << 20
+
+
+def set_shuffle_partitions(spark, files, by_index, checked_dir, stored):
+    """spark.sql.shuffle.partitions for the dedup, sort and rollup
+    shuffles, unless the job's configuration names it (--spark-conf): one
+    per BYTES_PER_SHUFFLE_PARTITION of Parquet they read, and never fewer
+    than the cluster's cores."""
+    key = "spark.sql.shuffle.partitions"
+    if spark.sparkContext.getConf().contains(key):
+        return
+    paths = [os.path.join(checked_dir, f"{f['index']}.parquet") for f in files if by_index[f["index"]]["valid"] > 0]
+    paths += [p for kind_paths in stored.values() for p in kind_paths]
+    size = sum(os.path.getsize(p) for p in paths if os.path.exists(p))
+    wanted = -(-size // BYTES_PER_SHUFFLE_PARTITION)
+    spark.conf.set(key, str(max(spark.sparkContext.defaultParallelism, wanted, 1)))
+
+
 def finish(spark, staging, result):
     """Writes result.json (atomically: telemeter reads it after the job)."""
     temporary = os.path.join(staging, "result.json.tmp")
@@ -348,6 +370,7 @@ def main():
     if missing:
         raise RuntimeError(f"Spark read no contents for {', '.join(missing)}")
 
+    set_shuffle_partitions(spark, files, by_index, checked_dir, plan["stored"])
     new_frames = []
     persisted = []  # kept until the rollups are summed from them
     for kind in KINDS:
