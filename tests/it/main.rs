@@ -2,6 +2,8 @@
 
 // Helpers: the binary under test, runs with exit code and streams, golden files.
 mod common;
+// The analyst's examples (DuckDB, polars) against the report's own sums.
+mod analyst;
 // Revisions and voids: current versions, counts, conflicts, ingest's refusal.
 mod corrections;
 // The binary against the independent Python implementation of the contract.
