@@ -13,32 +13,10 @@
 //! except under `CI=true`, where missing packages are a failure.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use crate::common;
-
-/// The virtual environment's Python, when it has DuckDB and polars.
-fn analyst_python() -> Option<PathBuf> {
-    let python = common::root().join(".venv-analyst/bin/python");
-    let found = python.exists()
-        && Command::new(&python).args(["-c", "import duckdb, polars"]).output().is_ok_and(|o| o.status.success());
-    match found {
-        true => Some(python),
-        false if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "CI=true but no DuckDB and polars: .ci/run installs tools/analyst/requirements.txt into .venv-analyst"
-            )
-        }
-        false => {
-            common::skipped(
-                "no DuckDB and polars (python3 -m venv .venv-analyst && .venv-analyst/bin/pip install -r \
-                 tools/analyst/requirements.txt)",
-            );
-            None
-        }
-    }
-}
 
 /// Nano-units of a decimal text ("0.245", "0.245000000", "3").
 fn nanos(text: &str) -> i128 {
@@ -111,7 +89,9 @@ fn from_report(store: &Path, out: &Path, month_query: &str) -> Spend {
 
 #[test]
 fn duckdb_and_polars_examples_give_the_reports_spend_per_country() {
-    let Some(python) = analyst_python() else { return };
+    let Some(python) = common::venv_python("analyst", "duckdb, polars", "tools/analyst/requirements.txt") else {
+        return;
+    };
     let dir = common::temp_dir();
     let store = dir.path().join("store");
     let s = |p: &Path| p.to_str().expect("UTF-8").to_owned();
@@ -122,10 +102,12 @@ fn duckdb_and_polars_examples_give_the_reports_spend_per_country() {
     common::write(
         &late,
         "calls/late.csv",
-        "timestamp,record_id,product,type,auth_id,subaccount_auth,carrier,direction,country,hangup_cause,\
-         billed_seconds,surcharge,amount\n\
-         2026-11-30T23:59:59.999999999Z,late-1,voice,pstn,MB002,,acme,outbound,JP,4000,60,0.001,0.123456789\n\
-         2026-12-01T00:00:00Z,late-2,voice,pstn,MB002,,acme,outbound,JP,4000,60,0.001,7\n",
+        format!(
+            "{}\
+             late-1,MB002,,2026-11-30T23:59:59.999999999Z,voice,pstn,outbound,JP,60,0.123456789,0.001,4000\n\
+             late-2,MB002,,2026-12-01T00:00:00Z,voice,pstn,outbound,JP,60,7,0.001,4000\n",
+            common::CALLS_HEADER
+        ),
     );
     common::write(&late, "accounts.csv", std::fs::read(common::sample_data().join("accounts.csv")).expect("accounts"));
     common::telemeter(&["ingest", "--quiet", "--data", &s(&late), "--store", &s(&store)]).ok();

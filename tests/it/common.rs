@@ -7,6 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The calls header in the contract's column order, for tests that write
+/// calls files of their own.
+pub const CALLS_HEADER: &str =
+    "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
+
 /// "Now" of every golden request over `sample_data/`.
 pub const NOW: &str = "2026-11-21T12:00:00Z";
 
@@ -199,4 +204,23 @@ pub fn copy_tree(from: &Path, to: &Path) {
 pub fn skipped(reason: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "SKIPPED ({}): {reason}", std::thread::current().name().unwrap_or("?"));
+}
+
+/// The Python of the virtual environment `.venv-NAME` at the repository
+/// root, when `imports` (Python's `import` list) import there. Otherwise
+/// the test says it is skipped and how to install `requirements`, except
+/// under `CI=true`, where it fails (`.ci/run` installs every one).
+pub fn venv_python(name: &str, imports: &str, requirements: &str) -> Option<PathBuf> {
+    let python = root().join(format!(".venv-{name}/bin/python"));
+    let found = python.exists()
+        && Command::new(&python).args(["-c", &format!("import {imports}")]).output().is_ok_and(|o| o.status.success());
+    let install = format!("python3 -m venv .venv-{name} && .venv-{name}/bin/pip install -r {requirements}");
+    match found {
+        true => Some(python),
+        false if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("CI=true but no {imports}: {install}"),
+        false => {
+            skipped(&format!("no {imports} ({install})"));
+            None
+        }
+    }
 }

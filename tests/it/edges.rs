@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::common::CALLS_HEADER;
 use crate::common::{gzip, summary, telemeter, temp_dir, write, Run};
 
 fn s(path: &Path) -> &str {
@@ -14,8 +15,6 @@ fn s(path: &Path) -> &str {
 
 const QUERY: &str = "from_date=2026-11-01&to_date=2026-11-21";
 
-const CALLS_HEADER: &str =
-    "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
 const CALL: &str = "c1,A1,,2026-11-20T10:00:00Z,voice,pstn,outbound,US,60,0.0130,0.0010,4000\n";
 const CHARGES_HEADER: &str = "record_id,auth_id,timestamp,description,units,amount\n";
 const CHARGE: &str = "x1,A1,2026-11-20T00:00:00Z,CNAM Lookup,2,0.01\n";

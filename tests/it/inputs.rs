@@ -8,10 +8,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::CALLS_HEADER;
 use crate::common::{self, sample_data, NOW};
-
-const CALLS_HEADER: &str =
-    "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
 
 /// A calls file of `rows` good rows, ids starting at `first`.
 fn calls(first: usize, rows: usize, header: bool) -> Vec<u8> {

@@ -7,7 +7,6 @@
 //! installs it). Without it the test says it is skipped, except under
 //! `CI=true`, where a missing SDK is a failure.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
@@ -15,28 +14,9 @@ use serde_json::Value;
 use crate::common::{self, NOW};
 use crate::server::{basic, get, json, Server};
 
-/// The virtual environment's Python, when it has the SDK.
-fn sdk_python() -> Option<PathBuf> {
-    let python = common::root().join(".venv-sdk/bin/python");
-    let found = python.exists()
-        && Command::new(&python).args(["-c", "import plivo"]).output().is_ok_and(|o| o.status.success());
-    match found {
-        true => Some(python),
-        false if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but no Plivo SDK: .ci/run installs tests/sdk/requirements.txt into .venv-sdk")
-        }
-        false => {
-            common::skipped(
-                "no Plivo SDK (python3 -m venv .venv-sdk && .venv-sdk/bin/pip install -r tests/sdk/requirements.txt)",
-            );
-            None
-        }
-    }
-}
-
 #[test]
 fn plivos_python_sdk_works_unpatched() {
-    let Some(python) = sdk_python() else { return };
+    let Some(python) = common::venv_python("sdk", "plivo", "tests/sdk/requirements.txt") else { return };
     let dir = common::temp_dir();
     let (data, store) = (dir.path().join("data"), dir.path().join("store"));
     let s = |p: &std::path::Path| p.to_str().expect("UTF-8").to_owned();

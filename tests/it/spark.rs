@@ -10,6 +10,7 @@
 //! it is there). Without it these tests print a skip line, except under
 //! `CI=true`, where a missing Spark is a failure.
 
+use crate::common::CALLS_HEADER;
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -142,9 +143,6 @@ fn generate_calls(
         ],
     ));
 }
-
-const CALLS_HEADER: &str =
-    "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
 
 /// Calls in 1971 (answered from the stored records, not the rollups: the
 /// zone's offset was -00:44:30), with nanoseconds, offsets and the

@@ -4,6 +4,7 @@
 //! re-ingests, incremental days, conflicts naming both places, failed and
 //! killed ingests leaving the store as it was, set-aside counts that add up.
 
+use crate::common::CALLS_HEADER;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -59,10 +60,6 @@ fn instant(rng: &mut Lcg) -> String {
         _ => date.format("%Y-%m-%d %H:%M:%S.250").to_string(),
     }
 }
-
-/// The header of a calls file.
-const CALLS_HEADER: &str =
-    "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n";
 
 /// Writes `n` rows of every kind under `dir`, ids prefixed with `tag`.
 fn write_data(dir: &Path, tag: &str, seed: u64, n: usize) {
