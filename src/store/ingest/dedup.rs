@@ -51,7 +51,12 @@ impl Run<'_> {
         order.sort_by_key(|&c| chunks[c].rows.first().map(|row| (row.seen.file, row.seen.line)));
         for c in order {
             for (r, row) in chunks[c].rows.iter().enumerate() {
-                parts[row.seen.partition()].push((row.seen.id, row.seen.content, c as u32, r as u32));
+                parts[row.seen.partition()].push(BatchEntry {
+                    id: row.seen.id,
+                    content: row.seen.content,
+                    chunk: c as u32,
+                    row: r as u32,
+                });
             }
         }
         let base = self.old.sources.len() as u32;
@@ -60,7 +65,7 @@ impl Run<'_> {
             let seen = &chunks[c as usize].rows[r as usize].seen;
             index::unpack(index::pack((base + seen.file, seen.line)))
         };
-        type Found = (Vec<(u32, u32, Mark)>, Option<Clash>);
+        type Found = (Vec<(u32, u32, Mark)>, Option<Clash<(u32, u32)>>);
         let found: Vec<Found> = state
             .filter
             .parts_mut()
@@ -72,9 +77,9 @@ impl Run<'_> {
                     FxHashMap::with_capacity_and_hasher(entries.len(), Default::default());
                 let mut marks = Vec::new();
                 let mut conflict = None;
-                for (i, &(id, content, c, r)) in entries.iter().enumerate() {
-                    if let Some((ahead, _, _, _)) = entries.get(i + IDS_AHEAD) {
-                        filter.prefetch(*ahead);
+                for (i, &BatchEntry { id, content, chunk: c, row: r }) in entries.iter().enumerate() {
+                    if let Some(ahead) = entries.get(i + IDS_AHEAD) {
+                        filter.prefetch(ahead.id);
                     }
                     match first.entry(id) {
                         Entry::Vacant(slot) => {
@@ -88,7 +93,8 @@ impl Run<'_> {
                             (_, _, _, true) => marks.push((c, r, Mark::Candidate)),
                             (earlier, _, _, false) if earlier == content => marks.push((c, r, Mark::Duplicate)),
                             (_, first_c, first_r, false) => {
-                                conflict = Some((place(first_c, first_r), place(c, r), c, r));
+                                conflict =
+                                    Some(Clash { first: place(first_c, first_r), later: place(c, r), row: (c, r) });
                                 break;
                             }
                         },
@@ -98,18 +104,14 @@ impl Run<'_> {
             })
             .collect();
         let mut out: Vec<Vec<Mark>> = chunks.iter().map(|chunk| vec![Mark::New; chunk.rows.len()]).collect();
-        let mut first_conflict: Option<Clash> = None;
+        let mut first_conflict: Option<Clash<(u32, u32)>> = None;
         for (marks, conflict) in found {
             for (c, r, mark) in marks {
                 out[c as usize][r as usize] = mark;
             }
-            if let Some(c) = conflict {
-                if first_conflict.is_none_or(|f| c.1 < f.1) {
-                    first_conflict = Some(c);
-                }
-            }
+            first_conflict = Clash::earlier(first_conflict, conflict);
         }
-        if let Some((first, second, c, r)) = first_conflict {
+        if let Some(Clash { first, later: second, row: (c, r) }) = first_conflict {
             let chunk = &chunks[c as usize];
             let record_id = chunk.view(&chunk.rows[r as usize]).record_id.to_owned();
             return Err(self.conflict(state.kind, record_id, first, second));
@@ -136,7 +138,7 @@ impl Run<'_> {
         checked: Result<Checked>,
     ) -> Result<()> {
         let Checked { new, duplicates, conflict } = checked?;
-        if let Some((first, second, i)) = conflict {
+        if let Some(Clash { first, later: second, row: i }) = conflict {
             let record_id = pending.view(&pending.rows[i as usize], "").record_id.to_owned();
             return Err(self.conflict(state.kind, record_id, first, second));
         }
@@ -204,7 +206,7 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
         parts[row.seen.partition()].push(i as u32);
     }
     let rows = &pending.rows;
-    type Found = (Vec<u32>, u64, Option<PendingClash>);
+    type Found = (Vec<u32>, u64, Option<Clash<u32>>);
     let check = || -> Vec<Result<Found>> {
         parts
             .into_par_iter()
@@ -237,7 +239,10 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
                             new.push(i);
                         }
                         Some((content, _)) if content == seen.content => duplicates += 1,
-                        Some((_, earlier)) => return Ok((new, duplicates, Some((index::unpack(earlier), place, i)))),
+                        Some((_, earlier)) => {
+                            let clash = Clash { first: index::unpack(earlier), later: place, row: i };
+                            return Ok((new, duplicates, Some(clash)));
+                        }
                     }
                 }
                 Ok((new, duplicates, None))
@@ -257,11 +262,7 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
         let (part_new, duplicates, conflict) = result?;
         checked.new.extend(part_new);
         checked.duplicates += duplicates;
-        if let Some(c) = conflict {
-            if checked.conflict.is_none_or(|f| c.1 < f.1) {
-                checked.conflict = Some(c);
-            }
-        }
+        checked.conflict = Clash::earlier(checked.conflict, conflict);
     }
     checked.new.sort_unstable();
     Ok(checked)
@@ -274,20 +275,40 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
 pub(super) struct Checked {
     new: Vec<u32>,
     duplicates: u64,
-    conflict: Option<PendingClash>,
+    conflict: Option<Clash<u32>>,
 }
 
 /// A row of a batch in its id-hash partition: its id and content hashes,
-/// and its chunk and row in the batch.
-type BatchEntry = ((u64, u64), u64, u32, u32);
+/// and where it is in the batch.
+#[derive(Clone, Copy)]
+struct BatchEntry {
+    id: (u64, u64),
+    content: u64,
+    chunk: u32,
+    row: u32,
+}
 
-/// A conflict found: the stored or earlier place, the later place, and the
-/// later row's (chunk, row).
-type Clash = ((u32, u64), (u32, u64), u32, u32);
+/// A conflict found: the stored or earlier place and the later place,
+/// each (source, line), and where the later row is: `R` is its (chunk,
+/// row) in a batch, or its position in [`Pending::rows`].
+#[derive(Clone, Copy)]
+struct Clash<R> {
+    first: (u32, u64),
+    later: (u32, u64),
+    row: R,
+}
 
-/// A conflict found among the candidates: the earlier place, the later
-/// place, and the later row's position in [`Pending::rows`].
-type PendingClash = ((u32, u64), (u32, u64), u32);
+impl<R> Clash<R> {
+    /// Of two partitions' conflicts, the one whose later place comes
+    /// first: the conflict a one-row-at-a-time reading meets first.
+    fn earlier(kept: Option<Self>, found: Option<Self>) -> Option<Self> {
+        match (kept, found) {
+            (Some(kept), Some(found)) if found.later < kept.later => Some(found),
+            (None, found) => found,
+            (kept, _) => kept,
+        }
+    }
+}
 
 /// The state of one kind during an ingest.
 pub(super) struct KindState {
