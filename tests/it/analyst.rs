@@ -70,17 +70,15 @@ fn from_report(store: &Path, out: &Path, month_query: &str) -> Spend {
     let mut spend = Spend::new();
     for account in std::fs::read_dir(out).expect("report folder").flatten() {
         let usage = account.path().join("usage.csv");
-        let Ok(text) = std::fs::read_to_string(&usage) else { continue };
-        let mut lines = text.lines();
-        let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
-        let at = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name}"));
+        let Ok(mut reader) = csv::Reader::from_path(&usage) else { continue };
+        let header = reader.headers().expect("a header").clone();
+        let at = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name}"));
         let (country, currency, amount) = (at("country"), at("currency"), at("total_amount"));
-        for line in lines {
-            // No field of these rows holds a comma.
-            let fields: Vec<&str> = line.split(',').collect();
+        for row in reader.records() {
+            let fields = row.expect("a usage.csv row");
             if !fields[country].is_empty() {
                 let key = (fields[country].to_owned(), fields[currency].to_owned());
-                *spend.entry(key).or_default() += nanos(fields[amount]);
+                *spend.entry(key).or_default() += nanos(&fields[amount]);
             }
         }
     }
