@@ -41,9 +41,8 @@
 //!   (at a kind's last batch, the next kind's first); each its rows
 //!   (about 250 bytes each: at most about two batches' worth of input, as
 //!   a larger file is read a run of lines at a time), and the first its
-//!   records and index entries; the input's bytes are not held (a plain
-//!   file is mapped and its pages released as they are read, a compressed
-//!   one decoded 8 MiB at a time);
+//!   records and index entries; the input's bytes are not held (a file
+//!   is read, and a compressed one decoded, 8 MiB at a time);
 //! - the record-id filter: sized for the ids of the kind (stored, and
 //!   what the input can hold), at most [`IngestOptions::filter_bytes`];
 //! - candidates: [`IngestOptions::pending_bytes`], then one partition's
