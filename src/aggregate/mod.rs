@@ -143,7 +143,9 @@ mod tests {
         let (mut usage, mut charges) = (0, 0);
         for bounds in [days, vec![start, start + 240 * day]] {
             let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
-            for account in ["MA001", "MB002", "MC003", "MD004"] {
+            for account in
+                ["MA001SHGA32ZDQYG9N8T", "MA002PCHQ444XLFXQN5B", "MA003GM22SVQQT8ZPDNQ", "MA004DEFGZHA3AU3ZWLC"]
+            {
                 let selector = Selector {
                     accounts: AccountScope::one(account),
                     ..Selector::everything(Bucketing::shared(buckets.clone()))

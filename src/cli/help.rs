@@ -116,17 +116,17 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "summary",
-        "  Account MA001 by day over 1-21 November, indented (--now fixes the clock):
-    $ telemeter summary --data sample_data --auth-id MA001 --query 'granularity=day&from_date=2026-11-01&to_date=2026-11-21' --now 2026-11-21T12:00:00Z --pretty
+        "  Account MA001SHGA32ZDQYG9N8T by day over 1-21 November, indented (--now fixes the clock):
+    $ telemeter summary --data sample_data --auth-id MA001SHGA32ZDQYG9N8T --query 'granularity=day&from_date=2026-11-01&to_date=2026-11-21' --now 2026-11-21T12:00:00Z --pretty
   The same request with flags, voice calls only, by month:
-    $ telemeter summary --data sample_data --auth-id MA001 --granularity month --from-date 2026-10-01 --to-date 2026-11-21 --product voice --now 2026-11-21T12:00:00Z
+    $ telemeter summary --data sample_data --auth-id MA001SHGA32ZDQYG9N8T --granularity month --from-date 2026-10-01 --to-date 2026-11-21 --product voice --now 2026-11-21T12:00:00Z
   Every page of 5 rows, one JSON document a line:
-    $ telemeter summary --data sample_data --auth-id MA001 --page-size 5 --all-pages --now 2026-11-21T12:00:00Z
+    $ telemeter summary --data sample_data --auth-id MA001SHGA32ZDQYG9N8T --page-size 5 --all-pages --now 2026-11-21T12:00:00Z
   An aligned table with totals, for a terminal; the rows as CSV, into a file:
-    $ telemeter summary --data sample_data --auth-id MB002 --from-date 2026-11-01 --to-date 2026-11-21 --format table --now 2026-11-21T12:00:00Z
-    $ telemeter summary --data sample_data --auth-id MA001 --from-date 2026-11-01 --to-date 2026-11-21 --format csv -o ma001.csv --now 2026-11-21T12:00:00Z
+    $ telemeter summary --data sample_data --auth-id MA002PCHQ444XLFXQN5B --from-date 2026-11-01 --to-date 2026-11-21 --format table --now 2026-11-21T12:00:00Z
+    $ telemeter summary --data sample_data --auth-id MA001SHGA32ZDQYG9N8T --from-date 2026-11-01 --to-date 2026-11-21 --format csv -o ma001.csv --now 2026-11-21T12:00:00Z
   From a store (see ingest's examples), in Berlin's days:
-    $ telemeter summary --store store --auth-id MB002 --from-date 2026-11-01 --to-date 2026-11-21 --timezone Europe/Berlin --now 2026-11-21T12:00:00Z
+    $ telemeter summary --store store --auth-id MA002PCHQ444XLFXQN5B --from-date 2026-11-01 --to-date 2026-11-21 --timezone Europe/Berlin --now 2026-11-21T12:00:00Z
 ",
     ),
     (
@@ -134,7 +134,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "  Every account's November report into reports/ (JSON pages, CSV, HTML):
     $ telemeter report --data sample_data --out reports --query 'granularity=day&from_date=2026-11-01&to_date=2026-11-21' --now 2026-11-21T12:00:00Z
   Two accounts from a store, CSV and HTML only:
-    $ telemeter report --store store --out reports --accounts MA001,MB002 --formats csv,html --now 2026-11-21T12:00:00Z
+    $ telemeter report --store store --out reports --accounts MA001SHGA32ZDQYG9N8T,MA002PCHQ444XLFXQN5B --formats csv,html --now 2026-11-21T12:00:00Z
   A large run: each account's pages as one pages.jsonl (one page a line):
     $ telemeter report --store store --out reports --pages jsonl --now 2026-11-21T12:00:00Z
 ",
@@ -143,12 +143,12 @@ const EXAMPLES: &[(&str, &str)] = &[
         "accounts",
         "  The accounts of a data folder or a store, and whether each has a token:
     $ telemeter accounts list --data sample_data
-  Give MA001 an API token in a store (the token is read from stdin; only its
+  Give MA001SHGA32ZDQYG9N8T an API token in a store (the token is read from stdin; only its
   SHA-256 is kept; a running `serve --store` picks it up):
-    $ printf '%s\\n' 'my-secret-token' | telemeter accounts set-token MA001 --store store
+    $ printf '%s\\n' 'my-secret-token' | telemeter accounts set-token MA001SHGA32ZDQYG9N8T --store store
   In a data folder (its accounts.csv is replaced atomically):
     $ cp -R sample_data mydata
-    $ printf '%s\\n' 'another-token' | telemeter accounts set-token MB002 --data mydata
+    $ printf '%s\\n' 'another-token' | telemeter accounts set-token MA002PCHQ444XLFXQN5B --data mydata
 ",
     ),
     (
@@ -165,7 +165,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "  Serve a store on port 8080, following each new ingest:
     $ telemeter serve --store store --listen 127.0.0.1:8080
   Then, with the token given by `telemeter accounts set-token`:
-    $ curl -u MA001:my-secret-token 'http://127.0.0.1:8080/v1/Account/MA001/UsageSummary/?from_date=2026-11-01&to_date=2026-11-21'
+    $ curl -u MA001SHGA32ZDQYG9N8T:my-secret-token 'http://127.0.0.1:8080/v1/Account/MA001SHGA32ZDQYG9N8T/UsageSummary/?from_date=2026-11-01&to_date=2026-11-21'
   Serve a data folder (re-read on every request; for small data sets):
     $ telemeter serve --data mydata --listen 127.0.0.1:8080
 ",

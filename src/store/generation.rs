@@ -623,7 +623,7 @@ mod tests {
             "records/calls/i2-00001.parquet",
             "index/calls/i2-00001.idx",
             "rollups/i2-part-03-00000.bin",
-            "rollups/MA001-0123456789abcdef/i2-900s.parquet",
+            "rollups/MA001SHGA32ZDQYG9N8T-0123456789abcdef/i2-900s.parquet",
             "resources/i2.sqlite",
             "resources/i2.sqlite-journal",
             "accounts/i2.csv",

@@ -739,8 +739,8 @@ mod tests {
     }
   },
   "rollups": {
-    "MA001": {
-      "900": "rollups/MA001-0123456789abcdef/i1-900s.parquet"
+    "MA001SHGA32ZDQYG9N8T": {
+      "900": "rollups/MA001SHGA32ZDQYG9N8T-0123456789abcdef/i1-900s.parquet"
     }
   },
   "resources": "resources/i2.sqlite",

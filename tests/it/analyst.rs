@@ -102,8 +102,8 @@ fn duckdb_and_polars_examples_give_the_reports_spend_per_country() {
         "calls/late.csv",
         format!(
             "{}\
-             late-1,MB002,,2026-11-30T23:59:59.999999999Z,voice,pstn,outbound,JP,60,0.123456789,0.001,4000\n\
-             late-2,MB002,,2026-12-01T00:00:00Z,voice,pstn,outbound,JP,60,7,0.001,4000\n",
+             late-1,MA002PCHQ444XLFXQN5B,,2026-11-30T23:59:59.999999999Z,voice,pstn,outbound,JP,60,0.123456789,0.001,4000\n\
+             late-2,MA002PCHQ444XLFXQN5B,,2026-12-01T00:00:00Z,voice,pstn,outbound,JP,60,7,0.001,4000\n",
             common::CALLS_HEADER
         ),
     );

@@ -229,10 +229,10 @@ fn the_sample_correcting_delivery_changes_what_its_readme_says() {
     let manifest: Value = serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     let kept = serde_json::json!({ "counts": manifest["counts"], "accounts": manifest["accounts"] });
     crate::common::golden("corrections/sample_manifest.json", &(serde_json::to_string_pretty(&kept).unwrap() + "\n"));
-    // Three records changed: the spend of MA001 falls by the re-rated
+    // Three records changed: the spend of MA001SHGA32ZDQYG9N8T falls by the re-rated
     // call (0.013), the restated charge (0.008) and the withdrawn message
     // (0.01), from the sample's 7.06.
     let ma001 = &manifest["accounts"][0];
-    assert_eq!(ma001["auth_id"], "MA001");
+    assert_eq!(ma001["auth_id"], "MA001SHGA32ZDQYG9N8T");
     assert_eq!(ma001["total_spend"].as_f64(), Some(7.029));
 }

@@ -30,7 +30,7 @@ fn is_uuid(text: &str) -> bool {
 
 /// Runs a request over `sample_data/` and insists on success.
 fn accepted(query: &str) -> Value {
-    let run = summary(&sample_data(), "MA001", query, &[]);
+    let run = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", query, &[]);
     serde_json::from_str(run.ok()).expect("JSON")
 }
 
@@ -76,24 +76,24 @@ fn malformed_parameters_are_400s_naming_parameter_value_and_what_is_allowed() {
         ),
     ];
     for (query, message) in cases {
-        refused("MA001", query, message);
+        refused("MA001SHGA32ZDQYG9N8T", query, message);
     }
 }
 
 #[test]
 fn the_window_must_be_ordered() {
     refused(
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "from_date=2026-11-10&to_date=2026-11-10",
         "from_date 2026-11-10 must be before to_date 2026-11-10",
     );
     refused(
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "from_date=2026-11-11&to_date=2026-11-10",
         "from_date 2026-11-11 must be before to_date 2026-11-10",
     );
     // A from_date after the default to_date (today, from --now).
-    refused("MA001", "from_date=2026-12-01", "from_date 2026-12-01 must be before to_date 2026-11-21");
+    refused("MA001SHGA32ZDQYG9N8T", "from_date=2026-12-01", "from_date 2026-12-01 must be before to_date 2026-11-21");
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn window_caps_accept_the_exact_cap_and_refuse_one_day_more() {
     assert_eq!(meta["from_date"], "2026-11-01T00:00:00Z");
     assert_eq!(meta["to_date"], "2026-11-08T00:00:00Z");
     refused(
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "granularity=hour&from_date=2026-11-01&to_date=2026-11-09",
         "window of 8 days exceeds the 7-day maximum for granularity 'hour'; use granularity 'day'",
     );
@@ -111,7 +111,7 @@ fn window_caps_accept_the_exact_cap_and_refuse_one_day_more() {
     accepted("granularity=day&from_date=2026-01-01&to_date=2026-04-03");
     accepted("from_date=2026-08-21&to_date=2026-11-21");
     refused(
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "granularity=day&from_date=2026-08-20&to_date=2026-11-21",
         "window of 93 days exceeds the 92-day maximum for granularity 'day'; use granularity 'month'",
     );
@@ -119,7 +119,7 @@ fn window_caps_accept_the_exact_cap_and_refuse_one_day_more() {
     accepted("granularity=month&from_date=2024-11-15&to_date=2026-11-15");
     accepted("granularity=month&from_date=2024-02-29&to_date=2026-02-28");
     refused(
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "granularity=month&from_date=2024-11-15&to_date=2026-11-16",
         "window of 24 months and 1 day exceeds the 24-month maximum for granularity 'month'; use granularity 'year'",
     );
@@ -146,8 +146,16 @@ fn page_tokens_that_are_not_ours_or_not_for_this_request_are_400s() {
     // An empty page_token means no token: page 1.
     assert_eq!(accepted(&format!("{query}&page_token=")), accepted(query));
 
-    refused("MA001", "page_token=garbage", "invalid page_token 'garbage': not a page token issued by this service");
-    refused("MA001", "page_token=%00%FF", "invalid page_token '\0\u{FFFD}': not a page token issued by this service");
+    refused(
+        "MA001SHGA32ZDQYG9N8T",
+        "page_token=garbage",
+        "invalid page_token 'garbage': not a page token issued by this service",
+    );
+    refused(
+        "MA001SHGA32ZDQYG9N8T",
+        "page_token=%00%FF",
+        "invalid page_token '\0\u{FFFD}': not a page token issued by this service",
+    );
 
     // Every single-character change of the token is refused, never a crash.
     let mut tampered_count = 0;
@@ -156,7 +164,7 @@ fn page_tokens_that_are_not_ours_or_not_for_this_request_are_400s() {
         let mut tampered = token.clone();
         tampered.replace_range(i..i + original.len_utf8(), &replacement.to_string());
         refused(
-            "MA001",
+            "MA001SHGA32ZDQYG9N8T",
             &with_token(query, &tampered),
             &format!("invalid page_token '{tampered}': not a page token issued by this service"),
         );
@@ -166,7 +174,7 @@ fn page_tokens_that_are_not_ours_or_not_for_this_request_are_400s() {
     // Cut short, or with a byte more.
     for changed in [&token[..token.len() - 1], &format!("{token}A")] {
         refused(
-            "MA001",
+            "MA001SHGA32ZDQYG9N8T",
             &with_token(query, changed),
             &format!("invalid page_token '{changed}': not a page token issued by this service"),
         );
@@ -180,12 +188,12 @@ fn page_tokens_that_are_not_ours_or_not_for_this_request_are_400s() {
         "from_date=2026-11-01&to_date=2026-11-21&page_size=3&country=US",
         "from_date=2026-11-01&to_date=2026-11-21&page_size=3&product=voice",
         "from_date=2026-11-01&to_date=2026-11-21&page_size=3&granularity=month",
-        "from_date=2026-11-01&to_date=2026-11-21&page_size=3&subaccount_auth=SA_ALPHA",
+        "from_date=2026-11-01&to_date=2026-11-21&page_size=3&subaccount_auth=SAALPHAKGPP2438DZWD3",
     ] {
-        refused("MA001", &with_token(changed, &token), reused);
+        refused("MA001SHGA32ZDQYG9N8T", &with_token(changed, &token), reused);
     }
     // Another account may not use it either.
-    refused("MB002", &with_token(query, &token), reused);
+    refused("MA002PCHQ444XLFXQN5B", &with_token(query, &token), reused);
 }
 
 /// A data directory holding one bad file; the run's stderr.
@@ -540,7 +548,7 @@ fn bad_parquet_rows_are_named_by_row() {
 fn a_closed_stdout_ends_the_command_quietly() {
     let sample = sample_data();
     let data = sample.to_str().expect("a UTF-8 path");
-    let summary = ["summary", "--data", data, "--auth-id", "MA001", "--now", "2026-11-21T12:00:00Z"];
+    let summary = ["summary", "--data", data, "--auth-id", "MA001SHGA32ZDQYG9N8T", "--now", "2026-11-21T12:00:00Z"];
     let window = ["--query", "from_date=2026-10-01&to_date=2026-11-21", "--page-size", "1", "--all-pages"];
     let runs: Vec<Vec<&str>> = vec![
         [&summary[..], &window[..]].concat(),

@@ -20,7 +20,7 @@ use std::process::Command;
 use crate::common::{self, copy_tree, run_command, Run};
 use crate::server::{basic, sha_hex, Server};
 
-/// The token of account MA001 in the test's copy of `sample_data/`.
+/// The token of account MA001SHGA32ZDQYG9N8T in the test's copy of `sample_data/`.
 const TOKEN: &str = "disk-full-token";
 
 /// A tmpfs mounted at a folder of its own; unmounted (lazily if it is
@@ -173,7 +173,17 @@ fn answers(store: &Path, out: &Path, full: bool) -> Answers {
     let mut summaries = Vec::new();
     for query in ["from_date=2026-11-01&to_date=2026-11-21", "granularity=hour&from_date=2026-11-18&to_date=2026-11-21"]
     {
-        let args = ["summary", "--store", store_s, "--auth-id", "MA001", "--query", query, "--now", common::NOW];
+        let args = [
+            "summary",
+            "--store",
+            store_s,
+            "--auth-id",
+            "MA001SHGA32ZDQYG9N8T",
+            "--query",
+            query,
+            "--now",
+            common::NOW,
+        ];
         let run = run_command(&args, common::command());
         lease_notice(&run);
         summaries.push(run.ok().to_owned());
@@ -186,8 +196,9 @@ fn answers(store: &Path, out: &Path, full: bool) -> Answers {
     let report =
         files(out).into_iter().map(|f| (f.clone(), std::fs::read(out.join(&f)).expect("a report file"))).collect();
     let server = Server::start_with("127.0.0.1:0", &["--store".into(), store.as_os_str().to_owned()]);
-    let path = "/v1/Account/MA001/UsageSummary/?from_date=2026-11-01&to_date=2026-11-21";
-    let response = server.client().request("GET", path, &[("Authorization", &basic("MA001", TOKEN))]).expect("GET");
+    let path = "/v1/Account/MA001SHGA32ZDQYG9N8T/UsageSummary/?from_date=2026-11-01&to_date=2026-11-21";
+    let response =
+        server.client().request("GET", path, &[("Authorization", &basic("MA001SHGA32ZDQYG9N8T", TOKEN))]).expect("GET");
     // Stopped, not killed: its lease goes with it.
     server.stop();
     // The server's api_id is new on every request: the rest is compared.
@@ -203,12 +214,13 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
         return skipped(TEST, "mounting a tmpfs needs root");
     }
     let temp = common::temp_dir();
-    // sample_data, with a token for MA001, ingested into a store on the
+    // sample_data, with a token for MA001SHGA32ZDQYG9N8T, ingested into a store on the
     // test's own disk; and a second, larger data set.
     let data = temp.path().join("data");
     copy_tree(&common::sample_data(), &data);
     let accounts = std::fs::read_to_string(data.join("accounts.csv")).expect("accounts.csv");
-    let line = accounts.lines().find(|l| l.starts_with("MA001,")).expect("MA001").to_owned();
+    let line =
+        accounts.lines().find(|l| l.starts_with("MA001SHGA32ZDQYG9N8T,")).expect("MA001SHGA32ZDQYG9N8T").to_owned();
     let hash = line.split(',').nth(3).expect("auth_token_sha256");
     std::fs::write(data.join("accounts.csv"), accounts.replace(hash, &sha_hex(TOKEN))).expect("accounts.csv");
     let store = temp.path().join("store");
@@ -303,7 +315,7 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
     // fails naming it and leaves nothing either.
     let mut set_token = common::command();
     set_token
-        .args(["accounts", "set-token", "MA001", "--store", &s(&on_tmpfs)])
+        .args(["accounts", "set-token", "MA001SHGA32ZDQYG9N8T", "--store", &s(&on_tmpfs)])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());

@@ -21,22 +21,22 @@ use crate::report::{cell, run, run_ok, tree, RawItem, USAGE_FIELDS as API_FIELDS
 /// One request: golden name, account, query, extra flags.
 const CASES: &[(&str, &str, &str, &[&str])] = &[
     // Defaults from --now: every product, subaccounts, codes, other charges.
-    ("defaults", "MA001", "", &[]),
+    ("defaults", "MA001SHGA32ZDQYG9N8T", "", &[]),
     // Page 1 of 5: the totals lines are this page's; more rows follow.
-    ("paged_1", "MA001", PAGED, &[]),
+    ("paged_1", "MA001SHGA32ZDQYG9N8T", PAGED, &[]),
     // Every page in one table / one CSV with one header.
-    ("paged_all_pages", "MA001", PAGED, &["--all-pages"]),
+    ("paged_all_pages", "MA001SHGA32ZDQYG9N8T", PAGED, &["--all-pages"]),
     // A EUR account.
-    ("currency_eur", "MB002", "from_date=2026-11-01&to_date=2026-11-21", &[]),
+    ("currency_eur", "MA002PCHQ444XLFXQN5B", "from_date=2026-11-01&to_date=2026-11-21", &[]),
     // A subaccount: total_subaccount_spend, no other charges.
     (
         "subaccount_alpha",
-        "MA001",
-        "subaccount_auth=SA_ALPHA&granularity=month&from_date=2026-10-01&to_date=2026-12-01",
+        "MA001SHGA32ZDQYG9N8T",
+        "subaccount_auth=SAALPHAKGPP2438DZWD3&granularity=month&from_date=2026-10-01&to_date=2026-12-01",
         &[],
     ),
     // No rows at all.
-    ("no_data", "MD004", "", &[]),
+    ("no_data", "MA004DEFGZHA3AU3ZWLC", "", &[]),
 ];
 
 /// The paged request of `tests/it/summary.rs`: 13 usage rows in pages of 3.
@@ -157,7 +157,7 @@ fn csv_of_every_page_is_the_reports_usage_csv() {
     let data_arg = data.to_str().expect("UTF-8");
     let out_arg = out.to_str().expect("UTF-8");
     run_ok(&["report", "--data", data_arg, "-o", out_arg, "--query", query, "--now", NOW, "--quiet"]);
-    for auth_id in ["MA001", "MB002", "MC003", "MD004"] {
+    for auth_id in ["MA001SHGA32ZDQYG9N8T", "MA002PCHQ444XLFXQN5B", "MA003GM22SVQQT8ZPDNQ", "MA004DEFGZHA3AU3ZWLC"] {
         let csv = format(auth_id, query, &["--all-pages"], "csv");
         let usage = std::fs::read_to_string(out.join(auth_id).join("usage.csv")).expect("usage.csv");
         assert_eq!(csv, usage, "{auth_id}");
@@ -255,18 +255,19 @@ fn output_file_is_stdout_written_whole_or_not_at_all() {
     let file_arg = file.to_str().expect("UTF-8");
     for fmt in ["json", "table", "csv"] {
         for extra in [&[][..], &["--all-pages"]] {
-            let stdout = format("MA001", PAGED, extra, fmt);
+            let stdout = format("MA001SHGA32ZDQYG9N8T", PAGED, extra, fmt);
             let mut args = extra.to_vec();
             args.extend(["--format", fmt, "-o", file_arg]);
-            let run = summary(&sample_data(), "MA001", PAGED, &args);
+            let run = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", PAGED, &args);
             assert_eq!(run.ok(), "", "{fmt}: nothing on stdout with -o");
             assert_eq!(std::fs::read_to_string(&file).expect("the output file"), stdout, "{fmt} {extra:?}");
         }
     }
     let before = std::fs::read(&file).expect("the output file");
     for fmt in ["json", "table", "csv"] {
-        let bad = summary(&sample_data(), "MA001", "granularity=week", &["--format", fmt, "-o", file_arg]);
-        let plain = summary(&sample_data(), "MA001", "granularity=week", &[]);
+        let bad =
+            summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "granularity=week", &["--format", fmt, "-o", file_arg]);
+        let plain = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "granularity=week", &[]);
         assert_eq!(bad.code, 2, "{fmt}");
         assert_eq!(bad.stdout, plain.stdout, "{fmt}: the API's error body, whatever the format");
         assert!(bad.stdout.contains("\"error\""), "{}", bad.stdout);
@@ -279,11 +280,11 @@ fn output_file_is_stdout_written_whole_or_not_at_all() {
     assert_eq!(names, ["out.txt"], "no temporary file left");
 
     // A folder is not replaced by a file; the message names it.
-    let folder = summary(&sample_data(), "MA001", "", &["-o", dir.path().to_str().expect("UTF-8")]);
+    let folder = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "", &["-o", dir.path().to_str().expect("UTF-8")]);
     assert_eq!(folder.code, 1);
     assert!(folder.stderr.contains("is a folder"), "{}", folder.stderr);
     // --pretty indents JSON only.
-    let pretty = summary(&sample_data(), "MA001", "", &["--format", "table", "--pretty"]);
+    let pretty = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "", &["--format", "table", "--pretty"]);
     assert_eq!((pretty.code, pretty.stdout.as_str()), (1, ""));
     assert!(pretty.stderr.contains("--pretty"), "{}", pretty.stderr);
 }
@@ -292,9 +293,9 @@ fn output_file_is_stdout_written_whole_or_not_at_all() {
 /// the page are named on stderr, not dropped without a word.
 #[test]
 fn csv_says_other_charges_are_left_out() {
-    let with = summary(&sample_data(), "MA001", "", &["--format", "csv"]);
+    let with = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "", &["--format", "csv"]);
     assert!(with.stderr.contains("other charges") && with.stderr.contains("not in the CSV"), "{}", with.stderr);
-    let without = summary(&sample_data(), "MA001", "product=voice", &["--format", "csv"]);
+    let without = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "product=voice", &["--format", "csv"]);
     assert!(!without.stderr.contains("other charges"), "{}", without.stderr);
 }
 
@@ -303,7 +304,16 @@ fn csv_says_other_charges_are_left_out() {
 #[test]
 fn a_table_is_fitted_to_the_terminal() {
     let data = crate::common::sample_data();
-    let args = ["summary", "--data", data.to_str().unwrap(), "--auth-id", "MA001", "--format", "table", "--now"];
+    let args = [
+        "summary",
+        "--data",
+        data.to_str().unwrap(),
+        "--auth-id",
+        "MA001SHGA32ZDQYG9N8T",
+        "--format",
+        "table",
+        "--now",
+    ];
     let args: Vec<&str> = args.into_iter().chain([crate::common::NOW]).collect();
     let whole = crate::common::telemeter(&args);
     let mut narrow = crate::common::command();

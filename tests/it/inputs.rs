@@ -19,7 +19,7 @@ fn calls(first: usize, rows: usize, header: bool) -> Vec<u8> {
     }
     for i in first..first + rows {
         text.push_str(&format!(
-            "c{i},MA001,,2026-11-20T{:02}:{:02}:01Z,voice,pstn,outbound,US,60,0.0170,0.002,4000\n",
+            "c{i},MA001SHGA32ZDQYG9N8T,,2026-11-20T{:02}:{:02}:01Z,voice,pstn,outbound,US,60,0.0170,0.002,4000\n",
             i / 60 % 24,
             i % 60
         ));
@@ -132,7 +132,7 @@ fn summary_args(data: &Path, _: &Path) -> Vec<String> {
         "--data",
         s(data),
         "--auth-id",
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "--query",
         "from_date=2026-11-01&to_date=2026-11-30",
         "--now",
@@ -249,7 +249,7 @@ fn compressed_files_of_an_endless_line_or_endless_empty_lines_fail_in_bounded_me
         let out = dir.path().join(format!("out-{name}"));
         let runs = [
             limited(ONE_GIB_KIB, &["ingest", "--data", s(&data), "--store", s(&store), "--on-bad-row", "set-aside"]),
-            limited(ONE_GIB_KIB, &["summary", "--data", s(&data), "--auth-id", "MA001", "--now", NOW]),
+            limited(ONE_GIB_KIB, &["summary", "--data", s(&data), "--auth-id", "MA001SHGA32ZDQYG9N8T", "--now", NOW]),
             limited(
                 ONE_GIB_KIB,
                 &["report", "--quiet", "--data", s(&data), "--out", s(&out), "--on-bad-row", "set-aside", "--now", NOW],
@@ -277,15 +277,15 @@ fn the_commands_run_under_a_one_gib_address_space_limit_and_say_when_they_cannot
     let ingest = ["ingest", "--quiet", "--data", s(&data), "--store", s(&store)];
     let runs: [&[&str]; 4] = [
         &ingest,
-        &["summary", "--data", s(&data), "--auth-id", "MA001", "--query", query, "--now", NOW],
-        &["summary", "--store", s(&store), "--auth-id", "MA001", "--query", query, "--now", NOW],
+        &["summary", "--data", s(&data), "--auth-id", "MA001SHGA32ZDQYG9N8T", "--query", query, "--now", NOW],
+        &["summary", "--store", s(&store), "--auth-id", "MA001SHGA32ZDQYG9N8T", "--query", query, "--now", NOW],
         &["report", "--quiet", "--data", s(&data), "--out", s(&out), "--query", query, "--now", NOW],
     ];
     for args in runs {
         let run = limited(ONE_GIB_KIB, args);
         assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
     }
-    let plain = common::summary(&data, "MA001", query, &[]);
+    let plain = common::summary(&data, "MA001SHGA32ZDQYG9N8T", query, &[]);
     assert_eq!(limited(ONE_GIB_KIB, runs[1]).stdout, plain.ok(), "the same answer under the limit");
     let mut out_of_memory = 0;
     // The ingests below go into a store of their own, new each time (a
@@ -322,7 +322,7 @@ fn a_thread_that_cannot_start_is_an_error_not_a_panic() {
     let query = "from_date=2026-11-14&to_date=2026-11-21";
     let runs: [&[&str]; 3] = [
         &["ingest", "--data", s(&data), "--store", s(&fresh)],
-        &["summary", "--store", s(&store), "--auth-id", "MA001", "--query", query, "--now", NOW],
+        &["summary", "--store", s(&store), "--auth-id", "MA001SHGA32ZDQYG9N8T", "--query", query, "--now", NOW],
         &["report", "--store", s(&store), "--out", s(&out), "--query", query, "--now", NOW],
     ];
     // From the smallest limit the binary loads under (it grows with the
@@ -360,8 +360,8 @@ fn a_fifo_or_socket_in_a_record_folder_is_named_and_skipped() {
     assert!(made.success());
     let _socket = std::os::unix::net::UnixListener::bind(data.join("messages/feed.csv")).expect("bind");
     let query = "from_date=2026-11-14&to_date=2026-11-21";
-    let run = common::summary(&data, "MA001", query, &[]);
-    let plain = common::summary(&sample_data(), "MA001", query, &[]);
+    let run = common::summary(&data, "MA001SHGA32ZDQYG9N8T", query, &[]);
+    let plain = common::summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", query, &[]);
     assert_eq!(run.ok(), plain.ok());
     let warnings: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("warning: ")).collect();
     let what = "not a regular file (a FIFO, socket or device); record files must be regular files";
@@ -394,9 +394,9 @@ fn off_calendar_times_and_over_long_texts_say_why() {
     let long = [("2026-11-20T10:00:00Z", long_cause.as_str(), "column 'hangup_cause': '4444")];
     for (n, (timestamp, cause, message)) in cases.iter().chain(&long).enumerate() {
         let data = dir.path().join(format!("data{n}"));
-        let row = format!("c1,MA001,,{timestamp},voice,pstn,outbound,US,60,0.0170,0.002,{cause}\n");
+        let row = format!("c1,MA001SHGA32ZDQYG9N8T,,{timestamp},voice,pstn,outbound,US,60,0.0170,0.002,{cause}\n");
         common::write(&data, "calls/a.csv", format!("{CALLS_HEADER}{row}"));
-        let run = common::summary(&data, "MA001", "", &[]);
+        let run = common::summary(&data, "MA001SHGA32ZDQYG9N8T", "", &[]);
         assert_eq!(run.code, 1, "{}", run.stderr);
         assert!(run.stderr.contains("calls/a.csv:2: column '"), "{}", run.stderr);
         assert!(run.stderr.contains(message), "{}", run.stderr);

@@ -110,7 +110,7 @@ fn a_flipped_byte_in_any_store_file_is_an_error_naming_it() {
     let (_dir, store) = sample_store();
     let listed = manifest(&store);
     assert_eq!(listed["format"], 6);
-    let account = "MA001";
+    let account = "MA001SHGA32ZDQYG9N8T";
     let data = common::sample_data();
     // Answers and the reader of each kind of file.
     let clean_day = answer(&store, account, DAY);
@@ -165,9 +165,9 @@ fn a_damaged_rollup_is_not_carried_into_the_next_generation() {
         "calls/more.csv",
         "timestamp,record_id,product,type,auth_id,subaccount_auth,carrier,direction,country,hangup_cause,\
          billed_seconds,surcharge,amount\n\
-         2026-11-20T10:00:00Z,extra-1,voice,pstn,MA001,,acme,outbound,US,4000,60,0.001,0.013\n",
+         2026-11-20T10:00:00Z,extra-1,voice,pstn,MA001SHGA32ZDQYG9N8T,,acme,outbound,US,4000,60,0.001,0.013\n",
     );
-    let hour = rollup_of(&store, "MA001", "900");
+    let hour = rollup_of(&store, "MA001SHGA32ZDQYG9N8T", "900");
     let path = store.join(&hour);
     let mut bytes = std::fs::read(&path).expect("rollup");
     let middle = bytes.len() / 2;
@@ -190,7 +190,7 @@ fn a_damaged_rollup_is_not_carried_into_the_next_generation() {
 fn a_store_without_its_manifest_is_refused_and_repair_restores_it() {
     let (_dir, store) = sample_store();
     let data = common::sample_data();
-    let answers = || [DAY, HOUR, RECORDS].map(|query| answer(&store, "MA001", query).stdout);
+    let answers = || [DAY, HOUR, RECORDS].map(|query| answer(&store, "MA001SHGA32ZDQYG9N8T", query).stdout);
     let clean = answers();
     let published = std::fs::read(store.join("manifest.json")).expect("manifest");
     for damage in ["delete", "flip"] {
@@ -206,7 +206,7 @@ fn a_store_without_its_manifest_is_refused_and_repair_restores_it() {
         let before = tree(&store);
         for run in [
             telemeter(&["ingest", "--data", s(&data), "--store", s(&store)]),
-            answer(&store, "MA001", DAY),
+            answer(&store, "MA001SHGA32ZDQYG9N8T", DAY),
             telemeter(&["accounts", "list", "--store", s(&store)]),
         ] {
             assert_eq!(run.code, 1, "{damage}: {}", run.stderr);
@@ -243,7 +243,7 @@ fn verify_names_each_damaged_or_missing_file() {
     let whole = verify();
     assert!(whole.ok().contains("ok: every listed file is whole"), "{}", whole.stdout);
     let listed = manifest(&store);
-    let day = rollup_of(&store, "MB002", "86400");
+    let day = rollup_of(&store, "MA002PCHQ444XLFXQN5B", "86400");
     let records = listed["kinds"]["messages"]["records"][0].as_str().expect("a records file").to_owned();
     let mut bytes = std::fs::read(store.join(&day)).expect("rollup");
     bytes[10] ^= 0x20;
@@ -267,7 +267,7 @@ fn publishes_keep_the_newest_manifests() {
     for i in 0..10 {
         let mut command = common::command();
         command
-            .args(["accounts", "set-token", "MA001", "--store", s(&store)])
+            .args(["accounts", "set-token", "MA001SHGA32ZDQYG9N8T", "--store", s(&store)])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
@@ -334,7 +334,7 @@ fn a_report_from_a_store_holds_its_rollups_against_its_records() {
 #[test]
 fn repair_rebuilds_damaged_rollups_and_index_from_the_records() {
     let (dir, store) = sample_store();
-    let accounts = ["MA001", "MB002", "MD004"];
+    let accounts = ["MA001SHGA32ZDQYG9N8T", "MA002PCHQ444XLFXQN5B", "MA004DEFGZHA3AU3ZWLC"];
     let answers = || accounts.map(|account| [DAY, HOUR, RECORDS].map(|query| answer(&store, account, query).stdout));
     let report = |n: usize| {
         let out = dir.path().join(format!("report{n}"));
@@ -352,8 +352,8 @@ fn repair_rebuilds_damaged_rollups_and_index_from_the_records() {
     let index = listed["kinds"]["calls"]["index"][0].as_str().expect("an index file").to_owned();
     let index_bytes = std::fs::read(store.join(&index)).expect("index");
     let damages = [
-        (rollup_of(&store, "MA001", "86400"), "flip"),
-        (rollup_of(&store, "MB002", "900"), "delete"),
+        (rollup_of(&store, "MA001SHGA32ZDQYG9N8T", "86400"), "flip"),
+        (rollup_of(&store, "MA002PCHQ444XLFXQN5B", "900"), "delete"),
         (index.clone(), "flip"),
         (listed["kinds"]["messages"]["index"][0].as_str().expect("an index file").to_owned(), "delete"),
     ];

@@ -40,7 +40,12 @@ fn same_output(data: &Path, auth_id: &str, surprising: &str, plain: &str) -> Vec
 #[test]
 fn dropped_query_keys_are_named_with_the_parameter_they_misspell() {
     let plain = "from_date=2026-11-14&to_date=2026-11-21";
-    let said = same_output(&sample_data(), "MA001", &format!("{plain}&fromdate=2026-11-01&auth_id=MA002&x=1"), plain);
+    let said = same_output(
+        &sample_data(),
+        "MA001SHGA32ZDQYG9N8T",
+        &format!("{plain}&fromdate=2026-11-01&auth_id=MA002&x=1"),
+        plain,
+    );
     assert_eq!(
         said,
         [
@@ -61,7 +66,7 @@ fn dropped_query_keys_are_named_with_the_parameter_they_misspell() {
         "--out",
         out.path().join("r").to_str().unwrap(),
         "--accounts",
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "--formats",
         "json",
         "--query",
@@ -122,12 +127,12 @@ fn a_data_directory_without_record_folders_or_with_strange_files_is_named() {
     quiet.ok();
     assert!(warnings(&quiet.stderr).is_empty(), "{}", quiet.stderr);
     // The sample data set (with its README) is a clean layout: no warning.
-    assert!(warnings(&summary(&sample_data(), "MA001", "", &[]).stderr).is_empty());
+    assert!(warnings(&summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "", &[]).stderr).is_empty());
 }
 
 #[test]
 fn calendar_invalid_dates_say_why_in_the_400_and_on_stderr() {
-    let run = summary(&sample_data(), "MA001", "to_date=2026-11-31", &[]);
+    let run = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "to_date=2026-11-31", &[]);
     assert_eq!(run.code, 2);
     let message = "invalid to_date '2026-11-31': not a calendar date (November 2026 has 30 days)";
     assert!(run.stdout.contains(&format!("\"error\":\"{message}\"")), "{}", run.stdout);
@@ -170,7 +175,7 @@ fn a_command_without_a_source_names_both_flags() {
 
 #[test]
 fn an_unknown_account_is_named_and_its_answer_unchanged() {
-    // NOSUCH and MD004 (a row in accounts.csv, no records) answer the same
+    // NOSUCH and MA004DEFGZHA3AU3ZWLC (a row in accounts.csv, no records) answer the same
     // empty usage but for the account id; only NOSUCH is unknown.
     let said_nosuch = said(&sample_data(), "NOSUCH", "");
     assert_eq!(said_nosuch, ["warning: account NOSUCH is not in accounts.csv and has no records"]);
@@ -198,13 +203,13 @@ fn an_unknown_account_is_named_and_its_answer_unchanged() {
     assert_eq!(stored.stdout, run.stdout);
     assert_eq!(warnings(&stored.stderr), ["warning: account NOSUCH is not in accounts.csv and has no records"]);
     // An account with usage in the window: nothing to say.
-    assert!(warnings(&from_store("MA001", "").stderr).is_empty());
+    assert!(warnings(&from_store("MA001SHGA32ZDQYG9N8T", "").stderr).is_empty());
 }
 
 #[test]
 fn a_window_without_the_accounts_data_says_which_dates_the_data_covers() {
     // The dates the data covers, derived from sample_data itself: the
-    // earliest and latest timestamps of MA001's records, and of all.
+    // earliest and latest timestamps of MA001SHGA32ZDQYG9N8T's records, and of all.
     let (mut account, mut all) = (Vec::new(), Vec::new());
     for kind in ["calls", "messages", "transcriptions", "charges"] {
         let mut files = Vec::new();
@@ -235,7 +240,7 @@ fn a_window_without_the_accounts_data_says_which_dates_the_data_covers() {
                 let Ok(instant) = parsed else { panic!("{name}: timestamp '{stamp}'") };
                 let date = instant.with_timezone(&chrono::Utc).date_naive().to_string();
                 all.push(date.clone());
-                if *id == "MA001" {
+                if *id == "MA001SHGA32ZDQYG9N8T" {
                     account.push(date);
                 }
             }
@@ -248,17 +253,19 @@ fn a_window_without_the_accounts_data_says_which_dates_the_data_covers() {
     let (account, all) = (range(&mut account), range(&mut all));
     let window = "from_date=2026-06-01&to_date=2026-06-08";
     assert_eq!(
-        said(&sample_data(), "MA001", window),
-        [format!("warning: no usage for MA001 between 2026-06-01 and 2026-06-08; its data covers {account}")]
+        said(&sample_data(), "MA001SHGA32ZDQYG9N8T", window),
+        [format!(
+            "warning: no usage for MA001SHGA32ZDQYG9N8T between 2026-06-01 and 2026-06-08; its data covers {account}"
+        )]
     );
     assert_eq!(
-        said(&sample_data(), "MD004", window),
+        said(&sample_data(), "MA004DEFGZHA3AU3ZWLC", window),
         [format!(
-            "warning: no usage for MD004 between 2026-06-01 and 2026-06-08: it has no records (the data covers {all})"
+            "warning: no usage for MA004DEFGZHA3AU3ZWLC between 2026-06-01 and 2026-06-08: it has no records (the data covers {all})"
         )]
     );
     // A window inside the data whose filters keep nothing.
-    let filtered = said(&sample_data(), "MA001", "product=voice&country=ZZ");
+    let filtered = said(&sample_data(), "MA001SHGA32ZDQYG9N8T", "product=voice&country=ZZ");
     assert_eq!(filtered.len(), 1, "{filtered:?}");
     assert!(filtered[0].contains("matches the request's filters"), "{filtered:?}");
     // From a store: the account's dates from its rollups (to the day).
@@ -270,16 +277,18 @@ fn a_window_without_the_accounts_data_says_which_dates_the_data_covers() {
         "--store",
         store.to_str().unwrap(),
         "--auth-id",
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "--query",
         window,
         "--now",
         NOW,
     ]);
-    assert_eq!(run.stdout, summary(&sample_data(), "MA001", window, &[]).stdout);
+    assert_eq!(run.stdout, summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", window, &[]).stdout);
     assert_eq!(
         warnings(&run.stderr),
-        [format!("warning: no usage for MA001 between 2026-06-01 and 2026-06-08; its data covers {account}")]
+        [format!(
+            "warning: no usage for MA001SHGA32ZDQYG9N8T between 2026-06-01 and 2026-06-08; its data covers {account}"
+        )]
     );
 }
 
@@ -317,33 +326,33 @@ fn report_writes_no_folder_for_an_account_no_one_knows() {
         telemeter(&args)
     };
     let with = dir.path().join("with");
-    let run = run_report(&with, "MA001,NOSUCH,MD004", false);
+    let run = run_report(&with, "MA001SHGA32ZDQYG9N8T,NOSUCH,MA004DEFGZHA3AU3ZWLC", false);
     run.ok();
-    // MD004 is named, known and without records: said as `summary` says it.
-    let md004 = said(&data, "MD004", "");
+    // MA004DEFGZHA3AU3ZWLC is named, known and without records: said as `summary` says it.
+    let md004 = said(&data, "MA004DEFGZHA3AU3ZWLC", "");
     assert_eq!(md004.len(), 1, "{md004:?}");
-    assert!(md004[0].starts_with("warning: no usage for MD004 between"), "{md004:?}");
+    assert!(md004[0].starts_with("warning: no usage for MA004DEFGZHA3AU3ZWLC between"), "{md004:?}");
     assert_eq!(
         warnings(&run.stderr),
         ["warning: account NOSUCH is not in accounts.csv and has no records: no report written for it", &md004[0]]
     );
     assert!(!with.join("NOSUCH").exists());
-    // MD004 (in accounts.csv, no records) still gets its report.
-    assert!(with.join("MD004").join("report.html").exists());
+    // MA004DEFGZHA3AU3ZWLC (in accounts.csv, no records) still gets its report.
+    assert!(with.join("MA004DEFGZHA3AU3ZWLC").join("report.html").exists());
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(with.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["skipped_accounts"], serde_json::json!(["NOSUCH"]));
     // The accounts written are those of the run without NOSUCH, byte for byte.
     let without = dir.path().join("without");
-    run_report(&without, "MA001,MD004", false).ok();
-    for account in ["MA001", "MD004"] {
+    run_report(&without, "MA001SHGA32ZDQYG9N8T,MA004DEFGZHA3AU3ZWLC", false).ok();
+    for account in ["MA001SHGA32ZDQYG9N8T", "MA004DEFGZHA3AU3ZWLC"] {
         for entry in std::fs::read_dir(without.join(account)).unwrap() {
             let name = entry.unwrap().file_name();
             let (a, b) = (with.join(account).join(&name), without.join(account).join(&name));
             assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "{}", a.display());
         }
     }
-    let quiet = run_report(&dir.path().join("quiet"), "MA001,NOSUCH", true);
+    let quiet = run_report(&dir.path().join("quiet"), "MA001SHGA32ZDQYG9N8T,NOSUCH", true);
     quiet.ok();
     assert!(quiet.stderr.is_empty(), "{}", quiet.stderr);
 }

@@ -435,17 +435,17 @@ fn set_token_in_a_data_folder_replaces_accounts_csv_and_serve_data_accepts_it() 
     copy_dir(&common::sample_data(), &data);
     let data_s = data.to_str().unwrap();
     let before = std::fs::read_to_string(data.join("accounts.csv")).unwrap();
-    // MC003 has records but no row: refused, then added with --add.
-    assert_eq!(set_token("t-c\n", &["MC003", "--data", data_s]).code, 1);
+    // MA003GM22SVQQT8ZPDNQ has records but no row: refused, then added with --add.
+    assert_eq!(set_token("t-c\n", &["MA003GM22SVQQT8ZPDNQ", "--data", data_s]).code, 1);
     assert_eq!(std::fs::read_to_string(data.join("accounts.csv")).unwrap(), before);
-    assert_eq!(set_token("t-c\n", &["MC003", "--data", data_s, "--add"]).code, 0);
-    assert_eq!(set_token("t-a\r\n", &["MA001", "--data", data_s]).code, 0);
+    assert_eq!(set_token("t-c\n", &["MA003GM22SVQQT8ZPDNQ", "--data", data_s, "--add"]).code, 0);
+    assert_eq!(set_token("t-a\r\n", &["MA001SHGA32ZDQYG9N8T", "--data", data_s]).code, 0);
     let after = std::fs::read_to_string(data.join("accounts.csv")).unwrap();
-    // Only MA001's line changed, and one line was added.
+    // Only MA001SHGA32ZDQYG9N8T's line changed, and one line was added.
     let (old, new): (Vec<&str>, Vec<&str>) = (before.lines().collect(), after.lines().collect());
     assert_eq!(new.len(), old.len() + 1);
     for (o, n) in old.iter().zip(&new) {
-        if o.starts_with("MA001,") {
+        if o.starts_with("MA001SHGA32ZDQYG9N8T,") {
             assert_eq!(n.replace(&crate::server::sha_hex("t-a"), "X"), o.replace(o.split(',').nth(3).unwrap(), "X"));
         } else {
             assert_eq!(o, n);
@@ -460,9 +460,9 @@ fn set_token_in_a_data_folder_replaces_accounts_csv_and_serve_data_accepts_it() 
     assert!(leftovers.is_empty(), "{leftovers:?}");
     let db = dir.path().join("resources.sqlite");
     let server = Server::start(&data, &db, "127.0.0.1:0", &[]);
-    let path = "/v1/Account/MA001/UsageSummary/?from_date=2026-11-01&to_date=2026-11-20";
-    assert_eq!(get(&mut server.client(), path, &basic("MA001", "t-a")).status, 200);
-    assert_eq!(get(&mut server.client(), path, &basic("MA001", "old")).status, 401);
-    let path = "/v1/Account/MC003/UsageSummary/?from_date=2026-11-01&to_date=2026-11-20";
-    assert_eq!(get(&mut server.client(), path, &basic("MC003", "t-c")).status, 200);
+    let path = "/v1/Account/MA001SHGA32ZDQYG9N8T/UsageSummary/?from_date=2026-11-01&to_date=2026-11-20";
+    assert_eq!(get(&mut server.client(), path, &basic("MA001SHGA32ZDQYG9N8T", "t-a")).status, 200);
+    assert_eq!(get(&mut server.client(), path, &basic("MA001SHGA32ZDQYG9N8T", "old")).status, 401);
+    let path = "/v1/Account/MA003GM22SVQQT8ZPDNQ/UsageSummary/?from_date=2026-11-01&to_date=2026-11-20";
+    assert_eq!(get(&mut server.client(), path, &basic("MA003GM22SVQQT8ZPDNQ", "t-c")).status, 200);
 }

@@ -232,8 +232,19 @@ fn report_shows_its_phases_and_ends_with_elapsed_and_quiet_changes_nothing_else(
     let dir = temp_dir();
     let data = sample_data();
     let out = dir.path().join("out");
-    let args =
-        ["report", "--data", s(&data), "--out", s(&out), "--now", NOW, "--accounts", "MA001,MB002", "--query", QUERY];
+    let args = [
+        "report",
+        "--data",
+        s(&data),
+        "--out",
+        s(&out),
+        "--now",
+        NOW,
+        "--accounts",
+        "MA001SHGA32ZDQYG9N8T,MA002PCHQ444XLFXQN5B",
+        "--query",
+        QUERY,
+    ];
     let run = with_progress(&args);
     let stderr = &run.stderr;
     let first = stderr.lines().next().expect("a first line");

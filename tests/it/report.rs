@@ -658,16 +658,24 @@ fn sample_data_report_matches_hand_totals_and_golden_files() {
         .iter()
         .map(|a| (a["auth_id"].as_str().expect("id").to_owned(), a["total_spend"].to_string()))
         .collect();
-    let hand: BTreeMap<String, String> = [("MA001", "7.06"), ("MB002", "1.16"), ("MC003", "0.818"), ("MD004", "0.0")]
-        .map(|(a, t)| (a.to_owned(), t.to_owned()))
-        .into();
+    let hand: BTreeMap<String, String> = [
+        ("MA001SHGA32ZDQYG9N8T", "7.06"),
+        ("MA002PCHQ444XLFXQN5B", "1.16"),
+        ("MA003GM22SVQQT8ZPDNQ", "0.818"),
+        ("MA004DEFGZHA3AU3ZWLC", "0.0"),
+    ]
+    .map(|(a, t)| (a.to_owned(), t.to_owned()))
+    .into();
     assert_eq!(totals, hand);
     let ma001 = &manifest["accounts"][0];
     assert_eq!(ma001["usage_spend"].to_string(), "0.98");
     assert_eq!(ma001["other_charges_spend"].to_string(), "6.08");
-    assert_eq!(ma001["subaccount_spend"].to_string(), r#"{"SA_ALPHA":0.117,"SA_BETA":0.236,"SA_GAMMA":0.056}"#);
+    assert_eq!(
+        ma001["subaccount_spend"].to_string(),
+        r#"{"SAALPHAKGPP2438DZWD3":0.117,"SABETAR7DC58MD39DVS4":0.236,"SAGAMMAGW9CCFK5GBEPU":0.056}"#
+    );
     assert_eq!(manifest["accounts"][1]["currency"], "EUR");
-    assert_eq!(manifest["accounts"][1]["subaccount_spend"].to_string(), r#"{"SB_ONE":0.13}"#);
+    assert_eq!(manifest["accounts"][1]["subaccount_spend"].to_string(), r#"{"SAONEP9YKFY3R63AE6L9":0.13}"#);
     assert_eq!(manifest["spend_by_currency"].to_string(), r#"{"EUR":1.16,"USD":7.878}"#);
     // Row counts (read / duplicates / unique): calls 28 / 3 / 25, messages
     // 23 / 2 / 21, transcriptions 8 / 1 / 7, charges 10 / 1 / 9.

@@ -18,45 +18,65 @@ use crate::common::{self, golden, sample_data, summary, temp_dir, NOW};
 /// One golden request: file name, account, query string.
 const CASES: &[(&str, &str, &str)] = &[
     // Defaults from --now: day granularity, 2026-11-14..2026-11-21.
-    ("defaults", "MA001", ""),
+    ("defaults", "MA001SHGA32ZDQYG9N8T", ""),
     // Hour buckets of one day; fractional seconds stay in their hour.
-    ("hour_one_day", "MA001", "granularity=hour&from_date=2026-11-20&to_date=2026-11-21"),
+    ("hour_one_day", "MA001SHGA32ZDQYG9N8T", "granularity=hour&from_date=2026-11-20&to_date=2026-11-21"),
     // Hour over the default window: exactly the 7-day cap.
-    ("hour_defaults", "MA001", "granularity=hour"),
+    ("hour_defaults", "MA001SHGA32ZDQYG9N8T", "granularity=hour"),
     // Every November day up to now.
-    ("day_november", "MA001", "from_date=2026-11-01&to_date=2026-11-21&page_size=1000"),
+    ("day_november", "MA001SHGA32ZDQYG9N8T", "from_date=2026-11-01&to_date=2026-11-21&page_size=1000"),
     // Month buckets clipped to a window starting mid-October.
-    ("month_clipped", "MA001", "granularity=month&from_date=2026-10-15&to_date=2026-11-21"),
+    ("month_clipped", "MA001SHGA32ZDQYG9N8T", "granularity=month&from_date=2026-10-15&to_date=2026-11-21"),
     // Year buckets: 2025-07-01..2026-01-01 (empty) and 2026-01-01..2026-12-01.
-    ("year", "MA001", "granularity=year&from_date=2025-07-01&to_date=2026-12-01"),
+    ("year", "MA001SHGA32ZDQYG9N8T", "granularity=year&from_date=2025-07-01&to_date=2026-12-01"),
     // Only other charges: no usage rows, other_charges kept.
-    ("product_other", "MA001", "product=other&from_date=2026-11-01&to_date=2026-11-21"),
+    ("product_other", "MA001SHGA32ZDQYG9N8T", "product=other&from_date=2026-11-01&to_date=2026-11-21"),
     // A list without other (repeated key and comma list): no other_charges.
-    ("product_voice_message", "MA001", "product=voice&product=message,voice&from_date=2026-11-14&to_date=2026-11-21"),
+    (
+        "product_voice_message",
+        "MA001SHGA32ZDQYG9N8T",
+        "product=voice&product=message,voice&from_date=2026-11-14&to_date=2026-11-21",
+    ),
     // Country filter: transcriptions kept, empty countries dropped.
-    ("country_us", "MA001", "country=US&from_date=2026-11-14&to_date=2026-11-21"),
+    ("country_us", "MA001SHGA32ZDQYG9N8T", "country=US&from_date=2026-11-14&to_date=2026-11-21"),
     // Direction filter, month granularity.
-    ("direction_inbound", "MA001", "direction=inbound&granularity=month&from_date=2026-10-01&to_date=2026-11-21"),
+    (
+        "direction_inbound",
+        "MA001SHGA32ZDQYG9N8T",
+        "direction=inbound&granularity=month&from_date=2026-10-01&to_date=2026-11-21",
+    ),
     // error_code filters messages only.
-    ("error_code_30", "MA001", "error_code=30&product=message,voice&from_date=2026-11-01&to_date=2026-11-21"),
+    (
+        "error_code_30",
+        "MA001SHGA32ZDQYG9N8T",
+        "error_code=30&product=message,voice&from_date=2026-11-01&to_date=2026-11-21",
+    ),
     // hangup_cause filters voice and zentrunk only.
     (
         "hangup_cause_3010",
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "hangup_cause=3010&product=voice,zentrunk,message&from_date=2026-11-01&to_date=2026-11-21",
     ),
     // A subaccount: meta.subaccount_auth, total_subaccount_spend, no other_charges.
-    ("subaccount_alpha", "MA001", "subaccount_auth=SA_ALPHA&granularity=month&from_date=2026-10-01&to_date=2026-12-01"),
+    (
+        "subaccount_alpha",
+        "MA001SHGA32ZDQYG9N8T",
+        "subaccount_auth=SAALPHAKGPP2438DZWD3&granularity=month&from_date=2026-10-01&to_date=2026-12-01",
+    ),
     // A EUR account with a subaccount.
-    ("currency_eur", "MB002", "from_date=2026-11-01&to_date=2026-11-21"),
+    ("currency_eur", "MA002PCHQ444XLFXQN5B", "from_date=2026-11-01&to_date=2026-11-21"),
     // Records but no accounts.csv row: USD.
-    ("no_account_row", "MC003", "granularity=month&from_date=2026-11-01&to_date=2026-12-01"),
+    ("no_account_row", "MA003GM22SVQQT8ZPDNQ", "granularity=month&from_date=2026-11-01&to_date=2026-12-01"),
     // An accounts.csv row with an empty currency and no records.
-    ("no_data", "MD004", ""),
+    ("no_data", "MA004DEFGZHA3AU3ZWLC", ""),
     // An account nobody has heard of: no data, USD.
     ("unknown_account", "NOBODY", "granularity=year&from_date=2026-01-01&to_date=2027-01-01"),
     // Unknown keys dropped, an auth_id key ignored, percent-encoding read.
-    ("query_noise", "MB002", "auth_id=MA001&foo=bar&from_date=2026%2D11%2D01&to_date=2026-11-21&product=all"),
+    (
+        "query_noise",
+        "MA002PCHQ444XLFXQN5B",
+        "auth_id=MA001SHGA32ZDQYG9N8T&foo=bar&from_date=2026%2D11%2D01&to_date=2026-11-21&product=all",
+    ),
 ];
 
 /// The paged request: 13 usage rows, page_size 3, other charges on page 1.
@@ -113,7 +133,7 @@ fn follow_pages(auth_id: &str, query: &str) -> Vec<String> {
 
 #[test]
 fn paging_through_every_page() {
-    let pages = follow_pages("MA001", PAGED);
+    let pages = follow_pages("MA001SHGA32ZDQYG9N8T", PAGED);
     assert_eq!(pages.len(), 5, "13 rows in pages of 3");
     for (i, page) in pages.iter().enumerate() {
         golden(&format!("paged_{}.json", i + 1), page);
@@ -128,7 +148,7 @@ fn paging_through_every_page() {
         assert_eq!(rows, if i + 1 < pages.len() { 3 } else { 1 });
     }
     // --all-pages writes the same pages, one per line.
-    let all = stdout_of("MA001", PAGED, &["--all-pages"]);
+    let all = stdout_of("MA001SHGA32ZDQYG9N8T", PAGED, &["--all-pages"]);
     golden("paged_all_pages.jsonl", &all);
     let lines: Vec<&str> = all.lines().collect();
     assert_eq!(lines.len(), pages.len());
@@ -140,10 +160,10 @@ fn paging_through_every_page() {
 #[test]
 fn pages_concatenate_to_the_unpaged_result() {
     let queries = [
-        ("MA001", "from_date=2026-11-01&to_date=2026-11-21"),
-        ("MA001", "granularity=hour"),
-        ("MA001", "product=message,zentrunk&granularity=month&from_date=2026-10-01&to_date=2026-12-01"),
-        ("MB002", "from_date=2026-11-01&to_date=2026-11-21"),
+        ("MA001SHGA32ZDQYG9N8T", "from_date=2026-11-01&to_date=2026-11-21"),
+        ("MA001SHGA32ZDQYG9N8T", "granularity=hour"),
+        ("MA001SHGA32ZDQYG9N8T", "product=message,zentrunk&granularity=month&from_date=2026-10-01&to_date=2026-12-01"),
+        ("MA002PCHQ444XLFXQN5B", "from_date=2026-11-01&to_date=2026-11-21"),
     ];
     for (auth_id, query) in queries {
         let whole = json(&stdout_of(auth_id, &format!("{query}&page_size=1000"), &[]));
@@ -168,7 +188,7 @@ fn pages_concatenate_to_the_unpaged_result() {
 #[test]
 fn thread_count_does_not_change_a_byte() {
     let data = sample_data();
-    for (_, auth_id, query) in CASES.iter().chain([&("paged", "MA001", PAGED)]) {
+    for (_, auth_id, query) in CASES.iter().chain([&("paged", "MA001SHGA32ZDQYG9N8T", PAGED)]) {
         let run = |threads: &str| all_pages_on(&data, threads, auth_id, query);
         let one = run("1");
         assert_eq!(one, run("4"), "{auth_id} {query}");
@@ -193,13 +213,13 @@ fn pretty_is_the_same_json() {
 #[test]
 fn flags_mean_the_same_as_query_keys() {
     let by_query = stdout_of(
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "granularity=month&from_date=2026-10-15&to_date=2026-11-21&product=voice&product=message\
          &country=US&direction=outbound&page_size=2",
         &[],
     );
     let by_flags = stdout_of(
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "",
         &[
             "--granularity",
@@ -229,10 +249,15 @@ fn flags_mean_the_same_as_query_keys() {
 #[test]
 fn whole_data_totals_match_the_readme() {
     let expected: &[(&str, &str, &str, &str)] = &[
-        ("MA001", "USD", "7.06", r#"{"SA_ALPHA":0.117,"SA_BETA":0.236,"SA_GAMMA":0.056}"#),
-        ("MB002", "EUR", "1.16", r#"{"SB_ONE":0.13}"#),
-        ("MC003", "USD", "0.818", "{}"),
-        ("MD004", "USD", "0.0", "{}"),
+        (
+            "MA001SHGA32ZDQYG9N8T",
+            "USD",
+            "7.06",
+            r#"{"SAALPHAKGPP2438DZWD3":0.117,"SABETAR7DC58MD39DVS4":0.236,"SAGAMMAGW9CCFK5GBEPU":0.056}"#,
+        ),
+        ("MA002PCHQ444XLFXQN5B", "EUR", "1.16", r#"{"SAONEP9YKFY3R63AE6L9":0.13}"#),
+        ("MA003GM22SVQQT8ZPDNQ", "USD", "0.818", "{}"),
+        ("MA004DEFGZHA3AU3ZWLC", "USD", "0.0", "{}"),
     ];
     for (auth_id, currency, total, subaccounts) in expected {
         let stdout = stdout_of(auth_id, "granularity=year&from_date=2026-01-01&to_date=2027-01-01", &[]);
@@ -242,9 +267,9 @@ fn whole_data_totals_match_the_readme() {
         assert!(meta.contains(&format!("\"total_spend\":{total},")), "{auth_id}: {meta}");
         assert!(meta.contains(&format!("\"subaccount_spend\":{subaccounts}}}")), "{auth_id}: {meta}");
     }
-    // Usage only (no other charges), MA001: 0.457 calls + 0.148 messages + 0.375 transcriptions.
+    // Usage only (no other charges), MA001SHGA32ZDQYG9N8T: 0.457 calls + 0.148 messages + 0.375 transcriptions.
     let stdout = stdout_of(
-        "MA001",
+        "MA001SHGA32ZDQYG9N8T",
         "granularity=year&from_date=2026-01-01&to_date=2027-01-01&product=message,voice,zentrunk,transcription",
         &[],
     );
@@ -365,7 +390,7 @@ fn parquet_answers_like_csv() {
         parquet_copy(dir.path(), typed);
         let parquet_files = walk_count(dir.path(), ".parquet");
         assert_eq!(parquet_files, 11, "one Parquet file per sample CSV file");
-        for (name, auth_id, query) in CASES.iter().chain([&("paged", "MA001", PAGED)]) {
+        for (name, auth_id, query) in CASES.iter().chain([&("paged", "MA001SHGA32ZDQYG9N8T", PAGED)]) {
             let from_csv = stdout_of(auth_id, query, &["--all-pages"]);
             let from_parquet = summary(dir.path(), auth_id, query, &["--all-pages"]).ok().to_owned();
             assert_eq!(from_parquet, from_csv, "{name} (typed columns: {typed})");
@@ -390,7 +415,7 @@ fn walk_count(dir: &Path, suffix: &str) -> usize {
 fn at_now(now: &str, query: &str) -> Value {
     let data = sample_data();
     let data = data.to_str().expect("UTF-8 path");
-    let args = ["summary", "--data", data, "--auth-id", "MA001", "--query", query, "--now", now];
+    let args = ["summary", "--data", data, "--auth-id", "MA001SHGA32ZDQYG9N8T", "--query", query, "--now", now];
     json(common::telemeter(&args).ok())
 }
 
@@ -410,7 +435,7 @@ fn defaults_follow_the_utc_day_of_now_and_do_not_drift_between_pages() {
     let second = at_now("2026-11-22T00:00:01Z", &format!("page_size=5&page_token={encoded}"));
     assert_eq!(second["meta"]["from_date"], "2026-11-14T00:00:00Z");
     assert_eq!(second["meta"]["to_date"], "2026-11-21T00:00:00Z");
-    let all = json(&stdout_of("MA001", "page_size=1000", &[]));
+    let all = json(&stdout_of("MA001SHGA32ZDQYG9N8T", "page_size=1000", &[]));
     let expected: Vec<Value> = all["usage"].as_array().expect("usage")[5..10].to_vec();
     assert_eq!(second["usage"].as_array().expect("usage"), &expected);
 }

@@ -374,9 +374,9 @@ mod tests {
 
     #[test]
     fn account_folders_are_safe_and_distinct() {
-        let a = account_folder("MA001");
-        let b = account_folder("../MA001/x");
-        assert!(a.starts_with("MA001-"));
+        let a = account_folder("MA001SHGA32ZDQYG9N8T");
+        let b = account_folder("../MA001SHGA32ZDQYG9N8T/x");
+        assert!(a.starts_with("MA001SHGA32ZDQYG9N8T-"));
         assert!(!b.contains('/') && !b.contains('.'));
         assert_ne!(account_folder("a b"), account_folder("a_b"));
     }
