@@ -40,7 +40,10 @@
 //!
 //! Every command's allocations go through [`Reporting`], the system
 //! allocator that, when an allocation fails, says so in one line and exits
-//! with status 1, instead of Rust's abort (a core dump, status 134).
+//! with status 1, instead of Rust's abort (a core dump, status 134). A new
+//! thread also maps memory outside the allocator (its signal stack); when
+//! that fails the standard library panics in the thread, and
+//! [`report_thread_start_failures`] turns that panic into the same line.
 
 /// Sets the allocator up for one answer from a store (see the module
 /// documentation): the heap grown 256 MiB at a time, more than the
@@ -89,6 +92,35 @@ unsafe impl std::alloc::GlobalAlloc for Reporting {
     }
 }
 
+/// Wraps the process's panic hook (once) so that a thread that panics
+/// because the kernel refused it memory as it started (the standard
+/// library maps each new thread's signal stack with `mmap`, outside the
+/// allocator) ends the process as a failed allocation does: one line,
+/// status 1. Every other panic goes to the hook as before.
+pub fn report_thread_start_failures() {
+    static WRAPPED: std::sync::Once = std::sync::Once::new();
+    WRAPPED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let message = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied());
+            if message.is_some_and(is_thread_start_failure) {
+                out_of_memory_at("start a thread (its signal stack)");
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// Whether a panic message is the standard library's for a thread whose
+/// signal stack could not be mapped.
+fn is_thread_start_failure(message: &str) -> bool {
+    message.starts_with("failed to allocate an alternative stack")
+}
+
 /// `block`, unless it is null: then the process ends (see [`out_of_memory`]).
 #[inline(always)]
 fn checked(block: *mut u8, size: usize) -> *mut u8 {
@@ -105,6 +137,17 @@ fn checked(block: *mut u8, size: usize) -> *mut u8 {
 #[cold]
 #[inline(never)]
 fn out_of_memory(size: usize) -> ! {
+    let mut what = [0u8; 64];
+    let mut cursor = std::io::Cursor::new(&mut what[..]);
+    let _ = std::io::Write::write_fmt(&mut cursor, format_args!("allocate {size} bytes"));
+    let written = cursor.position() as usize;
+    out_of_memory_at(std::str::from_utf8(&what[..written]).unwrap_or("allocate"))
+}
+
+/// [`out_of_memory`]'s line and exit, for `what` could not be done.
+#[cold]
+#[inline(never)]
+fn out_of_memory_at(what: &str) -> ! {
     use std::io::Write;
     use std::sync::atomic::{AtomicBool, Ordering};
     static REPORTED: AtomicBool = AtomicBool::new(false);
@@ -118,7 +161,7 @@ fn out_of_memory(size: usize) -> ! {
     let mut cursor = std::io::Cursor::new(&mut line[..]);
     let _ = writeln!(
         cursor,
-        "error: out of memory: cannot allocate {size} bytes; raise the process's memory limit \
+        "error: out of memory: cannot {what}; raise the process's memory limit \
          (ulimit -v) or lower the command's budgets (ingest --batch-mb)"
     );
     let written = cursor.position() as usize;

@@ -93,6 +93,8 @@ pub fn main() -> ExitCode {
     // A panic of polars' decoders on a damaged Parquet file is caught and
     // reported as that file's error (crate::parquet): not printed twice.
     crate::parquet::quiet_caught_panics();
+    // A thread refused its signal stack is out of memory, said as such.
+    memory::report_thread_start_failures();
     // The allocator's setup, before any thread starts (cli::memory).
     match &cli.command {
         Command::Summary(args) if args.source.store.is_some() => memory::for_one_answer(),

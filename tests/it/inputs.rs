@@ -290,9 +290,8 @@ fn the_commands_run_under_a_one_gib_address_space_limit_and_say_when_they_cannot
     let mut out_of_memory = 0;
     // The ingests below go into a store of their own, new each time (a
     // second ingest of the same data finds only duplicates, and needs
-    // little). Below about 90 MiB a thread that cannot get its stack is
-    // not reported in one line; below about 50 MiB the binary cannot even
-    // be loaded.
+    // little). A thread that cannot get its signal stack is reported in the
+    // same one line (cli::memory).
     let fresh = dir.path().join("fresh");
     let fresh_ingest = ["ingest", "--quiet", "--data", s(&data), "--store", s(&fresh)];
     let lowered: [&[&str]; 4] = [&fresh_ingest, runs[1], runs[2], runs[3]];
