@@ -1,6 +1,6 @@
 //! `telemeter accounts`: the accounts of a data folder or a store, and
 //! their API credentials. `list` shows each account's id, currency, time
-//! zone, whether a token is set (never the hash) and allowed addresses;
+//! zone, whether a token is set (never the hash), allowed addresses and name;
 //! `set-token ACCOUNT` reads a token from stdin and stores its SHA-256 as
 //! the account's `auth_token_sha256` (the token itself is never kept):
 //! in a data folder, `accounts.csv` is replaced atomically; in a store, a
@@ -26,7 +26,7 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 pub enum Action {
     /// List the accounts: id, currency, time zone, whether a token is set,
-    /// allowed addresses.
+    /// allowed addresses, name.
     List {
         /// `--data` or `--store`.
         #[command(flatten)]
@@ -65,7 +65,7 @@ fn list(source: &super::SourceArgs) -> anyhow::Result<ExitCode> {
         (Some(data), None) => Accounts::load(data)?,
         (None, None) => bail!("give --data DIR or --store STORE"),
     };
-    let mut rows = vec![["auth_id", "currency", "timezone", "token", "allowed_ips"].map(str::to_owned)];
+    let mut rows = vec![["auth_id", "currency", "timezone", "token", "allowed_ips", "name"].map(str::to_owned)];
     for account in accounts.iter() {
         rows.push([
             account.auth_id.clone(),
@@ -73,9 +73,10 @@ fn list(source: &super::SourceArgs) -> anyhow::Result<ExitCode> {
             account.timezone.map_or_else(|| "-".to_owned(), |zone| zone.name().to_owned()),
             if account.auth_token_sha256.is_some() { "set" } else { "-" }.to_owned(),
             if account.allowed_ips.is_empty() { "any".to_owned() } else { account.allowed_ips.clone() },
+            account.name.clone().unwrap_or_else(|| "-".to_owned()),
         ]);
     }
-    let mut widths = [0usize; 5];
+    let mut widths = [0usize; 6];
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());

@@ -17,6 +17,9 @@ pub struct Account {
     pub auth_id: String,
     /// Three upper-case letters.
     pub currency: String,
+    /// The name a person knows the account by (the optional `name`
+    /// column), for the HTML report; never part of an API answer.
+    pub name: Option<String>,
     /// Reporting time zone, when the row names one.
     pub timezone: Option<Tz>,
     /// Hex SHA-256 of the auth token, for the server.
@@ -60,6 +63,7 @@ impl Accounts {
         };
         let currency_column = index("currency");
         let timezone_column = index("timezone");
+        let name_column = index("name");
         let token_column = index("auth_token_sha256");
         let ips_column = index("allowed_ips");
         let mut accounts = Accounts::default();
@@ -104,9 +108,11 @@ impl Accounts {
                 }
             };
             let token = cell(token_column, "auth_token_sha256")?;
+            let name = cell(name_column, "name")?;
             let account = Account {
                 auth_id: auth_id.clone(),
                 currency,
+                name: (!name.trim().is_empty()).then(|| name.trim().to_owned()),
                 timezone,
                 auth_token_sha256: (!token.is_empty()).then(|| token.to_ascii_lowercase()),
                 allowed_ips: cell(ips_column, "allowed_ips")?,
@@ -139,6 +145,11 @@ impl Accounts {
         self.get(auth_id).map_or(DEFAULT_CURRENCY, |a| a.currency.as_str())
     }
 
+    /// The account's name, when its row gives one.
+    pub fn name(&self, auth_id: &str) -> Option<&str> {
+        self.get(auth_id).and_then(|a| a.name.as_deref())
+    }
+
     /// Every account with a row, by id.
     pub fn iter(&self) -> impl Iterator<Item = &Account> {
         self.by_id.values()
@@ -164,6 +175,15 @@ mod tests {
         assert_eq!(accounts.currency("A1"), "EUR");
         assert_eq!(accounts.currency("A2"), "USD");
         assert_eq!(accounts.currency("nobody"), "USD");
+        assert_eq!(accounts.name("A1"), None);
+    }
+
+    #[test]
+    fn reads_names_trimmed_and_empty_as_none() {
+        let file = b"auth_id,name,currency\nA1,\" Northwind, Inc. \",EUR\nA2,,\nA3,  ,\n";
+        let accounts = Accounts::parse(file, "accounts.csv").unwrap();
+        assert_eq!(accounts.name("A1"), Some("Northwind, Inc."));
+        assert_eq!((accounts.name("A2"), accounts.name("A3"), accounts.name("nobody")), (None, None, None));
     }
 
     #[test]

@@ -33,6 +33,7 @@ use crate::aggregate::{AccountScope, OnBadRow, Tally};
 use crate::dataset::{Dataset, Inputs};
 use crate::error::{Error, Notice, Result};
 use crate::money::Amount;
+use crate::records::accounts::Accounts;
 use crate::summary::wire::Decimal;
 use crate::summary::{build_many, to_json, Batch, Summary};
 use crate::time::format_instant;
@@ -90,7 +91,8 @@ pub fn write_reports(
     progress(Progress::Writing { rows_read: counts.read, accounts: batch.summaries.len() });
 
     let staging = staging_dir(out, "tmp")?;
-    let result = write_all(&batch, request, key, (&inputs, &hashed), counts, &staging, progress);
+    let read = Read { batch: &batch, accounts: &dataset.accounts, inputs: &inputs, hashed: &hashed, counts };
+    let result = write_all(&read, request, key, &staging, progress);
     match result {
         Ok(mut outcome) => {
             swap_into_place(&staging, out)?;
@@ -132,15 +134,27 @@ pub fn account_dir(auth_id: &str) -> String {
     out
 }
 
+/// What the run read, for the files it writes.
+struct Read<'a> {
+    /// Every account's summary and the pass's counts.
+    batch: &'a Batch,
+    /// `accounts.csv`: the names the HTML pages show.
+    accounts: &'a Accounts,
+    /// The input files, and their hashes for the manifest.
+    inputs: &'a Inputs,
+    hashed: &'a [InputEntry],
+    /// The pass's counts, checked.
+    counts: Tally,
+}
+
 fn write_all(
-    batch: &Batch,
+    read: &Read<'_>,
     request: &ReportRequest<'_>,
     key: &TokenKey,
-    (inputs, hashed): (&Inputs, &[InputEntry]),
-    counts: Tally,
     staging: &Path,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Outcome> {
+    let Read { batch, accounts: names, inputs, hashed, counts } = *read;
     let accounts: Vec<(&String, &Summary)> = batch.summaries.iter().collect();
     let total = accounts.len();
     // Largest accounts first, each thread taking the next one when it is
@@ -160,7 +174,7 @@ fn write_all(
                     break;
                 }
                 let (auth_id, summary) = accounts[i];
-                let result = write_account(auth_id, summary, request, key, staging);
+                let result = write_account(auth_id, names.name(auth_id), summary, request, key, staging);
                 if result.is_err() {
                     failed.store(true, Ordering::Relaxed);
                 } else {
@@ -206,6 +220,7 @@ fn write_all(
         .iter()
         .map(|w| html::IndexEntry {
             auth_id: &w.entry.auth_id,
+            name: names.name(&w.entry.auth_id),
             dir: &w.entry.dir,
             currency: &w.entry.currency,
             timezone: w.entry.timezone,
@@ -249,6 +264,7 @@ fn write_all(
 /// grow with the account's size.
 fn write_account(
     auth_id: &str,
+    name: Option<&str>,
     summary: &Summary,
     request: &ReportRequest<'_>,
     key: &TokenKey,
@@ -278,7 +294,7 @@ fn write_account(
     }
     if formats.html {
         let path = dir.join("report.html");
-        let page = html::AccountPage { summary, charges, query, formats };
+        let page = html::AccountPage { summary, name, charges, query, formats };
         report = Some(html::AccountReport::start(&page, BufWriter::with_capacity(1 << 16, create(&path)?), path)?);
     }
 
@@ -427,7 +443,8 @@ mod tests {
         let summary = &batch.summaries["A"];
         let (params, accounts) = (UsageParams::default(), crate::aggregate::AccountScope::All);
         let request = every_file(&params, &accounts);
-        let written = write_account("A", summary, &request, &TokenKey::from_secret("unit tests"), dir.path()).unwrap();
+        let written =
+            write_account("A", None, summary, &request, &TokenKey::from_secret("unit tests"), dir.path()).unwrap();
         assert_eq!(written.total_spend, Amount::from_nanos(3_750_000_000));
         let check = reconcile(&batch, std::slice::from_ref(&written)).unwrap();
         assert!(check.ok);
@@ -444,6 +461,7 @@ mod tests {
         let mut extra = one_account_batch();
         let written = write_account(
             "A",
+            None,
             &extra.summaries["A"],
             &request,
             &TokenKey::from_secret("unit tests"),
@@ -452,9 +470,15 @@ mod tests {
         .err();
         assert!(written.is_some(), "the account folder's parent must exist");
         let dir2 = tempfile::tempdir().unwrap();
-        let written =
-            write_account("A", &extra.summaries["A"], &request, &TokenKey::from_secret("unit tests"), dir2.path())
-                .unwrap();
+        let written = write_account(
+            "A",
+            None,
+            &extra.summaries["A"],
+            &request,
+            &TokenKey::from_secret("unit tests"),
+            dir2.path(),
+        )
+        .unwrap();
         let mut lost = extra.aggregate.groups.keys().next().unwrap().clone();
         lost.account = "B".into();
         extra.aggregate.groups.insert(lost, Totals { records: 1, units: 1, duration: 0, amount: 1, surcharge: 0 });

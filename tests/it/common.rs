@@ -30,6 +30,16 @@ pub fn sample_data() -> PathBuf {
     root().join("sample_data")
 }
 
+/// The cell of `column` in the row of `auth_id` of an `accounts.csv` text
+/// without quoted fields (as `sample_data/`'s is).
+pub fn account_cell<'a>(accounts_csv: &'a str, auth_id: &str, column: &str) -> &'a str {
+    let mut lines = accounts_csv.lines();
+    let header = lines.next().expect("a header");
+    let at = header.split(',').position(|h| h == column).unwrap_or_else(|| panic!("no column {column}"));
+    let row = lines.find(|l| l.split(',').next() == Some(auth_id)).unwrap_or_else(|| panic!("no row {auth_id}"));
+    row.split(',').nth(at).unwrap_or_else(|| panic!("{auth_id}: no {column}"))
+}
+
 /// What one run of the binary did.
 #[derive(Debug)]
 pub struct Run {

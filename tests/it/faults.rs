@@ -219,9 +219,7 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
     let data = temp.path().join("data");
     copy_tree(&common::sample_data(), &data);
     let accounts = std::fs::read_to_string(data.join("accounts.csv")).expect("accounts.csv");
-    let line =
-        accounts.lines().find(|l| l.starts_with("MA001SHGA32ZDQYG9N8T,")).expect("MA001SHGA32ZDQYG9N8T").to_owned();
-    let hash = line.split(',').nth(3).expect("auth_token_sha256");
+    let hash = common::account_cell(&accounts, "MA001SHGA32ZDQYG9N8T", "auth_token_sha256");
     std::fs::write(data.join("accounts.csv"), accounts.replace(hash, &sha_hex(TOKEN))).expect("accounts.csv");
     let store = temp.path().join("store");
     let s = |path: &Path| path.to_str().expect("UTF-8").to_owned();

@@ -3,7 +3,7 @@
 //! h:mm:ss, totals per unit kind, accounts by spend with a total per
 //! currency, a large account's page kept small (its top rows by amount,
 //! checked against usage.csv), and headless Chromium laying the pages out
-//! at 1366 and 390 px with every money column inside the viewport.
+//! at 1366 and 390 px with every column in view or reachable whole.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -180,11 +180,46 @@ fn index_is_sorted_by_spend_with_a_total_per_currency() {
         let accounts = expected.iter().filter(|e| e.0 == *currency).count();
         let plural = if accounts == 1 { "" } else { "s" };
         let line = format!(
-            "Total, {accounts} account{plural}</td><td>{currency}</td><td class=\"n m\">{}</td>",
+            "Total, {accounts} account{plural}</td><td class=\"n m\">{} <small>{currency}</small></td>",
             shown(&total.to_string(), currency)
         );
         assert!(footer.contains(&line), "{line} in {footer}");
     }
+    // Each account's amount carries its currency in the same (pinned) cell.
+    let rows: Vec<&str> =
+        body.split("<tfoot>").next().expect("rows").split("</tr>").filter(|r| r.contains("<td")).collect();
+    assert_eq!(rows.len(), expected.len());
+    for (row, (currency, _, _)) in rows.iter().zip(&expected) {
+        let pinned = row.split("<td class=\"n m\">").nth(1).expect("pinned cell");
+        assert!(pinned.ends_with(&format!(" <small>{currency}</small></td>")), "{row}");
+    }
+}
+
+/// The README tour's report: an account with a name in accounts.csv is
+/// titled by it (its id beside it), one without by its id; the period is
+/// the dates a customer reads, the last day included, with the exact
+/// bounds in a title; each usage row's bucket is its date.
+#[test]
+fn names_and_periods_read_as_a_customer_reads_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("tour");
+    let sample = crate::common::sample_data();
+    let args = ["report", "--data", sample.to_str().expect("utf-8"), "--out", out.to_str().expect("utf-8")];
+    let output = run(&[&args[..], &["--now", "2026-11-21T12:00:00Z"]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let named = read(&out.join("MA001SHGA32ZDQYG9N8T").join("report.html"));
+    assert!(named.contains("<title>Usage report: Northwind Telecom (MA001SHGA32ZDQYG9N8T)</title>"), "title");
+    assert!(named.contains("<h1>Northwind Telecom</h1><div class=\"sub\">MA001SHGA32ZDQYG9N8T &middot; "), "heading");
+    let period =
+        "<span title=\"2026-11-14T00:00:00Z to 2026-11-21T00:00:00Z, end excluded\">2026-11-14 to 2026-11-20</span>";
+    assert!(named.contains(period), "the window as dates, the last one included");
+    let first_row = "<tr><td title=\"2026-11-14T00:00:00Z to 2026-11-15T00:00:00Z, end excluded\">2026-11-14</td>";
+    assert!(named.contains(first_row), "a day bucket is its date");
+    let unnamed = read(&out.join("MA003GM22SVQQT8ZPDNQ").join("report.html"));
+    assert!(unnamed.contains("<h1>MA003GM22SVQQT8ZPDNQ</h1>"), "no row in accounts.csv: the id");
+    let index = read(&out.join("index.html"));
+    assert!(index.contains(">Northwind Telecom</a><small class=\"id\">MA001SHGA32ZDQYG9N8T</small>"), "index name");
+    assert!(index.contains(">MA003GM22SVQQT8ZPDNQ</a></td>"), "index id");
 }
 
 /// A generated account with thousands of usage rows: its page shows the
@@ -292,15 +327,23 @@ fn group(n: usize) -> String {
 }
 
 /// Headless Chromium (at `/usr/bin/chromium`, installed in CI; elsewhere the
-/// test says it was skipped) lays the sample's pages out at 1366 and 390 px:
-/// nothing makes the page itself scroll sideways, and every money cell of
-/// every table lies inside the viewport and inside its table's visible
-/// box; a rounded amount, focused as a tap focuses it, shows its exact
-/// value. An inline probe script (added to a copy of the page; the pages
-/// have none) writes the boxes into the DOM that `--dump-dom` prints. Also
-/// takes screenshots; `TELEMETER_SCREENSHOT=prefix` keeps them.
+/// test says it was skipped) lays out the pages of the generated sample and
+/// of `sample_data/` (the README tour's, with 20-character ids and account
+/// names) at 1366 and 390 px:
+/// - nothing makes the page itself scroll sideways;
+/// - every money cell of every table lies inside the viewport and inside
+///   its table's visible box;
+/// - every column a table claims can be seen whole: at 1366 px no table
+///   needs scrolling sideways at all; at 390 px each column, its table
+///   scrolled to it, lies whole between the table's left edge and the
+///   pinned amount column (nothing is only ever half under it);
+/// - a rounded amount, focused as a tap focuses it, shows its exact value.
+///
+/// An inline probe script (added to a copy of the page; the pages have
+/// none) writes the boxes into the DOM that `--dump-dom` prints. Also takes
+/// screenshots; `TELEMETER_SCREENSHOT=prefix` keeps them.
 #[test]
-fn chromium_keeps_money_columns_in_view_at_laptop_and_phone_widths() {
+fn chromium_shows_every_column_at_laptop_and_phone_widths() {
     let chromium = Path::new("/usr/bin/chromium");
     if !chromium.exists() {
         crate::common::skipped("/usr/bin/chromium is not installed (apt-get install chromium)");
@@ -308,8 +351,18 @@ fn chromium_keeps_money_columns_in_view_at_laptop_and_phone_widths() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let out = sample_report(dir.path());
-    let pages =
-        [out.join("MA100001").join("report.html"), out.join("MA300003").join("report.html"), out.join("index.html")];
+    let tour = dir.path().join("tour");
+    let tour_text = tour.to_str().expect("utf-8");
+    let sample = crate::common::sample_data();
+    let output = run(&["report", "--data", sample.to_str().expect("utf-8"), "--out", tour_text, "--now", NOW]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let pages = [
+        out.join("MA100001").join("report.html"),
+        out.join("MA300003").join("report.html"),
+        out.join("index.html"),
+        tour.join("MA001SHGA32ZDQYG9N8T").join("report.html"),
+        tour.join("index.html"),
+    ];
     for width in [1366u32, 390] {
         for page in &pages {
             // Headless windows are at least 500 px wide, so the page is laid
@@ -331,24 +384,43 @@ fn chromium_keeps_money_columns_in_view_at_laptop_and_phone_widths() {
             let name = format!("{} at {width}px", page.display());
             assert_eq!(viewport[0], f64::from(width), "{name}: viewport");
             assert!(viewport[1] <= viewport[0], "{name}: the page scrolls sideways ({} px wide)", viewport[1]);
-            let (mut cells, mut exact_on_focus) = (0, 0);
+            let (mut cells, mut columns, mut exact_on_focus) = (0, 0, 0);
             for line in lines {
                 if let Some(focused) = line.strip_prefix("x ") {
                     // A rounded value, focused (as a tap does), shows its exact value.
                     let (title, content) = focused.split_once(' ').expect("title and content");
                     assert_eq!(content, format!("\"{title}\""), "{name}: the focused value shows {content}");
                     exact_on_focus += 1;
-                    continue;
+                } else if let Some(scroll) = line.strip_prefix("s ") {
+                    let [client, scrolled] = numbers(&format!("s {scroll}"))[..] else { panic!("{line}") };
+                    if width == 1366 {
+                        assert!(
+                            scrolled <= client,
+                            "{name}: a table needs sideways scrolling ({scrolled} > {client} px)"
+                        );
+                    }
+                } else if let Some(column) = line.strip_prefix("c ") {
+                    let (place, heading) = column.split_once(" : ").expect("place and heading");
+                    let [left, right, box_left, pinned_left] = numbers(&format!("c {place}"))[..] else {
+                        panic!("{line}")
+                    };
+                    assert!(
+                        left >= box_left - 0.5 && right <= pinned_left + 0.5,
+                        "{name}: column '{heading}' at {left}..{right}, its table shows {box_left}..{pinned_left}"
+                    );
+                    columns += 1;
+                } else {
+                    let [left, right, box_left, box_right] = numbers(line)[..] else { panic!("{line}") };
+                    assert!(left >= 0.0 && right <= viewport[0] + 0.5, "{name}: money cell at {left}..{right}");
+                    assert!(
+                        left >= box_left - 0.5 && right <= box_right + 0.5,
+                        "{name}: cell {left}..{right} outside its table {box_left}..{box_right}"
+                    );
+                    cells += 1;
                 }
-                let [left, right, box_left, box_right] = numbers(line)[..] else { panic!("{line}") };
-                assert!(left >= 0.0 && right <= viewport[0] + 0.5, "{name}: money cell at {left}..{right}");
-                assert!(
-                    left >= box_left - 0.5 && right <= box_right + 0.5,
-                    "{name}: cell {left}..{right} outside its table {box_left}..{box_right}"
-                );
-                cells += 1;
             }
             assert!(cells >= 4, "{name}: only {cells} money cells laid out");
+            assert!(columns >= 4, "{name}: only {columns} columns laid out");
             assert_eq!(exact_on_focus, 1, "{name}: no rounded value to focus");
         }
         // The screenshot: a real picture of the right size, not a blank page.
@@ -366,13 +438,23 @@ fn chromium_keeps_money_columns_in_view_at_laptop_and_phone_widths() {
     }
 }
 
-/// Writes (into the parent frame's DOM) the viewport's width and the
-/// document's scroll width, then each laid-out money cell's left and right
-/// and its scroll box's, `|`-separated.
+/// Writes (into the parent frame's DOM), `|`-separated: the viewport's
+/// width and the document's scroll width; each laid-out money cell's left
+/// and right and its scroll box's; a focused rounded value's title and
+/// shown text; then per scroll box its visible and whole width (`s`), and
+/// per visible heading (`c`), the box scrolled so the column ends at the
+/// pinned column, the heading's left and right, the box's left and the
+/// pinned column's left.
 const PROBE: &str = "<script>(function(){var d=document.documentElement,o=['v '+d.clientWidth+' '+d.scrollWidth];\
 document.querySelectorAll('.m').forEach(function(e){var r=e.getBoundingClientRect();if(r.width===0)return;\
 var s=e.closest('.scroll'),c=s?s.getBoundingClientRect():r;o.push('m '+r.left+' '+r.right+' '+c.left+' '+c.right);});\
 var x=document.querySelector('.x');if(x){x.focus();o.push('x '+x.title+' '+getComputedStyle(x,'::after').content);}\
+document.querySelectorAll('.scroll').forEach(function(s){var m=s.querySelector('th.m');\
+o.push('s '+s.clientWidth+' '+s.scrollWidth);s.querySelectorAll('thead th:not(.m)').forEach(function(th){\
+if(th.getBoundingClientRect().width===0)return;s.scrollLeft=0;var pin=m?m.offsetWidth:0;\
+s.scrollLeft=Math.max(0,Math.ceil(th.offsetLeft+th.offsetWidth-(s.clientWidth-pin))+1);\
+var r=th.getBoundingClientRect(),c=s.getBoundingClientRect(),p=m?m.getBoundingClientRect().left:c.right;\
+o.push('c '+r.left+' '+r.right+' '+c.left+' '+p+' : '+th.textContent);});s.scrollLeft=0;});\
 var p=parent.document.createElement('pre');p.id='layout';p.textContent=o.join('|');parent.document.body.appendChild(p);})();</script>";
 
 fn numbers(line: &str) -> Vec<f64> {

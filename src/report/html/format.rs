@@ -8,8 +8,13 @@
 //! seconds. Wherever rounding hid digits, the HTML form carries the exact
 //! decimal (the JSON's) in a `title` and shows it in place when the value
 //! is tapped or focused (CSS only, see `report.css`: `.x:focus`).
+//!
+//! Periods are shown as a customer reads them ([`period`]): whole days as
+//! dates with the last day included, other spans as clock times.
 
 use std::fmt::Write as _;
+
+use chrono::{DateTime, Datelike, FixedOffset, Months, NaiveDateTime, NaiveTime, Timelike};
 
 use crate::money::Amount;
 
@@ -110,6 +115,55 @@ pub fn duration_html(out: &mut String, seconds: Amount) {
     write_with_exact(out, &duration(seconds), (seconds != Amount::ZERO).then_some(seconds));
 }
 
+/// A half-open period `[from, to)`, its bounds as the API writes them
+/// (`2026-11-14T00:00:00Z`, `2026-03-08T00:00:00-05:00`), as a customer
+/// reads it:
+/// - whole local days are dates, the last day included (`2026-11-14`,
+///   `2026-11-05 to 2026-11-30`); a whole month or year is named
+///   (`2026-11`, `2026`);
+/// - any other span is local clock times whose end is excluded, as a
+///   meeting's is (`2026-11-14 05:00 to 06:00`), with the UTC offsets when
+///   a clock change falls inside it.
+///
+/// Bounds it cannot read are shown as given.
+pub fn period(from: &str, to: &str) -> String {
+    let parse = |s: &str| DateTime::parse_from_rfc3339(s).ok();
+    let (Some(start), Some(end)) = (parse(from), parse(to)) else { return format!("{from} to {to}") };
+    if end <= start {
+        return format!("{from} to {to}");
+    }
+    let (local_start, local_end) = (start.naive_local(), end.naive_local());
+    if local_start.time() == NaiveTime::MIN && local_end.time() == NaiveTime::MIN {
+        let (first, next) = (local_start.date(), local_end.date());
+        let last = next.pred_opt().unwrap_or(next);
+        return if first.ordinal() == 1 && Some(next) == first.checked_add_months(Months::new(12)) {
+            first.format("%Y").to_string()
+        } else if first.day() == 1 && Some(next) == first.checked_add_months(Months::new(1)) {
+            first.format("%Y-%m").to_string()
+        } else if first == last {
+            first.to_string()
+        } else {
+            format!("{first} to {last}")
+        };
+    }
+    let clock = |t: NaiveDateTime| t.format(if t.second() == 0 { "%H:%M" } else { "%H:%M:%S" }).to_string();
+    let since = format!("{} {}", local_start.date(), clock(local_start));
+    let until = if local_end.date() == local_start.date() {
+        clock(local_end)
+    } else {
+        format!("{} {}", local_end.date(), clock(local_end))
+    };
+    if start.offset() == end.offset() {
+        format!("{since} to {until}")
+    } else {
+        let utc = |offset: &FixedOffset| match offset.local_minus_utc() {
+            0 => "UTC".to_owned(),
+            _ => format!("UTC{offset}"),
+        };
+        format!("{since} ({}) to {until} ({})", utc(start.offset()), utc(end.offset()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -118,6 +172,34 @@ mod tests {
 
     fn amount(text: &str) -> Amount {
         Amount::parse_total(text.as_bytes()).expect("decimal")
+    }
+
+    #[test]
+    fn periods_read_as_a_customer_reads_them() {
+        let cases = [
+            ("2026-11-14T00:00:00Z", "2026-11-15T00:00:00Z", "2026-11-14"),
+            ("2026-11-14T00:00:00Z", "2026-11-21T00:00:00Z", "2026-11-14 to 2026-11-20"),
+            ("2026-11-01T00:00:00+05:30", "2026-12-01T00:00:00+05:30", "2026-11"),
+            ("2026-11-05T00:00:00Z", "2026-12-01T00:00:00Z", "2026-11-05 to 2026-11-30"),
+            ("2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z", "2026-02"),
+            ("2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z", "2026"),
+            ("2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", "2026-01"),
+            // A day with a clock change is still one local day.
+            ("2026-03-08T00:00:00-05:00", "2026-03-09T00:00:00-04:00", "2026-03-08"),
+            ("2026-11-14T05:00:00Z", "2026-11-14T06:00:00Z", "2026-11-14 05:00 to 06:00"),
+            ("2026-11-14T23:00:00Z", "2026-11-15T00:00:00Z", "2026-11-14 23:00 to 2026-11-15 00:00"),
+            ("2026-11-14T05:00:30Z", "2026-11-20T00:00:00Z", "2026-11-14 05:00:30 to 2026-11-20 00:00"),
+            (
+                "2026-11-01T01:00:00-07:00",
+                "2026-11-01T01:00:00-08:00",
+                "2026-11-01 01:00 (UTC-07:00) to 01:00 (UTC-08:00)",
+            ),
+            ("not a time", "2026-11-15T00:00:00Z", "not a time to 2026-11-15T00:00:00Z"),
+            ("2026-11-15T00:00:00Z", "2026-11-14T00:00:00Z", "2026-11-15T00:00:00Z to 2026-11-14T00:00:00Z"),
+        ];
+        for (from, to, shown) in cases {
+            assert_eq!(period(from, to), shown, "{from} {to}");
+        }
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! `index.html`: every account of the run, by spend (largest first, within
 //! each currency), with a total row per currency (USD is never added to
-//! EUR) and the run's row counts.
+//! EUR) and the run's row counts. Each amount carries its currency code in
+//! its own cell, which stays in view when the table scrolls sideways.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::format::{grouped, money_html};
+use super::format::{grouped, money_html, period};
 use super::{add, card, esc, head, href};
 use crate::error::Result;
 use crate::money::Amount;
@@ -17,6 +18,8 @@ use crate::report::options::{Formats, PageFiles};
 pub struct IndexEntry<'a> {
     /// The account.
     pub auth_id: &'a str,
+    /// Its name in `accounts.csv`, when it has one.
+    pub name: Option<&'a str>,
     /// Its folder, relative to the output directory.
     pub dir: &'a str,
     /// Its currency.
@@ -92,7 +95,7 @@ pub fn index(
     card(&mut out, "", "Duplicates", &grouped(counts.duplicates.into()));
     out.push_str("</div>\n<section><h2>Accounts by spend</h2><div class=\"scroll\"><table><thead><tr>");
     out.push_str(
-        "<th>Account</th><th>Window</th><th>Time zone</th><th class=\"n\">Usage rows</th><th>Currency</th>\
+        "<th>Account</th><th>Period</th><th>Time zone</th><th class=\"n\">Usage rows</th>\
          <th class=\"n m\">Total spend</th></tr></thead><tbody>",
     );
     let mut sorted: Vec<&IndexEntry<'_>> = entries.iter().collect();
@@ -103,31 +106,30 @@ pub fn index(
             .then(a.dir.cmp(b.dir))
     });
     for entry in sorted {
+        w!(out, "<tr><td><a href=\"{}/{link}\">", esc(&href(entry.dir)));
+        match entry.name {
+            Some(name) => w!(out, "{}</a><small class=\"id\">{}</small>", esc(name), esc(entry.auth_id)),
+            None => w!(out, "{}</a>", esc(entry.auth_id)),
+        }
+        let (from, to) = (&entry.window.0, &entry.window.1);
         w!(
             out,
-            "<tr><td><a href=\"{}/{link}\">{}</a></td><td>{} &rarr; {}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n m\">",
-            esc(&href(entry.dir)),
-            esc(entry.auth_id),
-            esc(&entry.window.0),
-            esc(&entry.window.1),
+            "</td><td title=\"{} to {}, end excluded\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n m\">",
+            esc(from),
+            esc(to),
+            esc(&period(from, to)),
             esc(entry.timezone),
             grouped(entry.rows as u128),
-            esc(entry.currency)
         );
         money_html(&mut out, entry.total_spend, entry.currency);
-        out.push_str("</td></tr>");
+        w!(out, " <small>{}</small></td></tr>", esc(entry.currency));
     }
     out.push_str("</tbody><tfoot>");
     for (currency, (nanos, accounts)) in &by_currency {
         let plural = if *accounts == 1 { "" } else { "s" };
-        w!(
-            out,
-            "<tr><td colspan=\"4\">Total, {} account{plural}</td><td>{}</td><td class=\"n m\">",
-            grouped(*accounts as u128),
-            esc(currency)
-        );
+        w!(out, "<tr><td colspan=\"4\">Total, {} account{plural}</td><td class=\"n m\">", grouped(*accounts as u128),);
         money_html(&mut out, Amount::from_nanos(*nanos), currency);
-        out.push_str("</td></tr>");
+        w!(out, " <small>{}</small></td></tr>", esc(currency));
     }
     out.push_str("</tfoot></table></div></section>\n");
     let files = if formats == Formats::ALL {

@@ -37,6 +37,8 @@ use crate::time::format_instant;
 pub struct AccountPage<'a> {
     /// The account's whole result.
     pub summary: &'a Summary,
+    /// The account's name in `accounts.csv`, when it has one.
+    pub name: Option<&'a str>,
     /// Other charges as page 1 carries them, when returned.
     pub charges: Option<&'a [ChargeItem<'a>]>,
     /// The request's query string, as given.
@@ -176,14 +178,22 @@ fn account_head(out: &mut String, page: &AccountPage<'_>) -> Result<()> {
     let request = &summary.request;
     let tz = summary.buckets.tz();
     let stats = Stats::of(summary)?;
-    let title = format!("Usage report: {}", request.auth_id);
+    let title = match page.name {
+        Some(name) => format!("Usage report: {name} ({})", request.auth_id),
+        None => format!("Usage report: {}", request.auth_id),
+    };
     head(out, &title);
-    w!(out, "<header><h1>{}</h1>", esc(&request.auth_id));
+    let (from, to) = (format_instant(request.window.start, tz), format_instant(request.window.end, tz));
+    match page.name {
+        Some(name) => w!(out, "<header><h1>{}</h1><div class=\"sub\">{} &middot; ", esc(name), esc(&request.auth_id)),
+        None => w!(out, "<header><h1>{}</h1><div class=\"sub\">", esc(&request.auth_id)),
+    }
     w!(
         out,
-        "<div class=\"sub\">{} &rarr; {} &middot; {} &middot; by {}",
-        esc(&format_instant(request.window.start, tz)),
-        esc(&format_instant(request.window.end, tz)),
+        "<span title=\"{} to {}, end excluded\">{}</span> &middot; {} &middot; by {}",
+        esc(&from),
+        esc(&to),
+        esc(&format::period(&from, &to)),
         esc(tz.name()),
         request.params.granularity.as_str()
     );

@@ -9,7 +9,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::fmt::Write as _;
 
-use super::format::{duration_html, grouped, money_html};
+use super::format::{duration_html, grouped, money_html, period};
 use super::{add, esc, esc_into, overflow, PRODUCTS};
 use crate::error::Result;
 use crate::money::Amount;
@@ -160,7 +160,7 @@ impl UsageTable {
             }
         }
         out.push_str("</tbody><tfoot>");
-        let span = COLUMNS.len() - 6;
+        let span = BEFORE_UNITS;
         for (index, sum) in self.per_product.iter().enumerate() {
             if sum.rows == 0 {
                 continue;
@@ -177,7 +177,7 @@ impl UsageTable {
             if has_duration {
                 duration_html(out, Amount::from_nanos(sum.duration));
             }
-            out.push_str("</td><td colspan=\"4\"></td><td class=\"n m\">");
+            out.push_str("</td><td colspan=\"3\"></td><td class=\"n m\">");
             money_html(out, Amount::from_nanos(sum.amount), &self.currency);
             out.push_str("</td></tr>");
         }
@@ -187,7 +187,7 @@ impl UsageTable {
             grouped(self.rows as u128)
         );
         money_html(out, Amount::from_nanos(self.surcharge), &self.currency);
-        out.push_str("</td><td colspan=\"3\"></td><td class=\"n m\">");
+        out.push_str("</td><td colspan=\"2\"></td><td class=\"n m\">");
         money_html(out, Amount::from_nanos(self.amount), &self.currency);
         out.push_str("</td></tr></tfoot></table></div>");
         if self.rows > SHOWN_ROWS {
@@ -204,10 +204,12 @@ impl UsageTable {
 }
 
 /// The usage table's columns before the amount (name, numeric), in the
-/// order of usage.csv with the amount moved last (it stays in view).
-const COLUMNS: [(&str, bool); 13] = [
-    ("From", false),
-    ("To", false),
+/// order of usage.csv with the amount moved last (it stays in view). The
+/// bucket's bounds are one period as a customer reads it (exact bounds in
+/// its title); a row has an error code (messages) or a hangup cause
+/// (calls), never both, so they share the code column.
+const COLUMNS: [(&str, bool); 11] = [
+    ("Period", false),
     ("Product", false),
     ("Type", false),
     ("Subaccount", false),
@@ -216,10 +218,12 @@ const COLUMNS: [(&str, bool); 13] = [
     ("Units", true),
     ("Duration", true),
     ("Surcharge", true),
-    ("Error code", false),
-    ("Hangup cause", false),
+    ("Code", false),
     ("Reason", false),
 ];
+
+/// Columns before the units, which the footer's labels span.
+const BEFORE_UNITS: usize = 6;
 
 fn product_index(name: &str) -> usize {
     Product::parse(name).unwrap_or(Product::Other) as usize
@@ -235,9 +239,14 @@ fn row_html(out: &mut String, item: &UsageItem<'_>, currency: &str) {
             out.push_str("</td>");
         }
     };
-    out.push_str("<tr>");
-    let (from, to) = (Some(&*item.from_date), Some(&*item.to_date));
-    cells(out, &[from, to, Some(item.product), Some(item.type_), item.subaccount_auth, item.country, item.direction]);
+    out.push_str("<tr><td title=\"");
+    esc_into(out, &item.from_date);
+    out.push_str(" to ");
+    esc_into(out, &item.to_date);
+    out.push_str(", end excluded\">");
+    esc_into(out, &period(&item.from_date, &item.to_date));
+    out.push_str("</td>");
+    cells(out, &[Some(item.product), Some(item.type_), item.subaccount_auth, item.country, item.direction]);
     w!(out, "<td class=\"n\">{}</td><td class=\"n\">", grouped(item.total_units));
     if let Some(d) = item.duration_seconds {
         duration_html(out, d.0);
@@ -247,7 +256,7 @@ fn row_html(out: &mut String, item: &UsageItem<'_>, currency: &str) {
         money_html(out, s.0, currency);
     }
     out.push_str("</td>");
-    cells(out, &[item.error_code, item.hangup_cause]);
+    cells(out, &[item.error_code.or(item.hangup_cause)]);
     out.push_str("<td class=\"label\">");
     esc_into(out, item.error_reason.unwrap_or_default());
     out.push_str("</td><td class=\"n m\">");
