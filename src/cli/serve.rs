@@ -77,6 +77,10 @@ pub struct Args {
     /// longest, or waits in the listen backlog while every one is busy.
     #[arg(long, default_value_t = Limits::MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: u64,
+    /// Usage summary requests per account in any 60 seconds; more are
+    /// answered 429. The default is the API's.
+    #[arg(long, value_name = "REQUESTS", default_value_t = RATE_LIMIT as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rate_limit: u64,
 }
 
 /// Parses a number of seconds (decimals allowed), 0 or more.
@@ -127,7 +131,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let server = Arc::new(Server {
         current: Current::new(generation),
-        rate: RateLimiter::new(RATE_LIMIT, RATE_WINDOW, Arc::new(SystemClock::default())),
+        rate: RateLimiter::new(
+            usize::try_from(args.rate_limit).unwrap_or(usize::MAX),
+            RATE_WINDOW,
+            Arc::new(SystemClock::default()),
+        ),
         token_key,
         sip_domain: args.sip_domain,
         trust_proxy_header: args.trust_proxy_header,

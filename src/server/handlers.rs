@@ -170,3 +170,30 @@ pub(super) async fn delete_recording(
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::OPENAPI;
+
+    /// The schema's closed lists are the server's own: every time zone the
+    /// server takes (and no other), every product name.
+    #[test]
+    fn the_schema_lists_what_the_server_takes() {
+        let schema: serde_json::Value = serde_json::from_str(OPENAPI).expect("openapi.json");
+        let listed = |value: &serde_json::Value| -> Vec<String> {
+            value.as_array().expect("an enum").iter().map(|v| v.as_str().expect("a string").to_owned()).collect()
+        };
+        let zones = listed(&schema["components"]["schemas"]["TimeZone"]["enum"]);
+        let known: Vec<String> = chrono_tz::TZ_VARIANTS.iter().map(|zone| zone.name().to_owned()).collect();
+        assert_eq!(zones, known, "regenerate the TimeZone enum from chrono_tz::TZ_VARIANTS");
+        let parameters =
+            schema["paths"]["/v1/Account/{auth_id}/UsageSummary/"]["get"]["parameters"].as_array().expect("parameters");
+        let product = parameters.iter().find(|p| p["name"] == "product").expect("product");
+        let names = listed(&product["schema"]["items"]["enum"]);
+        for name in &names {
+            let parsed = crate::query::UsageParams::parse_query(&format!("product={name}"));
+            assert!(parsed.is_ok(), "{name}: {parsed:?}");
+        }
+        assert_eq!(names.len(), crate::records::Product::ALL.len() + 1, "every product, and all");
+    }
+}

@@ -46,6 +46,8 @@ mod progress;
 mod report;
 // Runtime state at rest: deletions lost or damaged, a read-only store, a lost key.
 mod runtime_state;
+// /openapi.json against the server: schemathesis finds them in agreement.
+mod schema;
 // `telemeter serve` over HTTP: the API, auth, allowlists, resources.
 mod server;
 // `serve` at its socket edges: timeouts, connection cap, shaped refusals.
