@@ -115,7 +115,10 @@ fn dedup_entries(rows: u64) -> Vec<ScanEntries> {
     let (file, bytes) = calls_file(rows);
     let sinks = records::csv::read(&file, &bytes, || Entries(None, (0..PARTITIONS).map(|_| Vec::new()).collect()))
         .expect("readable");
-    sinks.into_iter().map(|sink| (Origin { file: 0, first_line: sink.0.unwrap_or(0) }, sink.1)).collect()
+    sinks
+        .into_iter()
+        .map(|sink| ScanEntries { origin: Origin { file: 0, first_line: sink.0.unwrap_or(0) }, parts: sink.1 })
+        .collect()
 }
 
 fn dedup(c: &mut Criterion) {

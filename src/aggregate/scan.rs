@@ -17,7 +17,7 @@ use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::{self, Interner};
 use crate::records::bad_rows::{position, BadRows};
 use crate::records::csv::RowSink;
-use crate::records::dedup::{self, Entry, Origin, Revised, ScanEntries, ScanRevised, PARTITIONS};
+use crate::records::dedup::{self, Conflict, Entry, Origin, Place, Revised, ScanEntries, ScanRevised, PARTITIONS};
 use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::{self, Country, Direction, Field, Kind, Product, Record};
 use crate::time::Buckets;
@@ -117,7 +117,7 @@ pub(super) fn drop_duplicates(scans: &mut [Scan<'_>], inventory: &Inventory, sel
     for kind in Kind::ALL {
         let parts = scans.iter_mut().filter(|s| s.kind == kind).map(Scan::take_entries).collect();
         let revised: Vec<ScanRevised> =
-            scans.iter_mut().map(|s| s.take_revised(kind)).filter(|(_, r)| !r.is_empty()).collect();
+            scans.iter_mut().map(|s| s.take_revised(kind)).filter(|r| !r.entries.is_empty()).collect();
         let outcome = check_entries(parts, revised, kind, inventory, selector)?;
         let duplicates = lines_by_file(outcome.duplicates);
         let superseded = lines_by_file(outcome.superseded);
@@ -137,10 +137,10 @@ pub(super) fn drop_duplicates(scans: &mut [Scan<'_>], inventory: &Inventory, sel
 }
 
 /// Places grouped by file, each file's lines sorted.
-fn lines_by_file(places: FxHashSet<(u32, u64)>) -> FxHashMap<u32, Vec<u64>> {
+fn lines_by_file(places: FxHashSet<Place>) -> FxHashMap<u32, Vec<u64>> {
     let mut by_file: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
-    for (file, line) in places {
-        by_file.entry(file).or_default().push(line);
+    for place in places {
+        by_file.entry(place.file).or_default().push(place.line);
     }
     for lines in by_file.values_mut() {
         lines.sort_unstable();
@@ -162,10 +162,10 @@ fn check_entries(
 ) -> Result<dedup::Outcome> {
     let mut outcome = dedup::check(parts, revised);
     let mut seed = 0;
-    while let Some((first, second)) = outcome.conflict {
-        let id_at = |(file, line): (u32, u64)| records::record_id_at(&inventory.files[file as usize], line);
-        if id_at(first) == id_at(second) {
-            return Err(conflict(inventory, kind, first, second));
+    while let Some(found) = outcome.conflict {
+        let id_at = |place: Place| records::record_id_at(&inventory.files[place.file as usize], place.line);
+        if id_at(found.earlier) == id_at(found.later) {
+            return Err(conflict(inventory, kind, found));
         }
         seed += 1;
         if seed > 2 {
@@ -194,7 +194,7 @@ fn entries_again(
         .map(|(index, file)| scan_file(file, index as u32, selector, OnBadRow::SetAside, &fail_at, seed))
         .collect::<Result<_>>()?;
     let mut scans: Vec<Scan<'_>> = scanned.into_iter().flatten().collect();
-    let revised = scans.iter_mut().map(|scan| scan.take_revised(kind)).filter(|(_, r)| !r.is_empty()).collect();
+    let revised = scans.iter_mut().map(|scan| scan.take_revised(kind)).filter(|r| !r.entries.is_empty()).collect();
     let parts = scans.iter_mut().filter(|scan| scan.kind == kind).map(Scan::take_entries).collect();
     Ok((parts, revised))
 }
@@ -536,7 +536,7 @@ impl<'s> Scan<'s> {
     /// This scan's dedup entries, taken, and where they are.
     fn take_entries(&mut self) -> ScanEntries {
         let origin = Origin { file: self.file, first_line: self.first_line.unwrap_or(0) };
-        (origin, std::mem::take(&mut self.seen))
+        ScanEntries { origin, parts: std::mem::take(&mut self.seen) }
     }
 
     /// This scan's revised entries of `kind`, taken, and where they are.
@@ -545,7 +545,7 @@ impl<'s> Scan<'s> {
         let (of_kind, others): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.revised).into_iter().partition(|(k, _)| *k == kind);
         self.revised = others;
-        (origin, of_kind.into_iter().map(|(_, r)| r).collect())
+        ScanRevised { origin, entries: of_kind.into_iter().map(|(_, r)| r).collect() }
     }
 
     /// A row of `voids/` at `line` (`row` from the scan's first line):
@@ -712,17 +712,17 @@ impl RowSink for Scan<'_> {
     }
 }
 
-fn conflict(inventory: &Inventory, kind: Kind, first: (u32, u64), second: (u32, u64)) -> Error {
-    let place = |(file, line): (u32, u64)| {
-        let input = &inventory.files[file as usize];
-        Location { file: input.name.clone(), line, is_row: input.format == Format::Parquet }
+fn conflict(inventory: &Inventory, kind: Kind, found: Conflict) -> Error {
+    let location = |place: Place| {
+        let input = &inventory.files[place.file as usize];
+        Location { file: input.name.clone(), line: place.line, is_row: input.format == Format::Parquet }
     };
-    let input = &inventory.files[first.0 as usize];
+    let input = &inventory.files[found.earlier.file as usize];
     Error::Conflict {
         kind: kind.name(),
-        record_id: records::record_id_at(input, first.1).unwrap_or_else(|| "?".to_owned()),
-        first: place(first),
-        second: place(second),
+        record_id: records::record_id_at(input, found.earlier.line).unwrap_or_else(|| "?".to_owned()),
+        first: location(found.earlier),
+        second: location(found.later),
     }
 }
 

@@ -91,9 +91,20 @@ impl Entry {
         (self.id >> 58) as usize % PARTITIONS
     }
 
-    fn place(&self, origin: Origin) -> (u32, u64) {
-        (origin.file, origin.first_line + u64::from(self.row))
+    fn place(&self, origin: Origin) -> Place {
+        Place { file: origin.file, line: origin.first_line + u64::from(self.row) }
     }
+}
+
+/// Where a row is: its file and line. Places order as the rows were read
+/// (file by file, line by line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Place {
+    /// The file: its index in a pass's inventory, or a store's source
+    /// number in its index.
+    pub file: u32,
+    /// The row's line in the file.
+    pub line: u64,
 }
 
 /// Where a scan's entries are: its file and the line its rows count from.
@@ -106,7 +117,13 @@ pub struct Origin {
 }
 
 /// One scan's entries by partition, and where they are.
-pub type ScanEntries = (Origin, Vec<Vec<Entry>>);
+#[derive(Clone, Debug)]
+pub struct ScanEntries {
+    /// Where the scan's rows are.
+    pub origin: Origin,
+    /// Its entries, one list per partition.
+    pub parts: Vec<Vec<Entry>>,
+}
 
 /// The entry of a row that takes part in corrections: a version of a
 /// revision above 0, or a void (of the record kind it withdraws).
@@ -121,7 +138,13 @@ pub struct Revised {
 }
 
 /// One scan's revised entries of one kind, and where they are.
-pub type ScanRevised = (Origin, Vec<Revised>);
+#[derive(Clone, Debug)]
+pub struct ScanRevised {
+    /// Where the scan's rows are.
+    pub origin: Origin,
+    /// Its revised entries of the kind.
+    pub entries: Vec<Revised>,
+}
 
 #[cfg(test)]
 pub(crate) mod test_collisions {
@@ -139,36 +162,41 @@ pub(crate) mod test_collisions {
     }
 }
 
-/// Two places `(file, line)`: an earlier row and a later one.
-pub type PlacePair = ((u32, u64), (u32, u64));
+/// The places of two rows that conflict: an earlier one and a later one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    /// The row read first.
+    pub earlier: Place,
+    /// The row that conflicts with it.
+    pub later: Place,
+}
+
+/// Keeps in `kept` whichever of it and `found` has the later place that
+/// comes first: the first conflict in file order.
+fn keep_first(kept: &mut Option<Conflict>, found: Conflict) {
+    if kept.is_none_or(|c| found.later < c.later) {
+        *kept = Some(found);
+    }
+}
 
 /// One partition's duplicates, superseded rows and first conflict.
 #[derive(Default)]
 struct PartitionOutcome {
-    duplicates: Vec<(u32, u64)>,
-    superseded: Vec<(u32, u64)>,
-    conflict: Option<PlacePair>,
-}
-
-impl PartitionOutcome {
-    /// Notes a conflict, keeping the one whose later place comes first.
-    fn conflict(&mut self, found: PlacePair) {
-        if self.conflict.is_none_or(|c| found.1 < c.1) {
-            self.conflict = Some(found);
-        }
-    }
+    duplicates: Vec<Place>,
+    superseded: Vec<Place>,
+    conflict: Option<Conflict>,
 }
 
 /// What the check found.
 #[derive(Debug, Default)]
 pub struct Outcome {
     /// Places of rows that repeat an earlier identical row: skip them.
-    pub duplicates: FxHashSet<(u32, u64)>,
+    pub duplicates: FxHashSet<Place>,
     /// Places of versions and voids below their record's highest
     /// revision: skip them.
-    pub superseded: FxHashSet<(u32, u64)>,
-    /// The first conflict in file order: (earlier place, later place).
-    pub conflict: Option<PlacePair>,
+    pub superseded: FxHashSet<Place>,
+    /// The first conflict in file order.
+    pub conflict: Option<Conflict>,
 }
 
 /// Checks the entries of one kind, given as one [`ScanEntries`] per scan,
@@ -177,7 +205,7 @@ pub struct Outcome {
 pub fn check(scans: Vec<ScanEntries>, revised: Vec<ScanRevised>) -> Outcome {
     // Revised entries are few: filed by partition here, with their places.
     let mut revised_parts: Vec<Vec<Checked>> = (0..PARTITIONS).map(|_| Vec::new()).collect();
-    for (origin, entries) in &revised {
+    for ScanRevised { origin, entries } in &revised {
         for r in entries {
             let e = r.entry;
             let checked = Checked {
@@ -199,10 +227,12 @@ pub fn check(scans: Vec<ScanEntries>, revised: Vec<ScanRevised>) -> Outcome {
         .map(|(p, revised)| {
             let lists: Vec<(Origin, &[Entry])> = scans
                 .iter()
-                .filter_map(|(origin, parts)| parts.get(p).map(|l| (*origin, &l[..])))
+                .filter_map(|scan| scan.parts.get(p).map(|l| (scan.origin, &l[..])))
                 .filter(|(_, l)| !l.is_empty())
                 .collect();
-            let entries = lists.iter().flat_map(|(origin, l)| l.iter().map(move |e| (e.id, e.key, e.place(*origin))));
+            let entries = lists
+                .iter()
+                .flat_map(|(origin, l)| l.iter().map(move |e| Plain { id: e.id, key: e.key, place: e.place(*origin) }));
             if !revised.is_empty() {
                 let base = lists.iter().flat_map(|(origin, l)| {
                     l.iter().map(move |e| Checked {
@@ -226,9 +256,7 @@ pub fn check(scans: Vec<ScanEntries>, revised: Vec<ScanRevised>) -> Outcome {
         outcome.duplicates.extend(result.duplicates);
         outcome.superseded.extend(result.superseded);
         if let Some(found) = result.conflict {
-            if outcome.conflict.is_none_or(|c| found.1 < c.1) {
-                outcome.conflict = Some(found);
-            }
+            keep_first(&mut outcome.conflict, found);
         }
     }
     outcome
@@ -242,7 +270,7 @@ struct Checked {
     revision: u64,
     void: bool,
     key: u64,
-    place: (u32, u64),
+    place: Place,
 }
 
 /// The check of one partition that holds revised entries: sorted by id,
@@ -262,7 +290,7 @@ fn check_revisions(mut entries: Vec<Checked>) -> PartitionOutcome {
                 if other.void == first.void && other.key == first.key {
                     outcome.duplicates.push(other.place);
                 } else {
-                    outcome.conflict((first.place, other.place));
+                    keep_first(&mut outcome.conflict, Conflict { earlier: first.place, later: other.place });
                 }
             }
             if first.revision < highest {
@@ -284,32 +312,35 @@ fn in_place_order(lists: &[(Origin, &[Entry])]) -> bool {
         })
 }
 
-/// An entry as the check of a partition without revisions reads it: id
-/// hash, key, place.
-type Plain = (u64, u64, (u32, u64));
+/// An entry as the check of a partition without revisions reads it.
+#[derive(Clone, Copy, Debug)]
+struct Plain {
+    /// The high half of the id's hash.
+    id: u64,
+    /// The content key (see [`Entry`]).
+    key: u64,
+    place: Place,
+}
 
 /// The check of one partition whose entries come in file order (as a pass
 /// makes them): the first entry of an id is its earliest, so one hash map
 /// from id to first entry replaces the sort, at the same outcome.
 fn check_in_place_order(entries: impl Iterator<Item = Plain>, n_entries: usize) -> PartitionOutcome {
-    let mut first: rustc_hash::FxHashMap<u64, (u64, (u32, u64))> =
+    let mut first: rustc_hash::FxHashMap<u64, Plain> =
         rustc_hash::FxHashMap::with_capacity_and_hasher(n_entries, Default::default());
     let mut duplicates = Vec::new();
-    let mut conflict: Option<PlacePair> = None;
-    for (id, key, place) in entries {
-        match first.entry(id) {
+    let mut conflict = None;
+    for entry in entries {
+        match first.entry(entry.id) {
             std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert((key, place));
+                slot.insert(entry);
             }
             std::collections::hash_map::Entry::Occupied(slot) => {
-                let (earlier_key, earlier) = *slot.get();
-                if earlier_key == key {
-                    duplicates.push(place);
+                let earlier = *slot.get();
+                if earlier.key == entry.key {
+                    duplicates.push(entry.place);
                 } else {
-                    let found = (earlier, place);
-                    if conflict.is_none_or(|c| found.1 < c.1) {
-                        conflict = Some(found);
-                    }
+                    keep_first(&mut conflict, Conflict { earlier: earlier.place, later: entry.place });
                 }
             }
         }
@@ -319,23 +350,20 @@ fn check_in_place_order(entries: impl Iterator<Item = Plain>, n_entries: usize) 
 
 /// The check of one partition in any order: sorted by id, then place.
 fn check_sorted(mut entries: Vec<Plain>) -> PartitionOutcome {
-    entries.sort_unstable_by_key(|&(id, _, place)| (id, place));
+    entries.sort_unstable_by_key(|e| (e.id, e.place));
     let mut duplicates = Vec::new();
-    let mut conflict: Option<PlacePair> = None;
+    let mut conflict = None;
     let mut first = 0;
     for i in 1..entries.len() {
-        if entries[i].0 != entries[first].0 {
+        if entries[i].id != entries[first].id {
             first = i;
             continue;
         }
         let (a, b) = (&entries[first], &entries[i]);
-        if a.1 == b.1 {
-            duplicates.push(b.2);
+        if a.key == b.key {
+            duplicates.push(b.place);
         } else {
-            let found = (a.2, b.2);
-            if conflict.is_none_or(|c| found.1 < c.1) {
-                conflict = Some(found);
-            }
+            keep_first(&mut conflict, Conflict { earlier: a.place, later: b.place });
         }
     }
     PartitionOutcome { duplicates, superseded: Vec::new(), conflict }
@@ -353,7 +381,15 @@ mod tests {
             let e = Entry::new(id, content, (line - 2) as u32, 0);
             parts[e.partition()].push(e);
         }
-        (Origin { file, first_line: 2 }, parts)
+        ScanEntries { origin: Origin { file, first_line: 2 }, parts }
+    }
+
+    fn at(file: u32, line: u64) -> Place {
+        Place { file, line }
+    }
+
+    fn conflict(earlier: (u32, u64), later: (u32, u64)) -> Option<Conflict> {
+        Some(Conflict { earlier: at(earlier.0, earlier.1), later: at(later.0, later.1) })
     }
 
     #[test]
@@ -365,19 +401,19 @@ mod tests {
     fn identical_rows_count_once_and_conflicts_name_both_places() {
         let outcome = check(vec![scan(0, &[("r1", 7, 2), ("r2", 9, 3)]), scan(1, &[("r1", 7, 5)])], Vec::new());
         assert_eq!(outcome.duplicates.len(), 1);
-        assert!(outcome.duplicates.contains(&(1, 5)));
+        assert!(outcome.duplicates.contains(&at(1, 5)));
         assert_eq!(outcome.conflict, None);
 
         // Out of file order (the sort path) and in file order (the hash
         // path) agree.
         let outcome = check(vec![scan(1, &[("r1", 7, 5)]), scan(0, &[("r1", 7, 2), ("r2", 9, 3)])], Vec::new());
         assert_eq!(outcome.duplicates.len(), 1);
-        assert!(outcome.duplicates.contains(&(1, 5)));
+        assert!(outcome.duplicates.contains(&at(1, 5)));
 
         let outcome = check(vec![scan(0, &[("r1", 7, 2), ("r2", 9, 3)]), scan(2, &[("r2", 10, 9)])], Vec::new());
-        assert_eq!(outcome.conflict, Some(((0, 3), (2, 9))));
+        assert_eq!(outcome.conflict, conflict((0, 3), (2, 9)));
         let outcome = check(vec![scan(2, &[("r2", 10, 9)]), scan(0, &[("r1", 7, 2), ("r2", 9, 3)])], Vec::new());
-        assert_eq!(outcome.conflict, Some(((0, 3), (2, 9))));
+        assert_eq!(outcome.conflict, conflict((0, 3), (2, 9)));
     }
 
     #[test]
@@ -387,7 +423,7 @@ mod tests {
         // the caller to confirm, not a duplicate.
         let outcome = check(vec![scan(0, &[("collide-a", 7, 2), ("collide-b", 7, 3)])], Vec::new());
         assert!(outcome.duplicates.is_empty());
-        assert_eq!(outcome.conflict, Some(((0, 2), (0, 3))));
+        assert_eq!(outcome.conflict, conflict((0, 2), (0, 3)));
         // Another seed tells them apart.
         let a = Entry::new("collide-a", 7, 0, 1);
         let b = Entry::new("collide-b", 7, 1, 1);

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use crate::direct::{AlignedBuffer, DirectReader, DirectWriter};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
-use crate::records::dedup::PARTITIONS;
+use crate::records::dedup::{Place, PARTITIONS};
 
 const MAGIC: &[u8; 8] = b"TMIDX001";
 const ENTRY_BYTES: usize = 32;
@@ -63,14 +63,15 @@ pub fn partition_of(id: (u64, u64)) -> usize {
 /// The largest source number a place can hold.
 pub const MAX_SOURCE: u32 = (1 << 24) - 1;
 
-/// A (source, line) place in one word: the line in the low 40 bits.
-pub fn pack((source, line): (u32, u64)) -> u64 {
-    (source as u64) << 40 | line.min((1 << 40) - 1)
+/// A place (its file a source number) in one word: the line in the low
+/// 40 bits.
+pub fn pack(place: Place) -> u64 {
+    (place.file as u64) << 40 | place.line.min((1 << 40) - 1)
 }
 
-/// The (source, line) of a packed place.
-pub fn unpack(place: u64) -> (u32, u64) {
-    ((place >> 40) as u32, place & ((1 << 40) - 1))
+/// The place of a packed one.
+pub fn unpack(packed: u64) -> Place {
+    Place { file: (packed >> 40) as u32, line: packed & ((1 << 40) - 1) }
 }
 
 /// Writes the entries of `parts` (in any order; written by partition, each
@@ -319,7 +320,8 @@ mod tests {
 
     #[test]
     fn places_pack_into_one_word_and_back() {
-        for place in [(0, 0), (0, 1), (7, 123_456), (MAX_SOURCE, (1 << 40) - 1)] {
+        for (file, line) in [(0, 0), (0, 1), (7, 123_456), (MAX_SOURCE, (1 << 40) - 1)] {
+            let place = Place { file, line };
             assert_eq!(unpack(pack(place)), place);
         }
     }
@@ -328,8 +330,9 @@ mod tests {
     fn index_files_hand_back_each_partition() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.idx");
-        let entries: Vec<IndexEntry> =
-            (0..5000).map(|i| IndexEntry { id: id(i), content: i * 3, place: pack((i as u32 % 7, i)) }).collect();
+        let entries: Vec<IndexEntry> = (0..5000)
+            .map(|i| IndexEntry { id: id(i), content: i * 3, place: pack(Place { file: i as u32 % 7, line: i }) })
+            .collect();
         write_index(&path, &[&entries[..3], &entries[3..]], &Syncer::at_once()).unwrap();
         let file = IndexFile::open(&path).unwrap();
         assert_eq!(file.len(), 5000);
@@ -366,8 +369,9 @@ mod tests {
     #[test]
     fn index_file_bytes_are_the_documented_layout() {
         let dir = tempfile::tempdir().unwrap();
-        let entries: Vec<IndexEntry> =
-            (0..9000).map(|i| IndexEntry { id: id(i * 7 + 1), content: i ^ 0x5a5a, place: pack((3, i)) }).collect();
+        let entries: Vec<IndexEntry> = (0..9000)
+            .map(|i| IndexEntry { id: id(i * 7 + 1), content: i ^ 0x5a5a, place: pack(Place { file: 3, line: i }) })
+            .collect();
         for cuts in [vec![0, 9000], vec![0, 0, 1, 2048, 2049, 9000, 9000], vec![0, 4095, 4096, 9000]] {
             let parts: Vec<&[IndexEntry]> = cuts.windows(2).map(|w| &entries[w[0]..w[1]]).collect();
             let path = dir.path().join("x.idx");

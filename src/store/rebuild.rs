@@ -35,7 +35,7 @@ use super::Manifest;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::records::csv::RowSink;
-use crate::records::dedup::Seen;
+use crate::records::dedup::{Place, Seen};
 use crate::records::files::{Format, InputFile};
 use crate::records::{parse_record, Field, Kind};
 
@@ -270,7 +270,7 @@ impl RowSink for Fold<'_> {
                 return self.fail(line, "no source_file or source_line".to_owned());
             };
             let seen = Seen::new(record.record_id, record.content_hash(), 0, *source_line);
-            let place = index::pack((*source, *source_line));
+            let place = index::pack(Place { file: *source, line: *source_line });
             self.entries.push(IndexEntry { id: seen.id, content: seen.content, place });
         }
         if self.accounts.contains(record.auth_id) {

@@ -13,7 +13,7 @@ use crate::intern::{Interner, ShortCache};
 use crate::prefetch::prefetch;
 use crate::records::bad_rows::{BadRows, OnBadRow};
 use crate::records::csv::RowSink;
-use crate::records::dedup::Seen;
+use crate::records::dedup::{Place, Seen};
 use crate::records::files::{Format, InputFile};
 use crate::records::pieces::Pieces;
 use crate::records::{self, Country, Direction, Field, Kind, Product};
@@ -173,7 +173,7 @@ impl Row {
         IndexEntry {
             id: self.seen.id,
             content: self.seen.content,
-            place: index::pack((base + self.seen.file, self.seen.line)),
+            place: index::pack(Place { file: base + self.seen.file, line: self.seen.line }),
         }
     }
 }

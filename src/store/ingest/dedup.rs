@@ -22,7 +22,7 @@ use super::Run;
 use crate::aggregate::Tally;
 use crate::error::{Error, Result};
 use crate::money::Amount;
-use crate::records::dedup::{Seen, PARTITIONS};
+use crate::records::dedup::{Place, Seen, PARTITIONS};
 use crate::records::Kind;
 use crate::store::index::{self, Filter, IndexEntry, IndexFile};
 use crate::store::parquet_io::RecordView;
@@ -63,7 +63,7 @@ impl Run<'_> {
         // A row's place (as the index packs it: lines capped).
         let place = |c: u32, r: u32| {
             let seen = &chunks[c as usize].rows[r as usize].seen;
-            index::unpack(index::pack((base + seen.file, seen.line)))
+            index::unpack(index::pack(Place { file: base + seen.file, line: seen.line }))
         };
         type Found = (Vec<(u32, u32, Mark)>, Option<Clash<(u32, u32)>>);
         let found: Vec<Found> = state
@@ -119,13 +119,8 @@ impl Run<'_> {
         Ok(out)
     }
 
-    fn conflict(&self, kind: Kind, record_id: String, first: (u32, u64), second: (u32, u64)) -> Error {
-        Error::Conflict {
-            kind: kind.name(),
-            record_id,
-            first: self.place(first.0, first.1),
-            second: self.place(second.0, second.1),
-        }
+    fn conflict(&self, kind: Kind, record_id: String, first: Place, second: Place) -> Error {
+        Error::Conflict { kind: kind.name(), record_id, first: self.location(first), second: self.location(second) }
     }
 
     /// Stores the candidates of `pending` that [`check`] found new
@@ -231,7 +226,7 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
                 let (mut new, mut duplicates) = (Vec::new(), 0);
                 for &i in &mine {
                     let seen = rows[i as usize].seen;
-                    let place = (base + seen.file, seen.line);
+                    let place = Place { file: base + seen.file, line: seen.line };
                     let Some(slot) = known.get_mut(&seen.id) else { continue };
                     match *slot {
                         None => {
@@ -288,13 +283,13 @@ struct BatchEntry {
     row: u32,
 }
 
-/// A conflict found: the stored or earlier place and the later place,
-/// each (source, line), and where the later row is: `R` is its (chunk,
+/// A conflict found: the stored or earlier place and the later place
+/// (their files source numbers), and where the later row is: `R` is its (chunk,
 /// row) in a batch, or its position in [`Pending::rows`].
 #[derive(Clone, Copy)]
 struct Clash<R> {
-    first: (u32, u64),
-    later: (u32, u64),
+    first: Place,
+    later: Place,
     row: R,
 }
 

@@ -92,6 +92,7 @@ use crate::aggregate::Tally;
 use crate::durable::Syncer;
 use crate::error::{Error, Location, Result};
 use crate::money::Amount;
+use crate::records::dedup::Place;
 use crate::records::files::{InputFile, Inventory};
 use crate::records::pieces::Pieces;
 use crate::records::Kind;
@@ -152,8 +153,10 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// The place a source number and line name in messages.
-    fn place(&self, source: u32, line: u64) -> Location {
+    /// The file and line a place (its file a source number) names in
+    /// messages.
+    fn location(&self, place: Place) -> Location {
+        let (source, line) = (place.file, place.line);
         let base = self.old.sources.len();
         let name = match (source as usize).checked_sub(base) {
             Some(i) => self.inventory.files.get(i).map(|f| f.name.clone()),

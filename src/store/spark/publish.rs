@@ -23,7 +23,7 @@ use crate::aggregate::{Tally, Totals};
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
-use crate::records::dedup::Seen;
+use crate::records::dedup::{Place, Seen};
 use crate::records::files::{Format, InputFile};
 use crate::records::{Country, Direction, Kind, Product};
 
@@ -111,7 +111,7 @@ pub(super) fn publish(
         let mut writer = Writer { store, id, kind, files: &mut files, batches: &mut batches, used: 0, syncer: &syncer };
         let mut pending = Pending::default();
         let mut pending_elsewhere = 0u64;
-        let mut held: FxHashSet<(u32, u64)> = FxHashSet::default();
+        let mut held: FxHashSet<Place> = FxHashSet::default();
         for b in taken {
             held.clear();
             if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
@@ -136,10 +136,11 @@ pub(super) fn publish(
                         let content = rows.content[i] as u64;
                         if filter.check_and_insert(id) {
                             pending.push_view(&view, Seen { id, file, line: view.source_line, content })?;
-                            held.insert((file, view.source_line));
+                            held.insert(Place { file, line: view.source_line });
                             continue;
                         }
-                        entries.push(IndexEntry { id, content, place: index::pack((base + file, view.source_line)) });
+                        let place = Place { file: base + file, line: view.source_line };
+                        entries.push(IndexEntry { id, content, place: index::pack(place) });
                         views.push(view);
                     }
                 }
@@ -277,9 +278,9 @@ struct Repeats {
     /// Bytes of the repeats of a stored row or of a row of an earlier batch
     /// (the filter has their id for certain), by batch.
     certain: BTreeMap<BatchRun, u64>,
-    /// Repeats of a row of their own batch, by batch: that first row's file
-    /// and line, and the repeat's bytes; held when that first row was.
-    same_batch: BTreeMap<BatchRun, Vec<(u32, u64, u64)>>,
+    /// Repeats of a row of their own batch, by batch: that first row's
+    /// place and the repeat's bytes; held when that first row was.
+    same_batch: BTreeMap<BatchRun, Vec<(Place, u64)>>,
 }
 
 impl Repeats {
@@ -296,19 +297,20 @@ impl Repeats {
             for i in 0..file.len() {
                 let broken = || Error::io(&part, format!("row {i}: not a repeat of an earlier row"));
                 let bytes = Pending::bytes_of(u64::try_from(text[i]).map_err(|_| broken())?, 1);
-                let place = |file: i64, line: i64| -> Result<(u32, u64)> {
-                    Ok((u32::try_from(file).map_err(|_| broken())?, u64::try_from(line).map_err(|_| broken())?))
+                let place = |file: i64, line: i64| -> Result<Place> {
+                    let file = u32::try_from(file).map_err(|_| broken())?;
+                    Ok(Place { file, line: u64::try_from(line).map_err(|_| broken())? })
                 };
-                let (file, line) = place(file[i], line[i])?;
-                let batch = steps.of(file, line);
+                let at = place(file[i], line[i])?;
+                let batch = steps.of(at.file, at.line);
                 // A stored first row has no file (-1).
                 let first = match first_file[i] {
                     -1 => None,
                     first => Some(place(first, first_line[i])?),
                 };
-                match first.map(|(f, l)| (f, l, steps.of(f, l))) {
-                    Some((f, l, b)) if b == batch => repeats.same_batch.entry(batch).or_default().push((f, l, bytes)),
-                    Some((_, _, b)) if b > batch => return Err(broken()),
+                match first.map(|f| (f, steps.of(f.file, f.line))) {
+                    Some((f, b)) if b == batch => repeats.same_batch.entry(batch).or_default().push((f, bytes)),
+                    Some((_, b)) if b > batch => return Err(broken()),
                     _ => *repeats.certain.entry(batch).or_default() += bytes,
                 }
             }
@@ -323,11 +325,11 @@ impl Repeats {
 
     /// The bytes of batch `batch`'s repeats a local ingest would hold, given
     /// the rows of the batch its filter held (`held`: file and line).
-    fn held_bytes(&self, batch: BatchRun, held: &FxHashSet<(u32, u64)>) -> u64 {
+    fn held_bytes(&self, batch: BatchRun, held: &FxHashSet<Place>) -> u64 {
         let same = self
             .same_batch
             .get(&batch)
-            .map_or(0, |rows| rows.iter().filter(|(file, line, _)| held.contains(&(*file, *line))).map(|r| r.2).sum());
+            .map_or(0, |rows| rows.iter().filter(|(place, _)| held.contains(place)).map(|r| r.1).sum());
         self.certain.get(&batch).copied().unwrap_or(0) + same
     }
 }
