@@ -459,26 +459,11 @@ mod tests {
 
         // A group the accounts do not account for (e.g. a lost account) fails too.
         let mut extra = one_account_batch();
-        let written = write_account(
-            "A",
-            None,
-            &extra.summaries["A"],
-            &request,
-            &TokenKey::from_secret("unit tests"),
-            &dir.path().join("x"),
-        )
-        .err();
-        assert!(written.is_some(), "the account folder's parent must exist");
+        let key = TokenKey::from_secret("unit tests");
+        let write = |into: &Path| write_account("A", None, &extra.summaries["A"], &request, &key, into);
+        assert!(write(&dir.path().join("x")).is_err(), "the account folder's parent must exist");
         let dir2 = tempfile::tempdir().unwrap();
-        let written = write_account(
-            "A",
-            None,
-            &extra.summaries["A"],
-            &request,
-            &TokenKey::from_secret("unit tests"),
-            dir2.path(),
-        )
-        .unwrap();
+        let written = write(dir2.path()).unwrap();
         let mut lost = extra.aggregate.groups.keys().next().unwrap().clone();
         lost.account = "B".into();
         extra.aggregate.groups.insert(lost, Totals { records: 1, units: 1, duration: 0, amount: 1, surcharge: 0 });
