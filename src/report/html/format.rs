@@ -256,6 +256,38 @@ mod tests {
     }
 
     proptest! {
+        /// A span of whole local days, in zones with and without clock
+        /// changes, reads as its first and last day (the end's day is
+        /// excluded), or as one day, or as its month or year when it is
+        /// exactly one.
+        #[test]
+        fn whole_local_days_read_as_their_first_and_last_day(
+            start in 0u32..3000,
+            days in 1u32..400,
+            zone in prop::sample::select(vec!["UTC", "America/New_York", "Europe/London", "Asia/Kolkata", "Australia/Lord_Howe", "Pacific/Chatham"]),
+        ) {
+            use chrono::{NaiveDate, TimeZone};
+            let tz: chrono_tz::Tz = zone.parse().expect("zone");
+            let first = NaiveDate::from_ymd_opt(2020, 1, 1).expect("date") + chrono::Days::new(u64::from(start));
+            let next = first + chrono::Days::new(u64::from(days));
+            let midnight = |date: NaiveDate| tz.from_local_datetime(&date.and_time(NaiveTime::MIN)).single();
+            // Zones whose clocks change at midnight skip or repeat it: not a whole-day bound.
+            let (Some(from), Some(to)) = (midnight(first), midnight(next)) else { return Ok(()) };
+            let text = |at: chrono::DateTime<chrono_tz::Tz>| crate::time::format_instant(at.timestamp(), tz);
+            let shown = period(&text(from), &text(to));
+            let last = next.pred_opt().expect("a day before");
+            let expected = if first.ordinal() == 1 && next == first.with_year(first.year() + 1).expect("year") {
+                first.format("%Y").to_string()
+            } else if first.day() == 1 && Some(next) == first.checked_add_months(Months::new(1)) {
+                first.format("%Y-%m").to_string()
+            } else if days == 1 {
+                first.to_string()
+            } else {
+                format!("{first} to {last}")
+            };
+            prop_assert_eq!(shown, expected);
+        }
+
         /// The formatted text, separators removed, parses back to the
         /// exact value rounded half up to the currency's decimals.
         #[test]
