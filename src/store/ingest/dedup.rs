@@ -22,7 +22,7 @@ use super::Run;
 use crate::aggregate::Tally;
 use crate::error::{Error, Result};
 use crate::money::Amount;
-use crate::records::dedup::{Place, Seen, PARTITIONS};
+use crate::records::dedup::{Conflict, Place, Seen, PARTITIONS};
 use crate::records::Kind;
 use crate::store::index::{self, Filter, IndexEntry, IndexFile};
 use crate::store::parquet_io::RecordView;
@@ -93,8 +93,8 @@ impl Run<'_> {
                             (_, _, _, true) => marks.push((c, r, Mark::Candidate)),
                             (earlier, _, _, false) if earlier == content => marks.push((c, r, Mark::Duplicate)),
                             (_, first_c, first_r, false) => {
-                                conflict =
-                                    Some(Clash { first: place(first_c, first_r), later: place(c, r), row: (c, r) });
+                                let places = Conflict { earlier: place(first_c, first_r), later: place(c, r) };
+                                conflict = Some(Clash { places, row: (c, r) });
                                 break;
                             }
                         },
@@ -111,16 +111,17 @@ impl Run<'_> {
             }
             first_conflict = Clash::earlier(first_conflict, conflict);
         }
-        if let Some(Clash { first, later: second, row: (c, r) }) = first_conflict {
+        if let Some(Clash { places, row: (c, r) }) = first_conflict {
             let chunk = &chunks[c as usize];
             let record_id = chunk.view(&chunk.rows[r as usize]).record_id.to_owned();
-            return Err(self.conflict(state.kind, record_id, first, second));
+            return Err(self.conflict(state.kind, record_id, places));
         }
         Ok(out)
     }
 
-    fn conflict(&self, kind: Kind, record_id: String, first: Place, second: Place) -> Error {
-        Error::Conflict { kind: kind.name(), record_id, first: self.location(first), second: self.location(second) }
+    fn conflict(&self, kind: Kind, record_id: String, places: Conflict) -> Error {
+        let (first, second) = (self.location(places.earlier), self.location(places.later));
+        Error::Conflict { kind: kind.name(), record_id, first, second }
     }
 
     /// Stores the candidates of `pending` that [`check`] found new
@@ -133,9 +134,9 @@ impl Run<'_> {
         checked: Result<Checked>,
     ) -> Result<()> {
         let Checked { new, duplicates, conflict } = checked?;
-        if let Some(Clash { first, later: second, row: i }) = conflict {
+        if let Some(Clash { places, row: i }) = conflict {
             let record_id = pending.view(&pending.rows[i as usize], "").record_id.to_owned();
-            return Err(self.conflict(state.kind, record_id, first, second));
+            return Err(self.conflict(state.kind, record_id, places));
         }
         if pending.rows.is_empty() {
             return Ok(());
@@ -235,7 +236,8 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
                         }
                         Some((content, _)) if content == seen.content => duplicates += 1,
                         Some((_, earlier)) => {
-                            let clash = Clash { first: index::unpack(earlier), later: place, row: i };
+                            let places = Conflict { earlier: index::unpack(earlier), later: place };
+                            let clash = Clash { places, row: i };
                             return Ok((new, duplicates, Some(clash)));
                         }
                     }
@@ -284,12 +286,11 @@ struct BatchEntry {
 }
 
 /// A conflict found: the stored or earlier place and the later place
-/// (their files source numbers), and where the later row is: `R` is its (chunk,
-/// row) in a batch, or its position in [`Pending::rows`].
+/// (their files source numbers), and where the later row is: `R` is its
+/// (chunk, row) in a batch, or its position in [`Pending::rows`].
 #[derive(Clone, Copy)]
 struct Clash<R> {
-    first: Place,
-    later: Place,
+    places: Conflict,
     row: R,
 }
 
@@ -298,7 +299,7 @@ impl<R> Clash<R> {
     /// first: the conflict a one-row-at-a-time reading meets first.
     fn earlier(kept: Option<Self>, found: Option<Self>) -> Option<Self> {
         match (kept, found) {
-            (Some(kept), Some(found)) if found.later < kept.later => Some(found),
+            (Some(kept), Some(found)) if found.places.later < kept.places.later => Some(found),
             (None, found) => found,
             (kept, _) => kept,
         }
