@@ -164,6 +164,18 @@ pub fn period(from: &str, to: &str) -> String {
     }
 }
 
+/// Writes the rest of an opened tag that shows a period (`<td`, `<span`):
+/// the exact bounds in its `title`, then [`period`]'s text. The caller
+/// closes the element.
+pub fn period_html(out: &mut String, from: &str, to: &str) {
+    out.push_str(" title=\"");
+    super::esc_into(out, from);
+    out.push_str(" to ");
+    super::esc_into(out, to);
+    out.push_str(", end excluded\">");
+    super::esc_into(out, &period(from, to));
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

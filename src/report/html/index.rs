@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::format::{grouped, money_html, period};
+use super::format::{grouped, money_html, period_html};
 use super::{add, card, esc, head, href};
 use crate::error::Result;
 use crate::money::Amount;
@@ -111,15 +111,13 @@ pub fn index(
             Some(name) => w!(out, "{}</a><small class=\"id\">{}</small>", esc(name), esc(entry.auth_id)),
             None => w!(out, "{}</a>", esc(entry.auth_id)),
         }
-        let (from, to) = (&entry.window.0, &entry.window.1);
+        out.push_str("</td><td");
+        period_html(&mut out, &entry.window.0, &entry.window.1);
         w!(
             out,
-            "</td><td title=\"{} to {}, end excluded\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n m\">",
-            esc(from),
-            esc(to),
-            esc(&period(from, to)),
+            "</td><td>{}</td><td class=\"n\">{}</td><td class=\"n m\">",
             esc(entry.timezone),
-            grouped(entry.rows as u128),
+            grouped(entry.rows as u128)
         );
         money_html(&mut out, entry.total_spend, entry.currency);
         w!(out, " <small>{}</small></td></tr>", esc(entry.currency));
@@ -127,7 +125,7 @@ pub fn index(
     out.push_str("</tbody><tfoot>");
     for (currency, (nanos, accounts)) in &by_currency {
         let plural = if *accounts == 1 { "" } else { "s" };
-        w!(out, "<tr><td colspan=\"4\">Total, {} account{plural}</td><td class=\"n m\">", grouped(*accounts as u128),);
+        w!(out, "<tr><td colspan=\"4\">Total, {} account{plural}</td><td class=\"n m\">", grouped(*accounts as u128));
         money_html(&mut out, Amount::from_nanos(*nanos), currency);
         w!(out, " <small>{}</small></td></tr>", esc(currency));
     }

@@ -178,25 +178,20 @@ fn account_head(out: &mut String, page: &AccountPage<'_>) -> Result<()> {
     let request = &summary.request;
     let tz = summary.buckets.tz();
     let stats = Stats::of(summary)?;
+    let auth_id = &request.auth_id;
     let title = match page.name {
-        Some(name) => format!("Usage report: {name} ({})", request.auth_id),
-        None => format!("Usage report: {}", request.auth_id),
+        Some(name) => format!("Usage report: {name} ({auth_id})"),
+        None => format!("Usage report: {auth_id}"),
     };
     head(out, &title);
-    let (from, to) = (format_instant(request.window.start, tz), format_instant(request.window.end, tz));
-    match page.name {
-        Some(name) => w!(out, "<header><h1>{}</h1><div class=\"sub\">{} &middot; ", esc(name), esc(&request.auth_id)),
-        None => w!(out, "<header><h1>{}</h1><div class=\"sub\">", esc(&request.auth_id)),
+    w!(out, "<header><h1>{}</h1><div class=\"sub\">", esc(page.name.unwrap_or(auth_id)));
+    if page.name.is_some() {
+        w!(out, "{} &middot; ", esc(auth_id));
     }
-    w!(
-        out,
-        "<span title=\"{} to {}, end excluded\">{}</span> &middot; {} &middot; by {}",
-        esc(&from),
-        esc(&to),
-        esc(&format::period(&from, &to)),
-        esc(tz.name()),
-        request.params.granularity.as_str()
-    );
+    out.push_str("<span");
+    let (from, to) = (format_instant(request.window.start, tz), format_instant(request.window.end, tz));
+    format::period_html(out, &from, &to);
+    w!(out, "</span> &middot; {} &middot; by {}", esc(tz.name()), request.params.granularity.as_str());
     if let Some(subaccount) = &request.params.subaccount_auth {
         w!(out, " &middot; subaccount {}", esc(subaccount));
     }

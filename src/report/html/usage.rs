@@ -9,7 +9,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::fmt::Write as _;
 
-use super::format::{duration_html, grouped, money_html, period};
+use super::format::{duration_html, grouped, money_html, period_html};
 use super::{add, esc, esc_into, overflow, PRODUCTS};
 use crate::error::Result;
 use crate::money::Amount;
@@ -239,12 +239,8 @@ fn row_html(out: &mut String, item: &UsageItem<'_>, currency: &str) {
             out.push_str("</td>");
         }
     };
-    out.push_str("<tr><td title=\"");
-    esc_into(out, &item.from_date);
-    out.push_str(" to ");
-    esc_into(out, &item.to_date);
-    out.push_str(", end excluded\">");
-    esc_into(out, &period(&item.from_date, &item.to_date));
+    out.push_str("<tr><td");
+    period_html(out, &item.from_date, &item.to_date);
     out.push_str("</td>");
     cells(out, &[Some(item.product), Some(item.type_), item.subaccount_auth, item.country, item.direction]);
     w!(out, "<td class=\"n\">{}</td><td class=\"n\">", grouped(item.total_units));
