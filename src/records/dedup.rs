@@ -171,10 +171,18 @@ pub struct Conflict {
     pub later: Place,
 }
 
-/// Keeps in `kept` whichever of it and `found` has the later place that
-/// comes first: the first conflict in file order.
+impl Conflict {
+    /// Whether a reading in file order meets this conflict before `other`:
+    /// its later row comes first.
+    pub fn met_before(&self, other: &Conflict) -> bool {
+        self.later < other.later
+    }
+}
+
+/// Keeps in `kept` whichever of it and `found` a reading in file order
+/// meets first.
 fn keep_first(kept: &mut Option<Conflict>, found: Conflict) {
-    if kept.is_none_or(|c| found.later < c.later) {
+    if kept.is_none_or(|c| found.met_before(&c)) {
         *kept = Some(found);
     }
 }

@@ -299,7 +299,7 @@ impl<R> Clash<R> {
     /// first: the conflict a one-row-at-a-time reading meets first.
     fn earlier(kept: Option<Self>, found: Option<Self>) -> Option<Self> {
         match (kept, found) {
-            (Some(kept), Some(found)) if found.places.later < kept.places.later => Some(found),
+            (Some(kept), Some(found)) if found.places.met_before(&kept.places) => Some(found),
             (None, found) => found,
             (kept, _) => kept,
         }
