@@ -29,8 +29,8 @@ fn plivos_python_sdk_works_unpatched_on_the_tour_store() {
         assert!(auth_id.len() == 20 && auth_id.starts_with("MA"), "{auth_id}: Plivo's shape");
     }
     let auth_id = first_account(&accounts);
-    let session = Session { python, store, auth_id, endpoint: "EP_DESK" };
-    session.run();
+    let check = SdkCheck { python, store, auth_id, endpoint: "EP_DESK" };
+    check.run();
 }
 
 /// A generated data set with resources.
@@ -56,8 +56,8 @@ fn plivos_python_sdk_works_unpatched_on_generated_data() {
     let accounts = std::fs::read_to_string(data.join("accounts.csv")).expect("accounts.csv");
     let auth_id = first_account(&accounts);
     assert!(auth_id.len() == 20 && auth_id.starts_with("MA"), "{auth_id}: Plivo's shape");
-    let session = Session { python, store, auth_id, endpoint: "EP000000" };
-    session.run();
+    let check = SdkCheck { python, store, auth_id, endpoint: "EP000000" };
+    check.run();
 }
 
 fn path_text(path: &Path) -> String {
@@ -68,19 +68,19 @@ fn first_account(accounts_csv: &str) -> String {
     accounts_csv.lines().nth(1).and_then(|l| l.split(',').next()).expect("an account").to_owned()
 }
 
-/// One SDK session against a store: the token set as the README sets it,
+/// One run of the SDK against a store: the token set as the README sets it,
 /// the server started, the script run, and what the SDK
 /// returned held against the server's own answers.
-struct Session {
+struct SdkCheck {
     python: PathBuf,
     store: PathBuf,
     auth_id: String,
     endpoint: &'static str,
 }
 
-impl Session {
+impl SdkCheck {
     fn run(self) {
-        let Session { python, store, auth_id, endpoint: endpoint_id } = self;
+        let SdkCheck { python, store, auth_id, endpoint: endpoint_id } = self;
         let token = "sdk-token-1";
         let mut set = common::command()
             .args(["accounts", "set-token", &auth_id, "--store", &path_text(&store), "-q"])
