@@ -228,6 +228,20 @@ fn limited(kib: u64, args: &[&str]) -> common::Run {
 
 const ONE_GIB_KIB: u64 = 1 << 20;
 
+/// The smallest address-space limit, in MiB and a multiple of 4, that the
+/// binary loads and prints its version under: it grows with the build's
+/// code, so the limit tests start from it rather than from a number.
+fn load_floor() -> u64 {
+    (16..512)
+        .step_by(4)
+        .find(|&mib| {
+            let script = format!("ulimit -v {} && exec \"$0\" --version", mib << 10);
+            let probe = Command::new("sh").arg("-c").arg(script).arg(common::binary()).output();
+            probe.is_ok_and(|o| o.status.success())
+        })
+        .expect("the binary runs under 512 MiB")
+}
+
 /// A 10 MB gzip file of one endless line, and one of endless empty lines
 /// (set aside, one bad row each, were they read on), each fail at once
 /// with the limit that stops them, in bounded memory: under a 1 GiB
@@ -267,6 +281,11 @@ fn compressed_files_of_an_endless_line_or_endless_empty_lines_fail_in_bounded_me
 /// what failed (out of memory, or the threads or a folder that could not
 /// be had), never an abort or a panic, and some limit is met by an
 /// allocation that fails.
+///
+/// Which allocation meets a limit first depends on the threads' timing and
+/// the build's size, so below 512 and 256 MiB the limits step down 4 MiB
+/// at a time, from 64 MiB above the smallest one the binary loads under to
+/// that one, until one is met by a failed allocation.
 #[test]
 fn the_commands_run_under_a_one_gib_address_space_limit_and_say_when_they_cannot() {
     let dir = common::temp_dir();
@@ -295,14 +314,21 @@ fn the_commands_run_under_a_one_gib_address_space_limit_and_say_when_they_cannot
     let fresh = dir.path().join("fresh");
     let fresh_ingest = ["ingest", "--quiet", "--data", s(&data), "--store", s(&fresh)];
     let lowered: [&[&str]; 4] = [&fresh_ingest, runs[1], runs[2], runs[3]];
-    for (mib, args, run) in failures_under([512, 256, 128, 96], &lowered, &[&out, &fresh]) {
-        assert_eq!(run.stderr.lines().count(), 1, "{mib} MiB, {args:?}: {}", run.stderr);
-        assert!(run.stderr.starts_with("error: "), "{mib} MiB, {args:?}: {}", run.stderr);
-        if run.stderr.starts_with("error: out of memory: cannot allocate ") {
-            out_of_memory += 1;
+    let floor = load_floor();
+    let limits = [512, 256].into_iter().chain((floor..=floor + 64).rev().step_by(4));
+    for limit in limits {
+        for (mib, args, run) in failures_under([limit], &lowered, &[&out, &fresh]) {
+            assert_eq!(run.stderr.lines().count(), 1, "{mib} MiB, {args:?}: {}", run.stderr);
+            assert!(run.stderr.starts_with("error: "), "{mib} MiB, {args:?}: {}", run.stderr);
+            if run.stderr.starts_with("error: out of memory: cannot allocate ") {
+                out_of_memory += 1;
+            }
+        }
+        if out_of_memory > 0 {
+            break;
         }
     }
-    assert!(out_of_memory > 0, "no limit met a failed allocation");
+    assert!(out_of_memory > 0, "no limit down to {floor} MiB met a failed allocation");
 }
 
 /// Under address-space limits too small for every thread's stack,
@@ -324,16 +350,9 @@ fn a_thread_that_cannot_start_is_an_error_not_a_panic() {
         &["summary", "--store", s(&store), "--auth-id", "MA001SHGA32ZDQYG9N8T", "--query", query, "--now", NOW],
         &["report", "--store", s(&store), "--out", s(&out), "--query", query, "--now", NOW],
     ];
-    // From the smallest limit the binary loads under (it grows with the
-    // build's code) to 36 MiB above it: the thread stacks' range.
-    let floor = (16..512)
-        .step_by(4)
-        .find(|&mib| {
-            let script = format!("ulimit -v {} && exec \"$0\" --version", mib << 10);
-            let probe = Command::new("sh").arg("-c").arg(script).arg(common::binary()).output();
-            probe.is_ok_and(|o| o.status.success())
-        })
-        .expect("the binary runs under 512 MiB");
+    // From the smallest limit the binary loads under to 36 MiB above it:
+    // the thread stacks' range.
+    let floor = load_floor();
     let mut thread_errors = 0;
     for (mib, args, run) in failures_under((floor..=floor + 36).step_by(4), &runs, &[&out, &fresh]) {
         let last = run.stderr.lines().last().unwrap_or_default();
