@@ -56,6 +56,7 @@ fn calls_file(rows: u64) -> (InputFile, Vec<u8>) {
         name: "calls/part-000.csv".into(),
         format: Format::Csv,
         size: bytes.len() as u64,
+        sum: None,
     };
     (input, bytes)
 }

@@ -15,6 +15,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Result};
+
 /// A file's length and its XXH3-128 hash (32 lowercase hex digits).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileSum {
@@ -75,6 +77,43 @@ impl Summer {
     /// The sum of every byte given.
     pub fn finish(&self) -> FileSum {
         FileSum { bytes: self.bytes, xxh3: hex(self.hasher.digest128()) }
+    }
+}
+
+/// The sum a file's bytes must have, where it is listed, and what to do
+/// when they differ: a reader that reads a file whole checks the bytes it
+/// read ([`Expected::check`]) before it parses any, so the file is read
+/// once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expected {
+    /// The sum.
+    pub sum: FileSum,
+    /// The file that lists the sum (`manifest.json`).
+    pub listed_in: &'static str,
+    /// What to do about a damaged file: said last in the error.
+    pub advice: String,
+}
+
+impl Expected {
+    /// Checks `bytes`, read from `path`, against the sum.
+    pub fn check(&self, path: &Path, bytes: &[u8]) -> Result<()> {
+        self.compare(path, &FileSum::of(bytes))
+    }
+
+    /// Compares the sum `found` of `path`'s bytes with the sum expected: a
+    /// mismatch is an error naming the file, both sums and the advice.
+    pub fn compare(&self, path: &Path, found: &FileSum) -> Result<()> {
+        if self.sum == *found {
+            return Ok(());
+        }
+        Err(Error::io(
+            path,
+            format!(
+                "damaged: its bytes do not match the checksum in {} (expected {}, found {found}); \
+                 nothing was read from it; {}",
+                self.listed_in, self.sum, self.advice
+            ),
+        ))
     }
 }
 

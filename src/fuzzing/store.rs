@@ -36,6 +36,7 @@ pub fn parquet_input(data: &[u8]) {
             name: format!("{}/fuzz.parquet", kind.name()),
             format: Format::Parquet,
             size: data.len() as u64,
+            sum: None,
         };
         let mut sink = Collect { kind, rows: Vec::new() };
         match records::parquet::read(&file, &mut sink) {

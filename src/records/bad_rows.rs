@@ -140,7 +140,7 @@ mod tests {
     use super::*;
 
     fn input(name: &str, format: Format) -> InputFile {
-        InputFile { kind: Kind::Calls, path: name.into(), name: name.into(), format, size: 0 }
+        InputFile { kind: Kind::Calls, path: name.into(), name: name.into(), format, size: 0, sum: None }
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 
 use super::Kind;
+use crate::checksum::Expected;
 use crate::error::{Error, Notice, Result};
 
 /// How a file is encoded, from its name.
@@ -51,6 +52,10 @@ pub struct InputFile {
     pub format: Format,
     /// Its size in bytes.
     pub size: u64,
+    /// The sum its bytes must have (a store's records file): checked on the
+    /// bytes read, before any is parsed. Only a Parquet file, read whole,
+    /// is checked; `None` for an input of a data directory.
+    pub sum: Option<Expected>,
 }
 
 impl InputFile {
@@ -170,7 +175,7 @@ impl Inventory {
         match Format::of(file_name) {
             Some(format) => {
                 let size = size(&path, &name)?;
-                self.files.push(InputFile { kind, path, name, format, size });
+                self.files.push(InputFile { kind, path, name, format, size, sum: None });
             }
             None => self.ignored.push(name),
         }

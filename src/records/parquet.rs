@@ -81,7 +81,8 @@ impl<'f> Parts<'f> {
     /// `None` for a 0-byte file, which holds no rows.
     fn open(file: &'f InputFile) -> Result<Option<Parts<'f>>> {
         let kind = file.kind;
-        let Some(parquet) = ParquetFile::open(&file.path).map_err(|e| file.renamed(e))? else {
+        let check = |bytes: &[u8]| file.sum.as_ref().map_or(Ok(()), |sum| sum.check(&file.path, bytes));
+        let Some(parquet) = ParquetFile::open_checked(&file.path, check).map_err(|e| file.renamed(e))? else {
             return Ok(None);
         };
         let names = parquet.column_names();

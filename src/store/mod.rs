@@ -161,7 +161,7 @@ pub const KEPT_MANIFESTS: &str = "manifests";
 /// of generations a reader holds a lease on.
 pub const KEEP_MANIFESTS: usize = 8;
 
-pub use crate::checksum::FileSum;
+pub use crate::checksum::{Expected, FileSum};
 
 /// Creates the folder `path` goes in, when missing.
 fn create_parent(path: &Path) -> Result<()> {
@@ -364,35 +364,27 @@ impl Listed<'_> {
         self.store.join(self.name)
     }
 
+    /// The sum the file's bytes must have, for a reader that checks them
+    /// as it reads ([`InputFile::sum`]); `None` when the manifest has none.
+    pub fn expected(&self) -> Option<Expected> {
+        self.sum.map(|sum| Expected { sum: sum.clone(), listed_in: MANIFEST, advice: repair_hint(self.store) })
+    }
+
     /// Checks `bytes`, read from the file, against its sum: a mismatch is
     /// an error naming the file, before anything uses the bytes.
     pub fn check(&self, bytes: &[u8]) -> Result<()> {
-        match self.sum {
-            Some(sum) => self.compare(sum, &FileSum::of(bytes)),
+        match self.expected() {
+            Some(expected) => expected.check(&self.path(), bytes),
             None => Ok(()),
         }
     }
 
     /// Reads the whole file and checks it against its sum.
     pub fn check_file(&self) -> Result<()> {
-        let Some(sum) = self.sum else { return Ok(()) };
+        let Some(expected) = self.expected() else { return Ok(()) };
         let path = self.path();
         let found = FileSum::of_file(&path).map_err(|e| Error::io(&path, e))?;
-        self.compare(sum, &found)
-    }
-
-    fn compare(&self, expected: &FileSum, found: &FileSum) -> Result<()> {
-        if expected == found {
-            return Ok(());
-        }
-        Err(Error::io(
-            self.path(),
-            format!(
-                "damaged: its bytes do not match the checksum in {MANIFEST} (expected {expected}, found {found}); \
-                 nothing was read from it; {}",
-                repair_hint(self.store)
-            ),
-        ))
+        expected.compare(&path, &found)
     }
 }
 
@@ -500,15 +492,16 @@ impl Store {
     }
 
     /// The stored record files, as an inventory the raw engine can read,
-    /// each checked against its sum first.
+    /// each with its sum: checked on the bytes the engine reads, before it
+    /// parses any.
     pub fn record_files(&self) -> Result<Inventory> {
         let mut inventory = Inventory::default();
         for kind in Kind::ALL {
             for name in self.manifest.kind(kind).records {
-                self.manifest.file(&self.dir, &name)?.check_file()?;
+                let sum = self.manifest.file(&self.dir, &name)?.expected();
                 let path = self.dir.join(&name);
                 let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
-                inventory.files.push(InputFile { kind, path, name, format: Format::Parquet, size });
+                inventory.files.push(InputFile { kind, path, name, format: Format::Parquet, size, sum });
             }
         }
         Ok(inventory)

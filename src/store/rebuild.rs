@@ -123,8 +123,6 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
                     finding.problem
                 )));
             }
-            // Checked again as it is about to be read.
-            manifest.file(store, &name)?.check_file()?;
             records.push((kind, name));
         }
     }
@@ -137,7 +135,9 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
     for (kind, name) in &records {
         let job = jobs.iter().find(|job| job.records == *name);
         let path = store.join(name);
-        let file = InputFile { kind: *kind, path: path.clone(), name: name.clone(), format: Format::Parquet, size: 0 };
+        // Checked again on the bytes the fold reads.
+        let sum = manifest.file(store, name)?.expected();
+        let file = InputFile { kind: *kind, path: path.clone(), name: name.clone(), format: Format::Parquet, size: 0, sum };
         let places = match job {
             Some(_) => Some(Places::read(&path, name, &sources)?),
             None => None,

@@ -350,7 +350,7 @@ fn a_file_read_in_runs_of_lines_reads_as_the_whole_file() {
     let files = [(plain, Format::Csv), (gz, Format::CsvGz), (zst, Format::CsvZst), (parquet, Format::Parquet)];
     for (path, format) in files {
         let size = std::fs::metadata(&path).expect("size").len();
-        let file = InputFile { kind: Kind::Calls, name: path.display().to_string(), path, format, size };
+        let file = InputFile { kind: Kind::Calls, name: path.display().to_string(), path, format, size, sum: None };
         let whole: Vec<(u64, String)> = match format {
             Format::Parquet => records_parquet::read_parts(&file, Lines::default),
             _ => records_csv::read_stream(&file, &mut Default::default(), Lines::default),

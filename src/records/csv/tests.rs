@@ -154,6 +154,7 @@ fn charges_file() -> InputFile {
         name: "charges/t.csv".to_owned(),
         format: Format::Csv,
         size: 0,
+        sum: None,
     }
 }
 

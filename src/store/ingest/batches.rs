@@ -81,6 +81,7 @@ mod tests {
             name: String::new(),
             format: Format::Csv,
             size,
+            sum: None,
         };
         let files = [file(5), file(5), file(20), file(1), file(1)];
         let indexed: Vec<(u32, &InputFile)> = files.iter().enumerate().map(|(i, f)| (i as u32, f)).collect();
@@ -102,6 +103,7 @@ mod tests {
             name: String::new(),
             format,
             size: size * MIB,
+            sum: None,
         };
         let files = [
             file(3, Format::Csv),

@@ -473,6 +473,7 @@ mod tests {
                 name: format!("charges/c{f}.csv"),
                 format: Format::Csv,
                 size: text.len() as u64,
+                sum: None,
             };
             chunks.extend(check_file(f, &file, OnBadRow::Fail).expect("read"));
         }

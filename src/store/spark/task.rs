@@ -112,7 +112,7 @@ pub fn check_task(
 ) -> Result<TaskSummary> {
     let format = Format::of(name).ok_or_else(|| Error::io(path, "not a csv, csv.gz, csv.zst or parquet file"))?;
     let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
-    let file = InputFile { kind, path: path.to_owned(), name: name.to_owned(), format, size };
+    let file = InputFile { kind, path: path.to_owned(), name: name.to_owned(), format, size, sum: None };
     check_in_runs(&file, source, on_bad_row, out, TASK_RUN_LINES)
 }
 
@@ -229,7 +229,7 @@ mod tests {
         let input = dir.path().join("charges.csv");
         std::fs::write(&input, &text).expect("write");
         let (name, format, size) = ("charges/a.csv".to_owned(), Format::Csv, text.len() as u64);
-        let file = InputFile { kind: Kind::Charges, path: input.clone(), name, format, size };
+        let file = InputFile { kind: Kind::Charges, path: input.clone(), name, format, size, sum: None };
         let checked = |run_lines: u64, on_bad_row: OnBadRow| {
             let out = dir.path().join(format!("out-{run_lines}-{on_bad_row:?}"));
             let summary = check_in_runs(&file, 3, on_bad_row, &out, run_lines).expect("checked");
