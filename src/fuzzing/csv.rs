@@ -239,7 +239,8 @@ fn split_line(line: &[u8]) -> Option<Vec<Vec<u8>>> {
 
 fn check_csv(kind: Kind, bytes: &[u8]) {
     let name = format!("{}/fuzz.csv", kind.name());
-    let file = InputFile { kind, path: PathBuf::from(&name), name, format: Format::Csv, size: bytes.len() as u64, sum: None };
+    let file =
+        InputFile { kind, path: PathBuf::from(&name), name, format: Format::Csv, size: bytes.len() as u64, sum: None };
     let read = records::csv::read(&file, bytes, || Collect { kind, rows: Vec::new() });
     check_pieces(&file, bytes, &read);
     if over_limits(bytes) {

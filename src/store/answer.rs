@@ -69,6 +69,7 @@ pub(crate) fn account_rows(
     // At most one row out per row read: one allocation, each page touched
     // once (growing by doubling copies every row into fresh pages again).
     merged.rows.reserve(groups.iter().map(|(_, n)| n).sum());
+    parts::populate(&mut merged.rows);
     for index in 0..groups.len() {
         let Some(frame) = file.read_group(index, window, threads > 1)? else { continue };
         let columns = GroupColumns::new(path, &frame)?;

@@ -137,7 +137,8 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
         let path = store.join(name);
         // Checked again on the bytes the fold reads.
         let sum = manifest.file(store, name)?.expected();
-        let file = InputFile { kind: *kind, path: path.clone(), name: name.clone(), format: Format::Parquet, size: 0, sum };
+        let file =
+            InputFile { kind: *kind, path: path.clone(), name: name.clone(), format: Format::Parquet, size: 0, sum };
         let places = match job {
             Some(_) => Some(Places::read(&path, name, &sources)?),
             None => None,
