@@ -233,27 +233,27 @@ pub fn check(scans: Vec<ScanEntries>, revised: Vec<ScanRevised>) -> Outcome {
         .into_par_iter()
         .enumerate()
         .map(|(p, revised)| {
-            let lists: Vec<(Origin, &[Entry])> = scans
+            let lists: Vec<ScanList<'_>> = scans
                 .iter()
-                .filter_map(|scan| scan.parts.get(p).map(|l| (scan.origin, &l[..])))
-                .filter(|(_, l)| !l.is_empty())
+                .filter_map(|scan| scan.parts.get(p).map(|l| ScanList { origin: scan.origin, entries: l }))
+                .filter(|list| !list.entries.is_empty())
                 .collect();
-            let entries = lists
-                .iter()
-                .flat_map(|(origin, l)| l.iter().map(move |e| Plain { id: e.id, key: e.key, place: e.place(*origin) }));
+            let entries = lists.iter().flat_map(|list| {
+                list.entries.iter().map(|e| Plain { id: e.id, key: e.key, place: e.place(list.origin) })
+            });
             if !revised.is_empty() {
-                let base = lists.iter().flat_map(|(origin, l)| {
-                    l.iter().map(move |e| Checked {
+                let base = lists.iter().flat_map(|list| {
+                    list.entries.iter().map(|e| Checked {
                         id: (e.id, e.check),
                         revision: 0,
                         void: false,
                         key: e.key,
-                        place: e.place(*origin),
+                        place: e.place(list.origin),
                     })
                 });
                 check_revisions(base.chain(revised).collect())
             } else if in_place_order(&lists) {
-                check_in_place_order(entries, lists.iter().map(|(_, l)| l.len()).sum())
+                check_in_place_order(entries, lists.iter().map(|list| list.entries.len()).sum())
             } else {
                 check_sorted(entries.collect())
             }
@@ -309,14 +309,22 @@ fn check_revisions(mut entries: Vec<Checked>) -> PartitionOutcome {
     outcome
 }
 
+/// One scan's entries of one partition, read where the scan left them.
+struct ScanList<'a> {
+    /// Where the scan's rows are.
+    origin: Origin,
+    /// The entries, never empty.
+    entries: &'a [Entry],
+}
+
 /// Whether the entries of `lists`, read one list after the other, come in
 /// (file, line) order.
-fn in_place_order(lists: &[(Origin, &[Entry])]) -> bool {
+fn in_place_order(lists: &[ScanList<'_>]) -> bool {
     let rows_rise = |l: &[Entry]| l.windows(2).all(|w| w[0].row <= w[1].row);
-    lists.iter().all(|(_, l)| rows_rise(l))
+    lists.iter().all(|list| rows_rise(list.entries))
         && lists.windows(2).all(|w| {
             let (a, b) = (&w[0], &w[1]);
-            a.1[a.1.len() - 1].place(a.0) <= b.1[0].place(b.0)
+            a.entries[a.entries.len() - 1].place(a.origin) <= b.entries[0].place(b.origin)
         })
 }
 

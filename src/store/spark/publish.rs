@@ -278,9 +278,17 @@ struct Repeats {
     /// Bytes of the repeats of a stored row or of a row of an earlier batch
     /// (the filter has their id for certain), by batch.
     certain: BTreeMap<BatchRun, u64>,
-    /// Repeats of a row of their own batch, by batch: that first row's
-    /// place and the repeat's bytes; held when that first row was.
-    same_batch: BTreeMap<BatchRun, Vec<(Place, u64)>>,
+    /// Repeats of a row of their own batch, by batch: held when that first
+    /// row was.
+    same_batch: BTreeMap<BatchRun, Vec<SameBatchRepeat>>,
+}
+
+/// A repeat of a row of its own batch.
+struct SameBatchRepeat {
+    /// The place of the row it repeats.
+    first: Place,
+    /// The repeat's bytes, as the candidate budget counts them.
+    bytes: u64,
 }
 
 impl Repeats {
@@ -309,7 +317,9 @@ impl Repeats {
                     first => Some(place(first, first_line[i])?),
                 };
                 match first.map(|f| (f, steps.of(f.file, f.line))) {
-                    Some((f, b)) if b == batch => repeats.same_batch.entry(batch).or_default().push((f, bytes)),
+                    Some((first, b)) if b == batch => {
+                        repeats.same_batch.entry(batch).or_default().push(SameBatchRepeat { first, bytes })
+                    }
                     Some((_, b)) if b > batch => return Err(broken()),
                     _ => *repeats.certain.entry(batch).or_default() += bytes,
                 }
@@ -329,7 +339,7 @@ impl Repeats {
         let same = self
             .same_batch
             .get(&batch)
-            .map_or(0, |rows| rows.iter().filter(|(place, _)| held.contains(place)).map(|r| r.1).sum());
+            .map_or(0, |rows| rows.iter().filter(|r| held.contains(&r.first)).map(|r| r.bytes).sum());
         self.certain.get(&batch).copied().unwrap_or(0) + same
     }
 }
