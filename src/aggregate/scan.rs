@@ -382,15 +382,26 @@ impl IdKey {
     }
 }
 
-/// A group's place in the report's order: its account's and its ids'
-/// ranks, and its bucket ([`report_order`]).
-type ReportOrder = (u32, u32, Order<u32>);
+/// A group's place in the report's order ([`report_order`]): compared
+/// field by field, in this order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct ReportOrder {
+    /// The rank of its account's id.
+    account: u32,
+    bucket: u32,
+    /// The ranks of its other ids, in the report's order of dimensions.
+    ids: Order<u32>,
+}
 
 /// A sort key of `key` (ids ranked by [`Interner::ranks`]) that orders as
 /// its owned key ([`IdKey::owned`]) does.
 #[inline]
 fn report_order(key: &IdKey, ranks: &[u32]) -> ReportOrder {
-    (ranks[key.account as usize], key.bucket, key.order().map(|id| ranks[id as usize]))
+    ReportOrder {
+        account: ranks[key.account as usize],
+        bucket: key.bucket,
+        ids: key.order().map(|id| ranks[id as usize]),
+    }
 }
 
 /// Partitions of the group merge (by key hash).

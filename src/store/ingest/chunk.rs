@@ -23,15 +23,19 @@ use crate::store::parquet_io::{RecordRows, RecordView};
 /// How many rows ahead [`Chunk::scattered_rows`] prefetches a row.
 const ROWS_AHEAD: usize = 32;
 
-/// A string in an arena: offset and length.
-pub(super) type TextRange = (u32, u32);
+/// A string in an arena: its offset and length in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct TextRange {
+    pub(super) start: u32,
+    pub(super) length: u32,
+}
 
 /// The span of `length` bytes at `at` in an arena, or `None` when it would
 /// end past what a span addresses (4 GiB), never a span that wraps.
 pub(super) fn span_at(at: usize, length: usize) -> Option<TextRange> {
     let (start, length) = (u32::try_from(at).ok()?, u32::try_from(length).ok()?);
     start.checked_add(length)?;
-    Some((start, length))
+    Some(TextRange { start, length })
 }
 
 /// The key fields of a row that [`Texts`] interns, by position in
@@ -85,7 +89,7 @@ impl Texts {
     /// The record id of `row`.
     #[inline]
     fn record_id(&self, row: &Row) -> &str {
-        let (start, length) = row.record_id;
+        let TextRange { start, length } = row.record_id;
         self.arena.get(start as usize..(start + length) as usize).unwrap_or("")
     }
 }

@@ -460,7 +460,7 @@ const PACKED_ROW_BYTES: u64 = 8;
 mod tests {
     use super::*;
 
-    use crate::store::ingest::chunk::span_at;
+    use crate::store::ingest::chunk::{span_at, TextRange};
 
     /// Text past 4 GiB is no span (never one that wraps around to the
     /// start of the arena); for candidates, a limit naming the option that
@@ -468,8 +468,8 @@ mod tests {
     #[test]
     fn spans_past_4_gib_are_a_limit_not_a_wrap() {
         let max = u32::MAX as usize;
-        assert_eq!(span_at(0, 5), Some((0, 5)));
-        assert_eq!(span_at(max - 5, 5), Some((u32::MAX - 5, 5)));
+        assert_eq!(span_at(0, 5), Some(TextRange { start: 0, length: 5 }));
+        assert_eq!(span_at(max - 5, 5), Some(TextRange { start: u32::MAX - 5, length: 5 }));
         for (at, length) in [(max - 4, 5), (max + 1, 0), (1 << 33, 3), (0, max + 1)] {
             assert_eq!(span_at(at, length), None, "{at} {length}");
         }
