@@ -1,6 +1,6 @@
 #!/bin/bash
 # Two telemeter binaries (say, release builds of two commits), the same bytes?
-# summary (raw and --store), report, and the rollup files of ingest, on
+# summary (raw and --store), report, and the records, index and rollup files of ingest, on
 # sample_data and two generated sets (CSV, Parquet). Prints each difference.
 set -u
 OLD=${1:?usage: bench/compare_binaries.sh OLD_BINARY NEW_BINARY} NEW=${2:?usage: bench/compare_binaries.sh OLD_BINARY NEW_BINARY}
@@ -26,9 +26,15 @@ for data in $ROOT/sample_data $W/gen $W/genpq; do
   r=$(find $W/rn -name "usage.csv" | xargs cat | wc -l); echo "report $data: $r usage.csv lines identical"
   rm -rf $W/ro $W/rn $W/so $W/sn
   $OLD ingest --data $data --store $W/so >/dev/null 2>&1; $NEW ingest --data $data --store $W/sn >/dev/null 2>&1
-  (cd $W/so && find rollups -type f | sort | xargs sha256sum) > $W/so.sum; (cd $W/sn && find rollups -type f | sort | xargs sha256sum) > $W/sn.sum
-  # rollup file names carry the ingest id: compare the content hashes in order
-  if ! diff <(cut -d' ' -f1 $W/so.sum) <(cut -d' ' -f1 $W/sn.sum) >/dev/null; then echo "DIFF rollups $data"; fail=1; fi
+  # Every file a generation publishes but the manifest (which names the
+  # ingest): file names carry the ingest id, so the content hashes are
+  # compared in name order, folder by folder.
+  for part in records index rollups; do
+    (cd $W/so && find $part -type f | sort | xargs -r sha256sum) > $W/so.sum
+    (cd $W/sn && find $part -type f | sort | xargs -r sha256sum) > $W/sn.sum
+    if ! diff <(cut -d' ' -f1 $W/so.sum) <(cut -d' ' -f1 $W/sn.sum) >/dev/null; then echo "DIFF $part $data"; fail=1; fi
+    echo "ingest $data: $(wc -l < $W/sn.sum) $part files identical"
+  done
   for a in $accts; do
     $OLD summary --store $W/so --auth-id $a --now 2026-11-22T00:00:00Z --granularity day --all-pages --from-date 2026-08-25 --to-date 2026-11-21 --timezone Asia/Kolkata > $W/o.json 2>/dev/null
     $NEW summary --store $W/sn --auth-id $a --now 2026-11-22T00:00:00Z --granularity day --all-pages --from-date 2026-08-25 --to-date 2026-11-21 --timezone Asia/Kolkata > $W/n.json 2>/dev/null
