@@ -383,7 +383,11 @@ impl<'p> RollupFile<'p> {
         let file = file.ok_or_else(|| Error::io(path, "not a rollup file: the file is empty"))?;
         let (bytes, metadata) = file.into_parts();
         let metadata = FileMetadataRef::new(metadata);
-        let schema = polars_parquet::read::infer_schema(&metadata).map_err(polars_error(path))?;
+        // polars panics on some damaged Arrow schemas in the footer's
+        // key-value metadata ("not yet implemented").
+        let schema = crate::parquet::guarded(|| polars_parquet::read::infer_schema(&metadata))
+            .map_err(|panic| Error::io(path, format!("not a rollup file: its schema does not parse ({panic})")))?
+            .map_err(polars_error(path))?;
         Ok(RollupFile { path, metadata, schema, bytes })
     }
 
