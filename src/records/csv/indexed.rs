@@ -3,15 +3,19 @@
 //! [`crate::records::simd::for_each_line`], which hands over each line's
 //! commas outside quotes and its quotes.
 //!
-//! A line whose quotes are all simple (a field that opens with a quote and
-//! closes with one just before its comma or the line's end, no quote in
-//! between) is read in place: a quoted field is the text between its
-//! quotes, with no copy. Any other line with a quote (a doubled quote to
-//! unescape, or quoting that is wrong), a quote open at the line's end, or
-//! a carriage return that is not the line's last byte goes to the
-//! line-at-a-time reader's [`QuotedLine`]: it unescapes, and refuses a
-//! faulty line with the same words, column and value as when the whole
-//! chunk is read a line at a time.
+//! A line whose quotes are all well placed is read from the index:
+//!
+//! - a field that opens with a quote and closes with one just before its
+//!   comma or the line's end, no quote in between, is the text between
+//!   its quotes, with no copy;
+//! - such a field whose other quotes come in adjacent pairs (`""`) is
+//!   unescaped, that field alone, into a buffer reused from line to line.
+//!
+//! Any other line with a quote (quoting that is wrong), a quote open at
+//! the line's end, or a carriage return that is not the line's last byte
+//! goes to the line-at-a-time reader's [`QuotedLine`]: it refuses a faulty
+//! line with the same words, column and value as when the whole chunk is
+//! read a line at a time.
 
 use super::{shown, wrong_width, QuotedLine, Reader, RowSink};
 use crate::records::simd::{for_each_line, printable_text, IndexedLine, LineMarks};
@@ -39,8 +43,9 @@ impl Reader<'_> {
         let mut line = first_line;
         let mut marks = LineMarks::default();
         let mut quoted = QuotedLine::new();
+        let mut unescaped = Unescaped::default();
         for_each_line(text.as_bytes(), &mut marks, |found| {
-            let go_on = self.indexed_line(text, found, &mut quoted, line, sink);
+            let go_on = self.indexed_line(text, found, &mut quoted, &mut unescaped, line, sink);
             line += 1;
             go_on
         })
@@ -53,6 +58,7 @@ impl Reader<'_> {
         text: &str,
         found: &IndexedLine<'_>,
         quoted: &mut QuotedLine,
+        unescaped: &mut Unescaped,
         line: u64,
         sink: &mut S,
     ) -> bool {
@@ -77,38 +83,110 @@ impl Reader<'_> {
             (start, stop)
         };
         // Every field's quoting, before its width (as the line reader).
-        let mut quotes = found.quotes.iter().copied().peekable();
+        // `escaped`: the fields (of the first 64) that hold a doubled quote.
+        let (quotes, mut escaped, mut from) = (found.quotes, 0u64, 0);
         for index in 0..=commas.len() {
             let (start, stop) = bounds(index);
-            let (mut n, mut first, mut last) = (0, 0, 0);
-            while let Some(at) = quotes.next_if(|&at| at < stop) {
-                if n == 0 {
-                    first = at;
-                }
-                last = at;
-                n += 1;
+            let to = from + quotes[from..].iter().take_while(|&&at| at < stop).count();
+            match field_quoting(&quotes[from..to], start, stop) {
+                FieldQuoting::Simple => {}
+                FieldQuoting::Doubled if index < 64 => escaped |= 1 << index,
+                // Quoting to refuse (or a doubled quote past field 64).
+                _ => return self.quoted_line(quoted, line_text.as_bytes(), line, sink),
             }
-            let simple = n == 0 || (n == 2 && first == start && last + 1 == stop);
-            if !simple {
-                // A doubled quote to unescape, or quoting to refuse.
-                return self.quoted_line(quoted, line_text.as_bytes(), line, sink);
-            }
+            from = to;
         }
         let n_fields = commas.len() + 1;
         if n_fields != self.width {
             let (column, reason) = wrong_width(self.names, n_fields);
             return sink.malformed(line, column, shown(line_text.as_bytes()), reason);
         }
+        // The chosen fields with a doubled quote, unescaped first: the
+        // fields then borrow the buffer.
+        let is_escaped = |index: usize| index < 64 && escaped & (1 << index) != 0;
+        if escaped != 0 {
+            unescaped.clear();
+            for (slot, &index) in self.columns.iter().enumerate() {
+                if is_escaped(index) {
+                    let (start, stop) = bounds(index);
+                    unescaped.push(slot, &line_text[start + 1..stop - 1]);
+                }
+            }
+        }
         let mut fields = [Field::Null; 16];
-        for (slot, &index) in fields.iter_mut().zip(self.columns) {
+        for (slot, (field, &index)) in fields.iter_mut().zip(self.columns).enumerate() {
             let (start, stop) = bounds(index);
             let value = &line_text[start..stop];
-            // A simple quoted field: the text between its quotes.
-            *slot = Field::Ascii(match value.len() >= 2 && value.starts_with('"') {
-                true => &value[1..value.len() - 1],
-                false => value,
+            *field = Field::Ascii(match is_escaped(index).then(|| unescaped.get(slot)).flatten() {
+                Some(text) => text,
+                // A simple quoted field: the text between its quotes.
+                None if value.len() >= 2 && value.starts_with('"') => &value[1..value.len() - 1],
+                None => value,
             });
         }
         sink.row(line, &fields[..self.columns.len()])
+    }
+}
+
+/// How one field of an indexed line is quoted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FieldQuoting {
+    /// No quote, or one that opens it and one that closes it.
+    Simple,
+    /// Quoted, with doubled quotes inside and no other quote.
+    Doubled,
+    /// Any other quoting: a stray, an unclosed or a misplaced quote.
+    Refused,
+}
+
+/// The quoting of the field `start..stop` of a line whose quotes in it are
+/// at `quotes` (in order).
+fn field_quoting(quotes: &[usize], start: usize, stop: usize) -> FieldQuoting {
+    match quotes {
+        [] => FieldQuoting::Simple,
+        [first, .., last] if *first == start && last + 1 == stop => {
+            let inner = &quotes[1..quotes.len() - 1];
+            if inner.is_empty() {
+                FieldQuoting::Simple
+            } else if inner.len().is_multiple_of(2) && inner.chunks_exact(2).all(|pair| pair[0] + 1 == pair[1]) {
+                FieldQuoting::Doubled
+            } else {
+                FieldQuoting::Refused
+            }
+        }
+        _ => FieldQuoting::Refused,
+    }
+}
+
+/// The unescaped text of a line's fields that hold doubled quotes, each
+/// under its slot among the chosen columns; reused from line to line.
+#[derive(Default)]
+struct Unescaped {
+    text: String,
+    /// Per field: its slot and its range in `text`.
+    fields: Vec<(usize, std::ops::Range<usize>)>,
+}
+
+impl Unescaped {
+    fn clear(&mut self) {
+        self.text.clear();
+        self.fields.clear();
+    }
+
+    /// Adds the text between a field's quotes, each doubled quote made one.
+    fn push(&mut self, slot: usize, quoted: &str) {
+        let start = self.text.len();
+        let mut rest = quoted;
+        while let Some(at) = rest.find("\"\"") {
+            self.text.push_str(&rest[..at + 1]);
+            rest = &rest[at + 2..];
+        }
+        self.text.push_str(rest);
+        self.fields.push((slot, start..self.text.len()));
+    }
+
+    /// The unescaped text of the field in `slot`, if it has one.
+    fn get(&self, slot: usize) -> Option<&str> {
+        self.fields.iter().find(|(s, _)| *s == slot).map(|(_, range)| &self.text[range.clone()])
     }
 }
