@@ -65,7 +65,8 @@ def files(data, kind):
     folder = os.path.join(data, kind)
     if not os.path.isdir(folder):
         return []
-    return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".csv"))
+    # Both peers read gzip and zstd CSV (decompressed as they read).
+    return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith((".csv", ".csv.gz", ".csv.zst")))
 
 
 def group_and_sum(frames):
