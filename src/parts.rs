@@ -10,10 +10,11 @@
 //! moved down so that they follow each other, and the vector's length is
 //! set past them.
 //!
-//! The vector's pages are asked for before the parts write ([`populate`]):
-//! one `madvise` per thread maps them all, where first writes would take
-//! one page fault per 4 KiB page (a third of the largest answer's faults'
-//! kernel time, and 0.94x its CPU time: `bench/store-answer.sh`).
+//! The vector's pages can be asked for before the parts write
+//! ([`populate`]): one `madvise` per thread maps them all, where first
+//! writes would take one page fault per 4 KiB page. On a VM each fault
+//! costs about as much as zeroing its page; docs/benchmarks.md has the
+//! store answer's A/B (`bench/store-answer.sh`).
 //!
 //! The `unsafe` lines (ARCHITECTURE.md lists them all) are that length and
 //! that hint: a part can only add a value through [`Slots::push`], which
@@ -112,7 +113,7 @@ where
 /// call per thread, instead of one page fault per 4 KiB page as the parts
 /// first write them. Only a hint: where it is refused (an old kernel, not
 /// Linux, Miri), the pages come as they are written.
-pub(crate) fn populate<T: Send>(vec: &mut Vec<T>) {
+pub(crate) fn populate<T>(vec: &mut Vec<T>) {
     #[cfg(not(all(target_os = "linux", not(miri))))]
     let _ = vec;
     #[cfg(all(target_os = "linux", not(miri)))]
@@ -131,10 +132,10 @@ pub(crate) fn populate<T: Send>(vec: &mut Vec<T>) {
             let from = first + i * pages / threads * PAGE;
             let to = first + (i + 1) * pages / threads * PAGE;
             if to > from {
-                // SAFETY: [from, to) lies inside `vec`'s allocation, whose
-                // bytes are not read by anyone (spare capacity); populating
-                // an anonymous private page writes zeros the allocator does
-                // not rely on, and touches no data of ours.
+                // SAFETY: [from, to) is whole pages inside `vec`'s spare
+                // capacity, which no one reads; MADV_POPULATE_WRITE maps a
+                // page that is not mapped yet and never changes the
+                // contents of one that is.
                 unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_POPULATE_WRITE) };
             }
         });
@@ -201,13 +202,14 @@ mod tests {
     /// its values nor its length, and the slots are written as before.
     #[test]
     fn populate_keeps_the_values_and_the_length() {
+        let size: u64 = if cfg!(miri) { 4096 } else { 3 << 20 };
         let mut vec: Vec<u64> = (0..1000).collect();
-        vec.reserve(3 << 20);
+        vec.reserve(size as usize);
         populate(&mut vec);
         assert_eq!(vec.len(), 1000);
         assert!(vec.iter().copied().eq(0..1000));
-        vec.extend(1000..(3 << 20));
-        assert!(vec.iter().copied().eq(0..(3 << 20)));
+        vec.extend(1000..size);
+        assert!(vec.iter().copied().eq(0..size));
         let mut full: Vec<u8> = vec![7; 4096];
         full.shrink_to_fit();
         populate(&mut full);

@@ -66,9 +66,11 @@ pub(crate) fn account_rows(
     let threads = rayon::current_num_threads();
     let mut merged = Merged::default();
     let groups = file.groups();
-    // At most one row out per row read: one allocation, each page touched
-    // once (growing by doubling copies every row into fresh pages again).
-    merged.rows.reserve(groups.iter().map(|(_, n)| n).sum());
+    // At most one row out per row read, and rows are read only from the
+    // groups that may hold the window: one allocation, each page touched
+    // once (growing by doubling copies every row into fresh pages again),
+    // its pages asked for in one call per thread.
+    merged.rows.reserve(file.rows_in(window));
     parts::populate(&mut merged.rows);
     for index in 0..groups.len() {
         let Some(frame) = file.read_group(index, window, threads > 1)? else { continue };

@@ -402,6 +402,16 @@ impl<'p> RollupFile<'p> {
         groups
     }
 
+    /// The rows of the row groups that may hold slots in `window` (start
+    /// included, end excluded): every group whose footer statistics overlap
+    /// it or that has none. [`RollupFile::read_group`] reads no other.
+    pub(crate) fn rows_in(&self, window: (i64, i64)) -> usize {
+        (0..self.metadata.row_groups.len())
+            .filter(|&index| self.slot_bounds(index).is_none_or(|(min, max)| max >= window.0 && min < window.1))
+            .map(|index| self.metadata.row_groups[index].num_rows())
+            .sum()
+    }
+
     /// The least and greatest `slot_start` of row group `index`, from the
     /// footer's statistics; `None` when the footer has none for it.
     fn slot_bounds(&self, index: usize) -> Option<(i64, i64)> {
