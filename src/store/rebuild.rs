@@ -123,6 +123,9 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
                     finding.problem
                 )));
             }
+            // Checked again, every file before any is read or anything
+            // written: it may have been damaged since the findings.
+            manifest.file(store, &name)?.check_file()?;
             records.push((kind, name));
         }
     }
@@ -135,7 +138,7 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
     for (kind, name) in &records {
         let job = jobs.iter().find(|job| job.records == *name);
         let path = store.join(name);
-        // Checked again on the bytes the fold reads.
+        // And on the bytes the fold reads.
         let sum = manifest.file(store, name)?.expected();
         let file =
             InputFile { kind: *kind, path: path.clone(), name: name.clone(), format: Format::Parquet, size: 0, sum };
