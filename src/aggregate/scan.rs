@@ -164,7 +164,7 @@ fn check_entries(
     let mut seed = 0;
     while let Some(found) = outcome.conflict {
         let id_at = |place: Place| records::record_id_at(&inventory.files[place.file as usize], place.line);
-        if id_at(found.earlier) == id_at(found.later) {
+        if id_at(found.earlier)? == id_at(found.later)? {
             return Err(conflict(inventory, kind, found));
         }
         seed += 1;
@@ -388,6 +388,7 @@ impl IdKey {
 struct ReportOrder {
     /// The rank of its account's id.
     account: u32,
+    /// Its bucket's index.
     bucket: u32,
     /// The ranks of its other ids, in the report's order of dimensions.
     ids: Order<u32>,
@@ -731,7 +732,7 @@ fn conflict(inventory: &Inventory, kind: Kind, found: Conflict) -> Error {
     let input = &inventory.files[found.earlier.file as usize];
     Error::Conflict {
         kind: kind.name(),
-        record_id: records::record_id_at(input, found.earlier.line).unwrap_or_else(|| "?".to_owned()),
+        record_id: records::record_id_at(input, found.earlier.line).ok().flatten().unwrap_or_else(|| "?".to_owned()),
         first: location(found.earlier),
         second: location(found.later),
     }

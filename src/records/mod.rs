@@ -401,8 +401,9 @@ impl<'a> Field<'a> {
 }
 
 /// The `record_id` of the row at `line` of `file`, read again (for error
-/// messages, which carry only places until then).
-pub fn record_id_at(file: &files::InputFile, line: u64) -> Option<String> {
+/// messages, which carry only places until then): `None` when no row is
+/// there, an error when the file cannot be read again.
+pub fn record_id_at(file: &files::InputFile, line: u64) -> crate::error::Result<Option<String>> {
     struct Probe {
         line: u64,
         found: Option<String>,
@@ -420,12 +421,12 @@ pub fn record_id_at(file: &files::InputFile, line: u64) -> Option<String> {
     }
     let mut probe = Probe { line, found: None };
     if file.format == files::Format::Parquet {
-        parquet::read(file, &mut probe).ok()?;
-        return probe.found;
+        parquet::read(file, &mut probe)?;
+        return Ok(probe.found);
     }
-    let bytes = decode::read(&file.path, file.format).ok()?;
-    let probes = csv::read(file, &bytes, || Probe { line, found: None }).ok()?;
-    probes.into_iter().find_map(|p| p.found)
+    let bytes = decode::read(&file.path, file.format).map_err(|e| file.renamed(e))?;
+    let probes = csv::read(file, &bytes, || Probe { line, found: None })?;
+    Ok(probes.into_iter().find_map(|p| p.found))
 }
 
 #[cfg(test)]
