@@ -162,6 +162,7 @@ fn field_quoting(quotes: &[usize], start: usize, stop: usize) -> FieldQuoting {
 /// under its slot among the chosen columns; reused from line to line.
 #[derive(Default)]
 struct Unescaped {
+    /// The fields' text, one after the other.
     text: String,
     /// Per field: its slot and its range in `text`.
     fields: Vec<(usize, std::ops::Range<usize>)>,
@@ -188,5 +189,47 @@ impl Unescaped {
     /// The unescaped text of the field in `slot`, if it has one.
     fn get(&self, slot: usize) -> Option<&str> {
         self.fields.iter().find(|(s, _)| *s == slot).map(|(_, range)| &self.text[range.clone()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A field's quoting, from its quotes' places, and the unescaped text
+    /// of fields with doubled quotes.
+    #[test]
+    fn field_quoting_and_unescaping() {
+        let quoting = |field: &str| {
+            let quotes: Vec<usize> = field.match_indices('"').map(|(at, _)| at).collect();
+            field_quoting(&quotes, 0, field.len())
+        };
+        let cases = [
+            ("ab", FieldQuoting::Simple),
+            ("", FieldQuoting::Simple),
+            ("\"\"", FieldQuoting::Simple),
+            ("\"a,b\"", FieldQuoting::Simple),
+            ("\"a\"\"b\"", FieldQuoting::Doubled),
+            ("\"\"\"\"", FieldQuoting::Doubled),
+            ("\"\"\"\"\"\"", FieldQuoting::Doubled),
+            ("\"\"\"", FieldQuoting::Refused),
+            ("\"a\"b\"", FieldQuoting::Refused),
+            ("a\"b", FieldQuoting::Refused),
+            ("\"a\"b", FieldQuoting::Refused),
+            ("\"a\" \"b\"", FieldQuoting::Refused),
+        ];
+        for (field, expected) in cases {
+            assert_eq!(quoting(field), expected, "{field}");
+        }
+        let mut unescaped = Unescaped::default();
+        unescaped.push(3, "a\"\"b");
+        unescaped.push(0, "\"\"");
+        unescaped.push(5, "\"\"x\"\"\"\"");
+        assert_eq!(unescaped.get(3), Some("a\"b"));
+        assert_eq!(unescaped.get(0), Some("\""));
+        assert_eq!(unescaped.get(5), Some("\"x\"\""));
+        assert_eq!(unescaped.get(1), None);
+        unescaped.clear();
+        assert_eq!(unescaped.get(3), None);
     }
 }

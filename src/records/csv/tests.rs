@@ -80,6 +80,47 @@ proptest::proptest! {
     }
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// Lines made of well-formed and faulty fields (plain, quoted, quoted
+    /// with commas or doubled quotes, a stray quote), wide enough to pass
+    /// field 64, some columns chosen out of order and the rest not: the
+    /// structural index hands the sink what the line reader does.
+    #[test]
+    fn lines_of_doubled_quotes_in_chosen_and_other_fields_read_as_the_line_reader_does(
+        lines in proptest::collection::vec(
+            (
+                proptest::collection::vec(proptest::sample::select(vec![
+                    "ab", "", "\"x\"", "\"\"", "\"a,b\"", "\"a\"\"b\"", "\"\"\"\"", "\"\"\"x\"\"\"", "\"a\"\",\"\"b\"",
+                ]), 65..68),
+                proptest::option::weighted(0.2, (0usize..66, proptest::sample::select(vec!["a\"b", "\"a\"b", "\"\"\""]))),
+                proptest::bool::ANY,
+            ),
+            1..6,
+        ),
+    ) {
+        let width = 66;
+        let names: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
+        let columns = [65, 2, 0, 64, 63, 7];
+        let reader = Reader { columns: &columns, width, names: &names };
+        let mut text = String::new();
+        for (fields, fault, crlf) in &lines {
+            let mut fields = fields.clone();
+            if let Some((at, bad)) = fault {
+                let at = at % fields.len();
+                fields[at] = bad;
+            }
+            text.push_str(&fields.join(","));
+            text.push_str(if *crlf { "\r\n" } else { "\n" });
+        }
+        let (mut indexed, mut by_lines) = (Events::default(), Events::default());
+        proptest::prop_assert!(reader.indexed_chunk(&text, 2, &mut indexed));
+        proptest::prop_assert!(reader.chunk_by_lines(text.as_bytes(), Some(&text), 2, &mut by_lines));
+        proptest::prop_assert_eq!(indexed.0, by_lines.0);
+    }
+}
+
 #[test]
 fn quoted_dialects_read_as_the_line_reader_reads_them() {
     let names: Vec<String> = ["a", "b", "c"].iter().map(|s| (*s).to_owned()).collect();
