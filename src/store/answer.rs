@@ -143,8 +143,10 @@ impl Request<'_> {
         Error::io(self.path, format!("not a rollup file: {what}"))
     }
 
+    /// Rows whose sums overflow: no real total comes near the limits, so
+    /// the file's values are damaged (past its checksum, or written so).
     fn overflow(&self) -> Error {
-        Error::Internal(format!("sum overflow in the rollups of account {}", self.account))
+        self.broken(format!("the sums of account {}'s rows overflow", self.account))
     }
 
     /// The rows `range` of `columns` that the selector keeps, with the rows

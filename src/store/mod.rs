@@ -557,6 +557,8 @@ impl Store {
         let mut groups: Vec<(GroupKey, Totals)> = Vec::new();
         let mut selected: BTreeMap<Kind, u64> = BTreeMap::new();
         let mut spans: BTreeMap<String, Span> = BTreeMap::new();
+        // The file each account was answered from, for an error naming it.
+        let mut answered: BTreeMap<&str, PathBuf> = BTreeMap::new();
         let no_file =
             |grain: i64, account: &str| Error::io(&self.dir, format!("no {grain}-second rollups of account {account}"));
         for (account, files) in &self.manifest.rollups {
@@ -572,6 +574,7 @@ impl Store {
             }
             let own = coarsest_grain_of(std::iter::once(buckets)).unwrap_or(grain);
             let Some(file) = files.get(&own) else { return Err(no_file(own, account)) };
+            answered.insert(account.as_str(), self.dir.join(file));
             let AccountRows { strings, usage, charges } =
                 answer::account_rows(self.manifest.file(&self.dir, file)?, account, own, selector, buckets)?;
             let (usage, charges) = (Rows::new(strings.clone(), usage), Rows::new(strings, charges));
@@ -582,7 +585,10 @@ impl Store {
             }
         }
         groups.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let groups = aggregate::sum_sorted(groups, |key| overflow(&key.account))?;
+        let groups = aggregate::sum_sorted(groups, |key| match answered.get(key.account.as_str()) {
+            Some(path) => overflow(path, &key.account),
+            None => Error::Internal(format!("a group of account {} that no rollup file answered", key.account)),
+        })?;
         let span = spans.values().copied().reduce(Span::merge);
         let mut result = Aggregate { groups, spans, span, ..Aggregate::default() };
         for kind in Kind::ALL {
@@ -630,8 +636,8 @@ impl Store {
             let path = self.dir.join(name);
             rollup::for_each_rollup_in(&path, &frame, |row| {
                 let sum = sums.entry(kind_of(row.product)).or_default();
-                sum.0 = sum.0.checked_add(row.totals.records).ok_or_else(|| overflow(account))?;
-                sum.1 = sum.1.checked_add(row.totals.amount).ok_or_else(|| overflow(account))?;
+                sum.0 = sum.0.checked_add(row.totals.records).ok_or_else(|| overflow(&path, account))?;
+                sum.1 = sum.1.checked_add(row.totals.amount).ok_or_else(|| overflow(&path, account))?;
                 Ok(())
             })?;
         }
@@ -659,8 +665,11 @@ impl Store {
     }
 }
 
-fn overflow(account: &str) -> Error {
-    Error::Internal(format!("sum overflow in the rollups of account {account}"))
+/// The error for rollup rows of `account` (in the file at `path`) whose
+/// sums overflow: no real total comes near the limits, so the file's
+/// values are damaged (past its checksum, or written so).
+fn overflow(path: &Path, account: &str) -> Error {
+    Error::io(path, format!("not a rollup file: the sums of account {account}'s rows overflow"))
 }
 
 /// The record kind a product's rows come from.

@@ -188,3 +188,14 @@ fn a_rollup_whose_arrow_schema_polars_cannot_read_is_an_error() {
     let outcome = std::panic::catch_unwind(|| telemeter::fuzzing::rollup_file(&data));
     assert!(outcome.is_ok(), "the rollup readers panicked");
 }
+
+/// A rollup file whose rows' sums overflow (values no real total comes
+/// near), found by the `rollup_file` target: an error naming the file,
+/// not an internal error.
+#[test]
+fn a_rollup_whose_sums_overflow_is_an_error_naming_it() {
+    let data =
+        std::fs::read(root().join("fuzz/corpus/rollup_file/crash-rollup-sums-overflow")).expect("the crash input");
+    let outcome = std::panic::catch_unwind(|| telemeter::fuzzing::rollup_file(&data));
+    assert!(outcome.is_ok(), "a reader's error did not name the file");
+}
