@@ -252,12 +252,17 @@ mod tests {
     use super::*;
 
     /// The seed files of `target` in `fuzz/corpus/`.
+    /// The seeds of `target`'s corpus that are files of a real store: not
+    /// the inputs of fixed crashes (`crash-*`, `regression-*`), which are
+    /// damaged on purpose.
     fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
         let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
         let mut seeds: Vec<(String, Vec<u8>)> = std::fs::read_dir(&folder)
             .unwrap()
             .map(|entry| entry.unwrap().path())
-            .map(|path| (path.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(path).unwrap()))
+            .map(|path| (path.file_name().unwrap().to_string_lossy().into_owned(), path))
+            .filter(|(name, _)| !name.starts_with("crash-") && !name.starts_with("regression-"))
+            .map(|(name, path)| (name, std::fs::read(path).unwrap()))
             .collect();
         seeds.sort();
         seeds
