@@ -199,7 +199,7 @@ mod tests {
     }
 
     /// Asking for the pages of a vector's spare capacity changes neither
-    /// its values nor its length, and the slots are written as before.
+    /// its values nor its length, and the slots are written as without it.
     #[test]
     fn populate_keeps_the_values_and_the_length() {
         let size: u64 = if cfg!(miri) { 4096 } else { 3 << 20 };
