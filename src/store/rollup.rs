@@ -363,6 +363,12 @@ pub(crate) fn slot_range(listed: super::Listed<'_>) -> Result<Option<(i64, i64)>
     Ok(range)
 }
 
+/// Whether slots from `min` to `max` (both included) meet `window` (start
+/// included, end excluded).
+fn overlaps((min, max): (i64, i64), window: (i64, i64)) -> bool {
+    max >= window.0 && min < window.1
+}
+
 /// A rollup file opened for a request: its footer read once, its row
 /// groups read one at a time ([`RollupFile::read_group`]), so that memory
 /// holds a row group's columns, not the file's.
@@ -407,7 +413,7 @@ impl<'p> RollupFile<'p> {
     /// it or that has none. [`RollupFile::read_group`] reads no other.
     pub(crate) fn rows_in(&self, window: (i64, i64)) -> usize {
         (0..self.metadata.row_groups.len())
-            .filter(|&index| self.slot_bounds(index).is_none_or(|(min, max)| max >= window.0 && min < window.1))
+            .filter(|&index| self.slot_bounds(index).is_none_or(|bounds| overlaps(bounds, window)))
             .map(|index| self.metadata.row_groups[index].num_rows())
             .sum()
     }
@@ -448,7 +454,7 @@ impl<'p> RollupFile<'p> {
                 slots.values().iter().fold((i64::MAX, i64::MIN), |(min, max), slot| (min.min(*slot), max.max(*slot)))
             }
         };
-        if max < window.0 || min >= window.1 {
+        if !overlaps((min, max), window) {
             return Ok(None);
         }
         let read = |name: &&str| self.column(group, name);
