@@ -24,7 +24,7 @@
 //!   [`query::UsageRequest`]; page tokens. Every 400 is raised here.
 //! - `intern`: the one string interner (ids, and their ranks in byte order).
 //! - [`aggregate`]: one parallel pass from files to grouped totals; the
-//!   selector, the totals, the report's row order (`aggregate::order`, its
+//!   selector, the totals, the report's row order (`aggregate::dims`, its
 //!   one definition) and one account's compact rows.
 //! - [`dataset`]: what requests are answered from: accounts, and a
 //!   [`dataset::Source`] that is a raw data directory or a store.

@@ -16,16 +16,17 @@
 //! is added and then taken away. A pass without corrections takes the
 //! check's plain path, as fast as before.
 //!
-//! - `select`: what a pass keeps ([`Selector`], [`Dimensions`]);
+//! - `select`: what a pass keeps ([`Selector`]);
 //! - `scan`: the [`Scan`] of a file, the dedup marking and the partitioned
 //!   merge;
 //! - `totals`: [`Totals`], [`Tally`], [`GroupKey`];
-//! - `order`: the report's row order, the one definition of it;
+//! - `dims`: a row's dimensions ([`Dims`]), held by every key type, and
+//!   the report's row order, the one definition of it;
 //! - `rows`: one account's result, compact, for pages and reports.
 
 #[cfg(test)]
 mod corrections_test;
-pub(crate) mod order;
+pub(crate) mod dims;
 pub(crate) mod rows;
 mod scan;
 mod select;
@@ -35,8 +36,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 
+pub use self::dims::Dims;
 pub use self::scan::Scan;
-pub use self::select::{AccountScope, Bucketing, Dimensions, Selector};
+pub use self::select::{AccountScope, Bucketing, Selector};
 pub(crate) use self::totals::sum_sorted;
 pub use self::totals::{GroupKey, Groups, Span, Tally, Totals};
 use crate::error::{BadRecord, Result};

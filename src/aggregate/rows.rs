@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::order::Order;
+use super::dims::Dims;
 use crate::aggregate::{GroupKey, Groups, Totals};
 use crate::intern::Interner;
 use crate::records::{Country, Direction, Product};
@@ -34,7 +34,7 @@ impl AccountRows {
         let mut strings = Interner::default();
         let (mut usage, mut charges) = (Vec::new(), Vec::new());
         for (key, totals) in groups.of_account(account).iter() {
-            let rows = if key.product == Product::Other { &mut charges } else { &mut usage };
+            let rows = if key.dims.product == Product::Other { &mut charges } else { &mut usage };
             rows.push((pack(key, &mut strings), *totals));
         }
         AccountRows { strings: strings.into_table(), usage, charges }
@@ -59,7 +59,9 @@ pub(crate) fn sum_repeated(rows: &mut Vec<(PackedKey, Totals)>) -> Option<()> {
 }
 
 /// A row's key in string ids: [`GroupKey`] without the account (one account
-/// per result), text as ids into the result's string table.
+/// per result), text as ids into the result's string table. Stored packed
+/// (an absent text is [`ABSENT`], not an `Option`): a result holds hundreds
+/// of thousands of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PackedKey {
     /// Bucket index.
@@ -79,27 +81,26 @@ pub(crate) struct PackedKey {
 }
 
 impl PackedKey {
-    /// The key of the row at `bucket` whose fields after the bucket are
-    /// `order` (text as ids; an absent subaccount or code is [`ABSENT`]):
-    /// the inverse of [`PackedKey::order`].
-    pub(crate) fn from_order(bucket: u32, order: Order<u32>) -> PackedKey {
+    /// The key of the row at `bucket` with these dimensions (text as ids):
+    /// the inverse of [`PackedKey::dims`].
+    pub(crate) fn new(bucket: u32, dims: Dims<u32>) -> PackedKey {
         PackedKey {
             bucket,
-            type_: order.type_,
-            subaccount: order.subaccount.unwrap_or(ABSENT),
-            code: order.code.unwrap_or(ABSENT),
-            product: order.product,
-            country: order.country,
-            direction: order.direction,
+            type_: dims.type_,
+            subaccount: dims.subaccount.unwrap_or(ABSENT),
+            code: dims.code.unwrap_or(ABSENT),
+            product: dims.product,
+            country: dims.country,
+            direction: dims.direction,
         }
     }
 
-    /// The fields after the bucket in the report's order ([`Order`]), text
-    /// ids mapped by `rank` (to their ranks among the table's strings).
+    /// The dimensions, text ids mapped by `rank` (to their ranks among the
+    /// table's strings, say).
     #[inline]
-    pub(crate) fn order(&self, rank: impl Fn(u32) -> u32) -> Order<u32> {
+    pub(crate) fn dims<T>(&self, rank: impl Fn(u32) -> T) -> Dims<T> {
         let text = |id: u32| (id != ABSENT).then_some(id);
-        Order {
+        Dims {
             product: self.product,
             type_: self.type_,
             subaccount: text(self.subaccount),
@@ -117,33 +118,14 @@ impl PackedKey {
 pub struct RowKey<'a> {
     /// Bucket index in the summary's buckets.
     pub bucket: u32,
-    /// Product; `Other` for charges.
-    pub product: Product,
-    /// Sub-type, or a charge's description.
-    pub type_: &'a str,
-    /// Subaccount, absent on parent-level rows.
-    pub subaccount: Option<&'a str>,
-    /// Country, absent when empty or not a dimension of the product.
-    pub country: Option<&'a Country>,
-    /// Direction, absent when not a dimension of the product.
-    pub direction: Option<Direction>,
-    /// Error code (messages) or hangup cause (calls); absent otherwise.
-    pub code: Option<&'a str>,
+    /// The row's dimensions, those its product does not have absent.
+    pub dims: Dims<&'a str>,
 }
 
 impl RowKey<'_> {
     /// The owned key of this row of `account`.
     pub fn to_group_key(&self, account: &str) -> GroupKey {
-        GroupKey {
-            account: account.to_owned(),
-            bucket: self.bucket,
-            product: self.product,
-            type_: self.type_.to_owned(),
-            subaccount: self.subaccount.map(str::to_owned),
-            country: self.country.copied(),
-            direction: self.direction,
-            code: self.code.map(str::to_owned),
-        }
+        GroupKey::from_dims(account, self.bucket, self.dims)
     }
 }
 
@@ -180,20 +162,8 @@ impl Rows {
         self.range(0, self.rows.len())
     }
 
-    fn text(&self, id: u32) -> Option<&str> {
-        (id != ABSENT).then(|| &*self.strings[id as usize])
-    }
-
-    fn key<'a>(&'a self, key: &'a PackedKey) -> RowKey<'a> {
-        RowKey {
-            bucket: key.bucket,
-            product: key.product,
-            type_: self.text(key.type_).unwrap_or(""),
-            subaccount: self.text(key.subaccount),
-            country: key.country.as_ref(),
-            direction: key.direction,
-            code: self.text(key.code),
-        }
+    fn key(&self, key: &PackedKey) -> RowKey<'_> {
+        RowKey { bucket: key.bucket, dims: key.dims(|id| self.strings.get(id as usize).map_or("", |s| &**s)) }
     }
 }
 
@@ -230,13 +200,5 @@ impl ExactSizeIterator for RowsIter<'_> {}
 
 /// The packed key of an owned key, its text interned in `strings`.
 pub(crate) fn pack(key: &GroupKey, strings: &mut Interner) -> PackedKey {
-    PackedKey {
-        bucket: key.bucket,
-        type_: strings.intern(&key.type_),
-        subaccount: key.subaccount.as_deref().map_or(ABSENT, |s| strings.intern(s)),
-        code: key.code.as_deref().map_or(ABSENT, |s| strings.intern(s)),
-        product: key.product,
-        country: key.country,
-        direction: key.direction,
-    }
+    PackedKey::new(key.bucket, key.dims.as_deref().map(|s| strings.intern(s)))
 }

@@ -8,18 +8,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::order::Order;
+use super::dims::Dims;
 use super::rows::{sum_repeated, AccountRows, PackedKey};
-use super::{
-    sum_sorted, AccountScope, AggregateOptions, Dimensions, GroupKey, Groups, OnBadRow, Selector, Span, Tally, Totals,
-};
+use super::{sum_sorted, AccountScope, AggregateOptions, GroupKey, Groups, OnBadRow, Selector, Span, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::{self, Interner};
 use crate::records::bad_rows::{position, BadRows};
 use crate::records::csv::RowSink;
 use crate::records::dedup::{self, Conflict, Entry, Origin, Place, Revised, ScanEntries, ScanRevised, PARTITIONS};
 use crate::records::files::{Format, InputFile, Inventory};
-use crate::records::{self, Country, Direction, Field, Kind, Product, Record};
+use crate::records::{self, Field, Kind, Product, Record};
 use crate::time::Buckets;
 
 /// The scans of one file: one per run of its chunks (CSV) or parts
@@ -234,7 +232,7 @@ pub(super) fn merge_account(scans: Vec<Scan<'_>>, account: &str) -> Result<(Acco
         if Some(key.account) != id {
             continue;
         }
-        let packed = PackedKey::from_order(key.bucket, key.order());
+        let packed = PackedKey::new(key.bucket, key.order());
         let rows = if packed.product == Product::Other { &mut charges } else { &mut usage };
         rows.push((packed, totals));
     }
@@ -357,12 +355,7 @@ type IdGroups = Vec<(IdKey, Totals)>;
 struct IdKey {
     account: u32,
     bucket: u32,
-    product: Product,
-    type_: u32,
-    subaccount: u32,
-    country: Option<Country>,
-    direction: Option<Direction>,
-    code: u32,
+    dims: Dims<u32, u32>,
 }
 
 impl IdKey {
@@ -370,15 +363,14 @@ impl IdKey {
     /// does not have left out as [`GroupKey::new`] leaves them out, text as
     /// ids in the interner whose id 0 is the empty string.
     #[inline]
-    fn order(&self) -> Order<u32> {
-        Order::of(self.product, self.type_, self.subaccount, self.country, self.direction, self.code)
-            .shown(|id| *id == 0)
+    fn order(&self) -> Dims<u32> {
+        self.dims.present().shown(|id| *id == 0)
     }
 
     /// The owned key of this key in the ids of `strings`.
     fn owned(&self, strings: &Interner) -> GroupKey {
-        let order = self.order().map(|id| strings.get(id));
-        GroupKey::from_order(strings.get(self.account), self.bucket, order)
+        let dims = self.order().map(|id| strings.get(id));
+        GroupKey::from_dims(strings.get(self.account), self.bucket, dims)
     }
 }
 
@@ -391,7 +383,7 @@ struct ReportOrder {
     /// Its bucket's index.
     bucket: u32,
     /// The ranks of its other ids, in the report's order of dimensions.
-    ids: Order<u32>,
+    ids: Dims<u32>,
 }
 
 /// A sort key of `key` (ids ranked by [`Interner::ranks`]) that orders as
@@ -601,9 +593,7 @@ impl<'s> Scan<'s> {
 
     fn keep(&mut self, record: &Record<'_>, account: u32, bucket: u32, line: u64) {
         let product = record.product;
-        let key = IdKey {
-            account,
-            bucket,
+        let dims = Dims {
             product,
             type_: self.strings.intern(record.type_),
             subaccount: self.strings.intern(record.subaccount),
@@ -611,6 +601,7 @@ impl<'s> Scan<'s> {
             direction: record.direction,
             code: self.strings.intern(record.code),
         };
+        let key = IdKey { account, bucket, dims };
         let next = self.groups.len() as u32;
         let group = *self.group_ids.entry(key).or_insert(next);
         if group == next {
@@ -651,10 +642,8 @@ impl<'s> Scan<'s> {
             }
             let key = IdKey {
                 account: ids[key.account as usize],
-                type_: ids[key.type_ as usize],
-                subaccount: ids[key.subaccount as usize],
-                code: ids[key.code as usize],
-                ..*key
+                bucket: key.bucket,
+                dims: key.dims.map_ids(|id| ids[id as usize]),
             };
             parts[merge_part_of(&key)].push((key, totals));
         }
@@ -705,7 +694,7 @@ impl RowSink for Scan<'_> {
                 if self.in_scope(record.auth_id) {
                     let account = self.strings.intern(record.auth_id);
                     self.note_time(account, secs);
-                    if self.selector.keeps_in_scope(&Dimensions::of(&record)) {
+                    if self.selector.keeps_in_scope(&Dims::of(&record)) {
                         let bucket = self.buckets_of(account).and_then(|b| b.index(secs));
                         if let Some(bucket) = bucket {
                             self.keep(&record, account, bucket, line);
@@ -741,6 +730,7 @@ fn conflict(inventory: &Inventory, kind: Kind, found: Conflict) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::{Country, Direction};
 
     /// The charges tally of a data folder holding `rows` as one charges
     /// file, or the error.
@@ -794,18 +784,17 @@ mod tests {
         let countries = [None, Country::parse(b"US"), Country::parse(b"CA")];
         let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
         let mut keys = Vec::new();
-        for n in crate::aggregate::order::walk(4000) {
+        for n in crate::aggregate::dims::walk(4000) {
             let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
-            keys.push(IdKey {
-                account: ids[pick(0, ids.len())],
-                bucket: pick(8, 3) as u32,
+            let dims = Dims {
                 product: Product::ALL[pick(12, Product::ALL.len())],
                 type_: ids[pick(16, ids.len())],
                 subaccount: ids[pick(24, ids.len())],
                 country: countries[pick(32, 3)],
                 direction: directions[pick(36, 3)],
                 code: ids[pick(40, ids.len())],
-            });
+            };
+            keys.push(IdKey { account: ids[pick(0, ids.len())], bucket: pick(8, 3) as u32, dims });
         }
         let ranks = strings.ranks();
         let mut by_rank = keys.clone();

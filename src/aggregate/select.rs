@@ -1,11 +1,12 @@
 //! What a pass keeps: the [`Selector`] (accounts, products, dimension
-//! filters, and each account's buckets) and the [`Dimensions`] it filters
-//! on, shared by raw records and stored rollup rows.
+//! filters, and each account's buckets). It filters a row's [`Dims`], so
+//! raw records and stored rollup rows share one filter.
 
 use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap;
 
+use super::dims::Dims;
 use crate::records::{Country, Direction, Product, ProductSet, Record};
 use crate::time::Buckets;
 
@@ -80,38 +81,6 @@ impl Bucketing {
     }
 }
 
-/// The dimensions a [`Selector`] filters on, borrowed from a raw record or
-/// from a stored rollup row, so that both are filtered by one piece of code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Dimensions<'a> {
-    /// Parent account.
-    pub auth_id: &'a str,
-    /// Product; `Other` for charges.
-    pub product: Product,
-    /// Subaccount, empty for parent-level usage.
-    pub subaccount: &'a str,
-    /// Country, `None` when empty.
-    pub country: Option<Country>,
-    /// Direction, where the product has one.
-    pub direction: Option<Direction>,
-    /// Error code or hangup cause; may be empty.
-    pub code: &'a str,
-}
-
-impl<'a> Dimensions<'a> {
-    /// The dimensions of a checked record.
-    pub fn of(record: &Record<'a>) -> Dimensions<'a> {
-        Dimensions {
-            auth_id: record.auth_id,
-            product: record.product,
-            subaccount: record.subaccount,
-            country: record.country,
-            direction: record.direction,
-            code: record.code,
-        }
-    }
-}
-
 impl Selector {
     /// Keeps every account, product and dimension, bucketed by `bucketing`.
     pub fn everything(bucketing: Bucketing) -> Selector {
@@ -130,23 +99,25 @@ impl Selector {
     /// The bucket of a record this selector keeps, or `None`.
     #[inline]
     pub fn select(&self, record: &Record<'_>) -> Option<u32> {
-        if !self.keeps(&Dimensions::of(record)) {
+        if !self.keeps(record.auth_id, &Dims::of(record)) {
             return None;
         }
         self.bucketing.of(record.auth_id)?.index(record.timestamp.secs)
     }
 
-    /// Whether the account, product and filters keep a row with these
-    /// dimensions (the window is not checked here).
+    /// Whether the account, product and filters keep a row of `auth_id`
+    /// with these dimensions (the window is not checked here). A raw
+    /// record and a stored rollup row are filtered by this one piece of
+    /// code.
     #[inline]
-    pub fn keeps(&self, row: &Dimensions<'_>) -> bool {
-        self.products.contains(row.product) && self.accounts.contains(row.auth_id) && self.keeps_in_scope(row)
+    pub fn keeps(&self, auth_id: &str, row: &Dims<&str, &str>) -> bool {
+        self.products.contains(row.product) && self.accounts.contains(auth_id) && self.keeps_in_scope(row)
     }
 
     /// [`Selector::keeps`] for a row whose account is known to be in
     /// scope: the product and the filters alone.
     #[inline]
-    pub fn keeps_in_scope(&self, row: &Dimensions<'_>) -> bool {
+    pub fn keeps_in_scope(&self, row: &Dims<&str, &str>) -> bool {
         if !self.products.contains(row.product) {
             return false;
         }

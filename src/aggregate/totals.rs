@@ -1,10 +1,8 @@
 //! What a pass sums: [`Totals`] per group under its owned [`GroupKey`],
 //! and the [`Tally`] of rows per kind.
 
-use super::order::Order;
-use super::select::Dimensions;
+use super::dims::Dims;
 use crate::error::{Error, Result};
-use crate::records::{Country, Direction, Product};
 
 /// Summed values of a group. Adding is associative and commutative, so
 /// partial totals merge in any order to the same result.
@@ -46,64 +44,29 @@ impl Totals {
 /// The owned key of a group: one output row (or one other-charges item).
 ///
 /// Ordered as the report orders rows: account, bucket, then the usage sort
-/// key of `usage-summary.md` (`order::Order`). The derived order is that one
-/// because the fields after `bucket` are `Order`'s, in its order (a
-/// comparison built from `Order` cost the pass 5%); the tests
-/// `report_order_sorts_like_the_owned_keys` and
-/// `group_keys_sort_as_the_summary_contract_says` hold the two together.
+/// key of `usage-summary.md` ([`Dims`]'s derived order); the test
+/// `group_keys_sort_as_the_summary_contract_says` holds it to the contract.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GroupKey {
     /// Parent account.
     pub account: String,
     /// Bucket index in the selector's [`Buckets`](crate::time::Buckets).
     pub bucket: u32,
-    /// Product; `Other` for charges.
-    pub product: Product,
-    /// Sub-type, or a charge's description.
-    pub type_: String,
-    /// Subaccount, absent on parent-level rows.
-    pub subaccount: Option<String>,
-    /// Country, absent when empty or not a dimension of the product.
-    pub country: Option<Country>,
-    /// Direction, absent when not a dimension of the product.
-    pub direction: Option<Direction>,
-    /// Error code (messages) or hangup cause (calls); absent otherwise.
-    pub code: Option<String>,
+    /// The row's dimensions, those its product does not have absent.
+    pub dims: Dims<String>,
 }
 
 impl GroupKey {
-    /// The key of a row with these dimensions, sub-type (or charge
-    /// description) and bucket: fields the product does not have are absent.
-    pub fn new(row: &Dimensions<'_>, type_: &str, bucket: u32) -> GroupKey {
-        let fields = Order::of(row.product, type_, row.subaccount, row.country, row.direction, row.code);
-        GroupKey::from_order(row.auth_id, bucket, fields.shown(|s| s.is_empty()))
+    /// The key of `account`'s row in `bucket` with these dimensions (an
+    /// empty subaccount or code is none): the fields its product does not
+    /// have are absent.
+    pub fn new(account: &str, bucket: u32, dims: Dims<&str, &str>) -> GroupKey {
+        GroupKey::from_dims(account, bucket, dims.present().shown(|s| s.is_empty()))
     }
 
-    /// The key of `account`'s row in `bucket` with these fields.
-    pub(crate) fn from_order(account: &str, bucket: u32, order: Order<&str>) -> GroupKey {
-        GroupKey {
-            account: account.to_owned(),
-            bucket,
-            product: order.product,
-            type_: order.type_.to_owned(),
-            subaccount: order.subaccount.map(str::to_owned),
-            country: order.country,
-            direction: order.direction,
-            code: order.code.map(str::to_owned),
-        }
-    }
-
-    /// The fields after account and bucket, in the report's order.
-    #[cfg(test)]
-    pub(crate) fn order(&self) -> Order<&str> {
-        Order {
-            product: self.product,
-            type_: &self.type_,
-            subaccount: self.subaccount.as_deref(),
-            country: self.country,
-            direction: self.direction,
-            code: self.code.as_deref(),
-        }
+    /// The key of `account`'s row in `bucket` with these dimensions.
+    pub(crate) fn from_dims(account: &str, bucket: u32, dims: Dims<&str>) -> GroupKey {
+        GroupKey { account: account.to_owned(), bucket, dims: dims.map(str::to_owned) }
     }
 }
 
@@ -279,6 +242,7 @@ pub(crate) fn sum_sorted(mut sorted: Vec<(GroupKey, Totals)>, overflow: impl Fn(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::{Country, Direction, Product};
 
     /// A result row is a 24-byte key and 72 bytes of totals, with no
     /// padding between or after them.
@@ -296,20 +260,20 @@ mod tests {
     fn groups_are_a_sorted_map_summed_once() {
         let accounts = ["", "A", "AB", "B", "BA"];
         let key = |n: u64| {
-            let row = Dimensions {
-                auth_id: accounts[(n % 5) as usize],
+            let dims = Dims {
                 product: [Product::Voice, Product::Message][(n / 5 % 2) as usize],
+                type_: "",
                 subaccount: ["", "S1"][(n / 10 % 2) as usize],
                 country: None,
                 direction: None,
                 code: "",
             };
-            GroupKey::new(&row, "", (n / 20 % 3) as u32)
+            GroupKey::new(accounts[(n % 5) as usize], (n / 20 % 3) as u32, dims)
         };
         let totals = |n: u64| Totals { records: 1, units: n as u128, duration: 0, amount: n as i128, surcharge: 0 };
         let mut model: std::collections::BTreeMap<GroupKey, Totals> = Default::default();
         let mut sorted = Vec::new();
-        for n in super::super::order::walk(2000).map(|n| n % 97) {
+        for n in super::super::dims::walk(2000).map(|n| n % 97) {
             let sum = model.get(&key(n)).map_or(totals(n), |t| t.checked_add(&totals(n)).unwrap());
             model.insert(key(n), sum);
             sorted.push((key(n), totals(n)));
@@ -334,35 +298,6 @@ mod tests {
         assert!(sum_sorted(overflowing, |_| Error::Internal("overflow".into())).is_err());
     }
 
-    /// The derived order of [`GroupKey`] is (account, bucket, [`Order`]):
-    /// its fields are declared in [`Order`]'s order.
-    #[test]
-    fn the_derived_order_is_account_bucket_then_the_one_order() {
-        let texts = ["", "S1", "S2", "a", "b"];
-        let products = [Product::Voice, Product::Message, Product::Transcription, Product::Other];
-        let countries = [None, Country::parse(b"CA"), Country::parse(b"US")];
-        let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
-        let keys: Vec<GroupKey> = super::super::order::walk(3000)
-            .map(|n| {
-                let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
-                let row = Dimensions {
-                    auth_id: ["A", "B"][pick(0, 2)],
-                    product: products[pick(2, products.len())],
-                    subaccount: texts[pick(5, texts.len())],
-                    country: countries[pick(9, countries.len())],
-                    direction: directions[pick(12, directions.len())],
-                    code: texts[pick(15, texts.len())],
-                };
-                GroupKey::new(&row, texts[pick(19, texts.len())], pick(23, 3) as u32)
-            })
-            .collect();
-        let mut derived = keys.clone();
-        derived.sort();
-        let mut by_order = keys;
-        by_order.sort_by(|a, b| (&a.account, a.bucket, a.order()).cmp(&(&b.account, b.bucket, b.order())));
-        assert_eq!(derived, by_order);
-    }
-
     /// `usage-summary.md`, "Order and pages": rows sort by (from_date,
     /// product, type, subaccount_auth, country, direction, error_code,
     /// hangup_cause), byte-wise, an absent value first. The list below is
@@ -371,9 +306,8 @@ mod tests {
     #[test]
     fn group_keys_sort_as_the_summary_contract_says() {
         let key = |bucket, product, type_: &str, subaccount: &str, country: &[u8], direction, code: &str| {
-            let row =
-                Dimensions { auth_id: "A", product, subaccount, country: Country::parse(country), direction, code };
-            GroupKey::new(&row, type_, bucket)
+            let dims = Dims { product, type_, subaccount, country: Country::parse(country), direction, code };
+            GroupKey::new("A", bucket, dims)
         };
         let (inbound, outbound) = (Some(Direction::Inbound), Some(Direction::Outbound));
         let (message, voice) = (Product::Message, Product::Voice);
@@ -399,8 +333,8 @@ mod tests {
         assert_eq!(sorted, in_order);
         // The fields a product does not have are absent, so they neither
         // split nor order groups.
-        assert_eq!(in_order[9].country, None);
-        assert_eq!(in_order[13].subaccount, None);
-        assert_eq!(in_order[1].code.as_deref(), Some("30007"));
+        assert_eq!(in_order[9].dims.country, None);
+        assert_eq!(in_order[13].dims.subaccount, None);
+        assert_eq!(in_order[1].dims.code.as_deref(), Some("30007"));
     }
 }

@@ -387,7 +387,7 @@ fn write_account(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::{Aggregate, GroupKey, Totals};
+    use crate::aggregate::{Aggregate, Dims, GroupKey, Totals};
     use crate::query::{UsageParams, UsageRequest};
     use crate::records::Product;
     use crate::summary::summarize;
@@ -401,15 +401,10 @@ mod tests {
                 .unwrap();
         let buckets = request.window.buckets(request.params.granularity);
         let mut aggregate = Aggregate::default();
-        let key = |product: Product, type_: &str| GroupKey {
-            account: "A".into(),
-            bucket: 0,
-            product,
-            type_: type_.into(),
-            subaccount: None,
-            country: None,
-            direction: None,
-            code: None,
+        let key = |product: Product, type_: &str| {
+            let dims =
+                Dims { product, type_: type_.into(), subaccount: None, country: None, direction: None, code: None };
+            GroupKey { account: "A".into(), bucket: 0, dims }
         };
         let totals = |amount: i128| Totals { records: 1, units: 1, duration: 0, amount, surcharge: 0 };
         aggregate.groups.insert(key(Product::Transcription, "standard"), totals(1_500_000_000));

@@ -26,7 +26,7 @@ use rustc_hash::FxHashMap;
 use super::rollup::{self, GroupColumns, RollupFile, Text};
 use super::Listed;
 use crate::aggregate::rows::{sum_repeated, AccountRows, PackedKey, ABSENT};
-use crate::aggregate::{Dimensions, Selector, Totals};
+use crate::aggregate::{Dims, Selector, Totals};
 use crate::error::{Error, Result};
 use crate::intern::Interner;
 use crate::parts::{self, Slots};
@@ -212,18 +212,19 @@ impl Request<'_> {
             } else {
                 ABSENT
             };
-            let dimensions = Dimensions {
-                auth_id: self.account,
+            let type_ = strings.id_of(Column::Type, row.type_);
+            let dims = Dims {
                 product,
+                type_: strings.text(type_),
                 subaccount: strings.text(subaccount),
                 country,
                 direction,
                 code: if code == ABSENT { "" } else { strings.text(code) },
             };
-            if !self.selector.keeps_in_scope(&dimensions) {
+            if !self.selector.keeps_in_scope(&dims) {
                 continue;
             }
-            let parent_level = dimensions.subaccount.is_empty() || product == Product::Other;
+            let parent_level = dims.subaccount.is_empty() || product == Product::Other;
             if row.records < 0 || row.units < 0 {
                 return Err(broken("negative count".to_owned()));
             }
@@ -238,7 +239,7 @@ impl Request<'_> {
             let has_place = product.has_country_and_direction();
             let key = PackedKey {
                 bucket,
-                type_: strings.id_of(Column::Type, row.type_),
+                type_,
                 subaccount: if parent_level { ABSENT } else { subaccount },
                 code,
                 product,
@@ -404,10 +405,10 @@ fn in_order(rows: &[Row], rank: impl Fn(u32) -> u32) -> bool {
 }
 
 /// A key ordered as the report orders rows within a bucket
-/// ([`crate::aggregate::order`]), text ids mapped to ranks by `rank`.
+/// ([`crate::aggregate::Dims`]), text ids mapped to ranks by `rank`.
 #[inline]
 fn order_key(key: &PackedKey, rank: impl Fn(u32) -> u32) -> u128 {
-    key.order(rank).packed()
+    key.dims(rank).packed()
 }
 
 /// Which column a text came from (keys of different columns index
@@ -535,13 +536,15 @@ mod tests {
         let path = dir.path().join("r.parquet");
         let row = |slot: i64, type_: &'static str, subaccount: &'static str, amount: i128| RollupRef {
             auth_id: "A",
-            subaccount,
             slot,
-            product: Product::Message,
-            type_,
-            country: Country::parse(b"US"),
-            direction: Some(Direction::Outbound),
-            code: "",
+            dims: Dims {
+                product: Product::Message,
+                type_,
+                subaccount,
+                country: Country::parse(b"US"),
+                direction: Some(Direction::Outbound),
+                code: "",
+            },
             totals: Totals { records: 1, units: 1, duration: 0, amount, surcharge: 0 },
         };
         let day = 86_400;
@@ -564,7 +567,7 @@ mod tests {
             let rows = Rows::new(strings, usage);
             rows.iter()
                 .map(|(key, totals)| {
-                    (key.bucket, key.type_.to_owned(), key.subaccount.map(str::to_owned), totals.amount)
+                    (key.bucket, key.dims.type_.to_owned(), key.dims.subaccount.map(str::to_owned), totals.amount)
                 })
                 .collect::<Vec<_>>()
         };
@@ -605,13 +608,15 @@ mod tests {
         let path = dir.path().join("r.parquet");
         let row = |slot: i64, product: Product, type_: &'static str, amount: i128| RollupRef {
             auth_id: "A",
-            subaccount: "",
             slot,
-            product,
-            type_,
-            country: (product == Product::Message).then(|| Country::parse(b"US")).flatten(),
-            direction: (product == Product::Message).then_some(Direction::Outbound),
-            code: "",
+            dims: Dims {
+                product,
+                type_,
+                subaccount: "",
+                country: (product == Product::Message).then(|| Country::parse(b"US")).flatten(),
+                direction: (product == Product::Message).then_some(Direction::Outbound),
+                code: "",
+            },
             totals: Totals { records: 1, units: 1, duration: 0, amount, surcharge: 0 },
         };
         let rows = [
@@ -635,7 +640,7 @@ mod tests {
                 account_rows(unsummed(&path), "A", 900, &selector, &buckets).expect("read");
             let listed = |rows: Vec<Row>| {
                 let rows = Rows::new(strings.clone(), rows);
-                rows.iter().map(|(key, totals)| (key.bucket, key.type_.to_owned(), totals.amount)).collect()
+                rows.iter().map(|(key, totals)| (key.bucket, key.dims.type_.to_owned(), totals.amount)).collect()
             };
             (listed(usage), listed(charges))
         };
@@ -679,13 +684,15 @@ mod tests {
                                     n += 1;
                                     rows.push(RollupRef {
                                         auth_id: "A",
-                                        subaccount,
                                         slot,
-                                        product: Product::Message,
-                                        type_,
-                                        country,
-                                        direction,
-                                        code,
+                                        dims: Dims {
+                                            product: Product::Message,
+                                            type_,
+                                            subaccount,
+                                            country,
+                                            direction,
+                                            code,
+                                        },
                                         totals: Totals {
                                             records: 1,
                                             units: n as u128,

@@ -580,7 +580,7 @@ impl Store {
             let (usage, charges) = (Rows::new(strings.clone(), usage), Rows::new(strings, charges));
             groups.reserve(usage.len() + charges.len());
             for (key, totals) in usage.iter().chain(charges.iter()) {
-                *selected.entry(kind_of(key.product)).or_default() += totals.records;
+                *selected.entry(kind_of(key.dims.product)).or_default() += totals.records;
                 groups.push((key.to_group_key(account), *totals));
             }
         }
@@ -635,7 +635,7 @@ impl Store {
             let frame = rollup::read_rollup_checked(self.manifest.file(&self.dir, name)?)?;
             let path = self.dir.join(name);
             rollup::for_each_rollup_in(&path, &frame, |row| {
-                let sum = sums.entry(kind_of(row.product)).or_default();
+                let sum = sums.entry(kind_of(row.dims.product)).or_default();
                 sum.0 = sum.0.checked_add(row.totals.records).ok_or_else(|| overflow(&path, account))?;
                 sum.1 = sum.1.checked_add(row.totals.amount).ok_or_else(|| overflow(&path, account))?;
                 Ok(())

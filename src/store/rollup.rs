@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap;
 
 use super::parquet_io::polars_error;
 use super::parquet_out::{arrow_schema, Column, ParquetOut, TextColumn};
-use crate::aggregate::Totals;
+use crate::aggregate::{Dims, Totals};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::parquet::{check_chunk, guarded, ParquetFile};
@@ -75,7 +75,8 @@ impl RollupWriter {
         let mut strings = crate::intern::Interner::default();
         let mut keyed = Vec::with_capacity(rows.len());
         for row in rows {
-            let ids = [row.auth_id, row.subaccount, row.type_, row.code].map(|text| strings.intern(text));
+            let ids =
+                [row.auth_id, row.dims.subaccount, row.dims.type_, row.dims.code].map(|text| strings.intern(text));
             keyed.push(KeyedRollup { row: *row, ids });
         }
         self.write_rows(rows.len(), keyed.into_iter())
@@ -138,16 +139,16 @@ fn rollup_columns<'a>(out: &ParquetOut, n: usize, rows: impl Iterator<Item = Key
     let mut sums: [Vec<i128>; 3] = std::array::from_fn(|_| Vec::with_capacity(n));
     for KeyedRollup { row: r, ids: [auth_id, subaccount, type_, code] } in rows {
         // The code's id, or 0 for the empty text of a product without it.
-        let code_if = |has: bool| if has { (code as usize + 1, r.code) } else { (0, "") };
+        let code_if = |has: bool| if has { (code as usize + 1, r.dims.code) } else { (0, "") };
         text[0].push_id(auth_id as usize, || r.auth_id);
-        text[1].push_id(subaccount as usize, || r.subaccount);
-        text[2].push_product(r.product);
-        text[3].push_id(type_ as usize, || r.type_);
-        text[4].push_country(r.country);
-        text[5].push_direction(r.direction);
-        let (id, value) = code_if(r.product.has_error_code());
+        text[1].push_id(subaccount as usize, || r.dims.subaccount);
+        text[2].push_product(r.dims.product);
+        text[3].push_id(type_ as usize, || r.dims.type_);
+        text[4].push_country(r.dims.country);
+        text[5].push_direction(r.dims.direction);
+        let (id, value) = code_if(r.dims.product.has_error_code());
         text[6].push_id(id, || value);
-        let (id, value) = code_if(r.product.has_hangup_cause());
+        let (id, value) = code_if(r.dims.product.has_hangup_cause());
         text[7].push_id(id, || value);
         slots.push(r.slot);
         records.push(r.totals.records);
@@ -202,20 +203,11 @@ fn rollup_columns<'a>(out: &ParquetOut, n: usize, rows: impl Iterator<Item = Key
 pub struct RollupRef<'a> {
     /// Parent account.
     pub auth_id: &'a str,
-    /// Subaccount, empty for parent-level rows.
-    pub subaccount: &'a str,
     /// Slot start, UTC seconds.
     pub slot: i64,
-    /// Product.
-    pub product: Product,
-    /// Sub-type or description.
-    pub type_: &'a str,
-    /// Country.
-    pub country: Option<Country>,
-    /// Direction.
-    pub direction: Option<Direction>,
-    /// Error code or hangup cause, as the product has.
-    pub code: &'a str,
+    /// The row's dimensions: an empty subaccount on parent-level rows, an
+    /// empty code where the product has none.
+    pub dims: Dims<&'a str, &'a str>,
     /// Summed values.
     pub totals: Totals,
 }
@@ -285,13 +277,8 @@ pub fn for_each_rollup_in<'f>(
         }
         each(RollupRef {
             auth_id: auth[i],
-            subaccount: sub[i],
             slot: slot[i],
-            product,
-            type_: type_[i],
-            country,
-            direction,
-            code,
+            dims: Dims { product, type_: type_[i], subaccount: sub[i], country, direction, code },
             totals: Totals {
                 records: records[i] as u64,
                 units: units[i] as u128,
@@ -693,13 +680,15 @@ pub(crate) mod tests {
     pub(crate) fn charge_row(slot: i64, totals: Totals) -> RollupRef<'static> {
         RollupRef {
             auth_id: "A1",
-            subaccount: "",
             slot,
-            product: Product::Other,
-            type_: "Number Charges",
-            country: None,
-            direction: None,
-            code: "",
+            dims: Dims {
+                product: Product::Other,
+                type_: "Number Charges",
+                subaccount: "",
+                country: None,
+                direction: None,
+                code: "",
+            },
             totals,
         }
     }
@@ -765,13 +754,23 @@ pub(crate) mod tests {
                 let has_place = product.has_country_and_direction();
                 RollupRef {
                     auth_id: "A1",
-                    subaccount: if product == Product::Other { "" } else { subaccounts[i / 3 % 4] },
                     slot: (i as i64 / 7) * 900,
-                    product,
-                    type_: types[i / 5 % 4],
-                    country: has_place.then(|| Country::parse(if i % 2 == 0 { b"US" } else { b"DE" })).flatten(),
-                    direction: has_place.then_some(if i % 4 < 2 { Direction::Inbound } else { Direction::Outbound }),
-                    code: if product.has_error_code() || product.has_hangup_cause() { codes[i / 11 % 4] } else { "" },
+                    dims: Dims {
+                        product,
+                        type_: types[i / 5 % 4],
+                        subaccount: if product == Product::Other { "" } else { subaccounts[i / 3 % 4] },
+                        country: has_place.then(|| Country::parse(if i % 2 == 0 { b"US" } else { b"DE" })).flatten(),
+                        direction: has_place.then_some(if i % 4 < 2 {
+                            Direction::Inbound
+                        } else {
+                            Direction::Outbound
+                        }),
+                        code: if product.has_error_code() || product.has_hangup_cause() {
+                            codes[i / 11 % 4]
+                        } else {
+                            ""
+                        },
+                    },
                     totals: Totals { records: i as u64 + 1, units: 2, duration: 3, amount: i as i128, surcharge: 0 },
                 }
             })
@@ -813,13 +812,13 @@ pub(crate) mod tests {
             Column::ids(values.iter().map(|v| v.as_str()), rows.len()).expect("a plain column")
         };
         columns[0] = text(|r| r.auth_id.to_owned());
-        columns[1] = text(|r| r.subaccount.to_owned());
-        columns[3] = text(|r| r.product.as_str().to_owned());
-        columns[4] = text(|r| r.type_.to_owned());
-        columns[5] = text(|r| r.country.map_or(String::new(), |c| c.as_str().to_owned()));
-        columns[6] = text(|r| r.direction.map_or("", |d| d.as_str()).to_owned());
-        columns[7] = text(|r| if r.product.has_error_code() { r.code } else { "" }.to_owned());
-        columns[8] = text(|r| if r.product.has_hangup_cause() { r.code } else { "" }.to_owned());
+        columns[1] = text(|r| r.dims.subaccount.to_owned());
+        columns[3] = text(|r| r.dims.product.as_str().to_owned());
+        columns[4] = text(|r| r.dims.type_.to_owned());
+        columns[5] = text(|r| r.dims.country.map_or(String::new(), |c| c.as_str().to_owned()));
+        columns[6] = text(|r| r.dims.direction.map_or("", |d| d.as_str()).to_owned());
+        columns[7] = text(|r| if r.dims.product.has_error_code() { r.dims.code } else { "" }.to_owned());
+        columns[8] = text(|r| if r.dims.product.has_hangup_cause() { r.dims.code } else { "" }.to_owned());
         let mut out = writer.out;
         let group = out.encode(rows.len(), columns).expect("encoded");
         out.write(group).expect("written");

@@ -27,7 +27,7 @@ use crate::error::{BadRequest, Error, Result};
 use crate::labels;
 use crate::money::Amount;
 use crate::query::{UsageParams, UsageRequest};
-use crate::records::Product;
+use crate::records::{Country, Product};
 use crate::time::{format_instant, Buckets};
 use crate::token::TokenKey;
 use wire::{ChargeItem, Decimal, Meta, Page, UsageItem};
@@ -298,7 +298,7 @@ impl Summary {
                         ChargeItem {
                             from_date,
                             to_date,
-                            description: key.type_,
+                            description: key.dims.type_,
                             total_units: totals.units,
                             total_amount: Decimal(Amount::from_nanos(totals.amount)),
                         }
@@ -545,8 +545,8 @@ impl TextFields {
 }
 
 fn usage_item<'a>(key: RowKey<'a>, totals: &Totals, (from_date, to_date): (String, String)) -> UsageItem<'a> {
-    let product = key.product;
-    let code = key.code;
+    let product = key.dims.product;
+    let code = key.dims.code;
     let error_reason = match code {
         Some(code) if !code.is_empty() && product.has_error_code() => Some(labels::error_code(code)),
         Some(code) if !code.is_empty() => Some(labels::hangup_cause(code)),
@@ -556,10 +556,10 @@ fn usage_item<'a>(key: RowKey<'a>, totals: &Totals, (from_date, to_date): (Strin
         from_date,
         to_date,
         product: product.as_str(),
-        type_: key.type_,
-        subaccount_auth: key.subaccount,
-        country: key.country.map(|c| c.as_str()),
-        direction: key.direction.map(|d| d.as_str()),
+        type_: key.dims.type_,
+        subaccount_auth: key.dims.subaccount,
+        country: key.dims.country.map(Country::as_static_str),
+        direction: key.dims.direction.map(|d| d.as_str()),
         total_units: totals.units,
         duration_seconds: (product != Product::Message).then_some(Decimal(Amount::from_nanos(totals.duration))),
         total_amount: Decimal(Amount::from_nanos(totals.amount)),
@@ -605,11 +605,11 @@ mod tests {
         };
         for (key, totals) in rows.iter() {
             b.extend_from_slice(&key.bucket.to_le_bytes());
-            b.extend_from_slice(&[key.product as u8, key.direction.map_or(0, |d| d as u8 + 1)]);
-            text(&mut b, Some(key.type_));
-            text(&mut b, key.subaccount);
-            text(&mut b, key.country.map(|c| c.as_str()));
-            text(&mut b, key.code);
+            b.extend_from_slice(&[key.dims.product as u8, key.dims.direction.map_or(0, |d| d as u8 + 1)]);
+            text(&mut b, Some(key.dims.type_));
+            text(&mut b, key.dims.subaccount);
+            text(&mut b, key.dims.country.map(Country::as_static_str));
+            text(&mut b, key.dims.code);
             b.extend_from_slice(&totals.records.to_le_bytes());
             b.extend_from_slice(&totals.units.to_le_bytes());
             b.extend_from_slice(&totals.duration.to_le_bytes());

@@ -108,10 +108,12 @@ fn generated_data_passes_validation_and_duplicates_count_as_duplicates() {
         let currencies: std::collections::BTreeSet<&str> =
             dataset.accounts.iter().map(|a| a.currency.as_str()).collect();
         assert!(currencies.len() > 1, "several currencies: {currencies:?}");
-        let sip_without_country =
-            aggregate.groups.keys().any(|k| k.type_ == "sip" && k.country.is_none() && k.product.as_str() == "voice");
+        let sip_without_country = aggregate
+            .groups
+            .keys()
+            .any(|k| k.dims.type_ == "sip" && k.dims.country.is_none() && k.dims.product.as_str() == "voice");
         assert!(sip_without_country, "SIP calls have no country");
-        let subaccount_rows = aggregate.groups.keys().filter(|k| k.subaccount.is_some()).count();
+        let subaccount_rows = aggregate.groups.keys().filter(|k| k.dims.subaccount.is_some()).count();
         assert!(subaccount_rows > 0, "some usage is on subaccounts");
     }
 }

@@ -289,7 +289,7 @@ impl Stats {
         for ((key, totals), is_charge) in rows.chain(charges) {
             stats.records += totals.records;
             if let Some(bucket) = stats.by_bucket.get_mut(key.bucket as usize) {
-                add(&mut bucket[key.product as usize], totals.amount)?;
+                add(&mut bucket[key.dims.product as usize], totals.amount)?;
             }
             if is_charge {
                 stats.charge_spend =
@@ -302,15 +302,15 @@ impl Stats {
     }
 
     fn add_row(&mut self, key: &crate::summary::RowKey<'_>, totals: &Totals) -> Result<()> {
-        let product = key.product;
+        let product = key.dims.product;
         if product.has_country_and_direction() {
-            let country = key.country.as_ref().map_or("(none)", |c| c.as_str()).to_owned();
+            let country = key.dims.country.as_ref().map_or("(none)", |c| c.as_str()).to_owned();
             self.by_country.entry(country).or_default().add(product, totals)?;
-            let direction = key.direction.map_or("(none)", |d| d.as_str()).to_owned();
+            let direction = key.dims.direction.map_or("(none)", |d| d.as_str()).to_owned();
             self.by_direction.entry(direction).or_default().add(product, totals)?;
         }
-        self.by_type.entry((product, key.type_.to_owned())).or_default().add(product, totals)?;
-        if let Some(code) = key.code.filter(|c| !c.is_empty()) {
+        self.by_type.entry((product, key.dims.type_.to_owned())).or_default().add(product, totals)?;
+        if let Some(code) = key.dims.code.filter(|c| !c.is_empty()) {
             let table = if product.has_error_code() { &mut self.error_codes } else { &mut self.hangup_causes };
             table.entry(code.to_owned()).or_default().add(product, totals)?;
         }

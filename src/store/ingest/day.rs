@@ -8,19 +8,19 @@
 
 use super::key::RollupKey;
 use super::spill::gather_at;
-use crate::aggregate::order::Narrowing;
+use crate::aggregate::dims::Narrowing;
 use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 
 /// Rollup rows of one account and day, each with its report order packed
-/// into one integer ([`RollupKey::order`], `Order::packed`).
+/// into one integer ([`RollupKey::order`], `Dims::packed`).
 #[derive(Default)]
 pub(super) struct DayRows {
     pub(super) rows: Vec<(RollupKey, Totals)>,
     pub(super) orders: Vec<u128>,
 }
 
-/// `Order::packed` takes 121 bits; the 15-minute slot in the day the 7
+/// `Dims::packed` takes 121 bits; the 15-minute slot in the day the 7
 /// below them in [`sort_day`]'s keys.
 pub(super) const ORDER_BITS: u32 = 121;
 
@@ -218,13 +218,13 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::aggregate::order::Order;
+    use crate::aggregate::dims::Dims;
     use crate::intern::Interner;
     use crate::records::{Country, Direction, Product};
     use crate::store::ingest::strings::AccountStrings;
 
     /// Rollup rows come out of [`sum_grain`] by slot, then in the report's
-    /// order of their text ([`Order`] over the strings, an empty subaccount
+    /// order of their text ([`Dims`] over the strings, an empty subaccount
     /// or code absent), whether a string is the run's or an older file's;
     /// rows of the same slot and fields are one row, their totals added;
     /// at a coarser grain, slots are cut to it first.
@@ -242,29 +242,28 @@ mod tests {
         let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
         let start = 86_400 * 20_000;
         let mut rows: Vec<(RollupKey, Totals)> = Vec::new();
-        for (i, n) in crate::aggregate::order::walk(3000).enumerate() {
+        for (i, n) in crate::aggregate::dims::walk(3000).enumerate() {
             let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
-            let key = RollupKey {
-                account: 0,
-                subaccount: texts[pick(4, texts.len())],
-                slot: start + 900 * pick(8, 6) as i64,
+            let dims = Dims {
                 product: Product::ALL[pick(0, Product::ALL.len())],
                 type_: texts[pick(12, 3)],
+                subaccount: texts[pick(4, texts.len())],
                 country: countries[pick(20, countries.len())],
                 direction: directions[pick(24, directions.len())],
                 code: texts[pick(28, 2)],
             };
+            let key = RollupKey { account: 0, slot: start + 900 * pick(8, 6) as i64, dims };
             rows.push((key, Totals { records: 1, amount: i as i128, ..Totals::default() }));
         }
         let by_text = |key: &RollupKey, grain: i64| {
             let text = |id: u32| Some(strings.text(id)).filter(|text| !text.is_empty());
-            let order = Order {
-                product: key.product,
-                type_: strings.text(key.type_),
-                subaccount: text(key.subaccount),
-                country: key.country,
-                direction: key.direction,
-                code: text(key.code),
+            let order = Dims {
+                product: key.dims.product,
+                type_: strings.text(key.dims.type_),
+                subaccount: text(key.dims.subaccount),
+                country: key.dims.country,
+                direction: key.dims.direction,
+                code: text(key.dims.code),
             };
             (key.slot - (key.slot - start).rem_euclid(grain), order)
         };
@@ -274,7 +273,7 @@ mod tests {
         // 2^32 added to every type rank order alike, but take 128-bit keys:
         // both give the same sums.
         let wide: Vec<u128> =
-            orders.iter().map(|order| order + (1 << (crate::aggregate::order::PACKED_FIELDS[1].0 + 32))).collect();
+            orders.iter().map(|order| order + (1 << (crate::aggregate::dims::PACKED_FIELDS[1].0 + 32))).collect();
         let inputs = [(DayRows { rows: rows.clone(), orders }, true), (DayRows { rows, orders: wide }, false)];
         let overflow = || Error::Internal("overflow".to_owned());
         for ((input, narrowed), grain) in

@@ -21,6 +21,7 @@ use super::key::{shard_of, Groups, RollupKey, SHARDS};
 use super::merge::{account_inputs, publish_account};
 use super::spill::{account_ends, account_in_order, gather, sorted_order, PartialRun, Spill, NARROW_BYTES, WIDE_BYTES};
 use super::table::{GroupTable, Sums};
+use crate::aggregate::dims::Dims;
 use crate::aggregate::Totals;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
@@ -356,16 +357,12 @@ impl Shard {
     /// `row.secs`).
     #[inline]
     fn key(&mut self, row: &RecordView<'_>) -> RollupKey {
-        RollupKey {
-            account: self.intern(0, row.auth_id),
-            subaccount: self.intern(1, row.subaccount),
-            slot: crate::store::slot_of(row.secs),
-            product: row.product,
-            type_: self.intern(2, row.type_),
-            country: row.country,
-            direction: row.direction,
-            code: self.intern(3, row.code),
-        }
+        // Interned in this order: account, subaccount, type, code.
+        let (account, subaccount) = (self.intern(0, row.auth_id), self.intern(1, row.subaccount));
+        let (type_, code) = (self.intern(2, row.type_), self.intern(3, row.code));
+        let dims =
+            Dims { product: row.product, type_, subaccount, country: row.country, direction: row.direction, code };
+        RollupKey { account, slot: crate::store::slot_of(row.secs), dims }
     }
 
     /// The key of a chunk's `row` (its text in `texts`): its key fields'
@@ -386,16 +383,11 @@ impl Shard {
                 }
             }
         };
-        RollupKey {
-            account: id(AUTH_ID),
-            subaccount: id(SUBACCOUNT),
-            slot: crate::store::slot_of(row.secs),
-            product: row.product,
-            type_: id(TYPE),
-            country: row.country,
-            direction: row.direction,
-            code: id(CODE),
-        }
+        // Interned in this order: account, subaccount, type, code.
+        let (account, subaccount, type_, code) = (id(AUTH_ID), id(SUBACCOUNT), id(TYPE), id(CODE));
+        let dims =
+            Dims { product: row.product, type_, subaccount, country: row.country, direction: row.direction, code };
+        RollupKey { account, slot: crate::store::slot_of(row.secs), dims }
     }
 
     /// Adds one row to its group.

@@ -2,9 +2,8 @@
 //! other text fields as this run's string ids, the 15-minute slot and the
 //! fixed fields. An account's groups all sit in one shard ([`shard_of`]).
 
-use crate::aggregate::order::Order;
+use crate::aggregate::dims::Dims;
 use crate::aggregate::Totals;
-use crate::records::{Country, Direction, Product};
 
 /// Rollup groups of one account.
 pub(super) type Groups<'a> = &'a [(RollupKey, Totals)];
@@ -13,13 +12,9 @@ pub(super) type Groups<'a> = &'a [(RollupKey, Totals)];
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) struct RollupKey {
     pub(super) account: u32,
-    pub(super) subaccount: u32,
     pub(super) slot: i64,
-    pub(super) product: Product,
-    pub(super) type_: u32,
-    pub(super) country: Option<Country>,
-    pub(super) direction: Option<Direction>,
-    pub(super) code: u32,
+    /// Text as string ids, an absent subaccount or code the empty string.
+    pub(super) dims: Dims<u32, u32>,
 }
 
 impl RollupKey {
@@ -28,8 +23,8 @@ impl RollupKey {
     /// string, the lowest of all strings, so it sorts first as an absent
     /// value does.
     #[inline]
-    pub(super) fn order(&self) -> Order<u32> {
-        Order::of(self.product, self.type_, self.subaccount, self.country, self.direction, self.code)
+    pub(super) fn order(&self) -> Dims<u32> {
+        self.dims.present()
     }
 }
 

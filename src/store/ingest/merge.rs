@@ -10,6 +10,7 @@ use super::day::{sort_day, sum_grain, DayRows, DayScratch};
 use super::key::{Groups, RollupKey};
 use super::spill::{decode_partial, PartialRun, NARROW_BYTES, WIDE_BYTES};
 use super::strings::AccountStrings;
+use crate::aggregate::dims::Dims;
 use crate::aggregate::Totals;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
@@ -263,16 +264,17 @@ impl<'g> Cursor<'g> {
                 let slot = row.slot;
                 return Err(Error::io(&*path, format!("rollup slot_start {slot} is not on the 15-minute grid")));
             }
-            let key = RollupKey {
-                account,
-                subaccount: strings.id(row.subaccount),
-                slot: row.slot,
-                product: row.product,
-                type_: strings.id(row.type_),
-                country: row.country,
-                direction: row.direction,
-                code: strings.id(row.code),
+            let (subaccount, type_, code) =
+                (strings.id(row.dims.subaccount), strings.id(row.dims.type_), strings.id(row.dims.code));
+            let dims = Dims {
+                product: row.dims.product,
+                type_,
+                subaccount,
+                country: row.dims.country,
+                direction: row.dims.direction,
+                code,
             };
+            let key = RollupKey { account, slot: row.slot, dims };
             sorted &= row.slot >= last;
             last = row.slot;
             rows.push((key, row.totals));
@@ -403,17 +405,16 @@ mod tests {
             let product = Product::ALL[pick(14, Product::ALL.len())];
             let located = product.has_country_and_direction();
             let coded = product.has_error_code() || product.has_hangup_cause();
-            let key = RollupKey {
-                account,
-                subaccount: texts[pick(0, 3)],
-                slot: start + 900 * pick(4, 300) as i64,
+            let dims = Dims {
                 product,
                 type_: texts[3 + pick(18, 2)],
+                subaccount: texts[pick(0, 3)],
                 country: [None, Country::parse(b"US")][pick(22, 2) * usize::from(located)],
                 direction: [None, Some(Direction::Inbound), Some(Direction::Outbound)]
                     [pick(24, 3) * usize::from(located)],
                 code: [texts[0], texts[5]][pick(28, 2) * usize::from(coded)],
             };
+            let key = RollupKey { account, slot: start + 900 * pick(4, 300) as i64, dims };
             let amount = (n % 1000) as i128 - 300 + if wide { 1 << 80 } else { 0 };
             (
                 key,
@@ -437,7 +438,7 @@ mod tests {
             rows.sort_by_key(|(key, _)| (key.slot, key.order()));
             rows
         };
-        let walk: Vec<u64> = crate::aggregate::order::walk(9000).collect();
+        let walk: Vec<u64> = crate::aggregate::dims::walk(9000).collect();
         let memory = sorted(walk[..3000].iter().map(|&n| row(n, false)).collect());
         let narrow = sorted(walk[3000..7000].iter().map(|&n| row(n, false)).collect());
         let wide = sorted(walk[7000..].iter().map(|&n| row(n, n % 2 == 0)).collect());
@@ -467,9 +468,10 @@ mod tests {
             };
             let mut expected = std::collections::BTreeMap::new();
             for (key, totals) in memory.iter().chain(&narrow).chain(&wide) {
-                let rest = format!("{:?} {:?} {:?}", key.product, key.country, key.direction);
+                let dims = &key.dims;
+                let rest = format!("{:?} {:?} {:?}", dims.product, dims.country, dims.direction);
                 let text = |id: u32| shared.get(id);
-                let at = group(key.slot, text(key.subaccount), rest, text(key.type_), text(key.code));
+                let at = group(key.slot, text(dims.subaccount), rest, text(dims.type_), text(dims.code));
                 let sum: &mut Totals = expected.entry(at).or_default();
                 *sum = sum.checked_add(totals).expect("no overflow");
             }
@@ -481,8 +483,8 @@ mod tests {
                 assert_eq!(r.auth_id, "MA1");
                 assert!(r.slot >= last, "{}: rows in slot order", path.display());
                 last = r.slot;
-                let rest = format!("{:?} {:?} {:?}", r.product, r.country, r.direction);
-                let at = group(r.slot, r.subaccount, rest, r.type_, r.code);
+                let rest = format!("{:?} {:?} {:?}", r.dims.product, r.dims.country, r.dims.direction);
+                let at = group(r.slot, r.dims.subaccount, rest, r.dims.type_, r.dims.code);
                 assert!(got.insert(at, r.totals).is_none(), "{}: one row per group", path.display());
                 Ok(())
             })

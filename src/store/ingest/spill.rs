@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::key::RollupKey;
 use super::table::Sums;
+use crate::aggregate::dims::Dims;
 use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 use crate::intern::Interner;
@@ -215,17 +216,18 @@ struct RowHead {
 
 impl RowHead {
     fn of(key: &RollupKey, records: u64) -> RowHead {
+        let dims = &key.dims;
         RowHead {
-            subaccount: key.subaccount,
-            type_: key.type_,
-            code: key.code,
-            product: Product::ALL.iter().position(|p| *p == key.product).unwrap_or(0) as u8,
-            direction: match key.direction {
+            subaccount: dims.subaccount,
+            type_: dims.type_,
+            code: dims.code,
+            product: Product::ALL.iter().position(|p| *p == dims.product).unwrap_or(0) as u8,
+            direction: match dims.direction {
                 None => 0,
                 Some(Direction::Inbound) => 1,
                 Some(Direction::Outbound) => 2,
             },
-            country: key.country.map_or([0; 2], |country| {
+            country: dims.country.map_or([0; 2], |country| {
                 let code = country.as_str().as_bytes();
                 [code[0], code[1]]
             }),
@@ -236,20 +238,19 @@ impl RowHead {
 
     /// The key of `account`; `None` when a byte is no value of its field.
     fn key(&self, account: u32) -> Option<RollupKey> {
-        Some(RollupKey {
-            account,
-            subaccount: self.subaccount,
-            type_: self.type_,
-            code: self.code,
+        let dims = Dims {
             product: *Product::ALL.get(self.product as usize)?,
+            type_: self.type_,
+            subaccount: self.subaccount,
+            country: if self.country[0] == 0 { None } else { Some(Country::parse(&self.country)?) },
             direction: match self.direction {
                 0 => None,
                 1 => Some(Direction::Inbound),
                 _ => Some(Direction::Outbound),
             },
-            country: if self.country[0] == 0 { None } else { Some(Country::parse(&self.country)?) },
-            slot: self.slot,
-        })
+            code: self.code,
+        };
+        Some(RollupKey { account, slot: self.slot, dims })
     }
 }
 
@@ -370,6 +371,11 @@ pub(super) fn decode_partial<const N: usize>(b: &[u8; N], account: u32) -> Optio
 mod tests {
     use super::*;
 
+    /// Voice dimensions of these ids, no country or direction.
+    fn voice(type_: u32, subaccount: u32, code: u32) -> Dims<u32, u32> {
+        Dims { product: Product::Voice, type_, subaccount, country: None, direction: None, code }
+    }
+
     proptest::proptest! {
         /// The radix sort orders groups as the comparison sort does, ties
         /// in their first order; accounts and slots too far apart for it
@@ -384,13 +390,8 @@ mod tests {
                 .map(|&(account, slot, off)| {
                     let key = RollupKey {
                         account: account * 1000,
-                        subaccount: 0,
                         slot: slot * 900 + if off { far } else { 0 },
-                        product: Product::Voice,
-                        type_: 0,
-                        country: None,
-                        direction: None,
-                        code: 0,
+                        dims: voice(0, 0, 0),
                     };
                     (key, Totals { records: 1, units: 1, duration: 0, amount: 0, surcharge: 0 })
                 })
@@ -411,16 +412,8 @@ mod tests {
     /// the same [`Totals`] write.
     #[test]
     fn partial_rows_read_back_narrow_or_wide() {
-        let key = RollupKey {
-            account: 7,
-            subaccount: 3,
-            slot: -900,
-            product: Product::Voice,
-            type_: 1,
-            country: Country::parse(b"DE"),
-            direction: Some(Direction::Outbound),
-            code: 2,
-        };
+        let dims = Dims { country: Country::parse(b"DE"), direction: Some(Direction::Outbound), ..voice(1, 3, 2) };
+        let key = RollupKey { account: 7, slot: -900, dims };
         let small = Totals { records: 2, units: 3, duration: -4, amount: i64::MAX.into(), surcharge: i64::MIN.into() };
         let large = Totals { amount: i128::from(i64::MAX) + 1, ..small };
         for (totals, row_bytes) in [(small, NARROW_BYTES), (large, WIDE_BYTES), (small, WIDE_BYTES)] {
@@ -450,16 +443,17 @@ mod tests {
     /// simple reference the `#[repr(C)]` rows are held to.
     fn reference_row(key: &RollupKey, totals: &Totals, row_bytes: usize) -> Vec<u8> {
         let mut b = Vec::new();
-        b.extend(key.subaccount.to_ne_bytes());
-        b.extend(key.type_.to_ne_bytes());
-        b.extend(key.code.to_ne_bytes());
-        b.push(Product::ALL.iter().position(|p| *p == key.product).expect("a product") as u8);
-        b.push(match key.direction {
+        let dims = &key.dims;
+        b.extend(dims.subaccount.to_ne_bytes());
+        b.extend(dims.type_.to_ne_bytes());
+        b.extend(dims.code.to_ne_bytes());
+        b.push(Product::ALL.iter().position(|p| *p == dims.product).expect("a product") as u8);
+        b.push(match dims.direction {
             None => 0,
             Some(Direction::Inbound) => 1,
             Some(Direction::Outbound) => 2,
         });
-        b.extend(key.country.map_or([0; 2], |c| [c.as_str().as_bytes()[0], c.as_str().as_bytes()[1]]));
+        b.extend(dims.country.map_or([0; 2], |c| [c.as_str().as_bytes()[0], c.as_str().as_bytes()[1]]));
         b.extend(key.slot.to_ne_bytes());
         b.extend(totals.records.to_ne_bytes());
         if row_bytes == NARROW_BYTES {
@@ -484,13 +478,8 @@ mod tests {
         (any::<[u32; 4]>(), any::<i64>(), products, countries, directions).prop_map(
             |([account, subaccount, type_, code], slot, product, country, direction)| RollupKey {
                 account,
-                subaccount,
                 slot,
-                product,
-                type_,
-                country,
-                direction,
-                code,
+                dims: Dims { product, type_, subaccount, country, direction, code },
             },
         )
     }

@@ -3,6 +3,7 @@
 //! and every id's rank in byte order (the report's order of text).
 
 use super::key::RollupKey;
+use crate::aggregate::dims::Dims;
 use crate::aggregate::Totals;
 use crate::intern::{self, Interner};
 use crate::store::rollup::{KeyedRollup, RollupRef};
@@ -53,16 +54,18 @@ impl<'a> AccountStrings<'a> {
         rows.iter().map(move |(key, totals)| KeyedRollup {
             row: RollupRef {
                 auth_id: account,
-                subaccount: self.text(key.subaccount),
                 slot: key.slot,
-                product: key.product,
-                type_: self.text(key.type_),
-                country: key.country,
-                direction: key.direction,
-                code: self.text(key.code),
+                dims: Dims {
+                    product: key.dims.product,
+                    type_: self.text(key.dims.type_),
+                    subaccount: self.text(key.dims.subaccount),
+                    country: key.dims.country,
+                    direction: key.dims.direction,
+                    code: self.text(key.dims.code),
+                },
                 totals: *totals,
             },
-            ids: [key.account, key.subaccount, key.type_, key.code],
+            ids: [key.account, key.dims.subaccount, key.dims.type_, key.dims.code],
         })
     }
 }

@@ -235,21 +235,14 @@ impl GroupTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::dims::Dims;
     use crate::records::Product;
     use proptest::prelude::*;
     use std::collections::HashMap;
 
     fn key(account: u32, slot: i64, code: u32) -> RollupKey {
-        RollupKey {
-            account,
-            subaccount: 0,
-            slot,
-            product: Product::Voice,
-            type_: 1,
-            country: None,
-            direction: None,
-            code,
-        }
+        let dims = Dims { product: Product::Voice, type_: 1, subaccount: 0, country: None, direction: None, code };
+        RollupKey { account, slot, dims }
     }
 
     fn one(amount: i64) -> Sums {

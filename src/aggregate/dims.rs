@@ -1,67 +1,111 @@
-//! THE report order: within an account and bucket, rows are ordered by
-//! product, type, subaccount, country, direction, code; absent values
-//! first (`usage-summary.md`). This file is the one place that says so.
+//! A row's dimensions, and THE report order: within an account and
+//! bucket, rows are ordered by product, type, subaccount, country,
+//! direction, code; absent values first (`usage-summary.md`). This file is
+//! the one place that says so.
 //!
-//! [`Order`] holds those fields in that order, and its derived `Ord` is the
-//! order. Each key type that needs the order maps itself to an `Order`
-//! instead of spelling the fields out again:
-//! - owned keys: [`GroupKey`](super::GroupKey) declares these fields in
-//!   this order after account and bucket and derives `Ord` (a test holds the
-//!   derive to `Order<&str>`);
-//! - interned keys (the pass, the store's answer and ingest) as
-//!   `Order<u32>` of string ranks ([`crate::intern::ranks`]), which order as
+//! [`Dims`] holds those fields in that order, and its derived `Ord` is the
+//! order. Every key type holds its dimensions as a `Dims` after its account
+//! and bucket (or slot), so a new dimension is a field here plus its
+//! columns:
+//! - owned and borrowed keys ([`GroupKey`](super::GroupKey), the result's
+//!   `RowKey`): `Dims<String>` and `Dims<&str>`, their derived `Ord` the
+//!   report's order;
+//! - interned keys (the pass, ingest): `Dims<u32, u32>`, every text an id,
+//!   the empty string where a row has none; [`Dims::present`] and
+//!   [`Dims::shown`] make the report's fields of them, and [`Dims::map`]
+//!   takes ids to their ranks ([`crate::intern::ranks`]), which order as
 //!   the strings do, so a sort compares integers;
 //! - where a key must be one integer (a hash key, a cached sort key),
-//!   [`Order::packed`], a `u128` that orders as the `Order` does.
+//!   [`Dims::packed`], a `u128` that orders as the `Dims` does;
+//! - stored rows (a rollup row as read, a record's filter fields):
+//!   `Dims<&str, &str>`.
 //!
-//! [`Order::shown`] is the other half of the rule: which fields a row of a
+//! Layouts of bytes spell the fields out on purpose, each beside its
+//! codec: the result's packed key (`rows::PackedKey`), the spill's
+//! partial row, the files' columns and the API's fields.
+//!
+//! [`Dims::shown`] is the other half of the rule: which fields a row of a
 //! product has at all (the rest are absent, so they do not split groups).
 
-use crate::records::{Country, Direction, Product};
+use crate::records::{Country, Direction, Product, Record};
 
-/// A row's fields in the report's order (account and bucket aside), text as
-/// `T`: `&str`, or a string's rank among the strings at hand. The derived
-/// `Ord` is the report's order; `None` (absent) sorts first.
+/// A row's dimensions in the report's order (account and bucket aside),
+/// text as `T` (`String`, `&str`, or an id or rank among the strings at
+/// hand), the text a row may lack (subaccount, code) as `O`: `Option<T>`,
+/// or `T` itself where an empty string stands for none (interned keys).
+/// The derived `Ord` is the report's order; `None` (absent) sorts first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct Order<T> {
+pub struct Dims<T, O = Option<T>> {
     /// Product; `Other` for charges.
     pub product: Product,
     /// Sub-type, or a charge's description.
     pub type_: T,
     /// Subaccount, absent on parent-level rows.
-    pub subaccount: Option<T>,
-    /// Country.
+    pub subaccount: O,
+    /// Country, absent when empty or not a dimension of the product.
     pub country: Option<Country>,
-    /// Direction.
+    /// Direction, absent when not a dimension of the product.
     pub direction: Option<Direction>,
-    /// Error code (messages) or hangup cause (calls).
-    pub code: Option<T>,
+    /// Error code (messages) or hangup cause (calls); absent otherwise.
+    pub code: O,
 }
 
-impl<T> Order<T> {
-    /// The fields of an interned key, every text present (an empty string
-    /// is a value here; [`Order::shown`] makes it absent where it must be).
+impl<'a> Dims<&'a str, &'a str> {
+    /// A checked record's dimensions, an empty subaccount or code as it is.
     #[inline]
-    pub(crate) fn of(
-        product: Product,
-        type_: T,
-        subaccount: T,
-        country: Option<Country>,
-        direction: Option<Direction>,
-        code: T,
-    ) -> Order<T> {
-        Order { product, type_, subaccount: Some(subaccount), country, direction, code: Some(code) }
+    pub fn of(record: &Record<'a>) -> Self {
+        Dims {
+            product: record.product,
+            type_: record.type_,
+            subaccount: record.subaccount,
+            country: record.country,
+            direction: record.direction,
+            code: record.code,
+        }
     }
+}
 
+impl<T> Dims<T, T> {
+    /// The dimensions with every text present (an empty string is a value
+    /// here; [`Dims::shown`] makes it absent where it must be).
+    #[inline]
+    pub(crate) fn present(self) -> Dims<T> {
+        Dims {
+            product: self.product,
+            type_: self.type_,
+            subaccount: Some(self.subaccount),
+            country: self.country,
+            direction: self.direction,
+            code: Some(self.code),
+        }
+    }
+    /// The same dimensions with every text mapped by `f` (ids of one
+    /// table to those of another, say).
+    #[inline]
+    pub(crate) fn map_ids<U>(self, mut f: impl FnMut(T) -> U) -> Dims<U, U> {
+        let type_ = f(self.type_);
+        let subaccount = f(self.subaccount);
+        Dims {
+            product: self.product,
+            type_,
+            subaccount,
+            country: self.country,
+            direction: self.direction,
+            code: f(self.code),
+        }
+    }
+}
+
+impl<T> Dims<T> {
     /// The fields a row of `self.product` shows, the others absent: no
     /// subaccount on charges or where it is empty (`is_empty`), country and
     /// direction only where the product has them, a code only on products
     /// with an error code or hangup cause.
     #[inline]
-    pub(crate) fn shown(self, is_empty: impl Fn(&T) -> bool) -> Order<T> {
+    pub(crate) fn shown(self, is_empty: impl Fn(&T) -> bool) -> Dims<T> {
         let product = self.product;
         let has_place = product.has_country_and_direction();
-        Order {
+        Dims {
             product,
             type_: self.type_,
             subaccount: self.subaccount.filter(|s| product != Product::Other && !is_empty(s)),
@@ -73,19 +117,35 @@ impl<T> Order<T> {
 
     /// The same fields with the text mapped by `f` (ids to ranks, say).
     #[inline]
-    pub(crate) fn map<U>(self, f: impl Fn(T) -> U) -> Order<U> {
-        Order {
+    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> Dims<U> {
+        let type_ = f(self.type_);
+        let subaccount = self.subaccount.map(&mut f);
+        Dims {
             product: self.product,
-            type_: f(self.type_),
-            subaccount: self.subaccount.map(&f),
+            type_,
+            subaccount,
             country: self.country,
             direction: self.direction,
-            code: self.code.map(&f),
+            code: self.code.map(&mut f),
         }
     }
 }
 
-impl Order<u32> {
+impl Dims<String> {
+    /// The same dimensions, text borrowed.
+    pub fn as_deref(&self) -> Dims<&str> {
+        Dims {
+            product: self.product,
+            type_: self.type_.as_str(),
+            subaccount: self.subaccount.as_deref(),
+            country: self.country,
+            direction: self.direction,
+            code: self.code.as_deref(),
+        }
+    }
+}
+
+impl Dims<u32> {
     /// One integer that orders as `self` does (ranks below `u32::MAX`):
     /// its fields side by side, in [`PACKED_FIELDS`].
     #[inline]
@@ -102,12 +162,12 @@ impl Order<u32> {
     }
 }
 
-/// Where each field of [`Order::packed`] sits (shift, bits), most
+/// Where each field of [`Dims::packed`] sits (shift, bits), most
 /// significant first: product, type, subaccount, country, direction, code
 /// (3 + 33 + 33 + 17 + 2 + 33 bits).
 pub(crate) const PACKED_FIELDS: [(u32, u32); 6] = [(118, 3), (85, 33), (52, 33), (35, 17), (33, 2), (0, 33)];
 
-/// Packed orders ([`Order::packed`]) in fewer bits, still in the same
+/// Packed orders ([`Dims::packed`]) in fewer bits, still in the same
 /// order: each field cut to the bits that the largest of its values in a
 /// given set needs. A sort of a few thousand keys moves half the bytes
 /// with 64-bit keys than with 128-bit ones.
@@ -173,14 +233,14 @@ mod tests {
         let ranks = strings.ranks();
         let countries = [None, Country::parse(b"US"), Country::parse(b"CA"), Country::parse(b"UA")];
         let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
-        let mut orders: Vec<Order<u32>> = Vec::new();
+        let mut orders: Vec<Dims<u32>> = Vec::new();
         for n in walk(4000) {
             let pick = |shift: u32, len: usize| (n >> shift) as usize % len;
             let text = |shift: u32| {
                 let i = pick(shift, ids.len() + 1);
                 ids.get(i).copied()
             };
-            let order = Order {
+            let order = Dims {
                 product: Product::ALL[pick(0, Product::ALL.len())],
                 type_: ids[pick(4, ids.len())],
                 subaccount: text(12),
@@ -190,27 +250,27 @@ mod tests {
             };
             orders.push(if pick(36, 2) == 0 { order.shown(|id| strings.get(*id).is_empty()) } else { order });
         }
-        let as_text = |o: &Order<u32>| o.map(|id| strings.get(id));
+        let as_text = |o: &Dims<u32>| o.map(|id| strings.get(id));
         let mut by_text = orders.clone();
         by_text.sort_by(|a, b| as_text(a).cmp(&as_text(b)));
         let mut by_rank = orders.clone();
         by_rank.sort_by_key(|o| o.map(|id| ranks[id as usize]));
         let mut by_packed = orders;
         by_packed.sort_by_key(|o| o.map(|id| ranks[id as usize]).packed());
-        let text_of = |list: &[Order<u32>]| list.iter().map(as_text).collect::<Vec<_>>();
+        let text_of = |list: &[Dims<u32>]| list.iter().map(as_text).collect::<Vec<_>>();
         assert_eq!(text_of(&by_rank), text_of(&by_text));
         assert_eq!(text_of(&by_packed), text_of(&by_text));
     }
 
     /// Orders of ranks from small to past 32 bits.
-    fn any_order() -> impl proptest::strategy::Strategy<Value = Order<u32>> {
+    fn any_order() -> impl proptest::strategy::Strategy<Value = Dims<u32>> {
         use proptest::prelude::*;
         let rank = prop_oneof![0u32..8, 0u32..5000, 0u32..u32::MAX - 1];
         let countries = prop_oneof![Just(None), Just(Country::parse(b"US")), Just(Country::parse(b"CA"))];
         let directions = prop_oneof![Just(None), Just(Some(Direction::Inbound)), Just(Some(Direction::Outbound))];
         let text = proptest::option::of(rank.clone());
         (0..Product::ALL.len(), rank, text.clone(), countries, directions, text).prop_map(
-            |(product, type_, subaccount, country, direction, code)| Order {
+            |(product, type_, subaccount, country, direction, code)| Dims {
                 product: Product::ALL[product],
                 type_,
                 subaccount,
@@ -226,7 +286,7 @@ mod tests {
         /// only where they are; a narrowing fits the bits it was asked to.
         #[test]
         fn narrowed_orders_sort_as_packed(orders in proptest::collection::vec(any_order(), 1..200), most in 20u32..=64) {
-            let packed: Vec<u128> = orders.iter().map(Order::packed).collect();
+            let packed: Vec<u128> = orders.iter().map(Dims::packed).collect();
             let any = packed.iter().fold(0, |any, p| any | p);
             let Some(narrowing) = Narrowing::fitting(any, most) else {
                 let needed: u32 = PACKED_FIELDS.iter().map(|(shift, width)| 128 - ((any >> shift) & mask(*width)).leading_zeros()).sum();
@@ -244,7 +304,7 @@ mod tests {
 
     #[test]
     fn shown_leaves_out_what_a_product_does_not_have() {
-        let all = |product| Order {
+        let all = |product| Dims {
             product,
             type_: "t",
             subaccount: Some("S1"),
@@ -258,7 +318,7 @@ mod tests {
         assert_eq!(transcription.subaccount, Some("S1"));
         assert_eq!((transcription.country, transcription.code), (None, None));
         assert_eq!(all(Product::Voice).shown(|s| s.is_empty()), all(Product::Voice));
-        let parent = Order { subaccount: Some(""), ..all(Product::Message) }.shown(|s| s.is_empty());
-        assert_eq!(parent, Order { subaccount: None, ..all(Product::Message) });
+        let parent = Dims { subaccount: Some(""), ..all(Product::Message) }.shown(|s| s.is_empty());
+        assert_eq!(parent, Dims { subaccount: None, ..all(Product::Message) });
     }
 }
