@@ -65,34 +65,30 @@ impl<'a> Dims<&'a str, &'a str> {
     }
 }
 
-impl<T> Dims<T, T> {
-    /// The dimensions with every text present (an empty string is a value
-    /// here; [`Dims::shown`] makes it absent where it must be).
+impl<T, O> Dims<T, O> {
+    /// The same dimensions with the type mapped by `type_` and the text a
+    /// row may lack by `other` (called for the subaccount, then the code).
     #[inline]
-    pub(crate) fn present(self) -> Dims<T> {
-        Dims {
-            product: self.product,
-            type_: self.type_,
-            subaccount: Some(self.subaccount),
-            country: self.country,
-            direction: self.direction,
-            code: Some(self.code),
-        }
-    }
-    /// The same dimensions with every text mapped by `f` (ids of one
-    /// table to those of another, say).
-    #[inline]
-    pub(crate) fn map_ids<U>(self, mut f: impl FnMut(T) -> U) -> Dims<U, U> {
-        let type_ = f(self.type_);
-        let subaccount = f(self.subaccount);
+    pub(crate) fn map_text<U, P>(self, type_: impl FnOnce(T) -> U, mut other: impl FnMut(O) -> P) -> Dims<U, P> {
+        let type_ = type_(self.type_);
+        let subaccount = other(self.subaccount);
         Dims {
             product: self.product,
             type_,
             subaccount,
             country: self.country,
             direction: self.direction,
-            code: f(self.code),
+            code: other(self.code),
         }
+    }
+}
+
+impl<T> Dims<T, T> {
+    /// The dimensions with every text present (an empty string is a value
+    /// here; [`Dims::shown`] makes it absent where it must be).
+    #[inline]
+    pub(crate) fn present(self) -> Dims<T> {
+        self.map_text(|type_| type_, Some)
     }
 }
 
@@ -117,17 +113,8 @@ impl<T> Dims<T> {
 
     /// The same fields with the text mapped by `f` (ids to ranks, say).
     #[inline]
-    pub(crate) fn map<U>(self, mut f: impl FnMut(T) -> U) -> Dims<U> {
-        let type_ = f(self.type_);
-        let subaccount = self.subaccount.map(&mut f);
-        Dims {
-            product: self.product,
-            type_,
-            subaccount,
-            country: self.country,
-            direction: self.direction,
-            code: self.code.map(&mut f),
-        }
+    pub(crate) fn map<U>(self, f: impl Fn(T) -> U) -> Dims<U> {
+        self.map_text(&f, |text| text.map(&f))
     }
 }
 

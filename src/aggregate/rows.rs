@@ -200,5 +200,8 @@ impl ExactSizeIterator for RowsIter<'_> {}
 
 /// The packed key of an owned key, its text interned in `strings`.
 pub(crate) fn pack(key: &GroupKey, strings: &mut Interner) -> PackedKey {
-    PackedKey::new(key.bucket, key.dims.as_deref().map(|s| strings.intern(s)))
+    // Interned in this order: type, subaccount, code.
+    let dims = key.dims.as_deref();
+    let type_ = strings.intern(dims.type_);
+    PackedKey::new(key.bucket, dims.map_text(|_| type_, |text| text.map(|s| strings.intern(s))))
 }

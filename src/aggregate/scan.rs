@@ -643,7 +643,7 @@ impl<'s> Scan<'s> {
             let key = IdKey {
                 account: ids[key.account as usize],
                 bucket: key.bucket,
-                dims: key.dims.map_ids(|id| ids[id as usize]),
+                dims: key.dims.map_text(|id| ids[id as usize], |id| ids[id as usize]),
             };
             parts[merge_part_of(&key)].push((key, totals));
         }
