@@ -83,6 +83,7 @@ pub mod finding;
 mod generation;
 pub(crate) mod index;
 pub mod ingest;
+mod layout;
 pub mod lease;
 pub mod location;
 mod parquet_io;

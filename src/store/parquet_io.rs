@@ -6,12 +6,12 @@
 use std::path::Path;
 
 use polars::prelude::{
-    Column as FrameColumn, DataFrame, DataType, Int64Chunked, IntoColumn, IntoSeries, ParquetCompression,
-    ParquetWriter, TimeUnit, TimeZone,
+    Column as FrameColumn, DataFrame, Int64Chunked, IntoColumn, IntoSeries, ParquetCompression, ParquetWriter,
 };
 use rayon::prelude::*;
 
-use super::parquet_out::{arrow_schema, Column, ParquetOut, TextColumn};
+use super::layout;
+use super::parquet_out::{Column, ParquetOut, TextColumn};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::parquet::{ParquetFile, Rows};
@@ -162,16 +162,15 @@ pub(super) fn count_rows(path: &Path) -> Result<usize> {
 /// ([`row_groups`]), made and encoded a few at a time on the threads,
 /// written in order; then handed to `syncer`.
 pub fn write_records<R: RecordRows + ?Sized>(path: &Path, kind: Kind, rows: &R, syncer: &Syncer) -> Result<()> {
-    let names: Vec<&str> = kind.columns().iter().copied().chain(["source_file", "source_line"]).collect();
-    let types = names.iter().map(|name| Ok((*name, record_type(name)?))).collect::<Result<Vec<_>>>()?;
-    let mut out = ParquetOut::create(path, arrow_schema(&types))?;
+    let columns = layout::records(kind)?;
+    let mut out = ParquetOut::create(path, layout::schema(&columns))?;
     let groups: Vec<std::ops::Range<usize>> = row_groups(rows.len()).collect();
     for window in groups.chunks(2 * rayon::current_num_threads().max(1)) {
         let encoded = window
             .par_iter()
             .map(|range| {
-                let columns = record_columns(&names, rows, range.clone(), &out)?;
-                out.encode(range.len(), columns)
+                let values = record_columns(&columns, rows, range.clone(), &out)?;
+                out.encode(range.len(), values)
             })
             .collect::<Result<Vec<_>>>()?;
         for group in encoded {
@@ -218,32 +217,20 @@ fn row_groups(rows: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     (0..groups).map(move |g| g * size..if g + 1 == groups { rows } else { (g + 1) * size })
 }
 
-/// The store's type of records column `name`.
-fn record_type(name: &str) -> Result<DataType> {
-    Ok(match name {
-        "timestamp" => DataType::Datetime(TimeUnit::Nanoseconds, Some(TimeZone::UTC)),
-        "billed_seconds" | "duration_seconds" | "amount" | "surcharge" => DataType::Decimal(38, 9),
-        "segments" | "units" | "source_line" => DataType::Int64,
-        "record_id" | "auth_id" | "subaccount_auth" | "product" | "type" | "description" | "direction" | "country"
-        | "hangup_cause" | "error_code" | "source_file" => DataType::String,
-        other => return Err(Error::Internal(format!("no store column for '{other}'"))),
-    })
-}
-
-/// The records columns `names` of `rows` (column `i` of Arrow type
+/// The records columns `columns` of `rows` (column `i` of Arrow type
 /// `out.dtype(i)`), made in one pass over the rows (a row group's views are
 /// about 10 MB: a pass per column read them from memory a dozen times).
 /// Each row's values go straight to the builders of the columns asked for
 /// (a flag each, known before the rows: no per-value look-up of what a
 /// column holds).
 fn record_columns<'r, R: RecordRows + ?Sized>(
-    names: &[&str],
+    columns: &[layout::Column],
     rows: &'r R,
     range: std::ops::Range<usize>,
     out: &ParquetOut,
 ) -> Result<Vec<Column>> {
     let n = range.len();
-    let picks: Vec<Pick> = names.iter().map(|name| Pick::of(name)).collect::<Result<_>>()?;
+    let picks: Vec<Pick> = columns.iter().map(|column| Pick::of(column.name)).collect::<Result<_>>()?;
     let on = |pick: Pick| picks.contains(&pick);
     let text = |pick: Pick| TextColumn::new(if on(pick) { n } else { 0 });
     let values = |pick: Pick| if on(pick) { n } else { 0 };
@@ -256,7 +243,7 @@ fn record_columns<'r, R: RecordRows + ?Sized>(
     let [duration, amount, surcharge] = DECIMALS.map(on);
     let [units, source_line] = INTS.map(on);
     let (record_id, timestamp) = (on(Pick::RecordId), on(Pick::Timestamp));
-    let units_name = if names.contains(&"segments") { "segments" } else { "units" };
+    let units_name = if columns.iter().any(|c| c.name == "segments") { "segments" } else { "units" };
     rows.each(range, |r| {
         if record_id {
             ids.push(r.record_id);
@@ -305,18 +292,18 @@ fn record_columns<'r, R: RecordRows + ?Sized>(
         }
         Ok(())
     })?;
-    let mut columns = Vec::with_capacity(picks.len());
-    for (i, pick) in picks.iter().enumerate() {
-        columns.push(match pick {
+    let mut made = Vec::with_capacity(picks.len());
+    for (i, (pick, column)) in picks.iter().zip(columns).enumerate() {
+        let integers = |values: Vec<i64>| Column::integers_as(column.encoding, values, out.dtype(i));
+        made.push(match pick {
             Pick::RecordId => Column::ids(std::mem::take(&mut ids).into_iter(), n)?,
-            Pick::Timestamp => Column::instants(std::mem::take(&mut instants), out.dtype(i)),
+            Pick::Timestamp => integers(std::mem::take(&mut instants))?,
             Pick::Text(at) => std::mem::replace(&mut texts[*at], TextColumn::new(0)).finish()?,
             Pick::Decimal(at) => Column::decimal(std::mem::take(&mut decimals[*at])),
-            Pick::Int(LINES) => Column::lines(std::mem::take(&mut ints[LINES]), out.dtype(i)),
-            Pick::Int(at) => Column::int64(std::mem::take(&mut ints[*at]), out.dtype(i)),
+            Pick::Int(at) => integers(std::mem::take(&mut ints[*at]))?,
         });
     }
-    Ok(columns)
+    Ok(made)
 }
 
 /// Which value of a record a records column holds: the record id, the
@@ -367,12 +354,12 @@ impl Pick {
             "direction" => Pick::Text(4),
             "country" => Pick::Text(5),
             "hangup_cause" | "error_code" => Pick::Text(6),
-            "source_file" => Pick::Text(7),
+            layout::SOURCE_FILE => Pick::Text(7),
             "billed_seconds" | "duration_seconds" => Pick::Decimal(0),
             "amount" => Pick::Decimal(1),
             "surcharge" => Pick::Decimal(2),
             "segments" | "units" => Pick::Int(0),
-            "source_line" => Pick::Int(LINES),
+            layout::SOURCE_LINE => Pick::Int(LINES),
             other => return Err(Error::Internal(format!("no store column for '{other}'"))),
         })
     }

@@ -28,7 +28,6 @@
 
 use std::path::{Path, PathBuf};
 
-use polars::prelude::{CompatLevel, DataType, Schema, SchemaExt};
 use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray, Utf8ViewArray};
 use polars_arrow::datatypes::{ArrowDataType, ArrowSchema, IntegerType};
 use polars_parquet::parquet::metadata::Descriptor;
@@ -48,13 +47,6 @@ use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::intern::Interner;
 use crate::records::{Country, Direction, Product};
-
-/// The Arrow schema polars writes for columns of these types (its
-/// `ARROW:schema` metadata, and so the types every reader gets back).
-pub(super) fn arrow_schema(columns: &[(&str, DataType)]) -> ArrowSchema {
-    let schema: Schema = columns.iter().map(|(name, dtype)| ((*name).into(), dtype.clone())).collect();
-    schema.to_arrow(CompatLevel::newest())
-}
 
 /// One column of a row group, with its encoding and codec.
 pub(super) struct Column {
@@ -114,6 +106,23 @@ impl Column {
     fn plain_text<'a>(values: impl Iterator<Item = &'a str>) -> Column {
         let array: Utf8ViewArray = polars_arrow::array::MutableBinaryViewArray::<str>::from_values_iter(values).into();
         Column { values: Values::Arrow(array.boxed()), encoding: Encoding::Plain, compression: OPTIONS.compression }
+    }
+
+    /// An Int64 column of Arrow type `dtype` encoded as `encoding` (one of
+    /// the integer encodings of [`super::layout::Encoding`]).
+    pub(super) fn integers_as(
+        encoding: super::layout::Encoding,
+        values: Vec<i64>,
+        dtype: &ArrowDataType,
+    ) -> Result<Column> {
+        use super::layout::Encoding as Layout;
+        Ok(match encoding {
+            Layout::Int64 => Column::int64(values, dtype),
+            Layout::Lines => Column::lines(values, dtype),
+            Layout::Slots => Column::slots(values, dtype),
+            Layout::Instants => Column::instants(values, dtype),
+            other => return Err(Error::Internal(format!("{other:?} is not an encoding of integers"))),
+        })
     }
 
     /// An Int64 column of Arrow type `dtype` (a timestamp, or plain Int64):
@@ -455,7 +464,7 @@ pub(super) struct ParquetOut {
 const OPTIONS: WriteOptions = WriteOptions {
     statistics: crate::parquet::STATISTICS,
     version: Version::V1,
-    compression: CompressionOptions::Lz4Raw,
+    compression: super::layout::CODEC,
     data_page_size: None,
 };
 
@@ -714,7 +723,9 @@ fn parquet_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> Error + '_ 
 
 #[cfg(test)]
 mod tests {
+    use super::super::layout::arrow_schema;
     use super::*;
+    use polars::prelude::DataType;
     use polars::prelude::{ParquetReader, SerReader};
 
     /// A decimal column by dictionary has the statistics the plain one has

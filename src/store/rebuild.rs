@@ -206,10 +206,11 @@ struct Places {
 impl Places {
     /// The places of the rows of the records file `name` at `path`.
     fn read(path: &Path, name: &str, sources: &HashMap<&str, u32>) -> Result<Places> {
-        let frame = crate::parquet::read_frame(path, Some(&["source_file", "source_line"]), crate::parquet::Rows::All)?;
+        let (source_file, source_line) = (super::layout::SOURCE_FILE, super::layout::SOURCE_LINE);
+        let frame = crate::parquet::read_frame(path, Some(&[source_file, source_line]), crate::parquet::Rows::All)?;
         let broken = |what: String| Error::io(path, format!("not a records file: {what}"));
-        let files = frame.column("source_file").and_then(|c| c.str()).map_err(|e| broken(e.to_string()))?;
-        let lines = frame.column("source_line").and_then(|c| c.i64()).map_err(|e| broken(e.to_string()))?;
+        let files = frame.column(source_file).and_then(|c| c.str()).map_err(|e| broken(e.to_string()))?;
+        let lines = frame.column(source_line).and_then(|c| c.i64()).map_err(|e| broken(e.to_string()))?;
         // A records file of ingest `id` names its sources as that ingest
         // read them; the manifest lists them as "NAME (ingest ID)".
         let stem = name.rsplit('/').next().and_then(|n| n.strip_suffix(".parquet")).unwrap_or_default();

@@ -1,8 +1,6 @@
-//! Rollup files: one account's rows at one grain, keyed by (auth_id,
-//! subaccount, slot, product, type, country, direction, error_code,
-//! hangup_cause), the record count (Int64), the units (DECIMAL(38,0): a
-//! group may sum many counts of up to `i64::MAX` each) and DECIMAL(38,9)
-//! sums. Written by ingest
+//! Rollup files: one account's rows at one grain, in the columns of
+//! [`super::layout::ROLLUP`] (the key, the record count, the units and the
+//! sums). Written by ingest
 //! ([`RollupWriter`]), read by [`super::Store::aggregate`] and by ingest
 //! when it merges a new ingest into an account's files.
 
@@ -19,30 +17,25 @@ use polars_parquet::read::{column_iter_to_arrays, BasicDecompressor, PageReader}
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use super::layout;
 use super::parquet_io::polars_error;
-use super::parquet_out::{arrow_schema, Column, ParquetOut, TextColumn};
+use super::parquet_out::{Column, ParquetOut, TextColumn};
 use crate::aggregate::{Dims, Totals};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::parquet::{check_chunk, guarded, ParquetFile};
 use crate::records::{Country, Direction, Product};
 
-const ROLLUP_COLUMNS: [&str; 14] = [
-    "auth_id",
-    "subaccount_auth",
-    "slot_start",
-    "product",
-    "type",
-    "country",
-    "direction",
-    "error_code",
-    "hangup_cause",
-    "records",
-    "units",
-    "duration_seconds",
-    "amount",
-    "surcharge",
-];
+/// The rollup columns' names, in [`layout::ROLLUP`]'s order.
+const ROLLUP_COLUMNS: [&str; 14] = {
+    let mut names = [""; 14];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = layout::ROLLUP[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// A rollup file written a row group at a time, for rows that come in
 /// order but not all at once (ingest's merge, one day at a time).
@@ -53,19 +46,7 @@ pub struct RollupWriter {
 impl RollupWriter {
     /// Creates (or truncates) the file.
     pub fn create(path: &Path) -> Result<RollupWriter> {
-        let columns: Vec<(&str, DataType)> = ROLLUP_COLUMNS
-            .iter()
-            .map(|&name| {
-                let dtype = match name {
-                    "slot_start" | "records" => DataType::Int64,
-                    "units" => DataType::Decimal(38, 0),
-                    "duration_seconds" | "amount" | "surcharge" => DataType::Decimal(38, 9),
-                    _ => DataType::String,
-                };
-                (name, dtype)
-            })
-            .collect();
-        Ok(RollupWriter { out: ParquetOut::create(path, arrow_schema(&columns))? })
+        Ok(RollupWriter { out: ParquetOut::create(path, layout::schema(&layout::ROLLUP))? })
     }
 
     /// Writes `rows` (after the rows written so far, in order) as one row
@@ -130,7 +111,7 @@ pub(super) struct KeyedRollup<'a> {
     pub(super) ids: [u32; 4],
 }
 
-/// The columns of `n` rollup rows, in [`ROLLUP_COLUMNS`]' order, made in
+/// The columns of `n` rollup rows, in [`layout::ROLLUP`]'s order, made in
 /// one pass over the rows (a row group's rows are about 10 MB: a pass per
 /// column read them from memory fourteen times).
 fn rollup_columns<'a>(out: &ParquetOut, n: usize, rows: impl Iterator<Item = KeyedRollup<'a>>) -> Result<Vec<Column>> {
@@ -183,14 +164,14 @@ fn rollup_columns<'a>(out: &ParquetOut, n: usize, rows: impl Iterator<Item = Key
     Ok(vec![
         auth_id.finish()?,
         subaccount.finish()?,
-        Column::slots(slots, out.dtype(2)),
+        Column::integers_as(layout::ROLLUP[2].encoding, slots, out.dtype(2))?,
         product.finish()?,
         type_.finish()?,
         country.finish()?,
         direction.finish()?,
         error_code.finish()?,
         hangup_cause.finish()?,
-        Column::int64(records.into_iter().map(|r| r as i64).collect(), out.dtype(9)),
+        Column::integers_as(layout::ROLLUP[9].encoding, records.into_iter().map(|r| r as i64).collect(), out.dtype(9))?,
         Column::decimal(units.into_iter().map(|u| u as i128).collect()),
         Column::decimal(duration),
         Column::decimal(amount),
@@ -247,7 +228,8 @@ pub fn for_each_rollup_in<'f>(
         let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
         column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
     };
-    let decimal_of = |name: &str, scale: usize| -> Result<Vec<i128>> {
+    let decimal = |name: &str| -> Result<Vec<i128>> {
+        let scale = layout::rollup_scale(name)?;
         let column = frame.column(name).map_err(polars_error(path))?;
         if *column.dtype() != DataType::Decimal(38, scale) {
             return Err(broken(format!("'{name}' is {}, not decimal(38, {scale})", column.dtype())));
@@ -259,8 +241,7 @@ pub fn for_each_rollup_in<'f>(
         (text("auth_id")?, text("subaccount_auth")?, int("slot_start")?, text("product")?, text("type")?);
     let (country, direction, error_code, hangup) =
         (text("country")?, text("direction")?, text("error_code")?, text("hangup_cause")?);
-    let decimal = |name: &str| decimal_of(name, 9);
-    let (records, units) = (int("records")?, decimal_of("units", 0)?);
+    let (records, units) = (int("records")?, decimal("units")?);
     let (duration, amount, surcharge) = (decimal("duration_seconds")?, decimal("amount")?, decimal("surcharge")?);
     for i in 0..frame.height() {
         let product = Product::parse(product[i]).ok_or_else(|| broken(format!("unknown product '{}'", product[i])))?;
@@ -606,7 +587,8 @@ impl<'f> GroupColumns<'f> {
                 .ok_or_else(|| broken(format!("'{name}' is not int64")))?;
             Ok(values.values().as_slice())
         };
-        let decimal_of = |name: &str, scale: usize| -> Result<&'f [i128]> {
+        let decimal = |name: &str| -> Result<&'f [i128]> {
+            let scale = layout::rollup_scale(name)?;
             let values = array(name)?;
             if values.dtype() != &ArrowDataType::Decimal(38, scale) {
                 return Err(broken(format!("'{name}' is {:?}, not decimal(38, {scale})", values.dtype())));
@@ -617,7 +599,6 @@ impl<'f> GroupColumns<'f> {
                 .ok_or_else(|| broken(format!("'{name}' is not decimal(38, {scale})")))?;
             Ok(values.values().as_slice())
         };
-        let decimal = |name: &str| decimal_of(name, 9);
         Ok(GroupColumns {
             height,
             subaccount: text("subaccount_auth")?,
@@ -629,7 +610,7 @@ impl<'f> GroupColumns<'f> {
             error_code: text("error_code")?,
             hangup_cause: text("hangup_cause")?,
             records: int("records")?,
-            units: decimal_of("units", 0)?,
+            units: decimal("units")?,
             duration: decimal("duration_seconds")?,
             amount: decimal("amount")?,
             surcharge: decimal("surcharge")?,
