@@ -62,6 +62,9 @@
 //! kept manifests but no readable `manifest.json` is refused by every
 //! command, nothing deleted ([`no_manifest`]).
 //!
+//! The columns of records and rollup files, with their types and
+//! encodings, are declared in `layout.rs`, the files' one contract.
+//!
 //! Rollups are keyed by (auth_id, subaccount, slot, product, type, country,
 //! direction, error_code, hangup_cause), slot = the 15-minute UTC slot start,
 //! with the record count (Int64), the units (DECIMAL(38,0), since a group
@@ -79,6 +82,8 @@
 
 pub mod accounts;
 pub(crate) mod answer;
+#[doc(hidden)]
+pub mod bench_hooks;
 pub mod finding;
 mod generation;
 pub(crate) mod index;
