@@ -7,7 +7,7 @@
 //!   columns (`records.md`, [`Kind::columns`]) and where each row came
 //!   from ([`SOURCE_FILE`], [`SOURCE_LINE`]);
 //! - [`ROLLUP`]: a rollup file holds one account's groups at one grain;
-//! - [`CODEC`]: every compressed page is LZ4_RAW; an [`Encoding`] says
+//! - [`CODEC`]: every compressed page is LZ4_RAW; a [`ColumnEncoding`] says
 //!   which pages are compressed at all.
 //!
 //! The index file is not Parquet: its byte layout is declared in
@@ -22,7 +22,7 @@ use crate::records::Kind;
 
 /// A column's type in the file (its Arrow type, as polars maps it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Type {
+pub(super) enum ColumnType {
     /// UTF-8 text.
     Text,
     /// A signed 64-bit integer.
@@ -33,14 +33,14 @@ pub(super) enum Type {
     Instant,
 }
 
-impl Type {
+impl ColumnType {
     /// polars' data type of this type.
     pub(super) fn dtype(self) -> DataType {
         match self {
-            Type::Text => DataType::String,
-            Type::Int64 => DataType::Int64,
-            Type::Decimal { scale } => DataType::Decimal(38, scale),
-            Type::Instant => DataType::Datetime(TimeUnit::Nanoseconds, Some(TimeZone::UTC)),
+            ColumnType::Text => DataType::String,
+            ColumnType::Int64 => DataType::Int64,
+            ColumnType::Decimal { scale } => DataType::Decimal(38, scale),
+            ColumnType::Instant => DataType::Datetime(TimeUnit::Nanoseconds, Some(TimeZone::UTC)),
         }
     }
 }
@@ -49,7 +49,7 @@ impl Type {
 /// compressed ([`CODEC`]). Each is one constructor of the writer's column
 /// (`parquet_out::Column`), whose doc has the measurements behind it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Encoding {
+pub(super) enum ColumnEncoding {
     /// A dictionary in order of first appearance, plain when most values
     /// of a row group are distinct; compressed.
     Text,
@@ -58,10 +58,10 @@ pub(super) enum Encoding {
     /// Integers: a dictionary when polars' min-max check finds it worth
     /// it, else plain; compressed.
     Int64,
-    /// Source lines: [`Encoding::Int64`], plain without the check when
+    /// Source lines: [`ColumnEncoding::Int64`], plain without the check when
     /// they spread wide; compressed.
     Lines,
-    /// Values that never go down (slots): [`Encoding::Int64`]'s bytes, the
+    /// Values that never go down (slots): [`ColumnEncoding::Int64`]'s bytes, the
     /// dictionary made in one pass; compressed.
     Slots,
     /// Instants: plain, not compressed.
@@ -73,17 +73,17 @@ pub(super) enum Encoding {
 
 /// One column of a store file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Column {
+pub(super) struct FileColumn {
     /// The column's name.
     pub(super) name: &'static str,
     /// Its type.
-    pub(super) type_: Type,
+    pub(super) type_: ColumnType,
     /// Its encoding.
-    pub(super) encoding: Encoding,
+    pub(super) encoding: ColumnEncoding,
 }
 
-const fn column(name: &'static str, type_: Type, encoding: Encoding) -> Column {
-    Column { name, type_, encoding }
+const fn column(name: &'static str, type_: ColumnType, encoding: ColumnEncoding) -> FileColumn {
+    FileColumn { name, type_, encoding }
 }
 
 /// The codec of every compressed page.
@@ -97,21 +97,23 @@ pub(super) const SOURCE_LINE: &str = "source_line";
 
 /// The columns of a records file of `kind`: its contract columns, then
 /// [`SOURCE_FILE`] and [`SOURCE_LINE`].
-pub(super) fn records(kind: Kind) -> Result<Vec<Column>> {
+pub(super) fn records(kind: Kind) -> Result<Vec<FileColumn>> {
     kind.columns().iter().chain(&[SOURCE_FILE, SOURCE_LINE]).map(|name| record_column(name)).collect()
 }
 
 /// Records column `name`.
-fn record_column(name: &'static str) -> Result<Column> {
-    let decimal = Type::Decimal { scale: 9 };
+fn record_column(name: &'static str) -> Result<FileColumn> {
+    let decimal = ColumnType::Decimal { scale: 9 };
     Ok(match name {
-        "record_id" => column(name, Type::Text, Encoding::Ids),
-        "timestamp" => column(name, Type::Instant, Encoding::Instants),
-        "billed_seconds" | "duration_seconds" | "amount" | "surcharge" => column(name, decimal, Encoding::Decimal),
-        "segments" | "units" => column(name, Type::Int64, Encoding::Int64),
-        SOURCE_LINE => column(name, Type::Int64, Encoding::Lines),
+        "record_id" => column(name, ColumnType::Text, ColumnEncoding::Ids),
+        "timestamp" => column(name, ColumnType::Instant, ColumnEncoding::Instants),
+        "billed_seconds" | "duration_seconds" | "amount" | "surcharge" => {
+            column(name, decimal, ColumnEncoding::Decimal)
+        }
+        "segments" | "units" => column(name, ColumnType::Int64, ColumnEncoding::Int64),
+        SOURCE_LINE => column(name, ColumnType::Int64, ColumnEncoding::Lines),
         "auth_id" | "subaccount_auth" | "product" | "type" | "description" | "direction" | "country"
-        | "hangup_cause" | "error_code" | SOURCE_FILE => column(name, Type::Text, Encoding::Text),
+        | "hangup_cause" | "error_code" | SOURCE_FILE => column(name, ColumnType::Text, ColumnEncoding::Text),
         other => return Err(Error::Internal(format!("no store column for '{other}'"))),
     })
 }
@@ -120,21 +122,21 @@ fn record_column(name: &'static str) -> Result<Column> {
 /// slot, product, type, country, direction, error code, hangup cause; an
 /// absent text is the empty string), the record count, the units (a group
 /// may sum many counts of up to `i64::MAX` each) and the sums.
-pub(super) const ROLLUP: [Column; 14] = [
-    column("auth_id", Type::Text, Encoding::Text),
-    column("subaccount_auth", Type::Text, Encoding::Text),
-    column(SLOT_START, Type::Int64, Encoding::Slots),
-    column("product", Type::Text, Encoding::Text),
-    column("type", Type::Text, Encoding::Text),
-    column("country", Type::Text, Encoding::Text),
-    column("direction", Type::Text, Encoding::Text),
-    column("error_code", Type::Text, Encoding::Text),
-    column("hangup_cause", Type::Text, Encoding::Text),
-    column("records", Type::Int64, Encoding::Int64),
-    column("units", Type::Decimal { scale: 0 }, Encoding::Decimal),
-    column("duration_seconds", Type::Decimal { scale: 9 }, Encoding::Decimal),
-    column("amount", Type::Decimal { scale: 9 }, Encoding::Decimal),
-    column("surcharge", Type::Decimal { scale: 9 }, Encoding::Decimal),
+pub(super) const ROLLUP: [FileColumn; 14] = [
+    column("auth_id", ColumnType::Text, ColumnEncoding::Text),
+    column("subaccount_auth", ColumnType::Text, ColumnEncoding::Text),
+    column(SLOT_START, ColumnType::Int64, ColumnEncoding::Slots),
+    column("product", ColumnType::Text, ColumnEncoding::Text),
+    column("type", ColumnType::Text, ColumnEncoding::Text),
+    column("country", ColumnType::Text, ColumnEncoding::Text),
+    column("direction", ColumnType::Text, ColumnEncoding::Text),
+    column("error_code", ColumnType::Text, ColumnEncoding::Text),
+    column("hangup_cause", ColumnType::Text, ColumnEncoding::Text),
+    column("records", ColumnType::Int64, ColumnEncoding::Int64),
+    column("units", ColumnType::Decimal { scale: 0 }, ColumnEncoding::Decimal),
+    column("duration_seconds", ColumnType::Decimal { scale: 9 }, ColumnEncoding::Decimal),
+    column("amount", ColumnType::Decimal { scale: 9 }, ColumnEncoding::Decimal),
+    column("surcharge", ColumnType::Decimal { scale: 9 }, ColumnEncoding::Decimal),
 ];
 
 /// The rollup column of the slots' starts (UTC seconds).
@@ -144,14 +146,14 @@ pub(super) const SLOT_START: &str = "slot_start";
 /// file's type against it).
 pub(super) fn rollup_scale(name: &str) -> Result<usize> {
     match ROLLUP.iter().find(|c| c.name == name).map(|c| c.type_) {
-        Some(Type::Decimal { scale }) => Ok(scale),
+        Some(ColumnType::Decimal { scale }) => Ok(scale),
         _ => Err(Error::Internal(format!("'{name}' is no decimal rollup column"))),
     }
 }
 
 /// The Arrow schema of a file of `columns` (polars' mapping of their
 /// types, the metadata its reader checks).
-pub(super) fn schema(columns: &[Column]) -> ArrowSchema {
+pub(super) fn schema(columns: &[FileColumn]) -> ArrowSchema {
     let columns: Vec<(&str, DataType)> = columns.iter().map(|c| (c.name, c.type_.dtype())).collect();
     arrow_schema(&columns)
 }
@@ -176,9 +178,9 @@ mod tests {
 
     /// The file at `path` holds `columns`, in order, of their types, and
     /// each column chunk is compressed as its encoding says: never
-    /// ([`Encoding::Ids`], [`Encoding::Instants`]), or by [`CODEC`] (or not
+    /// ([`ColumnEncoding::Ids`], [`ColumnEncoding::Instants`]), or by [`CODEC`] (or not
     /// at all, for a decimal dictionary).
-    fn holds(path: &Path, columns: &[Column]) {
+    fn holds(path: &Path, columns: &[FileColumn]) {
         let frame = crate::parquet::read_frame(path, None, crate::parquet::Rows::All).expect("read");
         let found: Vec<(String, DataType)> =
             frame.columns().iter().map(|c| (c.name().to_string(), c.dtype().clone())).collect();
@@ -190,8 +192,8 @@ mod tests {
             for (chunk, column) in group.parquet_columns().iter().zip(columns) {
                 let codec = chunk.compression();
                 let allowed: &[Compression] = match column.encoding {
-                    Encoding::Ids | Encoding::Instants => &[Compression::Uncompressed],
-                    Encoding::Decimal => &[Compression::Uncompressed, Compression::Lz4Raw],
+                    ColumnEncoding::Ids | ColumnEncoding::Instants => &[Compression::Uncompressed],
+                    ColumnEncoding::Decimal => &[Compression::Uncompressed, Compression::Lz4Raw],
                     _ => &[Compression::Lz4Raw],
                 };
                 assert!(allowed.contains(&codec), "{}: {} is {codec:?}", path.display(), column.name);

@@ -224,7 +224,7 @@ fn row_groups(rows: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
 /// (a flag each, known before the rows: no per-value look-up of what a
 /// column holds).
 fn record_columns<'r, R: RecordRows + ?Sized>(
-    columns: &[layout::Column],
+    columns: &[layout::FileColumn],
     rows: &'r R,
     range: std::ops::Range<usize>,
     out: &ParquetOut,

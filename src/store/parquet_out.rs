@@ -109,18 +109,18 @@ impl Column {
     }
 
     /// An Int64 column of Arrow type `dtype` encoded as `encoding` (one of
-    /// the integer encodings of [`super::layout::Encoding`]).
+    /// the integer encodings of [`super::layout::ColumnEncoding`]).
     pub(super) fn integers_as(
-        encoding: super::layout::Encoding,
+        encoding: super::layout::ColumnEncoding,
         values: Vec<i64>,
         dtype: &ArrowDataType,
     ) -> Result<Column> {
-        use super::layout::Encoding as Layout;
+        use super::layout::ColumnEncoding as Rule;
         Ok(match encoding {
-            Layout::Int64 => Column::int64(values, dtype),
-            Layout::Lines => Column::lines(values, dtype),
-            Layout::Slots => Column::slots(values, dtype),
-            Layout::Instants => Column::instants(values, dtype),
+            Rule::Int64 => Column::int64(values, dtype),
+            Rule::Lines => Column::lines(values, dtype),
+            Rule::Slots => Column::slots(values, dtype),
+            Rule::Instants => Column::instants(values, dtype),
             other => return Err(Error::Internal(format!("{other:?} is not an encoding of integers"))),
         })
     }
