@@ -124,9 +124,16 @@ impl Interner {
 /// Slots of a [`ShortCache`] (a power of two).
 const SHORT_SLOTS: usize = 1024;
 
-/// A slot of a [`ShortCache`]: a string's [`words`], its length
-/// (`u32::MAX`: empty) and its id.
-type ShortSlot = ([u64; 3], u32, u32);
+/// A slot of a [`ShortCache`].
+#[derive(Clone, Copy)]
+struct ShortSlot {
+    /// The string's [`words`].
+    words: [u64; 3],
+    /// Its length; `u32::MAX` in an empty slot.
+    length: u32,
+    /// Its id.
+    id: u32,
+}
 
 /// The ids of recently interned strings of at most 24 bytes, direct-mapped
 /// by the string's bytes read as three words: in front of an [`Interner`]
@@ -143,7 +150,7 @@ pub(crate) struct ShortCache {
 
 impl Default for ShortCache {
     fn default() -> ShortCache {
-        ShortCache { slots: Box::new([([0; 3], u32::MAX, 0); SHORT_SLOTS]) }
+        ShortCache { slots: Box::new([ShortSlot { words: [0; 3], length: u32::MAX, id: 0 }; SHORT_SLOTS]) }
     }
 }
 
@@ -155,9 +162,10 @@ impl ShortCache {
         let length = text.len() as u32;
         let mix = words[0] ^ words[1].rotate_left(21) ^ words[2].rotate_left(42) ^ u64::from(length);
         let at = (mix.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SHORT_SLOTS.trailing_zeros())) as usize;
-        let (known, known_length, id) = &self.slots[at % SHORT_SLOTS];
-        if *known_length == length && known[0] == words[0] && known[1] == words[1] && known[2] == words[2] {
-            return *id;
+        let slot = &self.slots[at % SHORT_SLOTS];
+        let known = &slot.words;
+        if slot.length == length && known[0] == words[0] && known[1] == words[1] && known[2] == words[2] {
+            return slot.id;
         }
         self.miss(interner, text, at, words)
     }
@@ -167,7 +175,7 @@ impl ShortCache {
     #[inline(never)]
     fn miss(&mut self, interner: &mut Interner, text: &str, at: usize, words: [u64; 3]) -> u32 {
         let id = interner.intern(text);
-        self.slots[at % SHORT_SLOTS] = (words, text.len() as u32, id);
+        self.slots[at % SHORT_SLOTS] = ShortSlot { words, length: text.len() as u32, id };
         id
     }
 }

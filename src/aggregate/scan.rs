@@ -209,7 +209,7 @@ fn too_many_lines(file: &InputFile) -> Error {
 /// Merges the scans' groups: counts per kind, rows set aside (file order),
 /// and totals per owned group key in the report's order.
 pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
-    let (strings, groups_by_id, mut merged) = merge_ids(scans)?;
+    let MergedIds { strings, groups: groups_by_id, mut merged } = merge_ids(scans)?;
     // Sorted on integer ranks that order like the owned keys, the owned map
     // is built in one pass instead of a string-comparing insert per group;
     // the owned keys are built on the threads too (300k groups for the
@@ -225,7 +225,7 @@ pub(super) fn merge(scans: Vec<Scan<'_>>) -> Result<Merged> {
 /// (no owned key per group), usage and charges apart; the pass's counts
 /// with no groups.
 pub(super) fn merge_account(scans: Vec<Scan<'_>>, account: &str) -> Result<(AccountRows, Merged)> {
-    let (strings, groups_by_id, merged) = merge_ids(scans)?;
+    let MergedIds { strings, groups: groups_by_id, merged } = merge_ids(scans)?;
     let id = strings.lookup(account);
     let (mut usage, mut charges) = (Vec::with_capacity(groups_by_id.len()), Vec::new());
     for (key, totals) in groups_by_id {
@@ -244,11 +244,21 @@ pub(super) fn merge_account(scans: Vec<Scan<'_>>, account: &str) -> Result<(Acco
     Ok((AccountRows { strings: strings.into_table(), usage, charges }, merged))
 }
 
+/// What [`merge_ids`] gives: every group under ids of one string table.
+struct MergedIds {
+    /// The strings of every scan.
+    strings: Interner,
+    /// Every group summed once under its ids, in the report's order.
+    groups: IdGroups,
+    /// The counts, rows set aside and spans (its `groups` empty).
+    merged: Merged,
+}
+
 /// The common part of [`merge`] and [`merge_account`]: the strings of
 /// every scan in one interner, every group summed once under its ids,
 /// sorted in the report's order; the counts, rows set aside and spans
 /// (`groups` left empty).
-fn merge_ids(scans: Vec<Scan<'_>>) -> Result<(Interner, IdGroups, Merged)> {
+fn merge_ids(scans: Vec<Scan<'_>>) -> Result<MergedIds> {
     // Every scan's strings (a few hundred each) go into one interner first,
     // so that each scan folds its groups straight into the shared ids, filed
     // by key hash into MERGE_PARTS partitions. The partitions then merge
@@ -295,7 +305,8 @@ fn merge_ids(scans: Vec<Scan<'_>>) -> Result<(Interner, IdGroups, Merged)> {
     order.par_sort_unstable();
     let groups_by_id: IdGroups = order.par_iter().map(|&(_, i)| groups_by_id[i]).collect();
     let spans = span_by_id.into_iter().map(|(id, s)| (strings.get(id).to_owned(), s)).collect();
-    Ok((strings, groups_by_id, Merged { groups: Groups::default(), tallies, rejects, spans, span }))
+    let merged = Merged { groups: Groups::default(), tallies, rejects, spans, span };
+    Ok(MergedIds { strings, groups: groups_by_id, merged })
 }
 
 /// What [`merge`] returns: the parts of an [`Aggregate`](super::Aggregate)

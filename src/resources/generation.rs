@@ -175,8 +175,22 @@ fn apply(connection: &mut Connection, inputs: Inputs, deleted: &HashSet<String>)
     Ok(changes)
 }
 
-fn registration_order(r: &Registration) -> (&str, i64, &str, &str) {
-    (&r.endpoint_id, r.sip_expires_us, &r.sip_contact, &r.sip_user_agent)
+/// The order registrations are stored and listed in.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct RegistrationOrder<'r> {
+    endpoint_id: &'r str,
+    sip_expires_us: i64,
+    sip_contact: &'r str,
+    sip_user_agent: &'r str,
+}
+
+fn registration_order(r: &Registration) -> RegistrationOrder<'_> {
+    RegistrationOrder {
+        endpoint_id: &r.endpoint_id,
+        sip_expires_us: r.sip_expires_us,
+        sip_contact: &r.sip_contact,
+        sip_user_agent: &r.sip_user_agent,
+    }
 }
 
 fn stored_endpoints(connection: &Connection) -> rusqlite::Result<BTreeMap<String, Endpoint>> {

@@ -95,16 +95,24 @@ struct Grid {
     rule_before: Option<usize>,
 }
 
+/// The widths of a grid's columns ([`Grid::columns`]), each list by column.
+struct ColumnWidths {
+    /// Each column's width.
+    widths: Vec<usize>,
+    /// Per `Point` column, its widest point and fraction.
+    fraction: Vec<usize>,
+}
+
 impl Grid {
     /// The width of the widest line.
     fn width(&self) -> usize {
-        let (widths, ..) = self.columns();
+        let widths = self.columns().widths;
         widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1)
     }
 
-    /// Each column's width, and per `Point` column its widest whole part
-    /// and widest point and fraction.
-    fn columns(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    /// Each column's width, and per `Point` column its widest point and
+    /// fraction.
+    fn columns(&self) -> ColumnWidths {
         let columns = self.align.len();
         let mut widths = vec![0usize; columns];
         // Per `Point` column: the widest whole part and the widest point and fraction.
@@ -125,12 +133,12 @@ impl Grid {
         for c in 0..columns {
             widths[c] = widths[c].max(whole[c] + fraction[c]);
         }
-        (widths, whole, fraction)
+        ColumnWidths { widths, fraction }
     }
 
     fn render(&self, out: &mut String) {
         let columns = self.align.len();
-        let (widths, _, fraction) = self.columns();
+        let ColumnWidths { widths, fraction } = self.columns();
         for (i, row) in self.rows.iter().enumerate() {
             if self.rule_before == Some(i) {
                 let total = widths.iter().sum::<usize>() + 2 * columns.saturating_sub(1);
