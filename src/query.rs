@@ -355,9 +355,9 @@ impl UsageRequest {
                 (window, token.offset, Some(token.snapshot))
             }
             None => {
-                let (default_from, default_to) = Window::default_dates(now, tz);
-                let from = params.from_date.unwrap_or(default_from);
-                let to = params.to_date.unwrap_or(default_to);
+                let defaults = Window::default_dates(now, tz);
+                let from = params.from_date.unwrap_or(defaults.from);
+                let to = params.to_date.unwrap_or(defaults.to);
                 let window = Window::new(from, to, params.granularity, tz)
                     .map_err(|e| BadRequest::new(e.parameter, e.message))?;
                 (window, 0, None)

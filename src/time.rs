@@ -19,6 +19,16 @@ pub struct Instant {
     pub nanos: u32,
 }
 
+/// A window's first and last dates, local to its time zone (`to`
+/// excluded, as a request's `to_date`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dates {
+    /// The first date.
+    pub from: NaiveDate,
+    /// The date after the last.
+    pub to: NaiveDate,
+}
+
 /// Why a timestamp string was refused; prints as the reason alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TimestampError {
@@ -341,9 +351,9 @@ impl Window {
 
     /// The default window: the 7 days before today, today being the local
     /// date of `now` in `tz`.
-    pub fn default_dates(now: DateTime<Utc>, tz: Tz) -> (NaiveDate, NaiveDate) {
+    pub fn default_dates(now: DateTime<Utc>, tz: Tz) -> Dates {
         let today = now.with_timezone(&tz).date_naive();
-        (today - chrono::Days::new(7), today)
+        Dates { from: today - chrono::Days::new(7), to: today }
     }
 
     /// The bucket boundaries of this window at `granularity`.

@@ -404,8 +404,8 @@ mod tests {
         Place { file, line }
     }
 
-    fn conflict(earlier: (u32, u64), later: (u32, u64)) -> Option<Conflict> {
-        Some(Conflict { earlier: at(earlier.0, earlier.1), later: at(later.0, later.1) })
+    fn conflict(earlier: Place, later: Place) -> Option<Conflict> {
+        Some(Conflict { earlier, later })
     }
 
     #[test]
@@ -427,9 +427,9 @@ mod tests {
         assert!(outcome.duplicates.contains(&at(1, 5)));
 
         let outcome = check(vec![scan(0, &[("r1", 7, 2), ("r2", 9, 3)]), scan(2, &[("r2", 10, 9)])], Vec::new());
-        assert_eq!(outcome.conflict, conflict((0, 3), (2, 9)));
+        assert_eq!(outcome.conflict, conflict(at(0, 3), at(2, 9)));
         let outcome = check(vec![scan(2, &[("r2", 10, 9)]), scan(0, &[("r1", 7, 2), ("r2", 9, 3)])], Vec::new());
-        assert_eq!(outcome.conflict, conflict((0, 3), (2, 9)));
+        assert_eq!(outcome.conflict, conflict(at(0, 3), at(2, 9)));
     }
 
     #[test]
@@ -439,7 +439,7 @@ mod tests {
         // the caller to confirm, not a duplicate.
         let outcome = check(vec![scan(0, &[("collide-a", 7, 2), ("collide-b", 7, 3)])], Vec::new());
         assert!(outcome.duplicates.is_empty());
-        assert_eq!(outcome.conflict, conflict((0, 2), (0, 3)));
+        assert_eq!(outcome.conflict, conflict(at(0, 2), at(0, 3)));
         // Another seed tells them apart.
         let a = Entry::new("collide-a", 7, 0, 1);
         let b = Entry::new("collide-b", 7, 1, 1);

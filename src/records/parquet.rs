@@ -108,13 +108,13 @@ impl<'f> Parts<'f> {
     ) -> Result<bool> {
         let ((first, groups), kind) = (part, file.kind);
         let frame = self.parquet.read_row_groups(&self.columns, groups.clone()).map_err(|e| file.renamed(e))?;
-        let mut prepared: Vec<(Column, ColumnType, &str)> = Vec::new();
+        let mut prepared: Vec<(Column, ColumnType)> = Vec::new();
         for (index, name) in self.columns.iter().enumerate() {
             let column = frame.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
-            prepared.push((widen(file, column)?, kind.column_type(index), name));
+            prepared.push((widen(file, column)?, kind.column_type(index)));
         }
         let mut columns = Vec::with_capacity(prepared.len());
-        for (column, expected, name) in &prepared {
+        for ((column, expected), name) in prepared.iter().zip(&self.columns) {
             columns.push(decode(file, column, *expected, name)?);
         }
         // The part's rows that are wanted, from its first.

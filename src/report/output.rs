@@ -16,15 +16,23 @@ use super::manifest::{InputEntry, GENERATOR, MANIFEST};
 use crate::dataset::Inputs;
 use crate::error::{Error, Result};
 
+/// An input file to hash: its path, its name in the manifest, its kind.
+struct Input<'i> {
+    path: &'i PathBuf,
+    name: &'i str,
+    kind: &'static str,
+}
+
 pub(super) fn hash_inputs(inputs: &Inputs) -> Result<Vec<InputEntry>> {
-    let accounts = inputs.accounts.iter().map(|path| (path, "accounts.csv", "accounts"));
-    let records = inputs.inventory.files.iter().map(|f| (&f.path, f.name.as_str(), f.kind.name()));
-    let files: Vec<(&PathBuf, &str, &'static str)> = accounts.chain(records).collect();
+    let accounts = inputs.accounts.iter().map(|path| Input { path, name: "accounts.csv", kind: "accounts" });
+    let records =
+        inputs.inventory.files.iter().map(|f| Input { path: &f.path, name: f.name.as_str(), kind: f.kind.name() });
+    let files: Vec<Input<'_>> = accounts.chain(records).collect();
     files
         .par_iter()
-        .map(|(path, name, kind)| {
-            let (size, sha256) = hash_file(path)?;
-            Ok(InputEntry { file: (*name).to_owned(), kind, size, sha256 })
+        .map(|input| {
+            let (size, sha256) = hash_file(input.path)?;
+            Ok(InputEntry { file: input.name.to_owned(), kind: input.kind, size, sha256 })
         })
         .collect()
 }

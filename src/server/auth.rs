@@ -60,7 +60,7 @@ impl Credentials {
     /// Checks a request for account `auth_id` (the path's) with the
     /// `Authorization` header `authorization`, from `client`.
     pub fn check(&self, auth_id: &str, authorization: Option<&[u8]>, client: Option<IpAddr>) -> Result<(), Refusal> {
-        let (user, token) = authorization.and_then(parse_basic).ok_or(Refusal::Unauthorized)?;
+        let Basic { user, password: token } = authorization.and_then(parse_basic).ok_or(Refusal::Unauthorized)?;
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let credential = self.by_id.get(auth_id);
         let expected = credential.and_then(|c| c.token_sha256);
@@ -79,8 +79,14 @@ impl Credentials {
     }
 }
 
+/// The two parts of a `Basic` authorization.
+struct Basic {
+    user: String,
+    password: String,
+}
+
 /// `Basic base64(user:password)` into its two parts.
-fn parse_basic(header: &[u8]) -> Option<(String, String)> {
+fn parse_basic(header: &[u8]) -> Option<Basic> {
     let text = std::str::from_utf8(header).ok()?.trim();
     let (scheme, encoded) = text.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
@@ -89,7 +95,7 @@ fn parse_basic(header: &[u8]) -> Option<(String, String)> {
     let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
     let decoded = String::from_utf8(decoded).ok()?;
     let (user, password) = decoded.split_once(':')?;
-    Some((user.to_owned(), password.to_owned()))
+    Some(Basic { user: user.to_owned(), password: password.to_owned() })
 }
 
 fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {

@@ -191,9 +191,18 @@ pub(crate) struct Watched<S> {
     state: Arc<ConnState>,
     log: LogSink,
     /// An error response of ours being written in place of hyper's bodyless
-    /// one: the bytes, how many are written, and how many of hyper's bytes
-    /// they stand for.
-    replacing: Option<(Vec<u8>, usize, usize)>,
+    /// one.
+    replacing: Option<Replacement>,
+}
+
+/// An error response written in place of hyper's.
+struct Replacement {
+    /// Its bytes.
+    bytes: Vec<u8>,
+    /// How many are written.
+    written: usize,
+    /// How many of hyper's bytes they stand for.
+    stands_for: usize,
 }
 
 impl<S> Watched<S> {
@@ -226,10 +235,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         }
         if this.replacing.is_none() && this.state.busy.load(Ordering::Acquire) == 0 {
             if let Some((length, status)) = hyper_refusal(buf) {
-                this.replacing = Some((refusal_response(&buf[..length], status, &this.log), 0, length));
+                let bytes = refusal_response(&buf[..length], status, &this.log);
+                this.replacing = Some(Replacement { bytes, written: 0, stands_for: length });
             }
         }
-        let Some((bytes, written, stands_for)) = &mut this.replacing else {
+        let Some(Replacement { bytes, written, stands_for }) = &mut this.replacing else {
             let result = Pin::new(&mut this.inner).poll_write(cx, buf);
             if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
                 this.state.last_write.store(this.state.now_ms(), Ordering::Relaxed);

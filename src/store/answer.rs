@@ -23,7 +23,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::rollup::{self, GroupColumns, RollupFile, Text};
+use super::rollup::{self, GroupColumns, RollupFile, SlotWindow, Text};
 use super::Listed;
 use crate::aggregate::rows::{sum_repeated, AccountRows, PackedKey, ABSENT};
 use crate::aggregate::{Dims, Selector, Totals};
@@ -61,7 +61,7 @@ pub(crate) fn account_rows(
 ) -> Result<AccountRows> {
     let path = &listed.path();
     let request = Request { path, account, grain, selector, buckets };
-    let window = (buckets.span(0).0, buckets.span(buckets.len().saturating_sub(1) as u32).1);
+    let window = SlotWindow { start: buckets.span(0).0, end: buckets.span(buckets.len().saturating_sub(1) as u32).1 };
     let file = RollupFile::open(path, listed)?;
     let threads = rayon::current_num_threads();
     let mut merged = Merged::default();
@@ -118,6 +118,25 @@ enum Known {
     Spans,
 }
 
+/// The bucket of the rows being read: its index, its slots' span and
+/// whether it sums the rows of several slots.
+#[derive(Clone, Copy)]
+struct CurrentBucket {
+    bucket: u32,
+    start: i64,
+    end: i64,
+    folds: bool,
+}
+
+/// The last country and direction keys of a part, and what they read as.
+#[derive(Clone, Copy)]
+struct LastPlace {
+    country_key: u32,
+    direction_key: u32,
+    country: Option<Country>,
+    direction: Option<Direction>,
+}
+
 /// What [`account_rows`] answers.
 struct Request<'a> {
     path: &'a Path,
@@ -163,22 +182,21 @@ impl Request<'_> {
         let mut summed: Vec<Row> = Vec::new();
         let mut segments: Vec<(usize, u32)> = Vec::new();
         let mut by_key: FxHashMap<u128, u32> = FxHashMap::default();
-        let mut current: Option<(u32, i64, i64, bool)> = None;
+        let mut current: Option<CurrentBucket> = None;
         let mut last_product: Option<(u32, Product)> = None;
-        // The last country and direction keys, and what they read as.
-        let mut last_place: Option<(u32, u32, Option<Country>, Option<Direction>)> = None;
+        let mut last_place: Option<LastPlace> = None;
         for i in range {
             let row = columns.row(i);
             let slot = row.slot;
             let (bucket, folds) = match current {
-                Some((bucket, start, end, folds)) if slot >= start && slot < end => (bucket, folds),
+                Some(CurrentBucket { bucket, start, end, folds }) if slot >= start && slot < end => (bucket, folds),
                 _ => {
                     let Some(bucket) = buckets.index(slot) else { continue };
                     let (start, end) = buckets.span(bucket);
                     // A bucket of one slot takes each row as it comes; a wider
                     // one sums its slots' rows under one key.
                     let folds = end - start != grain;
-                    current = Some((bucket, start, end, folds));
+                    current = Some(CurrentBucket { bucket, start, end, folds });
                     summed.drain(..).for_each(|row| out.push(row));
                     segments.push((out.len(), bucket));
                     by_key.clear();
@@ -194,12 +212,19 @@ impl Request<'_> {
             };
             last_product = Some((row.product.key, product));
             let (country, direction) = match last_place {
-                Some((c, d, country, direction)) if c == row.country.key && d == row.direction.key => {
+                Some(LastPlace { country_key, direction_key, country, direction })
+                    if country_key == row.country.key && direction_key == row.direction.key =>
+                {
                     (country, direction)
                 }
                 _ => {
                     let (country, direction) = rollup::place(row.country.text(), row.direction.text(), broken)?;
-                    last_place = Some((row.country.key, row.direction.key, country, direction));
+                    last_place = Some(LastPlace {
+                        country_key: row.country.key,
+                        direction_key: row.direction.key,
+                        country,
+                        direction,
+                    });
                     (country, direction)
                 }
             };
@@ -631,26 +656,33 @@ mod tests {
         let mut writer = RollupWriter::create(&path).expect("writer");
         writer.write(&rows).expect("written");
         writer.finish(&crate::durable::Syncer::at_once()).expect("finished");
-        // (bucket, type, amount) of the usage rows and of the charges.
-        type Listed = Vec<(u32, String, i128)>;
-        let read = |bounds: Vec<i64>| -> (Listed, Listed) {
+        /// A row as the test lists it.
+        #[derive(Debug, PartialEq)]
+        struct Item {
+            bucket: u32,
+            type_: String,
+            amount: i128,
+        }
+        let item = |bucket: u32, type_: &str, amount: i128| Item { bucket, type_: type_.to_owned(), amount };
+        // The usage rows and the charges.
+        let read = |bounds: Vec<i64>| -> (Vec<Item>, Vec<Item>) {
             let buckets = Buckets::from_bounds(bounds, chrono_tz::Tz::UTC);
             let selector = Selector::everything(Bucketing::shared(buckets.clone()));
             let AccountRows { strings, usage, charges } =
                 account_rows(unsummed(&path), "A", 900, &selector, &buckets).expect("read");
             let listed = |rows: Vec<Row>| {
                 let rows = Rows::new(strings.clone(), rows);
-                rows.iter().map(|(key, totals)| (key.bucket, key.dims.type_.to_owned(), totals.amount)).collect()
+                rows.iter().map(|(key, totals)| item(key.bucket, key.dims.type_, totals.amount)).collect()
             };
             (listed(usage), listed(charges))
         };
         let (usage, charges) = read(vec![0, 900, 1800]);
-        assert_eq!(usage, [(0, "mms".into(), 4), (0, "sms".into(), 10), (1, "mms".into(), 64)]);
-        assert_eq!(charges, [(0, "fee".into(), 1), (1, "fee".into(), 48)]);
+        assert_eq!(usage, [item(0, "mms", 4), item(0, "sms", 10), item(1, "mms", 64)]);
+        assert_eq!(charges, [item(0, "fee", 1), item(1, "fee", 48)]);
         // Both slots in one bucket: summed as they are folded.
         let (usage, charges) = read(vec![0, 1800]);
-        assert_eq!(usage, [(0, "mms".into(), 68), (0, "sms".into(), 10)]);
-        assert_eq!(charges, [(0, "fee".into(), 49)]);
+        assert_eq!(usage, [item(0, "mms", 68), item(0, "sms", 10)]);
+        assert_eq!(charges, [item(0, "fee", 49)]);
     }
 
     /// The same rows on 1, 2 and 3 threads: row groups of thousands of

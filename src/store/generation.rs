@@ -514,7 +514,8 @@ fn write_rejects(path: &Path, rejects: &[BadRecord]) -> Result<crate::checksum::
 }
 
 /// Writes new rows of `kind` as the records file and the index file number
-/// `number` of ingest `id` (both engines name them so); returns their names.
+/// `number` of ingest `id` (both engines name them so); returns their
+/// names.
 pub(in crate::store) fn write_files<R: RecordRows + ?Sized>(
     store: &Path,
     id: &str,
@@ -523,7 +524,7 @@ pub(in crate::store) fn write_files<R: RecordRows + ?Sized>(
     views: &R,
     entries: &[&[IndexEntry]],
     syncer: &Syncer,
-) -> Result<(String, String)> {
+) -> Result<Written> {
     let name = format!("records/{}/{id}-{number:05}.parquet", kind.name());
     let path = store.join(&name);
     create_parent(&path)?;
@@ -536,7 +537,16 @@ pub(in crate::store) fn write_files<R: RecordRows + ?Sized>(
     );
     records?;
     index?;
-    Ok((name, index_name))
+    Ok(Written { records: name, index: index_name })
+}
+
+/// The names (relative to the store) of a records file and its index
+/// file, as [`write_files`] wrote them.
+pub(in crate::store) struct Written {
+    /// The records file.
+    pub(in crate::store) records: String,
+    /// Its index file.
+    pub(in crate::store) index: String,
 }
 
 /// The accounts that have a token in `old` (an accounts file) and none in

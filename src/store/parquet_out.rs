@@ -740,7 +740,13 @@ mod tests {
         let values: Vec<i128> = (0..500_000).map(|i| amounts[i % 4]).collect();
         let dictionary = Dictionary::of(&values).expect("few distinct values");
         assert_eq!(dictionary.values, amounts);
-        type Bounds = (Option<Vec<u8>>, Option<Vec<u8>>, Option<i64>);
+        /// A data page's statistics.
+        #[derive(Debug, PartialEq)]
+        struct Bounds {
+            min: Option<Vec<u8>>,
+            max: Option<Vec<u8>>,
+            nulls: Option<i64>,
+        }
         let statistics = |pages: &[Page]| -> Vec<Bounds> {
             pages
                 .iter()
@@ -751,7 +757,7 @@ mod tests {
                     },
                     Page::Dict(_) => None,
                 })
-                .map(|s| (s.min_value.clone(), s.max_value.clone(), s.null_count))
+                .map(|s| Bounds { min: s.min_value.clone(), max: s.max_value.clone(), nulls: s.null_count })
                 .collect()
         };
         let by_dictionary = decimal_dictionary_pages(&dictionary, &out.fields[0]).expect("pages");
@@ -759,8 +765,11 @@ mod tests {
         assert!(matches!(by_dictionary[0], Page::Dict(_)));
         // 500,000 keys: pages of 209,715 keys, as polars cuts them.
         assert_eq!(by_dictionary.len(), 4);
-        let expected =
-            (Some((-3_000_000_000i128).to_be_bytes().to_vec()), Some((1i128 << 70).to_be_bytes().to_vec()), Some(0));
+        let expected = Bounds {
+            min: Some((-3_000_000_000i128).to_be_bytes().to_vec()),
+            max: Some((1i128 << 70).to_be_bytes().to_vec()),
+            nulls: Some(0),
+        };
         assert!(statistics(&by_dictionary).iter().all(|s| *s == expected));
         assert!(statistics(&plain).iter().all(|s| *s == expected));
         // Mostly distinct values take no dictionary.

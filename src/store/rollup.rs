@@ -331,10 +331,22 @@ pub(crate) fn slot_range(listed: super::Listed<'_>) -> Result<Option<(i64, i64)>
     Ok(range)
 }
 
-/// Whether slots from `min` to `max` (both included) meet `window` (start
-/// included, end excluded).
-fn overlaps((min, max): (i64, i64), window: (i64, i64)) -> bool {
-    max >= window.0 && min < window.1
+/// The slots a request reads: from `start` (included) to `end`
+/// (excluded), UTC seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotWindow {
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+}
+
+impl SlotWindow {
+    /// Every slot.
+    pub(crate) const ALL: SlotWindow = SlotWindow { start: i64::MIN, end: i64::MAX };
+}
+
+/// Whether slots from `min` to `max` (both included) meet `window`.
+fn overlaps((min, max): (i64, i64), window: SlotWindow) -> bool {
+    max >= window.start && min < window.end
 }
 
 /// A rollup file opened for a request: its footer read once, its row
@@ -379,7 +391,7 @@ impl<'p> RollupFile<'p> {
     /// The rows of the row groups that may hold slots in `window` (start
     /// included, end excluded): every group whose footer statistics overlap
     /// it or that has none. [`RollupFile::read_group`] reads no other.
-    pub(crate) fn rows_in(&self, window: (i64, i64)) -> usize {
+    pub(crate) fn rows_in(&self, window: SlotWindow) -> usize {
         (0..self.metadata.row_groups.len())
             .filter(|&index| self.slot_bounds(index).is_none_or(|bounds| overlaps(bounds, window)))
             .map(|index| self.metadata.row_groups[index].num_rows())
@@ -400,7 +412,7 @@ impl<'p> RollupFile<'p> {
 
     /// The columns a request reads (all but `auth_id`) of row group
     /// `index` (of `groups()`); `None` when its slots all lie outside
-    /// `[window.0, window.1)`, found from the footer's statistics (or, in
+    /// `window`, found from the footer's statistics (or, in
     /// a file without them, by reading its `slot_start` column alone).
     /// `parallel`: decode the columns on the threads.
     ///
@@ -409,7 +421,7 @@ impl<'p> RollupFile<'p> {
     /// distinct values ([`Text`]). A column whose pages are not all
     /// dictionary-encoded (a store written by an older writer may hold
     /// some) is read as strings and keyed here.
-    pub(crate) fn read_group(&self, index: usize, window: (i64, i64), parallel: bool) -> Result<Option<Group>> {
+    pub(crate) fn read_group(&self, index: usize, window: SlotWindow, parallel: bool) -> Result<Option<Group>> {
         let path = self.path;
         let Some(group) = self.metadata.row_groups.get(index) else { return Ok(None) };
         let (min, max) = match self.slot_bounds(index) {
@@ -761,7 +773,7 @@ pub(crate) mod tests {
     /// What a request reads of each row of a rollup file's only row group.
     fn read_back(path: &Path) -> Vec<String> {
         let file = RollupFile::open(path, unsummed(path)).expect("opened");
-        let group = file.read_group(0, (i64::MIN, i64::MAX), true).expect("read").expect("in the window");
+        let group = file.read_group(0, SlotWindow::ALL, true).expect("read").expect("in the window");
         let columns = GroupColumns::new(path, &group).expect("columns");
         (0..columns.len())
             .map(|i| {
@@ -833,7 +845,7 @@ pub(crate) mod tests {
             bytes[at] ^= flip;
             std::fs::write(&damaged, &bytes).expect("written");
             let outcome = RollupFile::open(&damaged, unsummed(&damaged)).and_then(|file| {
-                let Some(group) = file.read_group(0, (i64::MIN, i64::MAX), false)? else { return Ok(0) };
+                let Some(group) = file.read_group(0, SlotWindow::ALL, false)? else { return Ok(0) };
                 let columns = GroupColumns::new(&damaged, &group)?;
                 let row = |i| columns.row(i);
                 Ok((0..columns.len()).map(row).map(|r| r.subaccount.text().len() + r.error_code.text().len()).sum())
@@ -860,12 +872,15 @@ pub(crate) mod tests {
         let file = RollupFile::open(&path, unsummed(&path)).expect("opened");
         assert_eq!(file.groups(), [(0, 2), (2, 2)]);
         assert_eq!((file.slot_bounds(0), file.slot_bounds(1)), (Some((0, 900)), Some((86_400, 90_000))));
-        assert!(file.read_group(0, (86_400, 172_800), false).expect("read").is_none());
-        let second = file.read_group(1, (86_400, 172_800), false).expect("read").expect("in the window");
+        assert!(file.read_group(0, SlotWindow { start: 86_400, end: 172_800 }, false).expect("read").is_none());
+        let second = file
+            .read_group(1, SlotWindow { start: 86_400, end: 172_800 }, false)
+            .expect("read")
+            .expect("in the window");
         let columns = GroupColumns::new(&path, &second).expect("columns");
         let slots: Vec<i64> = (0..columns.len()).map(|i| columns.row(i).slot).collect();
         assert_eq!(slots, [86_400, 90_000]);
         // A window that touches one slot of a group reads the group.
-        assert!(file.read_group(0, (900, 1800), true).expect("read").is_some());
+        assert!(file.read_group(0, SlotWindow { start: 900, end: 1800 }, true).expect("read").is_some());
     }
 }

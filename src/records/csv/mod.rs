@@ -224,11 +224,11 @@ impl Reader<'_> {
         if S::ONE_PER_CHUNK {
             // Each chunk's lines were counted by `split` (up to the next
             // chunk's first line); the last one's are counted here.
-            let ends: Vec<u64> = chunks.iter().skip(1).map(|&(_, line, _)| line).chain([u64::MAX]).collect();
+            let ends: Vec<u64> = chunks.iter().skip(1).map(|chunk| chunk.line).chain([u64::MAX]).collect();
             return chunks
                 .into_par_iter()
                 .zip(ends)
-                .map(|((offset, line, end), next)| {
+                .map(|(Chunk { offset, line, end }, next)| {
                     let mut sink = make_sink();
                     let lines = match next {
                         u64::MAX => memchr::memchr_iter(b'\n', &body[offset..end]).count() + 1,
@@ -247,7 +247,7 @@ impl Reader<'_> {
             .into_par_iter()
             .fold(
                 || (make_sink(), true),
-                |(mut sink, go_on), (offset, line, end)| {
+                |(mut sink, go_on), Chunk { offset, line, end }| {
                     let go_on = go_on && self.chunk(&body[offset..end], line, &mut sink);
                     done(&body[offset..end]);
                     (sink, go_on)
@@ -283,35 +283,45 @@ fn map_columns(file: &InputFile, names: &[String]) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// Splits `body` into `(offset, first line, end)` chunks of about
+/// A piece of a file's body that [`split`] cut: `body[offset..end]`, its
+/// first line numbered `line`.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    offset: usize,
+    line: u64,
+    end: usize,
+}
+
+/// Splits `body` into chunks of about
 /// `chunk_bytes`, each cut after a newline; each chunk is handed to `done`
 /// once its lines are counted. The chunks are found and counted in
 /// parallel (chunk `k` starts after the first newline at or past
 /// `k * chunk_bytes`), so that a file's first pass is not one core's.
-fn split(body: &[u8], first_line: u64, chunk_bytes: usize, done: &(dyn Fn(&[u8]) + Sync)) -> Vec<(usize, u64, usize)> {
+fn split(body: &[u8], first_line: u64, chunk_bytes: usize, done: &(dyn Fn(&[u8]) + Sync)) -> Vec<Chunk> {
     if body.len() <= chunk_bytes * 2 {
-        return vec![(0, first_line, body.len())];
+        return vec![Chunk { offset: 0, line: first_line, end: body.len() }];
     }
     let start = |k: usize| match k.checked_mul(chunk_bytes) {
         Some(0) => 0,
         Some(cut) if cut < body.len() => memchr::memchr(b'\n', &body[cut..]).map_or(body.len(), |at| cut + at + 1),
         _ => body.len(),
     };
-    let counted: Vec<(usize, usize, u64)> = (0..body.len().div_ceil(chunk_bytes))
+    // Each chunk with its count of lines (its `line` set after).
+    let counted: Vec<(Chunk, u64)> = (0..body.len().div_ceil(chunk_bytes))
         .into_par_iter()
         .map(|k| {
             let (offset, end) = (start(k), start(k + 1));
             let part = &body[offset..end.max(offset)];
             let lines = memchr::memchr_iter(b'\n', part).count() as u64;
             done(part);
-            (offset, end, lines)
+            (Chunk { offset, line: 0, end }, lines)
         })
         .collect();
     let mut chunks = Vec::with_capacity(counted.len());
     let mut line = first_line;
     // A line longer than `chunk_bytes` leaves chunks with nothing in them.
-    for (offset, end, lines) in counted.into_iter().filter(|(offset, end, _)| end > offset) {
-        chunks.push((offset, line, end));
+    for (chunk, lines) in counted.into_iter().filter(|(chunk, _)| chunk.end > chunk.offset) {
+        chunks.push(Chunk { line, ..chunk });
         line += lines;
     }
     chunks

@@ -633,17 +633,17 @@ fn splits_at_newlines_into_chunks_that_cover_the_body() {
     for chunk_bytes in [1, 7, 100, 4096] {
         let chunks = split(&body, 2, chunk_bytes, &|_| ());
         if chunk_bytes == 4096 {
-            assert_eq!(chunks[1].0, 4096 + 1 + memchr::memchr(b'\n', &body[4096..]).unwrap_or(0));
+            assert_eq!(chunks[1].offset, 4096 + 1 + memchr::memchr(b'\n', &body[4096..]).unwrap_or(0));
         }
         assert!(chunks.len() > 1);
         let mut expected_line = 2;
         let mut expected_offset = 0;
-        for (offset, line, end) in &chunks {
-            assert_eq!(*offset, expected_offset);
-            assert!(body[*offset..].starts_with(b"r") || body[*offset..].starts_with(b"last"));
-            assert_eq!(*line, expected_line);
-            expected_line += memchr::memchr_iter(b'\n', &body[*offset..*end]).count() as u64;
-            expected_offset = *end;
+        for &Chunk { offset, line, end } in &chunks {
+            assert_eq!(offset, expected_offset);
+            assert!(body[offset..].starts_with(b"r") || body[offset..].starts_with(b"last"));
+            assert_eq!(line, expected_line);
+            expected_line += memchr::memchr_iter(b'\n', &body[offset..end]).count() as u64;
+            expected_offset = end;
         }
         assert_eq!(expected_offset, body.len());
     }

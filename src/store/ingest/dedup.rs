@@ -61,59 +61,61 @@ impl Run<'_> {
         }
         let base = self.old.sources.len() as u32;
         // A row's place (as the index packs it: lines capped).
-        let place = |c: u32, r: u32| {
-            let seen = &chunks[c as usize].rows[r as usize].seen;
+        let place = |at: RowAt| {
+            let seen = &chunks[at.chunk as usize].rows[at.row as usize].seen;
             index::unpack(index::pack(Place { file: base + seen.file, line: seen.line }))
         };
-        type Found = (Vec<(u32, u32, Mark)>, Option<Clash<(u32, u32)>>);
-        let found: Vec<Found> = state
+        let found: Vec<PartMarks> = state
             .filter
             .parts_mut()
             .zip(parts)
             .map(|(mut filter, entries)| {
                 // The first row of each id: its content, where it is, and
                 // whether the filter may have seen its id.
-                let mut first: FxHashMap<(u64, u64), (u64, u32, u32, bool)> =
+                let mut first: FxHashMap<(u64, u64), FirstSeen> =
                     FxHashMap::with_capacity_and_hasher(entries.len(), Default::default());
                 let mut marks = Vec::new();
                 let mut conflict = None;
-                for (i, &BatchEntry { id, content, chunk: c, row: r }) in entries.iter().enumerate() {
+                for (i, &BatchEntry { id, content, chunk, row }) in entries.iter().enumerate() {
+                    let at = RowAt { chunk, row };
                     if let Some(ahead) = entries.get(i + IDS_AHEAD) {
                         filter.prefetch(ahead.id);
                     }
                     match first.entry(id) {
                         Entry::Vacant(slot) => {
                             let candidate = filter.check_and_insert(id);
-                            slot.insert((content, c, r, candidate));
+                            slot.insert(FirstSeen { content, at, candidate });
                             if candidate {
-                                marks.push((c, r, Mark::Candidate));
+                                marks.push((at, Mark::Candidate));
                             }
                         }
                         Entry::Occupied(slot) => match *slot.get() {
-                            (_, _, _, true) => marks.push((c, r, Mark::Candidate)),
-                            (earlier, _, _, false) if earlier == content => marks.push((c, r, Mark::Duplicate)),
-                            (_, first_c, first_r, false) => {
-                                let places = Conflict { earlier: place(first_c, first_r), later: place(c, r) };
-                                conflict = Some(Clash { places, row: (c, r) });
+                            FirstSeen { candidate: true, .. } => marks.push((at, Mark::Candidate)),
+                            FirstSeen { content: earlier, .. } if earlier == content => {
+                                marks.push((at, Mark::Duplicate))
+                            }
+                            FirstSeen { at: first_at, .. } => {
+                                let places = Conflict { earlier: place(first_at), later: place(at) };
+                                conflict = Some(Clash { places, row: at });
                                 break;
                             }
                         },
                     }
                 }
-                (marks, conflict)
+                PartMarks { marks, conflict }
             })
             .collect();
         let mut out: Vec<Vec<Mark>> = chunks.iter().map(|chunk| vec![Mark::New; chunk.rows.len()]).collect();
-        let mut first_conflict: Option<Clash<(u32, u32)>> = None;
-        for (marks, conflict) in found {
-            for (c, r, mark) in marks {
-                out[c as usize][r as usize] = mark;
+        let mut first_conflict: Option<Clash<RowAt>> = None;
+        for PartMarks { marks, conflict } in found {
+            for (at, mark) in marks {
+                out[at.chunk as usize][at.row as usize] = mark;
             }
             first_conflict = Clash::earlier(first_conflict, conflict);
         }
-        if let Some(Clash { places, row: (c, r) }) = first_conflict {
-            let chunk = &chunks[c as usize];
-            let record_id = chunk.view(&chunk.rows[r as usize]).record_id.to_owned();
+        if let Some(Clash { places, row: at }) = first_conflict {
+            let chunk = &chunks[at.chunk as usize];
+            let record_id = chunk.view(&chunk.rows[at.row as usize]).record_id.to_owned();
             return Err(self.conflict(state.kind, record_id, places));
         }
         Ok(out)
@@ -202,14 +204,13 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
         parts[row.seen.partition()].push(i as u32);
     }
     let rows = &pending.rows;
-    type Found = (Vec<u32>, u64, Option<Clash<u32>>);
-    let check = || -> Vec<Result<Found>> {
+    let check = || -> Vec<Result<Checked>> {
         parts
             .into_par_iter()
             .enumerate()
             .map(|(p, mine)| {
                 if mine.is_empty() {
-                    return Ok((Vec::new(), 0, None));
+                    return Ok(Checked::default());
                 }
                 // Candidates come in file order; an index holds one entry per id.
                 let mut known: FxHashMap<(u64, u64), Option<(u64, u64)>> =
@@ -237,12 +238,12 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
                         Some((content, _)) if content == seen.content => duplicates += 1,
                         Some((_, earlier)) => {
                             let places = Conflict { earlier: index::unpack(earlier), later: place };
-                            let clash = Clash { places, row: i };
-                            return Ok((new, duplicates, Some(clash)));
+                            let conflict = Some(Clash { places, row: i });
+                            return Ok(Checked { new, duplicates, conflict });
                         }
                     }
                 }
-                Ok((new, duplicates, None))
+                Ok(Checked { new, duplicates, conflict: None })
             })
             .collect()
     };
@@ -256,13 +257,36 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
     };
     let mut checked = Checked::default();
     for result in found {
-        let (part_new, duplicates, conflict) = result?;
-        checked.new.extend(part_new);
+        let Checked { new, duplicates, conflict } = result?;
+        checked.new.extend(new);
         checked.duplicates += duplicates;
         checked.conflict = Clash::earlier(checked.conflict, conflict);
     }
     checked.new.sort_unstable();
     Ok(checked)
+}
+
+/// A row of a batch: its chunk, and its place among the chunk's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RowAt {
+    chunk: u32,
+    row: u32,
+}
+
+/// The first row of an id in a batch's partition: its content hash,
+/// where it is, and whether the filter may have seen its id.
+#[derive(Clone, Copy)]
+struct FirstSeen {
+    content: u64,
+    at: RowAt,
+    candidate: bool,
+}
+
+/// What one partition of a batch found: each row's mark (rows not marked
+/// are new), and its first conflict, if any.
+struct PartMarks {
+    marks: Vec<(RowAt, Mark)>,
+    conflict: Option<Clash<RowAt>>,
 }
 
 /// What [`check`] found of the candidates: those new (by their position

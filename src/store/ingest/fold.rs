@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use super::chunk::{Chunk, ChunkFold, Row, Texts, AUTH_ID, CODE, SUBACCOUNT, TYPE};
 use super::key::{shard_of, Groups, RollupKey, SHARDS};
-use super::merge::{account_inputs, publish_account};
+use super::merge::{account_inputs, publish_account, RollupFileName};
 use super::spill::{account_ends, account_in_order, gather, sorted_order, PartialRun, Spill, NARROW_BYTES, WIDE_BYTES};
 use super::table::{GroupTable, Sums};
 use crate::aggregate::dims::Dims;
@@ -276,12 +276,12 @@ impl Rollups {
             }
         });
         started?;
-        let written: Vec<Result<Vec<(String, i64, String)>>> = done.into_inner().unwrap_or_default();
+        let written: Vec<Result<Vec<RollupFileName>>> = done.into_inner().unwrap_or_default();
         if written.len() != n_accounts {
             return Err(Error::Internal("a rollup merge thread failed".to_owned()));
         }
         for result in written {
-            for (account, grain, name) in result? {
+            for RollupFileName { account, grain, name } in result? {
                 manifest.rollups.entry(account).or_default().insert(grain, name);
             }
         }

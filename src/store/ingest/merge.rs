@@ -50,6 +50,14 @@ pub(super) enum Input {
     File(PathBuf),
 }
 
+/// A rollup file [`publish_account`] wrote: its account, grain (seconds)
+/// and name relative to the store.
+pub(super) struct RollupFileName {
+    pub(super) account: String,
+    pub(super) grain: i64,
+    pub(super) name: String,
+}
+
 /// Merges and writes the rollup files of one account (its `groups` in
 /// memory and its `inputs`, [`account_inputs`]); their names, by grain.
 pub(super) fn publish_account(
@@ -60,7 +68,7 @@ pub(super) fn publish_account(
     groups: Groups<'_>,
     inputs: Vec<Input>,
     syncer: &Syncer,
-) -> Result<Vec<(String, i64, String)>> {
+) -> Result<Vec<RollupFileName>> {
     let names: Vec<(i64, String)> = crate::store::GRAINS
         .iter()
         .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
@@ -68,7 +76,7 @@ pub(super) fn publish_account(
     let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
     create_parent(&paths[0])?;
     merge_account(shared, account, groups, &inputs, &paths, syncer)?;
-    Ok(names.into_iter().map(|(grain, name)| (account.to_owned(), grain, name)).collect())
+    Ok(names.into_iter().map(|(grain, name)| RollupFileName { account: account.to_owned(), grain, name }).collect())
 }
 
 /// Writes the rollups of `account` at every grain to `paths` (one per
@@ -138,13 +146,22 @@ fn merge_account(
     Ok(())
 }
 
+/// A rollup file read a slice at a time.
+struct FileCursor {
+    path: PathBuf,
+    /// Its rows.
+    rows: usize,
+    /// The next row to read.
+    next: usize,
+}
+
 /// One input of an account's merge: the in-memory groups, or a rollup file
 /// read a slice of rows at a time.
 struct Cursor<'g> {
     rows: std::borrow::Cow<'g, [(RollupKey, Totals)]>,
     at: usize,
-    /// The file, its row count and the next row to read.
-    file: Option<(PathBuf, usize, usize)>,
+    /// The rollup file it reads.
+    file: Option<FileCursor>,
     /// Or a run of a partial file of this run (read around the page cache:
     /// it is read once, right after it was written the same way).
     partial: Option<PartialReader>,
@@ -190,7 +207,7 @@ impl<'g> Cursor<'g> {
             }
             Input::File(path) => {
                 let n_rows = parquet_io::count_rows(path)?;
-                let file = Some((path.to_owned(), n_rows, 0));
+                let file = Some(FileCursor { path: path.to_owned(), rows: n_rows, next: 0 });
                 Ok(Cursor { rows, at: 0, file, partial: None, slice })
             }
         }
@@ -248,7 +265,7 @@ impl<'g> Cursor<'g> {
             self.at = 0;
             return Ok(());
         }
-        let Some((path, n_rows, next)) = &mut self.file else { return Ok(()) };
+        let Some(FileCursor { path, rows: n_rows, next }) = &mut self.file else { return Ok(()) };
         if *next >= *n_rows {
             return Ok(());
         }

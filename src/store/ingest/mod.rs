@@ -84,7 +84,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::generation::{self, Opened};
+use super::generation::{self, Opened, Written};
 use super::index::{IndexEntry, IndexFile};
 use super::parquet_io::RecordRows;
 use super::Manifest;
@@ -272,7 +272,7 @@ impl Run<'_> {
         kind: Kind,
         views: &R,
         entries: &[&[IndexEntry]],
-    ) -> Result<Option<(String, String)>> {
+    ) -> Result<Option<Written>> {
         if views.is_empty() {
             return Ok(None);
         }
@@ -281,9 +281,9 @@ impl Run<'_> {
 
     /// Counts `rows` new rows of `state`'s kind, and takes the files
     /// [`Run::write_new`] wrote them to into the manifest.
-    fn add_written(&mut self, state: &mut KindState, rows: usize, written: Option<(String, String)>) -> Result<()> {
+    fn add_written(&mut self, state: &mut KindState, rows: usize, written: Option<Written>) -> Result<()> {
         state.tally.used += rows as u64;
-        if let Some((name, index_name)) = written {
+        if let Some(Written { records: name, index: index_name }) = written {
             state.index.push(IndexFile::open(&self.store.join(&index_name))?);
             state.files.records.push(name);
             state.files.index.push(index_name);
@@ -370,7 +370,7 @@ impl Run<'_> {
 /// What [`Run::take_new`] did: the files written, the rows written, the
 /// duplicates skipped, the amount of the rows written.
 struct TakenNew {
-    written: Option<(String, String)>,
+    written: Option<Written>,
     rows: usize,
     duplicates: u64,
     amount: i128,

@@ -224,7 +224,7 @@ impl Writer<'_> {
         if views.is_empty() {
             return Ok(());
         }
-        let (name, index_name) =
+        let generation::Written { records: name, index: index_name } =
             generation::write_files(self.store, self.id, *self.batches, self.kind, views, &[entries], self.syncer)?;
         self.files.records.push(name);
         self.files.index.push(index_name);
@@ -237,7 +237,11 @@ impl Writer<'_> {
 /// A batch of the local ingest, in its order: the batch of input files
 /// (from 0, in the kind's order), and the run of its file when that file is
 /// read in runs of lines (`batches::piece_lines`; 0 otherwise).
-type BatchRun = (usize, u64);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct BatchRun {
+    batch: usize,
+    run: u64,
+}
 
 /// The local ingest's batches of one kind's files: which batch a row is
 /// taken in, from its file and line.
@@ -265,8 +269,8 @@ impl<'i> Steps<'i> {
     fn of(&self, file: u32, line: u64) -> BatchRun {
         let batch = self.ends.partition_point(|&(end, _)| end < file);
         match (self.ends.get(batch), self.inventory.files.get(file as usize)) {
-            (Some((_, Some(lines))), Some(input)) => (batch, batches::run_of(input, line, *lines)),
-            _ => (batch, 0),
+            (Some((_, Some(lines))), Some(input)) => BatchRun { batch, run: batches::run_of(input, line, *lines) },
+            _ => BatchRun { batch, run: 0 },
         }
     }
 }
