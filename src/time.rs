@@ -19,6 +19,20 @@ pub struct Instant {
     pub nanos: u32,
 }
 
+/// The instants from `start` (included) to `end` (excluded), UTC seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interval {
+    /// The first second.
+    pub start: i64,
+    /// The second after the last.
+    pub end: i64,
+}
+
+impl Interval {
+    /// Every second.
+    pub const ALL: Interval = Interval { start: i64::MIN, end: i64::MAX };
+}
+
 /// A window's first and last dates, local to its time zone (`to`
 /// excluded, as a request's `to_date`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -472,9 +486,9 @@ impl Buckets {
     }
 
     /// `[start, end)` of bucket `index` in UTC seconds.
-    pub fn span(&self, index: u32) -> (i64, i64) {
+    pub fn span(&self, index: u32) -> Interval {
         let i = index as usize;
-        (self.bounds[i], self.bounds[i + 1])
+        Interval { start: self.bounds[i], end: self.bounds[i + 1] }
     }
 
     /// The time zone the boundaries are written in.
@@ -640,7 +654,7 @@ mod tests {
         let buckets = window.buckets(Granularity::Month);
         let spans: Vec<(String, String)> = (0..buckets.len() as u32)
             .map(|i| {
-                let (a, b) = buckets.span(i);
+                let Interval { start: a, end: b } = buckets.span(i);
                 (format_instant(a, Tz::UTC), format_instant(b, Tz::UTC))
             })
             .collect();
@@ -668,7 +682,7 @@ mod tests {
         let buckets = fall.buckets(Granularity::Hour);
         assert_eq!(buckets.len(), 25);
         for i in 0..buckets.len() as u32 {
-            let (a, b) = buckets.span(i);
+            let Interval { start: a, end: b } = buckets.span(i);
             assert_eq!(b - a, 3600);
         }
         assert_eq!(format_instant(spring.start, ny), "2026-03-08T00:00:00-05:00");

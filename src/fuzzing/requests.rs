@@ -70,14 +70,18 @@ fn check_request(request: &UsageRequest) {
     if window.start == window.end {
         // Nothing to tile: no bucket holds an instant.
         for i in 0..buckets.len() as u32 {
-            assert_eq!(buckets.span(i), (window.start, window.start), "{window:?}: bucket {i} of an empty window");
+            assert_eq!(
+                buckets.span(i),
+                crate::time::Interval { start: window.start, end: window.start },
+                "{window:?}: bucket {i} of an empty window"
+            );
         }
         return;
     }
     assert!(!buckets.is_empty(), "{window:?}: no bucket");
     let mut at = window.start;
     for i in 0..buckets.len() as u32 {
-        let (start, end) = buckets.span(i);
+        let crate::time::Interval { start, end } = buckets.span(i);
         assert!(
             start == at && start < end,
             "{window:?} {granularity:?}: bucket {i} is [{start}, {end}), expected from {at}"

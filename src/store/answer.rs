@@ -23,7 +23,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::rollup::{self, GroupColumns, RollupFile, SlotWindow, Text};
+use super::rollup::{self, GroupColumns, RollupFile, Text};
 use super::Listed;
 use crate::aggregate::rows::{sum_repeated, AccountRows, PackedKey, ABSENT};
 use crate::aggregate::{Dims, Selector, Totals};
@@ -32,6 +32,7 @@ use crate::intern::Interner;
 use crate::parts::{self, Slots};
 use crate::records::{Country, Direction, Product};
 use crate::time::Buckets;
+use crate::time::Interval;
 
 /// One row of a result: its key and sums.
 type Row = (PackedKey, Totals);
@@ -61,7 +62,8 @@ pub(crate) fn account_rows(
 ) -> Result<AccountRows> {
     let path = &listed.path();
     let request = Request { path, account, grain, selector, buckets };
-    let window = SlotWindow { start: buckets.span(0).0, end: buckets.span(buckets.len().saturating_sub(1) as u32).1 };
+    let window =
+        Interval { start: buckets.span(0).start, end: buckets.span(buckets.len().saturating_sub(1) as u32).end };
     let file = RollupFile::open(path, listed)?;
     let threads = rayon::current_num_threads();
     let mut merged = Merged::default();
@@ -192,7 +194,7 @@ impl Request<'_> {
                 Some(CurrentBucket { bucket, start, end, folds }) if slot >= start && slot < end => (bucket, folds),
                 _ => {
                     let Some(bucket) = buckets.index(slot) else { continue };
-                    let (start, end) = buckets.span(bucket);
+                    let Interval { start, end } = buckets.span(bucket);
                     // A bucket of one slot takes each row as it comes; a wider
                     // one sums its slots' rows under one key.
                     let folds = end - start != grain;

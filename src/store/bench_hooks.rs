@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::parquet_io::{write_records as write, RecordView};
-use super::rollup::{GroupColumns, RollupFile, SlotWindow};
+use super::rollup::{GroupColumns, RollupFile};
 use super::Listed;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
@@ -20,7 +20,7 @@ pub fn decode_rollup(path: &Path) -> Result<usize> {
     let file = RollupFile::open(path, Listed { store, name, sum: None })?;
     let mut rows = 0;
     for index in 0..file.groups().len() {
-        if let Some(group) = file.read_group(index, SlotWindow::ALL, true)? {
+        if let Some(group) = file.read_group(index, crate::time::Interval::ALL, true)? {
             rows += GroupColumns::new(path, &group)?.len();
         }
     }

@@ -703,7 +703,7 @@ fn coarsest_grain_of<'a>(all: impl Iterator<Item = &'a crate::time::Buckets> + C
     GRAINS.iter().rev().copied().find(|grain| {
         all.clone().all(|buckets| {
             (0..buckets.len() as u32).all(|i| {
-                let (start, end) = buckets.span(i);
+                let crate::time::Interval { start, end } = buckets.span(i);
                 start.rem_euclid(*grain) == 0 && end.rem_euclid(*grain) == 0
             })
         })

@@ -25,6 +25,7 @@ use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::parquet::{check_chunk, guarded, ParquetFile};
 use crate::records::{Country, Direction, Product};
+use crate::time::Interval;
 
 /// The rollup columns' names, in [`layout::ROLLUP`]'s order.
 const ROLLUP_COLUMNS: [&str; 14] = {
@@ -331,21 +332,8 @@ pub(crate) fn slot_range(listed: super::Listed<'_>) -> Result<Option<(i64, i64)>
     Ok(range)
 }
 
-/// The slots a request reads: from `start` (included) to `end`
-/// (excluded), UTC seconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SlotWindow {
-    pub(crate) start: i64,
-    pub(crate) end: i64,
-}
-
-impl SlotWindow {
-    /// Every slot.
-    pub(crate) const ALL: SlotWindow = SlotWindow { start: i64::MIN, end: i64::MAX };
-}
-
 /// Whether slots from `min` to `max` (both included) meet `window`.
-fn overlaps((min, max): (i64, i64), window: SlotWindow) -> bool {
+fn overlaps((min, max): (i64, i64), window: Interval) -> bool {
     max >= window.start && min < window.end
 }
 
@@ -391,7 +379,7 @@ impl<'p> RollupFile<'p> {
     /// The rows of the row groups that may hold slots in `window` (start
     /// included, end excluded): every group whose footer statistics overlap
     /// it or that has none. [`RollupFile::read_group`] reads no other.
-    pub(crate) fn rows_in(&self, window: SlotWindow) -> usize {
+    pub(crate) fn rows_in(&self, window: Interval) -> usize {
         (0..self.metadata.row_groups.len())
             .filter(|&index| self.slot_bounds(index).is_none_or(|bounds| overlaps(bounds, window)))
             .map(|index| self.metadata.row_groups[index].num_rows())
@@ -421,7 +409,7 @@ impl<'p> RollupFile<'p> {
     /// distinct values ([`Text`]). A column whose pages are not all
     /// dictionary-encoded (a store written by an older writer may hold
     /// some) is read as strings and keyed here.
-    pub(crate) fn read_group(&self, index: usize, window: SlotWindow, parallel: bool) -> Result<Option<Group>> {
+    pub(crate) fn read_group(&self, index: usize, window: Interval, parallel: bool) -> Result<Option<Group>> {
         let path = self.path;
         let Some(group) = self.metadata.row_groups.get(index) else { return Ok(None) };
         let (min, max) = match self.slot_bounds(index) {
@@ -773,7 +761,7 @@ pub(crate) mod tests {
     /// What a request reads of each row of a rollup file's only row group.
     fn read_back(path: &Path) -> Vec<String> {
         let file = RollupFile::open(path, unsummed(path)).expect("opened");
-        let group = file.read_group(0, SlotWindow::ALL, true).expect("read").expect("in the window");
+        let group = file.read_group(0, Interval::ALL, true).expect("read").expect("in the window");
         let columns = GroupColumns::new(path, &group).expect("columns");
         (0..columns.len())
             .map(|i| {
@@ -845,7 +833,7 @@ pub(crate) mod tests {
             bytes[at] ^= flip;
             std::fs::write(&damaged, &bytes).expect("written");
             let outcome = RollupFile::open(&damaged, unsummed(&damaged)).and_then(|file| {
-                let Some(group) = file.read_group(0, SlotWindow::ALL, false)? else { return Ok(0) };
+                let Some(group) = file.read_group(0, Interval::ALL, false)? else { return Ok(0) };
                 let columns = GroupColumns::new(&damaged, &group)?;
                 let row = |i| columns.row(i);
                 Ok((0..columns.len()).map(row).map(|r| r.subaccount.text().len() + r.error_code.text().len()).sum())
@@ -872,15 +860,13 @@ pub(crate) mod tests {
         let file = RollupFile::open(&path, unsummed(&path)).expect("opened");
         assert_eq!(file.groups(), [(0, 2), (2, 2)]);
         assert_eq!((file.slot_bounds(0), file.slot_bounds(1)), (Some((0, 900)), Some((86_400, 90_000))));
-        assert!(file.read_group(0, SlotWindow { start: 86_400, end: 172_800 }, false).expect("read").is_none());
-        let second = file
-            .read_group(1, SlotWindow { start: 86_400, end: 172_800 }, false)
-            .expect("read")
-            .expect("in the window");
+        assert!(file.read_group(0, Interval { start: 86_400, end: 172_800 }, false).expect("read").is_none());
+        let second =
+            file.read_group(1, Interval { start: 86_400, end: 172_800 }, false).expect("read").expect("in the window");
         let columns = GroupColumns::new(&path, &second).expect("columns");
         let slots: Vec<i64> = (0..columns.len()).map(|i| columns.row(i).slot).collect();
         assert_eq!(slots, [86_400, 90_000]);
         // A window that touches one slot of a group reads the group.
-        assert!(file.read_group(0, SlotWindow { start: 900, end: 1800 }, true).expect("read").is_some());
+        assert!(file.read_group(0, Interval { start: 900, end: 1800 }, true).expect("read").is_some());
     }
 }

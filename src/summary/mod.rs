@@ -28,7 +28,7 @@ use crate::labels;
 use crate::money::Amount;
 use crate::query::{UsageParams, UsageRequest};
 use crate::records::{Country, Product};
-use crate::time::{format_instant, Buckets};
+use crate::time::{format_instant, Buckets, Interval};
 use crate::token::TokenKey;
 use wire::{ChargeItem, Decimal, Meta, Page, UsageItem};
 
@@ -278,7 +278,7 @@ impl Summary {
         let mut span = |bucket: u32| match &last {
             Some((b, text)) if *b == bucket => text.clone(),
             _ => {
-                let (start, end) = self.buckets.span(bucket);
+                let Interval { start, end } = self.buckets.span(bucket);
                 let text = (format_instant(start, tz), format_instant(end, tz));
                 last = Some((bucket, text.clone()));
                 text

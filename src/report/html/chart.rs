@@ -13,7 +13,7 @@ use super::{add, esc, product_label, Stats, COLOURS, PRODUCTS};
 use crate::error::Result;
 use crate::money::Amount;
 use crate::summary::Summary;
-use crate::time::{format_instant, Granularity};
+use crate::time::{format_instant, Granularity, Interval};
 
 /// The chart's section: legend, the two drawings, and the axis note.
 pub(super) fn spend_over_time(out: &mut String, summary: &Summary, stats: &Stats) -> Result<()> {
@@ -70,7 +70,7 @@ fn values_table(out: &mut String, summary: &Summary, stats: &Stats, present: &[u
         if totals[i] == 0 && bucket.iter().all(|v| *v == 0) {
             continue;
         }
-        let (start, _) = summary.buckets.span(i as u32);
+        let start = summary.buckets.span(i as u32).start;
         w!(out, "<tr><td>{}</td>", esc(&format_instant(start, tz)));
         for p in present {
             out.push_str("<td class=\"n\">");
@@ -139,7 +139,7 @@ fn bar_chart(out: &mut String, summary: &Summary, stats: &Stats, present: &[usiz
     let label_every = n.div_ceil(layout.labels);
     for (i, bucket) in stats.by_bucket.iter().enumerate() {
         let x = left + slot * i as f64 + (slot - bar_w) / 2.0;
-        let (start, end) = summary.buckets.span(i as u32);
+        let Interval { start, end } = summary.buckets.span(i as u32);
         let mut title = format!("{} to {}", format_instant(start, tz), format_instant(end, tz));
         let mut base = 0i128;
         let mut rects = String::new();
