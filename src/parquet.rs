@@ -229,7 +229,7 @@ pub(crate) enum Rows {
     #[default]
     All,
     /// Rows `offset..offset + len` (fewer at the end of the file).
-    Slice(usize, usize),
+    Slice { offset: usize, len: usize },
 }
 
 /// A Parquet file opened and its footer read, not yet decoded.
@@ -305,7 +305,7 @@ impl<'p> ParquetFile<'p> {
     pub(crate) fn read(&self, columns: Option<&[&str]>, rows: Rows) -> Result<DataFrame> {
         let (from, to) = match rows {
             Rows::All => (0, self.metadata.num_rows),
-            Rows::Slice(offset, len) => (offset, offset.saturating_add(len)),
+            Rows::Slice { offset, len } => (offset, offset.saturating_add(len)),
         };
         let mut first = 0;
         let mut groups = 0..0;
@@ -323,7 +323,7 @@ impl<'p> ParquetFile<'p> {
         if columns.is_some() {
             reader = reader.with_columns(Some(names));
         }
-        if let Rows::Slice(offset, len) = rows {
+        if let Rows::Slice { offset, len } = rows {
             reader = reader.with_slice(Some((offset, len)));
         }
         let total = self.metadata.num_rows;

@@ -195,8 +195,11 @@ fn run_load(args: RunArgs) -> anyhow::Result<ExitCode> {
         bail!("--requests at most 1000000, --clients 1 to 256, --max-seconds at most 600");
     }
     let text = std::fs::read_to_string(&args.credentials)?;
-    let accounts: Vec<(String, String)> =
-        text.lines().filter_map(|l| l.split_once(':')).map(|(a, t)| (a.to_owned(), t.to_owned())).collect();
+    let accounts: Vec<Credentials> = text
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(a, t)| Credentials { auth_id: a.to_owned(), token: t.to_owned() })
+        .collect();
     if accounts.is_empty() {
         bail!("no auth_id:token lines in {}", args.credentials.display());
     }
@@ -275,15 +278,21 @@ fn run_load(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
+/// One line of the credentials file: an account and its token.
+struct Credentials {
+    auth_id: String,
+    token: String,
+}
+
 fn client_loop(
     n: usize,
     addr: SocketAddr,
-    accounts: &[(String, String)],
+    accounts: &[Credentials],
     issued: &AtomicU64,
     total: u64,
     deadline: Instant,
 ) -> Tally {
-    let (auth_id, token) = &accounts[n % accounts.len()];
+    let Credentials { auth_id, token } = &accounts[n % accounts.len()];
     let authorization =
         format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{auth_id}:{token}")));
     let headers = [("Authorization", authorization.as_str())];

@@ -224,7 +224,8 @@ fn write_all(
             dir: &w.entry.dir,
             currency: &w.entry.currency,
             timezone: w.entry.timezone,
-            window: (w.entry.from_date.clone(), w.entry.to_date.clone()),
+            from_date: w.entry.from_date.clone(),
+            to_date: w.entry.to_date.clone(),
             rows: w.entry.usage_rows as usize,
             total_spend: w.total_spend,
         })

@@ -11,8 +11,8 @@ pub struct Allowlist {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Block {
-    V4(u32, u32),
-    V6(u128, u32),
+    V4 { net: u32, prefix: u32 },
+    V6 { net: u128, prefix: u32 },
 }
 
 impl Allowlist {
@@ -35,8 +35,8 @@ impl Allowlist {
                 Some(_) => return Err(bad("unreadable prefix length")),
             };
             blocks.push(match ip {
-                IpAddr::V4(v4) => Block::V4(u32::from(v4) & mask32(prefix), prefix),
-                IpAddr::V6(v6) => Block::V6(u128::from(v6) & mask128(prefix), prefix),
+                IpAddr::V4(v4) => Block::V4 { net: u32::from(v4) & mask32(prefix), prefix },
+                IpAddr::V6(v6) => Block::V6 { net: u128::from(v6) & mask128(prefix), prefix },
             });
         }
         Ok(Allowlist { blocks })
@@ -54,8 +54,8 @@ impl Allowlist {
         }
         let ip = ip.to_canonical();
         self.blocks.iter().any(|block| match (block, ip) {
-            (Block::V4(net, prefix), IpAddr::V4(v4)) => u32::from(v4) & mask32(*prefix) == *net,
-            (Block::V6(net, prefix), IpAddr::V6(v6)) => u128::from(v6) & mask128(*prefix) == *net,
+            (Block::V4 { net, prefix }, IpAddr::V4(v4)) => u32::from(v4) & mask32(*prefix) == *net,
+            (Block::V6 { net, prefix }, IpAddr::V6(v6)) => u128::from(v6) & mask128(*prefix) == *net,
             _ => false,
         })
     }

@@ -147,7 +147,7 @@ pub(super) fn read_frame(path: &Path, columns: &[&str]) -> Result<DataFrame> {
 
 /// Rows `offset..offset + len` of `columns` (fewer at the end of the file).
 pub(super) fn read_frame_slice(path: &Path, columns: &[&str], offset: usize, len: usize) -> Result<DataFrame> {
-    crate::parquet::read_frame(path, Some(columns), Rows::Slice(offset, len))
+    crate::parquet::read_frame(path, Some(columns), Rows::Slice { offset, len })
 }
 
 /// Rows in a Parquet file (from its footer, checked: [`ParquetFile`]).

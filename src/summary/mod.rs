@@ -274,12 +274,12 @@ impl Summary {
         let first_page = offset == 0;
         let tz = self.buckets.tz();
         // Rows come bucket by bucket, so a page formats about one span.
-        let mut last: Option<(u32, (String, String))> = None;
+        let mut last: Option<(u32, Period)> = None;
         let mut span = |bucket: u32| match &last {
             Some((b, text)) if *b == bucket => text.clone(),
             _ => {
                 let Interval { start, end } = self.buckets.span(bucket);
-                let text = (format_instant(start, tz), format_instant(end, tz));
+                let text = Period { from_date: format_instant(start, tz), to_date: format_instant(end, tz) };
                 last = Some((bucket, text.clone()));
                 text
             }
@@ -294,7 +294,7 @@ impl Summary {
                 charges
                     .iter()
                     .map(|(key, totals)| {
-                        let (from_date, to_date) = span(key.bucket);
+                        let Period { from_date, to_date } = span(key.bucket);
                         ChargeItem {
                             from_date,
                             to_date,
@@ -544,7 +544,14 @@ impl TextFields {
     }
 }
 
-fn usage_item<'a>(key: RowKey<'a>, totals: &Totals, (from_date, to_date): (String, String)) -> UsageItem<'a> {
+/// A bucket's bounds as the API writes them.
+#[derive(Clone)]
+struct Period {
+    from_date: String,
+    to_date: String,
+}
+
+fn usage_item<'a>(key: RowKey<'a>, totals: &Totals, Period { from_date, to_date }: Period) -> UsageItem<'a> {
     let product = key.dims.product;
     let code = key.dims.code;
     let error_reason = match code {

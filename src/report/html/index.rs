@@ -26,8 +26,10 @@ pub struct IndexEntry<'a> {
     pub currency: &'a str,
     /// Its time zone.
     pub timezone: &'a str,
-    /// Window start and end, as in `meta`.
-    pub window: (String, String),
+    /// Window start, as in `meta`.
+    pub from_date: String,
+    /// Window end, as in `meta`.
+    pub to_date: String,
     /// Usage rows.
     pub rows: usize,
     /// `meta.total_spend`.
@@ -112,7 +114,7 @@ pub fn index(
             None => w!(out, "{}</a>", esc(entry.auth_id)),
         }
         out.push_str("</td><td");
-        period_html(&mut out, &entry.window.0, &entry.window.1);
+        period_html(&mut out, &entry.from_date, &entry.to_date);
         w!(
             out,
             "</td><td>{}</td><td class=\"n\">{}</td><td class=\"n m\">",
