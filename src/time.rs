@@ -491,6 +491,13 @@ impl Buckets {
         Interval { start: self.bounds[i], end: self.bounds[i + 1] }
     }
 
+    /// From the first bucket's start to the last one's end (empty for no
+    /// boundaries).
+    pub fn whole(&self) -> Interval {
+        let (start, end) = (self.bounds.first(), self.bounds.last());
+        Interval { start: start.copied().unwrap_or(0), end: end.copied().unwrap_or(0) }
+    }
+
     /// The time zone the boundaries are written in.
     pub fn tz(&self) -> Tz {
         self.tz

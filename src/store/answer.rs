@@ -31,8 +31,7 @@ use crate::error::{Error, Result};
 use crate::intern::Interner;
 use crate::parts::{self, Slots};
 use crate::records::{Country, Direction, Product};
-use crate::time::Buckets;
-use crate::time::Interval;
+use crate::time::{Buckets, Interval};
 
 /// One row of a result: its key and sums.
 type Row = (PackedKey, Totals);
@@ -62,8 +61,7 @@ pub(crate) fn account_rows(
 ) -> Result<AccountRows> {
     let path = &listed.path();
     let request = Request { path, account, grain, selector, buckets };
-    let window =
-        Interval { start: buckets.span(0).start, end: buckets.span(buckets.len().saturating_sub(1) as u32).end };
+    let window = buckets.whole();
     let file = RollupFile::open(path, listed)?;
     let threads = rayon::current_num_threads();
     let mut merged = Merged::default();
