@@ -123,8 +123,7 @@ enum Known {
 #[derive(Clone, Copy)]
 struct CurrentBucket {
     bucket: u32,
-    start: i64,
-    end: i64,
+    span: Interval,
     folds: bool,
 }
 
@@ -189,14 +188,14 @@ impl Request<'_> {
             let row = columns.row(i);
             let slot = row.slot;
             let (bucket, folds) = match current {
-                Some(CurrentBucket { bucket, start, end, folds }) if slot >= start && slot < end => (bucket, folds),
+                Some(CurrentBucket { bucket, span, folds }) if slot >= span.start && slot < span.end => (bucket, folds),
                 _ => {
                     let Some(bucket) = buckets.index(slot) else { continue };
-                    let Interval { start, end } = buckets.span(bucket);
+                    let span = buckets.span(bucket);
                     // A bucket of one slot takes each row as it comes; a wider
                     // one sums its slots' rows under one key.
-                    let folds = end - start != grain;
-                    current = Some(CurrentBucket { bucket, start, end, folds });
+                    let folds = span.end - span.start != grain;
+                    current = Some(CurrentBucket { bucket, span, folds });
                     summed.drain(..).for_each(|row| out.push(row));
                     segments.push((out.len(), bucket));
                     by_key.clear();
