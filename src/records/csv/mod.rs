@@ -87,18 +87,11 @@ where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
 {
-    read_in_chunks(file, bytes, CHUNK_BYTES, make_sink, &|_| ())
+    read_in_chunks(file, bytes, CHUNK_BYTES, make_sink)
 }
 
-/// [`read`] with chunks of about `chunk_bytes`, handing each part of
-/// `bytes` read to the end to `done` (chunks once counted, and once read).
-fn read_in_chunks<S, F>(
-    file: &InputFile,
-    bytes: &[u8],
-    chunk_bytes: usize,
-    make_sink: F,
-    done: &(dyn Fn(&[u8]) + Sync),
-) -> Result<Vec<S>>
+/// [`read`] with chunks of about `chunk_bytes`.
+fn read_in_chunks<S, F>(file: &InputFile, bytes: &[u8], chunk_bytes: usize, make_sink: F) -> Result<Vec<S>>
 where
     S: RowSink + Send,
     F: Fn() -> S + Sync,
@@ -106,8 +99,8 @@ where
     let Some(header) = Header::read(file, bytes)? else { return Ok(Vec::new()) };
     let body = &bytes[header.body..];
     let mut lines = LineCheck::new(2);
-    lines.check(body, true).map_err(|message| file.bad_file(message))?;
-    Ok(header.reader().body(body, 2, chunk_bytes, &make_sink, done))
+    let count = lines.check(body, true).map_err(|message| file.bad_file(message))?;
+    Ok(header.reader().body(body, LineRange { first: 2, count }, chunk_bytes, &make_sink))
 }
 
 /// Decoded bytes a stream ([`read_stream`]) is read in at a time: two per
@@ -196,47 +189,35 @@ impl<'h> Reader<'h> {
 }
 
 impl Reader<'_> {
-    /// Reads `body` (whole lines after the header, the first at
-    /// `first_line`) into sinks made by `make_sink`, in chunks of about
-    /// `chunk_bytes` read in parallel (see [`RowSink::ONE_PER_CHUNK`]),
-    /// handing each part read to the end to `done`; the sinks in order.
-    fn body<S, F>(
-        &self,
-        body: &[u8],
-        first_line: u64,
-        chunk_bytes: usize,
-        make_sink: &F,
-        done: &(dyn Fn(&[u8]) + Sync),
-    ) -> Vec<S>
+    /// Reads `body` (whole lines after the header, numbered as `lines`
+    /// says) into sinks made by `make_sink`, in chunks of about
+    /// `chunk_bytes` read in parallel (see [`RowSink::ONE_PER_CHUNK`]);
+    /// the sinks in order.
+    fn body<S, F>(&self, body: &[u8], lines: LineRange, chunk_bytes: usize, make_sink: &F) -> Vec<S>
     where
         S: RowSink + Send,
         F: Fn() -> S + Sync,
     {
-        let chunks = split(body, first_line, chunk_bytes, done);
+        let chunks = split(body, lines.first, chunk_bytes);
         if chunks.len() == 1 {
             let mut sink = make_sink();
             if S::ONE_PER_CHUNK {
-                sink.reserve(memchr::memchr_iter(b'\n', body).count() + 1, body.len());
+                sink.reserve(lines.count as usize, body.len());
             }
-            self.chunk(body, first_line, &mut sink);
+            self.chunk(body, lines.first, &mut sink);
             return vec![sink];
         }
         if S::ONE_PER_CHUNK {
-            // Each chunk's lines were counted by `split` (up to the next
-            // chunk's first line); the last one's are counted here.
-            let ends: Vec<u64> = chunks.iter().skip(1).map(|chunk| chunk.line).chain([u64::MAX]).collect();
+            // A chunk's lines run up to the next chunk's first line; the
+            // last one's up to the end of `body`.
+            let ends: Vec<u64> = chunks.iter().skip(1).map(|chunk| chunk.line).chain([lines.end()]).collect();
             return chunks
                 .into_par_iter()
                 .zip(ends)
                 .map(|(Chunk { offset, line, end }, next)| {
                     let mut sink = make_sink();
-                    let lines = match next {
-                        u64::MAX => memchr::memchr_iter(b'\n', &body[offset..end]).count() + 1,
-                        next => next.saturating_sub(line) as usize,
-                    };
-                    sink.reserve(lines, end - offset);
+                    sink.reserve(next.saturating_sub(line) as usize, end - offset);
                     self.chunk(&body[offset..end], line, &mut sink);
-                    done(&body[offset..end]);
                     sink
                 })
                 .collect();
@@ -249,7 +230,6 @@ impl Reader<'_> {
                 || (make_sink(), true),
                 |(mut sink, go_on), Chunk { offset, line, end }| {
                     let go_on = go_on && self.chunk(&body[offset..end], line, &mut sink);
-                    done(&body[offset..end]);
                     (sink, go_on)
                 },
             )
@@ -292,12 +272,26 @@ struct Chunk {
     end: usize,
 }
 
-/// Splits `body` into chunks of about
-/// `chunk_bytes`, each cut after a newline; each chunk is handed to `done`
-/// once its lines are counted. The chunks are found and counted in
-/// parallel (chunk `k` starts after the first newline at or past
-/// `k * chunk_bytes`), so that a file's first pass is not one core's.
-fn split(body: &[u8], first_line: u64, chunk_bytes: usize, done: &(dyn Fn(&[u8]) + Sync)) -> Vec<Chunk> {
+/// The lines of a part of a file: the first one's number, and how many
+/// (a last line without a newline counts).
+#[derive(Clone, Copy, Debug)]
+struct LineRange {
+    first: u64,
+    count: u64,
+}
+
+impl LineRange {
+    /// The number of the line after the part.
+    fn end(self) -> u64 {
+        self.first + self.count
+    }
+}
+
+/// Splits `body` into chunks of about `chunk_bytes`, each cut after a
+/// newline. The chunks are found and counted in parallel (chunk `k`
+/// starts after the first newline at or past `k * chunk_bytes`), so that
+/// a file's first pass is not one core's.
+fn split(body: &[u8], first_line: u64, chunk_bytes: usize) -> Vec<Chunk> {
     if body.len() <= chunk_bytes * 2 {
         return vec![Chunk { offset: 0, line: first_line, end: body.len() }];
     }
@@ -313,7 +307,6 @@ fn split(body: &[u8], first_line: u64, chunk_bytes: usize, done: &(dyn Fn(&[u8])
             let (offset, end) = (start(k), start(k + 1));
             let part = &body[offset..end.max(offset)];
             let lines = memchr::memchr_iter(b'\n', part).count() as u64;
-            done(part);
             (Chunk { offset, line: 0, end }, lines)
         })
         .collect();

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{Header, Reader, RowSink, BLOCK_BYTES, CHUNK_BYTES, MAX_EMPTY_RUN, MAX_LINE_BYTES};
+use super::{Header, LineRange, Reader, RowSink, BLOCK_BYTES, CHUNK_BYTES, MAX_EMPTY_RUN, MAX_LINE_BYTES};
 use crate::error::{Error, Result};
 use crate::records::decode::Stream;
 use crate::records::files::InputFile;
@@ -21,15 +21,32 @@ pub(super) struct Blocks<'p> {
     ended: bool,
     block_bytes: usize,
     /// The lines of this block checked so far ([`LineCheck`]), up to
-    /// `checked`.
+    /// `checked.to`.
     lines: LineCheck,
-    checked: usize,
+    checked: Checked,
+}
+
+/// The part of a block last checked, `block[from..to]`, and the lines it
+/// holds: the lines of a body that is that part are not counted again.
+#[derive(Clone, Copy, Default)]
+struct Checked {
+    from: usize,
+    to: usize,
+    lines: u64,
 }
 
 impl<'p> Blocks<'p> {
     /// `stream`'s blocks of about `block_bytes`, decoded into `buffers`.
     pub(super) fn new(stream: Stream<'p>, buffers: [Vec<u8>; 2], block_bytes: usize) -> Blocks<'p> {
-        Blocks { stream, buffers, start: 0, ended: false, block_bytes, lines: LineCheck::new(2), checked: 0 }
+        Blocks {
+            stream,
+            buffers,
+            start: 0,
+            ended: false,
+            block_bytes,
+            lines: LineCheck::new(2),
+            checked: Checked::default(),
+        }
     }
 
     /// Reads the first block (more while it holds no whole first line of
@@ -68,7 +85,7 @@ impl<'p> Blocks<'p> {
         }
         let header = Header::read(file, block)?;
         self.start = header.as_ref().map_or(block.len(), |header| header.body);
-        self.checked = self.start;
+        self.checked = Checked { from: self.start, to: self.start, lines: 0 };
         Ok(header)
     }
 
@@ -108,21 +125,26 @@ impl<'p> Blocks<'p> {
                     }
                 },
             };
-            if *checked < end {
-                check
-                    .check(&block[*checked..end], *ended)
+            if checked.to < end {
+                let lines = check
+                    .check(&block[checked.to..end], *ended)
                     .map_err(|message| Error::bad_file(stream.path(), message))?;
-                *checked = end;
+                *checked = Checked { from: checked.to, to: end, lines };
             }
             let body = &block[*start..end];
-            let newlines = memchr::memchr_iter(b'\n', body).count() as u64;
-            let lines = newlines + u64::from(!body.is_empty() && !body.ends_with(b"\n"));
+            // The check counted the lines of a whole block; the rest of a
+            // block cut at a limit is counted here.
+            let lines = match (checked.from, checked.to) == (*start, end) {
+                true => checked.lines,
+                false => count_lines(body),
+            };
             if lines > limit - read {
                 // The limit falls in this block: read up to its line, and
                 // leave the rest for the next call.
-                let wanted = (limit - read) as usize;
-                let cut = memchr::memchr_iter(b'\n', body).nth(wanted - 1).map_or(body.len(), |at| at + 1);
-                sinks.extend(reader.body(&body[..cut], line, CHUNK_BYTES, make_sink, &|_| ()));
+                let wanted = limit - read;
+                let cut = memchr::memchr_iter(b'\n', body).nth(wanted as usize - 1).map_or(body.len(), |at| at + 1);
+                let lines = LineRange { first: line, count: wanted };
+                sinks.extend(reader.body(&body[..cut], lines, CHUNK_BYTES, make_sink));
                 *start += cut;
                 return Ok((sinks, limit));
             }
@@ -131,18 +153,19 @@ impl<'p> Blocks<'p> {
             // The next block is read, and its whole lines checked, while
             // this one is parsed.
             let (read_block, filled) = rayon::join(
-                || reader.body(body, line, CHUNK_BYTES, make_sink, &|_| ()),
-                || -> Result<(bool, usize)> {
+                || reader.body(body, LineRange { first: line, count: lines }, CHUNK_BYTES, make_sink),
+                || -> Result<(bool, Checked)> {
                     if *ended {
-                        return Ok((true, 0));
+                        return Ok((true, Checked::default()));
                     }
                     let last = stream.fill(next, *block_bytes)?;
                     let whole = match last {
                         true => next.len(),
                         false => memchr::memrchr(b'\n', next).map_or(0, |at| at + 1),
                     };
-                    check.check(&next[..whole], last).map_err(|message| Error::bad_file(stream.path(), message))?;
-                    Ok((last, whole))
+                    let lines =
+                        check.check(&next[..whole], last).map_err(|message| Error::bad_file(stream.path(), message))?;
+                    Ok((last, Checked { from: 0, to: whole, lines }))
                 },
             );
             sinks.extend(read_block);
@@ -157,6 +180,11 @@ impl<'p> Blocks<'p> {
         }
         Ok((sinks, read))
     }
+}
+
+/// The lines of `body`, a last one without a newline included.
+fn count_lines(body: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', body).count() as u64 + u64::from(!body.is_empty() && !body.ends_with(b"\n"))
 }
 
 /// The check of a file's lines against [`MAX_LINE_BYTES`] and
@@ -176,8 +204,10 @@ impl LineCheck {
     }
 
     /// Checks the lines of `part`, which ends after a newline unless it is
-    /// the `last` of the file; the message of the first fault.
-    pub(super) fn check(&mut self, part: &[u8], last: bool) -> std::result::Result<(), String> {
+    /// the `last` of the file: how many lines it holds (so that the reader
+    /// need not count them again), or the message of the first fault.
+    pub(super) fn check(&mut self, part: &[u8], last: bool) -> std::result::Result<u64, String> {
+        let first = self.line;
         let mut start = 0;
         for newline in memchr::memchr_iter(b'\n', part) {
             self.line_of(&part[start..newline])?;
@@ -186,7 +216,7 @@ impl LineCheck {
         if last && start < part.len() {
             self.line_of(&part[start..])?;
         }
-        Ok(())
+        Ok(self.line - first)
     }
 
     /// One line, without its newline.
