@@ -161,6 +161,14 @@ const EXAMPLES: &[(&str, &str)] = &[
 ",
     ),
     (
+        "history",
+        "  What store/ holds of call c030: where it came from, and its columns:
+    $ telemeter history --store store --kind calls --record-id c030
+  The same as JSON, one object a stored version:
+    $ telemeter history --store store --kind calls --record-id c030 --format jsonl
+",
+    ),
+    (
         "serve",
         "  Serve a store on port 8080, following each new ingest:
     $ telemeter serve --store store --listen 127.0.0.1:8080

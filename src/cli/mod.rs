@@ -7,6 +7,7 @@ pub mod accounts;
 pub mod completions;
 pub mod generate;
 pub mod help;
+pub mod history;
 pub mod ingest;
 pub mod loadtest;
 pub mod memory;
@@ -74,6 +75,10 @@ pub enum Command {
     /// Check a store's files against their checksums, or repair its manifest.
     #[command(after_help = help::after("store"))]
     Store(store::Args),
+    /// Show the stored versions of one record: where each came from, and
+    /// which one counts.
+    #[command(after_help = help::after("history"))]
+    History(history::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = help::after("completions"))]
     Completions(completions::Args),
@@ -119,6 +124,7 @@ pub fn main() -> ExitCode {
         Command::Generate(args) => generate::run(args),
         Command::Accounts(args) => accounts::run(args),
         Command::Store(args) => store::run(args),
+        Command::History(args) => history::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => completions::run_man(args),
         Command::SparkTask(args) => spark_task::run(args),

@@ -23,6 +23,13 @@ use xxhash_rust::xxh3::xxh3_128;
 /// Number of id-hash partitions.
 pub const PARTITIONS: usize = 64;
 
+/// The hash of a record id (high, low halves) that a store's dedup index
+/// is keyed by.
+pub fn id_hash(record_id: &str) -> (u64, u64) {
+    let hash = xxh3_128(record_id.as_bytes());
+    ((hash >> 64) as u64, hash as u64)
+}
+
 /// One row's identity and place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Seen {
@@ -39,8 +46,7 @@ pub struct Seen {
 impl Seen {
     /// The entry of a row.
     pub fn new(record_id: &str, content: u64, file: u32, line: u64) -> Seen {
-        let hash = xxh3_128(record_id.as_bytes());
-        Seen { id: ((hash >> 64) as u64, hash as u64), file, line, content }
+        Seen { id: id_hash(record_id), file, line, content }
     }
 
     /// The partition this entry belongs to.

@@ -86,6 +86,7 @@ pub(crate) mod answer;
 pub mod bench_hooks;
 pub mod finding;
 mod generation;
+pub mod history;
 pub(crate) mod index;
 pub mod ingest;
 mod layout;

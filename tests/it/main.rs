@@ -10,6 +10,8 @@ mod corrections;
 mod differential;
 // Docs: no development history, sizes, links that resolve.
 mod docs;
+// `history`: a stored record's versions, where each came from.
+mod history;
 // One row check: `summary`, `report` and `ingest` accept and refuse the same rows.
 mod edges;
 // A full disk under a store (a tmpfs, as root): ingest fails cleanly, readers answer.
