@@ -33,6 +33,32 @@ pub(super) struct InputEntry {
     pub(super) sha256: String,
 }
 
+/// The store generation a report was built from: what a later
+/// `telemeter changes --since-report` starts after.
+#[derive(Debug, Serialize)]
+pub(super) struct StoreEntry {
+    /// The generation the report read (its manifest read once).
+    pub(super) generation: u64,
+    /// The id of that generation's latest ingest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) ingest: Option<String>,
+    /// The XXH3-128 its manifest records of itself (stores of format 6
+    /// and later).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) manifest_checksum: Option<String>,
+}
+
+impl StoreEntry {
+    pub(super) fn of(store: &crate::store::Store) -> StoreEntry {
+        let manifest = &store.manifest;
+        StoreEntry {
+            generation: manifest.generation,
+            ingest: manifest.ingests.last().map(|ingest| ingest.id.clone()),
+            manifest_checksum: manifest.checksum.clone(),
+        }
+    }
+}
+
 /// Checks `read = used + set aside + duplicates + superseded + voids` for
 /// every kind (and `voids/`) and that every row set aside is listed; the
 /// totals over all kinds.
@@ -178,6 +204,9 @@ pub(super) struct ReportManifest<'a> {
     pub(super) generator: &'static str,
     pub(super) version: &'static str,
     pub(super) request: RequestEntry,
+    /// The store generation read (absent for a report of raw files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) store: Option<StoreEntry>,
     pub(super) inputs: &'a [InputEntry],
     pub(super) ignored_files: &'a [String],
     pub(super) counts: BTreeMap<&'static str, CountEntry>,

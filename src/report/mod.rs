@@ -39,7 +39,8 @@ use crate::summary::{build_many, to_json, Batch, Summary};
 use crate::time::format_instant;
 use crate::token::TokenKey;
 use manifest::{
-    check_counts, counts_entry, overflow, reconcile, AccountEntry, InputEntry, ReportManifest, RequestEntry, Written,
+    check_counts, counts_entry, overflow, reconcile, AccountEntry, InputEntry, ReportManifest, RequestEntry,
+    StoreEntry, Written,
 };
 use output::{
     check_inputs_unchanged, check_replaceable, create, hash_inputs, remove_stale, staging_dir, swap_into_place,
@@ -91,7 +92,11 @@ pub fn write_reports(
     progress(Progress::Writing { rows_read: counts.read, accounts: batch.summaries.len() });
 
     let staging = staging_dir(out, "tmp")?;
-    let read = Read { batch: &batch, accounts: &dataset.accounts, inputs: &inputs, hashed: &hashed, counts };
+    let store = match &dataset.source {
+        crate::dataset::Source::Store(store) => Some(store),
+        crate::dataset::Source::Raw(_) => None,
+    };
+    let read = Read { batch: &batch, accounts: &dataset.accounts, inputs: &inputs, hashed: &hashed, counts, store };
     let result = write_all(&read, request, key, &staging, progress);
     match result {
         Ok(mut outcome) => {
@@ -145,6 +150,8 @@ struct Read<'a> {
     hashed: &'a [InputEntry],
     /// The pass's counts, checked.
     counts: Tally,
+    /// The store generation read, for a report of a store.
+    store: Option<&'a crate::store::Store>,
 }
 
 fn write_all(
@@ -154,7 +161,7 @@ fn write_all(
     staging: &Path,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Outcome> {
-    let Read { batch, accounts: names, inputs, hashed, counts } = *read;
+    let Read { batch, accounts: names, inputs, hashed, counts, store } = *read;
     let accounts: Vec<(&String, &Summary)> = batch.summaries.iter().collect();
     let total = accounts.len();
     // Largest accounts first, each thread taking the next one when it is
@@ -246,6 +253,7 @@ fn write_all(
         generator: GENERATOR,
         version: env!("CARGO_PKG_VERSION"),
         request: RequestEntry::of(request),
+        store: store.map(StoreEntry::of),
         inputs: hashed,
         ignored_files: &inputs.inventory.ignored,
         counts: counts_entry(batch, counts),

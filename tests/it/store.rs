@@ -743,3 +743,42 @@ fn assert_same_account_files(dir: &Path, data: &Path, store: &Path, query: &str)
     }
     raw_files
 }
+
+/// A report of a store names the generation it read (the latest ingest and
+/// the store manifest's own checksum); a report of raw files names none.
+#[test]
+fn a_report_of_a_store_names_the_generation_it_read() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_data");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let late = dir.path().join("late");
+    std::fs::create_dir_all(&late).expect("mkdir");
+    std::fs::copy(sample.join("accounts.csv"), late.join("accounts.csv")).expect("copy");
+    put(
+        &late,
+        "calls/late.csv",
+        &format!("{CALLS_HEADER}c900,A1,,2026-10-02T10:00:00Z,voice,pstn,outbound,US,60,0.01,0,4000\n"),
+    );
+    for data in [&sample, &late] {
+        let output = ingest(data, &store, &[]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let json = |path: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(path).expect("read")).expect("json")
+    };
+    let stored = json(&store.join("manifest.json"));
+    for (source, path) in [("--store", &store), ("--data", &sample)] {
+        let out = dir.path().join(format!("report-{}", &source[2..]));
+        let output = run(&["report", source, s(path), "--out", s(&out), "--now", "2026-11-21T00:00:00Z", "--quiet"]);
+        assert!(output.status.success(), "{source}: {}", String::from_utf8_lossy(&output.stderr));
+        let manifest = json(&out.join("manifest.json"));
+        if source == "--data" {
+            assert!(manifest.get("store").is_none(), "{manifest}");
+            continue;
+        }
+        let entry = &manifest["store"];
+        assert_eq!(entry["generation"], 2, "{entry}");
+        assert_eq!(entry["ingest"], stored["ingests"][1]["id"], "{entry}");
+        assert_eq!(entry["manifest_checksum"], stored["checksum"], "{entry}");
+    }
+}
