@@ -169,6 +169,14 @@ const EXAMPLES: &[(&str, &str)] = &[
 ",
     ),
     (
+        "changes",
+        "  Everything store/ holds, by account, month and product (every ingest after generation 0):
+    $ telemeter changes --store store --since 0
+  What moved since the report in reports/ was built, for one account, as CSV:
+    $ telemeter changes --store store --since-report reports/manifest.json --account MA001SHGA32ZDQYG9N8T --format csv
+",
+    ),
+    (
         "serve",
         "  Serve a store on port 8080, following each new ingest:
     $ telemeter serve --store store --listen 127.0.0.1:8080

@@ -4,6 +4,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod accounts;
+pub mod changes;
 pub mod completions;
 pub mod generate;
 pub mod help;
@@ -79,6 +80,10 @@ pub enum Command {
     /// which one counts.
     #[command(after_help = help::after("history"))]
     History(history::Args),
+    /// Show what moved in each account's months since a generation or a
+    /// report: records added, restated, withdrawn, and the exact deltas.
+    #[command(after_help = help::after("changes"))]
+    Changes(changes::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = help::after("completions"))]
     Completions(completions::Args),
@@ -125,6 +130,7 @@ pub fn main() -> ExitCode {
         Command::Accounts(args) => accounts::run(args),
         Command::Store(args) => store::run(args),
         Command::History(args) => history::run(args),
+        Command::Changes(args) => changes::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => completions::run_man(args),
         Command::SparkTask(args) => spark_task::run(args),

@@ -333,7 +333,25 @@ pub(in crate::store) fn finish(
     for files in manifest.rollups.values_mut() {
         files.retain(|grain, _| super::GRAINS.contains(grain));
     }
-    rollups.write(store, id, &old, &mut manifest, &syncer)?;
+    // Each account's months are those of its zone in the accounts this
+    // generation publishes.
+    let accounts = match &accounts_bytes {
+        Some(bytes) => crate::records::accounts::Accounts::parse(bytes, "accounts.csv")?,
+        None => stored_accounts(store, &old)?,
+    };
+    let ledger = rollups.write(store, id, &old, &mut manifest, &accounts, &syncer)?;
+    let changes = match ledger.is_empty() {
+        true => None,
+        false => {
+            let name = format!("changes/{id}.csv");
+            let path = store.join(&name);
+            create_parent(&path)?;
+            let bytes = super::changes::to_csv(&ledger)?;
+            super::write_synced(&path, &bytes)?;
+            sums.insert(path, crate::checksum::FileSum::of(&bytes));
+            Some(name)
+        }
+    };
     // Every records, index and rollup file is on disk before the commit
     // point, its sum computed as it was written.
     sums.extend(syncer.wait()?);
@@ -345,8 +363,10 @@ pub(in crate::store) fn finish(
         files: inventory.files.len() as u64,
         rows: total,
         rejected: report.rejected_file.as_ref().map(|_| format!("rejected/{id}.csv")),
+        generation: Some(manifest.generation),
+        changes,
     });
-    for folder in ["records", "index", "rollups", "accounts", "resources"] {
+    for folder in ["records", "index", "rollups", "accounts", "resources", "changes"] {
         let path = store.join(folder);
         if path.exists() {
             super::sync_dir(&path)?;
@@ -359,6 +379,17 @@ pub(in crate::store) fn finish(
     report.generation = manifest.generation;
     drop(lock);
     Ok(report)
+}
+
+/// The accounts a store's generation `old` lists, checked against their
+/// sum; none when it lists no accounts file.
+fn stored_accounts(store: &Path, old: &Manifest) -> Result<crate::records::accounts::Accounts> {
+    let Some(name) = &old.accounts_csv else { return Ok(Default::default()) };
+    let listed = old.file(store, name)?;
+    let path = listed.path();
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    listed.check(&bytes)?;
+    crate::records::accounts::Accounts::parse(&bytes, "accounts.csv")
 }
 
 /// Sets `manifest` (built on `old`) to this build's format and records the
@@ -392,8 +423,8 @@ pub(in crate::store) fn record_sums(
 }
 
 /// The folders of the store that hold generation files.
-pub(in crate::store) const GENERATION_FOLDERS: [&str; 6] =
-    ["records", "index", "rollups", "accounts", "rejected", "resources"];
+pub(in crate::store) const GENERATION_FOLDERS: [&str; 7] =
+    ["records", "index", "rollups", "accounts", "rejected", "resources", "changes"];
 
 /// Deletes every file in the generation folders that none of `keep` lists
 /// (superseded files, and orphans of failed or killed ingests), and

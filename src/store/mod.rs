@@ -24,6 +24,8 @@
 //!                                     and 86400 s): every rollup row of the
 //!                                     account at that grain, sorted by slot
 //! rejected/<ingest>.csv               rows set aside by an ingest
+//! changes/<ingest>.csv                what an ingest changed in each
+//!                                     account's months (`changes.rs`)
 //! readers/<generation>.<pid>.<random>.lease
 //!                                     a live reader's lease on a generation
 //!                                     (`lease.rs`): collection keeps its files
@@ -84,6 +86,7 @@ pub mod accounts;
 pub(crate) mod answer;
 #[doc(hidden)]
 pub mod bench_hooks;
+pub mod changes;
 pub mod finding;
 mod generation;
 pub mod history;
@@ -236,6 +239,14 @@ pub struct IngestLog {
     pub rows: Tally,
     /// The rejected-rows file, when rows were set aside.
     pub rejected: Option<String>,
+    /// The generation this ingest published (absent in the logs of
+    /// ingests by an older telemeter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    /// Its ledger of changes (`changes/<ingest>.csv`, `changes.rs`), when
+    /// it changed any account's months.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<String>,
 }
 
 impl Manifest {
@@ -324,6 +335,7 @@ impl Manifest {
         names.extend(self.accounts_csv.as_deref());
         names.extend(self.resources.as_deref());
         names.extend(self.ingests.iter().filter_map(|i| i.rejected.as_deref()));
+        names.extend(self.ingests.iter().filter_map(|i| i.changes.as_deref()));
         names
     }
 

@@ -177,7 +177,8 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
     let mut previous = manifest.clone();
     previous.rollups.retain(|account, _| !accounts.contains(account));
     next.rollups.retain(|account, _| !accounts.contains(account));
-    rollups.write(store, &id, &previous, &mut next, &syncer)?;
+    // A rebuild changes no account's months: its ledger is not kept.
+    rollups.write(store, &id, &previous, &mut next, &crate::records::accounts::Accounts::default(), &syncer)?;
     let sums = syncer.wait()?;
     for folder in ["index", "rollups"] {
         let path = store.join(folder);

@@ -16,8 +16,9 @@
 //!   deleted, as after a publish. Damaged or missing rollup and index
 //!   files are rebuilt from the records files and published as the next
 //!   generation (`rebuild.rs`). A listed file that is not derived
-//!   (records, accounts, resources, rejected rows) and stays damaged is
-//!   reported, not hidden; a damaged records file stops the rebuild.
+//!   (records, accounts, resources, rejected rows, change ledgers) and
+//!   stays damaged is reported, not hidden; a damaged records file stops
+//!   the rebuild.
 
 use std::path::{Path, PathBuf};
 

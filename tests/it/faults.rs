@@ -150,6 +150,12 @@ fn listed(store: &Path) -> Vec<String> {
     for key in ["accounts_csv", "resources"] {
         listed.extend(manifest[key].as_str().map(str::to_owned));
     }
+    // Each ingest's rows set aside and ledger of changes.
+    for ingest in manifest["ingests"].as_array().expect("ingests") {
+        for key in ["rejected", "changes"] {
+            listed.extend(ingest[key].as_str().map(str::to_owned));
+        }
+    }
     listed
 }
 

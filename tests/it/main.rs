@@ -4,6 +4,8 @@
 mod common;
 // The analyst's examples (DuckDB, polars) against the report's own sums.
 mod analyst;
+// `changes`: each ingest's ledger of account months, and its sums.
+mod changes;
 // Revisions and voids: current versions, counts, conflicts, ingest's refusal.
 mod corrections;
 // The binary against the independent Python implementation of the contract.

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use super::chunk::{Chunk, ChunkFold, Row, Texts, AUTH_ID, CODE, SUBACCOUNT, TYPE};
 use super::key::{shard_of, Groups, RollupKey, SHARDS};
-use super::merge::{account_inputs, publish_account, RollupFileName};
+use super::merge::{account_inputs, publish_account, AccountMerge, Published, RollupFileName};
 use super::spill::{account_ends, account_in_order, gather, sorted_order, PartialRun, Spill, NARROW_BYTES, WIDE_BYTES};
 use super::table::{GroupTable, Sums};
 use crate::aggregate::dims::Dims;
@@ -26,6 +26,8 @@ use crate::aggregate::Totals;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::intern::Interner;
+use crate::records::accounts::Accounts;
+use crate::store::changes::Ledger;
 use crate::store::parquet_io::RecordView;
 use crate::store::Manifest;
 
@@ -142,15 +144,17 @@ impl Rollups {
     /// last merge that reads it is done.
     ///
     /// An account's published file (listed by `old`) is checked against its
-    /// sum before it is read.
+    /// sum before it is read. The change the new groups make to each
+    /// account's months (in its zone of `zones`) is the ledger returned.
     pub(in crate::store) fn write(
         mut self,
         store: &Path,
         id: &str,
         old: &Manifest,
         manifest: &mut Manifest,
+        zones: &Accounts,
         syncer: &Syncer,
-    ) -> Result<()> {
+    ) -> Result<Ledger> {
         // Each shard's groups by account, and its partial files by account.
         type Taken = (ByAccount, BTreeMap<String, Vec<PartialRun>>);
         let taken: Vec<Taken> = self
@@ -247,7 +251,9 @@ impl Rollups {
                 let merge = crate::threads::spawn_scoped(scope, "telemeter-merge", move || {
                     while let Some((account, (s, groups))) = next() {
                         let result = account_inputs(store, previous, &taken[s].1, account).and_then(|inputs| {
-                            publish_account(&shards[s].strings, store, id, account, groups, inputs, syncer)
+                            let zone = zones.get(account).and_then(|a| a.timezone).unwrap_or(chrono_tz::UTC);
+                            let merge = AccountMerge { account, zone, groups, inputs };
+                            publish_account(&shards[s].strings, store, id, merge, syncer)
                         });
                         if let Ok(mut done) = finished.lock() {
                             done.push(result);
@@ -276,16 +282,19 @@ impl Rollups {
             }
         });
         started?;
-        let written: Vec<Result<Vec<RollupFileName>>> = done.into_inner().unwrap_or_default();
+        let written: Vec<Result<Published>> = done.into_inner().unwrap_or_default();
         if written.len() != n_accounts {
             return Err(Error::Internal("a rollup merge thread failed".to_owned()));
         }
+        let mut ledger = Ledger::new();
         for result in written {
-            for RollupFileName { account, grain, name } in result? {
+            let Published { files, changes } = result?;
+            for RollupFileName { account, grain, name } in files {
                 manifest.rollups.entry(account).or_default().insert(grain, name);
             }
+            ledger.extend(changes);
         }
-        Ok(())
+        Ok(ledger)
     }
 }
 

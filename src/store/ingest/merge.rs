@@ -2,7 +2,10 @@
 //! its runs of this ingest's partial files and its published finest-grain
 //! file, each read through a [`Cursor`] a slice at a time, merged one UTC
 //! day at a time (`day.rs`), and written at every grain in the rollup
-//! file's row order ([`Output`]).
+//! file's row order ([`Output`]). The rows of this ingest (not those of
+//! the published file) are also summed by month of the account's time
+//! zone and product ([`MonthSums`]): the ingest's ledger of changes
+//! (`store::changes`).
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +18,8 @@ use crate::aggregate::Totals;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::intern::Interner;
+use crate::records::Product;
+use crate::store::changes::{self, Change, ChangeKey, DayMonths, Ledger, Month};
 use crate::store::parquet_io;
 use crate::store::rollup;
 use crate::store::{create_parent, Manifest};
@@ -58,25 +63,102 @@ pub(super) struct RollupFileName {
     pub(super) name: String,
 }
 
-/// Merges and writes the rollup files of one account (its `groups` in
-/// memory and its `inputs`, [`account_inputs`]); their names, by grain.
+/// What [`publish_account`] wrote for one account: its rollup files, and
+/// the change this ingest's rows made to its months.
+pub(super) struct Published {
+    pub(super) files: Vec<RollupFileName>,
+    pub(super) changes: Ledger,
+}
+
+/// One account to merge: its id, the time zone of its months, its groups
+/// in memory and its other inputs ([`account_inputs`]).
+pub(super) struct AccountMerge<'a> {
+    pub(super) account: &'a str,
+    pub(super) zone: chrono_tz::Tz,
+    pub(super) groups: Groups<'a>,
+    pub(super) inputs: Vec<Input>,
+}
+
+/// Merges and writes the rollup files of one account.
 pub(super) fn publish_account(
     shared: &Interner,
     store: &Path,
     id: &str,
-    account: &str,
-    groups: Groups<'_>,
-    inputs: Vec<Input>,
+    merge: AccountMerge<'_>,
     syncer: &Syncer,
-) -> Result<Vec<RollupFileName>> {
+) -> Result<Published> {
+    let AccountMerge { account, zone, groups, inputs } = merge;
     let names: Vec<(i64, String)> = crate::store::GRAINS
         .iter()
         .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
         .collect();
     let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
     create_parent(&paths[0])?;
-    merge_account(shared, account, groups, &inputs, &paths, syncer)?;
-    Ok(names.into_iter().map(|(grain, name)| RollupFileName { account: account.to_owned(), grain, name }).collect())
+    let mut months = MonthSums::new(zone);
+    merge_account(shared, account, groups, &inputs, &paths, &mut months, syncer)?;
+    let files = names.into_iter().map(|(grain, name)| RollupFileName { account: account.to_owned(), grain, name });
+    Ok(Published { files: files.collect(), changes: months.into_ledger(account)? })
+}
+
+/// This ingest's rows of one account summed by month (in the account's
+/// zone) and product. Rows come in slot order a day at a time, so the
+/// sums of the current month are kept by product in an array and added
+/// to the map only when the month changes.
+struct MonthSums {
+    months: DayMonths,
+    current: Option<Month>,
+    by_product: [Totals; Product::ALL.len()],
+    done: std::collections::BTreeMap<(Month, Product), Totals>,
+}
+
+impl MonthSums {
+    fn new(zone: chrono_tz::Tz) -> MonthSums {
+        MonthSums {
+            months: DayMonths::new(zone),
+            current: None,
+            by_product: Default::default(),
+            done: Default::default(),
+        }
+    }
+
+    /// Adds `totals` of a row of `slot`, in the UTC day from `day`.
+    #[inline]
+    fn add(&mut self, day: i64, slot: i64, product: Product, totals: &Totals) -> Result<()> {
+        let month = self.months.month(day, slot);
+        if self.current != Some(month) {
+            self.flush()?;
+            self.current = Some(month);
+        }
+        let sum = &mut self.by_product[product as usize];
+        *sum = sum.checked_add(totals).ok_or_else(overflow)?;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let Some(month) = self.current else { return Ok(()) };
+        for (product, totals) in Product::ALL.into_iter().zip(std::mem::take(&mut self.by_product)) {
+            if totals.records > 0 {
+                let sum = self.done.entry((month, product)).or_default();
+                *sum = sum.checked_add(&totals).ok_or_else(overflow)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The sums as `account`'s records added.
+    fn into_ledger(mut self, account: &str) -> Result<Ledger> {
+        self.flush()?;
+        let mut ledger = Ledger::new();
+        for ((month, product), totals) in self.done {
+            let key = ChangeKey { auth_id: account.to_owned(), month, product };
+            changes::add(&mut ledger, key, &Change::added(&totals))?;
+        }
+        Ok(ledger)
+    }
+}
+
+fn overflow() -> Error {
+    Error::Internal("change ledger sum overflow".to_owned())
 }
 
 /// Writes the rollups of `account` at every grain to `paths` (one per
@@ -93,6 +175,7 @@ fn merge_account(
     groups: &[(RollupKey, Totals)],
     inputs: &[Input],
     paths: &[PathBuf],
+    months: &mut MonthSums,
     syncer: &Syncer,
 ) -> Result<()> {
     let overflow = || Error::Internal(format!("rollup sum overflow for account {account}"));
@@ -124,7 +207,12 @@ fn merge_account(
         let start = first - first.rem_euclid(day);
         day_rows.rows.clear();
         for cursor in cursors.iter_mut() {
+            // This ingest's rows: the groups in memory and partial files.
+            let fresh = cursor.file.is_none();
             while let Some(row) = cursor.next_before(start + day, &mut strings, account_id)? {
+                if fresh {
+                    months.add(start, row.0.slot, row.0.dims.product, &row.1)?;
+                }
                 day_rows.rows.push(row);
             }
         }
@@ -472,7 +560,8 @@ mod tests {
         }
         let paths: Vec<PathBuf> =
             crate::store::GRAINS.iter().map(|g| dir.path().join(format!("{g}.parquet"))).collect();
-        merge_account(&shared, "MA1", &memory, &inputs, &paths, &Syncer::at_once()).expect("merged");
+        let mut months = MonthSums::new(chrono_tz::UTC);
+        merge_account(&shared, "MA1", &memory, &inputs, &paths, &mut months, &Syncer::at_once()).expect("merged");
         for (path, grain) in paths.iter().zip(crate::store::GRAINS) {
             let group = |slot: i64, subaccount: &str, rest: String, type_: &str, code: &str| {
                 (

@@ -1,0 +1,306 @@
+//! The store's ledger of changes: what each ingest changed in each
+//! account's months (`corrections.md`, "Restatements"), and `telemeter
+//! changes`, their sum over the ingests after a generation.
+//!
+//! The steps:
+//!
+//! - at publish, each account's merge (`ingest/merge.rs`) sums the rows of
+//!   this ingest (its groups in memory and its partial files, never the
+//!   published rollups it merges them with) by month in the account's
+//!   time zone and product: a [`Ledger`] ([`DayMonths`] finds a slot's
+//!   month, one zone lookup a day);
+//! - the ingest writes the ledger as `changes/<ingest>.csv` ([`write`]),
+//!   listed in its [`IngestLog`] with the generation it published, and
+//!   summed like every store file;
+//! - [`since`] reads the ledgers of the ingests after a generation, each
+//!   checked against its sum, and adds them up.
+//!
+//! A late record counts as added in its month, like any new record.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::{Datelike, TimeZone};
+use chrono_tz::Tz;
+
+use super::{IngestLog, Store};
+use crate::aggregate::Totals;
+use crate::error::{Error, Result};
+use crate::money::Amount;
+use crate::records::Product;
+
+/// A month of an account's time zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Month {
+    /// The year.
+    pub year: i32,
+    /// 1 to 12.
+    pub month: u32,
+}
+
+impl std::fmt::Display for Month {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04}-{:02}", self.year, self.month)
+    }
+}
+
+impl Month {
+    /// The month of `YYYY-MM`.
+    fn parse(text: &str) -> Option<Month> {
+        let (year, month) = text.split_once('-')?;
+        let (year, month) = (year.parse().ok()?, month.parse().ok()?);
+        (1..=12).contains(&month).then_some(Month { year, month })
+    }
+}
+
+/// One account's month and product: where a change is booked.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChangeKey {
+    /// The parent account.
+    pub auth_id: String,
+    /// The month in the account's time zone.
+    pub month: Month,
+    /// The product (`other` for charges).
+    pub product: Product,
+}
+
+/// The change an ingest made to one account's month and product: the
+/// records it added, restated and withdrew, and the exact deltas of their
+/// sums (negative where they fell).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Change {
+    /// Records new to the store.
+    pub records_added: u64,
+    /// Records whose stored version a later revision replaced.
+    pub records_restated: u64,
+    /// Records a void withdrew.
+    pub records_withdrawn: u64,
+    /// Units.
+    pub units: i128,
+    /// Duration in nanoseconds.
+    pub duration: i128,
+    /// Amount in nano-units.
+    pub amount: i128,
+    /// Surcharge in nano-units.
+    pub surcharge: i128,
+}
+
+impl Change {
+    /// The change of records added with these sums.
+    pub fn added(totals: &Totals) -> Change {
+        Change {
+            records_added: totals.records,
+            records_restated: 0,
+            records_withdrawn: 0,
+            units: totals.units as i128,
+            duration: totals.duration,
+            amount: totals.amount,
+            surcharge: totals.surcharge,
+        }
+    }
+
+    /// `self + other`, or `None` on overflow.
+    fn checked_add(&self, other: &Change) -> Option<Change> {
+        Some(Change {
+            records_added: self.records_added.checked_add(other.records_added)?,
+            records_restated: self.records_restated.checked_add(other.records_restated)?,
+            records_withdrawn: self.records_withdrawn.checked_add(other.records_withdrawn)?,
+            units: self.units.checked_add(other.units)?,
+            duration: self.duration.checked_add(other.duration)?,
+            amount: self.amount.checked_add(other.amount)?,
+            surcharge: self.surcharge.checked_add(other.surcharge)?,
+        })
+    }
+
+    /// Whether any record count is not zero (a month is listed then).
+    fn counts_any(&self) -> bool {
+        self.records_added + self.records_restated + self.records_withdrawn > 0
+    }
+}
+
+/// Changes by account, month and product, in that order.
+pub type Ledger = BTreeMap<ChangeKey, Change>;
+
+/// Adds `change` at `key`; an overflow is an error.
+pub fn add(ledger: &mut Ledger, key: ChangeKey, change: &Change) -> Result<()> {
+    let slot = ledger.entry(key).or_default();
+    *slot = slot.checked_add(change).ok_or_else(|| Error::Internal("change ledger sum overflow".to_owned()))?;
+    Ok(())
+}
+
+/// The month of each 15-minute slot of one UTC day in one time zone: one
+/// zone lookup at each end of the day, and one a slot only on a day a
+/// month ends in.
+pub(super) struct DayMonths {
+    zone: Tz,
+    day: i64,
+    /// The day's month, or each slot's on a day a month ends in.
+    months: Vec<Month>,
+}
+
+impl DayMonths {
+    /// For `zone`; no day yet.
+    pub(super) fn new(zone: Tz) -> DayMonths {
+        DayMonths { zone, day: i64::MIN, months: Vec::new() }
+    }
+
+    /// The month of the slot starting at `slot` (seconds), in the day that
+    /// starts at `day` (UTC midnight, seconds).
+    pub(super) fn month(&mut self, day: i64, slot: i64) -> Month {
+        if day != self.day {
+            self.day = day;
+            let zone = self.zone;
+            let (first, last) = (month_at(zone, day), month_at(zone, day + 86_399));
+            self.months.clear();
+            if first == last {
+                self.months.push(first);
+            } else {
+                let slots = 86_400 / crate::store::SLOT_SECONDS;
+                self.months.extend((0..slots).map(|i| month_at(zone, day + i * crate::store::SLOT_SECONDS)));
+            }
+        }
+        let index = ((slot - day) / crate::store::SLOT_SECONDS) as usize;
+        match self.months.len() {
+            1 => self.months[0],
+            _ => self.months.get(index).copied().unwrap_or(self.months[0]),
+        }
+    }
+}
+
+/// The month of the instant `secs` in `zone`.
+fn month_at(zone: Tz, secs: i64) -> Month {
+    match zone.timestamp_opt(secs, 0).earliest() {
+        Some(local) => Month { year: local.year(), month: local.month() },
+        None => Month { year: 1970, month: 1 },
+    }
+}
+
+/// The header of a ledger file and of `changes --format csv`.
+pub const CSV_HEADER: [&str; 10] = [
+    "auth_id",
+    "month",
+    "product",
+    "records_added",
+    "records_restated",
+    "records_withdrawn",
+    "units",
+    "duration_seconds",
+    "amount",
+    "surcharge",
+];
+
+/// One row of a ledger as text, in [`CSV_HEADER`]'s order: amounts and
+/// durations exact decimals.
+pub fn row(key: &ChangeKey, change: &Change) -> [String; 10] {
+    [
+        key.auth_id.clone(),
+        key.month.to_string(),
+        key.product.as_str().to_owned(),
+        change.records_added.to_string(),
+        change.records_restated.to_string(),
+        change.records_withdrawn.to_string(),
+        change.units.to_string(),
+        Amount::from_nanos(change.duration).to_string(),
+        Amount::from_nanos(change.amount).to_string(),
+        Amount::from_nanos(change.surcharge).to_string(),
+    ]
+}
+
+/// The bytes of a ledger file: [`CSV_HEADER`] and a row per account,
+/// month and product, in that order.
+pub fn to_csv(ledger: &Ledger) -> Result<Vec<u8>> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let failed = |e: csv::Error| Error::Internal(format!("writing the change ledger: {e}"));
+    writer.write_record(CSV_HEADER).map_err(failed)?;
+    for (key, change) in ledger {
+        writer.write_record(row(key, change)).map_err(failed)?;
+    }
+    writer.into_inner().map_err(|e| Error::Internal(format!("writing the change ledger: {e}")))
+}
+
+/// A ledger file's rows, added into `ledger`; a row that does not read
+/// back is an error naming the file and line.
+fn read_into(path: &Path, bytes: &[u8], ledger: &mut Ledger) -> Result<()> {
+    let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(bytes);
+    for (n, record) in reader.records().enumerate() {
+        let line = n + 2;
+        let bad = |what: &str| Error::io(path, format!("line {line}: not a change ledger row: {what}"));
+        let record = record.map_err(|e| bad(&e.to_string()))?;
+        let field = |i: usize| record.get(i).ok_or_else(|| bad("too few fields"));
+        let month = Month::parse(field(1)?).ok_or_else(|| bad("month"))?;
+        let product = Product::parse(field(2)?).ok_or_else(|| bad("product"))?;
+        let count = |i: usize| field(i)?.parse::<u64>().map_err(|_| bad(CSV_HEADER[i]));
+        let nanos = |i: usize| signed_nanos(field(i)?).ok_or_else(|| bad(CSV_HEADER[i]));
+        let change = Change {
+            records_added: count(3)?,
+            records_restated: count(4)?,
+            records_withdrawn: count(5)?,
+            units: field(6)?.parse().map_err(|_| bad("units"))?,
+            duration: nanos(7)?,
+            amount: nanos(8)?,
+            surcharge: nanos(9)?,
+        };
+        add(ledger, ChangeKey { auth_id: field(0)?.to_owned(), month, product }, &change)?;
+    }
+    Ok(())
+}
+
+/// A signed decimal as [`Amount`]'s `Display` writes it, in nanos.
+fn signed_nanos(text: &str) -> Option<i128> {
+    match text.strip_prefix('-') {
+        Some(magnitude) => Amount::parse_total(magnitude.as_bytes()).ok().map(|a| -a.nanos()),
+        None => Amount::parse_total(text.as_bytes()).ok().map(Amount::nanos),
+    }
+}
+
+/// The ingests that published generations after `generation`.
+fn ingests_after(store: &Store, generation: u64) -> Result<Vec<&IngestLog>> {
+    let manifest = &store.manifest;
+    if generation > manifest.generation {
+        return Err(Error::io(
+            &store.dir,
+            format!("generation {generation} is past the store's current generation {}", manifest.generation),
+        ));
+    }
+    let after: Vec<&IngestLog> =
+        manifest.ingests.iter().filter(|i| i.generation.is_none_or(|g| g > generation)).collect();
+    if let Some(old) = after.iter().find(|ingest| ingest.generation.is_none()) {
+        return Err(Error::io(
+            &store.dir,
+            format!(
+                "ingest {} was published by an older telemeter, which kept no ledger of changes: \
+                 changes can be summed only after the generation it published",
+                old.id
+            ),
+        ));
+    }
+    Ok(after)
+}
+
+/// The sum of the changes of every ingest after `generation`, for
+/// `account` only when one is given: the months where any record count
+/// is not zero.
+pub fn since(store: &Store, generation: u64, account: Option<&str>) -> Result<Ledger> {
+    let mut ledger = Ledger::new();
+    for ingest in ingests_after(store, generation)? {
+        let Some(name) = &ingest.changes else { continue };
+        let listed = store.manifest.file(&store.dir, name)?;
+        let path = listed.path();
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        listed.check(&bytes)?;
+        read_into(&path, &bytes, &mut ledger)?;
+    }
+    ledger.retain(|key, change| change.counts_any() && account.is_none_or(|a| a == key.auth_id));
+    Ok(ledger)
+}
+
+/// The store generation a report was built from, read from its
+/// `manifest.json` (`"store": {"generation": N}`).
+pub fn report_generation(manifest: &Path) -> Result<u64> {
+    let bytes = std::fs::read(manifest).map_err(|e| Error::io(manifest, e))?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| Error::io(manifest, format!("not a report manifest: {e}")))?;
+    json.get("store").and_then(|store| store.get("generation")).and_then(serde_json::Value::as_u64).ok_or_else(|| {
+        Error::io(manifest, "names no store generation: it is a report of raw files, or of an older telemeter")
+    })
+}

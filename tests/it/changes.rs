@@ -1,0 +1,135 @@
+//! `telemeter changes` on real stores: each ingest's ledger books a record
+//! in its month of the account's zone (a call at 03:30Z on 1 November is
+//! October's in New York), a re-delivery adds nothing, a late record
+//! changes only the ingest that brought it, `--since-report` starts after
+//! the report's generation, and the sum over every ingest does not depend
+//! on how the files were split into deliveries or in what order.
+
+use std::path::Path;
+
+use crate::common::{self, telemeter, CALLS_HEADER};
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+fn ingest(data: &Path, store: &Path) {
+    telemeter(&["ingest", "--quiet", "--data", s(data), "--store", s(store)]).ok();
+}
+
+/// `changes --format csv` with `args`: its lines after the header.
+fn changes(store: &Path, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["changes", "--store", s(store), "--format", "csv"];
+    all.extend_from_slice(args);
+    let run = telemeter(&all);
+    let mut lines = run.ok().lines().map(str::to_owned);
+    assert_eq!(
+        lines.next().as_deref(),
+        Some("auth_id,month,product,records_added,records_restated,records_withdrawn,units,duration_seconds,amount,surcharge")
+    );
+    lines.collect()
+}
+
+const ACCOUNTS: &str = "auth_id,currency,timezone\nNY1,USD,America/New_York\nUTC1,USD,\n";
+
+fn call(id: &str, auth_id: &str, time: &str, seconds: u32, amount: &str) -> String {
+    format!("{id},{auth_id},,{time},voice,pstn,outbound,US,{seconds},{amount},0.001,4000\n")
+}
+
+#[test]
+fn each_ingest_books_its_records_in_the_months_of_the_accounts_zone() {
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    let day = dir.path().join("day");
+    common::write(&day, "accounts.csv", ACCOUNTS);
+    let calls = [
+        call("a1", "NY1", "2026-11-01T03:30:00Z", 60, "0.010"),
+        call("a2", "NY1", "2026-11-01T04:30:00Z", 120, "0.020"),
+        call("a3", "UTC1", "2026-11-01T03:30:00Z", 30, "0.005"),
+    ];
+    common::write(&day, "calls/day.csv", format!("{CALLS_HEADER}{}", calls.concat()));
+    // The same call twice in one delivery: one record.
+    common::write(&day, "calls/again.csv", format!("{CALLS_HEADER}{}", calls[0]));
+    ingest(&day, &store);
+    let first = vec![
+        "NY1,2026-10,voice,1,0,0,1,60.0,0.01,0.001".to_owned(),
+        "NY1,2026-11,voice,1,0,0,1,120.0,0.02,0.001".to_owned(),
+        "UTC1,2026-11,voice,1,0,0,1,30.0,0.005,0.001".to_owned(),
+    ];
+    assert_eq!(changes(&store, &["--since", "0"]), first);
+
+    // A report of generation 1, then a late October call and a re-delivery.
+    let report = dir.path().join("report");
+    let now = "2026-11-21T12:00:00Z";
+    telemeter(&["report", "--quiet", "--store", s(&store), "--out", s(&report), "--now", now, "--formats", "json"])
+        .ok();
+    let late = dir.path().join("late");
+    common::write(&late, "accounts.csv", ACCOUNTS);
+    let late_calls = [call("a9", "NY1", "2026-10-02T10:00:00Z", 90, "0.033"), calls[1].clone()];
+    common::write(&late, "calls/late.csv", format!("{CALLS_HEADER}{}", late_calls.concat()));
+    ingest(&late, &store);
+    let second = vec!["NY1,2026-10,voice,1,0,0,1,90.0,0.033,0.001".to_owned()];
+    assert_eq!(changes(&store, &["--since", "1"]), second);
+    let manifest = report.join("manifest.json");
+    assert_eq!(changes(&store, &["--since-report", s(&manifest)]), second);
+    // Since the start: both ingests, summed.
+    assert_eq!(
+        changes(&store, &["--since", "0"]),
+        vec![
+            "NY1,2026-10,voice,2,0,0,2,150.0,0.043,0.002".to_owned(),
+            "NY1,2026-11,voice,1,0,0,1,120.0,0.02,0.001".to_owned(),
+            "UTC1,2026-11,voice,1,0,0,1,30.0,0.005,0.001".to_owned(),
+        ]
+    );
+    assert_eq!(changes(&store, &["--since", "0", "--account", "UTC1"]), vec![first[2].clone()]);
+    assert!(changes(&store, &["--since", "2"]).is_empty());
+
+    // A delivery of nothing new publishes nothing and changes nothing.
+    ingest(&late, &store);
+    assert!(changes(&store, &["--since", "2"]).is_empty());
+
+    // A generation past the store's, and a report of raw files, are errors.
+    let past = telemeter(&["changes", "--store", s(&store), "--since", "9"]);
+    assert_eq!(past.code, 1, "{}", past.stdout);
+    assert!(past.stderr.contains("generation 9 is past the store's current generation 2"), "{}", past.stderr);
+    let raw = dir.path().join("raw-report");
+    telemeter(&["report", "--quiet", "--data", s(&day), "--out", s(&raw), "--now", now, "--formats", "json"]).ok();
+    let from_raw = telemeter(&["changes", "--store", s(&store), "--since-report", s(&raw.join("manifest.json"))]);
+    assert_eq!(from_raw.code, 1, "{}", from_raw.stdout);
+    assert!(from_raw.stderr.contains("names no store generation"), "{}", from_raw.stderr);
+}
+
+/// Every record kind of sample_data/ delivered in one ingest, or split by
+/// kind into deliveries in two orders: the same ledger summed since 0,
+/// with as many records added as the ingests used.
+#[test]
+fn the_sum_of_the_ledgers_does_not_depend_on_the_split_or_its_order() {
+    let dir = common::temp_dir();
+    let sample = common::sample_data();
+    let parts = [dir.path().join("calls-and-charges"), dir.path().join("messages-and-transcriptions")];
+    for (part, kinds) in parts.iter().zip([["calls", "charges"], ["messages", "transcriptions"]]) {
+        std::fs::create_dir_all(part).expect("mkdir");
+        std::fs::copy(sample.join("accounts.csv"), part.join("accounts.csv")).expect("copy");
+        for kind in kinds {
+            common::copy_tree(&sample.join(kind), &part.join(kind));
+        }
+    }
+    let whole = dir.path().join("whole");
+    ingest(&sample, &whole);
+    let expected = changes(&whole, &["--since", "0"]);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(whole.join("manifest.json")).expect("manifest")).expect("json");
+    let used = manifest["ingests"][0]["used"].as_u64().expect("used");
+    let added: u64 = expected
+        .iter()
+        .map(|line| line.split(',').nth(3).expect("records_added").parse::<u64>().expect("a count"))
+        .sum();
+    assert_eq!(added, used);
+    for (name, order) in [("forward", [0, 1]), ("backward", [1, 0])] {
+        let store = dir.path().join(name);
+        for i in order {
+            ingest(&parts[i], &store);
+        }
+        assert_eq!(changes(&store, &["--since", "0"]), expected, "{name}");
+    }
+}
