@@ -23,7 +23,7 @@ use std::path::Path;
 use chrono::{Datelike, TimeZone};
 use chrono_tz::Tz;
 
-use super::{IngestLog, Store};
+use super::{IngestLog, Manifest, Store};
 use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 use crate::money::Amount;
@@ -253,26 +253,36 @@ fn signed_nanos(text: &str) -> Option<i128> {
     }
 }
 
-/// The ingests that published generations after `generation`.
-fn ingests_after(store: &Store, generation: u64) -> Result<Vec<&IngestLog>> {
-    let manifest = &store.manifest;
+/// The ingests of `manifest` that published generations after
+/// `generation`, or why they cannot be told.
+///
+/// An ingest of an older telemeter logged no generation (and kept no
+/// ledger). Such ingests all come before the first that logged one, say
+/// at generation `g`, so each published a generation below `g`: they are
+/// not after `generation` when `generation >= g - 1`. Otherwise they may
+/// be, and summing without them would leave changes out.
+fn ingests_after(manifest: &Manifest, generation: u64) -> std::result::Result<Vec<&IngestLog>, String> {
     if generation > manifest.generation {
-        return Err(Error::io(
-            &store.dir,
-            format!("generation {generation} is past the store's current generation {}", manifest.generation),
-        ));
+        return Err(format!("generation {generation} is past the store's current generation {}", manifest.generation));
     }
-    let after: Vec<&IngestLog> =
-        manifest.ingests.iter().filter(|i| i.generation.is_none_or(|g| g > generation)).collect();
-    if let Some(old) = after.iter().find(|ingest| ingest.generation.is_none()) {
-        return Err(Error::io(
-            &store.dir,
-            format!(
-                "ingest {} was published by an older telemeter, which kept no ledger of changes: \
-                 changes can be summed only after the generation it published",
-                old.id
-            ),
-        ));
+    let first_logged = manifest.ingests.iter().find_map(|ingest| ingest.generation);
+    // Nothing is after the current generation.
+    let unlogged_before = generation == manifest.generation || first_logged.is_some_and(|g| generation + 1 >= g);
+    let mut after = Vec::new();
+    for ingest in &manifest.ingests {
+        match ingest.generation {
+            Some(g) if g > generation => after.push(ingest),
+            Some(_) => {}
+            None if unlogged_before => {}
+            None => {
+                return Err(format!(
+                    "ingest {} was published by an older telemeter, which kept no ledger of changes: changes can \
+                     be summed only from the generation before the first ingest that kept one{}",
+                    ingest.id,
+                    first_logged.map_or(String::new(), |g| format!(" (--since {})", g - 1))
+                ));
+            }
+        }
     }
     Ok(after)
 }
@@ -282,7 +292,7 @@ fn ingests_after(store: &Store, generation: u64) -> Result<Vec<&IngestLog>> {
 /// is not zero.
 pub fn since(store: &Store, generation: u64, account: Option<&str>) -> Result<Ledger> {
     let mut ledger = Ledger::new();
-    for ingest in ingests_after(store, generation)? {
+    for ingest in ingests_after(&store.manifest, generation).map_err(|why| Error::io(&store.dir, why))? {
         let Some(name) = &ingest.changes else { continue };
         let listed = store.manifest.file(&store.dir, name)?;
         let path = listed.path();
@@ -303,4 +313,65 @@ pub fn report_generation(manifest: &Path) -> Result<u64> {
     json.get("store").and_then(|store| store.get("generation")).and_then(serde_json::Value::as_u64).ok_or_else(|| {
         Error::io(manifest, "names no store generation: it is a report of raw files, or of an older telemeter")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(id: &str, generation: Option<u64>) -> IngestLog {
+        IngestLog { id: id.to_owned(), generation, ..IngestLog::default() }
+    }
+
+    /// Ingests of an older telemeter (no generation logged) come first:
+    /// they are before any generation from the one before the first
+    /// logged ingest on, and an error before it.
+    #[test]
+    fn ingests_after_a_generation_skip_older_ones_only_when_they_are_before_it() {
+        // Generations 1 and 2 by an older telemeter, 3 an `accounts
+        // set-token`, 4 and 6 ingests that logged theirs.
+        let manifest = Manifest {
+            generation: 6,
+            ingests: vec![log("a", None), log("b", None), log("c", Some(4)), log("d", Some(6))],
+            ..Manifest::default()
+        };
+        let ids = |generation: u64| {
+            ingests_after(&manifest, generation).map(|after| after.iter().map(|i| i.id.as_str()).collect::<Vec<_>>())
+        };
+        assert_eq!(ids(3), Ok(vec!["c", "d"]));
+        assert_eq!(ids(4), Ok(vec!["d"]));
+        assert_eq!(ids(6), Ok(vec![]));
+        for generation in [0, 2] {
+            let why = ids(generation).expect_err("older ingests may be after it");
+            assert!(why.starts_with("ingest a was published by an older telemeter"), "{why}");
+            assert!(why.ends_with("(--since 3)"), "{why}");
+        }
+        assert!(ids(7).expect_err("past").contains("past the store's current generation 6"));
+        // A store of older ingests only: nothing after its generation.
+        let older = Manifest { generation: 2, ingests: vec![log("a", None), log("b", None)], ..Manifest::default() };
+        assert_eq!(ingests_after(&older, 2), Ok(vec![]));
+        assert!(ingests_after(&older, 1).is_err());
+    }
+
+    /// A slot's month in a zone: 1 November 03:30Z is October in New York
+    /// (EDT), and November from 04:00Z; in UTC every slot of the day is
+    /// November.
+    #[test]
+    fn a_slot_is_in_its_month_of_the_zone() {
+        let day = chrono::Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).single().expect("a day").timestamp();
+        let mut new_york = DayMonths::new(chrono_tz::America::New_York);
+        let mut utc = DayMonths::new(chrono_tz::UTC);
+        let (october, november) = (Month { year: 2026, month: 10 }, Month { year: 2026, month: 11 });
+        for (offset, month) in
+            [(0, october), (3 * 3600 + 2700, october), (4 * 3600, november), (86_400 - 900, november)]
+        {
+            assert_eq!(new_york.month(day, day + offset), month, "{offset}");
+            assert_eq!(utc.month(day, day + offset), november, "{offset}");
+        }
+        assert_eq!(november.to_string(), "2026-11");
+        assert_eq!(Month::parse("2026-11"), Some(november));
+        assert_eq!(Month::parse("2026-13"), None);
+        assert_eq!(signed_nanos("-1.5"), Some(-1_500_000_000));
+        assert_eq!(signed_nanos("0.000000001"), Some(1));
+    }
 }
