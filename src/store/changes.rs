@@ -7,9 +7,9 @@
 //! - at publish, each account's merge (`ingest/merge.rs`) sums the rows of
 //!   this ingest (its groups in memory and its partial files, never the
 //!   published rollups it merges them with) by month in the account's
-//!   time zone and product: a [`Ledger`] ([`DayMonths`] finds a slot's
+//!   time zone and product: a [`Ledger`] (`DayMonths` finds a slot's
 //!   month, one zone lookup a day);
-//! - the ingest writes the ledger as `changes/<ingest>.csv` ([`write`]),
+//! - the ingest writes the ledger as `changes/<ingest>.csv` ([`to_csv`]),
 //!   listed in its [`IngestLog`] with the generation it published, and
 //!   summed like every store file;
 //! - [`since`] reads the ledgers of the ingests after a generation, each
