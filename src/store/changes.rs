@@ -87,16 +87,16 @@ pub struct Change {
 
 impl Change {
     /// The change of records added with these sums.
-    pub fn added(totals: &Totals) -> Change {
-        Change {
+    pub fn added(totals: &Totals) -> Result<Change> {
+        Ok(Change {
             records_added: totals.records,
             records_restated: 0,
             records_withdrawn: 0,
-            units: totals.units as i128,
+            units: i128::try_from(totals.units).map_err(|_| overflow())?,
             duration: totals.duration,
             amount: totals.amount,
             surcharge: totals.surcharge,
-        }
+        })
     }
 
     /// `self + other`, or `None` on overflow.
@@ -114,7 +114,7 @@ impl Change {
 
     /// Whether any record count is not zero (a month is listed then).
     fn counts_any(&self) -> bool {
-        self.records_added + self.records_restated + self.records_withdrawn > 0
+        self.records_added > 0 || self.records_restated > 0 || self.records_withdrawn > 0
     }
 }
 
@@ -124,8 +124,13 @@ pub type Ledger = BTreeMap<ChangeKey, Change>;
 /// Adds `change` at `key`; an overflow is an error.
 pub fn add(ledger: &mut Ledger, key: ChangeKey, change: &Change) -> Result<()> {
     let slot = ledger.entry(key).or_default();
-    *slot = slot.checked_add(change).ok_or_else(|| Error::Internal("change ledger sum overflow".to_owned()))?;
+    *slot = slot.checked_add(change).ok_or_else(overflow)?;
     Ok(())
+}
+
+/// The error of a ledger sum that does not fit.
+pub(super) fn overflow() -> Error {
+    Error::Internal("change ledger sum overflow".to_owned())
 }
 
 /// The month of each 15-minute slot of one UTC day in one time zone: one
@@ -146,32 +151,34 @@ impl DayMonths {
 
     /// The month of the slot starting at `slot` (seconds), in the day that
     /// starts at `day` (UTC midnight, seconds).
-    pub(super) fn month(&mut self, day: i64, slot: i64) -> Month {
+    pub(super) fn month(&mut self, day: i64, slot: i64) -> Result<Month> {
         if day != self.day {
-            self.day = day;
             let zone = self.zone;
-            let (first, last) = (month_at(zone, day), month_at(zone, day + 86_399));
+            let (first, last) = (month_at(zone, day)?, month_at(zone, day + 86_399)?);
             self.months.clear();
             if first == last {
                 self.months.push(first);
             } else {
-                let slots = 86_400 / crate::store::SLOT_SECONDS;
-                self.months.extend((0..slots).map(|i| month_at(zone, day + i * crate::store::SLOT_SECONDS)));
+                for i in 0..86_400 / crate::store::SLOT_SECONDS {
+                    self.months.push(month_at(zone, day + i * crate::store::SLOT_SECONDS)?);
+                }
             }
+            self.day = day;
         }
-        let index = ((slot - day) / crate::store::SLOT_SECONDS) as usize;
-        match self.months.len() {
-            1 => self.months[0],
-            _ => self.months.get(index).copied().unwrap_or(self.months[0]),
-        }
+        let index = usize::try_from((slot - day) / crate::store::SLOT_SECONDS).ok();
+        let month = match self.months.as_slice() {
+            [month] => Some(*month),
+            months => index.and_then(|index| months.get(index).copied()),
+        };
+        month.ok_or_else(|| Error::Internal(format!("rollup slot {slot} is not in the day from {day}")))
     }
 }
 
 /// The month of the instant `secs` in `zone`.
-fn month_at(zone: Tz, secs: i64) -> Month {
-    match zone.timestamp_opt(secs, 0).earliest() {
-        Some(local) => Month { year: local.year(), month: local.month() },
-        None => Month { year: 1970, month: 1 },
+fn month_at(zone: Tz, secs: i64) -> Result<Month> {
+    match zone.timestamp_opt(secs, 0).single() {
+        Some(local) => Ok(Month { year: local.year(), month: local.month() }),
+        None => Err(Error::Internal(format!("rollup slot {secs} has no time in {}", zone.name()))),
     }
 }
 
@@ -365,8 +372,8 @@ mod tests {
         for (offset, month) in
             [(0, october), (3 * 3600 + 2700, october), (4 * 3600, november), (86_400 - 900, november)]
         {
-            assert_eq!(new_york.month(day, day + offset), month, "{offset}");
-            assert_eq!(utc.month(day, day + offset), november, "{offset}");
+            assert_eq!(new_york.month(day, day + offset).expect("a month"), month, "{offset}");
+            assert_eq!(utc.month(day, day + offset).expect("a month"), november, "{offset}");
         }
         assert_eq!(november.to_string(), "2026-11");
         assert_eq!(Month::parse("2026-11"), Some(november));

@@ -357,7 +357,7 @@ pub(in crate::store) fn finish(
     sums.extend(syncer.wait()?);
     let total = report.total();
     manifest.generation = old.generation + 1;
-    manifest.sources.extend(inventory.files.iter().map(|f| format!("{} (ingest {id})", f.name)));
+    manifest.sources.extend(inventory.files.iter().map(|f| super::source_name(&f.name, id)));
     manifest.ingests.push(super::IngestLog {
         id: id.to_owned(),
         files: inventory.files.len() as u64,

@@ -22,7 +22,6 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::records::csv::RowSink;
 use crate::records::dedup;
-use crate::records::files::{Format, InputFile};
 use crate::records::{Field, Kind};
 
 use super::index::{self, IndexFile};
@@ -85,8 +84,7 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
                     format!("no row of record_id {record_id}, which the index lists"),
                 )
             })?;
-            // Sources are named `<file> (ingest <id>)` in the manifest.
-            let source = source.strip_suffix(&format!(" (ingest {ingest})")).unwrap_or(source).to_owned();
+            let source = super::source_file(source, ingest).to_owned();
             versions.push(Version { ingest: ingest.to_owned(), source, line: place.line, counts: false, fields });
         }
     }
@@ -106,10 +104,7 @@ fn batch_stem(index_name: &str) -> Option<&str> {
 /// The rows of `record_id` in the records file `name`, each its contract
 /// columns as text.
 fn stored_rows(store: &Store, kind: Kind, name: &str, record_id: &str) -> Result<Vec<Vec<(&'static str, String)>>> {
-    let listed = store.manifest.file(&store.dir, name)?;
-    let path = listed.path();
-    let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
-    let file = InputFile { kind, path, name: name.to_owned(), format: Format::Parquet, size, sum: listed.expected() };
+    let file = store.record_file(kind, name.to_owned())?;
     let found = crate::records::parquet::read_parts(&file, || Find { kind, record_id, rows: Vec::new(), bad: None })?;
     let mut rows = Vec::new();
     for find in found {

@@ -174,6 +174,16 @@ pub const KEEP_MANIFESTS: usize = 8;
 pub use crate::checksum::{Expected, FileSum};
 
 /// Creates the folder `path` goes in, when missing.
+/// How [`Manifest::sources`] names input file `file` of ingest `ingest`.
+pub(crate) fn source_name(file: &str, ingest: &str) -> String {
+    format!("{file} (ingest {ingest})")
+}
+
+/// The input file of a source name of ingest `ingest` ([`source_name`]).
+pub(crate) fn source_file<'a>(source: &'a str, ingest: &str) -> &'a str {
+    source.strip_suffix(&format!(" (ingest {ingest})")).unwrap_or(source)
+}
+
 fn create_parent(path: &Path) -> Result<()> {
     match path.parent() {
         Some(parent) => std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e)),
@@ -517,13 +527,19 @@ impl Store {
         let mut inventory = Inventory::default();
         for kind in Kind::ALL {
             for name in self.manifest.kind(kind).records {
-                let sum = self.manifest.file(&self.dir, &name)?.expected();
-                let path = self.dir.join(&name);
-                let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
-                inventory.files.push(InputFile { kind, path, name, format: Format::Parquet, size, sum });
+                inventory.files.push(self.record_file(kind, name)?);
             }
         }
         Ok(inventory)
+    }
+
+    /// The stored records file `name` of `kind`, as an input file with its
+    /// sum (checked by the reader on the bytes it reads).
+    pub(crate) fn record_file(&self, kind: Kind, name: String) -> Result<InputFile> {
+        let sum = self.manifest.file(&self.dir, &name)?.expected();
+        let path = self.dir.join(&name);
+        let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+        Ok(InputFile { kind, path, name, format: Format::Parquet, size, sum })
     }
 
     /// The rows of `account` that `selector` keeps, in the report's order,

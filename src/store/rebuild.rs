@@ -225,7 +225,7 @@ impl Places {
             let source = match by_name.get(file) {
                 Some(source) => *source,
                 None => {
-                    let listed = format!("{file} (ingest {ingest})");
+                    let listed = super::source_name(file, ingest);
                     let source = *sources
                         .get(listed.as_str())
                         .ok_or_else(|| broken(format!("its source '{listed}' is not among the manifest's sources")))?;

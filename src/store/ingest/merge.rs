@@ -19,7 +19,7 @@ use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::intern::Interner;
 use crate::records::Product;
-use crate::store::changes::{self, Change, ChangeKey, DayMonths, Ledger, Month};
+use crate::store::changes::{self, overflow, Change, ChangeKey, DayMonths, Ledger, Month};
 use crate::store::parquet_io;
 use crate::store::rollup;
 use crate::store::{create_parent, Manifest};
@@ -124,7 +124,7 @@ impl MonthSums {
     /// Adds `totals` of a row of `slot`, in the UTC day from `day`.
     #[inline]
     fn add(&mut self, day: i64, slot: i64, product: Product, totals: &Totals) -> Result<()> {
-        let month = self.months.month(day, slot);
+        let month = self.months.month(day, slot)?;
         if self.current != Some(month) {
             self.flush()?;
             self.current = Some(month);
@@ -151,14 +151,10 @@ impl MonthSums {
         let mut ledger = Ledger::new();
         for ((month, product), totals) in self.done {
             let key = ChangeKey { auth_id: account.to_owned(), month, product };
-            changes::add(&mut ledger, key, &Change::added(&totals))?;
+            changes::add(&mut ledger, key, &Change::added(&totals)?)?;
         }
         Ok(ledger)
     }
-}
-
-fn overflow() -> Error {
-    Error::Internal("change ledger sum overflow".to_owned())
 }
 
 /// Writes the rollups of `account` at every grain to `paths` (one per
