@@ -86,10 +86,12 @@ fn table(out: &mut impl Write, args: &Args, generation: u64, versions: &[Version
     )?;
     for (n, version) in versions.iter().enumerate() {
         let counts = if version.counts { "counts" } else { "does not count" };
+        let what = if version.void { "void" } else { "version" };
         writeln!(
             out,
-            "\nversion {} ({counts}): ingest {}, from {} line {}",
+            "\n{what} {} (revision {}, {counts}): ingest {}, from {} line {}",
             n + 1,
+            version.revision,
             version.ingest,
             version.source,
             version.line
@@ -110,6 +112,8 @@ fn json(version: &Version) -> serde_json::Value {
         "ingest": version.ingest,
         "source_file": version.source,
         "source_line": version.line,
+        "revision": version.revision,
+        "void": version.void,
         "counts": version.counts,
         "record": record,
     })

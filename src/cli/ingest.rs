@@ -103,12 +103,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let DataLocation::Local(dir) = &data {
         if let Ok(inventory) = crate::records::files::Inventory::scan(dir) {
             super::warn_all(&inventory.notices(dir));
-            // A store does not apply corrections yet: a void must not be
-            // dropped silently. (Revisions are refused row by row.)
-            if let Some(void) = inventory.files.iter().find(|f| f.kind == crate::records::Kind::Voids) {
+            // The Spark engine does not apply corrections: a void must not
+            // be dropped silently. (Revisions are refused row by row.)
+            let voids = inventory.files.iter().find(|f| f.kind == crate::records::Kind::Voids);
+            if let (Some(void), EngineArg::Spark) = (voids, args.engine) {
                 anyhow::bail!(
-                    "cannot ingest {} into {}: {} is a void, and correcting a store is not supported yet; \
-                     read the folder with --data (summary, report, serve), which applies revisions and voids",
+                    "cannot ingest {} into {}: {} is a void, and the Spark engine does not apply corrections; \
+                     ingest this folder with --engine local",
                     args.data.display(),
                     args.store.display(),
                     void.name
@@ -131,22 +132,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .and_then(|dir| store::ingest(&dir, &store, &options)),
         })
         .with_context(failed)?;
-    for kind in Kind::ALL {
-        let t = report.tallies.get(&kind).copied().unwrap_or_default();
-        println!(
+    // Superseded rows and voids are shown when the input held corrections.
+    let total = report.total();
+    let corrected = total.superseded > 0 || total.voids > 0 || report.tallies.contains_key(&Kind::Voids);
+    let line = |name: &str, t: &crate::aggregate::Tally| {
+        let mut text = format!(
             "{:<15} read {:>10}  used {:>10}  set aside {:>8}  duplicates {:>10}",
-            kind.name(),
-            t.read,
-            t.used,
-            t.set_aside,
-            t.duplicates
+            name, t.read, t.used, t.set_aside, t.duplicates
+        );
+        if corrected {
+            text += &format!("  superseded {:>8}  voids {:>8}", t.superseded, t.voids);
+        }
+        println!("{text}");
+    };
+    for kind in Kind::FOLDERS {
+        if kind == Kind::Voids && !report.tallies.contains_key(&kind) {
+            continue;
+        }
+        line(kind.name(), &report.tallies.get(&kind).copied().unwrap_or_default());
+    }
+    line("total", &total);
+    if report.stored_superseded > 0 || report.stored_withdrawn > 0 {
+        println!(
+            "stored records  restated {} (a higher revision replaced them), withdrawn {} (by a void)",
+            report.stored_superseded, report.stored_withdrawn
         );
     }
-    let t = report.total();
-    println!(
-        "{:<15} read {:>10}  used {:>10}  set aside {:>8}  duplicates {:>10}",
-        "total", t.read, t.used, t.set_aside, t.duplicates
-    );
     match &report.resources {
         Some(r) => {
             let table = |n: Option<u64>, file: &str| match n {

@@ -30,6 +30,15 @@ pub fn id_hash(record_id: &str) -> (u64, u64) {
     ((hash >> 64) as u64, hash as u64)
 }
 
+/// The dedup id of version `revision` of `record_id`: its [`id_hash`] at
+/// revision 0, else the hash seeded with the revision, so that each
+/// version of a record is its own id (two rows of one id and revision are
+/// a duplicate or a conflict; two revisions are neither).
+pub fn version_hash(record_id: &str, revision: u64) -> (u64, u64) {
+    let hash = xxhash_rust::xxh3::xxh3_128_with_seed(record_id.as_bytes(), revision);
+    ((hash >> 64) as u64, hash as u64)
+}
+
 /// One row's identity and place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Seen {

@@ -128,6 +128,63 @@ pub fn add(ledger: &mut Ledger, key: ChangeKey, change: &Change) -> Result<()> {
     Ok(())
 }
 
+/// A change to one account's month that the merge does not see: a
+/// version that stopped counting, or a new version that replaced a stored
+/// one. `finish` books it in the ledger in the account's zone.
+#[derive(Clone, Debug)]
+pub(in crate::store) struct Booking {
+    pub(in crate::store) auth_id: String,
+    pub(in crate::store) secs: i64,
+    pub(in crate::store) product: Product,
+    /// Records added (negative: a row of this ingest the merge counted as
+    /// added, which does not count).
+    pub(in crate::store) added: i64,
+    pub(in crate::store) restated: u64,
+    pub(in crate::store) withdrawn: u64,
+    /// Sums that left the month.
+    pub(in crate::store) left: Totals,
+    /// For a new version that replaced a stored one: the stored one's
+    /// account, time and product (its month counts the record as restated
+    /// once when it is this one's).
+    pub(in crate::store) replaced: Option<(String, i64, Product)>,
+}
+
+/// Books `bookings` (the changes the rollup merge does not see:
+/// corrections) in `ledger`, each in its account's month in its zone of
+/// `zones`; then drops the months left with no record counted.
+pub(super) fn book(
+    ledger: &mut Ledger,
+    bookings: &[Booking],
+    zones: &crate::records::accounts::Accounts,
+) -> Result<()> {
+    let key = |auth_id: &str, secs: i64, product: Product| -> Result<ChangeKey> {
+        let zone = zones.get(auth_id).and_then(|a| a.timezone).unwrap_or(chrono_tz::UTC);
+        Ok(ChangeKey { auth_id: auth_id.to_owned(), month: month_at(zone, secs)?, product })
+    };
+    let fell = || Error::Internal("a month's records added fell below zero".to_owned());
+    for b in bookings {
+        let at = key(&b.auth_id, b.secs, b.product)?;
+        let same = match &b.replaced {
+            Some((auth_id, secs, product)) => key(auth_id, *secs, *product)? == at,
+            None => false,
+        };
+        let slot = ledger.entry(at).or_default();
+        slot.records_added = match b.added {
+            added if added >= 0 => slot.records_added.checked_add(added as u64).ok_or_else(overflow)?,
+            added => slot.records_added.checked_sub(added.unsigned_abs()).ok_or_else(fell)?,
+        };
+        slot.records_restated += if same { 0 } else { b.restated };
+        slot.records_withdrawn += b.withdrawn;
+        let units = i128::try_from(b.left.units).map_err(|_| overflow())?;
+        slot.units = slot.units.checked_sub(units).ok_or_else(overflow)?;
+        slot.duration = slot.duration.checked_sub(b.left.duration).ok_or_else(overflow)?;
+        slot.amount = slot.amount.checked_sub(b.left.amount).ok_or_else(overflow)?;
+        slot.surcharge = slot.surcharge.checked_sub(b.left.surcharge).ok_or_else(overflow)?;
+    }
+    ledger.retain(|_, change| change.counts_any());
+    Ok(())
+}
+
 /// The error of a ledger sum that does not fit.
 pub(super) fn overflow() -> Error {
     Error::Internal("change ledger sum overflow".to_owned())

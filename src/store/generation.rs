@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use super::create_parent;
 use super::index::{self, IndexEntry};
+use super::ingest::corrections::Applied;
 use super::ingest::fold::Rollups;
 use super::ingest::terms::{BuildResources, IngestReport, PreviousResources, ResourceChanges};
 use super::parquet_io::{self, RecordRows};
@@ -275,10 +276,11 @@ pub(in crate::store) fn finish(
     id: &str,
     prepared: Prepared,
     mut manifest: Manifest,
-    rollups: Rollups,
+    folded: Folded,
     mut report: IngestReport,
     syncer: Syncer,
 ) -> Result<IngestReport> {
+    let Folded { rollups, applied } = folded;
     let Prepared { lock, old, inventory, accounts_bytes, resources, resources_name } = prepared;
     let resources_changed = resources.as_ref().is_some_and(|changes| changes.changed);
     if resources_changed {
@@ -295,7 +297,7 @@ pub(in crate::store) fn finish(
         report.rejected_file = Some(path);
     }
 
-    let mut changed = report.total().used > 0 || resources_changed;
+    let mut changed = report.total().used > 0 || resources_changed || !applied.rows.is_empty();
     if let Some(bytes) = &accounts_bytes {
         let stored = match &old.accounts_csv {
             Some(name) => {
@@ -339,7 +341,20 @@ pub(in crate::store) fn finish(
         Some(bytes) => crate::records::accounts::Accounts::parse(bytes, "accounts.csv")?,
         None => stored_accounts(store, &old)?,
     };
-    let ledger = rollups.write(store, id, &old, &mut manifest, &accounts, &syncer)?;
+    let mut ledger = rollups.write(store, id, &old, &mut manifest, &accounts, &syncer)?;
+    super::changes::book(&mut ledger, &applied.bookings, &accounts)?;
+    let corrections = match applied.rows.is_empty() {
+        true => None,
+        false => {
+            let name = format!("corrections/{id}.csv");
+            let path = store.join(&name);
+            create_parent(&path)?;
+            let bytes = super::ingest::corrections::to_csv(&applied.rows)?;
+            super::write_synced(&path, &bytes)?;
+            sums.insert(path, crate::checksum::FileSum::of(&bytes));
+            Some(name)
+        }
+    };
     let changes = match ledger.is_empty() {
         true => None,
         false => {
@@ -365,8 +380,9 @@ pub(in crate::store) fn finish(
         rejected: report.rejected_file.as_ref().map(|_| format!("rejected/{id}.csv")),
         generation: Some(manifest.generation),
         changes,
+        corrections,
     });
-    for folder in ["records", "index", "rollups", "accounts", "resources", "changes"] {
+    for folder in ["records", "index", "rollups", "accounts", "resources", "changes", "corrections"] {
         let path = store.join(folder);
         if path.exists() {
             super::sync_dir(&path)?;
@@ -422,9 +438,16 @@ pub(in crate::store) fn record_sums(
     Ok(())
 }
 
+/// What an ingest folded: its rollups, and what its corrections leave to
+/// the publish.
+pub(in crate::store) struct Folded {
+    pub(in crate::store) rollups: Rollups,
+    pub(in crate::store) applied: Applied,
+}
+
 /// The folders of the store that hold generation files.
-pub(in crate::store) const GENERATION_FOLDERS: [&str; 7] =
-    ["records", "index", "rollups", "accounts", "rejected", "resources", "changes"];
+pub(in crate::store) const GENERATION_FOLDERS: [&str; 8] =
+    ["records", "index", "rollups", "accounts", "rejected", "resources", "changes", "corrections"];
 
 /// Deletes every file in the generation folders that none of `keep` lists
 /// (superseded files, and orphans of failed or killed ingests), and

@@ -12,10 +12,14 @@
 //!   their name (`<ingest>-<n>`), so each version's row is read from that
 //!   records file (checked against its sum), found by its record id.
 //!
-//! A stored version is the first delivery of the record: a re-delivery is
-//! counted as a duplicate by its ingest and not kept, and a record with a
-//! revision is refused by `ingest`. So a stored id has one version, and it
-//! counts.
+//! - the versions above revision 0 and the voids come from the store's
+//!   corrections files (`ingest/corrections.rs`), which also name the
+//!   versions that stopped counting; a version's row is found in its
+//!   records file by its input file and line.
+//!
+//! A re-delivery is counted as a duplicate by its ingest and not kept.
+//! The version that counts is the one of the highest revision, unless a
+//! void holds it (then none counts).
 
 use std::path::Path;
 
@@ -25,6 +29,7 @@ use crate::records::dedup;
 use crate::records::{Field, Kind};
 
 use super::index::{self, IndexFile};
+use super::ingest::corrections::{self, VersionAt};
 use super::Store;
 
 /// One stored version of a record.
@@ -36,6 +41,10 @@ pub struct Version {
     pub source: String,
     /// Its line (or Parquet row) in that file.
     pub line: u64,
+    /// Its revision (`corrections.md`).
+    pub revision: u64,
+    /// Whether it is a void (its fields are then the void's reason).
+    pub void: bool,
     /// Whether it is the version that counts in every answer.
     pub counts: bool,
     /// Its columns as stored: the kind's contract columns, in the order of
@@ -45,13 +54,13 @@ pub struct Version {
 }
 
 /// The stored versions of the record `record_id` of `kind` in `store`'s
-/// generation, oldest ingest first: none when the store holds no such
+/// generation, lowest revision first: none when the store holds no such
 /// record. A damaged index or records file is an error naming it.
 pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version>> {
     let id = dedup::id_hash(record_id);
     let partition = index::partition_of(id);
     let files = store.manifest.kind(kind);
-    let mut versions = Vec::new();
+    let mut found: Vec<(VersionAt, Version)> = Vec::new();
     for index_name in &files.index {
         let listed = store.manifest.file(&store.dir, index_name)?;
         let path = listed.path();
@@ -69,7 +78,6 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
         if !files.records.contains(&records_name) {
             return Err(Error::io(&path, format!("the store lists no {records_name} beside this index file")));
         }
-        let rows = stored_rows(store, kind, &records_name, record_id)?;
         let ingest = stem.rsplit_once('-').map_or(stem, |(ingest, _)| ingest);
         for place in places {
             let source = store.manifest.sources.get(place.file as usize).ok_or_else(|| {
@@ -78,22 +86,69 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
                     format!("an entry names source {}, the store has {}", place.file, store.manifest.sources.len()),
                 )
             })?;
-            let fields = rows.first().cloned().ok_or_else(|| {
-                Error::io(
-                    store.dir.join(&records_name),
-                    format!("no row of record_id {record_id}, which the index lists"),
-                )
-            })?;
             let source = super::source_file(source, ingest).to_owned();
-            versions.push(Version { ingest: ingest.to_owned(), source, line: place.line, counts: false, fields });
+            let at = VersionAt {
+                records: records_name.clone(),
+                record_id: record_id.to_owned(),
+                source_file: source.clone(),
+                line: place.line,
+            };
+            let fields = version_fields(store, kind, &at)?;
+            let ingest = ingest.to_owned();
+            found.push((
+                at,
+                Version { ingest, source, line: place.line, revision: 0, void: false, counts: false, fields },
+            ));
         }
     }
-    // The one version of a record that counts: the last stored (a store
-    // keeps one version of an id today).
-    if let Some(last) = versions.last_mut() {
-        last.counts = true;
+    let registries = corrections::registries(&store.dir, &store.manifest)?;
+    let registry = registries.get(&kind);
+    for noted in registry.and_then(|r| r.noted.get(&id)).into_iter().flatten() {
+        if noted.at.record_id != record_id {
+            continue;
+        }
+        let fields = match noted.void {
+            true => vec![("reason", noted.reason.clone())],
+            false => version_fields(store, kind, &noted.at)?,
+        };
+        let ingest = ingest_of(&noted.at.records).unwrap_or_default();
+        let (source, line) = (noted.at.source_file.clone(), noted.at.line);
+        let version =
+            Version { ingest, source, line, revision: noted.revision, void: noted.void, counts: false, fields };
+        found.push((noted.at.clone(), version));
     }
-    Ok(versions)
+    // The version that counts: the highest revision, unless a void holds
+    // it or a later ingest dropped it.
+    found.sort_by_key(|(_, v)| (v.revision, v.void));
+    if let Some((at, last)) = found.last_mut() {
+        last.counts = !last.void && !registry.is_some_and(|r| r.dropped.contains(at));
+    }
+    Ok(found.into_iter().map(|(_, v)| v).collect())
+}
+
+/// The ingest of a records file named `records/<kind>/<ingest>-<n>.parquet`.
+fn ingest_of(records: &str) -> Option<String> {
+    let stem = Path::new(records).file_name()?.to_str()?.strip_suffix(".parquet")?;
+    Some(stem.rsplit_once('-').map_or(stem, |(ingest, _)| ingest).to_owned())
+}
+
+/// The columns of the stored version `at` of `kind`.
+fn version_fields(store: &Store, kind: Kind, at: &VersionAt) -> Result<Vec<(&'static str, String)>> {
+    let file = store.record_file(kind, at.records.clone())?;
+    let wanted: rustc_hash::FxHashSet<VersionAt> = std::iter::once(at.clone()).collect();
+    let rows = corrections::rows_of(&file.path, &at.records, &wanted)?;
+    let found =
+        crate::records::parquet::read_parts(&file, || Find { kind, rows: &rows, rows_found: Vec::new(), bad: None })?;
+    let mut fields = Vec::new();
+    for find in found {
+        if let Some(why) = find.bad {
+            return Err(Error::io(&file.path, format!("a stored row does not read back: {why}")));
+        }
+        fields.extend(find.rows_found);
+    }
+    fields.into_iter().next().ok_or_else(|| {
+        Error::io(&file.path, format!("no row of record_id {} from {}:{}", at.record_id, at.source_file, at.line))
+    })
 }
 
 /// `<ingest>-<n>` of an index file named `index/<kind>/<ingest>-<n>.idx`.
@@ -101,36 +156,21 @@ fn batch_stem(index_name: &str) -> Option<&str> {
     Path::new(index_name).file_name()?.to_str()?.strip_suffix(".idx")
 }
 
-/// The rows of `record_id` in the records file `name`, each its contract
-/// columns as text.
-fn stored_rows(store: &Store, kind: Kind, name: &str, record_id: &str) -> Result<Vec<Vec<(&'static str, String)>>> {
-    let file = store.record_file(kind, name.to_owned())?;
-    let found = crate::records::parquet::read_parts(&file, || Find { kind, record_id, rows: Vec::new(), bad: None })?;
-    let mut rows = Vec::new();
-    for find in found {
-        if let Some(why) = find.bad {
-            return Err(Error::io(&file.path, format!("a stored row does not read back: {why}")));
-        }
-        rows.extend(find.rows);
-    }
-    Ok(rows)
-}
-
-/// A sink that keeps the rows of one record id.
+/// A sink that keeps the rows at given lines.
 struct Find<'a> {
     kind: Kind,
-    record_id: &'a str,
-    rows: Vec<Vec<(&'static str, String)>>,
+    rows: &'a rustc_hash::FxHashMap<u64, VersionAt>,
+    rows_found: Vec<Vec<(&'static str, String)>>,
     /// The first row that does not read back, which a records file that
     /// matches its sum never holds.
     bad: Option<String>,
 }
 
 impl RowSink for Find<'_> {
-    fn row(&mut self, _: u64, fields: &[Field<'_>]) -> bool {
-        if fields.first().and_then(Field::text_bytes) == Some(self.record_id.as_bytes()) {
-            let names = self.kind.columns().iter().copied().chain([self.kind.optional_column()]);
-            self.rows.push(names.zip(fields).map(|(name, field)| (name, shown(field))).collect());
+    fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+        if self.rows.contains_key(&line) {
+            let names = self.kind.columns().iter().copied();
+            self.rows_found.push(names.zip(fields).map(|(name, field)| (name, shown(field))).collect());
         }
         true
     }

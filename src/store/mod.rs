@@ -26,6 +26,10 @@
 //! rejected/<ingest>.csv               rows set aside by an ingest
 //! changes/<ingest>.csv                what an ingest changed in each
 //!                                     account's months (`changes.rs`)
+//! corrections/<ingest>.csv            the versions above revision 0 and
+//!                                     the voids an ingest stored, and the
+//!                                     stored versions it dropped
+//!                                     (`ingest/corrections.rs`)
 //! readers/<generation>.<pid>.<random>.lease
 //!                                     a live reader's lease on a generation
 //!                                     (`lease.rs`): collection keeps its files
@@ -151,12 +155,15 @@ pub const DELETIONS_DB: &str = "deletions.sqlite";
 pub const TOKEN_KEY: &str = "token.key";
 
 /// The version of the layout this code writes.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
-/// The oldest layout this code reads: format 4 is format 5 plus hour
-/// rollup files, which are not read (and not listed after the store's
-/// next ingest); format 5 is format 6 without checksums (its files are
-/// read unchecked until the next ingest records their sums).
+/// The oldest layout this code reads: format 6 is format 7 without
+/// corrections files (an older store has no correction to remember);
+/// format 4 is format 5 plus hour rollup files, which are not read (and
+/// not listed after the store's next ingest); format 5 is format 6
+/// without checksums (its files are read unchecked until the next ingest
+/// records their sums). A telemeter that reads only up to format 6 refuses
+/// a format 7 store, whose corrections it would not apply.
 pub const OLDEST_FORMAT: u32 = 4;
 
 /// The first format whose manifest holds the sum of every file it lists
@@ -257,6 +264,10 @@ pub struct IngestLog {
     /// it changed any account's months.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<String>,
+    /// Its corrections file (`corrections/<ingest>.csv`), when it stored a
+    /// revision or a void, or dropped a stored version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrections: Option<String>,
 }
 
 impl Manifest {
@@ -346,6 +357,7 @@ impl Manifest {
         names.extend(self.resources.as_deref());
         names.extend(self.ingests.iter().filter_map(|i| i.rejected.as_deref()));
         names.extend(self.ingests.iter().filter_map(|i| i.changes.as_deref()));
+        names.extend(self.ingests.iter().filter_map(|i| i.corrections.as_deref()));
         names
     }
 
@@ -807,24 +819,24 @@ mod tests {
         assert_eq!(serde_json::to_string_pretty(&manifest).expect("JSON"), written);
     }
 
-    /// Formats 4 to 6 are read; any other is refused by its number.
+    /// Formats 4 to 7 are read; any other is refused by its number.
     #[test]
     fn a_manifest_of_a_format_this_build_does_not_read_is_refused_by_name() {
         let path = Path::new("STORE/manifest.json");
-        for format in 0..8u32 {
+        for format in 0..9u32 {
             let manifest = Manifest { format, ..Manifest::default() };
             let bytes = manifest.to_bytes().expect("JSON");
             match Manifest::parse(&bytes, path) {
                 Ok(read) => {
-                    assert!((4..=6).contains(&format), "format {format}");
+                    assert!((4..=7).contains(&format), "format {format}");
                     assert_eq!(read.checksum.is_some(), format >= SUMS_FORMAT, "format {format}");
                     assert_eq!(Manifest { checksum: None, ..read }, manifest, "format {format}");
                 }
                 Err(e) => {
-                    assert!(!(4..=6).contains(&format), "format {format}: {e}");
+                    assert!(!(4..=7).contains(&format), "format {format}: {e}");
                     let text = e.chain();
                     assert!(text.contains(&format!("store format {format} is not supported")), "{text}");
-                    assert!(text.contains("this build reads 4 to 6"), "{text}");
+                    assert!(text.contains("this build reads 4 to 7"), "{text}");
                 }
             }
         }

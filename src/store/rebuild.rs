@@ -35,7 +35,7 @@ use super::Manifest;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::records::csv::RowSink;
-use crate::records::dedup::{Place, Seen};
+use crate::records::dedup::Place;
 use crate::records::files::{Format, InputFile};
 use crate::records::{parse_record, Field, Kind};
 
@@ -131,6 +131,8 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
     }
     let sources: HashMap<&str, u32> =
         manifest.sources.iter().enumerate().map(|(i, source)| (source.as_str(), i as u32)).collect();
+    // Versions a correction dropped count in no rollup.
+    let registries = super::ingest::corrections::registries(store, manifest)?;
     let syncer = Syncer::background();
     let mut rollups = Rollups::default();
     let mut next = manifest.clone();
@@ -146,7 +148,33 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
             Some(_) => Some(Places::read(&path, name, &sources)?),
             None => None,
         };
+        let dropped: rustc_hash::FxHashSet<super::ingest::corrections::VersionAt> = registries
+            .get(kind)
+            .map(|r| r.dropped.iter().filter(|at| at.records == *name).cloned().collect())
+            .unwrap_or_default();
+        let skip: rustc_hash::FxHashSet<u64> = match dropped.is_empty() {
+            true => Default::default(),
+            false => super::ingest::corrections::rows_of(&path, name, &dropped)?.into_keys().collect(),
+        };
+        // The revision of each row above 0 (its index entry is keyed by it).
+        let noted: Vec<(super::ingest::corrections::VersionAt, u64)> = registries
+            .get(kind)
+            .map(|r| {
+                let versions = r.noted.values().flatten().filter(|n| !n.void && n.at.records == *name);
+                versions.map(|n| (n.at.clone(), n.revision)).collect()
+            })
+            .unwrap_or_default();
+        let mut revisions: HashMap<u64, u64> = HashMap::new();
+        if !noted.is_empty() {
+            let wanted = noted.iter().map(|(at, _)| at.clone()).collect();
+            let by_at: HashMap<_, u64> = noted.into_iter().collect();
+            for (row, at) in super::ingest::corrections::rows_of(&path, name, &wanted)? {
+                revisions.insert(row, by_at.get(&at).copied().unwrap_or(0));
+            }
+        }
         let mut sink = Fold {
+            skip: &skip,
+            revisions: &revisions,
             kind: *kind,
             name,
             accounts: &accounts,
@@ -244,6 +272,10 @@ impl Places {
 /// checks it, folded into the rollups when its account's are rebuilt, and
 /// given its index entry when its index file is.
 struct Fold<'a> {
+    /// Rows (from 1) of versions that count nowhere.
+    skip: &'a rustc_hash::FxHashSet<u64>,
+    /// Rows (from 1) above revision 0, and their revision.
+    revisions: &'a HashMap<u64, u64>,
     kind: Kind,
     name: &'a str,
     accounts: &'a BTreeSet<String>,
@@ -275,11 +307,12 @@ impl RowSink for Fold<'_> {
             let (Some(source), Some(source_line)) = (places.sources.get(at), places.lines.get(at)) else {
                 return self.fail(line, "no source_file or source_line".to_owned());
             };
-            let seen = Seen::new(record.record_id, record.content_hash(), 0, *source_line);
+            let revision = self.revisions.get(&line).copied().unwrap_or(0);
+            let id = crate::records::dedup::version_hash(record.record_id, revision);
             let place = index::pack(Place { file: *source, line: *source_line });
-            self.entries.push(IndexEntry { id: seen.id, content: seen.content, place });
+            self.entries.push(IndexEntry { id, content: record.content_hash(), place });
         }
-        if self.accounts.contains(record.auth_id) {
+        if self.accounts.contains(record.auth_id) && !self.skip.contains(&line) {
             let view = RecordView::of(&record, "", 0);
             if let Err(e) = self.rollups.add(&view) {
                 self.error = Some(e);

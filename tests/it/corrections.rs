@@ -1,8 +1,8 @@
 //! Revisions and voids read raw (`corrections.md`): only a record's
 //! current version counts, every row is counted, conflicts name both
 //! places, a malformed revision names file, line, column and value, and
-//! `ingest` refuses corrections it cannot apply yet. Real files, the real
-//! binary.
+//! `ingest` applies corrections to a store in any split and order. Real
+//! files, the real binary.
 
 use std::path::Path;
 
@@ -186,22 +186,182 @@ fn a_malformed_revision_or_void_names_file_line_column_and_value() {
     }
 }
 
+/// The files of [`only_current_versions_count_and_a_void_withdraws_its_record`]'s
+/// folder, each as (path, text).
+fn corrected_files() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "charges/a.csv",
+            format!(
+                "{CHARGES},revision\n\
+            c1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90,2\n\
+            c2,A1,2026-11-20T10:00:00Z,CNAM,1,0.50,\n\
+            c3,A1,2026-11-20T10:00:00Z,CNAM,1,0.70,0\n\
+            c4,A1,2026-11-21T10:00:00Z,CNAM,1,0.10,\n\
+            c5,A1,2026-11-22T10:00:00Z,CNAM,1,0.20,0\n"
+            ),
+        ),
+        (
+            "charges/b.csv",
+            format!("{CHARGES}\nc1,A1,2026-11-20T10:00:00Z,CNAM,1,1.00\nc4,A1,2026-11-21T10:00:00Z,CNAM,1,0.10\n"),
+        ),
+        (
+            "charges/c.csv",
+            format!(
+                "revision,{CHARGES}\n\
+            1,c1,A1,2026-11-20T10:00:00Z,CNAM,1,0.95\n\
+            1,c2,A1,2026-11-23T10:00:00Z,CNAM,3,0.50\n\
+            3,c5,A1,2026-11-22T10:00:00Z,CNAM,1,0.25\n"
+            ),
+        ),
+        (
+            "voids/v.csv",
+            "record_id,kind,revision,reason\nc3,charges,1,not billable\nc5,charges,2,\nc9,charges,1,never sent\n"
+                .to_owned(),
+        ),
+    ]
+}
+
+/// The summary of A1 from `store`, its `api_id` left out.
+fn store_answer(store: &Path) -> Value {
+    let run = telemeter(&[
+        "summary",
+        "--store",
+        store.to_str().unwrap(),
+        "--auth-id",
+        "A1",
+        "--query",
+        QUERY,
+        "--now",
+        crate::common::NOW,
+    ]);
+    let mut value: Value = serde_json::from_str(run.ok()).expect("JSON");
+    value.as_object_mut().expect("an object").remove("api_id");
+    value
+}
+
+/// The ledger of `store` since generation 0, as CSV.
+fn ledger(store: &Path) -> String {
+    telemeter(&["changes", "--store", store.to_str().unwrap(), "--since", "0", "--format", "csv"]).ok().to_owned()
+}
+
+/// Any split of the corrected files into ingests, in any order, gives the
+/// answer of the raw folder, and a ledger whose sums are the answer's;
+/// every stored row that stopped counting is counted by its ingest.
 #[test]
-fn ingest_refuses_corrections_it_cannot_apply_yet() {
-    for (file, text) in [
-        ("charges/a.csv", format!("{CHARGES},revision\nc1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90,2\n")),
-        ("voids/v.csv", "record_id,kind,revision\nc1,charges,2\n".to_owned()),
-    ] {
-        let t = temp_dir();
-        write(t.path(), "charges/base.csv", format!("{CHARGES}\nc0,A1,2026-11-20T10:00:00Z,CNAM,1,0.90\n"));
-        write(t.path(), file, text);
-        let store = t.path().join("store");
-        let run = telemeter(&["ingest", "--data", t.path().to_str().unwrap(), "--store", store.to_str().unwrap()]);
-        assert_eq!(run.code, 1, "{file}: {}", run.stderr);
-        assert!(run.stderr.contains(file), "{file}: {}", run.stderr);
-        assert!(run.stderr.contains("correcting a store is not supported yet"), "{}", run.stderr);
-        assert!(run.stderr.contains("--data"), "{}", run.stderr);
+fn ingests_apply_corrections_in_any_split_and_order() {
+    let t = temp_dir();
+    let all = t.path().join("all");
+    for (path, text) in corrected_files() {
+        write(&all, path, text);
     }
+    let raw = answer(&all);
+    assert_eq!(raw["meta"]["total_spend"].as_f64(), Some(1.75), "{raw}");
+    let files = corrected_files();
+    // One ingest of all; each file an ingest, in several orders; two
+    // halves.
+    let splits: Vec<Vec<Vec<usize>>> = vec![
+        vec![vec![0, 1, 2, 3]],
+        vec![vec![0], vec![1], vec![2], vec![3]],
+        vec![vec![3], vec![2], vec![1], vec![0]],
+        vec![vec![2], vec![3], vec![1], vec![0]],
+        vec![vec![1], vec![0], vec![3], vec![2]],
+        vec![vec![1, 3], vec![0, 2]],
+    ];
+    for (n, split) in splits.iter().enumerate() {
+        let store = t.path().join(format!("store{n}"));
+        for (i, part) in split.iter().enumerate() {
+            let data = t.path().join(format!("part{n}-{i}"));
+            for &f in part {
+                write(&data, files[f].0, files[f].1.clone());
+            }
+            let run = telemeter(&["ingest", "--data", data.to_str().unwrap(), "--store", store.to_str().unwrap()]);
+            run.ok();
+        }
+        assert_eq!(store_answer(&store), raw, "split {split:?}");
+        // The ledger sums to the answer: 4 records (added less withdrawn;
+        // how many were restated depends on the order) of 6 units and
+        // 1.75 in November.
+        let ledger = ledger(&store);
+        let row = ledger.lines().nth(1).unwrap_or_default().to_owned();
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells[..3], ["A1", "2026-11", "other"], "split {split:?}: {ledger}");
+        let count = |i: usize| cells[i].parse::<i64>().expect("a count");
+        assert_eq!(count(3) - count(5), 4, "records added less withdrawn, split {split:?}: {ledger}");
+        assert_eq!([cells[6], cells[8]], ["6", "1.75"], "units and amount, split {split:?}: {ledger}");
+        let verify = telemeter(&["store", "verify", "--store", store.to_str().unwrap()]);
+        verify.ok();
+    }
+}
+
+/// A correcting ingest into a store of the plain records: the re-rated
+/// record is restated, the voided one withdrawn, each counted, and the
+/// history and the ledger say so.
+#[test]
+fn a_correcting_ingest_restates_and_withdraws_stored_records() {
+    let t = temp_dir();
+    let store = t.path().join("store");
+    let first = t.path().join("first");
+    write(
+        &first,
+        "charges/a.csv",
+        format!(
+            "{CHARGES}\nc1,A1,2026-10-31T23:30:00Z,CNAM,1,1.00\nc2,A1,2026-11-20T10:00:00Z,CNAM,1,0.50\nc3,A1,2026-11-21T10:00:00Z,CNAM,1,0.25\n"
+        ),
+    );
+    telemeter(&["ingest", "--data", first.to_str().unwrap(), "--store", store.to_str().unwrap()]).ok();
+    let second = t.path().join("second");
+    // c1 moves from October to November and is re-rated; c2 is withdrawn.
+    write(&second, "charges/fix.csv", format!("{CHARGES},revision\nc1,A1,2026-11-01T00:30:00Z,CNAM,1,0.80,1\n"));
+    write(&second, "voids/v.csv", "record_id,kind,revision,reason\nc2,charges,1,not billable\n");
+    let run = telemeter(&["ingest", "--data", second.to_str().unwrap(), "--store", store.to_str().unwrap()]);
+    let out = run.ok();
+    assert!(out.contains("restated 1") && out.contains("withdrawn 1"), "{out}");
+    let changes = telemeter(&["changes", "--store", store.to_str().unwrap(), "--since", "1", "--format", "csv"]);
+    assert_eq!(
+        changes.ok(),
+        "auth_id,month,product,records_added,records_restated,records_withdrawn,units,duration_seconds,amount,surcharge\n\
+         A1,2026-10,other,0,1,0,-1,0.0,-1.0,0.0\n\
+         A1,2026-11,other,0,1,1,0,0.0,0.3,0.0\n"
+    );
+    let history = telemeter(&[
+        "history",
+        "--store",
+        store.to_str().unwrap(),
+        "--kind",
+        "charges",
+        "--record-id",
+        "c1",
+        "--format",
+        "jsonl",
+    ]);
+    let versions: Vec<Value> = history.ok().lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    let counts: Vec<(u64, bool)> =
+        versions.iter().map(|v| (v["revision"].as_u64().unwrap_or(99), v["counts"] == true)).collect();
+    assert_eq!(counts, [(0, false), (1, true)]);
+    // The store answers as the raw folder of both deliveries does.
+    let both = t.path().join("both");
+    crate::common::copy_tree(&first, &both);
+    crate::common::copy_tree(&second, &both);
+    let query = "granularity=month&from_date=2026-10-01&to_date=2026-12-01";
+    let raw = summary(&both, "A1", query, &[]);
+    let stored = telemeter(&[
+        "summary",
+        "--store",
+        store.to_str().unwrap(),
+        "--auth-id",
+        "A1",
+        "--query",
+        query,
+        "--now",
+        crate::common::NOW,
+    ]);
+    let strip = |text: &str| {
+        let mut value: Value = serde_json::from_str(text).expect("JSON");
+        value.as_object_mut().expect("an object").remove("api_id");
+        value
+    };
+    assert_eq!(strip(stored.ok()), strip(raw.ok()));
 }
 
 #[test]

@@ -109,7 +109,7 @@ type Try<'a> = (&'a str, &'a Run, Box<dyn Fn() -> Run + 'a>);
 fn a_flipped_byte_in_any_store_file_is_an_error_naming_it() {
     let (_dir, store) = sample_store();
     let listed = manifest(&store);
-    assert_eq!(listed["format"], 6);
+    assert_eq!(listed["format"], 7);
     let account = "MA001SHGA32ZDQYG9N8T";
     let data = common::sample_data();
     // Answers and the reader of each kind of file.

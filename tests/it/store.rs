@@ -370,7 +370,7 @@ fn a_format_4_store_answers_without_its_hour_files_and_its_next_ingest_drops_the
     let (_temp, day1, day2, both, store) = two_days();
     assert!(ingest(&day1, &store, &[]).status.success());
     let mut old: serde_json::Value = serde_json::from_str(&manifest(&store)).expect("manifest is JSON");
-    assert_eq!(old["format"], 6);
+    assert_eq!(old["format"], 7);
     old["format"] = 4.into();
     let rollups = old["rollups"].as_object_mut().expect("rollups");
     assert!(rollups.len() >= 4, "{rollups:?}");
@@ -387,7 +387,7 @@ fn a_format_4_store_answers_without_its_hour_files_and_its_next_ingest_drops_the
     let next = ingest(&day2, &store, &[]);
     assert!(next.status.success(), "{}", String::from_utf8_lossy(&next.stderr));
     let new: serde_json::Value = serde_json::from_str(&manifest(&store)).expect("manifest is JSON");
-    assert_eq!(new["format"], 6);
+    assert_eq!(new["format"], 7);
     for grains in new["rollups"].as_object().expect("rollups").values() {
         assert_eq!(grain_names(grains), ["86400", "900"]);
     }

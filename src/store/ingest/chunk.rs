@@ -111,6 +111,10 @@ pub(super) struct Row {
     pub(super) duration: i64,
     pub(super) amount: i64,
     pub(super) surcharge: i64,
+    /// The `revision` column (0 when missing): a row above 0 has its own
+    /// dedup id, that of its record id and revision
+    /// ([`dedup::version_hash`](crate::records::dedup::version_hash)).
+    pub(super) revision: u64,
 }
 
 impl Row {
@@ -168,6 +172,7 @@ impl Row {
             duration: view.duration,
             amount: view.amount,
             surcharge: view.surcharge,
+            revision: 0,
         })
     }
 
@@ -182,6 +187,16 @@ impl Row {
     }
 }
 
+/// A row of `voids/`, checked.
+#[derive(Clone, Debug)]
+pub(super) struct VoidRow {
+    pub(super) kind: Kind,
+    pub(super) record_id: String,
+    pub(super) revision: u64,
+    pub(super) reason: String,
+    pub(super) place: Place,
+}
+
 /// The rows of one file or CSV chunk: a [`RowSink`].
 pub(in crate::store) struct Chunk {
     kind: Kind,
@@ -193,9 +208,11 @@ pub(in crate::store) struct Chunk {
     pub(super) texts: Texts,
     pub(super) rows: Vec<Row>,
     pub(super) read: u64,
-    /// The first row with a revision above 0 (line, revision): a store
-    /// does not apply corrections yet, so the ingest fails on it.
-    revised: Option<(u64, u64)>,
+    /// The first row with a revision above 0 (line, revision): the Spark
+    /// engine does not apply corrections, so it refuses the file.
+    pub(in crate::store) revised: Option<(u64, u64)>,
+    /// The rows of a file of `voids/`, checked.
+    pub(super) voids: Vec<VoidRow>,
 }
 
 impl Chunk {
@@ -209,7 +226,13 @@ impl Chunk {
             rows: Vec::new(),
             read: 0,
             revised: None,
+            voids: Vec::new(),
         }
+    }
+
+    /// The input file's name.
+    pub(super) fn file_name(&self) -> &str {
+        &self.file_name
     }
 
     pub(super) fn view(&self, row: &Row) -> RecordView<'_> {
@@ -230,8 +253,16 @@ impl Chunk {
     }
 
     /// The new rows of this chunk (marked [`Mark::New`]), gathered.
-    pub(super) fn fold(&self, marks: &[Mark], base: u32) -> ChunkFold {
+    /// A kept row above revision 0, or whose id is in `registered`, is
+    /// also listed in `touched`.
+    pub(super) fn fold<V>(
+        &self,
+        marks: &[Mark],
+        base: u32,
+        registered: Option<&rustc_hash::FxHashMap<(u64, u64), V>>,
+    ) -> ChunkFold {
         let mut fold = ChunkFold {
+            touched: Vec::new(),
             amount: 0,
             entries: Vec::with_capacity(self.rows.len()),
             kept: Vec::with_capacity(self.rows.len()),
@@ -252,6 +283,9 @@ impl Chunk {
             fold.amount += row.amount as i128;
             fold.entries.push(row.entry(base));
             fold.kept.push(r as u32);
+            if row.revision > 0 || registered.is_some_and(|ids| ids.contains_key(&row.seen.id)) {
+                fold.touched.push(r as u32);
+            }
         }
         fold
     }
@@ -260,13 +294,27 @@ impl Chunk {
 impl RowSink for Chunk {
     fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
         self.read += 1;
+        if self.kind == Kind::Voids {
+            return match records::parse_void(fields) {
+                Ok(void) => {
+                    self.voids.push(VoidRow {
+                        kind: void.kind,
+                        record_id: void.record_id.to_owned(),
+                        revision: void.revision,
+                        reason: void.reason.to_owned(),
+                        place: Place { file: self.file, line },
+                    });
+                    true
+                }
+                Err(e) => self.bad_rows.refused(Kind::Voids, line, e),
+            };
+        }
         let record = match records::parse_record(self.kind, fields) {
             Ok(record) => record,
             Err(e) => return self.bad_rows.refused(self.kind, line, e),
         };
-        if record.revision > 0 {
+        if record.revision > 0 && self.revised.is_none() {
             self.revised = Some((line, record.revision));
-            return false;
         }
         let Some(record_id) = self.texts.keep(record.record_id) else {
             let reason = "does not fit the ingest's 4 GiB text buffer for one file; split the file".to_owned();
@@ -280,7 +328,12 @@ impl RowSink for Chunk {
             texts.name(record.code),
         ];
         self.rows.push(Row {
-            seen: Seen::new(record.record_id, record.content_hash(), self.file, line),
+            seen: Seen {
+                id: crate::records::dedup::version_hash(record.record_id, record.revision),
+                file: self.file,
+                line,
+                content: record.content_hash(),
+            },
             record_id,
             names,
             secs: record.timestamp.secs,
@@ -292,6 +345,7 @@ impl RowSink for Chunk {
             duration: record.duration,
             amount: record.amount,
             surcharge: record.surcharge,
+            revision: record.revision,
         });
         true
     }
@@ -338,6 +392,22 @@ pub(in crate::store) fn check_run(
     checked(pieces.next(lines, || Chunk::new(source, file, on_bad_row))?)
 }
 
+/// An error at the first row above revision 0 in `chunks`: the Spark
+/// engine does not apply corrections, and must not store a revision as a
+/// record of its own.
+pub(in crate::store) fn refuse_revisions(chunks: &[Chunk]) -> Result<()> {
+    match chunks.iter().find_map(|chunk| chunk.revised.map(|r| (chunk, r))) {
+        Some((chunk, (line, revision))) => Err(crate::error::Error::bad_file(
+            &chunk.file_name,
+            format!(
+                "line {line}: revision {revision}: the Spark engine does not apply corrections; \
+                 ingest this folder with --engine local"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `chunks`, or the first one's error when a bad row stopped the reading
 /// ([`OnBadRow::Fail`]).
 fn checked(chunks: Vec<Chunk>) -> Result<Vec<Chunk>> {
@@ -345,15 +415,6 @@ fn checked(chunks: Vec<Chunk>) -> Result<Vec<Chunk>> {
     for mut chunk in chunks {
         if let Some(error) = chunk.bad_rows.take_error() {
             return Err(error.into());
-        }
-        if let Some((line, revision)) = chunk.revised {
-            return Err(crate::error::Error::bad_file(
-                &chunk.file_name,
-                format!(
-                    "line {line}: revision {revision}: correcting a store is not supported yet; \
-                     read the folder with --data (summary, report, serve), which applies revisions and voids"
-                ),
-            ));
         }
         out.push(chunk);
     }
@@ -388,6 +449,8 @@ pub(super) struct ChunkFold {
     pub(super) amount: i128,
     pub(super) entries: Vec<IndexEntry>,
     pub(super) kept: Vec<u32>,
+    /// The kept rows a correction may touch.
+    pub(super) touched: Vec<u32>,
     pub(super) duplicates: u64,
 }
 

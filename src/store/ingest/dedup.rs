@@ -160,6 +160,20 @@ impl Run<'_> {
         state.add_amount(amount)?;
         self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
         let written = self.write_new(state.kind, &views[..], &[&entries])?;
+        if let Some(written) = &written {
+            let registered = self.registered(state.kind);
+            let touched = new
+                .iter()
+                .map(|&i| &pending.rows[i as usize])
+                .filter(|row| row.revision > 0 || registered.is_some_and(|ids| ids.contains_key(&row.seen.id)));
+            let rows: Vec<(&str, &super::chunk::Row, &str)> = touched
+                .map(|row| {
+                    let file = names.get(row.seen.file as usize).copied().unwrap_or("");
+                    (pending.view(row, file).record_id, row, file)
+                })
+                .collect();
+            self.note_touched(state.kind, &written.records, rows.into_iter());
+        }
         self.add_written(state, views.len(), written)
     }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::chunk::{Chunk, ChunkFold, Row, Texts, AUTH_ID, CODE, SUBACCOUNT, TYPE};
-use super::key::{shard_of, Groups, RollupKey, SHARDS};
+use super::key::{shard_of, Groups, MinusRow, RollupKey, SHARDS};
 use super::merge::{account_inputs, publish_account, AccountMerge, Published, RollupFileName};
 use super::spill::{account_ends, account_in_order, gather, sorted_order, PartialRun, Spill, NARROW_BYTES, WIDE_BYTES};
 use super::table::{GroupTable, Sums};
@@ -70,15 +70,34 @@ fn rollup_overflow() -> Error {
 /// per-chunk maps merged afterwards), the shards in parallel.
 pub(in crate::store) struct Rollups {
     shards: Vec<Shard>,
+    /// Rows that stopped counting (`corrections.rs`), by account: the
+    /// merge subtracts each from its group.
+    minus: BTreeMap<String, Vec<MinusRow>>,
 }
 
 impl Default for Rollups {
     fn default() -> Rollups {
-        Rollups { shards: (0..SHARDS).map(|_| Shard::default()).collect() }
+        Rollups { shards: (0..SHARDS).map(|_| Shard::default()).collect(), minus: BTreeMap::new() }
     }
 }
 
 impl Rollups {
+    /// Subtracts one row, which counted, from its group at publish.
+    pub(super) fn subtract(&mut self, row: &RecordView<'_>) -> Result<()> {
+        let totals = sums_of(row).wide();
+        self.minus.entry(row.auth_id.to_owned()).or_default().push(MinusRow {
+            slot: crate::store::slot_of(row.secs),
+            product: row.product,
+            subaccount: row.subaccount.to_owned(),
+            type_: row.type_.to_owned(),
+            code: row.code.to_owned(),
+            country: row.country,
+            direction: row.direction,
+            totals,
+        });
+        Ok(())
+    }
+
     /// Adds one row to its account's group.
     pub(in crate::store) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
         self.shard(row.auth_id).add(row)
@@ -155,6 +174,9 @@ impl Rollups {
         zones: &Accounts,
         syncer: &Syncer,
     ) -> Result<Ledger> {
+        for rows in self.minus.values_mut() {
+            rows.sort_by_key(|row| row.slot);
+        }
         // Each shard's groups by account, and its partial files by account.
         type Taken = (ByAccount, BTreeMap<String, Vec<PartialRun>>);
         let taken: Vec<Taken> = self
@@ -180,6 +202,10 @@ impl Rollups {
                 accounts.entry(account).or_insert((s, &[]));
             }
         }
+        for account in self.minus.keys() {
+            accounts.entry(account).or_insert((shard_of(account), &[]));
+        }
+
         let n_accounts = accounts.len();
         let partial_rows = |s: usize, account: &str| -> u64 {
             taken[s].1.get(account).map_or(0, |runs| runs.iter().map(|run| run.rows).sum())
@@ -219,6 +245,7 @@ impl Rollups {
         let done = std::sync::Mutex::new(Vec::new());
         let previous = old;
         let (shards, taken, finished, readers, partial_files) = (&self.shards, &taken, &done, &readers, &partial_files);
+        let minus = &self.minus;
         let started = std::thread::scope(|scope| -> Result<()> {
             // A partial file is deleted once no merge is left to read it, on
             // a thread of its own: on a file system that discards freed
@@ -252,7 +279,8 @@ impl Rollups {
                     while let Some((account, (s, groups))) = next() {
                         let result = account_inputs(store, previous, &taken[s].1, account).and_then(|inputs| {
                             let zone = zones.get(account).and_then(|a| a.timezone).unwrap_or(chrono_tz::UTC);
-                            let merge = AccountMerge { account, zone, groups, inputs };
+                            let minus = minus.get(account).map_or(&[][..], |rows| &rows[..]);
+                            let merge = AccountMerge { account, zone, groups, inputs, minus };
                             publish_account(&shards[s].strings, store, id, merge, syncer)
                         });
                         if let Ok(mut done) = finished.lock() {

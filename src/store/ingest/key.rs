@@ -8,6 +8,19 @@ use crate::aggregate::Totals;
 /// Rollup groups of one account.
 pub(super) type Groups<'a> = &'a [(RollupKey, Totals)];
 
+/// A row to subtract from its rollup group: its key in text and its sums.
+#[derive(Clone, Debug)]
+pub(super) struct MinusRow {
+    pub(super) slot: i64,
+    pub(super) product: crate::records::Product,
+    pub(super) subaccount: String,
+    pub(super) type_: String,
+    pub(super) code: String,
+    pub(super) country: Option<crate::records::Country>,
+    pub(super) direction: Option<crate::records::Direction>,
+    pub(super) totals: Totals,
+}
+
 /// A rollup key in interned ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) struct RollupKey {

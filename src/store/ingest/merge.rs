@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use super::day::{sort_day, sum_grain, DayRows, DayScratch};
-use super::key::{Groups, RollupKey};
+use super::key::{Groups, MinusRow, RollupKey};
 use super::spill::{decode_partial, PartialRun, NARROW_BYTES, WIDE_BYTES};
 use super::strings::AccountStrings;
 use crate::aggregate::dims::Dims;
@@ -77,6 +77,9 @@ pub(super) struct AccountMerge<'a> {
     pub(super) zone: chrono_tz::Tz,
     pub(super) groups: Groups<'a>,
     pub(super) inputs: Vec<Input>,
+    /// Rows that stopped counting, sorted by slot: subtracted from their
+    /// groups.
+    pub(super) minus: &'a [MinusRow],
 }
 
 /// Merges and writes the rollup files of one account.
@@ -87,7 +90,7 @@ pub(super) fn publish_account(
     merge: AccountMerge<'_>,
     syncer: &Syncer,
 ) -> Result<Published> {
-    let AccountMerge { account, zone, groups, inputs } = merge;
+    let AccountMerge { account, zone, groups, inputs, minus } = merge;
     let names: Vec<(i64, String)> = crate::store::GRAINS
         .iter()
         .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
@@ -95,7 +98,8 @@ pub(super) fn publish_account(
     let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
     create_parent(&paths[0])?;
     let mut months = MonthSums::new(zone);
-    merge_account(shared, account, groups, &inputs, &paths, &mut months, syncer)?;
+    let rows = MergeRows { groups, inputs: &inputs, minus };
+    merge_account(shared, account, rows, &paths, &mut months, syncer)?;
     let files = names.into_iter().map(|(grain, name)| RollupFileName { account: account.to_owned(), grain, name });
     Ok(Published { files: files.collect(), changes: months.into_ledger(account)? })
 }
@@ -157,6 +161,14 @@ impl MonthSums {
     }
 }
 
+/// The rows of one account's merge: its groups in memory (sorted by
+/// slot), its other inputs, and the rows to subtract (sorted by slot).
+struct MergeRows<'a> {
+    groups: &'a [(RollupKey, Totals)],
+    inputs: &'a [Input],
+    minus: &'a [MinusRow],
+}
+
 /// Writes the rollups of `account` at every grain to `paths` (one per
 /// [`crate::store::GRAINS`]): `groups` (sorted by slot) summed with the rows of
 /// the `inputs` files (finest grain, sorted by slot).
@@ -168,12 +180,12 @@ impl MonthSums {
 fn merge_account(
     shared: &Interner,
     account: &str,
-    groups: &[(RollupKey, Totals)],
-    inputs: &[Input],
+    rows: MergeRows<'_>,
     paths: &[PathBuf],
     months: &mut MonthSums,
     syncer: &Syncer,
 ) -> Result<()> {
+    let MergeRows { groups, inputs, minus } = rows;
     let overflow = || Error::Internal(format!("rollup sum overflow for account {account}"));
     let mut strings = AccountStrings::new(shared);
     let account_id = strings.id(account);
@@ -192,6 +204,22 @@ fn merge_account(
     // to day.
     let mut day_rows = DayRows::default();
     let mut scratch = DayScratch::default();
+    // The rows to subtract, in this merge's string ids, by slot.
+    let minus: Vec<(RollupKey, Totals)> = minus
+        .iter()
+        .map(|row| {
+            let dims = Dims {
+                product: row.product,
+                type_: strings.id(&row.type_),
+                subaccount: strings.id(&row.subaccount),
+                country: row.country,
+                direction: row.direction,
+                code: strings.id(&row.code),
+            };
+            (RollupKey { account: account_id, slot: row.slot, dims }, row.totals)
+        })
+        .collect();
+    let mut minus_at = 0;
     loop {
         let mut first: Option<i64> = None;
         for cursor in cursors.iter_mut() {
@@ -212,6 +240,14 @@ fn merge_account(
                 day_rows.rows.push(row);
             }
         }
+        let minus_end = minus_at + minus[minus_at..].partition_point(|(key, _)| key.slot < start + day);
+        if minus_end > minus_at {
+            if minus[minus_at].0.slot < start {
+                break;
+            }
+            subtract(&mut day_rows.rows, &minus[minus_at..minus_end], account)?;
+            minus_at = minus_end;
+        }
         {
             let ranks = strings.ranks();
             let rank = |id: u32| ranks.get(id as usize).copied().unwrap_or(u32::MAX);
@@ -224,9 +260,62 @@ fn merge_account(
             output.write_full(account, &strings)?;
         }
     }
+    if minus_at < minus.len() {
+        return Err(lost(account));
+    }
     for output in outputs {
         output.finish(account, &strings, syncer)?;
     }
+    Ok(())
+}
+
+/// The error of a row to subtract that no rollup group holds: the store's
+/// rollups and records disagree.
+fn lost(account: &str) -> Error {
+    Error::Internal(format!(
+        "a superseded record of account {account} is in no rollup group: the store's rollups and \
+         records disagree (run `telemeter store verify`)"
+    ))
+}
+
+/// Subtracts `minus` from the day's `rows`: the rows of one key are first
+/// summed into one (the inputs each hold a group once, several inputs may
+/// hold it), then each row to subtract leaves its group, and a group left
+/// with no record goes.
+fn subtract(rows: &mut Vec<(RollupKey, Totals)>, minus: &[(RollupKey, Totals)], account: &str) -> Result<()> {
+    let mut at: rustc_hash::FxHashMap<RollupKey, usize> = rustc_hash::FxHashMap::default();
+    let mut summed: Vec<(RollupKey, Totals)> = Vec::with_capacity(rows.len());
+    let overflow = || Error::Internal(format!("rollup sum overflow for account {account}"));
+    for (key, totals) in rows.drain(..) {
+        match at.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let sum = &mut summed[*e.get()].1;
+                *sum = sum.checked_add(&totals).ok_or_else(overflow)?;
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(summed.len());
+                summed.push((key, totals));
+            }
+        }
+    }
+    for (key, less) in minus {
+        let sum = at.get(key).and_then(|&i| summed.get_mut(i)).ok_or_else(|| lost(account))?;
+        let t = &mut sum.1;
+        *t = Totals {
+            records: t.records.checked_sub(less.records).ok_or_else(|| lost(account))?,
+            units: t.units.checked_sub(less.units).ok_or_else(|| lost(account))?,
+            duration: t.duration.checked_sub(less.duration).ok_or_else(overflow)?,
+            amount: t.amount.checked_sub(less.amount).ok_or_else(overflow)?,
+            surcharge: t.surcharge.checked_sub(less.surcharge).ok_or_else(overflow)?,
+        };
+    }
+    for (_, t) in &summed {
+        if t.records == 0 && (t.units != 0 || t.duration != 0 || t.amount != 0 || t.surcharge != 0) {
+            return Err(lost(account));
+        }
+    }
+    summed.retain(|(_, t)| t.records > 0);
+    *rows = summed;
     Ok(())
 }
 
@@ -557,7 +646,8 @@ mod tests {
         let paths: Vec<PathBuf> =
             crate::store::GRAINS.iter().map(|g| dir.path().join(format!("{g}.parquet"))).collect();
         let mut months = MonthSums::new(chrono_tz::UTC);
-        merge_account(&shared, "MA1", &memory, &inputs, &paths, &mut months, &Syncer::at_once()).expect("merged");
+        let rows = MergeRows { groups: &memory, inputs: &inputs, minus: &[] };
+        merge_account(&shared, "MA1", rows, &paths, &mut months, &Syncer::at_once()).expect("merged");
         for (path, grain) in paths.iter().zip(crate::store::GRAINS) {
             let group = |slot: i64, subaccount: &str, rest: String, type_: &str, code: &str| {
                 (

@@ -65,6 +65,7 @@
 
 pub(in crate::store) mod batches;
 pub(in crate::store) mod chunk;
+pub(in crate::store) mod corrections;
 pub(in crate::store) mod day;
 pub(in crate::store) mod dedup;
 pub(in crate::store) mod fold;
@@ -80,6 +81,7 @@ pub use terms::{
     BuildResources, IngestOptions, IngestProgress, IngestReport, OnProgress, PreviousResources, ResourceChanges,
 };
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -98,6 +100,7 @@ use crate::records::pieces::Pieces;
 use crate::records::Kind;
 use batches::{batches, Batch};
 use chunk::{check_file, Chunk, ChunkFold, Kept, Mark};
+use corrections::{Registry, RunVersion, RunVoid, VersionAt};
 use dedup::{filter_for, KindState, Pending};
 use fold::Rollups;
 use terms::started;
@@ -119,6 +122,7 @@ fn ingest_opened(data: &Path, store: &Path, opened: Opened, options: &IngestOpti
     let prepared = opened.read_inputs(data, store, id, inventory, options.resources)?;
     options.progress.tell(started(&prepared.inventory));
     let syncer = Syncer::background();
+    let registries = corrections::registries(store, &prepared.old)?;
     let mut run = Run {
         store,
         syncer: &syncer,
@@ -130,11 +134,16 @@ fn ingest_opened(data: &Path, store: &Path, opened: Opened, options: &IngestOpti
         rollups: Rollups::default(),
         report: IngestReport { id: id.clone(), files: prepared.inventory.files.len(), ..IngestReport::default() },
         batches: 0,
+        registries: &registries,
+        touched: BTreeMap::new(),
     };
+    let voids = run.read_voids()?;
     run.ingest_kinds()?;
+    let applied = run.resolve(voids)?;
     let (report, manifest, rollups) = (run.report, run.manifest, run.rollups);
     options.progress.tell(IngestProgress::Publishing);
-    generation::finish(store, id, prepared, manifest, rollups, report, syncer)
+    let folded = generation::Folded { rollups, applied };
+    generation::finish(store, id, prepared, manifest, folded, report, syncer)
 }
 
 /// The state of one ingest.
@@ -150,9 +159,45 @@ struct Run<'a> {
     rollups: Rollups,
     report: IngestReport,
     batches: u64,
+    /// What earlier ingests recorded of corrections, by kind.
+    registries: &'a BTreeMap<Kind, Registry>,
+    /// This ingest's stored versions that a correction may touch (above
+    /// revision 0, or of a record the registry knows), by kind.
+    touched: BTreeMap<Kind, Vec<RunVersion>>,
 }
 
 impl Run<'_> {
+    /// The record ids of `kind` that earlier ingests' corrections name,
+    /// when there are any: a new row of revision 0 with one of them is
+    /// touched by a correction (as is every row above revision 0).
+    fn registered(&self, kind: Kind) -> Option<&corrections::Noted> {
+        self.registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty())
+    }
+
+    /// Notes the new rows of `kind` a correction may touch, written to the
+    /// records file `records`: each its record id, row and input file name.
+    fn note_touched<'r>(
+        &mut self,
+        kind: Kind,
+        records: &str,
+        rows: impl Iterator<Item = (&'r str, &'r chunk::Row, &'r str)>,
+    ) {
+        let base = self.old.sources.len() as u32;
+        let noted = self.touched.entry(kind).or_default();
+        for (record_id, row, source_file) in rows {
+            noted.push(RunVersion {
+                revision: row.revision,
+                at: VersionAt {
+                    records: records.to_owned(),
+                    record_id: record_id.to_owned(),
+                    source_file: source_file.to_owned(),
+                    line: row.seen.line,
+                },
+                place: Place { file: base + row.seen.file, line: row.seen.line },
+            });
+        }
+    }
+
     /// The file and line a place (its file a source number) names in
     /// messages.
     fn location(&self, place: Place) -> Location {
@@ -165,6 +210,135 @@ impl Run<'_> {
         .unwrap_or_else(|| format!("source #{source}"));
         let is_row = name.split(" (ingest").next().is_some_and(|n| n.to_ascii_lowercase().ends_with(".parquet"));
         Location { file: name, line, is_row }
+    }
+
+    /// Reads the files of `voids/`: each void new to the store, by the kind
+    /// it withdraws from. A void that repeats one read earlier or stored
+    /// (same kind, record id, revision and reason) is a duplicate; with
+    /// another reason, a conflict naming both places.
+    fn read_voids(&mut self) -> Result<BTreeMap<Kind, Vec<RunVoid>>> {
+        let inventory = self.inventory;
+        let files: Vec<(u32, &InputFile)> = inventory
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.kind == Kind::Voids)
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        let mut out: BTreeMap<Kind, Vec<RunVoid>> = BTreeMap::new();
+        if files.is_empty() {
+            return Ok(out);
+        }
+        let mut tally = Tally::default();
+        let chunks = read_batch(self.options, &files)?;
+        let base = self.old.sources.len() as u32;
+        let mut seen: std::collections::HashMap<(Kind, String, u64), (String, Place)> = Default::default();
+        for mut chunk in chunks {
+            tally.read += chunk.read;
+            let mut rejects = chunk.bad_rows.take_rejects();
+            tally.set_aside += rejects.len() as u64;
+            self.report.rejects.append(&mut rejects);
+            let source_file = chunk.file_name().to_owned();
+            for void in std::mem::take(&mut chunk.voids) {
+                let place = Place { file: base + void.place.file, line: void.place.line };
+                let id = crate::records::dedup::id_hash(&void.record_id);
+                let stored = self.registries.get(&void.kind).and_then(|r| r.noted.get(&id)).and_then(|noted| {
+                    noted.iter().find(|n| n.void && n.revision == void.revision && n.at.record_id == void.record_id)
+                });
+                let earlier = match stored {
+                    Some(n) => Some((
+                        n.reason.clone(),
+                        Location { file: n.at.source_file.clone(), line: n.at.line, is_row: false },
+                    )),
+                    None => seen
+                        .get(&(void.kind, void.record_id.clone(), void.revision))
+                        .map(|(reason, at)| (reason.clone(), self.location(*at))),
+                };
+                match earlier {
+                    Some((reason, _)) if reason == void.reason => tally.duplicates += 1,
+                    Some((_, first)) => {
+                        return Err(Error::Conflict {
+                            kind: Kind::Voids.name(),
+                            record_id: void.record_id,
+                            first,
+                            second: self.location(place),
+                        })
+                    }
+                    None => {
+                        seen.insert((void.kind, void.record_id.clone(), void.revision), (void.reason.clone(), place));
+                        out.entry(void.kind).or_default().push(RunVoid {
+                            revision: void.revision,
+                            record_id: void.record_id,
+                            reason: void.reason,
+                            place,
+                            source_file: source_file.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        self.report.tallies.insert(Kind::Voids, tally);
+        Ok(out)
+    }
+
+    /// Applies this ingest's corrections, kind by kind
+    /// ([`corrections::resolve`]): the rows that stop counting leave the
+    /// rollups, and the tallies, the kinds' counts and amounts, and the
+    /// report say what changed.
+    fn resolve(&mut self, mut voids: BTreeMap<Kind, Vec<RunVoid>>) -> Result<corrections::Applied> {
+        let mut applied = corrections::Applied::default();
+        for kind in Kind::ALL {
+            let versions = self.touched.remove(&kind).unwrap_or_default();
+            let kind_voids = voids.remove(&kind).unwrap_or_default();
+            if versions.is_empty() && kind_voids.is_empty() {
+                continue;
+            }
+            let files = self.manifest.kind(kind);
+            let stored_index = self.old.kind(kind).index.len();
+            let mut index = Vec::with_capacity(files.index.len());
+            for (i, name) in files.index.iter().enumerate() {
+                let file = match i < stored_index {
+                    true => IndexFile::open_checked(self.old.file(self.store, name)?)?,
+                    false => IndexFile::open(&self.store.join(name))?,
+                };
+                index.push((name.clone(), file));
+            }
+            let empty = Registry::default();
+            let registry = self.registries.get(&kind).unwrap_or(&empty);
+            let inputs = corrections::KindInputs { kind, registry, versions, voids: kind_voids, index, stored_index };
+            let mut rollups = std::mem::take(&mut self.rollups);
+            let resolved = corrections::resolve(self.store, self.old, inputs, &*self, &mut rollups);
+            self.rollups = rollups;
+            let resolved = resolved?;
+            let tally = self.report.tallies.entry(kind).or_default();
+            tally.used -= resolved.superseded_versions;
+            tally.superseded += resolved.superseded_versions;
+            if let Some(voids) = self.report.tallies.get_mut(&Kind::Voids) {
+                voids.voids += resolved.voids;
+                voids.superseded += resolved.superseded_voids;
+            }
+            let stored_dropped = resolved.stored_superseded + resolved.stored_withdrawn;
+            self.report.stored_superseded += resolved.stored_superseded;
+            self.report.stored_withdrawn += resolved.stored_withdrawn;
+            let mut files = self.manifest.kind(kind);
+            files.count = files
+                .count
+                .checked_sub(resolved.superseded_versions + stored_dropped)
+                .ok_or_else(|| Error::Internal(format!("the store's count of {kind} fell below zero")))?;
+            let amount = match files.amount.as_str() {
+                "" => Amount::ZERO,
+                text => Amount::parse_total(text.as_bytes()).map_err(|e| {
+                    Error::io(self.store.join("manifest.json"), format!("amount of {kind} '{text}' {e}"))
+                })?,
+            };
+            let dropped = Amount::from_nanos(-(resolved.stored_dropped_amount + resolved.run_dropped_amount));
+            let overflow = || Error::Internal(format!("sum overflow of {kind} amounts"));
+            files.amount = amount.checked_add(dropped).ok_or_else(overflow)?.to_string();
+            self.manifest.kinds.insert(kind.name().to_owned(), files);
+            applied.rows.extend(resolved.corrections);
+            applied.bookings.extend(resolved.bookings);
+        }
+        Ok(applied)
     }
 
     /// Ingests every kind's files: their batches, kind after kind, form one
@@ -322,7 +496,15 @@ impl Run<'_> {
             dedup::beside(pending.as_ref().map(|pending| move || dedup::check(index_files, pending, base)), || {
                 self.take_new(kind, &chunks, &marks)
             });
-        let TakenNew { written, rows, duplicates, amount } = taken?;
+        let TakenNew { written, rows, duplicates, amount, touched } = taken?;
+        if let Some(written) = &written {
+            let rows = touched.iter().map(|&(c, r)| {
+                let chunk = &chunks[c];
+                let row = &chunk.rows[r as usize];
+                (chunk.view(row).record_id, row, chunk.view(row).source_file)
+            });
+            self.note_touched(kind, &written.records, rows);
+        }
         state.tally.duplicates += duplicates;
         state.add_amount(amount)?;
         self.add_written(state, rows, written)?;
@@ -341,8 +523,11 @@ impl Run<'_> {
         // Each chunk gathers its new rows on its own thread; then each
         // rollup shard folds its accounts' rows of every chunk.
         let base = self.old.sources.len() as u32;
+        let registered = self.registered(kind);
         let folds: Vec<ChunkFold> =
-            chunks.par_iter().zip(marks).map(|(chunk, marks)| chunk.fold(marks, base)).collect();
+            chunks.par_iter().zip(marks).map(|(chunk, marks)| chunk.fold(marks, base, registered)).collect();
+        let touched: Vec<(usize, u32)> =
+            folds.iter().enumerate().flat_map(|(c, fold)| fold.touched.iter().map(move |&r| (c, r))).collect();
         let duplicates = folds.iter().map(|fold| fold.duplicates).sum();
         let amount = folds.iter().map(|fold| fold.amount).sum();
         let new_rows = Kept::new(chunks.iter().zip(&folds).map(|(chunk, fold)| (chunk, &fold.kept[..])));
@@ -363,7 +548,7 @@ impl Run<'_> {
         );
         self.rollups = rollups;
         folded?;
-        Ok(TakenNew { written: written?, rows: new_rows.len(), duplicates, amount })
+        Ok(TakenNew { written: written?, rows: new_rows.len(), duplicates, amount, touched })
     }
 }
 
@@ -374,6 +559,28 @@ struct TakenNew {
     rows: usize,
     duplicates: u64,
     amount: i128,
+    /// The rows written that a correction may touch (chunk, row).
+    touched: Vec<(usize, u32)>,
+}
+
+impl corrections::Sources for Run<'_> {
+    fn source_file(&self, file: u32) -> String {
+        let base = self.old.sources.len();
+        match (file as usize).checked_sub(base) {
+            Some(i) => self.inventory.files.get(i).map(|f| f.name.clone()).unwrap_or_default(),
+            None => {
+                let source = self.old.sources.get(file as usize).map(String::as_str).unwrap_or_default();
+                match source.rsplit_once(" (ingest ") {
+                    Some((name, _)) => name.to_owned(),
+                    None => source.to_owned(),
+                }
+            }
+        }
+    }
+
+    fn location(&self, place: Place) -> Location {
+        Run::location(self, place)
+    }
 }
 
 /// One batch of a kind's files ([`batches()`]); its kind's files.

@@ -177,6 +177,11 @@ pub struct IngestReport {
     /// Accounts whose API token the new accounts.csv removed (they had one
     /// in the store, and the data folder's file gives none).
     pub tokens_dropped: Vec<String>,
+    /// Stored records (of earlier ingests) whose version a higher
+    /// revision of this ingest replaced.
+    pub stored_superseded: u64,
+    /// Stored records (of earlier ingests) a void of this ingest withdrew.
+    pub stored_withdrawn: u64,
 }
 
 impl IngestReport {

@@ -244,6 +244,15 @@ pub fn ingest_spark(
 ) -> Result<IngestReport> {
     let id = &options.ingest_id;
     let opened = generation::open(store, id)?;
+    // A store that holds corrections remembers records a plain row may
+    // be a late version of, which the Spark engine does not look up.
+    if let Some(log) = opened.old.ingests.iter().find(|log| log.corrections.is_some()) {
+        return Err(Error::Usage(format!(
+            "the store holds corrections (ingest {}), which the Spark engine does not apply; \
+             ingest into it with --engine local",
+            log.id
+        )));
+    }
     // Whatever fails from here on, what this ingest wrote to the store
     // goes with it (the staging folder below, the rest on the guard's drop).
     let unpublished = opened.unpublished(store, id);

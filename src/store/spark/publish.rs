@@ -201,7 +201,8 @@ pub(super) fn publish(
         read_rollups(&part, &mut rollups)?;
     }
     options.progress.tell(IngestProgress::Publishing);
-    generation::finish(store, id, prepared, manifest, rollups, report, syncer)
+    let folded = generation::Folded { rollups, applied: Default::default() };
+    generation::finish(store, id, prepared, manifest, folded, report, syncer)
 }
 
 /// Writes new rows of one kind as one records and one index file, numbered

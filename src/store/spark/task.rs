@@ -134,6 +134,7 @@ fn check_in_runs(
         let next_run = || -> Result<Option<DataFrame>> {
             while !pieces.done() {
                 let chunks = chunk::check_run(source, file, &mut pieces, run_lines, on_bad_row)?;
+                chunk::refuse_revisions(&chunks)?;
                 let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
                 for chunk in &chunks {
                     summary.read += chunk.read();
