@@ -33,9 +33,16 @@ pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
 /// [`Syncer::wait`] gives them, by path, for the manifest.
 #[derive(Debug)]
 pub(crate) struct Syncer {
-    sender: Option<std::sync::mpsc::Sender<(PathBuf, Written)>>,
+    sender: Option<std::sync::mpsc::Sender<Handed>>,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
     sums: std::sync::Arc<std::sync::Mutex<Sums>>,
+}
+
+/// What a [`Syncer`]'s thread is handed: a file to sync, or a channel to
+/// answer on once every file handed before it is synced.
+enum Handed {
+    File(PathBuf, Written),
+    Barrier(std::sync::mpsc::Sender<()>),
 }
 
 /// The sums of the files a [`Syncer`] synced, by path.
@@ -54,14 +61,20 @@ fn sync_one(path: &Path, file: Written, sums: &std::sync::Mutex<Sums>) -> std::i
 impl Syncer {
     /// Files are synced one after the other on a thread of the syncer's.
     pub(crate) fn background() -> Syncer {
-        let (sender, files) = std::sync::mpsc::channel::<(PathBuf, Written)>();
+        let (sender, files) = std::sync::mpsc::channel::<Handed>();
         let sums = std::sync::Arc::new(std::sync::Mutex::new(Sums::new()));
         let kept = sums.clone();
         let thread = crate::threads::spawn("telemeter-sync", move || {
             let mut first_error = None;
-            for (path, file) in files {
-                if let Err(e) = sync_one(&path, file, &kept) {
-                    first_error.get_or_insert(Error::io(&path, e));
+            for handed in files {
+                match handed {
+                    Handed::File(path, file) => {
+                        if let Err(e) = sync_one(&path, file, &kept) {
+                            first_error.get_or_insert(Error::io(&path, e));
+                        }
+                    }
+                    // The caller may be gone; nothing to tell then.
+                    Handed::Barrier(done) => drop(done.send(())),
                 }
             }
             first_error.map_or(Ok(()), Err)
@@ -83,14 +96,28 @@ impl Syncer {
     pub(crate) fn sync(&self, path: &Path, file: impl Into<Written>) -> Result<()> {
         let file = file.into();
         let file = match &self.sender {
-            Some(sender) => match sender.send((path.to_owned(), file)) {
+            Some(sender) => match sender.send(Handed::File(path.to_owned(), file)) {
                 Ok(()) => return Ok(()),
                 // The thread is gone: sync here.
-                Err(std::sync::mpsc::SendError((_, file))) => file,
+                Err(std::sync::mpsc::SendError(Handed::File(_, file))) => file,
+                Err(std::sync::mpsc::SendError(Handed::Barrier(_))) => return Ok(()),
             },
             None => file,
         };
         sync_one(path, file, &self.sums).map_err(|e| Error::io(path, e))
+    }
+
+    /// Waits until every file handed over so far is written whole (and
+    /// synced), so that it can be read back; a write error is still
+    /// [`Syncer::wait`]'s.
+    pub(crate) fn settle(&self) {
+        if let Some(sender) = &self.sender {
+            let (done, settled) = std::sync::mpsc::channel();
+            if sender.send(Handed::Barrier(done)).is_ok() {
+                // An error means the thread is gone: nothing is in flight.
+                let _ = settled.recv();
+            }
+        }
     }
 
     /// Waits until every file handed over is synced; the first error, if

@@ -396,3 +396,154 @@ fn the_sample_correcting_delivery_changes_what_its_readme_says() {
     assert_eq!(ma001["auth_id"], "MA001SHGA32ZDQYG9N8T");
     assert_eq!(ma001["total_spend"].as_f64(), Some(7.029));
 }
+
+/// One delivered row of the property test: a version of charge `id`
+/// (content fixed by its id and revision, so that a repeat is a
+/// duplicate) or a void (odd revisions, never a version's).
+#[derive(Clone, Debug)]
+enum Delivered {
+    Version { id: u8, revision: u8 },
+    Void { id: u8, revision: u8 },
+}
+
+/// The content of version `revision` of charge `id` in a case whose
+/// contents are picked by `salt`: its account, day, units and amount in
+/// cents.
+fn content(salt: u64, id: u8, revision: u8) -> (&'static str, u32, u64, u64) {
+    let h = (salt ^ (u64::from(id) << 8 | u64::from(revision))).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let account = if (h >> 7) % 3 == 0 { "A2" } else { "A1" };
+    (account, 20 + ((h >> 13) % 6) as u32, 1 + (h >> 21) % 3, 1 + (h >> 29) % 499)
+}
+
+/// The contract, simply: per account, the units and cents of each
+/// record's current version (the highest revision among its versions and
+/// voids, when it is a version).
+fn reference(salt: u64, rows: &[Delivered]) -> std::collections::BTreeMap<&'static str, (u64, u64)> {
+    let mut highest: std::collections::BTreeMap<u8, (u8, bool)> = Default::default();
+    for row in rows {
+        let (id, revision, void) = match *row {
+            Delivered::Version { id, revision } => (id, revision, false),
+            Delivered::Void { id, revision } => (id, revision, true),
+        };
+        let best = highest.entry(id).or_insert((revision, void));
+        if revision > best.0 {
+            *best = (revision, void);
+        }
+    }
+    let mut totals: std::collections::BTreeMap<&'static str, (u64, u64)> = Default::default();
+    for (id, (revision, void)) in highest {
+        if !void {
+            let (account, _, units, cents) = content(salt, id, revision);
+            let total = totals.entry(account).or_default();
+            total.0 += units;
+            total.1 += cents;
+        }
+    }
+    totals
+}
+
+fn delivered() -> impl proptest::strategy::Strategy<Value = Delivered> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u8..6, 0u8..3).prop_map(|(id, r)| Delivered::Version { id, revision: 2 * r }),
+        1 => (0u8..6, 0u8..3).prop_map(|(id, r)| Delivered::Void { id, revision: 2 * r + 1 }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Random versions and voids, cut into random files, delivered in
+    /// random ingests in a random order: the store answers as the raw
+    /// folder of all of them and as the reference, and every ingest's
+    /// rows add up.
+    #[test]
+    fn any_split_and_order_of_corrections_answers_as_the_reference(
+        salt in proptest::prelude::any::<u64>(),
+        rows in proptest::collection::vec((delivered(), 0usize..4), 1..24),
+        order in proptest::collection::vec(0usize..4, 4),
+    ) {
+        let t = temp_dir();
+        let all = t.path().join("all");
+        // Each row goes to one of four files (calls it `file`), each file
+        // to one of up to four ingests (`order[file]`).
+        let mut files: Vec<(String, String)> = (0..4).map(|_| (String::new(), String::new())).collect();
+        for (row, file) in &rows {
+            match *row {
+                Delivered::Version { id, revision } => {
+                    let (account, day, units, cents) = content(salt, id, revision);
+                    files[*file].0 += &format!(
+                        "c{id},{account},2026-11-{day}T10:00:00Z,CNAM,{units},{}.{:02},{revision}\n",
+                        cents / 100,
+                        cents % 100
+                    );
+                }
+                Delivered::Void { id, revision } => {
+                    files[*file].1 += &format!("c{id},charges,{revision},reason {}\n", id % 2);
+                }
+            }
+        }
+        let mut ingests: Vec<std::path::PathBuf> = Vec::new();
+        let mut by_ingest: std::collections::BTreeMap<usize, std::path::PathBuf> = Default::default();
+        for (f, (versions, voids)) in files.iter().enumerate() {
+            let at = by_ingest.entry(order[f]).or_insert_with(|| t.path().join(format!("ingest{}", order[f]))).clone();
+            for dir in [&all, &at] {
+                if !versions.is_empty() {
+                    write(dir, &format!("charges/f{f}.csv"), format!("{CHARGES},revision\n{versions}"));
+                }
+                if !voids.is_empty() {
+                    write(dir, &format!("voids/f{f}.csv"), format!("record_id,kind,revision,reason\n{voids}"));
+                }
+            }
+        }
+        ingests.extend(by_ingest.into_values());
+        let store = t.path().join("store");
+        for data in &ingests {
+            if std::fs::read_dir(data).map(|d| d.count()).unwrap_or(0) == 0 {
+                continue;
+            }
+            let run = telemeter(&["ingest", "--data", data.to_str().unwrap(), "--store", store.to_str().unwrap()]);
+            proptest::prop_assert_eq!(run.code, 0, "{}", run.stderr);
+        }
+        let reference = reference(salt, &rows.iter().map(|(row, _)| row.clone()).collect::<Vec<_>>());
+        let query = "granularity=month&from_date=2026-11-01&to_date=2026-12-01";
+        for account in ["A1", "A2"] {
+            let raw = summary(&all, account, query, &[]);
+            let stored = telemeter(&[
+                "summary", "--store", store.to_str().unwrap(), "--auth-id", account, "--query", query,
+                "--now", crate::common::NOW,
+            ]);
+            let strip = |text: &str| -> Value {
+                let mut value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+                if let Some(object) = value.as_object_mut() {
+                    object.remove("api_id");
+                }
+                value
+            };
+            let (raw, stored) = (strip(&raw.stdout), strip(&stored.stdout));
+            proptest::prop_assert_eq!(&stored, &raw, "{}", account);
+            let (units, cents) = reference.get(account).copied().unwrap_or_default();
+            let spend = raw["meta"]["total_spend"].as_f64().unwrap_or(-1.0);
+            proptest::prop_assert!((spend * 100.0 - cents as f64).abs() < 1e-6, "{account}: {spend} against {cents} cents");
+            let charged: u64 = raw["other_charges"].as_array().map_or(0, |rows| {
+                rows.iter().map(|r| r["total_units"].as_u64().unwrap_or(0)).sum()
+            });
+            proptest::prop_assert_eq!(charged, units, "{}", account);
+        }
+        if store.join("manifest.json").exists() {
+            let manifest: Value = serde_json::from_slice(&std::fs::read(store.join("manifest.json")).unwrap()).unwrap();
+            for log in manifest["ingests"].as_array().into_iter().flatten() {
+                let n = |what: &str| log[what].as_u64().unwrap_or(0);
+                proptest::prop_assert_eq!(
+                    n("read"),
+                    n("used") + n("set_aside") + n("duplicates") + n("superseded") + n("voids"),
+                    "{}", log
+                );
+            }
+        }
+    }
+}

@@ -287,6 +287,10 @@ impl Run<'_> {
     /// report say what changed.
     fn resolve(&mut self, mut voids: BTreeMap<Kind, Vec<RunVoid>>) -> Result<corrections::Applied> {
         let mut applied = corrections::Applied::default();
+        // This ingest's records files are read back whole.
+        if !self.touched.is_empty() || !voids.is_empty() {
+            self.syncer.settle();
+        }
         for kind in Kind::ALL {
             let versions = self.touched.remove(&kind).unwrap_or_default();
             let kind_voids = voids.remove(&kind).unwrap_or_default();
