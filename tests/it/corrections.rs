@@ -411,7 +411,7 @@ enum Delivered {
 /// cents.
 fn content(salt: u64, id: u8, revision: u8) -> (&'static str, u32, u64, u64) {
     let h = (salt ^ (u64::from(id) << 8 | u64::from(revision))).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let account = if (h >> 7) % 3 == 0 { "A2" } else { "A1" };
+    let account = if (h >> 7).is_multiple_of(3) { "A2" } else { "A1" };
     (account, 20 + ((h >> 13) % 6) as u32, 1 + (h >> 21) % 3, 1 + (h >> 29) % 499)
 }
 
