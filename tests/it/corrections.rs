@@ -547,3 +547,25 @@ proptest::proptest! {
         }
     }
 }
+
+/// The Spark engine does not apply corrections: a `voids/` folder is
+/// refused before the job starts, naming the void and `--engine local`.
+#[test]
+fn the_spark_engine_refuses_a_void() {
+    let t = temp_dir();
+    write(t.path(), "charges/base.csv", format!("{CHARGES}\nc0,A1,2026-11-20T10:00:00Z,CNAM,1,0.90\n"));
+    write(t.path(), "voids/v.csv", "record_id,kind,revision\nc0,charges,2\n");
+    let store = t.path().join("store");
+    let run = telemeter(&[
+        "ingest",
+        "--engine",
+        "spark",
+        "--data",
+        t.path().to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("voids/v.csv") && run.stderr.contains("--engine local"), "{}", run.stderr);
+    assert!(!store.join("manifest.json").exists());
+}

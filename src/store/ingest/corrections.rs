@@ -334,9 +334,9 @@ pub(super) fn resolve(
     }
     // Revision-0 versions, stored or of this ingest: one partition of each
     // index file per touched id's partition.
-    let mut partitions: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut partitions: BTreeMap<usize, FxHashSet<(u64, u64)>> = BTreeMap::new();
     for id in touched.keys() {
-        partitions.entry(index::partition_of(*id)).or_default().push(*id);
+        partitions.entry(index::partition_of(*id)).or_default().insert(*id);
     }
     let found: Vec<Result<Vec<Found>>> = index
         .par_iter()
