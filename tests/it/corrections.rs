@@ -569,3 +569,147 @@ fn the_spark_engine_refuses_a_void() {
     assert!(run.stderr.contains("voids/v.csv") && run.stderr.contains("--engine local"), "{}", run.stderr);
     assert!(!store.join("manifest.json").exists());
 }
+
+/// A correcting delivery for the calls of `base` (generated: plain CSV):
+/// every 20th call re-rated at revision 1, every 150th withdrawn.
+fn correcting_delivery(base: &Path, out: &Path) {
+    let mut fixes = String::new();
+    let mut voids = String::from("record_id,kind,revision,reason\n");
+    let mut header = String::new();
+    let mut files: Vec<std::path::PathBuf> =
+        std::fs::read_dir(base.join("calls")).expect("calls").flatten().map(|e| e.path()).collect();
+    files.sort();
+    let mut n = 0;
+    let mut used = std::collections::HashSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("a calls file");
+        let mut lines = text.lines();
+        header = lines.next().unwrap_or_default().to_owned();
+        for line in lines {
+            n += 1;
+            let mut cells: Vec<String> = line.split(',').map(str::to_owned).collect();
+            // A re-delivered row is corrected once, never voided too.
+            if (n % 20 == 0 || n % 150 == 0) && !used.insert(cells[0].clone()) {
+                continue;
+            }
+            if n % 20 == 0 {
+                // The amount (column 10) a little higher: a digit more.
+                let more = if cells[9].contains('.') { "1" } else { ".1" };
+                cells[9] += more;
+                fixes += &format!("{},1\n", cells.join(","));
+            } else if n % 150 == 0 {
+                voids += &format!("{},calls,1,killed test\n", cells[0]);
+            }
+        }
+    }
+    write(out, "calls/fix.csv", format!("{header},revision\n{fixes}"));
+    write(out, "voids/v.csv", voids);
+}
+
+/// The answers of `store` for every account of `accounts` (an
+/// accounts.csv), a query each of day and month grain.
+fn store_answers(store: &Path, accounts: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let accounts = std::fs::read_to_string(accounts).expect("accounts.csv");
+    for account in accounts.lines().skip(1).filter_map(|line| line.split(',').next()) {
+        for query in [
+            "granularity=day&from_date=2026-11-01&to_date=2026-11-08",
+            "granularity=month&from_date=2026-10-01&to_date=2026-12-01",
+        ] {
+            let run = telemeter(&[
+                "summary",
+                "--store",
+                store.to_str().unwrap(),
+                "--auth-id",
+                account,
+                "--query",
+                query,
+                "--now",
+                crate::common::NOW,
+            ]);
+            out.push(format!("{}{}", run.stdout, run.stderr));
+        }
+    }
+    out
+}
+
+/// `kill -9` of a correcting ingest as it writes its records, its
+/// corrections file and its rollups leaves the previous generation
+/// answering; a run after each gives the store an uninterrupted run
+/// gives.
+#[test]
+fn a_killed_correcting_ingest_leaves_the_previous_generation_and_a_rerun_completes_it() {
+    let t = temp_dir();
+    let base = t.path().join("base");
+    telemeter(&[
+        "generate",
+        "--out",
+        base.to_str().unwrap(),
+        "--calls",
+        "60000",
+        "--accounts",
+        "3",
+        "--start",
+        "2026-10-20",
+        "--days",
+        "20",
+        "--files",
+        "2",
+        "--quiet",
+    ])
+    .ok();
+    let fix = t.path().join("fix");
+    correcting_delivery(&base, &fix);
+    let (store, whole) = (t.path().join("store"), t.path().join("whole"));
+    for s in [&store, &whole] {
+        telemeter(&["ingest", "--data", base.to_str().unwrap(), "--store", s.to_str().unwrap(), "--quiet"]).ok();
+    }
+    let before = std::fs::read(store.join("manifest.json")).expect("a manifest");
+    let accounts = base.join("accounts.csv");
+    let answers_before = store_answers(&store, &accounts);
+    telemeter(&["ingest", "--data", fix.to_str().unwrap(), "--store", whole.to_str().unwrap(), "--quiet"]).ok();
+    let expected = store_answers(&whole, &accounts);
+    assert_ne!(expected, answers_before, "the delivery changes the answers");
+    let count = |dir: &str| -> usize {
+        let mut n = 0;
+        let mut stack = vec![store.join(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.path().is_dir() {
+                    stack.push(e.path());
+                } else {
+                    n += 1;
+                }
+            }
+        }
+        n
+    };
+    for point in ["records", "corrections", "rollups"] {
+        let known = count(point);
+        let mut child = crate::common::command()
+            .args(["ingest", "--data", fix.to_str().unwrap(), "--store", store.to_str().unwrap(), "--quiet"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn ingest");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while count(point) == known && std::time::Instant::now() < deadline {
+            if child.try_wait().expect("wait").is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let finished = child.try_wait().expect("wait").is_some();
+        child.kill().ok();
+        child.wait().expect("reap");
+        if finished {
+            break;
+        }
+        assert_eq!(std::fs::read(store.join("manifest.json")).expect("a manifest"), before, "killed at {point}");
+        assert_eq!(store_answers(&store, &accounts), answers_before, "killed at {point}");
+    }
+    // Whatever the kills left, the next run completes the delivery.
+    telemeter(&["ingest", "--data", fix.to_str().unwrap(), "--store", store.to_str().unwrap(), "--quiet"]).ok();
+    assert_eq!(store_answers(&store, &accounts), expected);
+    telemeter(&["store", "verify", "--store", store.to_str().unwrap()]).ok();
+}
