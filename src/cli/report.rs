@@ -46,6 +46,11 @@ pub struct Args {
     /// bytes of `summary --all-pages`; far fewer files for large runs).
     #[arg(long, value_enum, default_value = "files")]
     pub pages: PagesArg,
+    /// With --store: the manifest.json of the previous report of the same
+    /// store; this report's manifest then lists, per account, the months
+    /// that changed since (`changes_since`).
+    #[arg(long)]
+    pub changes_since: Option<PathBuf>,
 }
 
 /// Runs `report`.
@@ -79,6 +84,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(pages) => pages,
         Err(message) => return bad_request(&message),
     };
+    let changes_since = match (&args.changes_since, &args.source.store) {
+        (None, _) => None,
+        (Some(previous), Some(_)) => Some(crate::store::changes::report_generation(previous)?),
+        (Some(_), None) => return bad_request("--changes-since needs --store: a report of raw files has no ledger"),
+    };
     let dataset = args.source.open(super::warn)?;
     let key = args.source.token_key()?;
     let on_bad_row = args.on_bad_row.into();
@@ -88,6 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         now_given: args.now.is_some(),
         formats,
         pages,
+        changes_since,
     };
     let outcome = progress.run(|| {
         batch::write_reports(&dataset, &request, &key, &args.out, &|event| match event {

@@ -48,6 +48,33 @@ pub(super) struct StoreEntry {
     pub(super) manifest_checksum: Option<String>,
 }
 
+/// The months that changed since a previous report of the same store:
+/// per account, each month (`YYYY-MM` in its zone) where an ingest after
+/// that report's generation added, restated or withdrew a record
+/// (`store::changes`).
+#[derive(Debug, Serialize)]
+pub(super) struct ChangesEntry {
+    /// The previous report's generation.
+    pub(super) generation: u64,
+    /// Changed months by account; an account without any is left out.
+    pub(super) months: BTreeMap<String, Vec<String>>,
+}
+
+impl ChangesEntry {
+    pub(super) fn since(store: &crate::store::Store, generation: u64) -> crate::error::Result<ChangesEntry> {
+        let ledger = crate::store::changes::since(store, generation, None)?;
+        let mut months: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for key in ledger.keys() {
+            let list = months.entry(key.auth_id.clone()).or_default();
+            let month = key.month.to_string();
+            if list.last() != Some(&month) {
+                list.push(month);
+            }
+        }
+        Ok(ChangesEntry { generation, months })
+    }
+}
+
 impl StoreEntry {
     pub(super) fn of(store: &crate::store::Store) -> StoreEntry {
         let manifest = &store.manifest;
@@ -207,6 +234,10 @@ pub(super) struct ReportManifest<'a> {
     /// The store generation read (absent for a report of raw files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) store: Option<StoreEntry>,
+    /// With `--changes-since`: the months each account's data changed in
+    /// since the previous report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) changes_since: Option<ChangesEntry>,
     pub(super) inputs: &'a [InputEntry],
     pub(super) ignored_files: &'a [String],
     pub(super) counts: BTreeMap<&'static str, CountEntry>,

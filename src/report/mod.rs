@@ -39,8 +39,8 @@ use crate::summary::{build_many, to_json, Batch, Summary};
 use crate::time::format_instant;
 use crate::token::TokenKey;
 use manifest::{
-    check_counts, counts_entry, overflow, reconcile, AccountEntry, InputEntry, ReportManifest, RequestEntry,
-    StoreEntry, Written,
+    check_counts, counts_entry, overflow, reconcile, AccountEntry, ChangesEntry, InputEntry, ReportManifest,
+    RequestEntry, StoreEntry, Written,
 };
 use output::{
     check_inputs_unchanged, check_replaceable, create, hash_inputs, remove_stale, staging_dir, swap_into_place,
@@ -254,6 +254,10 @@ fn write_all(
         version: env!("CARGO_PKG_VERSION"),
         request: RequestEntry::of(request),
         store: store.map(StoreEntry::of),
+        changes_since: match (store, request.changes_since) {
+            (Some(store), Some(generation)) => Some(ChangesEntry::since(store, generation)?),
+            _ => None,
+        },
         inputs: hashed,
         ignored_files: &inputs.inventory.ignored,
         counts: counts_entry(batch, counts),
@@ -437,6 +441,7 @@ mod tests {
             now_given: true,
             formats: Formats::ALL,
             pages: PageFiles::Files,
+            changes_since: None,
         }
     }
 
@@ -516,6 +521,7 @@ mod tests {
             now_given: true,
             formats: Formats { json: true, csv: false, html: false },
             pages: PageFiles::Files,
+            changes_since: None,
         };
         let out = tempfile::tempdir().unwrap();
         let events = Mutex::new(Vec::new());

@@ -23,6 +23,9 @@ pub struct ReportRequest<'a> {
     /// How the JSON pages are laid out: a file per page, or one
     /// `pages.jsonl` per account.
     pub pages: PageFiles,
+    /// For a report of a store: the generation of the previous report,
+    /// after which the manifest lists each account's changed months.
+    pub changes_since: Option<u64>,
 }
 
 /// How an account's JSON pages are written: `page-0001.json`, ... (the

@@ -133,3 +133,42 @@ fn the_sum_of_the_ledgers_does_not_depend_on_the_split_or_its_order() {
         assert_eq!(changes(&store, &["--since", "0"]), expected, "{name}");
     }
 }
+
+/// A nightly report given the previous report's manifest lists, per
+/// account, the months that changed since: here the sample correcting
+/// delivery's October message and November call and charge.
+#[test]
+fn a_report_names_the_months_that_changed_since_the_previous_one() {
+    let t = common::temp_dir();
+    let store = t.path().join("store");
+    ingest(&common::sample_data(), &store);
+    let first = t.path().join("first");
+    let report = |out: &Path, extra: &[&str]| {
+        let mut args =
+            vec!["report", "--store", s(&store), "--out", s(out), "--now", common::NOW, "--formats", "csv", "--quiet"];
+        args.extend_from_slice(extra);
+        telemeter(&args).ok();
+        let bytes = std::fs::read(out.join("manifest.json")).expect("a report manifest");
+        serde_json::from_slice::<serde_json::Value>(&bytes).expect("JSON")
+    };
+    let previous = report(&first, &[]);
+    assert!(previous.get("changes_since").is_none());
+    ingest(&common::root().join("sample_corrections"), &store);
+    let second = t.path().join("second");
+    let manifest = report(&second, &["--changes-since", s(&first.join("manifest.json"))]);
+    assert_eq!(
+        manifest["changes_since"],
+        serde_json::json!({"generation": 1, "months": {"MA001SHGA32ZDQYG9N8T": ["2026-10", "2026-11"]}})
+    );
+    // Raw files have no ledger: a usage error.
+    let raw = telemeter(&[
+        "report",
+        "--data",
+        s(&common::sample_data()),
+        "--out",
+        s(&t.path().join("raw")),
+        "--changes-since",
+        s(&first.join("manifest.json")),
+    ]);
+    assert_eq!(raw.code, 2, "{}", raw.stderr);
+}
