@@ -55,7 +55,8 @@ for line in sys.stdin:
 for name, rs in runs.items():
     print(f"{name}: median wall {statistics.median(r[0] for r in rs):.2f} s, user {statistics.median(r[1] for r in rs):.2f} s, peak {statistics.median(r[3] for r in rs):.0f} MiB")
 ratios = [f[0] / n[0] for f, n in zip(runs["fix"], runs["new"])]
-print(f"fix/new: median ratio {statistics.median(ratios):.2f} (runs: {", ".join(f"{r:.2f}" for r in ratios)})")
+shown = ", ".join("%.2f" % r for r in ratios)
+print(f"fix/new: median ratio {statistics.median(ratios):.2f} (runs: {shown})")
 '
 cat "$WORK/fix.out"
 rm -rf "$WORK/run-store"

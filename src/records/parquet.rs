@@ -75,7 +75,12 @@ struct Parts<'f> {
     parts: Vec<(u64, Range<usize>)>,
     /// The columns read: the kind's, then its optional one if the file has it.
     columns: Vec<&'static str>,
+    /// Whether the id column (the first) is left unread ([`read_picked`]).
+    without_id: bool,
 }
+
+/// The record id of a row read without its id column.
+pub const NO_ID: &str = "-";
 
 impl<'f> Parts<'f> {
     /// `None` for a 0-byte file, which holds no rows.
@@ -93,7 +98,7 @@ impl<'f> Parts<'f> {
         let has_optional = names.iter().any(|n| n == optional);
         let columns = kind.columns().iter().copied().chain(has_optional.then_some(optional)).collect();
         let parts = cut(parquet.row_groups(), PART_ROWS);
-        Ok(Some(Parts { parquet, parts, columns }))
+        Ok(Some(Parts { parquet, parts, columns, without_id: false }))
     }
 
     /// Reads the rows of the part `(first, groups)` that are in `wanted`
@@ -106,30 +111,48 @@ impl<'f> Parts<'f> {
         wanted: &Range<u64>,
         sink: &mut S,
     ) -> Result<bool> {
+        let first = part.0;
+        // The part's rows that are wanted, from its first.
+        let rows = |height: usize| {
+            wanted.start.saturating_sub(first) as usize..(wanted.end.saturating_sub(first) as usize).min(height)
+        };
+        self.read_rows_of(file, part, rows, sink)
+    }
+
+    /// [`Parts::read`] of the rows `rows` gives (part-relative, in order)
+    /// for the part's height.
+    fn read_rows_of<S: RowSink, I: ExactSizeIterator<Item = usize>>(
+        &self,
+        file: &InputFile,
+        part: &(u64, Range<usize>),
+        rows: impl FnOnce(usize) -> I,
+        sink: &mut S,
+    ) -> Result<bool> {
         let ((first, groups), kind) = (part, file.kind);
-        let frame = self.parquet.read_row_groups(&self.columns, groups.clone()).map_err(|e| file.renamed(e))?;
+        // Without its id column, a row's first field is [`NO_ID`].
+        let skip = usize::from(self.without_id);
+        let read = &self.columns[skip..];
+        let frame = self.parquet.read_row_groups(read, groups.clone()).map_err(|e| file.renamed(e))?;
         let mut prepared: Vec<(Column, ColumnType)> = Vec::new();
-        for (index, name) in self.columns.iter().enumerate() {
+        for (index, name) in read.iter().enumerate() {
             let column = frame.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
-            prepared.push((widen(file, column)?, kind.column_type(index)));
+            prepared.push((widen(file, column)?, kind.column_type(index + skip)));
         }
         let mut columns = Vec::with_capacity(prepared.len());
-        for ((column, expected), name) in prepared.iter().zip(&self.columns) {
+        for ((column, expected), name) in prepared.iter().zip(read) {
             columns.push(decode(file, column, *expected, name)?);
         }
-        // The part's rows that are wanted, from its first.
-        let rows = wanted.start.saturating_sub(*first) as usize
-            ..(wanted.end.saturating_sub(*first) as usize).min(frame.height());
+        let rows = rows(frame.height());
         if S::ONE_PER_CHUNK {
             // A sink that keeps every row keeps its text: about a third of
             // a CSV line, which `reserve` is told of.
             let text = columns.first().map_or(0, Values::text_bytes) * 3;
             sink.reserve(rows.len(), text / frame.height().max(1) * rows.len());
         }
-        let mut fields = [Field::Null; 16];
-        let fields = &mut fields[..columns.len()];
+        let mut fields = [Field::Ascii(NO_ID); 16];
+        let fields = &mut fields[..columns.len() + skip];
         for row in rows {
-            for (slot, values) in fields.iter_mut().zip(&columns) {
+            for (slot, values) in fields[skip..].iter_mut().zip(&columns) {
                 *slot = values.field(row);
             }
             if !sink.row(first + row as u64 + 1, fields) {
@@ -163,6 +186,34 @@ pub fn read<S: RowSink>(file: &InputFile, sink: &mut S) -> Result<()> {
     let Some(parts) = Parts::open(file)? else { return Ok(()) };
     for part in &parts.parts {
         if !parts.read(file, part, &(0..u64::MAX), sink)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the rows `rows` (indexes from 0, ascending) of a Parquet file
+/// into one sink, numbered from 1: only the parts that hold any of them
+/// are read, and only those rows become fields. Without `id`, the record
+/// id column (the widest: its text does not compress) is not read, and
+/// each row's id is [`NO_ID`]: for a caller that found the rows by other
+/// columns.
+pub fn read_picked<S: RowSink>(file: &InputFile, rows: &[u64], id: bool, sink: &mut S) -> Result<()> {
+    let Some(mut parts) = Parts::open(file)? else { return Ok(()) };
+    parts.without_id = !id;
+    let ends: Vec<u64> = parts.parts.iter().skip(1).map(|(first, _)| *first).chain([u64::MAX]).collect();
+    for (part, end) in parts.parts.iter().zip(ends) {
+        let (from, to) = (rows.partition_point(|&r| r < part.0), rows.partition_point(|&r| r < end));
+        if from == to {
+            continue;
+        }
+        let picked = &rows[from..to];
+        let first = part.0;
+        let in_part = |height: usize| {
+            let within = picked.partition_point(|&r| r < first + height as u64);
+            picked[..within].iter().map(move |&r| (r - first) as usize)
+        };
+        if !parts.read_rows_of(file, part, in_part, sink)? {
             break;
         }
     }

@@ -626,9 +626,12 @@ fn read_versions(
         false => (store.join(name), None),
     };
     let rows = rows_of(&path, name, wanted)?;
+    let mut picked: Vec<u64> = rows.keys().map(|row| row - 1).collect();
+    picked.sort_unstable();
     let file = InputFile { kind, path: path.clone(), name: name.to_owned(), format: Format::Parquet, size: 0, sum };
     let mut sink = Pick { kind, rows: &rows, found: Vec::new(), error: None, name };
-    crate::records::parquet::read(&file, &mut sink)?;
+    // Found by input file and line: the id column is not read.
+    crate::records::parquet::read_picked(&file, &picked, false, &mut sink)?;
     match sink.error {
         Some(error) => Err(error),
         None => Ok(sink.found),
@@ -636,30 +639,28 @@ fn read_versions(
 }
 
 /// The rows (from 1) of the records file `name` at `path` that hold the
-/// versions `wanted`.
+/// versions `wanted`, found by their input file and line (one row of a
+/// records file each: a records file is one batch of one ingest).
 pub(in crate::store) fn rows_of(
     path: &Path,
     name: &str,
     wanted: &FxHashSet<VersionAt>,
 ) -> Result<FxHashMap<u64, VersionAt>> {
     let (source_file, source_line) = (crate::store::layout::SOURCE_FILE, crate::store::layout::SOURCE_LINE);
-    let frame =
-        crate::parquet::read_frame(path, Some(&["record_id", source_file, source_line]), crate::parquet::Rows::All)?;
+    let frame = crate::parquet::read_frame(path, Some(&[source_file, source_line]), crate::parquet::Rows::All)?;
     let broken = |what: String| Error::io(path, format!("not a records file: {what}"));
-    let ids = frame.column("record_id").and_then(|c| c.str()).map_err(|e| broken(e.to_string()))?;
     let files = frame.column(source_file).and_then(|c| c.str()).map_err(|e| broken(e.to_string()))?;
     let lines = frame.column(source_line).and_then(|c| c.i64()).map_err(|e| broken(e.to_string()))?;
+    let mut by_place: FxHashMap<(&str, u64), &VersionAt> = FxHashMap::default();
+    for at in wanted.iter().filter(|at| at.records == name) {
+        by_place.insert((at.source_file.as_str(), at.line), at);
+    }
     let mut rows: FxHashMap<u64, VersionAt> = FxHashMap::default();
-    for (row, ((id, file), line)) in ids.iter().zip(files.iter()).zip(lines.iter()).enumerate() {
-        let (Some(id), Some(file), Some(line)) = (id, file, line) else { continue };
-        let at = VersionAt {
-            records: name.to_owned(),
-            record_id: id.to_owned(),
-            source_file: file.to_owned(),
-            line: u64::try_from(line).unwrap_or(u64::MAX),
-        };
-        if wanted.contains(&at) {
-            rows.insert(row as u64 + 1, at);
+    for (row, (file, line)) in files.iter().zip(lines.iter()).enumerate() {
+        let (Some(file), Some(line)) = (file, line) else { continue };
+        let Ok(line) = u64::try_from(line) else { continue };
+        if let Some(at) = by_place.get(&(file, line)) {
+            rows.insert(row as u64 + 1, (*at).clone());
         }
     }
     Ok(rows)

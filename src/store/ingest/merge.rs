@@ -278,29 +278,32 @@ fn lost(account: &str) -> Error {
     ))
 }
 
-/// Subtracts `minus` from the day's `rows`: the rows of one key are first
-/// summed into one (the inputs each hold a group once, several inputs may
-/// hold it), then each row to subtract leaves its group, and a group left
-/// with no record goes.
+/// Subtracts `minus` from the day's `rows`: the rows of a key some row
+/// to subtract names are first summed into the first of them (the inputs
+/// each hold a group once, several inputs may hold it), then each row to
+/// subtract leaves its group, and a group left with no record goes. Only
+/// those keys are hashed (a few per day), not every row.
 fn subtract(rows: &mut Vec<(RollupKey, Totals)>, minus: &[(RollupKey, Totals)], account: &str) -> Result<()> {
-    let mut at: rustc_hash::FxHashMap<RollupKey, usize> = rustc_hash::FxHashMap::default();
-    let mut summed: Vec<(RollupKey, Totals)> = Vec::with_capacity(rows.len());
     let overflow = || Error::Internal(format!("rollup sum overflow for account {account}"));
-    for (key, totals) in rows.drain(..) {
-        match at.entry(key) {
-            std::collections::hash_map::Entry::Occupied(e) => {
-                let sum = &mut summed[*e.get()].1;
-                *sum = sum.checked_add(&totals).ok_or_else(overflow)?;
-            }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(summed.len());
-                summed.push((key, totals));
+    let mut less: rustc_hash::FxHashMap<RollupKey, (Totals, Option<usize>)> = rustc_hash::FxHashMap::default();
+    for (key, totals) in minus {
+        let sum = &mut less.entry(*key).or_insert((Totals::default(), None)).0;
+        *sum = sum.checked_add(totals).ok_or_else(overflow)?;
+    }
+    let mut emptied = false;
+    for i in 0..rows.len() {
+        let Some((_, first)) = less.get_mut(&rows[i].0) else { continue };
+        match *first {
+            None => *first = Some(i),
+            Some(j) => {
+                let moved = std::mem::take(&mut rows[i].1);
+                rows[j].1 = rows[j].1.checked_add(&moved).ok_or_else(overflow)?;
+                emptied = true;
             }
         }
     }
-    for (key, less) in minus {
-        let sum = at.get(key).and_then(|&i| summed.get_mut(i)).ok_or_else(|| lost(account))?;
-        let t = &mut sum.1;
+    for (less, first) in less.values() {
+        let t = &mut rows[first.ok_or_else(|| lost(account))?].1;
         *t = Totals {
             records: t.records.checked_sub(less.records).ok_or_else(|| lost(account))?,
             units: t.units.checked_sub(less.units).ok_or_else(|| lost(account))?,
@@ -308,14 +311,16 @@ fn subtract(rows: &mut Vec<(RollupKey, Totals)>, minus: &[(RollupKey, Totals)], 
             amount: t.amount.checked_sub(less.amount).ok_or_else(overflow)?,
             surcharge: t.surcharge.checked_sub(less.surcharge).ok_or_else(overflow)?,
         };
-    }
-    for (_, t) in &summed {
-        if t.records == 0 && (t.units != 0 || t.duration != 0 || t.amount != 0 || t.surcharge != 0) {
-            return Err(lost(account));
+        if t.records == 0 {
+            if t.units != 0 || t.duration != 0 || t.amount != 0 || t.surcharge != 0 {
+                return Err(lost(account));
+            }
+            emptied = true;
         }
     }
-    summed.retain(|(_, t)| t.records > 0);
-    *rows = summed;
+    if emptied {
+        rows.retain(|(_, t)| t.records > 0);
+    }
     Ok(())
 }
 
