@@ -202,18 +202,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("nothing new: the store is unchanged at generation {}", report.generation);
     }
     if !progress.is_quiet() {
-        let kinds: Vec<String> = Kind::ALL
+        let kinds: Vec<String> = Kind::FOLDERS
             .iter()
+            .filter(|kind| **kind != Kind::Voids || report.tallies.contains_key(kind))
             .map(|kind| {
                 let t = report.tallies.get(kind).copied().unwrap_or_default();
-                format!(
+                let mut text = format!(
                     "{} read {} used {} set aside {} duplicates {}",
                     kind.name(),
                     t.read,
                     t.used,
                     t.set_aside,
                     t.duplicates
-                )
+                );
+                if corrected {
+                    text += &format!(" superseded {} voids {}", t.superseded, t.voids);
+                }
+                text
             })
             .collect();
         progress.note(&format!("done, {}: {}", progress.elapsed(), kinds.join("; ")));

@@ -111,7 +111,7 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
             true => vec![("reason", noted.reason.clone())],
             false => version_fields(store, kind, &noted.at)?,
         };
-        let ingest = ingest_of(&noted.at.records).unwrap_or_default();
+        let ingest = noted.ingest.clone();
         let (source, line) = (noted.at.source_file.clone(), noted.at.line);
         let version =
             Version { ingest, source, line, revision: noted.revision, void: noted.void, counts: false, fields };
@@ -124,12 +124,6 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
         last.counts = !last.void && !registry.is_some_and(|r| r.dropped.contains(at));
     }
     Ok(found.into_iter().map(|(_, v)| v).collect())
-}
-
-/// The ingest of a records file named `records/<kind>/<ingest>-<n>.parquet`.
-fn ingest_of(records: &str) -> Option<String> {
-    let stem = Path::new(records).file_name()?.to_str()?.strip_suffix(".parquet")?;
-    Some(stem.rsplit_once('-').map_or(stem, |(ingest, _)| ingest).to_owned())
 }
 
 /// The columns of the stored version `at` of `kind`.

@@ -339,6 +339,26 @@ fn a_correcting_ingest_restates_and_withdraws_stored_records() {
     let counts: Vec<(u64, bool)> =
         versions.iter().map(|v| (v["revision"].as_u64().unwrap_or(99), v["counts"] == true)).collect();
     assert_eq!(counts, [(0, false), (1, true)]);
+    // c2's void is listed after its version, with its reason and ingest;
+    // neither counts.
+    let history = telemeter(&[
+        "history",
+        "--store",
+        store.to_str().unwrap(),
+        "--kind",
+        "charges",
+        "--record-id",
+        "c2",
+        "--format",
+        "jsonl",
+    ]);
+    let versions: Vec<Value> = history.ok().lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    assert_eq!(versions.len(), 2, "{versions:?}");
+    assert_eq!((versions[1]["void"].clone(), versions[1]["counts"].clone()), (Value::Bool(true), Value::Bool(false)));
+    assert_eq!(versions[1]["record"]["reason"], "not billable");
+    assert_eq!(versions[1]["source_file"], "voids/v.csv");
+    assert!(!versions[1]["ingest"].as_str().unwrap_or_default().is_empty(), "{versions:?}");
+    assert_eq!(versions[0]["counts"], false);
     // The store answers as the raw folder of both deliveries does.
     let both = t.path().join("both");
     crate::common::copy_tree(&first, &both);

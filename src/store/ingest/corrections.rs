@@ -161,6 +161,8 @@ pub(in crate::store) struct NotedVersion {
     pub(in crate::store) void: bool,
     pub(in crate::store) at: VersionAt,
     pub(in crate::store) reason: String,
+    /// The ingest that stored it.
+    pub(in crate::store) ingest: String,
 }
 
 /// Versions above revision 0 and voids, by record-id hash.
@@ -179,7 +181,7 @@ pub(in crate::store) struct Registry {
 /// corrections files its ingests list (each checked against its sum).
 pub(in crate::store) fn registries(store: &Path, manifest: &Manifest) -> Result<BTreeMap<Kind, Registry>> {
     let mut out: BTreeMap<Kind, Registry> = BTreeMap::new();
-    for name in manifest.ingests.iter().filter_map(|log| log.corrections.as_deref()) {
+    for (ingest, name) in manifest.ingests.iter().filter_map(|log| Some((&log.id, log.corrections.as_deref()?))) {
         let listed = manifest.file(store, name)?;
         let path = listed.path();
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
@@ -198,6 +200,7 @@ pub(in crate::store) fn registries(store: &Path, manifest: &Manifest) -> Result<
                         void,
                         at: c.at,
                         reason: c.reason,
+                        ingest: ingest.clone(),
                     });
                 }
             }
