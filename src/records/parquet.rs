@@ -75,7 +75,7 @@ struct Parts<'f> {
     parts: Vec<(u64, Range<usize>)>,
     /// The columns read: the kind's, then its optional one if the file has it.
     columns: Vec<&'static str>,
-    /// Whether the id column (the first) is left unread ([`read_picked`]).
+    /// Whether the id column (the first) is left unread ([`read_found`]).
     without_id: bool,
 }
 
@@ -192,15 +192,22 @@ pub fn read<S: RowSink>(file: &InputFile, sink: &mut S) -> Result<()> {
     Ok(())
 }
 
-/// Reads the rows `rows` (indexes from 0, ascending) of a Parquet file
-/// into one sink, numbered from 1: only the parts that hold any of them
-/// are read, and only those rows become fields. Without `id`, the record
-/// id column (the widest: its text does not compress) is not read, and
-/// each row's id is [`NO_ID`]: for a caller that found the rows by other
-/// columns.
-pub fn read_picked<S: RowSink>(file: &InputFile, rows: &[u64], id: bool, sink: &mut S) -> Result<()> {
+/// Reads the rows `find` picks (indexes from 0, ascending) from the file
+/// as opened (read from disk, and checked against its sum, once) into one
+/// sink, numbered from 1: only the parts that hold any of them are read,
+/// and only those rows become fields. Without `id`, the record id column
+/// (the widest: its text does not compress) is not read, and each row's
+/// id is [`NO_ID`]: for a caller that finds the rows by other columns.
+pub(crate) fn read_found<S: RowSink>(
+    file: &InputFile,
+    find: impl FnOnce(&ParquetFile<'_>) -> Result<Vec<u64>>,
+    id: bool,
+    sink: &mut S,
+) -> Result<()> {
     let Some(mut parts) = Parts::open(file)? else { return Ok(()) };
     parts.without_id = !id;
+    let rows = find(&parts.parquet)?;
+    let rows = &rows[..];
     let ends: Vec<u64> = parts.parts.iter().skip(1).map(|(first, _)| *first).chain([u64::MAX]).collect();
     for (part, end) in parts.parts.iter().zip(ends) {
         let (from, to) = (rows.partition_point(|&r| r < part.0), rows.partition_point(|&r| r < end));

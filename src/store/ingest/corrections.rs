@@ -628,13 +628,21 @@ fn read_versions(
         }
         false => (store.join(name), None),
     };
-    let rows = rows_of(&path, name, wanted)?;
-    let mut picked: Vec<u64> = rows.keys().map(|row| row - 1).collect();
-    picked.sort_unstable();
     let file = InputFile { kind, path: path.clone(), name: name.to_owned(), format: Format::Parquet, size: 0, sum };
+    // The rows are found in the file as read once (and checked), by input
+    // file and line: the id column is not read.
+    let rows = std::cell::RefCell::new(FxHashMap::default());
+    let find = |parquet: &crate::parquet::ParquetFile<'_>| -> Result<Vec<u64>> {
+        let columns = [crate::store::layout::SOURCE_FILE, crate::store::layout::SOURCE_LINE];
+        let frame = parquet.read(Some(&columns), crate::parquet::Rows::All)?;
+        let found = rows_in(&frame, &path, name, wanted)?;
+        let mut picked: Vec<u64> = found.keys().map(|row| row - 1).collect();
+        picked.sort_unstable();
+        *rows.borrow_mut() = found;
+        Ok(picked)
+    };
     let mut sink = Pick { kind, rows: &rows, found: Vec::new(), error: None, name };
-    // Found by input file and line: the id column is not read.
-    crate::records::parquet::read_picked(&file, &picked, false, &mut sink)?;
+    crate::records::parquet::read_found(&file, find, false, &mut sink)?;
     match sink.error {
         Some(error) => Err(error),
         None => Ok(sink.found),
@@ -651,6 +659,18 @@ pub(in crate::store) fn rows_of(
 ) -> Result<FxHashMap<u64, VersionAt>> {
     let (source_file, source_line) = (crate::store::layout::SOURCE_FILE, crate::store::layout::SOURCE_LINE);
     let frame = crate::parquet::read_frame(path, Some(&[source_file, source_line]), crate::parquet::Rows::All)?;
+    rows_in(&frame, path, name, wanted)
+}
+
+/// [`rows_of`] in the `source_file` and `source_line` columns `frame`
+/// read of the records file.
+fn rows_in(
+    frame: &polars::prelude::DataFrame,
+    path: &Path,
+    name: &str,
+    wanted: &FxHashSet<VersionAt>,
+) -> Result<FxHashMap<u64, VersionAt>> {
+    let (source_file, source_line) = (crate::store::layout::SOURCE_FILE, crate::store::layout::SOURCE_LINE);
     let broken = |what: String| Error::io(path, format!("not a records file: {what}"));
     let files = frame.column(source_file).and_then(|c| c.str()).map_err(|e| broken(e.to_string()))?;
     let lines = frame.column(source_line).and_then(|c| c.i64()).map_err(|e| broken(e.to_string()))?;
@@ -672,7 +692,7 @@ pub(in crate::store) fn rows_of(
 /// A sink that keeps the rows at given lines.
 struct Pick<'a> {
     kind: Kind,
-    rows: &'a FxHashMap<u64, VersionAt>,
+    rows: &'a std::cell::RefCell<FxHashMap<u64, VersionAt>>,
     found: Vec<(VersionAt, Back)>,
     error: Option<Error>,
     name: &'a str,
@@ -680,7 +700,7 @@ struct Pick<'a> {
 
 impl RowSink for Pick<'_> {
     fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
-        let Some(at) = self.rows.get(&line) else { return true };
+        let Some(at) = self.rows.borrow().get(&line).cloned() else { return true };
         match parse_record(self.kind, fields) {
             Ok(r) => {
                 self.found.push((
