@@ -51,7 +51,7 @@ CONTENT = [
     "country", "units", "duration", "amount", "surcharge", "code",
 ]
 # The columns of checked and new rows (src/store/spark/task.rs CHECKED_COLUMNS).
-CHECKED = ["record_id"] + CONTENT + ["file", "line", "id_hi", "id_lo", "content"]
+CHECKED = ["record_id"] + CONTENT + ["file", "line", "id_hi", "id_lo", "content", "revision"]
 SLOT_SECONDS = 900
 KINDS = ["calls", "messages", "transcriptions", "charges"]
 
@@ -142,6 +142,12 @@ def list_data(spark, uri, staging, side_names):
     fs = root.getFileSystem(spark._jsc.hadoopConfiguration())
     if not fs.getFileStatus(root).isDirectory():
         raise Unreadable(f"{uri} is not a directory")
+    voids = hadoop(root, "voids")
+    if fs.exists(voids) and walk(fs, voids):
+        raise Unreadable(
+            f"{uri}/voids: the Spark engine reads voids only from a local data folder (or a mounted one); "
+            "ingest the voids from a local path"
+        )
     listing = []
     for kind in KINDS:
         folder = hadoop(root, kind)
@@ -240,9 +246,18 @@ def check_contents(binary, out, on_bad_row, files):
     return run
 
 
-def stored_rows(spark, kind, paths):
-    """The stored records of a kind, in the checked rows' normalized columns."""
-    frame = spark.read.parquet(*(local(p) for p in paths))
+def stored_rows(spark, kind, paths, revisions):
+    """The stored records of a kind, in the checked rows' normalized columns.
+    A stored row's revision is not in its records file: `revisions` lists
+    those above 0 (records file name, source file, source line, revision)
+    from the store's corrections files."""
+    frame = spark.read.parquet(*(local(p) for p in paths)).withColumn("records_name", F.col("_metadata.file_name"))
+    revision = F.lit(0).cast("bigint")
+    if revisions:
+        schema = "records_name string, source_file string, source_line long, revision long"
+        known = spark.createDataFrame([tuple(r) for r in revisions], schema)
+        frame = frame.join(F.broadcast(known), ["records_name", "source_file", "source_line"], "left")
+        revision = F.coalesce(F.col("revision"), F.lit(0)).cast("bigint")
     ts = F.col("timestamp")
     nanos_of = lambda c: F.col(c) * F.lit(1000000000)  # DECIMAL(38,9) -> integer nano-units  # noqa: E731
     to_long = lambda e: e.cast("bigint")  # noqa: E731
@@ -253,7 +268,7 @@ def stored_rows(spark, kind, paths):
     units = {"messages": F.col("segments"), "charges": F.col("units")}.get(kind, F.lit(1))
     duration = {"calls": "billed_seconds", "transcriptions": "duration_seconds"}.get(kind)
     code = {"calls": "hangup_cause", "messages": "error_code"}.get(kind)
-    ingest = F.regexp_extract(F.col("_metadata.file_name"), r"^(.*)-[0-9]+\.parquet$", 1)
+    ingest = F.regexp_extract(F.col("records_name"), r"^(.*)-[0-9]+\.parquet$", 1)
     return frame.select(
         F.col("record_id"),
         F.col("auth_id"),
@@ -274,22 +289,24 @@ def stored_rows(spark, kind, paths):
         F.lit(None).cast("bigint").alias("id_hi"),
         F.lit(None).cast("bigint").alias("id_lo"),
         F.lit(None).cast("bigint").alias("content"),
+        revision.alias("revision"),
         F.lit(0).alias("o"),
         F.concat(F.col("source_file"), F.lit(" (ingest "), ingest, F.lit(")")).alias("stored_name"),
     )
 
 
-def dedup(spark, kind, new, stored_paths):
+def dedup(spark, kind, new, stored_paths, revisions):
     """Marks each new row: new, dup (an identical earlier row) or conflict.
 
     Rows are ordered stored first, then by (file, line); the first row of a
-    record_id is kept, each later one is compared with it."""
+    record_id and revision is kept, each later one is compared with it
+    (two revisions of a record are neither: corrections.md)."""
     rows = new.select(*CHECKED, F.lit(1).alias("o"), F.lit(None).cast("string").alias("stored_name"))
     if stored_paths:
         ids = new.select("record_id").distinct()
-        stored = stored_rows(spark, kind, stored_paths).join(ids, "record_id", "left_semi")
+        stored = stored_rows(spark, kind, stored_paths, revisions).join(ids, "record_id", "left_semi")
         rows = rows.unionByName(stored)
-    w = Window.partitionBy("record_id").orderBy("o", "file", "line")
+    w = Window.partitionBy("record_id", "revision").orderBy("o", "file", "line")
     marked = (
         rows.withColumn("rn", F.row_number().over(w))
         .withColumn("first_content", F.first(F.struct(*CONTENT)).over(w))
@@ -391,7 +408,9 @@ def main():
         if not paths:
             continue
         sc.setJobDescription(f"deduplicate {kind}")
-        marked = dedup(spark, kind, spark.read.parquet(*(local(p) for p in paths)), plan["stored"].get(kind, [])).persist()
+        new = spark.read.parquet(*(local(p) for p in paths))
+        stored = plan["stored"].get(kind, [])
+        marked = dedup(spark, kind, new, stored, plan["revisions"].get(kind, [])).persist()
         conflict = (
             marked.filter(F.col("mark") == "conflict").orderBy("file", "line")
             .select("record_id", "first_place", "file", "line").limit(1).collect()

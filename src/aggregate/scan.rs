@@ -24,6 +24,7 @@ use crate::time::Buckets;
 /// (Parquet) read by one job.
 fn scan_file<'s>(
     file: &'s InputFile,
+    skipped: Option<&'s std::collections::HashSet<u64>>,
     index: u32,
     selector: &'s Selector,
     on_bad_row: OnBadRow,
@@ -33,7 +34,7 @@ fn scan_file<'s>(
     if on_bad_row == OnBadRow::Fail && fail_at.load(Ordering::Relaxed) < position(index, 0) {
         return Ok(Vec::new());
     }
-    let new_scan = || Scan::new(file, index, selector, on_bad_row, fail_at, seed);
+    let new_scan = || Scan::new(file, index, selector, on_bad_row, fail_at, seed, skipped);
     match file.format {
         Format::Parquet => records::parquet::read_parts(file, new_scan),
         _ => {
@@ -70,7 +71,8 @@ pub(super) fn scan_files<'s>(
         .par_iter()
         .enumerate()
         .map(|(index, file)| {
-            let scanned = scan_file(file, index as u32, selector, options.on_bad_row, fail_at, 0);
+            let skipped = inventory.skipped_rows.get(&(index as u32));
+            let scanned = scan_file(file, skipped, index as u32, selector, options.on_bad_row, fail_at, 0);
             if let Some(on_read) = options.on_read {
                 on_read(bytes_read.fetch_add(file.size, Ordering::Relaxed) + file.size);
             }
@@ -189,7 +191,10 @@ fn entries_again(
         .par_iter()
         .enumerate()
         .filter(|(_, file)| file.kind == kind || file.kind == Kind::Voids)
-        .map(|(index, file)| scan_file(file, index as u32, selector, OnBadRow::SetAside, &fail_at, seed))
+        .map(|(index, file)| {
+            let skipped = inventory.skipped_rows.get(&(index as u32));
+            scan_file(file, skipped, index as u32, selector, OnBadRow::SetAside, &fail_at, seed)
+        })
         .collect::<Result<_>>()?;
     let mut scans: Vec<Scan<'_>> = scanned.into_iter().flatten().collect();
     let revised = scans.iter_mut().map(|scan| scan.take_revised(kind)).filter(|r| !r.entries.is_empty()).collect();
@@ -462,6 +467,8 @@ struct Folded {
 /// The per-file (or per-chunk) state of a pass: a [`RowSink`].
 #[derive(Debug)]
 pub struct Scan<'s> {
+    /// Rows of the file not to read (`Inventory::skipped_rows`).
+    skipped: Option<&'s std::collections::HashSet<u64>>,
     selector: &'s Selector,
     bad_rows: BadRows<'s>,
     kind: Kind,
@@ -510,8 +517,10 @@ impl<'s> Scan<'s> {
         on_bad_row: OnBadRow,
         fail_at: &'s AtomicU64,
         seed: u64,
+        skipped: Option<&'s std::collections::HashSet<u64>>,
     ) -> Scan<'s> {
         Scan {
+            skipped,
             selector,
             bad_rows: BadRows::new(file, index, on_bad_row, Some(fail_at)),
             kind: file.kind,
@@ -675,6 +684,9 @@ impl<'s> Scan<'s> {
 impl RowSink for Scan<'_> {
     #[inline]
     fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
+        if self.skipped.is_some_and(|rows| rows.contains(&line)) {
+            return true;
+        }
         if self.read.is_multiple_of(1024) && self.bad_rows.should_stop(line) {
             return false;
         }

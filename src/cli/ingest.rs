@@ -103,18 +103,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let DataLocation::Local(dir) = &data {
         if let Ok(inventory) = crate::records::files::Inventory::scan(dir) {
             super::warn_all(&inventory.notices(dir));
-            // The Spark engine does not apply corrections: a void must not
-            // be dropped silently. (Revisions are refused row by row.)
-            let voids = inventory.files.iter().find(|f| f.kind == crate::records::Kind::Voids);
-            if let (Some(void), EngineArg::Spark) = (voids, args.engine) {
-                anyhow::bail!(
-                    "cannot ingest {} into {}: {} is a void, and the Spark engine does not apply corrections; \
-                     ingest this folder with --engine local",
-                    args.data.display(),
-                    args.store.display(),
-                    void.name
-                );
-            }
         }
     }
     let failed = || format!("cannot ingest {} into {}", args.data.display(), args.store.display());

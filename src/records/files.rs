@@ -103,6 +103,10 @@ pub struct Inventory {
     pub unknown: Vec<String>,
     /// How many of the record folders exist.
     pub folders: usize,
+    /// Rows (numbered from 1) of some files that are not read, by file
+    /// index: a store's stored versions that count nowhere (superseded or
+    /// withdrawn), when its records files are read as records.
+    pub skipped_rows: std::collections::BTreeMap<u32, std::collections::HashSet<u64>>,
 }
 
 /// What a data directory may hold at its top, beside the record folders

@@ -537,9 +537,17 @@ impl Store {
     /// parses any.
     pub fn record_files(&self) -> Result<Inventory> {
         let mut inventory = Inventory::default();
+        // The versions a correction dropped are not read.
+        let registries = ingest::corrections::registries(&self.dir, &self.manifest)?;
         for kind in Kind::ALL {
+            let dropped = registries.get(&kind).map(|r| &r.dropped);
             for name in self.manifest.kind(kind).records {
-                inventory.files.push(self.record_file(kind, name)?);
+                let file = self.record_file(kind, name)?;
+                if let Some(dropped) = dropped.filter(|d| d.iter().any(|at| at.records == file.name)) {
+                    let rows = ingest::corrections::rows_of(&file.path, &file.name, dropped)?;
+                    inventory.skipped_rows.insert(inventory.files.len() as u32, rows.into_keys().collect());
+                }
+                inventory.files.push(file);
             }
         }
         Ok(inventory)

@@ -568,31 +568,9 @@ proptest::proptest! {
     }
 }
 
-/// The Spark engine does not apply corrections: a `voids/` folder is
-/// refused before the job starts, naming the void and `--engine local`.
-#[test]
-fn the_spark_engine_refuses_a_void() {
-    let t = temp_dir();
-    write(t.path(), "charges/base.csv", format!("{CHARGES}\nc0,A1,2026-11-20T10:00:00Z,CNAM,1,0.90\n"));
-    write(t.path(), "voids/v.csv", "record_id,kind,revision\nc0,charges,2\n");
-    let store = t.path().join("store");
-    let run = telemeter(&[
-        "ingest",
-        "--engine",
-        "spark",
-        "--data",
-        t.path().to_str().unwrap(),
-        "--store",
-        store.to_str().unwrap(),
-    ]);
-    assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(run.stderr.contains("voids/v.csv") && run.stderr.contains("--engine local"), "{}", run.stderr);
-    assert!(!store.join("manifest.json").exists());
-}
-
 /// A correcting delivery for the calls of `base` (generated: plain CSV):
 /// every 20th call re-rated at revision 1, every 150th withdrawn.
-fn correcting_delivery(base: &Path, out: &Path) {
+pub(crate) fn correcting_delivery(base: &Path, out: &Path) {
     let mut fixes = String::new();
     let mut voids = String::from("record_id,kind,revision,reason\n");
     let mut header = String::new();
@@ -732,4 +710,48 @@ fn a_killed_correcting_ingest_leaves_the_previous_generation_and_a_rerun_complet
     telemeter(&["ingest", "--data", fix.to_str().unwrap(), "--store", store.to_str().unwrap(), "--quiet"]).ok();
     assert_eq!(store_answers(&store, &accounts), expected);
     telemeter(&["store", "verify", "--store", store.to_str().unwrap()]).ok();
+}
+
+/// Buckets that are not unions of 15-minute slots (Monrovia's offset in
+/// 1971 was -0:44:30) are answered from the stored records, not the
+/// rollups: there too, only the current versions count.
+#[test]
+fn a_store_answers_from_its_records_with_only_current_versions() {
+    let t = temp_dir();
+    let store = t.path().join("store");
+    let first = t.path().join("first");
+    write(
+        &first,
+        "charges/a.csv",
+        format!("{CHARGES}\nc1,A1,1971-06-01T10:00:00Z,CNAM,1,1.00\nc2,A1,1971-06-01T11:00:00Z,CNAM,1,0.50\n"),
+    );
+    telemeter(&["ingest", "--data", first.to_str().unwrap(), "--store", store.to_str().unwrap()]).ok();
+    let second = t.path().join("second");
+    write(&second, "charges/fix.csv", format!("{CHARGES},revision\nc1,A1,1971-06-01T12:00:00Z,CNAM,2,0.80,1\n"));
+    write(&second, "voids/v.csv", "record_id,kind,revision\nc2,charges,1\n");
+    telemeter(&["ingest", "--data", second.to_str().unwrap(), "--store", store.to_str().unwrap()]).ok();
+    let both = t.path().join("both");
+    crate::common::copy_tree(&first, &both);
+    crate::common::copy_tree(&second, &both);
+    let query = "granularity=hour&timezone=Africa/Monrovia&from_date=1971-06-01&to_date=1971-06-02";
+    let raw = summary(&both, "A1", query, &[]);
+    let stored = telemeter(&[
+        "summary",
+        "--store",
+        store.to_str().unwrap(),
+        "--auth-id",
+        "A1",
+        "--query",
+        query,
+        "--now",
+        crate::common::NOW,
+    ]);
+    let strip = |text: &str| {
+        let mut value: Value = serde_json::from_str(text).expect("JSON");
+        value.as_object_mut().expect("an object").remove("api_id");
+        value
+    };
+    let (raw, stored) = (strip(raw.ok()), strip(stored.ok()));
+    assert_eq!(stored, raw);
+    assert_eq!(raw["meta"]["total_spend"].as_f64(), Some(0.8), "{raw}");
 }

@@ -88,7 +88,7 @@ impl Texts {
 
     /// The record id of `row`.
     #[inline]
-    fn record_id(&self, row: &Row) -> &str {
+    pub(super) fn record_id(&self, row: &Row) -> &str {
         let TextRange { start, length } = row.record_id;
         self.arena.get(start as usize..(start + length) as usize).unwrap_or("")
     }
@@ -208,9 +208,6 @@ pub(in crate::store) struct Chunk {
     pub(super) texts: Texts,
     pub(super) rows: Vec<Row>,
     pub(super) read: u64,
-    /// The first row with a revision above 0 (line, revision): the Spark
-    /// engine does not apply corrections, so it refuses the file.
-    pub(in crate::store) revised: Option<(u64, u64)>,
     /// The rows of a file of `voids/`, checked.
     pub(super) voids: Vec<VoidRow>,
 }
@@ -225,7 +222,6 @@ impl Chunk {
             texts: Texts::default(),
             rows: Vec::new(),
             read: 0,
-            revised: None,
             voids: Vec::new(),
         }
     }
@@ -313,9 +309,6 @@ impl RowSink for Chunk {
             Ok(record) => record,
             Err(e) => return self.bad_rows.refused(self.kind, line, e),
         };
-        if record.revision > 0 && self.revised.is_none() {
-            self.revised = Some((line, record.revision));
-        }
         let Some(record_id) = self.texts.keep(record.record_id) else {
             let reason = "does not fit the ingest's 4 GiB text buffer for one file; split the file".to_owned();
             return self.bad_rows.reject(line, "-", String::new(), reason);
@@ -392,22 +385,6 @@ pub(in crate::store) fn check_run(
     checked(pieces.next(lines, || Chunk::new(source, file, on_bad_row))?)
 }
 
-/// An error at the first row above revision 0 in `chunks`: the Spark
-/// engine does not apply corrections, and must not store a revision as a
-/// record of its own.
-pub(in crate::store) fn refuse_revisions(chunks: &[Chunk]) -> Result<()> {
-    match chunks.iter().find_map(|chunk| chunk.revised.map(|r| (chunk, r))) {
-        Some((chunk, (line, revision))) => Err(crate::error::Error::bad_file(
-            &chunk.file_name,
-            format!(
-                "line {line}: revision {revision}: the Spark engine does not apply corrections; \
-                 ingest this folder with --engine local"
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
 /// `chunks`, or the first one's error when a bad row stopped the reading
 /// ([`OnBadRow::Fail`]).
 fn checked(chunks: Vec<Chunk>) -> Result<Vec<Chunk>> {
@@ -432,10 +409,10 @@ impl Chunk {
         self.bad_rows.rejects()
     }
 
-    /// Every valid row: its normalized record and its dedup entry, in line
-    /// order.
-    pub(in crate::store) fn valid_rows(&self) -> impl Iterator<Item = (RecordView<'_>, Seen)> + '_ {
-        self.rows.iter().map(|row| (self.view(row), row.seen))
+    /// Every valid row: its normalized record, its dedup entry and its
+    /// revision, in line order.
+    pub(in crate::store) fn valid_rows(&self) -> impl Iterator<Item = (RecordView<'_>, Seen, u64)> + '_ {
+        self.rows.iter().map(|row| (self.view(row), row.seen, row.revision))
     }
 }
 

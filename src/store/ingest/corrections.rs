@@ -212,11 +212,11 @@ pub(in crate::store) fn registries(store: &Path, manifest: &Manifest) -> Result<
 /// A version this ingest wrote that a correction may touch: one above
 /// revision 0, or one of a record the registry knows.
 #[derive(Clone, Debug)]
-pub(super) struct RunVersion {
-    pub(super) revision: u64,
-    pub(super) at: VersionAt,
+pub(in crate::store) struct RunVersion {
+    pub(in crate::store) revision: u64,
+    pub(in crate::store) at: VersionAt,
     /// Its place, for messages.
-    pub(super) place: Place,
+    pub(in crate::store) place: Place,
 }
 
 /// A void of this ingest, new to the store.

@@ -437,8 +437,9 @@ impl Pending {
     /// Copies in a row the Spark job found new but the filter of a local
     /// ingest would have held for the exact check (`store::spark` replays
     /// those decisions so that both engines cut the same files).
-    pub(in crate::store) fn push_view(&mut self, view: &RecordView<'_>, seen: Seen) -> Result<()> {
-        let row = Row::of_view(view, seen, &mut self.texts).ok_or_else(Pending::too_much_text)?;
+    pub(in crate::store) fn push_view(&mut self, view: &RecordView<'_>, seen: Seen, revision: u64) -> Result<()> {
+        let mut row = Row::of_view(view, seen, &mut self.texts).ok_or_else(Pending::too_much_text)?;
+        row.revision = revision;
         self.text += Pending::text_of(view);
         self.rows.push(row);
         Ok(())
@@ -460,6 +461,16 @@ impl Pending {
 
     fn view<'a>(&'a self, row: &Row, source_file: &'a str) -> RecordView<'a> {
         row.view(&self.texts, source_file)
+    }
+
+    /// The rows held that a correction may touch: above revision 0, or of
+    /// an id in `registered`; each its record id, revision and entry.
+    pub(in crate::store) fn touched<V>(
+        &self,
+        registered: Option<&rustc_hash::FxHashMap<(u64, u64), V>>,
+    ) -> Vec<(&str, u64, Seen)> {
+        let touches = |row: &&Row| row.revision > 0 || registered.is_some_and(|ids| ids.contains_key(&row.seen.id));
+        self.rows.iter().filter(touches).map(|row| (self.texts.record_id(row), row.revision, row.seen)).collect()
     }
 }
 
@@ -541,8 +552,8 @@ mod tests {
         };
         let seen = Seen::new("r", 0, 0, 2);
         let mut pending = Pending::default();
-        pending.push_view(&view("r1"), seen).expect("kept");
-        pending.push_view(&view("r22"), seen).expect("kept");
+        pending.push_view(&view("r1"), seen, 0).expect("kept");
+        pending.push_view(&view("r22"), seen, 0).expect("kept");
         let mut copy = Pending::default();
         copy.push(&pending.texts, &pending.rows[1]).expect("copied");
         assert_eq!(copy.view(&copy.rows[0], "").record_id, "r22");

@@ -146,6 +146,53 @@ fn ingest_opened(data: &Path, store: &Path, opened: Opened, options: &IngestOpti
     generation::finish(store, id, prepared, manifest, folded, report, syncer)
 }
 
+/// A generation as the Spark publish's kinds left it: what
+/// [`correct`] applies the corrections to.
+pub(in crate::store) struct Taken {
+    pub(in crate::store) manifest: Manifest,
+    pub(in crate::store) rollups: Rollups,
+    pub(in crate::store) report: IngestReport,
+    /// The new versions a correction may touch, by kind.
+    pub(in crate::store) touched: BTreeMap<Kind, Vec<RunVersion>>,
+}
+
+/// What the Spark publish shares with a local run: the store, the options,
+/// the input, the previous generation, its corrections and the syncer.
+pub(in crate::store) struct Shared<'a> {
+    pub(in crate::store) store: &'a Path,
+    pub(in crate::store) options: &'a IngestOptions,
+    pub(in crate::store) inventory: &'a Inventory,
+    pub(in crate::store) old: &'a Manifest,
+    pub(in crate::store) registries: &'a BTreeMap<Kind, Registry>,
+    pub(in crate::store) syncer: &'a Syncer,
+}
+
+/// Reads the voids of a delivery and applies its corrections to what the
+/// Spark publish wrote ([`Taken`]), as a local run does after its kinds:
+/// the generation, ready to finish.
+pub(in crate::store) fn correct(shared: Shared<'_>, taken: Taken) -> Result<(Taken, corrections::Applied)> {
+    let Shared { store, options, inventory, old, registries, syncer } = shared;
+    let Taken { manifest, rollups, report, touched } = taken;
+    let mut run = Run {
+        store,
+        syncer,
+        id: &options.ingest_id,
+        options,
+        inventory,
+        old,
+        manifest,
+        rollups,
+        report,
+        batches: 0,
+        registries,
+        touched,
+    };
+    let voids = run.read_voids()?;
+    let applied = run.resolve(voids)?;
+    let taken = Taken { manifest: run.manifest, rollups: run.rollups, report: run.report, touched: BTreeMap::new() };
+    Ok((taken, applied))
+}
+
 /// The state of one ingest.
 struct Run<'a> {
     store: &'a Path,

@@ -123,6 +123,10 @@ struct Plan {
     files: Vec<PlanFile>,
     /// The stored records files of each kind, absolute paths.
     stored: BTreeMap<String, Vec<String>>,
+    /// The stored versions above revision 0 of each kind (a records file
+    /// holds no revision): [records file name, source file, source line,
+    /// revision], from the store's corrections files.
+    revisions: BTreeMap<String, Vec<(String, String, u64, u64)>>,
 }
 
 /// What the job found (`result.json`).
@@ -244,15 +248,6 @@ pub fn ingest_spark(
 ) -> Result<IngestReport> {
     let id = &options.ingest_id;
     let opened = generation::open(store, id)?;
-    // A store that holds corrections remembers records a plain row may
-    // be a late version of, which the Spark engine does not look up.
-    if let Some(log) = opened.old.ingests.iter().find(|log| log.corrections.is_some()) {
-        return Err(Error::Usage(format!(
-            "the store holds corrections (ingest {}), which the Spark engine does not apply; \
-             ingest into it with --engine local",
-            log.id
-        )));
-    }
     // Whatever fails from here on, what this ingest wrote to the store
     // goes with it (the staging folder below, the rest on the guard's drop).
     let unpublished = opened.unpublished(store, id);
@@ -320,6 +315,10 @@ fn run_job(
     std::fs::create_dir_all(staging).map_err(|e| Error::io(staging, e))?;
     let mut files = Vec::new();
     for (i, file) in before.files().iter().enumerate() {
+        // Voids are read by the publish on this machine (`ingest::correct`).
+        if file.kind == Kind::Voids {
+            continue;
+        }
         let path = std::path::absolute(&file.path).map_err(|e| Error::io(&file.path, e))?;
         files.push(PlanFile {
             index: i as u32,
@@ -333,6 +332,21 @@ fn run_job(
         let names = before.old().kind(kind).records;
         let paths = names.iter().map(|n| path_text(&store.join(n))).collect::<Result<Vec<_>>>()?;
         stored.insert(kind.name().to_owned(), paths);
+    }
+    let mut revisions = BTreeMap::new();
+    for (kind, registry) in super::ingest::corrections::registries(store, before.old())? {
+        let mut versions: Vec<(String, String, u64, u64)> = registry
+            .noted
+            .values()
+            .flatten()
+            .filter(|noted| !noted.void)
+            .map(|noted| {
+                let file = noted.at.records.rsplit('/').next().unwrap_or_default().to_owned();
+                (file, noted.at.source_file.clone(), noted.at.line, noted.revision)
+            })
+            .collect();
+        versions.sort();
+        revisions.insert(kind.name().to_owned(), versions);
     }
     let binary_name = spark
         .binary
@@ -355,6 +369,7 @@ fn run_job(
         side: LAYOUT,
         files,
         stored,
+        revisions,
     };
     let plan_path = staging.join("plan.json");
     let plan_bytes = serde_json::to_vec_pretty(&plan).map_err(|e| Error::Internal(format!("plan: {e}")))?;

@@ -11,9 +11,11 @@ use rustc_hash::FxHashSet;
 use super::super::generation::{self, Prepared};
 use super::super::index::{self, IndexEntry, IndexFile};
 use super::super::ingest::batches;
+use super::super::ingest::corrections::{self, RunVersion, VersionAt};
 use super::super::ingest::dedup::{filter_for, load_filter, Pending};
 use super::super::ingest::fold::Rollups;
 use super::super::ingest::terms::{IngestOptions, IngestProgress, IngestReport};
+use super::super::ingest::{self};
 use super::super::parquet_io::{polars_error, read_frame, RecordView};
 use super::super::rollup;
 use super::super::KindFiles;
@@ -67,6 +69,10 @@ pub(super) fn publish(
     let mut manifest = old.clone();
     let mut report = IngestReport { id: id.to_owned(), files: inventory.files.len(), ..IngestReport::default() };
     let mut batches = 0u64;
+    // The corrections earlier ingests stored, and the new versions this one
+    // writes that a correction may touch (as the local ingest notes them).
+    let registries = corrections::registries(store, old)?;
+    let mut touched: BTreeMap<Kind, Vec<RunVersion>> = BTreeMap::new();
     // Syncs the records and index files while the next ones are written.
     let syncer = Syncer::background();
     for kind in Kind::ALL {
@@ -108,6 +114,21 @@ pub(super) fn publish(
         taken.dedup();
         let mut new_batches = new_batches.into_iter().peekable();
         let names: Vec<&str> = inventory.files.iter().map(|f| f.name.as_str()).collect();
+        let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
+        let noted = touched.entry(kind).or_default();
+        let mut note = |records: Option<String>, rows: Vec<(&str, u64, Seen)>| {
+            let Some(records) = records else { return };
+            for (record_id, revision, seen) in rows {
+                let source_file = names.get(seen.file as usize).copied().unwrap_or_default().to_owned();
+                let at = VersionAt {
+                    records: records.clone(),
+                    record_id: record_id.to_owned(),
+                    source_file,
+                    line: seen.line,
+                };
+                noted.push(RunVersion { revision, at, place: Place { file: base + seen.file, line: seen.line } });
+            }
+        };
         let mut writer = Writer { store, id, kind, files: &mut files, batches: &mut batches, used: 0, syncer: &syncer };
         let mut pending = Pending::default();
         let mut pending_elsewhere = 0u64;
@@ -123,6 +144,7 @@ pub(super) fn publish(
                     frames.iter().map(|(part, frame)| Checked::of(part, frame)).collect::<Result<_>>()?;
                 let mut views = Vec::new();
                 let mut entries = Vec::new();
+                let mut revised: Vec<(&str, u64, Seen)> = Vec::new();
                 let mut sum = 0i128;
                 for (run, rows) in batch.iter().zip(&columns) {
                     for i in run.rows.clone() {
@@ -134,17 +156,23 @@ pub(super) fn publish(
                         sum += view.amount as i128;
                         let id = (rows.id_hi[i] as u64, rows.id_lo[i] as u64);
                         let content = rows.content[i] as u64;
+                        let revision = u64::try_from(rows.revision[i])
+                            .map_err(|_| Error::io(run.part, format!("row {i}: revision {}", rows.revision[i])))?;
+                        let seen = Seen { id, file, line: view.source_line, content };
                         if filter.check_and_insert(id) {
-                            pending.push_view(&view, Seen { id, file, line: view.source_line, content })?;
+                            pending.push_view(&view, seen, revision)?;
                             held.insert(Place { file, line: view.source_line });
                             continue;
+                        }
+                        if revision > 0 || registered.is_some_and(|ids| ids.contains_key(&id)) {
+                            revised.push((rows.t("record_id", i), revision, seen));
                         }
                         let place = Place { file: base + file, line: view.source_line };
                         entries.push(IndexEntry { id, content, place: index::pack(place) });
                         views.push(view);
                     }
                 }
-                writer.write(&views, &entries)?;
+                note(writer.write(&views, &entries)?, revised);
                 amount = amount
                     .checked_add(Amount::from_nanos(sum))
                     .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
@@ -152,13 +180,13 @@ pub(super) fn publish(
             pending_elsewhere += repeats.held_bytes(b, &held);
             if pending.bytes() + pending_elsewhere >= options.pending_bytes {
                 let (views, entries) = pending.records(&names, base);
-                writer.write(&views, &entries)?;
+                note(writer.write(&views, &entries)?, pending.touched(registered));
                 drop(views);
                 (pending, pending_elsewhere) = (Pending::default(), 0);
             }
         }
         let (views, entries) = pending.records(&names, base);
-        writer.write(&views, &entries)?;
+        note(writer.write(&views, &entries)?, pending.touched(registered));
         drop(views);
         let used = writer.used;
         if used != counts.used {
@@ -200,9 +228,12 @@ pub(super) fn publish(
     for part in parts(&staging.join("rollups"))? {
         read_rollups(&part, &mut rollups)?;
     }
+    // The voids and the corrections, as the local ingest applies them.
+    let shared = ingest::Shared { store, options, inventory, old, registries: &registries, syncer: &syncer };
+    let (taken, applied) = ingest::correct(shared, ingest::Taken { manifest, rollups, report, touched })?;
     options.progress.tell(IngestProgress::Publishing);
-    let folded = generation::Folded { rollups, applied: Default::default() };
-    generation::finish(store, id, prepared, manifest, folded, report, syncer)
+    let folded = generation::Folded { rollups: taken.rollups, applied };
+    generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer)
 }
 
 /// Writes new rows of one kind as one records and one index file, numbered
@@ -220,18 +251,19 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// Writes `views` and their `entries` (nothing when there are none).
-    fn write(&mut self, views: &[RecordView<'_>], entries: &[IndexEntry]) -> Result<()> {
+    /// Writes `views` and their `entries` (nothing when there are none):
+    /// the records file's name.
+    fn write(&mut self, views: &[RecordView<'_>], entries: &[IndexEntry]) -> Result<Option<String>> {
         if views.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let generation::Written { records: name, index: index_name } =
             generation::write_files(self.store, self.id, *self.batches, self.kind, views, &[entries], self.syncer)?;
-        self.files.records.push(name);
+        self.files.records.push(name.clone());
         self.files.index.push(index_name);
         *self.batches += 1;
         self.used += views.len() as u64;
-        Ok(())
+        Ok(Some(name))
     }
 }
 
@@ -432,6 +464,7 @@ struct Checked<'f> {
     id_hi: Vec<i64>,
     id_lo: Vec<i64>,
     content: Vec<i64>,
+    revision: Vec<i64>,
 }
 
 impl<'f> Checked<'f> {
@@ -460,6 +493,7 @@ impl<'f> Checked<'f> {
             id_hi: int("id_hi")?,
             id_lo: int("id_lo")?,
             content: int("content")?,
+            revision: int("revision")?,
         })
     }
 

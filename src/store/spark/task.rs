@@ -73,7 +73,7 @@ impl From<TaskError> for BadRecord {
 }
 
 /// The columns of a checked file and of the job's new rows.
-pub(super) const CHECKED_COLUMNS: [&str; 19] = [
+pub(super) const CHECKED_COLUMNS: [&str; 20] = [
     "record_id",
     "auth_id",
     "subaccount",
@@ -93,6 +93,7 @@ pub(super) const CHECKED_COLUMNS: [&str; 19] = [
     "id_hi",
     "id_lo",
     "content",
+    "revision",
 ];
 
 /// The Spark task of one input file: reads and checks it (as the local
@@ -134,8 +135,7 @@ fn check_in_runs(
         let next_run = || -> Result<Option<DataFrame>> {
             while !pieces.done() {
                 let chunks = chunk::check_run(source, file, &mut pieces, run_lines, on_bad_row)?;
-                chunk::refuse_revisions(&chunks)?;
-                let mut rows: Vec<(RecordView<'_>, Seen)> = Vec::new();
+                let mut rows: Vec<(RecordView<'_>, Seen, u64)> = Vec::new();
                 for chunk in &chunks {
                     summary.read += chunk.read();
                     rejects.extend(chunk.rejects().iter().map(TaskError::from));
@@ -176,32 +176,37 @@ const TASK_RUN_LINES: u64 = 1 << 20;
 /// Checked rows as a frame of [`CHECKED_COLUMNS`], for the checked file
 /// at `path`: integers for time (UTC seconds and nanoseconds) and money
 /// (nano-units), hashes as the bits of an `i64`.
-fn checked_frame(path: &Path, rows: &[(RecordView<'_>, Seen)]) -> Result<DataFrame> {
-    let ints = |f: &dyn Fn(&(RecordView<'_>, Seen)) -> i64| rows.iter().map(f).collect::<Vec<i64>>();
-    let texts = |f: &dyn for<'r> Fn(&'r (RecordView<'r>, Seen)) -> &'r str| rows.iter().map(f).collect::<Vec<&str>>();
-    let units = rows.iter().map(|(r, _)| parquet_io::to_i64(r.units, "units")).collect::<Result<Vec<i64>>>()?;
-    let lines = rows.iter().map(|(_, s)| parquet_io::to_i64(s.line, "line")).collect::<Result<Vec<i64>>>()?;
-    let countries: Vec<&str> = rows.iter().map(|(r, _)| r.country.as_ref().map_or("", Country::as_str)).collect();
+fn checked_frame(path: &Path, rows: &[(RecordView<'_>, Seen, u64)]) -> Result<DataFrame> {
+    let ints =
+        |f: &dyn Fn(&(RecordView<'_>, Seen)) -> i64| rows.iter().map(|(r, s, _)| f(&(*r, *s))).collect::<Vec<i64>>();
+    let texts =
+        |f: &dyn for<'r> Fn(&'r RecordView<'r>) -> &'r str| rows.iter().map(|(r, _, _)| f(r)).collect::<Vec<&str>>();
+    let units = rows.iter().map(|(r, _, _)| parquet_io::to_i64(r.units, "units")).collect::<Result<Vec<i64>>>()?;
+    let lines = rows.iter().map(|(_, s, _)| parquet_io::to_i64(s.line, "line")).collect::<Result<Vec<i64>>>()?;
+    let revisions =
+        rows.iter().map(|(_, _, revision)| parquet_io::to_i64(*revision, "revision")).collect::<Result<Vec<i64>>>()?;
+    let countries: Vec<&str> = rows.iter().map(|(r, _, _)| r.country.as_ref().map_or("", Country::as_str)).collect();
     let columns = vec![
-        text_column("record_id", texts(&|(r, _)| r.record_id)),
-        text_column("auth_id", texts(&|(r, _)| r.auth_id)),
-        text_column("subaccount", texts(&|(r, _)| r.subaccount)),
+        text_column("record_id", texts(&|r| r.record_id)),
+        text_column("auth_id", texts(&|r| r.auth_id)),
+        text_column("subaccount", texts(&|r| r.subaccount)),
         int_column("secs", ints(&|(r, _)| r.secs)),
         int_column("nanos", ints(&|(r, _)| i64::from(r.nanos))),
-        text_column("product", texts(&|(r, _)| r.product.as_str())),
-        text_column("type", texts(&|(r, _)| r.type_)),
-        text_column("direction", texts(&|(r, _)| r.direction.map_or("", Direction::as_str))),
+        text_column("product", texts(&|r| r.product.as_str())),
+        text_column("type", texts(&|r| r.type_)),
+        text_column("direction", texts(&|r| r.direction.map_or("", Direction::as_str))),
         text_column("country", countries),
         int_column("units", units),
         int_column("duration", ints(&|(r, _)| r.duration)),
         int_column("amount", ints(&|(r, _)| r.amount)),
         int_column("surcharge", ints(&|(r, _)| r.surcharge)),
-        text_column("code", texts(&|(r, _)| r.code)),
+        text_column("code", texts(&|r| r.code)),
         int_column("file", ints(&|(_, s)| i64::from(s.file))),
         int_column("line", lines),
         int_column("id_hi", ints(&|(_, s)| s.id.0 as i64)),
         int_column("id_lo", ints(&|(_, s)| s.id.1 as i64)),
         int_column("content", ints(&|(_, s)| s.content as i64)),
+        int_column("revision", revisions),
     ];
     DataFrame::new(rows.len(), columns).map_err(polars_error(path))
 }
