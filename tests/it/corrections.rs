@@ -15,10 +15,27 @@ const QUERY: &str = "granularity=day&from_date=2026-11-01&to_date=2026-12-01";
 
 /// The summary of A1 over `dir`, its `api_id` left out.
 fn answer(dir: &Path) -> Value {
-    let run = summary(dir, "A1", QUERY, &[]);
-    let mut value: Value = serde_json::from_str(run.ok()).expect("JSON");
-    value.as_object_mut().expect("an object").remove("api_id");
+    without_api_id(summary(dir, "A1", QUERY, &[]).ok())
+}
+
+/// A summary's JSON without its `api_id` (which names its source); null
+/// for text that is no JSON object (a failed run's empty output).
+fn without_api_id(text: &str) -> Value {
+    let mut value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    if let Some(object) = value.as_object_mut() {
+        object.remove("api_id");
+    }
     value
+}
+
+/// The summary of `account` for `query`, over the raw folder `data` and
+/// from `store`, each without its `api_id`.
+fn raw_and_stored(data: &Path, store: &Path, account: &str, query: &str) -> (Value, Value) {
+    let raw = summary(data, account, query, &[]);
+    let store = store.to_str().expect("UTF-8 path");
+    let stored =
+        telemeter(&["summary", "--store", store, "--auth-id", account, "--query", query, "--now", crate::common::NOW]);
+    (without_api_id(&raw.stdout), without_api_id(&stored.stdout))
 }
 
 #[test]
@@ -224,20 +241,10 @@ fn corrected_files() -> Vec<(&'static str, String)> {
 
 /// The summary of A1 from `store`, its `api_id` left out.
 fn store_answer(store: &Path) -> Value {
-    let run = telemeter(&[
-        "summary",
-        "--store",
-        store.to_str().unwrap(),
-        "--auth-id",
-        "A1",
-        "--query",
-        QUERY,
-        "--now",
-        crate::common::NOW,
-    ]);
-    let mut value: Value = serde_json::from_str(run.ok()).expect("JSON");
-    value.as_object_mut().expect("an object").remove("api_id");
-    value
+    let store = store.to_str().expect("UTF-8 path");
+    let run =
+        telemeter(&["summary", "--store", store, "--auth-id", "A1", "--query", QUERY, "--now", crate::common::NOW]);
+    without_api_id(run.ok())
 }
 
 /// The ledger of `store` since generation 0, as CSV.
@@ -364,24 +371,9 @@ fn a_correcting_ingest_restates_and_withdraws_stored_records() {
     crate::common::copy_tree(&first, &both);
     crate::common::copy_tree(&second, &both);
     let query = "granularity=month&from_date=2026-10-01&to_date=2026-12-01";
-    let raw = summary(&both, "A1", query, &[]);
-    let stored = telemeter(&[
-        "summary",
-        "--store",
-        store.to_str().unwrap(),
-        "--auth-id",
-        "A1",
-        "--query",
-        query,
-        "--now",
-        crate::common::NOW,
-    ]);
-    let strip = |text: &str| {
-        let mut value: Value = serde_json::from_str(text).expect("JSON");
-        value.as_object_mut().expect("an object").remove("api_id");
-        value
-    };
-    assert_eq!(strip(stored.ok()), strip(raw.ok()));
+    let (raw, stored) = raw_and_stored(&both, &store, "A1", query);
+    assert!(raw.is_object(), "{raw}");
+    assert_eq!(stored, raw);
 }
 
 #[test]
@@ -532,19 +524,7 @@ proptest::proptest! {
         let reference = reference(salt, &rows.iter().map(|(row, _)| row.clone()).collect::<Vec<_>>());
         let query = "granularity=month&from_date=2026-11-01&to_date=2026-12-01";
         for account in ["A1", "A2"] {
-            let raw = summary(&all, account, query, &[]);
-            let stored = telemeter(&[
-                "summary", "--store", store.to_str().unwrap(), "--auth-id", account, "--query", query,
-                "--now", crate::common::NOW,
-            ]);
-            let strip = |text: &str| -> Value {
-                let mut value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-                if let Some(object) = value.as_object_mut() {
-                    object.remove("api_id");
-                }
-                value
-            };
-            let (raw, stored) = (strip(&raw.stdout), strip(&stored.stdout));
+            let (raw, stored) = raw_and_stored(&all, &store, account, query);
             proptest::prop_assert_eq!(&stored, &raw, "{}", account);
             let (units, cents) = reference.get(account).copied().unwrap_or_default();
             let spend = raw["meta"]["total_spend"].as_f64().unwrap_or(-1.0);
@@ -734,24 +714,7 @@ fn a_store_answers_from_its_records_with_only_current_versions() {
     crate::common::copy_tree(&first, &both);
     crate::common::copy_tree(&second, &both);
     let query = "granularity=hour&timezone=Africa/Monrovia&from_date=1971-06-01&to_date=1971-06-02";
-    let raw = summary(&both, "A1", query, &[]);
-    let stored = telemeter(&[
-        "summary",
-        "--store",
-        store.to_str().unwrap(),
-        "--auth-id",
-        "A1",
-        "--query",
-        query,
-        "--now",
-        crate::common::NOW,
-    ]);
-    let strip = |text: &str| {
-        let mut value: Value = serde_json::from_str(text).expect("JSON");
-        value.as_object_mut().expect("an object").remove("api_id");
-        value
-    };
-    let (raw, stored) = (strip(raw.ok()), strip(stored.ok()));
+    let (raw, stored) = raw_and_stored(&both, &store, "A1", query);
     assert_eq!(stored, raw);
     assert_eq!(raw["meta"]["total_spend"].as_f64(), Some(0.8), "{raw}");
 }
