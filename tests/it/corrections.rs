@@ -45,42 +45,9 @@ fn only_current_versions_count_and_a_void_withdraws_its_record() {
     // c1 re-rated (revision 2 in an earlier file, 1 later), c2 moved to
     // another day, c3 withdrawn, c4 re-delivered, c5 withdrawn and brought
     // back by a higher revision.
-    write(
-        dir,
-        "charges/a.csv",
-        format!(
-            "{CHARGES},revision\n\
-        c1,A1,2026-11-20T10:00:00Z,CNAM,1,0.90,2\n\
-        c2,A1,2026-11-20T10:00:00Z,CNAM,1,0.50,\n\
-        c3,A1,2026-11-20T10:00:00Z,CNAM,1,0.70,0\n\
-        c4,A1,2026-11-21T10:00:00Z,CNAM,1,0.10,\n\
-        c5,A1,2026-11-22T10:00:00Z,CNAM,1,0.20,0\n"
-        ),
-    );
-    write(
-        dir,
-        "charges/b.csv",
-        format!(
-            "{CHARGES}\n\
-        c1,A1,2026-11-20T10:00:00Z,CNAM,1,1.00\n\
-        c4,A1,2026-11-21T10:00:00Z,CNAM,1,0.10\n"
-        ),
-    );
-    write(
-        dir,
-        "charges/c.csv",
-        format!(
-            "revision,{CHARGES}\n\
-        1,c1,A1,2026-11-20T10:00:00Z,CNAM,1,0.95\n\
-        1,c2,A1,2026-11-23T10:00:00Z,CNAM,3,0.50\n\
-        3,c5,A1,2026-11-22T10:00:00Z,CNAM,1,0.25\n"
-        ),
-    );
-    write(
-        dir,
-        "voids/v.csv",
-        "record_id,kind,revision,reason\nc3,charges,1,not billable\nc5,charges,2,\nc9,charges,1,never sent\n",
-    );
+    for (path, text) in corrected_files() {
+        write(dir, path, text);
+    }
 
     // The same records as they stand now, without revisions or voids.
     let current = temp_dir();
@@ -203,8 +170,9 @@ fn a_malformed_revision_or_void_names_file_line_column_and_value() {
     }
 }
 
-/// The files of [`only_current_versions_count_and_a_void_withdraws_its_record`]'s
-/// folder, each as (path, text).
+/// A folder of charges with revisions and voids, each file as (path,
+/// text): its current versions are c1 at 0.90 (revision 2), c2 moved to the
+/// 23rd (revision 1), c4 once, c5 at 0.25 (revision 3); c3 is withdrawn.
 fn corrected_files() -> Vec<(&'static str, String)> {
     vec![
         (
