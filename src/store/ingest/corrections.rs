@@ -101,7 +101,13 @@ pub(in crate::store) struct Correction {
 /// `corrections` as a corrections file, sorted.
 pub(in crate::store) fn to_csv(corrections: &[Correction]) -> Result<Vec<u8>> {
     let mut sorted: Vec<&Correction> = corrections.iter().collect();
-    sorted.sort();
+    // By record first (records file names share long prefixes, slow to
+    // compare), then the whole row: one order on every run.
+    sorted.sort_unstable_by(|a, b| {
+        (a.kind, &a.at.record_id, a.revision, a.entry)
+            .cmp(&(b.kind, &b.at.record_id, b.revision, b.entry))
+            .then_with(|| a.cmp(b))
+    });
     let mut out = csv::Writer::from_writer(Vec::new());
     let failed = |e: csv::Error| Error::Internal(format!("a corrections file: {e}"));
     out.write_record(CSV_HEADER).map_err(failed)?;
