@@ -381,6 +381,8 @@ pub(in crate::store) fn finish(
         generation: Some(manifest.generation),
         changes,
         corrections,
+        stored_superseded: report.stored_superseded,
+        stored_withdrawn: report.stored_withdrawn,
     });
     for folder in ["records", "index", "rollups", "accounts", "resources", "changes", "corrections"] {
         let path = store.join(folder);

@@ -268,6 +268,17 @@ pub struct IngestLog {
     /// revision or a void, or dropped a stored version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrections: Option<String>,
+    /// Stored records (of earlier ingests) a higher revision of this
+    /// ingest replaced.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stored_superseded: u64,
+    /// Stored records (of earlier ingests) a void of this ingest withdrew.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stored_withdrawn: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Manifest {

@@ -292,6 +292,9 @@ fn a_correcting_ingest_restates_and_withdraws_stored_records() {
     let run = telemeter(&["ingest", "--data", second.to_str().unwrap(), "--store", store.to_str().unwrap()]);
     let out = run.ok();
     assert!(out.contains("restated 1") && out.contains("withdrawn 1"), "{out}");
+    let manifest: Value = serde_json::from_slice(&std::fs::read(store.join("manifest.json")).unwrap()).unwrap();
+    let log = &manifest["ingests"][1];
+    assert_eq!((log["stored_superseded"].as_u64(), log["stored_withdrawn"].as_u64()), (Some(1), Some(1)), "{log}");
     let changes = telemeter(&["changes", "--store", store.to_str().unwrap(), "--since", "1", "--format", "csv"]);
     assert_eq!(
         changes.ok(),
