@@ -20,12 +20,17 @@
 //!    gets a negative row (`Rollups::subtract`, applied by the merge), and
 //!    its month in the ledger is told (`Booking`).
 //!
-//! Each ingest that changed anything writes `corrections/<ingest>.csv`:
-//! the versions above revision 0 and the voids it stored, and the stored
+//! Each ingest with corrections writes `corrections/<ingest>.csv`: the
+//! versions above revision 0 and the voids it stored, and the stored
 //! versions that stopped counting ("dropped"). Those files are the store's
 //! memory of corrections: `history` shows them, `store repair` rebuilds
-//! without the dropped versions, and the next ingest reads them whole
-//! (they hold the corrected records only, not the store).
+//! without the dropped versions, a store's answer from its records files
+//! leaves the dropped versions unread, and the next ingest reads them
+//! whole (they hold the corrected records only, not the store).
+//!
+//! Both engines apply corrections here: the local ingest after its kinds,
+//! the Spark publish through `ingest::correct` after it has written the
+//! job's new rows.
 
 use std::collections::BTreeMap;
 use std::path::Path;
