@@ -187,6 +187,28 @@ impl Row {
     }
 }
 
+/// Whether a correction may touch a new version of `revision` whose dedup
+/// id is `id`: one above revision 0, or one of a record whose versions or
+/// voids an earlier ingest noted (`registered`, when there are any).
+pub(in crate::store) fn may_be_corrected<V>(
+    revision: u64,
+    id: (u64, u64),
+    registered: Option<&rustc_hash::FxHashMap<(u64, u64), V>>,
+) -> bool {
+    revision > 0 || registered.is_some_and(|ids| ids.contains_key(&id))
+}
+
+/// A new version written by this ingest that a correction may touch
+/// ([`may_be_corrected`]): its record id, revision, dedup entry and input
+/// file's name.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::store) struct NewVersion<'a> {
+    pub(in crate::store) record_id: &'a str,
+    pub(in crate::store) revision: u64,
+    pub(in crate::store) seen: Seen,
+    pub(in crate::store) source_file: &'a str,
+}
+
 /// A row of `voids/`, checked.
 #[derive(Clone, Debug)]
 pub(super) struct VoidRow {
@@ -279,7 +301,7 @@ impl Chunk {
             fold.amount += row.amount as i128;
             fold.entries.push(row.entry(base));
             fold.kept.push(r as u32);
-            if row.revision > 0 || registered.is_some_and(|ids| ids.contains_key(&row.seen.id)) {
+            if may_be_corrected(row.revision, row.seen.id, registered) {
                 fold.touched.push(r as u32);
             }
         }

@@ -38,6 +38,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::chunk::NewVersion;
 use super::fold::Rollups;
 use crate::aggregate::Totals;
 use crate::error::{Error, Location, Result};
@@ -228,6 +229,24 @@ pub(in crate::store) struct RunVersion {
     pub(in crate::store) at: VersionAt,
     /// Its place, for messages.
     pub(in crate::store) place: Place,
+}
+
+impl RunVersion {
+    /// The noted form of `version`, written to the records file `records`
+    /// (`base`: the sources stored before this ingest).
+    pub(in crate::store) fn of(version: &NewVersion<'_>, records: &str, base: u32) -> RunVersion {
+        let seen = version.seen;
+        RunVersion {
+            revision: version.revision,
+            at: VersionAt {
+                records: records.to_owned(),
+                record_id: version.record_id.to_owned(),
+                source_file: version.source_file.to_owned(),
+                line: seen.line,
+            },
+            place: Place { file: base + seen.file, line: seen.line },
+        }
+    }
 }
 
 /// A void of this ingest, new to the store.

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
 
-use super::chunk::{Chunk, Mark, Row, Texts};
+use super::chunk::{may_be_corrected, Chunk, Mark, NewVersion, Row, Texts};
 use super::Run;
 use crate::aggregate::Tally;
 use crate::error::{Error, Result};
@@ -161,18 +161,8 @@ impl Run<'_> {
         self.rollups.spill_full(self.store, self.id, self.options.max_rollup_groups)?;
         let written = self.write_new(state.kind, &views[..], &[&entries])?;
         if let Some(written) = &written {
-            let registered = self.registered(state.kind);
-            let touched = new
-                .iter()
-                .map(|&i| &pending.rows[i as usize])
-                .filter(|row| row.revision > 0 || registered.is_some_and(|ids| ids.contains_key(&row.seen.id)));
-            let rows: Vec<(&str, &super::chunk::Row, &str)> = touched
-                .map(|row| {
-                    let file = names.get(row.seen.file as usize).copied().unwrap_or("");
-                    (pending.view(row, file).record_id, row, file)
-                })
-                .collect();
-            self.note_touched(state.kind, &written.records, rows.into_iter());
+            let touched = pending.touched(Some(&new), self.registered(state.kind), &names);
+            self.note_touched(state.kind, &written.records, touched);
         }
         self.add_written(state, views.len(), written)
     }
@@ -463,14 +453,27 @@ impl Pending {
         row.view(&self.texts, source_file)
     }
 
-    /// The rows held that a correction may touch: above revision 0, or of
-    /// an id in `registered`; each its record id, revision and entry.
-    pub(in crate::store) fn touched<V>(
-        &self,
+    /// Of the rows held at `positions` (every row held when `None`), those
+    /// a correction may touch ([`may_be_corrected`]); `names`: the input
+    /// files' names, by inventory index.
+    pub(in crate::store) fn touched<'a, V>(
+        &'a self,
+        positions: Option<&[u32]>,
         registered: Option<&rustc_hash::FxHashMap<(u64, u64), V>>,
-    ) -> Vec<(&str, u64, Seen)> {
-        let touches = |row: &&Row| row.revision > 0 || registered.is_some_and(|ids| ids.contains_key(&row.seen.id));
-        self.rows.iter().filter(touches).map(|row| (self.texts.record_id(row), row.revision, row.seen)).collect()
+        names: &[&'a str],
+    ) -> Vec<NewVersion<'a>> {
+        let rows: Box<dyn Iterator<Item = &Row>> = match positions {
+            Some(positions) => Box::new(positions.iter().filter_map(|&i| self.rows.get(i as usize))),
+            None => Box::new(self.rows.iter()),
+        };
+        rows.filter(|row| may_be_corrected(row.revision, row.seen.id, registered))
+            .map(|row| NewVersion {
+                record_id: self.texts.record_id(row),
+                revision: row.revision,
+                seen: row.seen,
+                source_file: names.get(row.seen.file as usize).copied().unwrap_or(""),
+            })
+            .collect()
     }
 }
 

@@ -100,7 +100,7 @@ use crate::records::pieces::Pieces;
 use crate::records::Kind;
 use batches::{batches, Batch};
 use chunk::{check_file, Chunk, ChunkFold, Kept, Mark};
-use corrections::{Registry, RunVersion, RunVoid, VersionAt};
+use corrections::{Registry, RunVersion, RunVoid};
 use dedup::{filter_for, KindState, Pending};
 use fold::Rollups;
 use terms::started;
@@ -223,26 +223,10 @@ impl Run<'_> {
 
     /// Notes the new rows of `kind` a correction may touch, written to the
     /// records file `records`: each its record id, row and input file name.
-    fn note_touched<'r>(
-        &mut self,
-        kind: Kind,
-        records: &str,
-        rows: impl Iterator<Item = (&'r str, &'r chunk::Row, &'r str)>,
-    ) {
+    fn note_touched(&mut self, kind: Kind, records: &str, versions: Vec<chunk::NewVersion<'_>>) {
         let base = self.old.sources.len() as u32;
         let noted = self.touched.entry(kind).or_default();
-        for (record_id, row, source_file) in rows {
-            noted.push(RunVersion {
-                revision: row.revision,
-                at: VersionAt {
-                    records: records.to_owned(),
-                    record_id: record_id.to_owned(),
-                    source_file: source_file.to_owned(),
-                    line: row.seen.line,
-                },
-                place: Place { file: base + row.seen.file, line: row.seen.line },
-            });
-        }
+        noted.extend(versions.iter().map(|version| RunVersion::of(version, records, base)));
     }
 
     /// The file and line a place (its file a source number) names in
@@ -549,12 +533,16 @@ impl Run<'_> {
             });
         let TakenNew { written, rows, duplicates, amount, touched } = taken?;
         if let Some(written) = &written {
-            let rows = touched.iter().map(|&(c, r)| {
-                let chunk = &chunks[c];
-                let row = &chunk.rows[r as usize];
-                (chunk.view(row).record_id, row, chunk.view(row).source_file)
-            });
-            self.note_touched(kind, &written.records, rows);
+            let versions = touched
+                .iter()
+                .map(|&(c, r)| {
+                    let (chunk, row) = (&chunks[c], &chunks[c].rows[r as usize]);
+                    let view = chunk.view(row);
+                    let (record_id, source_file) = (view.record_id, view.source_file);
+                    chunk::NewVersion { record_id, revision: row.revision, seen: row.seen, source_file }
+                })
+                .collect();
+            self.note_touched(kind, &written.records, versions);
         }
         state.tally.duplicates += duplicates;
         state.add_amount(amount)?;

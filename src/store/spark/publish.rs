@@ -11,7 +11,8 @@ use rustc_hash::FxHashSet;
 use super::super::generation::{self, Prepared};
 use super::super::index::{self, IndexEntry, IndexFile};
 use super::super::ingest::batches;
-use super::super::ingest::corrections::{self, RunVersion, VersionAt};
+use super::super::ingest::chunk::{may_be_corrected, NewVersion};
+use super::super::ingest::corrections::{self, RunVersion};
 use super::super::ingest::dedup::{filter_for, load_filter, Pending};
 use super::super::ingest::fold::Rollups;
 use super::super::ingest::terms::{IngestOptions, IngestProgress, IngestReport};
@@ -116,17 +117,9 @@ pub(super) fn publish(
         let names: Vec<&str> = inventory.files.iter().map(|f| f.name.as_str()).collect();
         let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
         let noted = touched.entry(kind).or_default();
-        let mut note = |records: Option<String>, rows: Vec<(&str, u64, Seen)>| {
-            let Some(records) = records else { return };
-            for (record_id, revision, seen) in rows {
-                let source_file = names.get(seen.file as usize).copied().unwrap_or_default().to_owned();
-                let at = VersionAt {
-                    records: records.clone(),
-                    record_id: record_id.to_owned(),
-                    source_file,
-                    line: seen.line,
-                };
-                noted.push(RunVersion { revision, at, place: Place { file: base + seen.file, line: seen.line } });
+        let mut note = |records: Option<String>, versions: Vec<NewVersion<'_>>| {
+            if let Some(records) = records {
+                noted.extend(versions.iter().map(|version| RunVersion::of(version, &records, base)));
             }
         };
         let mut writer = Writer { store, id, kind, files: &mut files, batches: &mut batches, used: 0, syncer: &syncer };
@@ -144,7 +137,7 @@ pub(super) fn publish(
                     frames.iter().map(|(part, frame)| Checked::of(part, frame)).collect::<Result<_>>()?;
                 let mut views = Vec::new();
                 let mut entries = Vec::new();
-                let mut revised: Vec<(&str, u64, Seen)> = Vec::new();
+                let mut revised: Vec<NewVersion<'_>> = Vec::new();
                 let mut sum = 0i128;
                 for (run, rows) in batch.iter().zip(&columns) {
                     for i in run.rows.clone() {
@@ -164,8 +157,9 @@ pub(super) fn publish(
                             held.insert(Place { file, line: view.source_line });
                             continue;
                         }
-                        if revision > 0 || registered.is_some_and(|ids| ids.contains_key(&id)) {
-                            revised.push((rows.t("record_id", i), revision, seen));
+                        if may_be_corrected(revision, id, registered) {
+                            let (record_id, source_file) = (rows.t("record_id", i), *name);
+                            revised.push(NewVersion { record_id, revision, seen, source_file });
                         }
                         let place = Place { file: base + file, line: view.source_line };
                         entries.push(IndexEntry { id, content, place: index::pack(place) });
@@ -180,13 +174,13 @@ pub(super) fn publish(
             pending_elsewhere += repeats.held_bytes(b, &held);
             if pending.bytes() + pending_elsewhere >= options.pending_bytes {
                 let (views, entries) = pending.records(&names, base);
-                note(writer.write(&views, &entries)?, pending.touched(registered));
+                note(writer.write(&views, &entries)?, pending.touched(None, registered, &names));
                 drop(views);
                 (pending, pending_elsewhere) = (Pending::default(), 0);
             }
         }
         let (views, entries) = pending.records(&names, base);
-        note(writer.write(&views, &entries)?, pending.touched(registered));
+        note(writer.write(&views, &entries)?, pending.touched(None, registered, &names));
         drop(views);
         let used = writer.used;
         if used != counts.used {
