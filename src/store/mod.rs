@@ -243,6 +243,18 @@ pub struct KindFiles {
     pub amount: String,
 }
 
+impl KindFiles {
+    /// [`KindFiles::amount`] as an exact sum (zero when empty); a damaged
+    /// one is an error naming `store`'s manifest and the kind.
+    pub(crate) fn total_amount(&self, kind: Kind, store: &Path) -> Result<Amount> {
+        match self.amount.as_str() {
+            "" => Ok(Amount::ZERO),
+            text => Amount::parse_total(text.as_bytes())
+                .map_err(|e| Error::io(store.join(MANIFEST), format!("amount of {kind} '{text}' {e}"))),
+        }
+    }
+}
+
 /// One published ingest.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IngestLog {
@@ -710,11 +722,7 @@ impl Store {
         let mut checked = BTreeMap::new();
         for (kind, (records, amount)) in sums {
             let files = self.manifest.kind(kind);
-            let stored = match files.amount.as_str() {
-                "" => Amount::ZERO,
-                text => Amount::parse_total(text.as_bytes())
-                    .map_err(|e| Error::io(self.dir.join(MANIFEST), format!("amount of {kind} '{text}' {e}")))?,
-            };
+            let stored = files.total_amount(kind, &self.dir)?;
             let rolled = KindTotals { records, amount: Amount::from_nanos(amount) };
             if rolled != (KindTotals { records: files.count, amount: stored }) {
                 return Err(Error::Internal(format!(

@@ -360,12 +360,7 @@ impl Run<'_> {
                 .count
                 .checked_sub(resolved.superseded_versions + stored_dropped)
                 .ok_or_else(|| Error::Internal(format!("the store's count of {kind} fell below zero")))?;
-            let amount = match files.amount.as_str() {
-                "" => Amount::ZERO,
-                text => Amount::parse_total(text.as_bytes()).map_err(|e| {
-                    Error::io(self.store.join("manifest.json"), format!("amount of {kind} '{text}' {e}"))
-                })?,
-            };
+            let amount = files.total_amount(kind, self.store)?;
             let dropped = Amount::from_nanos(-(resolved.stored_dropped_amount + resolved.run_dropped_amount));
             let overflow = || Error::Internal(format!("sum overflow of {kind} amounts"));
             files.amount = amount.checked_add(dropped).ok_or_else(overflow)?.to_string();
@@ -439,11 +434,7 @@ impl Run<'_> {
     /// files, amount and index, and its record-id filter.
     fn start_kind(&self, kind: Kind, files: &[(u32, &InputFile)]) -> Result<KindState> {
         let files_of_kind = self.old.kind(kind);
-        let amount = match files_of_kind.amount.as_str() {
-            "" => Amount::ZERO,
-            text => Amount::parse_total(text.as_bytes())
-                .map_err(|e| Error::io(self.store.join("manifest.json"), format!("amount of {kind} '{text}' {e}")))?,
-        };
+        let amount = files_of_kind.total_amount(kind, self.store)?;
         let stored: Vec<IndexFile> = files_of_kind
             .index
             .iter()

@@ -83,11 +83,7 @@ pub(super) fn publish(
             None => &KindResult::default(),
         };
         let mut files = old.kind(kind);
-        let mut amount = match files.amount.as_str() {
-            "" => Amount::ZERO,
-            text => Amount::parse_total(text.as_bytes())
-                .map_err(|e| Error::io(store.join("manifest.json"), format!("amount of {kind} '{text}' {e}")))?,
-        };
+        let mut amount = files.total_amount(kind, store)?;
         // New rows are written as the local ingest writes them: one records
         // and one index file per batch of input files (the same batches), in
         // (file, line) order, except the rows the local ingest's record-id
