@@ -27,12 +27,18 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use polars::prelude::{DataFrame, ParallelStrategy, ParquetReader, SerReader};
+use polars::prelude::PlSmallStr;
+use polars::prelude::{DataFrame, IntoColumn, ParallelStrategy, ParquetReader, SerReader, Series};
+use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray, Utf8ViewArray};
+use polars_arrow::bitmap::Bitmap;
+use polars_arrow::datatypes::{ArrowDataType, Field, IntegerType, Metadata, DTYPE_CATEGORICAL_NEW};
 use polars_buffer::Buffer;
 use polars_parquet::parquet::metadata::{ColumnChunkMetadata, FileMetadata};
 use polars_parquet::parquet::read::read_metadata;
+use polars_parquet::read::{column_iter_to_arrays, BasicDecompressor, Filter, PageReader};
 use polars_parquet_format::thrift::protocol::TCompactInputProtocol;
 use polars_parquet_format::{FileMetaData as ThriftFileMetadata, PageHeader, PageType};
+use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
 
@@ -187,6 +193,94 @@ pub(crate) fn check_chunk(bytes: &[u8], meta: &ColumnChunkMetadata, rows: usize)
         return Err(format!("its pages hold {values} values for {rows} rows"));
     }
     Ok(())
+}
+
+/// The column chunk `meta` of a row group of `rows` rows in the file
+/// `bytes`, checked ([`check_chunk`]) and decoded as `field` under
+/// [`guarded`]: all its rows, or those `filter` keeps (polars' decoders
+/// skip the others' values without building them).
+pub(crate) fn decode_chunk(
+    bytes: &Buffer<u8>,
+    meta: &ColumnChunkMetadata,
+    field: Field,
+    rows: usize,
+    filter: Option<Filter>,
+) -> std::result::Result<Box<dyn Array>, String> {
+    check_chunk(bytes, meta, rows)?;
+    let expected = match &filter {
+        Some(Filter::Mask(mask)) => mask.set_bits(),
+        Some(Filter::Range(range)) => range.len(),
+        _ => rows,
+    };
+    let range = meta.byte_range();
+    let chunk = bytes.clone().sliced(range.start as usize..range.end as usize);
+    let pages = PageReader::new(Cursor::new(chunk), meta, vec![], usize::MAX);
+    let decompressor = BasicDecompressor::new(pages, vec![]);
+    let primitive = &meta.descriptor().descriptor.primitive_type;
+    let decoded = guarded(|| column_iter_to_arrays(vec![decompressor], vec![primitive], field, filter))
+        .map_err(|panic| format!("it does not decode ({panic})"))?
+        .map_err(|e| format!("it does not decode ({e})"))?;
+    let (mut arrays, _) = decoded;
+    match (arrays.pop(), arrays.is_empty()) {
+        (Some(array), true) if array.len() == expected => Ok(array),
+        _ => Err(format!("it does not decode to one array of {expected} rows")),
+    }
+}
+
+/// [`decode_chunk`] of all its rows, a text column as a dictionary: 32-bit
+/// keys into the row group's distinct values ([`keyed_text`]), not a
+/// string view per row. A text column whose pages are not all
+/// dictionary-encoded (an older writer's) is read as strings and keyed
+/// here; there, a null is an error.
+pub(crate) fn decode_chunk_keyed(
+    bytes: &Buffer<u8>,
+    meta: &ColumnChunkMetadata,
+    field: &Field,
+    rows: usize,
+) -> std::result::Result<Box<dyn Array>, String> {
+    if !matches!(field.dtype, ArrowDataType::Utf8View | ArrowDataType::LargeUtf8 | ArrowDataType::Utf8) {
+        return decode_chunk(bytes, meta, field.clone(), rows, None);
+    }
+    let mut metadata = Metadata::new();
+    metadata.insert(DTYPE_CATEGORICAL_NEW.into(), PlSmallStr::EMPTY);
+    let as_keys = Field::new(field.name.clone(), keyed_text(), field.is_nullable).with_metadata(metadata);
+    match decode_chunk(bytes, meta, as_keys, rows, None) {
+        Ok(array) => Ok(array),
+        Err(_) => {
+            let strings = Field::new(field.name.clone(), ArrowDataType::Utf8View, field.is_nullable);
+            decode_chunk(bytes, meta, strings, rows, None).and_then(|array| keyed_strings(array.as_ref()))
+        }
+    }
+}
+
+/// The Arrow type [`decode_chunk_keyed`] reads text as: 32-bit keys into
+/// its values.
+pub(crate) fn keyed_text() -> ArrowDataType {
+    ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false)
+}
+
+/// A text column read as strings, as a dictionary of its distinct values
+/// (in order of first appearance) and each row's key.
+fn keyed_strings(array: &dyn Array) -> std::result::Result<Box<dyn Array>, String> {
+    let strings = array.as_any().downcast_ref::<Utf8ViewArray>().ok_or("it is not text")?;
+    if strings.null_count() > 0 {
+        return Err("it holds a null".into());
+    }
+    let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut values: Vec<&str> = Vec::new();
+    let keys: Vec<u32> = strings
+        .values_iter()
+        .map(|text| {
+            *ids.entry(text).or_insert_with(|| {
+                values.push(text);
+                values.len() as u32 - 1
+            })
+        })
+        .collect();
+    let values = Utf8ViewArray::from_slice_values(values).boxed();
+    DictionaryArray::try_new(keyed_text(), PrimitiveArray::from_vec(keys), values)
+        .map(|array| array.boxed())
+        .map_err(|e| e.to_string())
 }
 
 /// The file at `path`, read whole with `read(2)`, never mapped: a file
@@ -347,6 +441,82 @@ impl<'p> ParquetFile<'p> {
         self.decode(reader, rows)
     }
 
+    /// `columns` of the rows `picked` (ascending, counted from the first
+    /// row of the row groups `groups`) as one frame of `picked.len()`
+    /// rows, checked as [`ParquetFile::read`] checks: only the picked rows
+    /// are decoded, the others' values skipped in their pages, so a few
+    /// rows of a large part cost little more than its decompression.
+    pub(crate) fn read_picked(&self, columns: &[&str], groups: Range<usize>, picked: &[usize]) -> Result<DataFrame> {
+        let path = self.path;
+        let schema = guarded(|| polars_parquet::read::infer_schema(&self.metadata))
+            .map_err(|panic| unreadable(path, format!("its schema does not parse ({panic})")))?
+            .map_err(|e| unreadable(path, e))?;
+        // Each row group's mask of the picked rows it holds, if any.
+        let mut masks: Vec<(usize, Bitmap)> = Vec::new();
+        let (mut first, mut rest) = (0usize, picked);
+        for index in groups {
+            let Some(group) = self.metadata.row_groups.get(index) else { break };
+            let end = first + group.num_rows();
+            let within = rest.partition_point(|&row| row < end);
+            if within > 0 {
+                let mut mask = vec![false; group.num_rows()];
+                for &row in &rest[..within] {
+                    mask[row - first] = true;
+                }
+                masks.push((index, Bitmap::from_iter(mask)));
+            }
+            (first, rest) = (end, &rest[within..]);
+        }
+        if !rest.is_empty() {
+            return Err(unreadable(path, format!("row {} is past its {first} rows", rest[0] + 1)));
+        }
+        let mut out = Vec::with_capacity(columns.len());
+        for &name in columns {
+            let field = schema.get(name).ok_or_else(|| unreadable(path, format!("no column '{name}'")))?;
+            let mut chunks = Vec::with_capacity(masks.len());
+            for (index, mask) in &masks {
+                let group = &self.metadata.row_groups[*index];
+                let meta = group
+                    .parquet_columns()
+                    .iter()
+                    .find(|c| c.descriptor().path_in_schema.as_slice() == [name])
+                    .ok_or_else(|| unreadable(path, format!("no column '{name}'")))?;
+                let filter = Some(Filter::Mask(mask.clone()));
+                let array = decode_chunk(&self.bytes, meta, field.clone(), group.num_rows(), filter)
+                    .map_err(|why| unreadable(path, format!("column '{name}': {why}")))?;
+                chunks.push(array);
+            }
+            let series = match chunks.is_empty() {
+                true => Series::new_empty(name.into(), &polars::prelude::DataType::from_arrow_field(field)),
+                false => Series::from_arrow_chunks(name.into(), chunks).map_err(|e| unreadable(path, e))?,
+            };
+            out.push(series.into_column());
+        }
+        DataFrame::new(picked.len(), out).map_err(|e| unreadable(path, e))
+    }
+
+    /// Column `name` of each row group, in file order, read as
+    /// [`decode_chunk_keyed`] reads it (text as dictionary keys).
+    pub(crate) fn read_column_keyed(&self, name: &str) -> Result<Vec<Box<dyn Array>>> {
+        let path = self.path;
+        let schema = guarded(|| polars_parquet::read::infer_schema(&self.metadata))
+            .map_err(|panic| unreadable(path, format!("its schema does not parse ({panic})")))?
+            .map_err(|e| unreadable(path, e))?;
+        let field = schema.get(name).ok_or_else(|| unreadable(path, format!("no column '{name}'")))?;
+        let mut out = Vec::with_capacity(self.metadata.row_groups.len());
+        for group in &self.metadata.row_groups {
+            let meta = group
+                .parquet_columns()
+                .iter()
+                .find(|c| c.descriptor().path_in_schema.as_slice() == [name])
+                .ok_or_else(|| unreadable(path, format!("no column '{name}'")))?;
+            let array = decode_chunk_keyed(&self.bytes, meta, field, group.num_rows())
+                .map_err(|why| unreadable(path, format!("column '{name}': {why}")))?;
+            out.push(array);
+        }
+        Ok(out)
+    }
+
     /// `columns`' names, every column's when `None`.
     fn names(&self, columns: Option<&[&str]>) -> Vec<String> {
         match columns {
@@ -423,5 +593,97 @@ mod tests {
         let polars = std::thread::Builder::new().name("polars-7".into());
         let pool = guarded(|| polars.spawn(is_caught_decode_panic).is_ok_and(|t| t.join().unwrap_or(false)));
         assert_eq!(pool, Ok(true));
+    }
+
+    /// A file of several row groups and pages: text of few values (so
+    /// dictionary-encoded), a nullable text, integers, decimals and times.
+    fn written(dir: &Path, rows: usize) -> std::path::PathBuf {
+        use polars::prelude::{
+            DataType, Int128Chunked, IntoColumn, IntoSeries, NamedFrom, ParquetWriter, Series, TimeUnit,
+        };
+        let text: Vec<String> = (0..rows).map(|i| format!("file-{}.csv", i / 700)).collect();
+        let maybe: Vec<Option<String>> = (0..rows).map(|i| (i % 3 != 0).then(|| format!("v{}", i % 11))).collect();
+        let line: Vec<i64> = (0..rows as i64).map(|i| i * 7 + 1).collect();
+        let amount = Int128Chunked::from_vec("amount".into(), (0..rows as i128).map(|i| i * 1_000_003 - 5).collect())
+            .into_decimal_unchecked(38, 9)
+            .into_series();
+        let time = Series::new("time".into(), (0..rows as i64).map(|i| i * 1_000_000_007).collect::<Vec<_>>())
+            .cast(&DataType::Datetime(TimeUnit::Nanoseconds, None))
+            .expect("a time column");
+        let mut frame = DataFrame::new(
+            rows,
+            vec![
+                Series::new("text".into(), text).into_column(),
+                Series::new("maybe".into(), maybe).into_column(),
+                Series::new("line".into(), line).into_column(),
+                amount.into_column(),
+                time.into_column(),
+            ],
+        )
+        .expect("a frame");
+        let path = dir.join("rows.parquet");
+        let file = std::fs::File::create(&path).expect("create");
+        ParquetWriter::new(file)
+            .with_row_group_size(Some(1000))
+            .with_data_page_size(Some(2048))
+            .finish(&mut frame)
+            .expect("write");
+        path
+    }
+
+    /// Rows picked out of their row groups read as the same rows of the
+    /// whole file, for every column type; a text column read as keys
+    /// names each row's value.
+    #[test]
+    fn picked_rows_and_keyed_text_read_as_the_whole_file_does() {
+        use polars::prelude::{Column, IdxCa};
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = written(dir.path(), 4321);
+        let file = ParquetFile::open(&path).expect("open").expect("not empty");
+        let columns = ["text", "maybe", "line", "amount", "time"];
+        let whole = file.read(Some(&columns), Rows::All).expect("read");
+        // polars balances its row groups: about 1000 rows each.
+        let sizes: Vec<usize> = file.row_groups().collect();
+        assert!(sizes.len() >= 4, "{sizes:?}");
+        let picks: [Vec<usize>; 4] =
+            [vec![], vec![0, 999, 1000, 1001, 4320], (0..4321).step_by(97).collect(), (1000..2000).collect()];
+        for picked in picks {
+            // Every row group, and a range that starts past the first.
+            for groups in [0..sizes.len(), 1..3] {
+                let first: usize = sizes[..groups.start].iter().sum();
+                let end: usize = first + sizes[groups.clone()].iter().sum::<usize>();
+                let picked: Vec<usize> = picked.iter().filter(|&&r| r >= first && r < end).map(|r| r - first).collect();
+                let got = file.read_picked(&columns, groups, &picked).expect("read picked");
+                let index = IdxCa::from_vec("".into(), picked.iter().map(|&r| (r + first) as _).collect());
+                let expected: Vec<Column> = whole.columns().iter().map(|c| c.take(&index).expect("take")).collect();
+                assert_eq!(got.height(), picked.len());
+                for (got, expected) in got.columns().iter().zip(&expected) {
+                    assert_eq!(got.dtype(), expected.dtype(), "{}", got.name());
+                    assert!(
+                        got.as_materialized_series().equals_missing(expected.as_materialized_series()),
+                        "{}",
+                        got.name()
+                    );
+                }
+            }
+        }
+        let past = file.read_picked(&columns, 0..1, &[sizes[0]]).expect_err("a row past the row groups");
+        let why = format!("row {} is past its {} rows", sizes[0] + 1, sizes[0]);
+        let past = std::error::Error::source(&past).map(ToString::to_string).unwrap_or_default();
+        assert!(past.contains(&why), "{past}");
+        // Text as keys: each row's key names its value.
+        let keyed = file.read_column_keyed("text").expect("keyed");
+        assert_eq!(keyed.len(), sizes.len());
+        let texts = whole.column("text").and_then(|c| c.str().cloned()).expect("text");
+        let mut row = 0;
+        for array in &keyed {
+            let array = array.as_any().downcast_ref::<DictionaryArray<u32>>().expect("keys");
+            let values = array.values().as_any().downcast_ref::<Utf8ViewArray>().expect("values");
+            for key in array.keys().values_iter() {
+                assert_eq!(Some(values.value(*key as usize)), texts.get(row));
+                row += 1;
+            }
+        }
+        assert_eq!(row, 4321);
     }
 }

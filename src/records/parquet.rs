@@ -113,26 +113,27 @@ impl<'f> Parts<'f> {
     ) -> Result<bool> {
         let first = part.0;
         // The part's rows that are wanted, from its first.
-        let rows = |height: usize| {
-            wanted.start.saturating_sub(first) as usize..(wanted.end.saturating_sub(first) as usize).min(height)
-        };
-        self.read_rows_of(file, part, rows, sink)
+        let rows = wanted.start.saturating_sub(first) as usize..wanted.end.saturating_sub(first) as usize;
+        self.read_rows_of(file, part, Wanted::Range(rows), sink)
     }
 
-    /// [`Parts::read`] of the rows `rows` gives (part-relative, in order)
-    /// for the part's height.
-    fn read_rows_of<S: RowSink, I: ExactSizeIterator<Item = usize>>(
+    /// [`Parts::read`] of the rows `wanted` of the part.
+    fn read_rows_of<S: RowSink>(
         &self,
         file: &InputFile,
         part: &(u64, Range<usize>),
-        rows: impl FnOnce(usize) -> I,
+        wanted: Wanted<'_>,
         sink: &mut S,
     ) -> Result<bool> {
         let ((first, groups), kind) = (part, file.kind);
         // Without its id column, a row's first field is [`NO_ID`].
         let skip = usize::from(self.without_id);
         let read = &self.columns[skip..];
-        let frame = self.parquet.read_row_groups(read, groups.clone()).map_err(|e| file.renamed(e))?;
+        let frame = match wanted {
+            Wanted::Range(_) => self.parquet.read_row_groups(read, groups.clone()),
+            Wanted::Picked(picked) => self.parquet.read_picked(read, groups.clone(), picked),
+        };
+        let frame = frame.map_err(|e| file.renamed(e))?;
         let mut prepared: Vec<(Column, ColumnType)> = Vec::new();
         for (index, name) in read.iter().enumerate() {
             let column = frame.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
@@ -142,7 +143,11 @@ impl<'f> Parts<'f> {
         for ((column, expected), name) in prepared.iter().zip(read) {
             columns.push(decode(file, column, *expected, name)?);
         }
-        let rows = rows(frame.height());
+        // Each row of the frame and its row in the part.
+        let rows: Box<dyn ExactSizeIterator<Item = (usize, usize)>> = match wanted {
+            Wanted::Range(rows) => Box::new((rows.start..rows.end.min(frame.height())).map(|row| (row, row))),
+            Wanted::Picked(picked) => Box::new(picked.iter().copied().enumerate()),
+        };
         if S::ONE_PER_CHUNK {
             // A sink that keeps every row keeps its text: about a third of
             // a CSV line, which `reserve` is told of.
@@ -151,11 +156,11 @@ impl<'f> Parts<'f> {
         }
         let mut fields = [Field::Ascii(NO_ID); 16];
         let fields = &mut fields[..columns.len() + skip];
-        for row in rows {
+        for (row, in_part) in rows {
             for (slot, values) in fields[skip..].iter_mut().zip(&columns) {
                 *slot = values.field(row);
             }
-            if !sink.row(first + row as u64 + 1, fields) {
+            if !sink.row(first + in_part as u64 + 1, fields) {
                 return Ok(false);
             }
         }
@@ -214,17 +219,20 @@ pub(crate) fn read_found<S: RowSink>(
         if from == to {
             continue;
         }
-        let picked = &rows[from..to];
-        let first = part.0;
-        let in_part = |height: usize| {
-            let within = picked.partition_point(|&r| r < first + height as u64);
-            picked[..within].iter().map(move |&r| (r - first) as usize)
-        };
-        if !parts.read_rows_of(file, part, in_part, sink)? {
+        let picked: Vec<usize> = rows[from..to].iter().map(|&r| (r - part.0) as usize).collect();
+        if !parts.read_rows_of(file, part, Wanted::Picked(&picked), sink)? {
             break;
         }
     }
     Ok(())
+}
+
+/// The rows of a part to read, counted from its first.
+enum Wanted<'r> {
+    /// A run of rows (clipped to the part's).
+    Range(Range<usize>),
+    /// Rows found elsewhere, ascending: only they are decoded.
+    Picked(&'r [usize]),
 }
 
 /// Reads every row of a Parquet file into sinks made by `make_sink`, as

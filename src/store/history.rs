@@ -88,9 +88,9 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
             })?;
             let source = super::source_file(source, ingest).to_owned();
             let at = VersionAt {
-                records: records_name.clone(),
+                records: records_name.as_str().into(),
                 record_id: record_id.to_owned(),
-                source_file: source.clone(),
+                source_file: source.as_str().into(),
                 line: place.line,
             };
             let fields = version_fields(store, kind, &at)?;
@@ -112,7 +112,7 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
             false => version_fields(store, kind, &noted.at)?,
         };
         let ingest = noted.ingest.clone();
-        let (source, line) = (noted.at.source_file.clone(), noted.at.line);
+        let (source, line) = (noted.at.source_file.to_string(), noted.at.line);
         let version =
             Version { ingest, source, line, revision: noted.revision, void: noted.void, counts: false, fields };
         found.push((noted.at.clone(), version));
@@ -128,7 +128,7 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
 
 /// The columns of the stored version `at` of `kind`.
 fn version_fields(store: &Store, kind: Kind, at: &VersionAt) -> Result<Vec<(&'static str, String)>> {
-    let file = store.record_file(kind, at.records.clone())?;
+    let file = store.record_file(kind, at.records.to_string())?;
     let wanted: rustc_hash::FxHashSet<VersionAt> = std::iter::once(at.clone()).collect();
     let rows = corrections::rows_of(&file.path, &at.records, &wanted)?;
     let found =

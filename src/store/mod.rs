@@ -566,7 +566,7 @@ impl Store {
             let dropped = registries.get(&kind).map(|r| &r.dropped);
             for name in self.manifest.kind(kind).records {
                 let file = self.record_file(kind, name)?;
-                if let Some(dropped) = dropped.filter(|d| d.iter().any(|at| at.records == file.name)) {
+                if let Some(dropped) = dropped.filter(|d| d.iter().any(|at| *at.records == *file.name)) {
                     let rows = ingest::corrections::rows_of(&file.path, &file.name, dropped)?;
                     inventory.skipped_rows.insert(inventory.files.len() as u32, rows.into_keys().collect());
                 }

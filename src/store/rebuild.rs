@@ -150,7 +150,7 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
         };
         let dropped: rustc_hash::FxHashSet<super::ingest::corrections::VersionAt> = registries
             .get(kind)
-            .map(|r| r.dropped.iter().filter(|at| at.records == *name).cloned().collect())
+            .map(|r| r.dropped.iter().filter(|at| *at.records == **name).cloned().collect())
             .unwrap_or_default();
         let skip: rustc_hash::FxHashSet<u64> = match dropped.is_empty() {
             true => Default::default(),
@@ -160,7 +160,7 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
         let noted: Vec<(super::ingest::corrections::VersionAt, u64)> = registries
             .get(kind)
             .map(|r| {
-                let versions = r.noted.values().flatten().filter(|n| !n.void && n.at.records == *name);
+                let versions = r.noted.values().flatten().filter(|n| !n.void && *n.at.records == **name);
                 versions.map(|n| (n.at.clone(), n.revision)).collect()
             })
             .unwrap_or_default();

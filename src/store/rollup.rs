@@ -6,16 +6,13 @@
 
 use std::path::Path;
 
-use polars::prelude::PlSmallStr;
 use polars::prelude::{DataFrame, DataType, FileMetadataRef, PolarsDataType, StringType};
 use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray};
-use polars_arrow::datatypes::{ArrowDataType, ArrowSchema, Field, IntegerType, Metadata, DTYPE_CATEGORICAL_NEW};
+use polars_arrow::datatypes::{ArrowDataType, ArrowSchema};
 use polars_buffer::Buffer;
 use polars_parquet::parquet::metadata::RowGroupMetadata;
 use polars_parquet::parquet::statistics::Statistics;
-use polars_parquet::read::{column_iter_to_arrays, BasicDecompressor, PageReader};
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 
 use super::layout;
 use super::parquet_io::polars_error;
@@ -23,7 +20,7 @@ use super::parquet_out::{Column, ParquetOut, TextColumn};
 use crate::aggregate::{Dims, Totals};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
-use crate::parquet::{check_chunk, guarded, ParquetFile};
+use crate::parquet::{decode_chunk_keyed, ParquetFile};
 use crate::records::{Country, Direction, Product};
 use crate::time::Interval;
 
@@ -447,72 +444,11 @@ impl<'p> RollupFile<'p> {
             .find(|c| c.descriptor().path_in_schema.as_slice() == [name])
             .ok_or_else(|| broken(format!("no column '{name}'")))?;
         let field = self.schema.get(name).ok_or_else(|| broken(format!("no column '{name}'")))?;
-        // Each page's header checked before polars decodes it: a damaged
-        // count or size there makes its decoder ask for memory the process
-        // cannot have (an abort, not an error).
-        check_chunk(bytes, meta, group.num_rows()).map_err(|why| broken(format!("column '{name}': {why}")))?;
-        let range = meta.byte_range();
-        let chunk = || bytes.clone().sliced(range.start as usize..range.end as usize);
-        let decode = |field: Field| -> Result<Box<dyn Array>> {
-            let chunk = chunk();
-            let pages = PageReader::new(std::io::Cursor::new(chunk), meta, vec![], usize::MAX);
-            let decompressor = BasicDecompressor::new(pages, vec![]);
-            let primitive = &meta.descriptor().descriptor.primitive_type;
-            // polars' decoders assert on some damaged pages: a damaged file
-            // is an error here, never a crash.
-            let decoded = guarded(|| column_iter_to_arrays(vec![decompressor], vec![primitive], field, None));
-            let (mut arrays, _) = decoded
-                .map_err(|panic| broken(format!("column '{name}' does not decode ({panic})")))?
-                .map_err(polars_error(path))?;
-            match (arrays.pop(), arrays.is_empty()) {
-                (Some(array), true) if array.len() == group.num_rows() => Ok(array),
-                _ => Err(broken(format!("column '{name}' is not one array of {} rows", group.num_rows()))),
-            }
-        };
-        if !matches!(field.dtype, ArrowDataType::Utf8View | ArrowDataType::LargeUtf8 | ArrowDataType::Utf8) {
-            return decode(field.clone());
-        }
-        let mut metadata = Metadata::new();
-        metadata.insert(DTYPE_CATEGORICAL_NEW.into(), PlSmallStr::EMPTY);
-        let as_keys = Field::new(field.name.clone(), keyed_text(), field.is_nullable).with_metadata(metadata);
-        match decode(as_keys) {
-            Ok(array) => Ok(array),
-            // Pages that are not all dictionary-encoded: strings, keyed here.
-            Err(_) => decode(Field::new(field.name.clone(), ArrowDataType::Utf8View, field.is_nullable))
-                .and_then(|array| keyed_strings(path, name, array.as_ref())),
-        }
+        // Each page's header is checked before polars decodes it, and the
+        // decoding is guarded: a damaged file is an error, never a crash.
+        decode_chunk_keyed(bytes, meta, field, group.num_rows())
+            .map_err(|why| broken(format!("column '{name}': {why}")))
     }
-}
-
-/// The Arrow type a text column is read as: 32-bit keys into its values.
-fn keyed_text() -> ArrowDataType {
-    ArrowDataType::Dictionary(IntegerType::UInt32, Box::new(ArrowDataType::Utf8View), false)
-}
-
-/// A text column read as strings, as a dictionary of its distinct values
-/// (in order of first appearance) and each row's key.
-fn keyed_strings(path: &Path, name: &str, array: &dyn Array) -> Result<Box<dyn Array>> {
-    let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
-    let strings =
-        array.as_any().downcast_ref::<Utf8ViewArray>().ok_or_else(|| broken(format!("'{name}' is not text")))?;
-    if strings.null_count() > 0 {
-        return Err(broken(format!("null in '{name}'")));
-    }
-    let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
-    let mut values: Vec<&str> = Vec::new();
-    let keys: Vec<u32> = strings
-        .values_iter()
-        .map(|text| {
-            *ids.entry(text).or_insert_with(|| {
-                values.push(text);
-                values.len() as u32 - 1
-            })
-        })
-        .collect();
-    let values = Utf8ViewArray::from_slice_values(values).boxed();
-    DictionaryArray::try_new(keyed_text(), PrimitiveArray::from_vec(keys), values)
-        .map(|array| array.boxed())
-        .map_err(polars_error(path))
 }
 
 /// One row group's columns as read ([`RollupFile::read_group`]): every

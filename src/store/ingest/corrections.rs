@@ -34,6 +34,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -85,12 +86,29 @@ impl Entry {
 /// input line).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(in crate::store) struct VersionAt {
-    /// The records file (empty for a void, which has none).
-    pub(in crate::store) records: String,
+    /// The records file (empty for a void, which has none). Shared: many
+    /// versions name one records file and one input file.
+    pub(in crate::store) records: Arc<str>,
     pub(in crate::store) record_id: String,
     /// The input file, as its ingest named it.
-    pub(in crate::store) source_file: String,
+    pub(in crate::store) source_file: Arc<str>,
     pub(in crate::store) line: u64,
+}
+
+/// Names shared among versions: one `Arc` for each distinct text.
+#[derive(Default)]
+pub(in crate::store) struct Names(FxHashSet<Arc<str>>);
+
+impl Names {
+    /// The shared copy of `name`.
+    pub(in crate::store) fn of(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.0.get(name) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = name.into();
+        self.0.insert(shared.clone());
+        shared
+    }
 }
 
 /// One row of a corrections file.
@@ -142,7 +160,7 @@ pub(in crate::store) fn parse(bytes: &[u8], path: &Path) -> Result<Vec<Correctio
         Ok(header) if header.iter().eq(CSV_HEADER) => {}
         _ => return Err(broken(1, format!("the header is not {}", CSV_HEADER.join(",")))),
     }
-    let mut out = Vec::new();
+    let (mut out, mut names) = (Vec::new(), Names::default());
     for (i, row) in reader.records().enumerate() {
         let line = i as u64 + 2;
         let row = row.map_err(|e| broken(line, e.to_string()))?;
@@ -155,9 +173,9 @@ pub(in crate::store) fn parse(bytes: &[u8], path: &Path) -> Result<Vec<Correctio
             revision: number(2)?,
             entry,
             at: VersionAt {
-                records: field(4).to_owned(),
+                records: names.of(field(4)),
                 record_id: field(1).to_owned(),
-                source_file: field(5).to_owned(),
+                source_file: names.of(field(5)),
                 line: number(6)?,
             },
             reason: field(7).to_owned(),
@@ -234,14 +252,19 @@ pub(in crate::store) struct RunVersion {
 impl RunVersion {
     /// The noted form of `version`, written to the records file `records`
     /// (`base`: the sources stored before this ingest).
-    pub(in crate::store) fn of(version: &NewVersion<'_>, records: &str, base: u32) -> RunVersion {
+    pub(in crate::store) fn of(
+        version: &NewVersion<'_>,
+        records: &Arc<str>,
+        base: u32,
+        names: &mut Names,
+    ) -> RunVersion {
         let seen = version.seen;
         RunVersion {
             revision: version.revision,
             at: VersionAt {
-                records: records.to_owned(),
+                records: records.clone(),
                 record_id: version.record_id.to_owned(),
-                source_file: version.source_file.to_owned(),
+                source_file: names.of(version.source_file),
                 line: seen.line,
             },
             place: Place { file: base + seen.file, line: seen.line },
@@ -387,12 +410,16 @@ pub(super) fn resolve(
         })
         .collect();
     let mut run_rev0: FxHashSet<VersionAt> = FxHashSet::default();
+    let records: Vec<Arc<str>> =
+        index.iter().map(|(name, _)| records_of_index(kind, name).map(Arc::from)).collect::<Result<_>>()?;
+    let mut source_files: FxHashMap<u32, Arc<str>> = FxHashMap::default();
     for found in found {
         for (f, id, place) in found? {
-            let (name, _) = &index[f];
-            let records = records_of_index(kind, name)?;
+            let records = records[f].clone();
             let record_id = touched.get(&id).cloned().unwrap_or_default();
-            let at = VersionAt { records, record_id, source_file: sources.source_file(place.file), line: place.line };
+            let source_file =
+                source_files.entry(place.file).or_insert_with(|| sources.source_file(place.file).into()).clone();
+            let at = VersionAt { records, record_id, source_file, line: place.line };
             let stored = f < stored_index;
             let counted = stored && !registry.dropped.contains(&at);
             if !stored {
@@ -418,9 +445,9 @@ pub(super) fn resolve(
     }
     for v in voids {
         let at = VersionAt {
-            records: String::new(),
+            records: Arc::from(""),
             record_id: v.record_id,
-            source_file: v.source_file,
+            source_file: v.source_file.into(),
             line: v.place.line,
         };
         out.corrections.push(Correction {
@@ -447,7 +474,7 @@ pub(super) fn resolve(
             if a.revision == b.revision && a.void != b.void && !(a.stored && b.stored) {
                 let place = |c: &Candidate| match c.place {
                     Some(place) => sources.location(place),
-                    None => Location { file: c.at.source_file.clone(), line: c.at.line, is_row: false },
+                    None => Location { file: c.at.source_file.to_string(), line: c.at.line, is_row: false },
                 };
                 return Err(Error::Conflict {
                     kind: kind.name(),
@@ -498,7 +525,8 @@ pub(super) fn resolve(
             } else {
                 out.stored_superseded += 1;
                 to_read.push((o.at.clone(), Role::StoredReplaced));
-                to_read.push((winner.at.clone(), Role::Replacing { of: o.at.clone() }));
+                let of = to_read.len() - 1;
+                to_read.push((winner.at.clone(), Role::Replacing { of }));
             }
         }
     }
@@ -521,7 +549,10 @@ enum Role {
     /// A stored version a new one replaced.
     StoredReplaced,
     /// The new version that replaced a stored one (read for its month).
-    Replacing { of: VersionAt },
+    Replacing {
+        /// Its position in the versions read back.
+        of: usize,
+    },
 }
 
 /// A version read back: what the rollups and the ledger need.
@@ -586,26 +617,34 @@ fn read_back(
     rollups: &mut Rollups,
     out: &mut Resolved,
 ) -> Result<()> {
-    let mut by_file: BTreeMap<String, FxHashSet<VersionAt>> = BTreeMap::new();
-    for (at, _) in &to_read {
-        by_file.entry(at.records.clone()).or_default().insert(at.clone());
+    // The versions of each records file, as places (input file and line,
+    // one row each) to their positions in `to_read`.
+    let mut by_file: BTreeMap<&str, Places<'_, usize>> = BTreeMap::new();
+    for (i, (at, _)) in to_read.iter().enumerate() {
+        let lines = by_file.entry(&at.records).or_default().entry(&at.source_file).or_default();
+        if lines.insert(at.line, i).is_some() {
+            return Err(Error::Internal(format!("{}:{} read back twice", at.source_file, at.line)));
+        }
     }
-    let read: Vec<Result<Vec<(VersionAt, Back)>>> =
-        by_file.into_par_iter().map(|(name, wanted)| read_versions(store, old, kind, &name, &wanted)).collect();
-    let mut backs: FxHashMap<VersionAt, Back> = FxHashMap::default();
+    let read: Vec<Result<Vec<(usize, Back)>>> =
+        by_file.into_par_iter().map(|(name, places)| read_versions(store, old, kind, name, &places)).collect();
+    let mut backs: Vec<Option<Back>> = vec![None; to_read.len()];
     for found in read {
-        backs.extend(found?);
+        for (i, back) in found? {
+            backs[i] = Some(back);
+        }
     }
-    let back = |at: &VersionAt| {
-        backs.get(at).ok_or_else(|| {
+    let back = |i: usize| {
+        backs[i].as_ref().ok_or_else(|| {
+            let at = &to_read[i].0;
             Error::io(
-                store.join(&at.records),
+                store.join(&*at.records),
                 format!("holds no row of record_id '{}' from {}:{}", at.record_id, at.source_file, at.line),
             )
         })
     };
-    for (at, role) in &to_read {
-        let row = back(at)?;
+    for (i, (_, role)) in to_read.iter().enumerate() {
+        let row = back(i)?;
         let booking = |added: i64, restated: u64, withdrawn: u64, left: Totals, replaced| Booking {
             auth_id: row.auth_id.clone(),
             secs: row.secs,
@@ -618,7 +657,7 @@ fn read_back(
         };
         match role {
             Role::Replacing { of } => {
-                let of = back(of)?;
+                let of = back(*of)?;
                 let replaced = Some((of.auth_id.clone(), of.secs, of.product));
                 out.bookings.push(booking(-1, 1, 0, Totals::default(), replaced));
                 continue;
@@ -641,14 +680,19 @@ fn read_back(
     Ok(())
 }
 
-/// The rows of `wanted` in the records file `name` of `kind`.
+/// Places in one records file: input file, then line, to what the caller
+/// keys them by.
+type Places<'a, T> = FxHashMap<&'a str, FxHashMap<u64, T>>;
+
+/// The rows of the versions at `places` in the records file `name` of
+/// `kind`, each with its key.
 fn read_versions(
     store: &Path,
     old: &Manifest,
     kind: Kind,
     name: &str,
-    wanted: &FxHashSet<VersionAt>,
-) -> Result<Vec<(VersionAt, Back)>> {
+    places: &Places<'_, usize>,
+) -> Result<Vec<(usize, Back)>> {
     // A stored file is checked against its sum; one of this ingest was
     // just written.
     let (path, sum) = match old.files.contains_key(name) {
@@ -663,12 +707,10 @@ fn read_versions(
     // file and line: the id column is not read.
     let rows = std::cell::RefCell::new(FxHashMap::default());
     let find = |parquet: &crate::parquet::ParquetFile<'_>| -> Result<Vec<u64>> {
-        let columns = [crate::store::layout::SOURCE_FILE, crate::store::layout::SOURCE_LINE];
-        let frame = parquet.read(Some(&columns), crate::parquet::Rows::All)?;
-        let found = rows_in(&frame, &path, name, wanted)?;
-        let mut picked: Vec<u64> = found.keys().map(|row| row - 1).collect();
+        let found = rows_found(parquet, name, places)?;
+        let mut picked: Vec<u64> = found.iter().map(|(row, _)| row - 1).collect();
         picked.sort_unstable();
-        *rows.borrow_mut() = found;
+        *rows.borrow_mut() = found.into_iter().collect();
         Ok(picked)
     };
     let mut sink = Pick { kind, rows: &rows, found: Vec::new(), error: None, name };
@@ -687,54 +729,67 @@ pub(in crate::store) fn rows_of(
     name: &str,
     wanted: &FxHashSet<VersionAt>,
 ) -> Result<FxHashMap<u64, VersionAt>> {
-    let (source_file, source_line) = (crate::store::layout::SOURCE_FILE, crate::store::layout::SOURCE_LINE);
-    let frame = crate::parquet::read_frame(path, Some(&[source_file, source_line]), crate::parquet::Rows::All)?;
-    rows_in(&frame, path, name, wanted)
+    let mut places: Places<'_, &VersionAt> = FxHashMap::default();
+    for at in wanted.iter().filter(|at| &*at.records == name) {
+        places.entry(&at.source_file).or_default().insert(at.line, at);
+    }
+    let found = match crate::parquet::ParquetFile::open(path)? {
+        Some(parquet) => rows_found(&parquet, name, &places)?,
+        None => Vec::new(),
+    };
+    Ok(found.into_iter().map(|(row, at)| (row, at.clone())).collect())
 }
 
-/// [`rows_of`] in the `source_file` and `source_line` columns `frame`
-/// read of the records file.
-fn rows_in(
-    frame: &polars::prelude::DataFrame,
-    path: &Path,
+/// The rows (from 1) of the records file `parquet` (named `name`) at
+/// `places`, with their keys, read by its `source_file` (as dictionary
+/// keys: no text per row) and `source_line` columns.
+fn rows_found<T: Copy>(
+    parquet: &crate::parquet::ParquetFile<'_>,
     name: &str,
-    wanted: &FxHashSet<VersionAt>,
-) -> Result<FxHashMap<u64, VersionAt>> {
+    places: &Places<'_, T>,
+) -> Result<Vec<(u64, T)>> {
+    use polars_arrow::array::{DictionaryArray, PrimitiveArray, Utf8ViewArray};
     let (source_file, source_line) = (crate::store::layout::SOURCE_FILE, crate::store::layout::SOURCE_LINE);
-    let broken = |what: String| Error::io(path, format!("not a records file: {what}"));
-    let files = frame.column(source_file).and_then(|c| c.str()).map_err(|e| broken(e.to_string()))?;
-    let lines = frame.column(source_line).and_then(|c| c.i64()).map_err(|e| broken(e.to_string()))?;
-    let mut by_place: FxHashMap<(&str, u64), &VersionAt> = FxHashMap::default();
-    for at in wanted.iter().filter(|at| at.records == name) {
-        by_place.insert((at.source_file.as_str(), at.line), at);
-    }
-    let mut rows: FxHashMap<u64, VersionAt> = FxHashMap::default();
-    for (row, (file, line)) in files.iter().zip(lines.iter()).enumerate() {
-        let (Some(file), Some(line)) = (file, line) else { continue };
-        let Ok(line) = u64::try_from(line) else { continue };
-        if let Some(at) = by_place.get(&(file, line)) {
-            rows.insert(row as u64 + 1, (*at).clone());
+    let broken = |what: &str| Error::bad_file(name, format!("not a records file: {what}"));
+    let files = parquet.read_column_keyed(source_file)?;
+    let lines = parquet.read_column_keyed(source_line)?;
+    let mut rows = Vec::new();
+    let mut first = 0u64;
+    for (files, lines) in files.iter().zip(&lines) {
+        let files = files.as_any().downcast_ref::<DictionaryArray<u32>>().ok_or_else(|| broken("source_file"))?;
+        let values = files.values().as_any().downcast_ref::<Utf8ViewArray>().ok_or_else(|| broken("source_file"))?;
+        let lines = lines.as_any().downcast_ref::<PrimitiveArray<i64>>().ok_or_else(|| broken("source_line"))?;
+        // Each distinct input file of the row group, looked up once.
+        let of_key: Vec<Option<&FxHashMap<u64, T>>> = values.values_iter().map(|file| places.get(file)).collect();
+        for (row, (key, line)) in files.keys().iter().zip(lines.iter()).enumerate() {
+            let (Some(key), Some(line)) = (key, line) else { continue };
+            let Some(Some(lines)) = of_key.get(*key as usize) else { continue };
+            let Ok(line) = u64::try_from(*line) else { continue };
+            if let Some(key) = lines.get(&line) {
+                rows.push((first + row as u64 + 1, *key));
+            }
         }
+        first += files.len() as u64;
     }
     Ok(rows)
 }
 
-/// A sink that keeps the rows at given lines.
+/// A sink that keeps the rows at given lines, each with its key.
 struct Pick<'a> {
     kind: Kind,
-    rows: &'a std::cell::RefCell<FxHashMap<u64, VersionAt>>,
-    found: Vec<(VersionAt, Back)>,
+    rows: &'a std::cell::RefCell<FxHashMap<u64, usize>>,
+    found: Vec<(usize, Back)>,
     error: Option<Error>,
     name: &'a str,
 }
 
 impl RowSink for Pick<'_> {
     fn row(&mut self, line: u64, fields: &[Field<'_>]) -> bool {
-        let Some(at) = self.rows.borrow().get(&line).cloned() else { return true };
+        let Some(&at) = self.rows.borrow().get(&line) else { return true };
         match parse_record(self.kind, fields) {
             Ok(r) => {
                 self.found.push((
-                    at.clone(),
+                    at,
                     Back {
                         auth_id: r.auth_id.to_owned(),
                         subaccount: r.subaccount.to_owned(),

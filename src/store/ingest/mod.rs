@@ -83,6 +83,7 @@ pub use terms::{
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -226,7 +227,8 @@ impl Run<'_> {
     fn note_touched(&mut self, kind: Kind, records: &str, versions: Vec<chunk::NewVersion<'_>>) {
         let base = self.old.sources.len() as u32;
         let noted = self.touched.entry(kind).or_default();
-        noted.extend(versions.iter().map(|version| RunVersion::of(version, records, base)));
+        let (records, mut names) = (Arc::from(records), corrections::Names::default());
+        noted.extend(versions.iter().map(|version| RunVersion::of(version, &records, base, &mut names)));
     }
 
     /// The file and line a place (its file a source number) names in
@@ -279,7 +281,7 @@ impl Run<'_> {
                 let earlier = match stored {
                     Some(n) => Some((
                         n.reason.clone(),
-                        Location { file: n.at.source_file.clone(), line: n.at.line, is_row: false },
+                        Location { file: n.at.source_file.to_string(), line: n.at.line, is_row: false },
                     )),
                     None => seen
                         .get(&(void.kind, void.record_id.clone(), void.revision))

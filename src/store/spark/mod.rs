@@ -342,7 +342,7 @@ fn run_job(
             .filter(|noted| !noted.void)
             .map(|noted| {
                 let file = noted.at.records.rsplit('/').next().unwrap_or_default().to_owned();
-                (file, noted.at.source_file.clone(), noted.at.line, noted.revision)
+                (file, noted.at.source_file.to_string(), noted.at.line, noted.revision)
             })
             .collect();
         versions.sort();

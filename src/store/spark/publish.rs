@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use polars::prelude::DataFrame;
 use rustc_hash::FxHashSet;
@@ -115,7 +116,8 @@ pub(super) fn publish(
         let noted = touched.entry(kind).or_default();
         let mut note = |records: Option<String>, versions: Vec<NewVersion<'_>>| {
             if let Some(records) = records {
-                noted.extend(versions.iter().map(|version| RunVersion::of(version, &records, base)));
+                let (records, mut names) = (Arc::from(records), corrections::Names::default());
+                noted.extend(versions.iter().map(|version| RunVersion::of(version, &records, base, &mut names)));
             }
         };
         let mut writer = Writer { store, id, kind, files: &mut files, batches: &mut batches, used: 0, syncer: &syncer };
