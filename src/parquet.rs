@@ -1,8 +1,10 @@
 //! Parquet files read without trusting them: every Parquet file telemeter
 //! reads (raw inputs, resource files, a store's files, Spark's parts) goes
-//! through [`read_frame`], or, for a rollup's columns, through
-//! [`check_chunk`] before polars' decoders; and [`STATISTICS`], those of
-//! every Parquet file telemeter writes.
+//! through [`read_frame`], or column chunk by column chunk through
+//! [`decode_chunk`] (a rollup's columns, text as dictionary keys; the rows
+//! of a records file a correction replaces, [`ParquetFile::read_picked`]),
+//! which runs [`check_chunk`] before polars' decoders; and [`STATISTICS`],
+//! those of every Parquet file telemeter writes.
 //!
 //! polars' Parquet decoders trust the file. A damaged page header (its
 //! count of values or its size) makes a decoder ask for memory no process
