@@ -72,6 +72,18 @@ proptest! {
         telemeter::fuzzing::csv_reader(&data);
     }
 
+    /// The structural index against the line-at-a-time reader on lines of
+    /// quotes, commas and line ends: quoted fields, doubled quotes, stray
+    /// and unclosed quotes, CRLF and bare carriage returns.
+    #[test]
+    fn csv_paths_on_quote_heavy_lines(
+        width in 0u8..16,
+        bytes in proptest::collection::vec(proptest::sample::select(b",,\"\"\"a\r\n\n".to_vec()), 0..300),
+    ) {
+        let data: Vec<u8> = std::iter::once(width).chain(bytes).collect();
+        telemeter::fuzzing::csv_paths(&data);
+    }
+
     #[test]
     fn record_checks_on_mutated_seeds(data in mutated(seeds_of("record_checks"))) {
         telemeter::fuzzing::record_checks(&data);

@@ -84,17 +84,20 @@ impl Reader<'_> {
         };
         // Every field's quoting, before its width (as the line reader).
         // `escaped`: the fields (of the first 64) that hold a doubled quote.
-        let (quotes, mut escaped, mut from) = (found.quotes, 0u64, 0);
-        for index in 0..=commas.len() {
-            let (start, stop) = bounds(index);
-            let to = from + quotes[from..].iter().take_while(|&&at| at < stop).count();
-            match field_quoting(&quotes[from..to], start, stop) {
-                FieldQuoting::Simple => {}
-                FieldQuoting::Doubled if index < 64 => escaped |= 1 << index,
-                // Quoting to refuse (or a doubled quote past field 64).
-                _ => return self.quoted_line(quoted, line_text.as_bytes(), line, sink),
+        let (quotes, mut escaped) = (found.quotes, 0u64);
+        if !simply_quoted(line_text.as_bytes(), quotes) {
+            let mut from = 0;
+            for index in 0..=commas.len() {
+                let (start, stop) = bounds(index);
+                let to = from + quotes[from..].iter().take_while(|&&at| at < stop).count();
+                match field_quoting(&quotes[from..to], start, stop) {
+                    FieldQuoting::Simple => {}
+                    FieldQuoting::Doubled if index < 64 => escaped |= 1 << index,
+                    // Quoting to refuse (or a doubled quote past field 64).
+                    _ => return self.quoted_line(quoted, line_text.as_bytes(), line, sink),
+                }
+                from = to;
             }
-            from = to;
         }
         let n_fields = commas.len() + 1;
         if n_fields != self.width {
@@ -126,6 +129,20 @@ impl Reader<'_> {
         }
         sink.row(line, &fields[..self.columns.len()])
     }
+}
+
+/// Whether the quotes of `line` (at `quotes`, in order) come in pairs that
+/// each open a field and close it: every field [`FieldQuoting::Simple`],
+/// found without cutting the line into fields (every text field quoted, or
+/// empty strings written `""`, as exports write them). A pair's first
+/// quote follows an even count of quotes, so it is outside quotes, and so
+/// are the bytes before and after the pair: a comma there ends a field.
+fn simply_quoted(line: &[u8], quotes: &[usize]) -> bool {
+    quotes.len().is_multiple_of(2)
+        && quotes.chunks_exact(2).all(|pair| {
+            let (open, close) = (pair[0], pair[1]);
+            (open == 0 || line[open - 1] == b',') && (close + 1 == line.len() || line[close + 1] == b',')
+        })
 }
 
 /// How one field of an indexed line is quoted.
@@ -220,6 +237,37 @@ mod tests {
         ];
         for (field, expected) in cases {
             assert_eq!(quoting(field), expected, "{field}");
+        }
+        // A line simply quoted is one whose every field is Simple, and
+        // doubled quotes are not simple.
+        let lines = [
+            "a,b",
+            "\"a\",\"b\"",
+            "\"\",,\"x,y\"",
+            "\"a\"\"b\",c",
+            "\"a\"b,c",
+            "a\"b\",c",
+            "\"a\" ,b",
+            "\"\"\"\"",
+            "\"a,\"\"",
+            ",\"\"",
+        ];
+        for line in lines {
+            let quotes: Vec<usize> = line.match_indices('"').map(|(at, _)| at).collect();
+            // Commas outside quotes, as the structural index finds them.
+            let mut commas = Vec::new();
+            for (at, byte) in line.bytes().enumerate() {
+                if byte == b',' && quotes.iter().filter(|&&q| q < at).count() % 2 == 0 {
+                    commas.push(at);
+                }
+            }
+            let starts = std::iter::once(0).chain(commas.iter().map(|c| c + 1));
+            let stops = commas.iter().copied().chain(std::iter::once(line.len()));
+            let every_simple = starts.zip(stops).all(|(start, stop)| {
+                let inside: Vec<usize> = quotes.iter().copied().filter(|&q| q >= start && q < stop).collect();
+                field_quoting(&inside, start, stop) == FieldQuoting::Simple
+            });
+            assert_eq!(simply_quoted(line.as_bytes(), &quotes), every_simple, "{line}");
         }
         let mut unescaped = Unescaped::default();
         unescaped.push(3, "a\"\"b");
