@@ -200,7 +200,8 @@ pub fn read<S: RowSink>(file: &InputFile, sink: &mut S) -> Result<()> {
 /// Reads the rows `find` picks (indexes from 0, ascending) from the file
 /// as opened (read from disk, and checked against its sum, once) into one
 /// sink, numbered from 1: only the parts that hold any of them are read,
-/// and only those rows become fields. Without `id`, the record id column
+/// and in them only those rows are decoded (the others' values skipped in
+/// their pages, [`ParquetFile::read_picked`]). Without `id`, the record id column
 /// (the widest: its text does not compress) is not read, and each row's
 /// id is [`NO_ID`]: for a caller that finds the rows by other columns.
 pub(crate) fn read_found<S: RowSink>(
