@@ -35,7 +35,7 @@ use polars_arrow::array::{Array, DictionaryArray, PrimitiveArray, Utf8ViewArray}
 use polars_arrow::bitmap::Bitmap;
 use polars_arrow::datatypes::{ArrowDataType, Field, IntegerType, Metadata, DTYPE_CATEGORICAL_NEW};
 use polars_buffer::Buffer;
-use polars_parquet::parquet::metadata::{ColumnChunkMetadata, FileMetadata};
+use polars_parquet::parquet::metadata::{ColumnChunkMetadata, FileMetadata, RowGroupMetadata};
 use polars_parquet::parquet::read::read_metadata;
 use polars_parquet::read::{column_iter_to_arrays, BasicDecompressor, Filter, PageReader};
 use polars_parquet_format::thrift::protocol::TCompactInputProtocol;
@@ -227,6 +227,11 @@ pub(crate) fn decode_chunk(
         (Some(array), true) if array.len() == expected => Ok(array),
         _ => Err(format!("it does not decode to one array of {expected} rows")),
     }
+}
+
+/// The chunk of the top-level column `name` in row group `group`.
+pub(crate) fn column_chunk<'g>(group: &'g RowGroupMetadata, name: &str) -> Option<&'g ColumnChunkMetadata> {
+    group.parquet_columns().iter().find(|c| c.descriptor().path_in_schema.as_slice() == [name])
 }
 
 /// [`decode_chunk`] of all its rows, a text column as a dictionary: 32-bit
@@ -450,9 +455,6 @@ impl<'p> ParquetFile<'p> {
     /// rows of a large part cost little more than its decompression.
     pub(crate) fn read_picked(&self, columns: &[&str], groups: Range<usize>, picked: &[usize]) -> Result<DataFrame> {
         let path = self.path;
-        let schema = guarded(|| polars_parquet::read::infer_schema(&self.metadata))
-            .map_err(|panic| unreadable(path, format!("its schema does not parse ({panic})")))?
-            .map_err(|e| unreadable(path, e))?;
         // Each row group's mask of the picked rows it holds, if any.
         let mut masks: Vec<(usize, Bitmap)> = Vec::new();
         let (mut first, mut rest) = (0usize, picked);
@@ -474,22 +476,18 @@ impl<'p> ParquetFile<'p> {
         }
         let mut out = Vec::with_capacity(columns.len());
         for &name in columns {
-            let field = schema.get(name).ok_or_else(|| unreadable(path, format!("no column '{name}'")))?;
+            let field = self.field(name)?;
             let mut chunks = Vec::with_capacity(masks.len());
             for (index, mask) in &masks {
                 let group = &self.metadata.row_groups[*index];
-                let meta = group
-                    .parquet_columns()
-                    .iter()
-                    .find(|c| c.descriptor().path_in_schema.as_slice() == [name])
-                    .ok_or_else(|| unreadable(path, format!("no column '{name}'")))?;
+                let meta = self.chunk_of(group, name)?;
                 let filter = Some(Filter::Mask(mask.clone()));
                 let array = decode_chunk(&self.bytes, meta, field.clone(), group.num_rows(), filter)
                     .map_err(|why| unreadable(path, format!("column '{name}': {why}")))?;
                 chunks.push(array);
             }
             let series = match chunks.is_empty() {
-                true => Series::new_empty(name.into(), &polars::prelude::DataType::from_arrow_field(field)),
+                true => Series::new_empty(name.into(), &polars::prelude::DataType::from_arrow_field(&field)),
                 false => Series::from_arrow_chunks(name.into(), chunks).map_err(|e| unreadable(path, e))?,
             };
             out.push(series.into_column());
@@ -500,23 +498,28 @@ impl<'p> ParquetFile<'p> {
     /// Column `name` of each row group, in file order, read as
     /// [`decode_chunk_keyed`] reads it (text as dictionary keys).
     pub(crate) fn read_column_keyed(&self, name: &str) -> Result<Vec<Box<dyn Array>>> {
-        let path = self.path;
-        let schema = guarded(|| polars_parquet::read::infer_schema(&self.metadata))
-            .map_err(|panic| unreadable(path, format!("its schema does not parse ({panic})")))?
-            .map_err(|e| unreadable(path, e))?;
-        let field = schema.get(name).ok_or_else(|| unreadable(path, format!("no column '{name}'")))?;
+        let field = self.field(name)?;
         let mut out = Vec::with_capacity(self.metadata.row_groups.len());
         for group in &self.metadata.row_groups {
-            let meta = group
-                .parquet_columns()
-                .iter()
-                .find(|c| c.descriptor().path_in_schema.as_slice() == [name])
-                .ok_or_else(|| unreadable(path, format!("no column '{name}'")))?;
-            let array = decode_chunk_keyed(&self.bytes, meta, field, group.num_rows())
-                .map_err(|why| unreadable(path, format!("column '{name}': {why}")))?;
+            let meta = self.chunk_of(group, name)?;
+            let array = decode_chunk_keyed(&self.bytes, meta, &field, group.num_rows())
+                .map_err(|why| unreadable(self.path, format!("column '{name}': {why}")))?;
             out.push(array);
         }
         Ok(out)
+    }
+
+    /// The Arrow field of column `name`, from the footer's schema.
+    fn field(&self, name: &str) -> Result<Field> {
+        let schema = guarded(|| polars_parquet::read::infer_schema(&self.metadata))
+            .map_err(|panic| unreadable(self.path, format!("its schema does not parse ({panic})")))?
+            .map_err(|e| unreadable(self.path, e))?;
+        schema.get(name).cloned().ok_or_else(|| unreadable(self.path, format!("no column '{name}'")))
+    }
+
+    /// The chunk of column `name` in row group `group`.
+    fn chunk_of<'g>(&self, group: &'g RowGroupMetadata, name: &str) -> Result<&'g ColumnChunkMetadata> {
+        column_chunk(group, name).ok_or_else(|| unreadable(self.path, format!("no column '{name}'")))
     }
 
     /// `columns`' names, every column's when `None`.

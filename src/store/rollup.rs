@@ -20,7 +20,7 @@ use super::parquet_out::{Column, ParquetOut, TextColumn};
 use crate::aggregate::{Dims, Totals};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
-use crate::parquet::{decode_chunk_keyed, ParquetFile};
+use crate::parquet::{column_chunk, decode_chunk_keyed, ParquetFile};
 use crate::records::{Country, Direction, Product};
 use crate::time::Interval;
 
@@ -387,8 +387,7 @@ impl<'p> RollupFile<'p> {
     /// footer's statistics; `None` when the footer has none for it.
     fn slot_bounds(&self, index: usize) -> Option<(i64, i64)> {
         let group = self.metadata.row_groups.get(index)?;
-        let column =
-            group.parquet_columns().iter().find(|c| c.descriptor().path_in_schema.as_slice() == [ROLLUP_COLUMNS[2]])?;
+        let column = column_chunk(group, ROLLUP_COLUMNS[2])?;
         match column.statistics(&self.metadata.footer_buf)?.ok()? {
             Statistics::Int64(slots) => Some((slots.min_value?, slots.max_value?)),
             _ => None,
@@ -438,11 +437,7 @@ impl<'p> RollupFile<'p> {
         let bytes = &self.bytes;
         let path = self.path;
         let broken = |what: String| Error::io(path, format!("not a rollup file: {what}"));
-        let meta = group
-            .parquet_columns()
-            .iter()
-            .find(|c| c.descriptor().path_in_schema.as_slice() == [name])
-            .ok_or_else(|| broken(format!("no column '{name}'")))?;
+        let meta = column_chunk(group, name).ok_or_else(|| broken(format!("no column '{name}'")))?;
         let field = self.schema.get(name).ok_or_else(|| broken(format!("no column '{name}'")))?;
         // Each page's header is checked before polars decodes it, and the
         // decoding is guarded: a damaged file is an error, never a crash.
