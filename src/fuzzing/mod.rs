@@ -39,8 +39,12 @@
 //!   the ingest's index reads and filter; the stored records under a
 //!   request no rollup grain answers; the manifest parser): an answer or
 //!   an error naming the file, never a panic or an abort.
+//! - [`gunzip`]: bytes as a gzip input file, through the build's gzip
+//!   decoder (ISA-L's, when built with it) and flate2's, the oracle: the
+//!   same bytes, or both refuse the stream.
 //!
-//! One file per input: `csv` (the records reader), `records` (the field
+//! One file per input: `csv` (the records reader), `gzip` (compressed
+//! input), `records` (the field
 //! checks), `requests` (query strings and page tokens), `store` (Parquet
 //! inputs and the store's files).
 
@@ -50,11 +54,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, Utc};
 
 mod csv;
+mod gzip;
 mod records;
 mod requests;
 mod store;
 
 pub use csv::{csv_paths, csv_reader};
+pub use gzip::gunzip;
 pub use records::record_checks;
 pub use requests::{query_parser, token_decoder};
 pub use store::{index_file, manifest_file, parquet_input, records_file, rollup_file};
@@ -64,7 +70,7 @@ pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its `fuzz/fuzz_targets/` file and corpus
 /// folder.
-pub const TARGETS: [(&str, Target); 10] = [
+pub const TARGETS: [(&str, Target); 11] = [
     ("csv_reader", csv_reader),
     ("csv_paths", csv_paths),
     ("record_checks", record_checks),
@@ -75,6 +81,7 @@ pub const TARGETS: [(&str, Target); 10] = [
     ("index_file", index_file),
     ("records_file", records_file),
     ("manifest_file", manifest_file),
+    ("gunzip", gunzip),
 ];
 
 /// The fixed clock of the request targets.

@@ -12,8 +12,16 @@
 //! naming it, never a prefix of it: at the end of the stream its size and
 //! modification time are compared with those it had when opened, and a
 //! plain file's bytes read with its size ([`Stream::fill`]).
+//!
+//! gzip is decoded by ISA-L ([`isal`]) when the build found it, else by
+//! flate2; zstd by the zstd crate.
 
-use std::io::{BufReader, Read};
+#[cfg(isal)]
+pub(crate) mod isal;
+
+#[cfg(not(isal))]
+use std::io::BufReader;
+use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -81,7 +89,7 @@ impl<'p> Stream<'p> {
         let handle = Counted { inner: handle, count: count.clone() };
         let (decoder, codec): (Box<dyn Read + Send>, _) = match format {
             Format::Csv | Format::Parquet => (Box::new(handle), None),
-            Format::CsvGz => (Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(handle))), Some("gzip")),
+            Format::CsvGz => (gunzip(handle).map_err(|e| Error::io(path, e))?, Some("gzip")),
             Format::CsvZst => {
                 let decoder = zstd::stream::read::Decoder::new(handle)
                     .map_err(|e| Error::io(path, format!("not a readable zstd file: {e}")))?;
@@ -144,6 +152,14 @@ impl<'p> Stream<'p> {
         };
         Err(Error::changed_while_read(self.path, what))
     }
+}
+
+/// The decoder of a gzip file: ISA-L's when the build has it, else flate2's.
+fn gunzip<R: Read + Send + 'static>(file: R) -> std::io::Result<Box<dyn Read + Send>> {
+    #[cfg(isal)]
+    return Ok(Box::new(isal::Gunzip::new(file)?));
+    #[cfg(not(isal))]
+    Ok(Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file))))
 }
 
 /// A reader that counts the bytes it reads.

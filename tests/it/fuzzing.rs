@@ -85,6 +85,11 @@ proptest! {
     }
 
     #[test]
+    fn gunzip_on_mutated_seeds(data in mutated(seeds_of("gunzip"))) {
+        telemeter::fuzzing::gunzip(&data);
+    }
+
+    #[test]
     fn record_checks_on_mutated_seeds(data in mutated(seeds_of("record_checks"))) {
         telemeter::fuzzing::record_checks(&data);
     }
