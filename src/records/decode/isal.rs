@@ -1,5 +1,5 @@
 //! gzip decoded by ISA-L's igzip, about 1.7 times as fast as zlib-rs on
-//! CSV (`bench/gunzip.sh`), when the build found the library (`build.rs`).
+//! CSV (docs/benchmarks.md), when the build found the library (`build.rs`).
 //!
 //! [`Gunzip`] reads a stream of gzip members as flate2's `MultiGzDecoder`
 //! does, and refuses what it refuses: a bad header, a damaged deflate
