@@ -13,7 +13,7 @@
 //! modification time are compared with those it had when opened, and a
 //! plain file's bytes read with its size ([`Stream::fill`]).
 //!
-//! gzip is decoded by ISA-L ([`isal`]) when the build found it, else by
+//! gzip is decoded by ISA-L (`decode/isal.rs`) when the build found it, else by
 //! flate2; zstd by the zstd crate.
 
 #[cfg(isal)]
