@@ -7,9 +7,9 @@ input files in the ingest's order, the stored records files of each kind
 and the staging folder. The job writes, under that folder:
 
   checked/<n>.parquet         valid rows of input file n, normalized (by the
-                              telemeter binary, one Spark task per file)
+                              telemeter binary, one Spark task per file), in
+                              line order
   checked/<n>.rejects.json    rows of file n set aside (--on-bad-row set-aside)
-  new/<kind>/part-*.parquet   rows to store, sorted by (file, line)
   dups/<kind>/part-*.parquet  repeated rows: their file, where their first
                               row is, their text's bytes (so the publish
                               step cuts files as the local ingest does)
@@ -24,8 +24,8 @@ which the job lists and reads through Hadoop's FileSystem:
   side/                       accounts.csv, endpoints.csv, registrations.csv
                               and recordings/, copied for telemeter to read
 
-and publishes nothing: telemeter writes the store's files from them and
-swaps the manifest. Every sum is exact (integers of nano-units summed as
+and publishes nothing: telemeter writes the store's files from them (the
+checked rows but the repeats) and swaps the manifest. Every sum is exact (integers of nano-units summed as
 DECIMAL(38,0) under ANSI SQL, where an overflow is an error, never NULL).
 """
 
@@ -432,11 +432,10 @@ def main():
         for row in marked.groupBy("mark").count().collect():
             counts[{"new": "used", "dup": "duplicates"}[row["mark"]]] = row["count"]
         fresh = marked.filter(F.col("mark") == "new").select(*CHECKED)
-        sc.setJobDescription(f"write new {kind} rows")
-        fresh.orderBy("file", "line").write.mode("overwrite").parquet(local(os.path.join(staging, "new", kind)))
-        # The repeats, for the publish step to replay the local ingest's
-        # candidate budget: where each one's first row is, and the bytes of
-        # text the local ingest would hold for it.
+        # The repeats: telemeter stores the checked rows but these (so the
+        # new rows are never sorted or written again here), and replays the
+        # local ingest's candidate budget from where each one's first row
+        # is and the bytes of text the local ingest would hold for it.
         first_file = F.when(F.col("first_place.o") == 0, F.lit(-1)).otherwise(F.col("first_place.file"))
         text = sum(F.octet_length(F.col(c)) for c in ("record_id", "auth_id", "subaccount", "type", "code"))
         sc.setJobDescription(f"write repeated {kind} rows")

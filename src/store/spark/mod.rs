@@ -16,10 +16,9 @@
 //! 2. Spark SQL deduplicates each kind by `record_id`, against itself and
 //!    against the stored records, in (file, line) order: identical rows are
 //!    duplicates, different ones a conflict naming both places;
-//! 3. it writes the new rows sorted by (file, line) (`new/<kind>/`), the
-//!    repeated rows' places and sizes (`dups/<kind>/`), their 15-minute
-//!    rollups summed in exact integers (`rollups/`), and `result.json`
-//!    (counts per kind, or the first error).
+//! 3. it writes the repeated rows' places and sizes (`dups/<kind>/`), the
+//!    new rows' 15-minute rollups summed in exact integers (`rollups/`),
+//!    and `result.json` (counts per kind, or the first error).
 //!
 //! With DATA at a URI ([`DataLocation::Uri`]: `s3a://`, `hdfs://`,
 //! `file://`...), the job first lists it through Hadoop (`listing.json`)
@@ -27,7 +26,8 @@
 //! get each file's bytes from Spark's `binaryFile` source. The inventory,
 //! accounts and resources are then read from those, after the job.
 //!
-//! [`ingest_spark`] then writes the new rows as records and index files,
+//! [`ingest_spark`] then writes the new rows (the checked rows but the
+//! repeats, read in file and line order) as records and index files,
 //! cut as the local ingest cuts them (its record-id filter and candidate
 //! budget replayed: the same files, byte for byte), merges the rollups into each account's files (`Rollups::write`, as the
 //! local ingest does, so the rollup files hold the same bytes) and

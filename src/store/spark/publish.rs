@@ -102,8 +102,15 @@ pub(super) fn publish(
         load_filter(&mut filter, &stored)?;
         drop(stored);
         let repeats = Repeats::read(&staging.join("dups").join(kind.name()), &steps)?;
-        let new_parts = parts(&staging.join("new").join(kind.name()))?;
-        let new_batches = runs_by_batch(&new_parts, &steps)?;
+        // The new rows are the checked rows but the repeats: read from the
+        // tasks' own files, in file and line order, so the job never sorts
+        // or writes them again.
+        let checked: Vec<PathBuf> = of_kind
+            .iter()
+            .map(|(index, _)| staging.join("checked").join(format!("{index}.parquet")))
+            .filter(|path| path.exists())
+            .collect();
+        let new_batches = runs_by_batch(&checked, &repeats.places, &steps)?;
         // Every batch (or run of a file read in runs) with new rows or
         // repeats, in order: the others change nothing the local ingest
         // would do.
@@ -138,7 +145,7 @@ pub(super) fn publish(
                 let mut revised: Vec<NewVersion<'_>> = Vec::new();
                 let mut sum = 0i128;
                 for (run, rows) in batch.iter().zip(&columns) {
-                    for i in run.rows.clone() {
+                    for i in run.rows.iter().flat_map(|rows| rows.clone()) {
                         let file = u32::try_from(rows.file[i]).ok();
                         let (Some(file), Some(name)) = (file, file.and_then(|f| names.get(f as usize))) else {
                             return Err(Error::io(run.part, format!("row {i} names no input file")));
@@ -310,6 +317,8 @@ struct Repeats {
     /// Repeats of a row of their own batch, by batch: held when that first
     /// row was.
     same_batch: BTreeMap<BatchRun, Vec<SameBatchRepeat>>,
+    /// Where every repeat is, in order.
+    places: Vec<Place>,
 }
 
 /// A repeat of a row of its own batch.
@@ -322,7 +331,7 @@ struct SameBatchRepeat {
 
 impl Repeats {
     fn read(folder: &Path, steps: &Steps<'_>) -> Result<Repeats> {
-        let mut repeats = Repeats { certain: BTreeMap::new(), same_batch: BTreeMap::new() };
+        let mut repeats = Repeats { certain: BTreeMap::new(), same_batch: BTreeMap::new(), places: Vec::new() };
         for part in parts(folder)? {
             let frame = read_frame(&part, &["file", "line", "first_file", "first_line", "text"])?;
             let column = |name: &str| -> Result<Vec<i64>> {
@@ -339,6 +348,7 @@ impl Repeats {
                     Ok(Place { file, line: u64::try_from(line).map_err(|_| broken())? })
                 };
                 let at = place(file[i], line[i])?;
+                repeats.places.push(at);
                 let batch = steps.of(at.file, at.line);
                 // A stored first row has no file (-1).
                 let first = match first_file[i] {
@@ -354,6 +364,7 @@ impl Repeats {
                 }
             }
         }
+        repeats.places.sort_unstable();
         Ok(repeats)
     }
 
@@ -405,18 +416,25 @@ fn parts(folder: &Path) -> Result<Vec<PathBuf>> {
     Ok(parts)
 }
 
-/// Rows `rows` of the part file `part`.
+/// Rows of the checked file `part`: runs of its rows, in order.
 struct PartRows<'p> {
     part: &'p PathBuf,
-    rows: std::ops::Range<usize>,
+    rows: Vec<std::ops::Range<usize>>,
 }
 
-/// The new rows of the part files (sorted by (file, line) across the
-/// parts), cut into the local ingest's batches ([`Steps`]). Each batch
-/// that has new rows comes with its number, in order. Only the `file` and
-/// `line` columns are read here.
-fn runs_by_batch<'p>(parts: &'p [PathBuf], steps: &Steps<'_>) -> Result<Vec<(BatchRun, Vec<PartRows<'p>>)>> {
+/// The new rows of the checked files (each in line order, the files in
+/// file order): every row but the repeats (`repeats`, in order), cut into
+/// the local ingest's batches ([`Steps`]). Each batch that has new rows
+/// comes with its number, in order. Only the `file` and `line` columns are
+/// read here.
+fn runs_by_batch<'p>(
+    parts: &'p [PathBuf],
+    repeats: &[Place],
+    steps: &Steps<'_>,
+) -> Result<Vec<(BatchRun, Vec<PartRows<'p>>)>> {
     let mut batches: Vec<(BatchRun, Vec<PartRows<'p>>)> = Vec::new();
+    let mut repeats = repeats.iter().peekable();
+    let mut last: Option<Place> = None;
     for part in parts {
         let frame = read_frame(part, &["file", "line"])?;
         let files = frame.column("file").and_then(|c| c.i64()).map_err(polars_error(part))?;
@@ -426,25 +444,48 @@ fn runs_by_batch<'p>(parts: &'p [PathBuf], steps: &Steps<'_>) -> Result<Vec<(Bat
         for (i, (file, line)) in files.iter().zip(lines.iter()).enumerate() {
             let place = file.zip(line).and_then(|(f, l)| Some((u32::try_from(f).ok()?, u64::try_from(l).ok()?)));
             let (file, line) = place.ok_or_else(|| Error::io(part, format!("row {i}: no input file and line")))?;
+            let at = Place { file, line };
+            if last.is_some_and(|last| at <= last) {
+                return Err(Error::io(part, format!("row {i}: not after the row before it")));
+            }
+            last = Some(at);
+            let repeat = repeats.next_if(|&&r| r == at).is_some();
             let batch = steps.of(file, line);
-            if run_batch != Some(batch) {
+            if repeat || run_batch != Some(batch) {
                 if let Some(b) = run_batch {
-                    push_run(&mut batches, b, PartRows { part, rows: start..i });
+                    push_run(&mut batches, b, part, start..i);
                 }
-                (start, run_batch) = (i, Some(batch));
+                (start, run_batch) = (i + usize::from(repeat), Some(batch));
             }
         }
         if let Some(b) = run_batch {
-            push_run(&mut batches, b, PartRows { part, rows: start..files.len() });
+            push_run(&mut batches, b, part, start..files.len());
         }
+    }
+    if let Some(missed) = repeats.next() {
+        return Err(Error::Internal(format!(
+            "the Spark job named a repeat at file #{} line {} that no checked file holds",
+            missed.file, missed.line
+        )));
     }
     Ok(batches)
 }
 
-fn push_run<'p>(batches: &mut Vec<(BatchRun, Vec<PartRows<'p>>)>, batch: BatchRun, run: PartRows<'p>) {
+fn push_run<'p>(
+    batches: &mut Vec<(BatchRun, Vec<PartRows<'p>>)>,
+    batch: BatchRun,
+    part: &'p PathBuf,
+    rows: std::ops::Range<usize>,
+) {
+    if rows.is_empty() {
+        return;
+    }
     match batches.last_mut() {
-        Some((b, runs)) if *b == batch => runs.push(run),
-        _ => batches.push((batch, vec![run])),
+        Some((b, runs)) if *b == batch => match runs.last_mut() {
+            Some(run) if run.part == part => run.rows.push(rows),
+            _ => runs.push(PartRows { part, rows: vec![rows] }),
+        },
+        _ => batches.push((batch, vec![PartRows { part, rows: vec![rows] }])),
     }
 }
 
