@@ -13,7 +13,6 @@ and the staging folder. The job writes, under that folder:
   dups/<kind>/part-*.parquet  repeated rows: their file, where their first
                               row is, their text's bytes (so the publish
                               step cuts files as the local ingest does)
-  rollups/part-*.parquet      their 15-minute rollups, exact integer sums
   result.json                 counts per kind, or the first error
 
 and, when DATA is a URI (plan's data_uri: s3a://, hdfs://, file://...),
@@ -25,8 +24,8 @@ which the job lists and reads through Hadoop's FileSystem:
                               and recordings/, copied for telemeter to read
 
 and publishes nothing: telemeter writes the store's files from them (the
-checked rows but the repeats) and swaps the manifest. Every sum is exact (integers of nano-units summed as
-DECIMAL(38,0) under ANSI SQL, where an overflow is an error, never NULL).
+checked rows but the repeats, their rollups folded as they are written) and
+swaps the manifest.
 """
 
 import json
@@ -52,7 +51,6 @@ CONTENT = [
 ]
 # The columns of checked and new rows (src/store/spark/task.rs CHECKED_COLUMNS).
 CHECKED = ["record_id"] + CONTENT + ["file", "line", "id_hi", "id_lo", "content", "revision"]
-SLOT_SECONDS = 900
 KINDS = ["calls", "messages", "transcriptions", "charges"]
 
 
@@ -388,8 +386,6 @@ def main():
         raise RuntimeError(f"Spark read no contents for {', '.join(missing)}")
 
     set_shuffle_partitions(spark, files, by_index, checked_dir, plan["stored"])
-    new_frames = []
-    persisted = []  # kept until the rollups are summed from them
     for kind in KINDS:
         mine = [f for f in files if f["kind"] == kind]
         errors = sorted((s["index"], s["error"]) for s in (by_index[f["index"]] for f in mine) if s["error"])
@@ -431,7 +427,6 @@ def main():
             break
         for row in marked.groupBy("mark").count().collect():
             counts[{"new": "used", "dup": "duplicates"}[row["mark"]]] = row["count"]
-        fresh = marked.filter(F.col("mark") == "new").select(*CHECKED)
         # The repeats: telemeter stores the checked rows but these (so the
         # new rows are never sorted or written again here), and replays the
         # local ingest's candidate budget from where each one's first row
@@ -450,27 +445,8 @@ def main():
             )
             .write.mode("overwrite").parquet(local(os.path.join(staging, "dups", kind)))
         )
-        new_frames.append(fresh)
-        persisted.append(marked)
+        marked.unpersist()
 
-    if result["error"] is None and new_frames:
-        union = new_frames[0]
-        for frame in new_frames[1:]:
-            union = union.unionByName(frame)
-        exact = lambda c: F.sum(F.col(c).cast("decimal(38,0)")).cast("string").alias(c)  # noqa: E731
-        rollups = (
-            union.withColumn("slot", F.col("secs") - F.pmod(F.col("secs"), F.lit(SLOT_SECONDS)))
-            .groupBy("auth_id", "subaccount", "slot", "product", "type", "direction", "country", "code")
-            .agg(
-                F.count(F.lit(1)).cast("string").alias("records"),
-                exact("units"), exact("duration"), exact("amount"), exact("surcharge"),
-            )
-        )
-        sc.setJobDescription("sum 15-minute rollups")
-        rollups.write.mode("overwrite").parquet(local(os.path.join(staging, "rollups")))
-
-    for frame in persisted:
-        frame.unpersist()
     finish(spark, staging, result)
 
 

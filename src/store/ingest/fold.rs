@@ -103,12 +103,6 @@ impl Rollups {
         self.shard(row.auth_id).add(row)
     }
 
-    /// Adds `add` to the group of `row` (its slot is the 15-minute slot of
-    /// `row.secs`): a row of rollups summed elsewhere (the Spark engine).
-    pub(in crate::store) fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
-        self.shard(row.auth_id).add_totals(row, add)
-    }
-
     fn shard(&mut self, auth_id: &str) -> &mut Shard {
         &mut self.shards[shard_of(auth_id)]
     }
@@ -433,12 +427,6 @@ impl Shard {
         self.groups.add(key, GroupTable::hash(&key), &sums_of(row), rollup_overflow)
     }
 
-    /// Adds `add` to the group of `row`.
-    fn add_totals(&mut self, row: &RecordView<'_>, add: &Totals) -> Result<()> {
-        let key = self.key(row);
-        self.groups.add_wide(key, add, rollup_overflow)
-    }
-
     /// The in-memory groups, copied out and cut by account, each account's
     /// sorted by slot. The table keeps its memory for the next batches (its
     /// pages stay mapped: no fresh page faults, no regrowing).
@@ -475,8 +463,6 @@ impl Shard {
         let groups = self.groups.groups();
         let mut spill = Spill { strings: &self.strings, writing: &mut self.writing };
         let mut runs = Vec::new();
-        // (No groups but wide sums: only totals from the Spark engine that
-        // do not fit 64 bits; no empty file for them.)
         if !groups.is_empty() {
             let order = sorted_order(groups);
             let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}.bin", self.spills));

@@ -197,17 +197,6 @@ impl GroupTable {
         Ok(())
     }
 
-    /// Adds sums of `key` that may not fit 64 bits (summed elsewhere).
-    pub(super) fn add_wide(&mut self, key: RollupKey, totals: &Totals, overflow: impl FnOnce() -> Error) -> Result<()> {
-        match Sums::narrow(totals) {
-            Some(sums) => self.add(key, GroupTable::hash(&key), &sums, overflow),
-            None => {
-                self.wide.push((key, *totals));
-                Ok(())
-            }
-        }
-    }
-
     /// The groups, in the order they first appeared.
     pub(super) fn groups(&self) -> &[(RollupKey, Sums)] {
         &self.rows
@@ -321,9 +310,8 @@ mod tests {
     }
 
     /// A sum past 64 bits moves to the wide sums with the group's sum so
-    /// far, and the group starts again from zero; totals that do not fit
-    /// 64 bits go there whole; only a count past 64 bits is the error
-    /// given.
+    /// far, and the group starts again from zero; only a count past 64
+    /// bits is the error given.
     #[test]
     fn a_sum_past_64_bits_goes_wide() {
         let mut table = GroupTable::default();
@@ -335,13 +323,7 @@ mod tests {
         assert_eq!(table.wide(), &[(k, past)]);
         table.add(k, GroupTable::hash(&k), &one(5), overflow).unwrap();
         assert_eq!(table.groups(), &[(k, one(5))]);
-
-        let huge = Totals { records: 1, amount: i128::MAX, ..Totals::default() };
-        table.add_wide(k, &huge, overflow).unwrap();
-        table.add_wide(k, &one(7).wide(), overflow).unwrap();
-        assert_eq!(table.wide(), &[(k, past), (k, huge)]);
-        assert_eq!(table.groups(), &[(k, Sums { records: 2, units: 2, amount: 12, ..Sums::default() })]);
-        assert_eq!(table.len(), 3);
+        assert_eq!(table.len(), 2);
 
         let full = Sums { records: u64::MAX, ..Sums::default() };
         let other = key(2, 2, 2);

@@ -16,9 +16,8 @@
 //! 2. Spark SQL deduplicates each kind by `record_id`, against itself and
 //!    against the stored records, in (file, line) order: identical rows are
 //!    duplicates, different ones a conflict naming both places;
-//! 3. it writes the repeated rows' places and sizes (`dups/<kind>/`), the
-//!    new rows' 15-minute rollups summed in exact integers (`rollups/`),
-//!    and `result.json` (counts per kind, or the first error).
+//! 3. it writes the repeated rows' places and sizes (`dups/<kind>/`) and
+//!    `result.json` (counts per kind, or the first error).
 //!
 //! With DATA at a URI ([`DataLocation::Uri`]: `s3a://`, `hdfs://`,
 //! `file://`...), the job first lists it through Hadoop (`listing.json`)

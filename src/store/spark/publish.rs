@@ -19,11 +19,10 @@ use super::super::ingest::fold::Rollups;
 use super::super::ingest::terms::{IngestOptions, IngestProgress, IngestReport};
 use super::super::ingest::{self};
 use super::super::parquet_io::{polars_error, read_frame, RecordView};
-use super::super::rollup;
 use super::super::KindFiles;
 use super::task::{TaskError, CHECKED_COLUMNS};
 use super::{JobError, JobResult, KindResult};
-use crate::aggregate::{Tally, Totals};
+use crate::aggregate::Tally;
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
@@ -77,6 +76,8 @@ pub(super) fn publish(
     let mut touched: BTreeMap<Kind, Vec<RunVersion>> = BTreeMap::new();
     // Syncs the records and index files while the next ones are written.
     let syncer = Syncer::background();
+    // The new rows' rollups, folded as they are written.
+    let mut rollups = Rollups::default();
     for kind in Kind::ALL {
         let counts = result.kinds.get(kind.name());
         let counts = match counts {
@@ -151,6 +152,7 @@ pub(super) fn publish(
                             return Err(Error::io(run.part, format!("row {i} names no input file")));
                         };
                         let view = rows.view(run.part, i, name)?;
+                        rollups.add(&view)?;
                         sum += view.amount as i128;
                         let id = (rows.id_hi[i] as u64, rows.id_lo[i] as u64);
                         let content = rows.content[i] as u64;
@@ -222,10 +224,6 @@ pub(super) fn publish(
                 serde_json::from_slice(&bytes).map_err(|e| Error::io(&path, format!("not a rejects file: {e}")))?;
             report.rejects.extend(rejects.into_iter().map(BadRecord::from));
         }
-    }
-    let mut rollups = Rollups::default();
-    for part in parts(&staging.join("rollups"))? {
-        read_rollups(&part, &mut rollups)?;
     }
     // The voids and the corrections, as the local ingest applies them.
     let shared = ingest::Shared { store, options, inventory, old, registries: &registries, syncer: &syncer };
@@ -575,72 +573,4 @@ impl<'f> Checked<'f> {
             source_line: line,
         })
     }
-}
-
-/// Adds the rollup rows of one part file (15-minute slots, sums as decimal
-/// text of integer nano-units) to `rollups`.
-fn read_rollups(path: &Path, rollups: &mut Rollups) -> Result<()> {
-    const COLUMNS: [&str; 13] = [
-        "auth_id",
-        "subaccount",
-        "slot",
-        "product",
-        "type",
-        "direction",
-        "country",
-        "code",
-        "records",
-        "units",
-        "duration",
-        "amount",
-        "surcharge",
-    ];
-    let frame = read_frame(path, &COLUMNS)?;
-    let broken = |what: String| Error::io(path, format!("not a Spark rollup file: {what}"));
-    let text = |name: &str| -> Result<Vec<&str>> {
-        let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
-        column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
-    };
-    let slot = frame.column("slot").and_then(|c| c.i64()).map_err(polars_error(path))?;
-    let (auth, sub, product, type_) = (text("auth_id")?, text("subaccount")?, text("product")?, text("type")?);
-    let (direction, country, code) = (text("direction")?, text("country")?, text("code")?);
-    let (records, units) = (text("records")?, text("units")?);
-    let (duration, amount, surcharge) = (text("duration")?, text("amount")?, text("surcharge")?);
-    let int = |values: &[&str], i: usize, name: &str| -> Result<i128> {
-        values[i].parse::<i128>().map_err(|_| broken(format!("'{}' in '{name}' is not an integer", values[i])))
-    };
-    for (i, slot) in slot.iter().enumerate() {
-        let slot = slot.ok_or_else(|| broken("null slot".into()))?;
-        let product = Product::parse(product[i]).ok_or_else(|| broken(format!("product '{}'", product[i])))?;
-        let (country, direction) = rollup::place(country[i], direction[i], broken)?;
-        let records = u64::try_from(int(&records, i, "records")?).map_err(|_| broken("records".into()))?;
-        let units = u128::try_from(int(&units, i, "units")?).map_err(|_| broken("units".into()))?;
-        let totals = Totals {
-            records,
-            units,
-            duration: int(&duration, i, "duration")?,
-            amount: int(&amount, i, "amount")?,
-            surcharge: int(&surcharge, i, "surcharge")?,
-        };
-        let key = RecordView {
-            record_id: "",
-            auth_id: auth[i],
-            subaccount: sub[i],
-            secs: slot,
-            nanos: 0,
-            product,
-            type_: type_[i],
-            direction,
-            country,
-            units: 0,
-            duration: 0,
-            amount: 0,
-            surcharge: 0,
-            code: code[i],
-            source_file: "",
-            source_line: 0,
-        };
-        rollups.add_totals(&key, &totals)?;
-    }
-    Ok(())
 }
