@@ -298,22 +298,37 @@ def dedup(spark, kind, new, stored_paths, revisions):
 
     Rows are ordered stored first, then by (file, line); the first row of a
     record_id and revision is kept, each later one is compared with it
-    (two revisions of a record are neither: corrections.md)."""
-    rows = new.select(*CHECKED, F.lit(1).alias("o"), F.lit(None).cast("string").alias("stored_name"))
+    (two revisions of a record are neither: corrections.md). Only narrow
+    rows are shuffled: a row's content is compared by a 64-bit hash of its
+    normalized values (as the local engine's dedup compares its content
+    hashes), and `text` is the bytes of text the local ingest would hold
+    for it."""
+
+    def narrow(rows, o, stored_name):
+        text = sum(F.octet_length(F.col(c)) for c in ("record_id", "auth_id", "subaccount", "type", "code"))
+        return rows.select(
+            "record_id", "revision", "file", "line",
+            F.xxhash64(*CONTENT).alias("same"),
+            text.cast("bigint").alias("text"),
+            F.lit(o).alias("o"),
+            stored_name.alias("stored_name"),
+        )
+
+    rows = narrow(new, 1, F.lit(None).cast("string"))
     if stored_paths:
         ids = new.select("record_id").distinct()
         stored = stored_rows(spark, kind, stored_paths, revisions).join(ids, "record_id", "left_semi")
-        rows = rows.unionByName(stored)
+        rows = rows.unionByName(narrow(stored, 0, F.col("stored_name")))
     w = Window.partitionBy("record_id", "revision").orderBy("o", "file", "line")
     marked = (
         rows.withColumn("rn", F.row_number().over(w))
-        .withColumn("first_content", F.first(F.struct(*CONTENT)).over(w))
+        .withColumn("first_same", F.first("same").over(w))
         .withColumn("first_place", F.first(F.struct("o", "file", "line", "stored_name")).over(w))
         .filter(F.col("o") == 1)
         .withColumn(
             "mark",
             F.when(F.col("rn") == 1, F.lit("new"))
-            .when(F.struct(*CONTENT) == F.col("first_content"), F.lit("dup"))
+            .when(F.col("same") == F.col("first_same"), F.lit("dup"))
             .otherwise(F.lit("conflict")),
         )
     )
@@ -432,7 +447,6 @@ def main():
         # local ingest's candidate budget from where each one's first row
         # is and the bytes of text the local ingest would hold for it.
         first_file = F.when(F.col("first_place.o") == 0, F.lit(-1)).otherwise(F.col("first_place.file"))
-        text = sum(F.octet_length(F.col(c)) for c in ("record_id", "auth_id", "subaccount", "type", "code"))
         sc.setJobDescription(f"write repeated {kind} rows")
         (
             marked.filter(F.col("mark") == "dup")
@@ -441,7 +455,7 @@ def main():
                 "line",
                 first_file.cast("bigint").alias("first_file"),
                 F.col("first_place.line").cast("bigint").alias("first_line"),
-                text.cast("bigint").alias("text"),
+                "text",
             )
             .write.mode("overwrite").parquet(local(os.path.join(staging, "dups", kind)))
         )
