@@ -574,3 +574,62 @@ impl<'f> Checked<'f> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::parquet_io::{int_column, write_frames};
+    use super::*;
+
+    /// A checked file of the rows at `places` (only `file` and `line`).
+    fn checked(dir: &Path, name: &str, places: &[(i64, i64)]) -> PathBuf {
+        let path = dir.join(name);
+        let frame = DataFrame::new(
+            places.len(),
+            vec![
+                int_column("file", places.iter().map(|p| p.0).collect()),
+                int_column("line", places.iter().map(|p| p.1).collect()),
+            ],
+        )
+        .expect("a frame");
+        let mut frame = Some(frame);
+        write_frames(&path, || Ok(frame.take())).expect("written");
+        path
+    }
+
+    /// A checked file's number, from its name.
+    fn parts_index(part: &Path) -> usize {
+        part.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse().ok()).expect("a numbered part")
+    }
+
+    /// The rows each batch takes: (part, ranges), in order.
+    fn taken(runs: &[(BatchRun, Vec<PartRows<'_>>)]) -> Vec<(usize, Vec<std::ops::Range<usize>>)> {
+        runs.iter().flat_map(|(_, parts)| parts.iter().map(|p| (parts_index(p.part), p.rows.clone()))).collect()
+    }
+
+    /// New rows are the checked rows but the repeats; rows out of order,
+    /// and a repeat that no checked file holds, are errors.
+    #[test]
+    fn new_rows_are_the_checked_rows_but_the_repeats() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let inventory = crate::records::files::Inventory::default();
+        let steps = Steps { inventory: &inventory, ends: Vec::new() };
+        let parts = [
+            checked(dir.path(), "0.parquet", &[(0, 2), (0, 3), (0, 5)]),
+            checked(dir.path(), "1.parquet", &[(1, 2), (1, 4)]),
+        ];
+        let place = |file, line| Place { file, line };
+
+        let runs = runs_by_batch(&parts, &[place(0, 3), place(1, 4)], &steps).expect("read");
+        assert_eq!(taken(&runs), vec![(0, vec![0..1, 2..3]), (1, vec![0..1])]);
+        let runs = runs_by_batch(&parts, &[], &steps).expect("read");
+        assert_eq!(taken(&runs), vec![(0, vec![0..3]), (1, vec![0..2])]);
+        let runs = runs_by_batch(&parts, &[place(0, 2), place(0, 3), place(0, 5)], &steps).expect("read");
+        assert_eq!(taken(&runs), vec![(1, vec![0..2])]);
+
+        let missing = runs_by_batch(&parts, &[place(0, 4)], &steps).map(|_| ()).unwrap_err().to_string();
+        assert!(missing.contains("file #0 line 4"), "{missing}");
+        let backwards = [checked(dir.path(), "2.parquet", &[(0, 3), (0, 2)])];
+        let error = runs_by_batch(&backwards, &[], &steps).map(|_| ()).unwrap_err().chain();
+        assert!(error.contains("row 1: not after the row before it"), "{error}");
+    }
+}
