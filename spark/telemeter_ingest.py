@@ -44,13 +44,12 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
 # The normalized content of a row: two rows with one record_id and equal
-# content are duplicates (the local engine hashes the same fields).
+# content (compared by a hash of these) are duplicates (the local engine
+# hashes the same fields).
 CONTENT = [
     "auth_id", "subaccount", "secs", "nanos", "product", "type", "direction",
     "country", "units", "duration", "amount", "surcharge", "code",
 ]
-# The columns of checked and new rows (src/store/spark/task.rs CHECKED_COLUMNS).
-CHECKED = ["record_id"] + CONTENT + ["file", "line", "id_hi", "id_lo", "content", "revision"]
 KINDS = ["calls", "messages", "transcriptions", "charges"]
 
 
@@ -245,7 +244,8 @@ def check_contents(binary, out, on_bad_row, files):
 
 
 def stored_rows(spark, kind, paths, revisions):
-    """The stored records of a kind, in the checked rows' normalized columns.
+    """The stored records of a kind, in the checked rows' normalized columns
+    (record_id, CONTENT, line, revision) and the name of their source.
     A stored row's revision is not in its records file: `revisions` lists
     those above 0 (records file name, source file, source line, revision)
     from the store's corrections files."""
@@ -284,11 +284,7 @@ def stored_rows(spark, kind, paths, revisions):
         (F.col(code) if code else F.lit("")).alias("code"),
         F.lit(-1).cast("bigint").alias("file"),
         F.col("source_line").cast("bigint").alias("line"),
-        F.lit(None).cast("bigint").alias("id_hi"),
-        F.lit(None).cast("bigint").alias("id_lo"),
-        F.lit(None).cast("bigint").alias("content"),
         revision.alias("revision"),
-        F.lit(0).alias("o"),
         F.concat(F.col("source_file"), F.lit(" (ingest "), ingest, F.lit(")")).alias("stored_name"),
     )
 
@@ -343,8 +339,7 @@ BYTES_PER_SHUFFLE_PARTITION = 32 << 20
 
 
 def set_shuffle_partitions(spark, files, by_index, checked_dir, stored):
-    """spark.sql.shuffle.partitions for the dedup, sort and rollup
-    shuffles, unless the job's configuration names it (--spark-conf): one
+    """spark.sql.shuffle.partitions for the dedup's shuffle, unless the job's configuration names it (--spark-conf): one
     per BYTES_PER_SHUFFLE_PARTITION of Parquet they read, and never fewer
     than the cluster's cores."""
     key = "spark.sql.shuffle.partitions"

@@ -28,8 +28,10 @@
 //! [`ingest_spark`] then writes the new rows (the checked rows but the
 //! repeats, read in file and line order) as records and index files,
 //! cut as the local ingest cuts them (its record-id filter and candidate
-//! budget replayed: the same files, byte for byte), merges the rollups into each account's files (`Rollups::write`, as the
-//! local ingest does, so the rollup files hold the same bytes) and
+//! budget replayed: the same files, byte for byte), folds each into its
+//! rollup group and merges the rollups into each account's files
+//! (`Rollups::write`, as the local ingest does, so the rollup files hold
+//! the same bytes) and
 //! publishes. A failed or killed job leaves only the staging folder, which
 //! is removed; the manifest swap stays the one commit point.
 
@@ -83,8 +85,9 @@ pub struct SparkOptions {
 }
 
 /// The Spark configuration every job gets unless `--spark-conf` says
-/// otherwise: no UI, quiet logs, ANSI SQL (an overflowing sum is an error,
-/// never NULL), nanosecond Parquet timestamps read as integers.
+/// otherwise: no UI, quiet logs, ANSI SQL (a stored amount that overflows
+/// its cast to nano-units is an error, never NULL), nanosecond Parquet
+/// timestamps read as integers.
 pub const DEFAULT_CONF: [(&str, &str); 6] = [
     ("spark.ui.enabled", "false"),
     ("spark.log.level", "WARN"),

@@ -487,7 +487,7 @@ fn push_run<'p>(
     }
 }
 
-/// The columns of a checked or new-rows file.
+/// The columns of a checked file.
 struct Checked<'f> {
     text: BTreeMap<&'static str, Vec<&'f str>>,
     int: BTreeMap<&'static str, Vec<i64>>,

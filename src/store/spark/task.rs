@@ -72,7 +72,7 @@ impl From<TaskError> for BadRecord {
     }
 }
 
-/// The columns of a checked file and of the job's new rows.
+/// The columns of a checked file (the publish reads its new rows from it).
 pub(super) const CHECKED_COLUMNS: [&str; 20] = [
     "record_id",
     "auth_id",
