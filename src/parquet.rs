@@ -474,9 +474,9 @@ impl<'p> ParquetFile<'p> {
         if !rest.is_empty() {
             return Err(unreadable(path, format!("row {} is past its {first} rows", rest[0] + 1)));
         }
+        let fields = self.fields(columns)?;
         let mut out = Vec::with_capacity(columns.len());
-        for &name in columns {
-            let field = self.field(name)?;
+        for (&name, field) in columns.iter().zip(fields) {
             let mut chunks = Vec::with_capacity(masks.len());
             for (index, mask) in &masks {
                 let group = &self.metadata.row_groups[*index];
@@ -498,7 +498,7 @@ impl<'p> ParquetFile<'p> {
     /// Column `name` of each row group, in file order, read as
     /// [`decode_chunk_keyed`] reads it (text as dictionary keys).
     pub(crate) fn read_column_keyed(&self, name: &str) -> Result<Vec<Box<dyn Array>>> {
-        let field = self.field(name)?;
+        let field = self.fields(&[name])?.remove(0);
         let mut out = Vec::with_capacity(self.metadata.row_groups.len());
         for group in &self.metadata.row_groups {
             let meta = self.chunk_of(group, name)?;
@@ -509,12 +509,15 @@ impl<'p> ParquetFile<'p> {
         Ok(out)
     }
 
-    /// The Arrow field of column `name`, from the footer's schema.
-    fn field(&self, name: &str) -> Result<Field> {
+    /// The Arrow fields of columns `names`, in order, from the footer's
+    /// schema (parsed once).
+    fn fields(&self, names: &[&str]) -> Result<Vec<Field>> {
         let schema = guarded(|| polars_parquet::read::infer_schema(&self.metadata))
             .map_err(|panic| unreadable(self.path, format!("its schema does not parse ({panic})")))?
             .map_err(|e| unreadable(self.path, e))?;
-        schema.get(name).cloned().ok_or_else(|| unreadable(self.path, format!("no column '{name}'")))
+        let field =
+            |name: &&str| schema.get(name).cloned().ok_or_else(|| unreadable(self.path, format!("no column '{name}'")));
+        names.iter().map(field).collect()
     }
 
     /// The chunk of column `name` in row group `group`.
