@@ -9,10 +9,13 @@ and the staging folder. The job writes, under that folder:
   checked/<n>.parquet         valid rows of input file n, normalized (by the
                               telemeter binary, one Spark task per file), in
                               line order
+  checked/<n>.index           their dedup entries (id and content hashes,
+                              place), by id-hash partition
   checked/<n>.rejects.json    rows of file n set aside (--on-bad-row set-aside)
-  dups/<kind>/part-*.parquet  repeated rows: their file, where their first
-                              row is, their text's bytes (so the publish
-                              step cuts files as the local ingest does)
+  dedup.json                  each kind's entries files, new and stored
+  dups/<kind>/part-*.parquet  repeated rows: their place and that of the
+                              row they repeat (by the telemeter binary, one
+                              Spark task per kind and range of partitions)
   result.json                 counts per kind, or the first error
 
 and, when DATA is a URI (plan's data_uri: s3a://, hdfs://, file://...),
@@ -40,17 +43,11 @@ from urllib.parse import unquote
 from py4j.protocol import Py4JJavaError
 
 from pyspark import SparkFiles, TaskContext
-from pyspark.sql import SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
-# The normalized content of a row: two rows with one record_id and equal
-# content (compared by a hash of these) are duplicates (the local engine
-# hashes the same fields).
-CONTENT = [
-    "auth_id", "subaccount", "secs", "nanos", "product", "type", "direction",
-    "country", "units", "duration", "amount", "surcharge", "code",
-]
 KINDS = ["calls", "messages", "transcriptions", "charges"]
+# The dedup's id-hash partitions (src/records/dedup.rs, PARTITIONS).
+PARTITIONS = 64
 
 
 def executable(name):
@@ -78,15 +75,37 @@ def check_files(binary, out, on_bad_row):
 
 
 def run_task(exe, threads, f, on_bad_row, out):
-    """`telemeter spark-task` on one input file: its summary."""
+    """`telemeter spark-task check` on one input file: its summary."""
     command = [
-        exe, "--threads", threads, "spark-task", "--kind", f["kind"], "--file", f["path"],
+        exe, "--threads", threads, "spark-task", "check", "--kind", f["kind"], "--file", f["path"],
         "--name", f["name"], "--source", str(f["index"]), "--on-bad-row", on_bad_row, "--out", out,
     ]
+    return run_binary(command, f["name"])
+
+
+def run_binary(command, what):
+    """A `telemeter spark-task` command's summary (its one line of JSON)."""
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"telemeter spark-task failed on {f['name']}: {done.stderr.strip()}")
+        raise RuntimeError(f"telemeter spark-task failed on {what}: {done.stderr.strip()}")
     return json.loads(done.stdout)
+
+
+def dedup_ranges(binary, inputs, out):
+    """The task of a partition of (kind, first, end) ranges of id-hash
+    partitions: `telemeter spark-task dedup` on each."""
+
+    def run(ranges):
+        exe = None
+        for kind, first, end in ranges:
+            exe = exe or executable(binary)
+            command = [
+                exe, "--threads", "1", "spark-task", "dedup", "--inputs", inputs, "--kind", kind,
+                "--from", str(first), "--to", str(end), "--out", os.path.join(out, kind),
+            ]
+            yield dict(run_binary(command, f"{kind} partitions {first}..{end}"), kind=kind)
+
+    return run
 
 
 # How telemeter names record files (src/records/files.rs, Format::of):
@@ -243,113 +262,40 @@ def check_contents(binary, out, on_bad_row, files):
     return run
 
 
-def stored_rows(spark, kind, paths, revisions):
-    """The stored records of a kind, in the checked rows' normalized columns
-    (record_id, CONTENT, line, revision) and the name of their source.
-    A stored row's revision is not in its records file: `revisions` lists
-    those above 0 (records file name, source file, source line, revision)
-    from the store's corrections files."""
-    frame = spark.read.parquet(*(local(p) for p in paths)).withColumn("records_name", F.col("_metadata.file_name"))
-    revision = F.lit(0).cast("bigint")
-    if revisions:
-        schema = "records_name string, source_file string, source_line long, revision long"
-        known = spark.createDataFrame([tuple(r) for r in revisions], schema)
-        frame = frame.join(F.broadcast(known), ["records_name", "source_file", "source_line"], "left")
-        revision = F.coalesce(F.col("revision"), F.lit(0)).cast("bigint")
-    ts = F.col("timestamp")
-    nanos_of = lambda c: F.col(c) * F.lit(1000000000)  # DECIMAL(38,9) -> integer nano-units  # noqa: E731
-    to_long = lambda e: e.cast("bigint")  # noqa: E731
-    text = lambda c, present: F.col(c) if present else F.lit("")  # noqa: E731
-    calls, messages = kind == "calls", kind == "messages"
-    product = {"calls": F.col("product"), "messages": F.lit("message"),
-               "transcriptions": F.lit("transcription"), "charges": F.lit("other")}[kind]
-    units = {"messages": F.col("segments"), "charges": F.col("units")}.get(kind, F.lit(1))
-    duration = {"calls": "billed_seconds", "transcriptions": "duration_seconds"}.get(kind)
-    code = {"calls": "hangup_cause", "messages": "error_code"}.get(kind)
-    ingest = F.regexp_extract(F.col("records_name"), r"^(.*)-[0-9]+\.parquet$", 1)
-    return frame.select(
-        F.col("record_id"),
-        F.col("auth_id"),
-        text("subaccount_auth", kind != "charges").alias("subaccount"),
-        F.expr("(timestamp - pmod(timestamp, 1000000000)) div 1000000000").alias("secs"),
-        F.pmod(ts, F.lit(1000000000)).alias("nanos"),
-        product.alias("product"),
-        F.col("description" if kind == "charges" else "type").alias("type"),
-        text("direction", calls or messages).alias("direction"),
-        text("country", calls or messages).alias("country"),
-        units.cast("bigint").alias("units"),
-        (to_long(nanos_of(duration)) if duration else F.lit(0).cast("bigint")).alias("duration"),
-        to_long(nanos_of("amount")).alias("amount"),
-        (to_long(nanos_of("surcharge")) if calls or messages else F.lit(0).cast("bigint")).alias("surcharge"),
-        (F.col(code) if code else F.lit("")).alias("code"),
-        F.lit(-1).cast("bigint").alias("file"),
-        F.col("source_line").cast("bigint").alias("line"),
-        revision.alias("revision"),
-        F.concat(F.col("source_file"), F.lit(" (ingest "), ingest, F.lit(")")).alias("stored_name"),
-    )
-
-
-def dedup(spark, kind, new, stored_paths, revisions):
-    """Marks each new row: new, dup (an identical earlier row) or conflict.
-
-    Rows are ordered stored first, then by (file, line); the first row of a
-    record_id and revision is kept, each later one is compared with it
-    (two revisions of a record are neither: corrections.md). Only narrow
-    rows are shuffled: a row's content is compared by a 64-bit hash of its
-    normalized values (as the local engine's dedup compares its content
-    hashes), and `text` is the bytes of text the local ingest would hold
-    for it."""
-
-    def narrow(rows, o, stored_name):
-        text = sum(F.octet_length(F.col(c)) for c in ("record_id", "auth_id", "subaccount", "type", "code"))
-        return rows.select(
-            "record_id", "revision", "file", "line",
-            F.xxhash64(*CONTENT).alias("same"),
-            text.cast("bigint").alias("text"),
-            F.lit(o).alias("o"),
-            stored_name.alias("stored_name"),
-        )
-
-    rows = narrow(new, 1, F.lit(None).cast("string"))
-    if stored_paths:
-        ids = new.select("record_id").distinct()
-        stored = stored_rows(spark, kind, stored_paths, revisions).join(ids, "record_id", "left_semi")
-        rows = rows.unionByName(narrow(stored, 0, F.col("stored_name")))
-    w = Window.partitionBy("record_id", "revision").orderBy("o", "file", "line")
-    marked = (
-        rows.withColumn("rn", F.row_number().over(w))
-        .withColumn("first_same", F.first("same").over(w))
-        .withColumn("first_place", F.first(F.struct("o", "file", "line", "stored_name")).over(w))
-        .filter(F.col("o") == 1)
-        .withColumn(
-            "mark",
-            F.when(F.col("rn") == 1, F.lit("new"))
-            .when(F.col("same") == F.col("first_same"), F.lit("dup"))
-            .otherwise(F.lit("conflict")),
-        )
-    )
-    return marked
-
-
-# Parquet bytes (checked rows and stored records) per shuffle partition.
-# Spark's default of 200 partitions costs a small day minutes of task
-# overhead (161k rows in local[2]: 219 s against 63 s); a large day wants
-# a partition per core at least. Re-tune with bench/spark.sh.
-BYTES_PER_SHUFFLE_PARTITION = 32 << 20
-
-
-def set_shuffle_partitions(spark, files, by_index, checked_dir, stored):
-    """spark.sql.shuffle.partitions for the dedup's shuffle, unless the job's configuration names it (--spark-conf): one
-    per BYTES_PER_SHUFFLE_PARTITION of Parquet they read, and never fewer
-    than the cluster's cores."""
-    key = "spark.sql.shuffle.partitions"
-    if spark.sparkContext.getConf().contains(key):
-        return
-    paths = [os.path.join(checked_dir, f"{f['index']}.parquet") for f in files if by_index[f["index"]]["valid"] > 0]
-    paths += [p for kind_paths in stored.values() for p in kind_paths]
-    size = sum(os.path.getsize(p) for p in paths if os.path.exists(p))
-    wanted = -(-size // BYTES_PER_SHUFFLE_PARTITION)
-    spark.conf.set(key, str(max(spark.sparkContext.defaultParallelism, wanted, 1)))
+def deduplicate(sc, binary, staging, plan, files, by_index, kinds):
+    """Deduplicates the new rows of `kinds` (one Spark task per kind and
+    range of id-hash partitions, each running `telemeter spark-task dedup`
+    on the entries files listed in staging/dedup.json): their counts and
+    first conflicts, by kind."""
+    checked = os.path.join(staging, "checked")
+    inputs = {"kinds": {}}
+    for kind in kinds:
+        new = [
+            [f["index"], os.path.join(checked, f"{f['index']}.index")]
+            for f in files
+            if f["kind"] == kind and by_index[f["index"]]["valid"] > 0
+        ]
+        if new:
+            inputs["kinds"][kind] = {"new": new, "stored": plan["stored"].get(kind, [])}
+    if not inputs["kinds"]:
+        return {}
+    path = os.path.join(staging, "dedup.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(inputs, f)
+    # A few ranges per core: a kind's partitions hold about equal shares.
+    per_kind = min(PARTITIONS, max(1, 2 * sc.defaultParallelism))
+    bounds = [PARTITIONS * i // per_kind for i in range(per_kind + 1)]
+    ranges = [(kind, a, b) for kind in inputs["kinds"] for a, b in zip(bounds, bounds[1:]) if a < b]
+    sc.setJobDescription("deduplicate (telemeter spark-task, one task per kind and range of partitions)")
+    task = dedup_ranges(binary, path, os.path.join(staging, "dups"))
+    found = {}
+    for summary in sc.parallelize(ranges, len(ranges)).mapPartitions(task).collect():
+        kind = found.setdefault(summary["kind"], {"new": 0, "duplicates": 0, "conflict": None})
+        kind["new"] += summary["new"]
+        kind["duplicates"] += summary["duplicates"]
+        conflicts = [c for c in (kind["conflict"], summary["conflict"]) if c]
+        kind["conflict"] = min(conflicts, key=lambda c: (c["second_file"], c["second_line"]), default=None)
+    return found
 
 
 def finish(spark, staging, result):
@@ -395,66 +341,34 @@ def main():
     if missing:
         raise RuntimeError(f"Spark read no contents for {', '.join(missing)}")
 
-    set_shuffle_partitions(spark, files, by_index, checked_dir, plan["stored"])
+    # Kinds in order; within a kind a bad row comes before a conflict, so
+    # the kinds after the first with a bad row need no dedup.
+    errors = {}
     for kind in KINDS:
-        mine = [f for f in files if f["kind"] == kind]
-        errors = sorted((s["index"], s["error"]) for s in (by_index[f["index"]] for f in mine) if s["error"])
-        if errors:
-            result["error"] = dict(type="bad_record", **errors[0][1])
+        mine = [by_index[f["index"]] for f in files if f["kind"] == kind]
+        errors[kind] = sorted((s["index"], s["error"]) for s in mine if s["error"])
+    clean = []
+    for kind in KINDS:
+        if errors[kind]:
             break
-        counts = {
+        clean.append(kind)
+    found = deduplicate(sc, plan["binary"], staging, plan, files, by_index, clean)
+    for kind in KINDS:
+        if errors[kind]:
+            result["error"] = dict(type="bad_record", **errors[kind][0][1])
+            break
+        mine = [f for f in files if f["kind"] == kind]
+        dedup = found.get(kind, {"new": 0, "duplicates": 0, "conflict": None})
+        if dedup["conflict"]:
+            result["error"] = dict(type="conflict", kind=kind, **dedup["conflict"])
+            break
+        result["kinds"][kind] = {
             "read": sum(by_index[f["index"]]["read"] for f in mine),
             "set_aside": sum(by_index[f["index"]]["set_aside"] for f in mine),
-            "duplicates": 0,
-            "used": 0,
+            "duplicates": dedup["duplicates"],
+            "used": dedup["new"],
             "rejected_files": [f["index"] for f in mine if by_index[f["index"]]["set_aside"] > 0],
         }
-        result["kinds"][kind] = counts
-        paths = [os.path.join(checked_dir, f"{f['index']}.parquet") for f in mine if by_index[f["index"]]["valid"] > 0]
-        if not paths:
-            continue
-        sc.setJobDescription(f"deduplicate {kind}")
-        new = spark.read.parquet(*(local(p) for p in paths))
-        stored = plan["stored"].get(kind, [])
-        marked = dedup(spark, kind, new, stored, plan["revisions"].get(kind, [])).persist()
-        conflict = (
-            marked.filter(F.col("mark") == "conflict").orderBy("file", "line")
-            .select("record_id", "first_place", "file", "line").limit(1).collect()
-        )
-        if conflict:
-            row = conflict[0]
-            first = row["first_place"]
-            result["error"] = {
-                "type": "conflict",
-                "kind": kind,
-                "record_id": row["record_id"],
-                "first_index": None if first["o"] == 0 else first["file"],
-                "first_name": first["stored_name"],
-                "first_line": first["line"],
-                "second_index": row["file"],
-                "second_line": row["line"],
-            }
-            break
-        for row in marked.groupBy("mark").count().collect():
-            counts[{"new": "used", "dup": "duplicates"}[row["mark"]]] = row["count"]
-        # The repeats: telemeter stores the checked rows but these (so the
-        # new rows are never sorted or written again here), and replays the
-        # local ingest's candidate budget from where each one's first row
-        # is and the bytes of text the local ingest would hold for it.
-        first_file = F.when(F.col("first_place.o") == 0, F.lit(-1)).otherwise(F.col("first_place.file"))
-        sc.setJobDescription(f"write repeated {kind} rows")
-        (
-            marked.filter(F.col("mark") == "dup")
-            .select(
-                "file",
-                "line",
-                first_file.cast("bigint").alias("first_file"),
-                F.col("first_place.line").cast("bigint").alias("first_line"),
-                "text",
-            )
-            .write.mode("overwrite").parquet(local(os.path.join(staging, "dups", kind)))
-        )
-        marked.unpersist()
 
     finish(spark, staging, result)
 

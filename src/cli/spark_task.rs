@@ -1,8 +1,9 @@
-//! `telemeter spark-task` (hidden): the task the Spark job of
-//! `ingest --engine spark` runs on an executor for one input file. It checks
-//! every row with the same readers and rules as every other command, writes
-//! the valid rows and the set-aside ones to the job's staging folder, and
-//! prints a one-line JSON summary for the job.
+//! `telemeter spark-task` (hidden): the tasks the Spark job of
+//! `ingest --engine spark` runs on an executor. `check` checks one input
+//! file with the same readers and rules as every other command and writes
+//! its valid rows, their dedup entries and its set-aside rows to the job's
+//! staging folder; `dedup` deduplicates one kind's new rows in a range of
+//! id-hash partitions. Each prints a one-line JSON summary for the job.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +17,23 @@ use crate::store::spark;
 /// Arguments of `spark-task`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Which task.
+    #[command(subcommand)]
+    pub task: Task,
+}
+
+/// The two tasks.
+#[derive(Debug, clap::Subcommand)]
+pub enum Task {
+    /// Check one input file.
+    Check(CheckArgs),
+    /// Deduplicate one kind's new rows in a range of id-hash partitions.
+    Dedup(DedupArgs),
+}
+
+/// Arguments of `spark-task check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
     /// The record kind (calls, messages, transcriptions, charges).
     #[arg(long)]
     pub kind: String,
@@ -36,14 +54,45 @@ pub struct Args {
     pub out: PathBuf,
 }
 
+/// Arguments of `spark-task dedup`.
+#[derive(Debug, clap::Args)]
+pub struct DedupArgs {
+    /// The job's list of entries files (`dedup.json`).
+    #[arg(long)]
+    pub inputs: PathBuf,
+    /// The record kind.
+    #[arg(long)]
+    pub kind: String,
+    /// The first id-hash partition.
+    #[arg(long)]
+    pub from: usize,
+    /// The partition after the last.
+    #[arg(long)]
+    pub to: usize,
+    /// The folder the repeats go to.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
 /// Runs `spark-task`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let kind = Kind::ALL
-        .into_iter()
-        .find(|k| k.name() == args.kind)
-        .with_context(|| format!("--kind '{}' is not a record kind", args.kind))?;
-    let summary = spark::check_task(kind, &args.file, &args.name, args.source, args.on_bad_row.into(), &args.out)
-        .with_context(|| format!("cannot check {}", args.file.display()))?;
-    println!("{}", serde_json::to_string(&summary).context("summary")?);
+    let summary = match args.task {
+        Task::Check(args) => {
+            let kind = Kind::ALL
+                .into_iter()
+                .find(|k| k.name() == args.kind)
+                .with_context(|| format!("--kind '{}' is not a record kind", args.kind))?;
+            let summary =
+                spark::check_task(kind, &args.file, &args.name, args.source, args.on_bad_row.into(), &args.out)
+                    .with_context(|| format!("cannot check {}", args.file.display()))?;
+            serde_json::to_string(&summary)
+        }
+        Task::Dedup(args) => {
+            let summary = spark::dedup_task(&args.inputs, &args.kind, args.from..args.to, &args.out)
+                .with_context(|| format!("cannot deduplicate {} partitions {}..{}", args.kind, args.from, args.to))?;
+            serde_json::to_string(&summary)
+        }
+    };
+    println!("{}", summary.context("summary")?);
     Ok(ExitCode::SUCCESS)
 }

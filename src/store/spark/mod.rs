@@ -7,17 +7,21 @@
 //! `STORE/staging/<ingest>/`, a folder no manifest lists:
 //!
 //! 1. one Spark task per input file runs this binary's hidden
-//!    `spark-task` command ([`check_task`]): the same readers and the same
-//!    `records::parse_record` as every other command, so every contract
-//!    check, message and line number is the local engine's. It writes the
-//!    file's valid rows, normalized, to `checked/<n>.parquet` (plus the
-//!    record-id and content hashes the dedup index keeps) and its set-aside
+//!    `spark-task check` command ([`check_task`]): the same readers and the
+//!    same `records::parse_record` as every other command, so every
+//!    contract check, message and line number is the local engine's. It
+//!    writes the file's valid rows, normalized, to `checked/<n>.parquet`,
+//!    their dedup entries (id hash, content hash, place) to
+//!    `checked/<n>.index` (the store's index layout) and its set-aside
 //!    rows to `checked/<n>.rejects.json`;
-//! 2. Spark SQL deduplicates each kind by `record_id`, against itself and
-//!    against the stored records, in (file, line) order: identical rows are
-//!    duplicates, different ones a conflict naming both places;
-//! 3. it writes the repeated rows' places and sizes (`dups/<kind>/`) and
-//!    `result.json` (counts per kind, or the first error).
+//! 2. one Spark task per kind and range of id-hash partitions runs
+//!    `spark-task dedup` ([`dedup_task`]): those partitions of the store's
+//!    index files, then of the new entries, in (file, line) order: a
+//!    repeat of an id with the same content is a duplicate
+//!    (`dups/<kind>/`: its place and the first row's), with other content
+//!    a conflict naming both places. No row crosses the network whole;
+//!    each task reads only its partitions;
+//! 3. the job writes `result.json` (counts per kind, or the first error).
 //!
 //! With DATA at a URI ([`DataLocation::Uri`]: `s3a://`, `hdfs://`,
 //! `file://`...), the job first lists it through Hadoop (`listing.json`)
@@ -35,9 +39,11 @@
 //! publishes. A failed or killed job leaves only the staging folder, which
 //! is removed; the manifest swap stays the one commit point.
 
+mod dedup;
 mod publish;
 mod task;
 
+pub use dedup::{dedup_task, Clash, DedupInputs, DedupSummary, KindInputs};
 pub use task::{check_task, TaskError, TaskSummary};
 
 use std::collections::BTreeMap;
@@ -123,12 +129,9 @@ struct Plan {
     /// `side/`.
     side: [&'static str; LAYOUT.len()],
     files: Vec<PlanFile>,
-    /// The stored records files of each kind, absolute paths.
+    /// The stored index files of each kind, absolute paths, in manifest
+    /// order.
     stored: BTreeMap<String, Vec<String>>,
-    /// The stored versions above revision 0 of each kind (a records file
-    /// holds no revision): [records file name, source file, source line,
-    /// revision], from the store's corrections files.
-    revisions: BTreeMap<String, Vec<(String, String, u64, u64)>>,
 }
 
 /// What the job found (`result.json`).
@@ -145,17 +148,11 @@ struct JobResult {
 enum JobError {
     /// A bad row (with `--on-bad-row fail`).
     BadRecord { file: String, line: u64, is_row: bool, column: String, value: String, reason: String },
-    /// Two rows with one record_id and different content: the earlier place
-    /// is a stored row (`first_name` is its manifest source) or a new one
-    /// (`first_index`).
+    /// Two rows with one record id (and revision) and different content.
     Conflict {
         kind: String,
-        record_id: String,
-        first_index: Option<u32>,
-        first_name: Option<String>,
-        first_line: u64,
-        second_index: u32,
-        second_line: u64,
+        #[serde(flatten)]
+        clash: Clash,
     },
     /// DATA (a URI) could not be listed: Hadoop's message (no filesystem
     /// for its scheme, no such directory, access denied...).
@@ -331,24 +328,9 @@ fn run_job(
     }
     let mut stored = BTreeMap::new();
     for kind in Kind::ALL {
-        let names = before.old().kind(kind).records;
+        let names = before.old().kind(kind).index;
         let paths = names.iter().map(|n| path_text(&store.join(n))).collect::<Result<Vec<_>>>()?;
         stored.insert(kind.name().to_owned(), paths);
-    }
-    let mut revisions = BTreeMap::new();
-    for (kind, registry) in super::ingest::corrections::registries(store, before.old())? {
-        let mut versions: Vec<(String, String, u64, u64)> = registry
-            .noted
-            .values()
-            .flatten()
-            .filter(|noted| !noted.void)
-            .map(|noted| {
-                let file = noted.at.records.rsplit('/').next().unwrap_or_default().to_owned();
-                (file, noted.at.source_file.to_string(), noted.at.line, noted.revision)
-            })
-            .collect();
-        versions.sort();
-        revisions.insert(kind.name().to_owned(), versions);
     }
     let binary_name = spark
         .binary
@@ -371,7 +353,6 @@ fn run_job(
         side: LAYOUT,
         files,
         stored,
-        revisions,
     };
     let plan_path = staging.join("plan.json");
     let plan_bytes = serde_json::to_vec_pretty(&plan).map_err(|e| Error::Internal(format!("plan: {e}")))?;

@@ -20,6 +20,7 @@ use super::super::ingest::terms::{IngestOptions, IngestProgress, IngestReport};
 use super::super::ingest::{self};
 use super::super::parquet_io::{polars_error, read_frame, RecordView};
 use super::super::KindFiles;
+use super::dedup::REPEAT_COLUMNS;
 use super::task::{TaskError, CHECKED_COLUMNS};
 use super::{JobError, JobResult, KindResult};
 use crate::aggregate::Tally;
@@ -47,21 +48,25 @@ pub(super) fn publish(
             JobError::BadRecord { file, line, is_row, column, value, reason } => {
                 Error::from(BadRecord { location: Location { file, line, is_row }, column, value, reason })
             }
-            JobError::Conflict { kind, record_id, first_index, first_name, first_line, second_index, second_line } => {
+            JobError::Conflict { kind, clash } => {
                 let kind = Kind::ALL
                     .into_iter()
                     .find(|k| k.name() == kind)
                     .ok_or_else(|| Error::Internal(format!("the Spark job named an unknown kind '{kind}'")))?;
-                let first = match (first_index, first_name) {
-                    (Some(i), _) => new_place(inventory, i, first_line),
-                    (None, Some(name)) => stored_place(name, first_line),
-                    (None, None) => new_place(inventory, u32::MAX, first_line),
+                let first = match (clash.first_file, clash.first_source) {
+                    (Some(i), _) => new_place(inventory, i, clash.first_line),
+                    (None, Some(source)) => {
+                        let name = old.sources.get(source as usize).cloned();
+                        stored_place(name.unwrap_or_else(|| format!("source #{source}")), clash.first_line)
+                    }
+                    (None, None) => new_place(inventory, u32::MAX, clash.first_line),
                 };
+                let record_id = record_id_at(staging, clash.second_file, clash.second_line)?;
                 Error::Conflict {
                     kind: kind.name(),
                     record_id,
                     first,
-                    second: new_place(inventory, second_index, second_line),
+                    second: new_place(inventory, clash.second_file, clash.second_line),
                 }
             }
             JobError::Unreadable { uri, message } => super::unreadable(&uri, &message),
@@ -102,7 +107,7 @@ pub(super) fn publish(
         let mut filter = filter_for(options.filter_bytes, &files, &of_kind);
         load_filter(&mut filter, &stored)?;
         drop(stored);
-        let repeats = Repeats::read(&staging.join("dups").join(kind.name()), &steps)?;
+        let found = read_repeats(&staging.join("dups").join(kind.name()))?;
         // The new rows are the checked rows but the repeats: read from the
         // tasks' own files, in file and line order, so the job never sorts
         // or writes them again.
@@ -111,7 +116,9 @@ pub(super) fn publish(
             .map(|(index, _)| staging.join("checked").join(format!("{index}.parquet")))
             .filter(|path| path.exists())
             .collect();
-        let new_batches = runs_by_batch(&checked, &repeats.places, &steps)?;
+        let places: Vec<Place> = found.iter().map(|r| r.at).collect();
+        let NewRows { batches: new_batches, repeat_text } = runs_by_batch(&checked, &places, &steps)?;
+        let repeats = Repeats::new(&found, &repeat_text, &steps)?;
         // Every batch (or run of a file read in runs) with new rows or
         // repeats, in order: the others change nothing the local ingest
         // would do.
@@ -315,8 +322,6 @@ struct Repeats {
     /// Repeats of a row of their own batch, by batch: held when that first
     /// row was.
     same_batch: BTreeMap<BatchRun, Vec<SameBatchRepeat>>,
-    /// Where every repeat is, in order.
-    places: Vec<Place>,
 }
 
 /// A repeat of a row of its own batch.
@@ -327,42 +332,63 @@ struct SameBatchRepeat {
     bytes: u64,
 }
 
-impl Repeats {
-    fn read(folder: &Path, steps: &Steps<'_>) -> Result<Repeats> {
-        let mut repeats = Repeats { certain: BTreeMap::new(), same_batch: BTreeMap::new(), places: Vec::new() };
-        for part in parts(folder)? {
-            let frame = read_frame(&part, &["file", "line", "first_file", "first_line", "text"])?;
-            let column = |name: &str| -> Result<Vec<i64>> {
-                let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(&part))?;
-                column.iter().map(|v| v.ok_or_else(|| Error::io(&part, format!("null in '{name}'")))).collect()
+/// A repeat the job found: its place, and the place of the row it
+/// repeats (`None`: a stored row).
+struct FoundRepeat {
+    at: Place,
+    first: Option<Place>,
+}
+
+/// The repeats the dedup tasks wrote to `folder`, in place order.
+fn read_repeats(folder: &Path) -> Result<Vec<FoundRepeat>> {
+    let mut found = Vec::new();
+    for part in parts(folder)? {
+        let frame = read_frame(&part, &REPEAT_COLUMNS)?;
+        let column = |name: &str| -> Result<Vec<i64>> {
+            let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(&part))?;
+            column.iter().map(|v| v.ok_or_else(|| Error::io(&part, format!("null in '{name}'")))).collect()
+        };
+        let (file, line, first_file, first_line) =
+            (column("file")?, column("line")?, column("first_file")?, column("first_line")?);
+        for i in 0..file.len() {
+            let broken = || Error::io(&part, format!("row {i}: not a repeat of an earlier row"));
+            let place = |file: i64, line: i64| -> Result<Place> {
+                let file = u32::try_from(file).map_err(|_| broken())?;
+                Ok(Place { file, line: u64::try_from(line).map_err(|_| broken())? })
             };
-            let (file, line, first_file, first_line, text) =
-                (column("file")?, column("line")?, column("first_file")?, column("first_line")?, column("text")?);
-            for i in 0..file.len() {
-                let broken = || Error::io(&part, format!("row {i}: not a repeat of an earlier row"));
-                let bytes = Pending::bytes_of(u64::try_from(text[i]).map_err(|_| broken())?, 1);
-                let place = |file: i64, line: i64| -> Result<Place> {
-                    let file = u32::try_from(file).map_err(|_| broken())?;
-                    Ok(Place { file, line: u64::try_from(line).map_err(|_| broken())? })
-                };
-                let at = place(file[i], line[i])?;
-                repeats.places.push(at);
-                let batch = steps.of(at.file, at.line);
-                // A stored first row has no file (-1).
-                let first = match first_file[i] {
-                    -1 => None,
-                    first => Some(place(first, first_line[i])?),
-                };
-                match first.map(|f| (f, steps.of(f.file, f.line))) {
-                    Some((first, b)) if b == batch => {
-                        repeats.same_batch.entry(batch).or_default().push(SameBatchRepeat { first, bytes })
-                    }
-                    Some((_, b)) if b > batch => return Err(broken()),
-                    _ => *repeats.certain.entry(batch).or_default() += bytes,
+            // A stored first row has no file (-1).
+            let first = match first_file[i] {
+                -1 => None,
+                first => Some(place(first, first_line[i])?),
+            };
+            found.push(FoundRepeat { at: place(file[i], line[i])?, first });
+        }
+    }
+    found.sort_unstable_by_key(|r| r.at);
+    Ok(found)
+}
+
+impl Repeats {
+    /// The repeats `found` (in place order), `text[i]` the bytes of text of
+    /// the `i`th, by the batch each is taken in.
+    fn new(found: &[FoundRepeat], text: &[u64], steps: &Steps<'_>) -> Result<Repeats> {
+        let mut repeats = Repeats { certain: BTreeMap::new(), same_batch: BTreeMap::new() };
+        for (repeat, &text) in found.iter().zip(text) {
+            let bytes = Pending::bytes_of(text, 1);
+            let batch = steps.of(repeat.at.file, repeat.at.line);
+            match repeat.first.map(|f| (f, steps.of(f.file, f.line))) {
+                Some((first, b)) if b == batch => {
+                    repeats.same_batch.entry(batch).or_default().push(SameBatchRepeat { first, bytes })
                 }
+                Some((first, b)) if b > batch => {
+                    return Err(Error::Internal(format!(
+                        "the Spark job took file #{} line {} for a repeat of a later row (file #{} line {})",
+                        repeat.at.file, repeat.at.line, first.file, first.line
+                    )))
+                }
+                _ => *repeats.certain.entry(batch).or_default() += bytes,
             }
         }
-        repeats.places.sort_unstable();
         Ok(repeats)
     }
 
@@ -420,26 +446,30 @@ struct PartRows<'p> {
     rows: Vec<std::ops::Range<usize>>,
 }
 
+/// The new rows of the checked files, by batch ([`runs_by_batch`]).
+struct NewRows<'p> {
+    /// Each batch that has new rows, with its number, in order.
+    batches: Vec<(BatchRun, Vec<PartRows<'p>>)>,
+    /// The bytes of text of each repeat, in order.
+    repeat_text: Vec<u64>,
+}
+
 /// The new rows of the checked files (each in line order, the files in
 /// file order): every row but the repeats (`repeats`, in order), cut into
-/// the local ingest's batches ([`Steps`]). Each batch that has new rows
-/// comes with its number, in order. Only the `file` and `line` columns are
-/// read here.
-fn runs_by_batch<'p>(
-    parts: &'p [PathBuf],
-    repeats: &[Place],
-    steps: &Steps<'_>,
-) -> Result<Vec<(BatchRun, Vec<PartRows<'p>>)>> {
+/// the local ingest's batches ([`Steps`]). Only the `file`, `line` and
+/// `text` columns are read here.
+fn runs_by_batch<'p>(parts: &'p [PathBuf], repeats: &[Place], steps: &Steps<'_>) -> Result<NewRows<'p>> {
     let mut batches: Vec<(BatchRun, Vec<PartRows<'p>>)> = Vec::new();
+    let mut repeat_text = Vec::with_capacity(repeats.len());
     let mut repeats = repeats.iter().peekable();
     let mut last: Option<Place> = None;
     for part in parts {
-        let frame = read_frame(part, &["file", "line"])?;
-        let files = frame.column("file").and_then(|c| c.i64()).map_err(polars_error(part))?;
-        let lines = frame.column("line").and_then(|c| c.i64()).map_err(polars_error(part))?;
+        let frame = read_frame(part, &["file", "line", "text"])?;
+        let column = |name: &str| frame.column(name).and_then(|c| c.i64()).map_err(polars_error(part));
+        let (files, lines, texts) = (column("file")?, column("line")?, column("text")?);
         let mut start = 0;
         let mut run_batch: Option<BatchRun> = None;
-        for (i, (file, line)) in files.iter().zip(lines.iter()).enumerate() {
+        for (i, ((file, line), text)) in files.iter().zip(lines.iter()).zip(texts.iter()).enumerate() {
             let place = file.zip(line).and_then(|(f, l)| Some((u32::try_from(f).ok()?, u64::try_from(l).ok()?)));
             let (file, line) = place.ok_or_else(|| Error::io(part, format!("row {i}: no input file and line")))?;
             let at = Place { file, line };
@@ -448,6 +478,10 @@ fn runs_by_batch<'p>(
             }
             last = Some(at);
             let repeat = repeats.next_if(|&&r| r == at).is_some();
+            if repeat {
+                let text = text.and_then(|t| u64::try_from(t).ok());
+                repeat_text.push(text.ok_or_else(|| Error::io(part, format!("row {i}: no text size")))?);
+            }
             let batch = steps.of(file, line);
             if repeat || run_batch != Some(batch) {
                 if let Some(b) = run_batch {
@@ -466,7 +500,19 @@ fn runs_by_batch<'p>(
             missed.file, missed.line
         )));
     }
-    Ok(batches)
+    Ok(NewRows { batches, repeat_text })
+}
+
+/// The record id at `line` of input file `file`, from its checked file.
+fn record_id_at(staging: &Path, file: u32, line: u64) -> Result<String> {
+    let path = staging.join("checked").join(format!("{file}.parquet"));
+    let frame = read_frame(&path, &["line", "record_id"])?;
+    let lines = frame.column("line").and_then(|c| c.i64()).map_err(polars_error(&path))?;
+    let ids = frame.column("record_id").and_then(|c| c.str()).map_err(polars_error(&path))?;
+    let at = lines.iter().position(|l| l.and_then(|l| u64::try_from(l).ok()) == Some(line));
+    at.and_then(|i| ids.get(i))
+        .map(str::to_owned)
+        .ok_or_else(|| Error::io(&path, format!("no checked row at line {line}")))
 }
 
 fn push_run<'p>(
@@ -580,7 +626,8 @@ mod tests {
     use super::super::super::parquet_io::{int_column, write_frames};
     use super::*;
 
-    /// A checked file of the rows at `places` (only `file` and `line`).
+    /// A checked file of the rows at `places` (only `file`, `line` and
+    /// `text`: ten times the line).
     fn checked(dir: &Path, name: &str, places: &[(i64, i64)]) -> PathBuf {
         let path = dir.join(name);
         let frame = DataFrame::new(
@@ -588,6 +635,7 @@ mod tests {
             vec![
                 int_column("file", places.iter().map(|p| p.0).collect()),
                 int_column("line", places.iter().map(|p| p.1).collect()),
+                int_column("text", places.iter().map(|p| p.1 * 10).collect()),
             ],
         )
         .expect("a frame");
@@ -602,9 +650,9 @@ mod tests {
     }
 
     /// The rows each batch takes: (part, ranges), in order.
-    fn taken(runs: &[(BatchRun, Vec<PartRows<'_>>)]) -> Vec<(usize, Vec<(usize, usize)>)> {
+    fn taken(runs: &NewRows<'_>) -> Vec<(usize, Vec<(usize, usize)>)> {
         let ranges = |p: &PartRows<'_>| p.rows.iter().map(|r| (r.start, r.end)).collect();
-        runs.iter().flat_map(|(_, parts)| parts.iter().map(|p| (parts_index(p.part), ranges(p)))).collect()
+        runs.batches.iter().flat_map(|(_, parts)| parts.iter().map(|p| (parts_index(p.part), ranges(p)))).collect()
     }
 
     /// New rows are the checked rows but the repeats; rows out of order,
@@ -622,6 +670,7 @@ mod tests {
 
         let runs = runs_by_batch(&parts, &[place(0, 3), place(1, 4)], &steps).expect("read");
         assert_eq!(taken(&runs), vec![(0, vec![(0, 1), (2, 3)]), (1, vec![(0, 1)])]);
+        assert_eq!(runs.repeat_text, vec![30, 40], "each repeat's text, in order");
         let runs = runs_by_batch(&parts, &[], &steps).expect("read");
         assert_eq!(taken(&runs), vec![(0, vec![(0, 3)]), (1, vec![(0, 2)])]);
         let runs = runs_by_batch(&parts, &[place(0, 2), place(0, 3), place(0, 5)], &steps).expect("read");

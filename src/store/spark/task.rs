@@ -7,11 +7,14 @@ use std::path::Path;
 use polars::prelude::DataFrame;
 use serde::{Deserialize, Serialize};
 
+use super::super::index::{self, IndexEntry};
 use super::super::ingest::chunk;
+use super::super::ingest::dedup::Pending;
 use super::super::parquet_io::{self, int_column, polars_error, text_column, RecordView};
 use crate::aggregate::OnBadRow;
+use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
-use crate::records::dedup::Seen;
+use crate::records::dedup::{Place, Seen};
 use crate::records::files::{Format, InputFile};
 use crate::records::pieces::Pieces;
 use crate::records::{Country, Direction, Kind};
@@ -73,7 +76,7 @@ impl From<TaskError> for BadRecord {
 }
 
 /// The columns of a checked file (the publish reads its new rows from it).
-pub(super) const CHECKED_COLUMNS: [&str; 20] = [
+pub(super) const CHECKED_COLUMNS: [&str; 21] = [
     "record_id",
     "auth_id",
     "subaccount",
@@ -94,11 +97,14 @@ pub(super) const CHECKED_COLUMNS: [&str; 20] = [
     "id_lo",
     "content",
     "revision",
+    "text",
 ];
 
 /// The Spark task of one input file: reads and checks it (as the local
-/// ingest does), writes its valid rows to `out/<source>.parquet` and its
-/// set-aside rows to `out/<source>.rejects.json`. A bad row with
+/// ingest does), writes its valid rows to `out/<source>.parquet`, their
+/// dedup entries to `out/<source>.index` (an index file: id and content
+/// hashes, place as (source, line), by id-hash partition, for the dedup
+/// tasks) and its set-aside rows to `out/<source>.rejects.json`. A bad row with
 /// [`OnBadRow::Fail`] is reported in the summary, not as an `Err` (the job
 /// picks the first one over all files). The file is read in runs of
 /// `TASK_RUN_LINES` (1M) lines, each written as the checked file's next row
@@ -128,6 +134,7 @@ fn check_in_runs(
     let mut summary = TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error: None };
     let mut rejects: Vec<TaskError> = Vec::new();
     let checked = out.join(format!("{source}.parquet"));
+    let mut entries: Vec<IndexEntry> = Vec::new();
     let written = (|| -> Result<()> {
         let mut pieces = Pieces::open(file)?;
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
@@ -142,19 +149,29 @@ fn check_in_runs(
                     rows.extend(chunk.valid_rows());
                 }
                 summary.valid += rows.len() as u64;
+                entries.extend(rows.iter().map(|(_, seen, _)| IndexEntry {
+                    id: seen.id,
+                    content: seen.content,
+                    place: index::pack(Place { file: seen.file, line: seen.line }),
+                }));
                 if !rows.is_empty() {
                     return checked_frame(&checked, &rows).map(Some);
                 }
             }
             Ok(None)
         };
-        parquet_io::write_frames(&checked, next_run)
+        parquet_io::write_frames(&checked, next_run)?;
+        if !entries.is_empty() {
+            index::write_index(&out.join(format!("{source}.index")), &[&entries], &Syncer::at_once())?;
+        }
+        Ok(())
     })();
     match written {
         Ok(()) => {}
         Err(Error::BadRecord(bad)) => {
             // A file that failed: its bad row, and no checked file or counts.
             let _ = std::fs::remove_file(&checked);
+            let _ = std::fs::remove_file(out.join(format!("{source}.index")));
             let error = Some(TaskError::from(&*bad));
             return Ok(TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error });
         }
@@ -186,6 +203,10 @@ fn checked_frame(path: &Path, rows: &[(RecordView<'_>, Seen, u64)]) -> Result<Da
     let revisions =
         rows.iter().map(|(_, _, revision)| parquet_io::to_i64(*revision, "revision")).collect::<Result<Vec<i64>>>()?;
     let countries: Vec<&str> = rows.iter().map(|(r, _, _)| r.country.as_ref().map_or("", Country::as_str)).collect();
+    // The bytes of text the local ingest holds for a row it keeps as a
+    // candidate (`Pending`): the publish counts them for a repeat.
+    let text =
+        rows.iter().map(|(r, _, _)| parquet_io::to_i64(Pending::text_of(r), "text")).collect::<Result<Vec<i64>>>()?;
     let columns = vec![
         text_column("record_id", texts(&|r| r.record_id)),
         text_column("auth_id", texts(&|r| r.auth_id)),
@@ -207,6 +228,7 @@ fn checked_frame(path: &Path, rows: &[(RecordView<'_>, Seen, u64)]) -> Result<Da
         int_column("id_lo", ints(&|(_, s)| s.id.1 as i64)),
         int_column("content", ints(&|(_, s)| s.content as i64)),
         int_column("revision", revisions),
+        int_column("text", text),
     ];
     DataFrame::new(rows.len(), columns).map_err(polars_error(path))
 }

@@ -1,0 +1,318 @@
+//! The executor side's second step of `ingest --engine spark`: one kind's
+//! new rows deduplicated, a range of id-hash partitions at a time, by the
+//! hidden `spark-task dedup` command.
+//!
+//! Each check task wrote its file's dedup entries as an index file
+//! (`checked/<n>.index`: id and content hashes and place, grouped by id-hash
+//! partition, as the store's index files are). So a partition of the kind
+//! is checked by itself, the way the local ingest checks its candidates:
+//!
+//! 1. stream partition `p` of every stored index file of the kind (the
+//!    store's history, in manifest order): each id's first entry;
+//! 2. stream partition `p` of every new file's entries, files in ingest
+//!    order, each file's in line order: an id not seen is new; seen with
+//!    the same content hash, a repeat (`dups/<kind>/part-<p>.parquet`: its
+//!    place and the place of the row it repeats); with another, a
+//!    conflict, and the partition stops there.
+//!
+//! The id is the 128-bit version hash (record id and revision) and the
+//! content the 64-bit content hash, as in the local ingest's dedup, so the
+//! two engines call the same rows repeats.
+
+use std::collections::hash_map::Entry;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use polars::prelude::DataFrame;
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use super::super::index::{self, IndexFile};
+use super::super::parquet_io::{self, int_column, polars_error};
+use crate::error::{Error, Result};
+use crate::records::dedup::{Place, PARTITIONS};
+
+/// What the job gives the dedup tasks (`dedup.json` in the staging
+/// folder): each kind's entries files.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct DedupInputs {
+    /// By kind name.
+    pub kinds: BTreeMap<String, KindInputs>,
+}
+
+/// The entries files of one kind.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct KindInputs {
+    /// The new rows' entries: (input file index, entries file), in index
+    /// order.
+    pub new: Vec<(u32, PathBuf)>,
+    /// The store's index files of the kind, in manifest order.
+    pub stored: Vec<PathBuf>,
+}
+
+/// What one `spark-task dedup` run reports (one JSON line).
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DedupSummary {
+    /// New rows (the first of their id).
+    pub new: u64,
+    /// Repeats of an earlier row.
+    pub duplicates: u64,
+    /// The first conflict of the partitions (by the later row's place).
+    pub conflict: Option<Clash>,
+}
+
+/// Two rows of one id and different content.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Clash {
+    /// The earlier row: a new one (input file index) ...
+    pub first_file: Option<u32>,
+    /// ... or a stored one (its source in the manifest).
+    pub first_source: Option<u32>,
+    /// Line (or Parquet row) of the earlier row.
+    pub first_line: u64,
+    /// The later row, always new: its input file index and line.
+    pub second_file: u32,
+    /// Line (or Parquet row) of the later row.
+    pub second_line: u64,
+}
+
+/// The columns of a repeats file: the repeat's place, and the place of the
+/// row it repeats (`first_file` -1 for a stored row).
+pub(super) const REPEAT_COLUMNS: [&str; 4] = ["file", "line", "first_file", "first_line"];
+
+/// Where an id was first seen.
+#[derive(Clone, Copy)]
+enum First {
+    Stored(Place),
+    New(Place),
+}
+
+/// A repeat and the row it repeats.
+struct Repeat {
+    at: Place,
+    first: First,
+}
+
+/// Deduplicates the new rows of `kind` in id-hash `partitions`, from the
+/// files `inputs` lists; writes the repeats to `out/part-<first>.parquet`.
+pub fn dedup_task(inputs: &Path, kind: &str, partitions: Range<usize>, out: &Path) -> Result<DedupSummary> {
+    if partitions.start >= partitions.end || partitions.end > PARTITIONS {
+        return Err(Error::Internal(format!("partitions {partitions:?} of {PARTITIONS}")));
+    }
+    let bytes = std::fs::read(inputs).map_err(|e| Error::io(inputs, e))?;
+    let mut all: DedupInputs =
+        serde_json::from_slice(&bytes).map_err(|e| Error::io(inputs, format!("not dedup inputs: {e}")))?;
+    let files = all.kinds.remove(kind).unwrap_or_default();
+    let stored: Vec<IndexFile> = files.stored.iter().map(|p| IndexFile::open(p)).collect::<Result<_>>()?;
+    let new: Vec<(u32, IndexFile)> =
+        files.new.iter().map(|(i, p)| Ok((*i, IndexFile::open(p)?))).collect::<Result<_>>()?;
+    let mut summary = DedupSummary::default();
+    let mut repeats = Vec::new();
+    for p in partitions.clone() {
+        let found = dedup_partition(p, &stored, &new, &mut repeats)?;
+        summary.new += found.new;
+        summary.duplicates += found.duplicates;
+        let place = |clash: &Clash| (clash.second_file, clash.second_line);
+        summary.conflict = match (summary.conflict, found.conflict) {
+            (Some(a), Some(b)) => Some(if place(&b) < place(&a) { b } else { a }),
+            (a, b) => a.or(b),
+        };
+    }
+    if summary.conflict.is_none() && !repeats.is_empty() {
+        std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+        let path = out.join(format!("part-{:03}.parquet", partitions.start));
+        let mut frame = Some(repeats_frame(&path, &repeats)?);
+        parquet_io::write_frames(&path, || Ok(frame.take()))?;
+    }
+    Ok(summary)
+}
+
+/// Partition `p`: stored entries first, then the new ones in (file, line)
+/// order. Repeats are pushed to `repeats`; a conflict ends the partition.
+fn dedup_partition(
+    p: usize,
+    stored: &[IndexFile],
+    new: &[(u32, IndexFile)],
+    repeats: &mut Vec<Repeat>,
+) -> Result<DedupSummary> {
+    let mut first: FxHashMap<(u64, u64), (u64, First)> = FxHashMap::default();
+    for file in stored {
+        file.for_each_in(p, |entry| {
+            first.entry(entry.id).or_insert((entry.content, First::Stored(index::unpack(entry.place))));
+        })?;
+    }
+    let mut summary = DedupSummary::default();
+    for (source, file) in new {
+        let mut conflict = None;
+        file.for_each_in(p, |entry| {
+            if conflict.is_some() {
+                return;
+            }
+            let at = index::unpack(entry.place);
+            match first.entry(entry.id) {
+                Entry::Vacant(slot) => {
+                    slot.insert((entry.content, First::New(at)));
+                    summary.new += 1;
+                }
+                Entry::Occupied(seen) => {
+                    let (content, earlier) = *seen.get();
+                    if content == entry.content {
+                        repeats.push(Repeat { at, first: earlier });
+                        summary.duplicates += 1;
+                    } else {
+                        let (first_file, first_source, first_line) = match earlier {
+                            First::New(place) => (Some(place.file), None, place.line),
+                            First::Stored(place) => (None, Some(place.file), place.line),
+                        };
+                        conflict = Some(Clash {
+                            first_file,
+                            first_source,
+                            first_line,
+                            second_file: at.file,
+                            second_line: at.line,
+                        });
+                    }
+                }
+            }
+        })?;
+        if let Some(clash) = conflict {
+            if clash.second_file != *source {
+                return Err(Error::Internal(format!(
+                    "an entry of input file #{} in the entries of #{source}",
+                    clash.second_file
+                )));
+            }
+            summary.conflict = Some(clash);
+            return Ok(summary);
+        }
+    }
+    Ok(summary)
+}
+
+/// The repeats as a frame of [`REPEAT_COLUMNS`].
+fn repeats_frame(path: &Path, repeats: &[Repeat]) -> Result<DataFrame> {
+    let int = |f: &dyn Fn(&Repeat) -> u64| -> Result<Vec<i64>> {
+        repeats.iter().map(|r| parquet_io::to_i64(f(r), "line")).collect()
+    };
+    let first_file: Vec<i64> = repeats
+        .iter()
+        .map(|r| match r.first {
+            First::New(place) => i64::from(place.file),
+            First::Stored(_) => -1,
+        })
+        .collect();
+    let columns = vec![
+        int_column("file", int(&|r| u64::from(r.at.file))?),
+        int_column("line", int(&|r| r.at.line)?),
+        int_column("first_file", first_file),
+        int_column(
+            "first_line",
+            int(&|r| match r.first {
+                First::New(place) | First::Stored(place) => place.line,
+            })?,
+        ),
+    ];
+    DataFrame::new(repeats.len(), columns).map_err(polars_error(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::parquet_io::read_frame;
+    use super::*;
+    use crate::durable::Syncer;
+    use crate::records::dedup::id_hash;
+    use crate::store::index::{write_index, IndexEntry};
+
+    fn entry(id: &str, content: u64, file: u32, line: u64) -> IndexEntry {
+        IndexEntry { id: id_hash(id), content, place: index::pack(Place { file, line }) }
+    }
+
+    fn index_file(dir: &Path, name: &str, entries: &[IndexEntry]) -> PathBuf {
+        let path = dir.join(name);
+        write_index(&path, &[entries], &Syncer::at_once()).expect("written");
+        path
+    }
+
+    /// Every partition, split in ranges as the job splits them: the summed
+    /// counts, the first conflict, and the repeats in place order.
+    fn run(dir: &Path, inputs: &DedupInputs, ranges: usize) -> (DedupSummary, Vec<Vec<i64>>) {
+        let path = dir.join(format!("dedup-{ranges}.json"));
+        std::fs::write(&path, serde_json::to_vec(inputs).expect("json")).expect("inputs");
+        let out = dir.join(format!("dups-{ranges}"));
+        let mut total = DedupSummary::default();
+        for r in 0..ranges {
+            let (from, to) = (PARTITIONS * r / ranges, PARTITIONS * (r + 1) / ranges);
+            let found = dedup_task(&path, "calls", from..to, &out).expect("deduplicated");
+            total.new += found.new;
+            total.duplicates += found.duplicates;
+            let later = |c: &Clash| (c.second_file, c.second_line);
+            total.conflict = [total.conflict, found.conflict].into_iter().flatten().min_by_key(later);
+        }
+        let mut rows = Vec::new();
+        for part in std::fs::read_dir(&out).into_iter().flatten().flatten() {
+            let frame = read_frame(&part.path(), &REPEAT_COLUMNS).expect("a repeats file");
+            let column = |name: &str| -> Vec<i64> {
+                frame.column(name).expect("column").i64().expect("ints").into_no_null_iter().collect()
+            };
+            let columns: Vec<Vec<i64>> = REPEAT_COLUMNS.iter().map(|name| column(name)).collect();
+            for i in 0..frame.height() {
+                rows.push(columns.iter().map(|c| c[i]).collect());
+            }
+        }
+        rows.sort();
+        (total, rows)
+    }
+
+    /// Stored rows come first, then new ones in (file, line) order: the
+    /// first row of an id is new, a later one with its content a repeat
+    /// (naming the first), with other content a conflict (the earliest
+    /// later row); whatever the partition ranges.
+    #[test]
+    fn repeats_name_the_first_row_and_conflicts_the_earliest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ids: Vec<String> = (0..200).map(|i| format!("r{i}")).collect();
+        // Source 0 of the store holds r0..r49 at lines 1..
+        let stored = index_file(
+            dir.path(),
+            "stored.idx",
+            &ids[..50].iter().enumerate().map(|(i, id)| entry(id, 7, 0, i as u64 + 1)).collect::<Vec<_>>(),
+        );
+        // Input file 3: r40..r139 (r40..r49 repeat stored rows);
+        // input file 5: r130..r199 (r130..r139 repeat file 3's).
+        let first = (40..140).map(|i| entry(&ids[i], 7, 3, i as u64)).collect::<Vec<_>>();
+        let second = (130..200).map(|i| entry(&ids[i], 7, 5, i as u64 + 1000)).collect::<Vec<_>>();
+        let new = vec![(3, index_file(dir.path(), "3.index", &first)), (5, index_file(dir.path(), "5.index", &second))];
+        let mut inputs = DedupInputs::default();
+        inputs.kinds.insert("calls".into(), KindInputs { new: new.clone(), stored: vec![stored.clone()] });
+        let mut expected: Vec<Vec<i64>> = (40..50).map(|i| vec![3, i, -1, i + 1]).collect();
+        expected.extend((130..140).map(|i| vec![5, i + 1000, 3, i]));
+        for ranges in [1, 3, 64] {
+            let (summary, rows) = run(dir.path(), &inputs, ranges);
+            assert_eq!((summary.new, summary.duplicates, summary.conflict), (150, 20, None), "{ranges} ranges");
+            assert_eq!(rows, expected, "{ranges} ranges");
+        }
+
+        // Other content: r45 (stored) at file 3, r135 (file 3) at file 5
+        // and r60 at file 5: the earliest later row is file 3's.
+        let mut changed = first.clone();
+        changed[5].content = 8;
+        let mut later = second.clone();
+        later[5].content = 8;
+        later.push(entry(&ids[60], 9, 5, 5000));
+        let new =
+            vec![(3, index_file(dir.path(), "3b.index", &changed)), (5, index_file(dir.path(), "5b.index", &later))];
+        inputs.kinds.insert("calls".into(), KindInputs { new, stored: vec![stored] });
+        for ranges in [1, 3, 64] {
+            let (summary, _) = run(dir.path(), &inputs, ranges);
+            let clash =
+                Clash { first_file: None, first_source: Some(0), first_line: 46, second_file: 3, second_line: 45 };
+            assert_eq!(summary.conflict, Some(clash), "{ranges} ranges");
+        }
+        // A kind with no inputs has no rows.
+        let path = dir.path().join("none.json");
+        std::fs::write(&path, b"{\"kinds\":{}}").expect("inputs");
+        let none = dedup_task(&path, "charges", 0..PARTITIONS, &dir.path().join("none")).expect("nothing");
+        assert_eq!(none, DedupSummary::default());
+    }
+}
