@@ -266,6 +266,42 @@ impl Filter {
     }
 }
 
+impl Filter {
+    /// [`Filter::check_and_insert`] of each of `ids` in their order (so
+    /// the same answers), the partitions in parallel: whether each may
+    /// have been added before.
+    pub fn check_and_insert_all(&mut self, ids: &[(u64, u64)]) -> Vec<bool> {
+        use rayon::prelude::*;
+        let mut by_part: Vec<Vec<u32>> = vec![Vec::new(); PARTITIONS];
+        for (k, &id) in ids.iter().enumerate() {
+            by_part[partition_of(id)].push(k as u32);
+        }
+        const AHEAD: usize = 8;
+        let answers: Vec<Vec<bool>> = self
+            .parts_mut()
+            .zip(&by_part)
+            .map(|(mut part, ks)| {
+                let id = |j: usize| ids[ks[j] as usize];
+                (0..ks.len())
+                    .map(|j| {
+                        if j + AHEAD < ks.len() {
+                            part.prefetch(id(j + AHEAD));
+                        }
+                        part.check_and_insert(id(j))
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut seen = vec![false; ids.len()];
+        for (ks, answers) in by_part.iter().zip(answers) {
+            for (&k, answer) in ks.iter().zip(answers) {
+                seen[k as usize] = answer;
+            }
+        }
+        seen
+    }
+}
+
 /// The filter slice of one partition.
 pub struct FilterPart<'a> {
     words: &'a mut [u64],
@@ -430,5 +466,22 @@ mod tests {
 
         assert_eq!(Filter::for_ids(u64::MAX, 10).bytes(), Filter::MIN_BYTES);
         assert_eq!(Filter::for_ids(4 << 20, u64::MAX).bytes(), 4 << 20);
+    }
+
+    /// Checking ids all at once (the partitions in parallel) answers as
+    /// checking them one at a time in their order, repeats within the
+    /// ids and false positives of a small filter included.
+    #[test]
+    fn checking_all_at_once_answers_as_one_at_a_time() {
+        let ids: Vec<(u64, u64)> = (0..50_000u64).map(|i| id(i % 37_000)).collect();
+        let (mut one, mut all) = (Filter::new(16 << 10), Filter::new(16 << 10));
+        for i in 0..5_000 {
+            one.check_and_insert(id(100_000 + i));
+            all.check_and_insert(id(100_000 + i));
+        }
+        let expected: Vec<bool> = ids.iter().map(|&id| one.check_and_insert(id)).collect();
+        assert!(expected.iter().filter(|&&seen| seen).count() > 13_000, "repeats and false positives");
+        assert_eq!(all.check_and_insert_all(&ids), expected);
+        assert_eq!(all.parts, one.parts);
     }
 }

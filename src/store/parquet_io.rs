@@ -116,16 +116,19 @@ pub(super) fn timestamp_nanos(row: &RecordView<'_>) -> Result<i64> {
     })
 }
 
-/// Writes the frames `next` gives (until `None`) as one Parquet file at
-/// `path`, a frame at a time (Snappy pages, row groups of at most
-/// `ROW_GROUP_ROWS` rows), synced; no file without a frame. All frames
-/// have the first's columns.
+/// Writes the frames `next` gives (until `None`) as one Parquet scratch
+/// file at `path` (a Spark ingest's staging files, read back once by the
+/// same ingest), a frame at a time: row groups of at most `ROW_GROUP_ROWS`
+/// rows, uncompressed pages (compressing them cost the check tasks a tenth
+/// of their time: re-measure with `bench/spark.sh`), not synced (a run
+/// that dies starts again from its input); no file without a frame. All
+/// frames have the first's columns.
 pub(super) fn write_frames(path: &Path, mut next: impl FnMut() -> Result<Option<DataFrame>>) -> Result<()> {
     let Some(first) = next()? else { return Ok(()) };
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     let mut sink = std::io::BufWriter::new(file);
     let mut writer = ParquetWriter::new(&mut sink)
-        .with_compression(ParquetCompression::Snappy)
+        .with_compression(ParquetCompression::Uncompressed)
         .with_statistics(crate::parquet::STATISTICS)
         .with_row_group_size(Some(ROW_GROUP_ROWS))
         .batched(first.schema())
@@ -137,8 +140,8 @@ pub(super) fn write_frames(path: &Path, mut next: impl FnMut() -> Result<Option<
     }
     writer.finish().map_err(polars_error(path))?;
     drop(writer);
-    let file = sink.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
-    file.sync_all().map_err(|e| Error::io(path, e))
+    sink.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
+    Ok(())
 }
 
 pub(super) fn read_frame(path: &Path, columns: &[&str]) -> Result<DataFrame> {

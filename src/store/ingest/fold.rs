@@ -103,6 +103,25 @@ impl Rollups {
         self.shard(row.auth_id).add(row)
     }
 
+    /// Adds rows to their accounts' groups, the shards in parallel (each
+    /// shard its rows, in their order: the same groups as [`Rollups::add`]
+    /// of each row).
+    pub(in crate::store) fn add_all(&mut self, rows: &[RecordView<'_>]) -> Result<()> {
+        let shard_of_row: Vec<u8> = rows.par_iter().map(|row| shard_of(row.auth_id) as u8).collect();
+        let added: Vec<Result<()>> = self
+            .shards
+            .par_iter_mut()
+            .enumerate()
+            .map(|(s, shard)| {
+                rows.iter()
+                    .zip(&shard_of_row)
+                    .filter(|(_, &of)| usize::from(of) == s)
+                    .try_for_each(|(row, _)| shard.add(row))
+            })
+            .collect();
+        added.into_iter().collect()
+    }
+
     fn shard(&mut self, auth_id: &str) -> &mut Shard {
         &mut self.shards[shard_of(auth_id)]
     }

@@ -2,11 +2,13 @@
 //! staging output (new rows, repeats, rollups, counts) written as the local
 //! ingest writes a generation, and published by its manifest swap.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use polars::prelude::DataFrame;
+use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 
 use super::super::generation::{self, Prepared};
@@ -125,7 +127,6 @@ pub(super) fn publish(
         let mut taken: Vec<BatchRun> = new_batches.iter().map(|(b, _)| *b).chain(repeats.batches()).collect();
         taken.sort_unstable();
         taken.dedup();
-        let mut new_batches = new_batches.into_iter().peekable();
         let names: Vec<&str> = inventory.files.iter().map(|f| f.name.as_str()).collect();
         let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
         let noted = touched.entry(kind).or_default();
@@ -139,60 +140,97 @@ pub(super) fn publish(
         let mut pending = Pending::default();
         let mut pending_elsewhere = 0u64;
         let mut held: FxHashSet<Place> = FxHashSet::default();
-        for b in taken {
-            held.clear();
-            if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
-                let frames: Vec<(&PathBuf, DataFrame)> = batch
-                    .iter()
-                    .map(|run| Ok((run.part, read_frame(run.part, &CHECKED_COLUMNS)?)))
-                    .collect::<Result<_>>()?;
-                let columns: Vec<Checked<'_>> =
-                    frames.iter().map(|(part, frame)| Checked::of(part, frame)).collect::<Result<_>>()?;
-                let mut views = Vec::new();
-                let mut entries = Vec::new();
-                let mut revised: Vec<NewVersion<'_>> = Vec::new();
-                let mut sum = 0i128;
-                for (run, rows) in batch.iter().zip(&columns) {
-                    for i in run.rows.iter().flat_map(|rows| rows.clone()) {
-                        let file = u32::try_from(rows.file[i]).ok();
-                        let (Some(file), Some(name)) = (file, file.and_then(|f| names.get(f as usize))) else {
-                            return Err(Error::io(run.part, format!("row {i} names no input file")));
-                        };
-                        let view = rows.view(run.part, i, name)?;
-                        rollups.add(&view)?;
+        // The checked files of the next batch are read while this one is
+        // written.
+        std::thread::scope(|scope| -> Result<()> {
+            let frames_in = read_ahead(scope, &new_batches)?;
+            let mut new_batches = new_batches.iter().peekable();
+            for b in taken {
+                held.clear();
+                if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
+                    let frames =
+                        frames_in.recv().map_err(|_| Error::Internal("the checked files' reader stopped".into()))??;
+                    let columns: Vec<Checked<'_>> = batch
+                        .iter()
+                        .zip(&frames)
+                        .map(|(run, frame)| Checked::of(run.part, frame))
+                        .collect::<Result<_>>()?;
+                    // Every row of the batch (its rollups), and which of them
+                    // the filter held for the exact check.
+                    let at: Vec<(usize, usize)> = batch
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(r, run)| run.rows.iter().flat_map(move |rows| rows.clone().map(move |i| (r, i))))
+                        .collect();
+                    let ids: Vec<(u64, u64)> =
+                        at.iter().map(|&(r, i)| (columns[r].id_hi[i] as u64, columns[r].id_lo[i] as u64)).collect();
+                    let (seen, views) = rayon::join(
+                        || filter.check_and_insert_all(&ids),
+                        || {
+                            at.par_iter()
+                                .map(|&(r, i)| {
+                                    let file = u32::try_from(columns[r].file[i]).ok();
+                                    let name = file.and_then(|f| names.get(f as usize)).ok_or_else(|| {
+                                        Error::io(batch[r].part, format!("row {i} names no input file"))
+                                    })?;
+                                    columns[r].view(batch[r].part, i, name)
+                                })
+                                .collect::<Result<Vec<RecordView<'_>>>>()
+                        },
+                    );
+                    let views = views?;
+                    let mut held_rows: Vec<usize> = Vec::new();
+                    let mut entries = Vec::new();
+                    let mut revised: Vec<NewVersion<'_>> = Vec::new();
+                    let mut sum = 0i128;
+                    for (k, ((&(r, i), view), &id)) in at.iter().zip(&views).zip(&ids).enumerate() {
+                        let rows = &columns[r];
                         sum += view.amount as i128;
-                        let id = (rows.id_hi[i] as u64, rows.id_lo[i] as u64);
+                        // The view's file was checked against the inventory.
+                        let file = rows.file[i] as u32;
                         let content = rows.content[i] as u64;
                         let revision = u64::try_from(rows.revision[i])
-                            .map_err(|_| Error::io(run.part, format!("row {i}: revision {}", rows.revision[i])))?;
-                        let seen = Seen { id, file, line: view.source_line, content };
-                        if filter.check_and_insert(id) {
-                            pending.push_view(&view, seen, revision)?;
+                            .map_err(|_| Error::io(batch[r].part, format!("row {i}: revision {}", rows.revision[i])))?;
+                        let seen_at = Seen { id, file, line: view.source_line, content };
+                        if seen[k] {
+                            pending.push_view(view, seen_at, revision)?;
                             held.insert(Place { file, line: view.source_line });
+                            held_rows.push(k);
                             continue;
                         }
                         if may_be_corrected(revision, id, registered) {
-                            let (record_id, source_file) = (rows.t("record_id", i), *name);
-                            revised.push(NewVersion { record_id, revision, seen, source_file });
+                            let (record_id, source_file) = (rows.record_id[i], view.source_file);
+                            revised.push(NewVersion { record_id, revision, seen: seen_at, source_file });
                         }
                         let place = Place { file: base + file, line: view.source_line };
                         entries.push(IndexEntry { id, content, place: index::pack(place) });
-                        views.push(view);
                     }
+                    // The rows written now: all but the held ones.
+                    let written: Cow<'_, [RecordView<'_>]> = if held_rows.is_empty() {
+                        Cow::Borrowed(&views)
+                    } else {
+                        let mut held_rows = held_rows.iter().peekable();
+                        let kept = views.iter().enumerate().filter(|(i, _)| held_rows.next_if_eq(&i).is_none());
+                        Cow::Owned(kept.map(|(_, view)| *view).collect())
+                    };
+                    let (folded, written) =
+                        rayon::join(|| rollups.add_all(&views), || writer.write(&written, &entries));
+                    folded?;
+                    note(written?, revised);
+                    amount = amount
+                        .checked_add(Amount::from_nanos(sum))
+                        .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
                 }
-                note(writer.write(&views, &entries)?, revised);
-                amount = amount
-                    .checked_add(Amount::from_nanos(sum))
-                    .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
+                pending_elsewhere += repeats.held_bytes(b, &held);
+                if pending.bytes() + pending_elsewhere >= options.pending_bytes {
+                    let (views, entries) = pending.records(&names, base);
+                    note(writer.write(&views, &entries)?, pending.touched(None, registered, &names));
+                    drop(views);
+                    (pending, pending_elsewhere) = (Pending::default(), 0);
+                }
             }
-            pending_elsewhere += repeats.held_bytes(b, &held);
-            if pending.bytes() + pending_elsewhere >= options.pending_bytes {
-                let (views, entries) = pending.records(&names, base);
-                note(writer.write(&views, &entries)?, pending.touched(None, registered, &names));
-                drop(views);
-                (pending, pending_elsewhere) = (Pending::default(), 0);
-            }
-        }
+            Ok(())
+        })?;
         let (views, entries) = pending.records(&names, base);
         note(writer.write(&views, &entries)?, pending.touched(None, registered, &names));
         drop(views);
@@ -238,6 +276,30 @@ pub(super) fn publish(
     options.progress.tell(IngestProgress::Publishing);
     let folded = generation::Folded { rollups: taken.rollups, applied };
     generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer)
+}
+
+/// The frames of each batch's checked files, in order, read on a thread of
+/// their own (one batch ahead of the caller).
+fn read_ahead<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    batches: &'env [(BatchRun, Vec<PartRows<'env>>)],
+) -> Result<std::sync::mpsc::Receiver<Result<Vec<DataFrame>>>> {
+    let (send, frames) = std::sync::mpsc::sync_channel(0);
+    let read = move || {
+        for (_, batch) in batches {
+            let read: Result<Vec<DataFrame>> = batch.iter().map(|run| read_frame(run.part, &CHECKED_COLUMNS)).collect();
+            let failed = read.is_err();
+            // The caller is gone (it failed): nothing more to read.
+            if send.send(read).is_err() || failed {
+                return;
+            }
+        }
+    };
+    std::thread::Builder::new()
+        .name("telemeter-read".into())
+        .spawn_scoped(scope, read)
+        .map_err(|e| Error::Internal(format!("cannot start a thread: {e}")))?;
+    Ok(frames)
 }
 
 /// Writes new rows of one kind as one records and one index file, numbered
@@ -535,8 +597,21 @@ fn push_run<'p>(
 
 /// The columns of a checked file.
 struct Checked<'f> {
-    text: BTreeMap<&'static str, Vec<&'f str>>,
-    int: BTreeMap<&'static str, Vec<i64>>,
+    record_id: Vec<&'f str>,
+    auth_id: Vec<&'f str>,
+    subaccount: Vec<&'f str>,
+    product: Vec<&'f str>,
+    type_: Vec<&'f str>,
+    direction: Vec<&'f str>,
+    country: Vec<&'f str>,
+    code: Vec<&'f str>,
+    secs: Vec<i64>,
+    nanos: Vec<i64>,
+    units: Vec<i64>,
+    duration: Vec<i64>,
+    amount: Vec<i64>,
+    surcharge: Vec<i64>,
+    line: Vec<i64>,
     file: Vec<i64>,
     id_hi: Vec<i64>,
     id_lo: Vec<i64>,
@@ -555,17 +630,22 @@ impl<'f> Checked<'f> {
             let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
             column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
         };
-        let mut texts = BTreeMap::new();
-        for name in ["record_id", "auth_id", "subaccount", "product", "type", "direction", "country", "code"] {
-            texts.insert(name, text(name)?);
-        }
-        let mut ints = BTreeMap::new();
-        for name in ["secs", "nanos", "units", "duration", "amount", "surcharge", "line"] {
-            ints.insert(name, int(name)?);
-        }
         Ok(Checked {
-            text: texts,
-            int: ints,
+            record_id: text("record_id")?,
+            auth_id: text("auth_id")?,
+            subaccount: text("subaccount")?,
+            product: text("product")?,
+            type_: text("type")?,
+            direction: text("direction")?,
+            country: text("country")?,
+            code: text("code")?,
+            secs: int("secs")?,
+            nanos: int("nanos")?,
+            units: int("units")?,
+            duration: int("duration")?,
+            amount: int("amount")?,
+            surcharge: int("surcharge")?,
+            line: int("line")?,
             file: int("file")?,
             id_hi: int("id_hi")?,
             id_lo: int("id_lo")?,
@@ -574,47 +654,39 @@ impl<'f> Checked<'f> {
         })
     }
 
-    fn t(&self, name: &str, i: usize) -> &'f str {
-        self.text.get(name).and_then(|v| v.get(i)).copied().unwrap_or("")
-    }
-
-    fn n(&self, name: &str, i: usize) -> i64 {
-        self.int.get(name).and_then(|v| v.get(i)).copied().unwrap_or(0)
-    }
-
     /// Row `i` as a record, checked again for what the types promise.
     fn view<'s>(&self, path: &Path, i: usize, source_file: &'s str) -> Result<RecordView<'s>>
     where
         'f: 's,
     {
-        let broken = |what: String| Error::io(path, format!("not a Spark ingest file: row {i}: {what}"));
-        let product = Product::parse(self.t("product", i)).ok_or_else(|| broken("product".into()))?;
-        let direction = match self.t("direction", i) {
+        let broken = |what: &str| Error::io(path, format!("not a Spark ingest file: row {i}: {what}"));
+        let product = Product::parse(self.product[i]).ok_or_else(|| broken("product"))?;
+        let direction = match self.direction[i] {
             "" => None,
-            text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken("direction".into()))?),
+            text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken("direction"))?),
         };
-        let country = match self.t("country", i) {
+        let country = match self.country[i] {
             "" => None,
-            text => Some(Country::parse(text.as_bytes()).ok_or_else(|| broken("country".into()))?),
+            text => Some(Country::parse(text.as_bytes()).ok_or_else(|| broken("country"))?),
         };
-        let nanos = u32::try_from(self.n("nanos", i)).map_err(|_| broken("nanos".into()))?;
-        let units = u64::try_from(self.n("units", i)).map_err(|_| broken("units".into()))?;
-        let line = u64::try_from(self.n("line", i)).map_err(|_| broken("line".into()))?;
+        let nanos = u32::try_from(self.nanos[i]).map_err(|_| broken("nanos"))?;
+        let units = u64::try_from(self.units[i]).map_err(|_| broken("units"))?;
+        let line = u64::try_from(self.line[i]).map_err(|_| broken("line"))?;
         Ok(RecordView {
-            record_id: self.t("record_id", i),
-            auth_id: self.t("auth_id", i),
-            subaccount: self.t("subaccount", i),
-            secs: self.n("secs", i),
+            record_id: self.record_id[i],
+            auth_id: self.auth_id[i],
+            subaccount: self.subaccount[i],
+            secs: self.secs[i],
             nanos,
             product,
-            type_: self.t("type", i),
+            type_: self.type_[i],
             direction,
             country,
             units,
-            duration: self.n("duration", i),
-            amount: self.n("amount", i),
-            surcharge: self.n("surcharge", i),
-            code: self.t("code", i),
+            duration: self.duration[i],
+            amount: self.amount[i],
+            surcharge: self.surcharge[i],
+            code: self.code[i],
             source_file,
             source_line: line,
         })
