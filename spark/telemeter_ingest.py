@@ -48,6 +48,12 @@ from pyspark.sql import SparkSession
 KINDS = ["calls", "messages", "transcriptions", "charges"]
 # The dedup's id-hash partitions (src/records/dedup.rs, PARTITIONS).
 PARTITIONS = 64
+# A Spark task costs about 0.1 s besides its work (local[2]): small inputs
+# get fewer, larger tasks. Input bytes per check task, and new rows per
+# dedup task, below which a task takes more (re-tune with bench/spark.sh
+# and a small day, docs/scale.md).
+BYTES_PER_CHECK_TASK = 64 << 20
+ROWS_PER_DEDUP_TASK = 1 << 20
 
 
 def executable(name):
@@ -72,6 +78,14 @@ def check_files(binary, out, on_bad_row):
             yield run_task(exe, threads, f, on_bad_row, out)
 
     return run
+
+
+def check_tasks(sc, files):
+    """How many tasks check the (local) input files: one per file, or a
+    BYTES_PER_CHECK_TASK share of them, but at least two per core."""
+    size = sum(os.path.getsize(f["path"]) for f in files)
+    wanted = max(2 * sc.defaultParallelism, -(-size // BYTES_PER_CHECK_TASK))
+    return max(1, min(len(files), wanted))
 
 
 def run_task(exe, threads, f, on_bad_row, out):
@@ -282,10 +296,14 @@ def deduplicate(sc, binary, staging, plan, files, by_index, kinds):
     path = os.path.join(staging, "dedup.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(inputs, f)
-    # A few ranges per core: a kind's partitions hold about equal shares.
-    per_kind = min(PARTITIONS, max(1, 2 * sc.defaultParallelism))
-    bounds = [PARTITIONS * i // per_kind for i in range(per_kind + 1)]
-    ranges = [(kind, a, b) for kind in inputs["kinds"] for a, b in zip(bounds, bounds[1:]) if a < b]
+    # A kind's partitions hold about equal shares of its rows: a range per
+    # ROWS_PER_DEDUP_TASK new rows, at most two per core.
+    ranges = []
+    for kind in inputs["kinds"]:
+        rows = sum(by_index[f["index"]]["valid"] for f in files if f["kind"] == kind)
+        tasks = max(1, min(PARTITIONS, 2 * sc.defaultParallelism, -(-rows // ROWS_PER_DEDUP_TASK)))
+        bounds = [PARTITIONS * i // tasks for i in range(tasks + 1)]
+        ranges += [(kind, a, b) for a, b in zip(bounds, bounds[1:])]
     sc.setJobDescription("deduplicate (telemeter spark-task, one task per kind and range of partitions)")
     task = dedup_ranges(binary, path, os.path.join(staging, "dups"))
     found = {}
@@ -335,7 +353,7 @@ def main():
             summaries = read_contents(spark, files, lambda contents: contents.rdd.mapPartitions(task).collect())
         else:
             task = check_files(plan["binary"], checked_dir, plan["on_bad_row"])
-            summaries = sc.parallelize(files, len(files)).mapPartitions(task).collect()
+            summaries = sc.parallelize(files, check_tasks(sc, files)).mapPartitions(task).collect()
     by_index = {s["index"]: s for s in summaries}
     missing = [f["name"] for f in files if f["index"] not in by_index]
     if missing:
