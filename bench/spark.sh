@@ -2,20 +2,28 @@
 # The Spark engine's benchmark (README "Performance", docs/scale.md).
 #
 # Ingests the benchmark data set of bench/run.sh ($BENCH_DATA, default
-# /work/bench-data; run bench/run.sh first to generate it) three ways, each
-# into a fresh store, and prints wall time and peak memory:
+# /work/bench-data; run bench/run.sh first to generate it), each run into
+# a fresh store, ROUNDS times (default 3), the engines alternating:
 #   1. the local engine;
 #   2. --engine spark --spark-master local[2];
 #   3. --engine spark on a standalone cluster of one master and two workers
-#      (1 core, 3 GiB each) started here on 127.0.0.1.
-# Peak memory is the largest sum of resident memory of every process of the
-# run (telemeter, spark-submit's JVM, Python workers, spark-task processes;
-# for the cluster also the workers' executors), sampled every second.
-# Then checks that the three stores give the same answer, byte for byte.
-# Needs SPARK_HOME (see README "Running on Spark"). Results: README, Performance.
+#      (1 core, 3 GiB each) started here on 127.0.0.1;
+#   4. the same cluster, the job given one core (spark.cores.max=1): the
+#      speed-up of a second worker;
+# then a small day ($BENCH_SMALL: 1 % new rows, generated here) into a copy
+# of the first store, by the local engine and by local[2]: the cost of an
+# ingest beside the store's history.
+# Prints each run's wall time and peak memory (the largest sum of resident
+# memory of every process of the run: telemeter, spark-submit's JVM, Python
+# workers, spark-task processes, the cluster's executors; sampled every
+# second), then the medians, and checks that the stores give the same
+# answer, byte for byte. The page cache holds the input before each run.
+# Needs SPARK_HOME (see README "Running on Spark").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${BENCH_DATA:-/work/bench-data}
+SMALL=${BENCH_SMALL:-/work/bench-data-1pct}
+ROUNDS=${ROUNDS:-3}
 WORK=${BENCH_WORK:-/work/bench-out}/spark
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-release}
 cargo build --release --quiet
@@ -24,6 +32,14 @@ BIN=$CARGO_TARGET_DIR/release/telemeter
 export SPARK_LOCAL_IP=127.0.0.1
 rm -rf "$WORK" && mkdir -p "$WORK"
 [ -f "$DATA/accounts.csv" ] || { echo "no benchmark data in $DATA: run bench/run.sh first" >&2; exit 1; }
+if [ ! -f "$SMALL/.generated-v1" ]; then
+  # 1 % of bench/run.sh's rows, other record ids (seed 2), its accounts.
+  rm -rf "$SMALL"
+  "$BIN" generate --quiet --out "$SMALL" --calls 100000 --messages 50000 --transcriptions 10000 --charges 1000 \
+    --accounts 50 --subaccounts 5 --start 2026-11-01 --days 1 --seed 2 --format csv --files 8 --duplicates 0.01
+  cp "$DATA/accounts.csv" "$SMALL/accounts.csv"
+  touch "$SMALL/.generated-v1"
+fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 tree_rss() { # pids...: summed RSS (KiB) of these processes and all their descendants
@@ -37,9 +53,13 @@ tree_rss() { # pids...: summed RSS (KiB) of these processes and all their descen
     }'
 }
 
+RESULTS=$WORK/results.tsv
+warm() { find "$@" -type f -exec cat {} + > /dev/null; }
+
 measure() { # name extra-roots command...: wall time and peak tree RSS of the command
   local name=$1 roots=$2; shift 2
   local start end peak=0 pid rss
+  warm "$DATA" "$SMALL"
   start=$(date +%s.%N)
   "$@" > "$WORK/$name.out" 2> "$WORK/$name.err" &
   pid=$!
@@ -50,13 +70,11 @@ measure() { # name extra-roots command...: wall time and peak tree RSS of the co
   done
   wait "$pid" || { echo "$name failed:"; tail -20 "$WORK/$name.err"; exit 1; }
   end=$(date +%s.%N)
-  printf '%-22s wall %7.1f s  peak memory %6d MiB\n' "$name" "$(echo "$end - $start" | bc)" $((peak / 1024))
-  grep '^total' "$WORK/$name.out"
+  local wall
+  wall=$(echo "$end - $start" | bc)
+  printf '%-22s wall %7.1f s  peak memory %6d MiB\n' "$name" "$wall" $((peak / 1024))
+  printf '%s\t%s\t%s\n' "$name" "$wall" $((peak / 1024)) >> "$RESULTS"
 }
-
-measure local "" "$BIN" ingest --data "$DATA" --store "$WORK/store-local"
-measure spark-local-2 "" "$BIN" ingest --data "$DATA" --store "$WORK/store-spark-local" \
-  --engine spark --spark-master 'local[2]' --spark-conf spark.driver.memory=4g
 
 # A standalone cluster: one master, two workers of one core each.
 CLASS=$SPARK_HOME/bin/spark-class
@@ -73,15 +91,42 @@ done
 stop() { for p in "$MASTER" "${W[@]}"; do kill -- -"$p" 2>/dev/null || true; done; }
 trap stop EXIT
 until [ "$(grep -c 'Registering worker' "$WORK/cluster/master.log" || true)" -ge 2 ]; do sleep 1; done
-measure spark-cluster-2x1 "${W[*]}" "$BIN" ingest --data "$DATA" --store "$WORK/store-spark-cluster" \
-  --engine spark --spark-master spark://127.0.0.1:7177 --spark-conf spark.executor.memory=2g
+
+ingest() { # name store data [args...]: one timed ingest into a fresh store
+  local name=$1 store=$2 data=$3; shift 3
+  local roots=""
+  [[ $name == spark-cluster* ]] && roots="${W[*]}"
+  rm -rf "$WORK/store-$store"
+  measure "$name" "$roots" "$BIN" ingest --data "$data" --store "$WORK/store-$store" "$@"
+}
+LOCAL2=(--engine spark --spark-master 'local[2]' --spark-conf spark.driver.memory=4g)
+CLUSTER=(--engine spark --spark-master spark://127.0.0.1:7177 --spark-conf spark.executor.memory=2g)
+for round in $(seq "$ROUNDS"); do
+  echo "round $round"
+  ingest local local "$DATA"
+  ingest spark-local-2 spark-local "$DATA" "${LOCAL2[@]}"
+  ingest spark-cluster-2x1 spark-cluster "$DATA" "${CLUSTER[@]}"
+  ingest spark-cluster-1x1 spark-cluster-1 "$DATA" "${CLUSTER[@]}" --spark-conf spark.cores.max=1
+  # 1 % new rows into the first store's copy: both engines.
+  for engine in local spark-local-2; do
+    rm -rf "$WORK/store-small-$engine" && cp -r "$WORK/store-local" "$WORK/store-small-$engine"
+    args=()
+    [ "$engine" = local ] || args=("${LOCAL2[@]}")
+    measure "$engine-1pct" "" "$BIN" ingest --data "$SMALL" --store "$WORK/store-small-$engine" "${args[@]}"
+  done
+done
 stop
 trap - EXIT
 
+echo "medians of $ROUNDS rounds:"
+sort -k1,1 -k2,2n "$RESULTS" | awk -F'\t' '
+  { wall[$1] = wall[$1] " " $2; mem[$1] = (mem[$1] > $3 ? mem[$1] : $3); n[$1]++ }
+  END { for (k in n) { split(substr(wall[k], 2), w, " "); printf "%-22s wall %7.1f s  peak memory (max) %6d MiB\n", k, w[int((n[k] + 1) / 2)], mem[k] } }' | sort
+
 ACCOUNT=$(sed -n 2p "$DATA/accounts.csv" | cut -d, -f1)
 QUERY='granularity=day&from_date=2026-08-01&to_date=2026-11-01&timezone=Asia/Kolkata'
-for store in local spark-local spark-cluster; do
-  # one key for all three: each store otherwise seals page tokens with its own
+for store in local spark-local spark-cluster spark-cluster-1 small-local small-spark-local-2; do
+  # one key for all: each store otherwise seals page tokens with its own
   TELEMETER_TOKEN_KEY=bench-compare "$BIN" summary --store "$WORK/store-$store" --auth-id "$ACCOUNT" --query "$QUERY" --now 2026-11-02T00:00:00Z \
     --all-pages | sha256sum | sed "s/-$/$store/"
 done
