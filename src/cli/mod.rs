@@ -108,7 +108,9 @@ pub fn main() -> ExitCode {
     // The allocator's setup, before any thread starts (cli::memory).
     match &cli.command {
         Command::Summary(args) if args.source.store.is_some() => memory::for_one_answer(),
-        Command::Ingest(args) if args.engine == ingest::EngineArg::Local => memory::for_ingest(),
+        // Either engine: the Spark engine's publish, and its tasks, fold and
+        // write a batch at a time as the local ingest does.
+        Command::Ingest(_) | Command::SparkTask(_) => memory::for_ingest(),
         _ => {}
     }
     // The worker threads start here, so that a process that cannot start

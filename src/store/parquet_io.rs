@@ -90,10 +90,6 @@ pub(super) fn int_column(name: &str, values: Vec<i64>) -> FrameColumn {
     Int64Chunked::from_vec(name.into(), values).into_series().into_column()
 }
 
-pub(super) fn text_column(name: &str, values: Vec<&str>) -> FrameColumn {
-    FrameColumn::new(name.into(), values)
-}
-
 pub(super) fn to_i64(value: u64, what: &str) -> Result<i64> {
     i64::try_from(value).map_err(|_| Error::Limit(format!("{what} {value} is too large for the store (Int64)")))
 }

@@ -41,6 +41,7 @@
 
 mod dedup;
 mod publish;
+mod rows;
 mod task;
 
 pub use dedup::{dedup_task, Clash, DedupInputs, DedupSummary, KindInputs};

@@ -5,9 +5,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
-use polars::prelude::DataFrame;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 
@@ -23,15 +23,16 @@ use super::super::ingest::{self};
 use super::super::parquet_io::{polars_error, read_frame, RecordView};
 use super::super::KindFiles;
 use super::dedup::REPEAT_COLUMNS;
-use super::task::{TaskError, CHECKED_COLUMNS};
+use super::rows::{read_places, CheckedRow, RowsFile};
+use super::task::TaskError;
 use super::{JobError, JobResult, KindResult};
 use crate::aggregate::Tally;
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
-use crate::records::dedup::{Place, Seen};
+use crate::records::dedup::Place;
 use crate::records::files::{Format, InputFile};
-use crate::records::{Country, Direction, Kind, Product};
+use crate::records::Kind;
 
 /// Turns the job's result into a published generation (or its error).
 pub(super) fn publish(
@@ -113,10 +114,10 @@ pub(super) fn publish(
         // The new rows are the checked rows but the repeats: read from the
         // tasks' own files, in file and line order, so the job never sorts
         // or writes them again.
-        let checked: Vec<PathBuf> = of_kind
+        let checked: Vec<CheckedFile> = of_kind
             .iter()
-            .map(|(index, _)| staging.join("checked").join(format!("{index}.parquet")))
-            .filter(|path| path.exists())
+            .map(|(index, _)| CheckedFile::of(staging, *index))
+            .filter(|checked| checked.rows.exists())
             .collect();
         let places: Vec<Place> = found.iter().map(|r| r.at).collect();
         let NewRows { batches: new_batches, repeat_text } = runs_by_batch(&checked, &places, &steps)?;
@@ -143,18 +144,13 @@ pub(super) fn publish(
         // The checked files of the next batch are read while this one is
         // written.
         std::thread::scope(|scope| -> Result<()> {
-            let frames_in = read_ahead(scope, &new_batches)?;
+            let ReadAhead { files: files_in, spent } = read_ahead(scope, &new_batches)?;
             let mut new_batches = new_batches.iter().peekable();
             for b in taken {
                 held.clear();
                 if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
-                    let frames =
-                        frames_in.recv().map_err(|_| Error::Internal("the checked files' reader stopped".into()))??;
-                    let columns: Vec<Checked<'_>> = batch
-                        .iter()
-                        .zip(&frames)
-                        .map(|(run, frame)| Checked::of(run.part, frame))
-                        .collect::<Result<_>>()?;
+                    let files =
+                        files_in.recv().map_err(|_| Error::Internal("the checked files' reader stopped".into()))??;
                     // Every row of the batch (its rollups), and which of them
                     // the filter held for the exact check.
                     let at: Vec<(usize, usize)> = batch
@@ -162,48 +158,43 @@ pub(super) fn publish(
                         .enumerate()
                         .flat_map(|(r, run)| run.rows.iter().flat_map(move |rows| rows.clone().map(move |i| (r, i))))
                         .collect();
-                    let ids: Vec<(u64, u64)> =
-                        at.iter().map(|&(r, i)| (columns[r].id_hi[i] as u64, columns[r].id_lo[i] as u64)).collect();
-                    let (seen, views) = rayon::join(
-                        || filter.check_and_insert_all(&ids),
-                        || {
-                            at.par_iter()
-                                .map(|&(r, i)| {
-                                    let file = u32::try_from(columns[r].file[i]).ok();
-                                    let name = file.and_then(|f| names.get(f as usize)).ok_or_else(|| {
-                                        Error::io(batch[r].part, format!("row {i} names no input file"))
-                                    })?;
-                                    columns[r].view(batch[r].part, i, name)
-                                })
-                                .collect::<Result<Vec<RecordView<'_>>>>()
-                        },
-                    );
-                    let views = views?;
+                    let rows: Vec<CheckedRow<'_>> = at
+                        .par_iter()
+                        .map(|&(r, i)| {
+                            let mut row = files[r].row(i)?;
+                            row.view.source_file = names.get(row.seen.file as usize).ok_or_else(|| {
+                                Error::io(&batch[r].part.rows, format!("row {i} names no input file"))
+                            })?;
+                            Ok(row)
+                        })
+                        .collect::<Result<_>>()?;
+                    let ids: Vec<(u64, u64)> = rows.iter().map(|row| row.seen.id).collect();
+                    let seen = filter.check_and_insert_all(&ids);
+                    let views: Vec<RecordView<'_>> = rows.iter().map(|row| row.view).collect();
                     let mut held_rows: Vec<usize> = Vec::new();
                     let mut entries = Vec::new();
                     let mut revised: Vec<NewVersion<'_>> = Vec::new();
                     let mut sum = 0i128;
-                    for (k, ((&(r, i), view), &id)) in at.iter().zip(&views).zip(&ids).enumerate() {
-                        let rows = &columns[r];
+                    for (k, row) in rows.iter().enumerate() {
+                        let CheckedRow { view, seen: seen_at, revision, .. } = row;
+                        let (view, seen_at, revision) = (*view, *seen_at, *revision);
                         sum += view.amount as i128;
-                        // The view's file was checked against the inventory.
-                        let file = rows.file[i] as u32;
-                        let content = rows.content[i] as u64;
-                        let revision = u64::try_from(rows.revision[i])
-                            .map_err(|_| Error::io(batch[r].part, format!("row {i}: revision {}", rows.revision[i])))?;
-                        let seen_at = Seen { id, file, line: view.source_line, content };
                         if seen[k] {
-                            pending.push_view(view, seen_at, revision)?;
-                            held.insert(Place { file, line: view.source_line });
+                            pending.push_view(&view, seen_at, revision)?;
+                            held.insert(Place { file: seen_at.file, line: seen_at.line });
                             held_rows.push(k);
                             continue;
                         }
-                        if may_be_corrected(revision, id, registered) {
-                            let (record_id, source_file) = (rows.record_id[i], view.source_file);
+                        if may_be_corrected(revision, seen_at.id, registered) {
+                            let (record_id, source_file) = (view.record_id, view.source_file);
                             revised.push(NewVersion { record_id, revision, seen: seen_at, source_file });
                         }
-                        let place = Place { file: base + file, line: view.source_line };
-                        entries.push(IndexEntry { id, content, place: index::pack(place) });
+                        let place = Place { file: base + seen_at.file, line: seen_at.line };
+                        entries.push(IndexEntry {
+                            id: seen_at.id,
+                            content: seen_at.content,
+                            place: index::pack(place),
+                        });
                     }
                     // The rows written now: all but the held ones.
                     let written: Cow<'_, [RecordView<'_>]> = if held_rows.is_empty() {
@@ -220,6 +211,8 @@ pub(super) fn publish(
                     amount = amount
                         .checked_add(Amount::from_nanos(sum))
                         .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
+                    // The reader may be done: then the buffers just go.
+                    let _ = spent.send(files);
                 }
                 pending_elsewhere += repeats.held_bytes(b, &held);
                 if pending.bytes() + pending_elsewhere >= options.pending_bytes {
@@ -278,16 +271,30 @@ pub(super) fn publish(
     generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer)
 }
 
-/// The frames of each batch's checked files, in order, read on a thread of
-/// their own (one batch ahead of the caller).
+/// The reader of [`read_ahead`].
+struct ReadAhead {
+    /// Each batch's files, in order.
+    files: Receiver<Result<Vec<RowsFile>>>,
+    /// Where a batch's files go once written: their buffers are read into
+    /// again.
+    spent: Sender<Vec<RowsFile>>,
+}
+
+/// Each batch's checked-rows files, in order, read on a thread of their
+/// own (one batch ahead of the caller), into the buffers the caller hands
+/// back when it is done with a batch's files.
 fn read_ahead<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     batches: &'env [(BatchRun, Vec<PartRows<'env>>)],
-) -> Result<std::sync::mpsc::Receiver<Result<Vec<DataFrame>>>> {
-    let (send, frames) = std::sync::mpsc::sync_channel(0);
+) -> Result<ReadAhead> {
+    let (send, files) = std::sync::mpsc::sync_channel(0);
+    let (spent, buffers) = std::sync::mpsc::channel::<Vec<RowsFile>>();
     let read = move || {
+        let mut spare: Vec<Vec<u8>> = Vec::new();
         for (_, batch) in batches {
-            let read: Result<Vec<DataFrame>> = batch.iter().map(|run| read_frame(run.part, &CHECKED_COLUMNS)).collect();
+            spare.extend(buffers.try_iter().flatten().map(RowsFile::into_bytes));
+            let read: Result<Vec<RowsFile>> =
+                batch.iter().map(|run| RowsFile::read_into(&run.part.rows, spare.pop().unwrap_or_default())).collect();
             let failed = read.is_err();
             // The caller is gone (it failed): nothing more to read.
             if send.send(read).is_err() || failed {
@@ -299,7 +306,7 @@ fn read_ahead<'scope, 'env>(
         .name("telemeter-read".into())
         .spawn_scoped(scope, read)
         .map_err(|e| Error::Internal(format!("cannot start a thread: {e}")))?;
-    Ok(frames)
+    Ok(ReadAhead { files, spent })
 }
 
 /// Writes new rows of one kind as one records and one index file, numbered
@@ -504,8 +511,30 @@ fn parts(folder: &Path) -> Result<Vec<PathBuf>> {
 
 /// Rows of the checked file `part`: runs of its rows, in order.
 struct PartRows<'p> {
-    part: &'p PathBuf,
+    part: &'p CheckedFile,
     rows: Vec<std::ops::Range<usize>>,
+}
+
+/// The checked rows of one input file (a check task's output).
+#[derive(PartialEq, Eq)]
+struct CheckedFile {
+    /// The input file's index in the inventory.
+    index: u32,
+    /// Its rows ([`RowsFile`]).
+    rows: PathBuf,
+    /// Their places ([`read_places`]).
+    places: PathBuf,
+}
+
+impl CheckedFile {
+    fn of(staging: &Path, index: u32) -> CheckedFile {
+        let checked = staging.join("checked");
+        CheckedFile {
+            index,
+            rows: checked.join(format!("{index}.rows")),
+            places: checked.join(format!("{index}.places")),
+        }
+    }
 }
 
 /// The new rows of the checked files, by batch ([`runs_by_batch`]).
@@ -518,31 +547,27 @@ struct NewRows<'p> {
 
 /// The new rows of the checked files (each in line order, the files in
 /// file order): every row but the repeats (`repeats`, in order), cut into
-/// the local ingest's batches ([`Steps`]). Only the `file`, `line` and
-/// `text` columns are read here.
-fn runs_by_batch<'p>(parts: &'p [PathBuf], repeats: &[Place], steps: &Steps<'_>) -> Result<NewRows<'p>> {
+/// the local ingest's batches ([`Steps`]). Only each row's place and text
+/// size are read here.
+fn runs_by_batch<'p>(parts: &'p [CheckedFile], repeats: &[Place], steps: &Steps<'_>) -> Result<NewRows<'p>> {
     let mut batches: Vec<(BatchRun, Vec<PartRows<'p>>)> = Vec::new();
     let mut repeat_text = Vec::with_capacity(repeats.len());
     let mut repeats = repeats.iter().peekable();
     let mut last: Option<Place> = None;
     for part in parts {
-        let frame = read_frame(part, &["file", "line", "text"])?;
-        let column = |name: &str| frame.column(name).and_then(|c| c.i64()).map_err(polars_error(part));
-        let (files, lines, texts) = (column("file")?, column("line")?, column("text")?);
+        let places = read_places(&part.places)?;
         let mut start = 0;
         let mut run_batch: Option<BatchRun> = None;
-        for (i, ((file, line), text)) in files.iter().zip(lines.iter()).zip(texts.iter()).enumerate() {
-            let place = file.zip(line).and_then(|(f, l)| Some((u32::try_from(f).ok()?, u64::try_from(l).ok()?)));
-            let (file, line) = place.ok_or_else(|| Error::io(part, format!("row {i}: no input file and line")))?;
+        for (i, head) in places.iter().enumerate() {
+            let (file, line) = (part.index, head.line);
             let at = Place { file, line };
             if last.is_some_and(|last| at <= last) {
-                return Err(Error::io(part, format!("row {i}: not after the row before it")));
+                return Err(Error::io(&part.places, format!("row {i}: not after the row before it")));
             }
             last = Some(at);
             let repeat = repeats.next_if(|&&r| r == at).is_some();
             if repeat {
-                let text = text.and_then(|t| u64::try_from(t).ok());
-                repeat_text.push(text.ok_or_else(|| Error::io(part, format!("row {i}: no text size")))?);
+                repeat_text.push(head.text);
             }
             let batch = steps.of(file, line);
             if repeat || run_batch != Some(batch) {
@@ -553,7 +578,7 @@ fn runs_by_batch<'p>(parts: &'p [PathBuf], repeats: &[Place], steps: &Steps<'_>)
             }
         }
         if let Some(b) = run_batch {
-            push_run(&mut batches, b, part, start..files.len());
+            push_run(&mut batches, b, part, start..places.len());
         }
     }
     if let Some(missed) = repeats.next() {
@@ -567,20 +592,16 @@ fn runs_by_batch<'p>(parts: &'p [PathBuf], repeats: &[Place], steps: &Steps<'_>)
 
 /// The record id at `line` of input file `file`, from its checked file.
 fn record_id_at(staging: &Path, file: u32, line: u64) -> Result<String> {
-    let path = staging.join("checked").join(format!("{file}.parquet"));
-    let frame = read_frame(&path, &["line", "record_id"])?;
-    let lines = frame.column("line").and_then(|c| c.i64()).map_err(polars_error(&path))?;
-    let ids = frame.column("record_id").and_then(|c| c.str()).map_err(polars_error(&path))?;
-    let at = lines.iter().position(|l| l.and_then(|l| u64::try_from(l).ok()) == Some(line));
-    at.and_then(|i| ids.get(i))
-        .map(str::to_owned)
-        .ok_or_else(|| Error::io(&path, format!("no checked row at line {line}")))
+    let checked = CheckedFile::of(staging, file);
+    let at = read_places(&checked.places)?.iter().position(|place| place.line == line);
+    let at = at.ok_or_else(|| Error::io(&checked.places, format!("no checked row at line {line}")))?;
+    Ok(RowsFile::read(&checked.rows)?.row(at)?.view.record_id.to_owned())
 }
 
 fn push_run<'p>(
     batches: &mut Vec<(BatchRun, Vec<PartRows<'p>>)>,
     batch: BatchRun,
-    part: &'p PathBuf,
+    part: &'p CheckedFile,
     rows: std::ops::Range<usize>,
 ) {
     if rows.is_empty() {
@@ -588,143 +609,31 @@ fn push_run<'p>(
     }
     match batches.last_mut() {
         Some((b, runs)) if *b == batch => match runs.last_mut() {
-            Some(run) if run.part == part => run.rows.push(rows),
+            Some(run) if std::ptr::eq(run.part, part) => run.rows.push(rows),
             _ => runs.push(PartRows { part, rows: vec![rows] }),
         },
         _ => batches.push((batch, vec![PartRows { part, rows: vec![rows] }])),
     }
 }
 
-/// The columns of a checked file.
-struct Checked<'f> {
-    record_id: Vec<&'f str>,
-    auth_id: Vec<&'f str>,
-    subaccount: Vec<&'f str>,
-    product: Vec<&'f str>,
-    type_: Vec<&'f str>,
-    direction: Vec<&'f str>,
-    country: Vec<&'f str>,
-    code: Vec<&'f str>,
-    secs: Vec<i64>,
-    nanos: Vec<i64>,
-    units: Vec<i64>,
-    duration: Vec<i64>,
-    amount: Vec<i64>,
-    surcharge: Vec<i64>,
-    line: Vec<i64>,
-    file: Vec<i64>,
-    id_hi: Vec<i64>,
-    id_lo: Vec<i64>,
-    content: Vec<i64>,
-    revision: Vec<i64>,
-}
-
-impl<'f> Checked<'f> {
-    fn of(path: &Path, frame: &'f DataFrame) -> Result<Checked<'f>> {
-        let broken = |what: String| Error::io(path, format!("not a Spark ingest file: {what}"));
-        let text = |name: &'static str| -> Result<Vec<&'f str>> {
-            let column = frame.column(name).and_then(|c| c.str()).map_err(polars_error(path))?;
-            column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
-        };
-        let int = |name: &'static str| -> Result<Vec<i64>> {
-            let column = frame.column(name).and_then(|c| c.i64()).map_err(polars_error(path))?;
-            column.iter().map(|v| v.ok_or_else(|| broken(format!("null in '{name}'")))).collect()
-        };
-        Ok(Checked {
-            record_id: text("record_id")?,
-            auth_id: text("auth_id")?,
-            subaccount: text("subaccount")?,
-            product: text("product")?,
-            type_: text("type")?,
-            direction: text("direction")?,
-            country: text("country")?,
-            code: text("code")?,
-            secs: int("secs")?,
-            nanos: int("nanos")?,
-            units: int("units")?,
-            duration: int("duration")?,
-            amount: int("amount")?,
-            surcharge: int("surcharge")?,
-            line: int("line")?,
-            file: int("file")?,
-            id_hi: int("id_hi")?,
-            id_lo: int("id_lo")?,
-            content: int("content")?,
-            revision: int("revision")?,
-        })
-    }
-
-    /// Row `i` as a record, checked again for what the types promise.
-    fn view<'s>(&self, path: &Path, i: usize, source_file: &'s str) -> Result<RecordView<'s>>
-    where
-        'f: 's,
-    {
-        let broken = |what: &str| Error::io(path, format!("not a Spark ingest file: row {i}: {what}"));
-        let product = Product::parse(self.product[i]).ok_or_else(|| broken("product"))?;
-        let direction = match self.direction[i] {
-            "" => None,
-            text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| broken("direction"))?),
-        };
-        let country = match self.country[i] {
-            "" => None,
-            text => Some(Country::parse(text.as_bytes()).ok_or_else(|| broken("country"))?),
-        };
-        let nanos = u32::try_from(self.nanos[i]).map_err(|_| broken("nanos"))?;
-        let units = u64::try_from(self.units[i]).map_err(|_| broken("units"))?;
-        let line = u64::try_from(self.line[i]).map_err(|_| broken("line"))?;
-        Ok(RecordView {
-            record_id: self.record_id[i],
-            auth_id: self.auth_id[i],
-            subaccount: self.subaccount[i],
-            secs: self.secs[i],
-            nanos,
-            product,
-            type_: self.type_[i],
-            direction,
-            country,
-            units,
-            duration: self.duration[i],
-            amount: self.amount[i],
-            surcharge: self.surcharge[i],
-            code: self.code[i],
-            source_file,
-            source_line: line,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::super::parquet_io::{int_column, write_frames};
     use super::*;
 
-    /// A checked file of the rows at `places` (only `file`, `line` and
-    /// `text`: ten times the line).
-    fn checked(dir: &Path, name: &str, places: &[(i64, i64)]) -> PathBuf {
-        let path = dir.join(name);
-        let frame = DataFrame::new(
-            places.len(),
-            vec![
-                int_column("file", places.iter().map(|p| p.0).collect()),
-                int_column("line", places.iter().map(|p| p.1).collect()),
-                int_column("text", places.iter().map(|p| p.1 * 10).collect()),
-            ],
-        )
-        .expect("a frame");
-        let mut frame = Some(frame);
-        write_frames(&path, || Ok(frame.take())).expect("written");
-        path
+    /// The checked file of input file `index`, its rows at `lines` (only
+    /// their places file: the text size of each ten times its line).
+    fn checked(dir: &Path, index: u32, lines: &[u64]) -> CheckedFile {
+        let checked = CheckedFile::of(dir, index);
+        std::fs::create_dir_all(dir.join("checked")).expect("folder");
+        let bytes: Vec<u8> = lines.iter().flat_map(|&l| [l.to_le_bytes(), (l * 10).to_le_bytes()].concat()).collect();
+        std::fs::write(&checked.places, bytes).expect("written");
+        checked
     }
 
-    /// A checked file's number, from its name.
-    fn parts_index(part: &Path) -> usize {
-        part.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse().ok()).expect("a numbered part")
-    }
-
-    /// The rows each batch takes: (part, ranges), in order.
-    fn taken(runs: &NewRows<'_>) -> Vec<(usize, Vec<(usize, usize)>)> {
+    /// The rows each batch takes: (input file, ranges), in order.
+    fn taken(runs: &NewRows<'_>) -> Vec<(u32, Vec<(usize, usize)>)> {
         let ranges = |p: &PartRows<'_>| p.rows.iter().map(|r| (r.start, r.end)).collect();
-        runs.batches.iter().flat_map(|(_, parts)| parts.iter().map(|p| (parts_index(p.part), ranges(p)))).collect()
+        runs.batches.iter().flat_map(|(_, parts)| parts.iter().map(|p| (p.part.index, ranges(p)))).collect()
     }
 
     /// New rows are the checked rows but the repeats; rows out of order,
@@ -734,10 +643,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let inventory = crate::records::files::Inventory::default();
         let steps = Steps { inventory: &inventory, ends: Vec::new() };
-        let parts = [
-            checked(dir.path(), "0.parquet", &[(0, 2), (0, 3), (0, 5)]),
-            checked(dir.path(), "1.parquet", &[(1, 2), (1, 4)]),
-        ];
+        let parts = [checked(dir.path(), 0, &[2, 3, 5]), checked(dir.path(), 1, &[2, 4])];
         let place = |file, line| Place { file, line };
 
         let runs = runs_by_batch(&parts, &[place(0, 3), place(1, 4)], &steps).expect("read");
@@ -750,7 +656,7 @@ mod tests {
 
         let missing = runs_by_batch(&parts, &[place(0, 4)], &steps).map(|_| ()).unwrap_err().to_string();
         assert!(missing.contains("file #0 line 4"), "{missing}");
-        let backwards = [checked(dir.path(), "2.parquet", &[(0, 3), (0, 2)])];
+        let backwards = [checked(dir.path(), 2, &[3, 2])];
         let error = runs_by_batch(&backwards, &[], &steps).map(|_| ()).unwrap_err().chain();
         assert!(error.contains("row 1: not after the row before it"), "{error}");
     }

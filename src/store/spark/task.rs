@@ -4,20 +4,18 @@
 
 use std::path::Path;
 
-use polars::prelude::DataFrame;
 use serde::{Deserialize, Serialize};
 
 use super::super::index::{self, IndexEntry};
 use super::super::ingest::chunk;
-use super::super::ingest::dedup::Pending;
-use super::super::parquet_io::{self, int_column, polars_error, text_column, RecordView};
+use super::rows::RowsWriter;
 use crate::aggregate::OnBadRow;
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
-use crate::records::dedup::{Place, Seen};
+use crate::records::dedup::Place;
 use crate::records::files::{Format, InputFile};
 use crate::records::pieces::Pieces;
-use crate::records::{Country, Direction, Kind};
+use crate::records::Kind;
 
 /// What one `spark-task` run reports on its standard output (one JSON line).
 #[derive(Debug, Serialize)]
@@ -75,40 +73,15 @@ impl From<TaskError> for BadRecord {
     }
 }
 
-/// The columns of a checked file (the publish reads its new rows from it).
-pub(super) const CHECKED_COLUMNS: [&str; 21] = [
-    "record_id",
-    "auth_id",
-    "subaccount",
-    "secs",
-    "nanos",
-    "product",
-    "type",
-    "direction",
-    "country",
-    "units",
-    "duration",
-    "amount",
-    "surcharge",
-    "code",
-    "file",
-    "line",
-    "id_hi",
-    "id_lo",
-    "content",
-    "revision",
-    "text",
-];
-
 /// The Spark task of one input file: reads and checks it (as the local
-/// ingest does), writes its valid rows to `out/<source>.parquet`, their
+/// ingest does), writes its valid rows to `out/<source>.rows`, their
 /// dedup entries to `out/<source>.index` (an index file: id and content
 /// hashes, place as (source, line), by id-hash partition, for the dedup
 /// tasks) and its set-aside rows to `out/<source>.rejects.json`. A bad row with
 /// [`OnBadRow::Fail`] is reported in the summary, not as an `Err` (the job
 /// picks the first one over all files). The file is read in runs of
-/// `TASK_RUN_LINES` (1M) lines, each written as the checked file's next row
-/// groups, so that a task holds one run of rows whatever the file's size.
+/// `TASK_RUN_LINES` (1M) lines, each appended to the checked-rows file, so
+/// that a task holds one run of rows whatever the file's size.
 pub fn check_task(
     kind: Kind,
     path: &Path,
@@ -133,34 +106,32 @@ fn check_in_runs(
 ) -> Result<TaskSummary> {
     let mut summary = TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error: None };
     let mut rejects: Vec<TaskError> = Vec::new();
-    let checked = out.join(format!("{source}.parquet"));
+    let (checked, places) = (out.join(format!("{source}.rows")), out.join(format!("{source}.places")));
     let mut entries: Vec<IndexEntry> = Vec::new();
     let written = (|| -> Result<()> {
         let mut pieces = Pieces::open(file)?;
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-        // Each run's valid rows, as a frame; none once the file is read.
-        let next_run = || -> Result<Option<DataFrame>> {
-            while !pieces.done() {
-                let chunks = chunk::check_run(source, file, &mut pieces, run_lines, on_bad_row)?;
-                let mut rows: Vec<(RecordView<'_>, Seen, u64)> = Vec::new();
-                for chunk in &chunks {
-                    summary.read += chunk.read();
-                    rejects.extend(chunk.rejects().iter().map(TaskError::from));
-                    rows.extend(chunk.valid_rows());
-                }
-                summary.valid += rows.len() as u64;
-                entries.extend(rows.iter().map(|(_, seen, _)| IndexEntry {
-                    id: seen.id,
-                    content: seen.content,
-                    place: index::pack(Place { file: seen.file, line: seen.line }),
-                }));
-                if !rows.is_empty() {
-                    return checked_frame(&checked, &rows).map(Some);
+        let mut writer: Option<RowsWriter> = None;
+        while !pieces.done() {
+            let chunks = chunk::check_run(source, file, &mut pieces, run_lines, on_bad_row)?;
+            for chunk in &chunks {
+                summary.read += chunk.read();
+                rejects.extend(chunk.rejects().iter().map(TaskError::from));
+                for (view, seen, revision) in chunk.valid_rows() {
+                    let writer = match &mut writer {
+                        Some(writer) => writer,
+                        None => writer.insert(RowsWriter::create(&checked, &places)?),
+                    };
+                    writer.push(&view, &seen, revision)?;
+                    summary.valid += 1;
+                    let place = index::pack(Place { file: seen.file, line: seen.line });
+                    entries.push(IndexEntry { id: seen.id, content: seen.content, place });
                 }
             }
-            Ok(None)
-        };
-        parquet_io::write_frames(&checked, next_run)?;
+        }
+        if let Some(writer) = writer {
+            writer.finish()?;
+        }
         if !entries.is_empty() {
             index::write_index(&out.join(format!("{source}.index")), &[&entries], &Syncer::at_once())?;
         }
@@ -171,6 +142,7 @@ fn check_in_runs(
         Err(Error::BadRecord(bad)) => {
             // A file that failed: its bad row, and no checked file or counts.
             let _ = std::fs::remove_file(&checked);
+            let _ = std::fs::remove_file(&places);
             let _ = std::fs::remove_file(out.join(format!("{source}.index")));
             let error = Some(TaskError::from(&*bad));
             return Ok(TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error });
@@ -190,51 +162,9 @@ fn check_in_runs(
 /// local ingest's runs at its default batch size).
 const TASK_RUN_LINES: u64 = 1 << 20;
 
-/// Checked rows as a frame of [`CHECKED_COLUMNS`], for the checked file
-/// at `path`: integers for time (UTC seconds and nanoseconds) and money
-/// (nano-units), hashes as the bits of an `i64`.
-fn checked_frame(path: &Path, rows: &[(RecordView<'_>, Seen, u64)]) -> Result<DataFrame> {
-    let ints =
-        |f: &dyn Fn(&(RecordView<'_>, Seen)) -> i64| rows.iter().map(|(r, s, _)| f(&(*r, *s))).collect::<Vec<i64>>();
-    let texts =
-        |f: &dyn for<'r> Fn(&'r RecordView<'r>) -> &'r str| rows.iter().map(|(r, _, _)| f(r)).collect::<Vec<&str>>();
-    let units = rows.iter().map(|(r, _, _)| parquet_io::to_i64(r.units, "units")).collect::<Result<Vec<i64>>>()?;
-    let lines = rows.iter().map(|(_, s, _)| parquet_io::to_i64(s.line, "line")).collect::<Result<Vec<i64>>>()?;
-    let revisions =
-        rows.iter().map(|(_, _, revision)| parquet_io::to_i64(*revision, "revision")).collect::<Result<Vec<i64>>>()?;
-    let countries: Vec<&str> = rows.iter().map(|(r, _, _)| r.country.as_ref().map_or("", Country::as_str)).collect();
-    // The bytes of text the local ingest holds for a row it keeps as a
-    // candidate (`Pending`): the publish counts them for a repeat.
-    let text =
-        rows.iter().map(|(r, _, _)| parquet_io::to_i64(Pending::text_of(r), "text")).collect::<Result<Vec<i64>>>()?;
-    let columns = vec![
-        text_column("record_id", texts(&|r| r.record_id)),
-        text_column("auth_id", texts(&|r| r.auth_id)),
-        text_column("subaccount", texts(&|r| r.subaccount)),
-        int_column("secs", ints(&|(r, _)| r.secs)),
-        int_column("nanos", ints(&|(r, _)| i64::from(r.nanos))),
-        text_column("product", texts(&|r| r.product.as_str())),
-        text_column("type", texts(&|r| r.type_)),
-        text_column("direction", texts(&|r| r.direction.map_or("", Direction::as_str))),
-        text_column("country", countries),
-        int_column("units", units),
-        int_column("duration", ints(&|(r, _)| r.duration)),
-        int_column("amount", ints(&|(r, _)| r.amount)),
-        int_column("surcharge", ints(&|(r, _)| r.surcharge)),
-        text_column("code", texts(&|r| r.code)),
-        int_column("file", ints(&|(_, s)| i64::from(s.file))),
-        int_column("line", lines),
-        int_column("id_hi", ints(&|(_, s)| s.id.0 as i64)),
-        int_column("id_lo", ints(&|(_, s)| s.id.1 as i64)),
-        int_column("content", ints(&|(_, s)| s.content as i64)),
-        int_column("revision", revisions),
-        int_column("text", text),
-    ];
-    DataFrame::new(rows.len(), columns).map_err(polars_error(path))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::rows::RowsFile;
     use super::*;
 
     /// A file checked in runs of a few lines writes the checked file and
@@ -261,9 +191,7 @@ mod tests {
         let checked = |run_lines: u64, on_bad_row: OnBadRow| {
             let out = dir.path().join(format!("out-{run_lines}-{on_bad_row:?}"));
             let summary = check_in_runs(&file, 3, on_bad_row, &out, run_lines).expect("checked");
-            let frame = std::fs::read(out.join("3.parquet"))
-                .ok()
-                .map(|_| parquet_io::read_frame(&out.join("3.parquet"), &CHECKED_COLUMNS).expect("a checked file"));
+            let frame = std::fs::read(out.join("3.rows")).ok();
             let rejects = std::fs::read_to_string(out.join("3.rejects.json")).unwrap_or_default();
             (serde_json::to_string(&summary).expect("json"), frame, rejects)
         };
@@ -271,11 +199,15 @@ mod tests {
         assert!(summary.contains("\"read\":100,\"valid\":99,\"set_aside\":1"), "{summary} {rejects}");
         assert!(rejects.contains("\"line\":42"), "{rejects}");
         let frame = frame.expect("valid rows");
-        assert_eq!(frame.height(), 99);
+        let rows = RowsFile::read(&dir.path().join(format!("out-{}-{:?}/3.rows", u64::MAX, OnBadRow::SetAside)))
+            .expect("a checked-rows file");
+        assert_eq!(rows.len(), 99);
+        let row = rows.row(98).expect("the last row");
+        assert_eq!((row.view.record_id, row.seen.line, row.view.amount), ("x99", 101, 1_990_000_000));
         for run_lines in [1, 7, 41, 99] {
             let (s, f, r) = checked(run_lines, OnBadRow::SetAside);
             assert_eq!((s, r), (summary.clone(), rejects.clone()), "runs of {run_lines}");
-            assert!(f.expect("valid rows").equals(&frame), "runs of {run_lines}");
+            assert!(f.expect("valid rows") == frame, "runs of {run_lines}");
             // Failing: the bad row, and no checked file.
             let (s, f, _) = checked(run_lines, OnBadRow::Fail);
             assert!(s.contains("\"line\":42") && s.contains("not a time"), "{s}");
