@@ -6,9 +6,9 @@ PLAN (plan.json, written by telemeter in STORE/staging/<ingest>/) lists the
 input files in the ingest's order, the stored records files of each kind
 and the staging folder. The job writes, under that folder:
 
-  checked/<n>.parquet         valid rows of input file n, normalized (by the
-                              telemeter binary, one Spark task per file), in
-                              line order
+  checked/<n>.rows, .places   valid rows of input file n, normalized (by the
+                              telemeter binary), in line order, and each
+                              one's line and text size
   checked/<n>.index           their dedup entries (id and content hashes,
                               place), by id-hash partition
   checked/<n>.rejects.json    rows of file n set aside (--on-bad-row set-aside)
@@ -48,11 +48,11 @@ from pyspark.sql import SparkSession
 KINDS = ["calls", "messages", "transcriptions", "charges"]
 # The dedup's id-hash partitions (src/records/dedup.rs, PARTITIONS).
 PARTITIONS = 64
-# A Spark task costs about 0.1 s besides its work (local[2]): small inputs
-# get fewer, larger tasks. Input bytes per check task, and new rows per
-# dedup task, below which a task takes more (re-tune with bench/spark.sh
-# and a small day, docs/scale.md).
-BYTES_PER_CHECK_TASK = 64 << 20
+# A Spark task costs about 0.1 s besides its work (local[2]): inputs get
+# few, large tasks, but at least two a core. Input bytes per check task
+# (whole files: a file is one `spark-task check`), and new rows per dedup
+# task (re-tune with bench/spark.sh, which also ingests a small day).
+BYTES_PER_CHECK_TASK = 256 << 20
 ROWS_PER_DEDUP_TASK = 1 << 20
 
 
@@ -81,8 +81,9 @@ def check_files(binary, out, on_bad_row):
 
 
 def check_tasks(sc, files):
-    """How many tasks check the (local) input files: one per file, or a
-    BYTES_PER_CHECK_TASK share of them, but at least two per core."""
+    """How many tasks check the (local) input files: one per
+    BYTES_PER_CHECK_TASK of them, at least two per core, at most one per
+    file."""
     size = sum(os.path.getsize(f["path"]) for f in files)
     wanted = max(2 * sc.defaultParallelism, -(-size // BYTES_PER_CHECK_TASK))
     return max(1, min(len(files), wanted))

@@ -10,7 +10,8 @@
 //!    `spark-task check` command ([`check_task`]): the same readers and the
 //!    same `records::parse_record` as every other command, so every
 //!    contract check, message and line number is the local engine's. It
-//!    writes the file's valid rows, normalized, to `checked/<n>.parquet`,
+//!    writes the file's valid rows, normalized, to `checked/<n>.rows`
+//!    (their lines and text sizes to `checked/<n>.places`: `rows.rs`),
 //!    their dedup entries (id hash, content hash, place) to
 //!    `checked/<n>.index` (the store's index layout) and its set-aside
 //!    rows to `checked/<n>.rejects.json`;
