@@ -233,13 +233,17 @@ fn store_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
     let own = manifest["checksum"].as_str().expect("a format 6 manifest checksums itself");
     let mut text = text.replace(&format!("\"checksum\": \"{own}\""), "\"checksum\": \"OWN\"");
     // A corrections file names records files, whose names hold the ingest
-    // ids: compared with the ids replaced, its sum taken out likewise.
+    // ids: compared with the ids replaced, its sum and size (an id's
+    // process number may have more digits in one run) taken out likewise.
     for ingest in manifest["ingests"].as_array().expect("ingests") {
         let Some(name) = ingest["corrections"].as_str() else { continue };
         let bytes = std::fs::read_to_string(store.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         out.insert(normal(name), normal(&bytes).into_bytes());
         let sum = manifest["files"][name]["xxh3"].as_str().expect("a listed sum");
-        text = text.replace(sum, "CORRECTIONS");
+        let size = manifest["files"][name]["bytes"].as_u64().expect("a listed size");
+        let listed = format!("\"bytes\": {size},\n      \"xxh3\": \"{sum}\"");
+        assert!(text.contains(&listed), "{name}'s size and sum in the manifest");
+        text = text.replace(&listed, "\"bytes\": SIZE,\n      \"xxh3\": \"CORRECTIONS\"");
     }
     out.insert("manifest.json".to_owned(), normal(&text).into_bytes());
     out
@@ -652,12 +656,21 @@ fn spark_standalone_cluster_of_two_workers_builds_the_same_store() {
     let cluster = start_cluster(&spark, &cluster_dir);
     let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
     // Executors log at Spark's default level (INFO) here, so that their
-    // logs show the tasks each one ran.
+    // logs show the tasks each one ran. The job starts once both executors
+    // have registered (the job is a few small tasks: one executor alone
+    // could run them all before the other starts; the standalone scheduler
+    // counts what it waits for against spark.cores.max).
     let conf = [
         "--spark-conf",
         "spark.executor.memory=512m",
         "--spark-conf",
         "spark.executor.cores=1",
+        "--spark-conf",
+        "spark.cores.max=2",
+        "--spark-conf",
+        "spark.scheduler.minRegisteredResourcesRatio=1.0",
+        "--spark-conf",
+        "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
         "--spark-conf",
         "spark.executor.extraJavaOptions=-Dtelemeter.test=cluster -XX:TieredStopAtLevel=1",
     ];

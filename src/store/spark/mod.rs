@@ -93,17 +93,9 @@ pub struct SparkOptions {
 }
 
 /// The Spark configuration every job gets unless `--spark-conf` says
-/// otherwise: no UI, quiet logs, ANSI SQL (a stored amount that overflows
-/// its cast to nano-units is an error, never NULL), nanosecond Parquet
-/// timestamps read as integers.
-pub const DEFAULT_CONF: [(&str, &str); 6] = [
-    ("spark.ui.enabled", "false"),
-    ("spark.log.level", "WARN"),
-    ("spark.sql.ansi.enabled", "true"),
-    ("spark.sql.legacy.parquet.nanosAsLong", "true"),
-    ("spark.sql.session.timeZone", "UTC"),
-    ("spark.sql.debug.maxToStringFields", "100"),
-];
+/// otherwise: no UI, quiet logs. (The job computes nothing in Spark SQL:
+/// its tasks run this binary.)
+pub const DEFAULT_CONF: [(&str, &str); 2] = [("spark.ui.enabled", "false"), ("spark.log.level", "WARN")];
 
 /// One input file in the job's plan.
 #[derive(Debug, Serialize, Deserialize)]
