@@ -115,10 +115,9 @@ pub(super) fn timestamp_nanos(row: &RecordView<'_>) -> Result<i64> {
 /// Writes the frames `next` gives (until `None`) as one Parquet scratch
 /// file at `path` (a Spark ingest's staging files, read back once by the
 /// same ingest), a frame at a time: row groups of at most `ROW_GROUP_ROWS`
-/// rows, uncompressed pages (compressing them cost the check tasks a tenth
-/// of their time: re-measure with `bench/spark.sh`), not synced (a run
-/// that dies starts again from its input); no file without a frame. All
-/// frames have the first's columns.
+/// rows, uncompressed pages, not synced (a run that dies starts again from
+/// its input); no file without a frame. All frames have the first's
+/// columns.
 pub(super) fn write_frames(path: &Path, mut next: impl FnMut() -> Result<Option<DataFrame>>) -> Result<()> {
     let Some(first) = next()? else { return Ok(()) };
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;

@@ -409,7 +409,7 @@ impl Pending {
     }
 
     /// Bytes of the five text fields of `view`.
-    fn text_of(view: &RecordView<'_>) -> u64 {
+    pub(in crate::store) fn text_of(view: &RecordView<'_>) -> u64 {
         [view.record_id, view.auth_id, view.subaccount, view.type_, view.code].iter().map(|t| t.len() as u64).sum()
     }
 

@@ -68,12 +68,8 @@ pub struct DedupSummary {
 /// Two rows of one id and different content.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Clash {
-    /// The earlier row: a new one (input file index) ...
-    pub first_file: Option<u32>,
-    /// ... or a stored one (its source in the manifest).
-    pub first_source: Option<u32>,
-    /// Line (or Parquet row) of the earlier row.
-    pub first_line: u64,
+    /// The earlier row.
+    pub first: First,
     /// The later row, always new: its input file index and line.
     pub second_file: u32,
     /// Line (or Parquet row) of the later row.
@@ -84,11 +80,34 @@ pub struct Clash {
 /// row it repeats (`first_file` -1 for a stored row).
 pub(super) const REPEAT_COLUMNS: [&str; 4] = ["file", "line", "first_file", "first_line"];
 
-/// Where an id was first seen.
-#[derive(Clone, Copy)]
-enum First {
-    Stored(Place),
-    New(Place),
+/// Where an id was first seen: a stored row (its source in the
+/// manifest) or a new one (its input file index), and its line or
+/// Parquet row.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum First {
+    /// A stored row.
+    Stored {
+        /// Its source in the manifest.
+        source: u32,
+        /// Its line or Parquet row.
+        line: u64,
+    },
+    /// A new row.
+    New {
+        /// Its input file index.
+        file: u32,
+        /// Its line or Parquet row.
+        line: u64,
+    },
+}
+
+impl First {
+    fn line(self) -> u64 {
+        match self {
+            First::Stored { line, .. } | First::New { line, .. } => line,
+        }
+    }
 }
 
 /// A repeat and the row it repeats.
@@ -152,7 +171,8 @@ fn dedup_partition(
         for file in stored {
             file.for_each_in(p, |entry| {
                 if ids.contains(&entry.id) {
-                    first.entry(entry.id).or_insert((entry.content, First::Stored(index::unpack(entry.place))));
+                    let Place { file: source, line } = index::unpack(entry.place);
+                    first.entry(entry.id).or_insert((entry.content, First::Stored { source, line }));
                 }
             })?;
         }
@@ -165,7 +185,7 @@ fn dedup_partition(
         }
         match first.entry(entry.id) {
             Entry::Vacant(slot) => {
-                slot.insert((entry.content, First::New(at)));
+                slot.insert((entry.content, First::New { file: at.file, line: at.line }));
                 summary.new += 1;
             }
             Entry::Occupied(seen) => {
@@ -174,12 +194,7 @@ fn dedup_partition(
                     repeats.push(Repeat { at, first: earlier });
                     summary.duplicates += 1;
                 } else {
-                    let (first_file, first_source, first_line) = match earlier {
-                        First::New(place) => (Some(place.file), None, place.line),
-                        First::Stored(place) => (None, Some(place.file), place.line),
-                    };
-                    let clash =
-                        Clash { first_file, first_source, first_line, second_file: at.file, second_line: at.line };
+                    let clash = Clash { first: earlier, second_file: at.file, second_line: at.line };
                     summary.conflict = Some(clash);
                     return Ok(summary);
                 }
@@ -197,20 +212,15 @@ fn repeats_frame(path: &Path, repeats: &[Repeat]) -> Result<DataFrame> {
     let first_file: Vec<i64> = repeats
         .iter()
         .map(|r| match r.first {
-            First::New(place) => i64::from(place.file),
-            First::Stored(_) => -1,
+            First::New { file, .. } => i64::from(file),
+            First::Stored { .. } => -1,
         })
         .collect();
     let columns = vec![
         int_column("file", int(&|r| u64::from(r.at.file))?),
         int_column("line", int(&|r| r.at.line)?),
         int_column("first_file", first_file),
-        int_column(
-            "first_line",
-            int(&|r| match r.first {
-                First::New(place) | First::Stored(place) => place.line,
-            })?,
-        ),
+        int_column("first_line", int(&|r| r.first.line())?),
     ];
     DataFrame::new(repeats.len(), columns).map_err(polars_error(path))
 }
@@ -304,8 +314,7 @@ mod tests {
         inputs.kinds.insert("calls".into(), KindInputs { new, stored: vec![stored] });
         for ranges in [1, 3, 64] {
             let (summary, _) = run(dir.path(), &inputs, ranges);
-            let clash =
-                Clash { first_file: None, first_source: Some(0), first_line: 46, second_file: 3, second_line: 45 };
+            let clash = Clash { first: First::Stored { source: 0, line: 46 }, second_file: 3, second_line: 45 };
             assert_eq!(summary.conflict, Some(clash), "{ranges} ranges");
         }
         // A kind with no inputs has no rows.

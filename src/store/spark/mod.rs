@@ -45,7 +45,7 @@ mod publish;
 mod rows;
 mod task;
 
-pub use dedup::{dedup_task, Clash, DedupInputs, DedupSummary, KindInputs};
+pub use dedup::{dedup_task, Clash, DedupInputs, DedupSummary, First, KindInputs};
 pub use task::{check_task, TaskError, TaskSummary};
 
 use std::collections::BTreeMap;

@@ -22,8 +22,8 @@ use super::super::ingest::terms::{IngestOptions, IngestProgress, IngestReport};
 use super::super::ingest::{self};
 use super::super::parquet_io::{polars_error, read_frame, RecordView};
 use super::super::KindFiles;
-use super::dedup::REPEAT_COLUMNS;
-use super::rows::{read_places, CheckedRow, RowsFile};
+use super::dedup::{First, REPEAT_COLUMNS};
+use super::rows::{read_places, CheckedFile, CheckedRow, RowsFile};
 use super::task::TaskError;
 use super::{JobError, JobResult, KindResult};
 use crate::aggregate::Tally;
@@ -56,13 +56,12 @@ pub(super) fn publish(
                     .into_iter()
                     .find(|k| k.name() == kind)
                     .ok_or_else(|| Error::Internal(format!("the Spark job named an unknown kind '{kind}'")))?;
-                let first = match (clash.first_file, clash.first_source) {
-                    (Some(i), _) => new_place(inventory, i, clash.first_line),
-                    (None, Some(source)) => {
+                let first = match clash.first {
+                    First::New { file, line } => new_place(inventory, file, line),
+                    First::Stored { source, line } => {
                         let name = old.sources.get(source as usize).cloned();
-                        stored_place(name.unwrap_or_else(|| format!("source #{source}")), clash.first_line)
+                        stored_place(name.unwrap_or_else(|| format!("source #{source}")), line)
                     }
-                    (None, None) => new_place(inventory, u32::MAX, clash.first_line),
                 };
                 let record_id = record_id_at(staging, clash.second_file, clash.second_line)?;
                 Error::Conflict {
@@ -116,7 +115,7 @@ pub(super) fn publish(
         // or writes them again.
         let checked: Vec<CheckedFile> = of_kind
             .iter()
-            .map(|(index, _)| CheckedFile::of(staging, *index))
+            .map(|(index, _)| CheckedFile::in_folder(&staging.join("checked"), *index))
             .filter(|checked| checked.rows.exists())
             .collect();
         let places: Vec<Place> = found.iter().map(|r| r.at).collect();
@@ -515,28 +514,6 @@ struct PartRows<'p> {
     rows: Vec<std::ops::Range<usize>>,
 }
 
-/// The checked rows of one input file (a check task's output).
-#[derive(PartialEq, Eq)]
-struct CheckedFile {
-    /// The input file's index in the inventory.
-    index: u32,
-    /// Its rows ([`RowsFile`]).
-    rows: PathBuf,
-    /// Their places ([`read_places`]).
-    places: PathBuf,
-}
-
-impl CheckedFile {
-    fn of(staging: &Path, index: u32) -> CheckedFile {
-        let checked = staging.join("checked");
-        CheckedFile {
-            index,
-            rows: checked.join(format!("{index}.rows")),
-            places: checked.join(format!("{index}.places")),
-        }
-    }
-}
-
 /// The new rows of the checked files, by batch ([`runs_by_batch`]).
 struct NewRows<'p> {
     /// Each batch that has new rows, with its number, in order.
@@ -592,7 +569,7 @@ fn runs_by_batch<'p>(parts: &'p [CheckedFile], repeats: &[Place], steps: &Steps<
 
 /// The record id at `line` of input file `file`, from its checked file.
 fn record_id_at(staging: &Path, file: u32, line: u64) -> Result<String> {
-    let checked = CheckedFile::of(staging, file);
+    let checked = CheckedFile::in_folder(&staging.join("checked"), file);
     let at = read_places(&checked.places)?.iter().position(|place| place.line == line);
     let at = at.ok_or_else(|| Error::io(&checked.places, format!("no checked row at line {line}")))?;
     Ok(RowsFile::read(&checked.rows)?.row(at)?.view.record_id.to_owned())
@@ -623,8 +600,7 @@ mod tests {
     /// The checked file of input file `index`, its rows at `lines` (only
     /// their places file: the text size of each ten times its line).
     fn checked(dir: &Path, index: u32, lines: &[u64]) -> CheckedFile {
-        let checked = CheckedFile::of(dir, index);
-        std::fs::create_dir_all(dir.join("checked")).expect("folder");
+        let checked = CheckedFile::in_folder(dir, index);
         let bytes: Vec<u8> = lines.iter().flat_map(|&l| [l.to_le_bytes(), (l * 10).to_le_bytes()].concat()).collect();
         std::fs::write(&checked.places, bytes).expect("written");
         checked

@@ -33,6 +33,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::super::ingest::dedup::Pending;
 use super::super::parquet_io::RecordView;
 use crate::error::{Error, Result};
 use crate::records::dedup::Seen;
@@ -44,6 +45,28 @@ const FIXED: usize = 8 + 4 + 8 * 4 + 4 + 8 + 8 * 4;
 /// Texts per row.
 const TEXTS: usize = 8;
 
+/// The files a check task writes for input file `index` (in its output
+/// folder, `checked/`).
+#[derive(PartialEq, Eq)]
+pub(super) struct CheckedFile {
+    /// The input file's index in the inventory.
+    pub(super) index: u32,
+    /// Its valid rows ([`RowsFile`]).
+    pub(super) rows: PathBuf,
+    /// Their places ([`read_places`]).
+    pub(super) places: PathBuf,
+    /// Their dedup entries (an index file, by id-hash partition).
+    pub(super) entries: PathBuf,
+}
+
+impl CheckedFile {
+    /// The files of input file `index` in `folder`.
+    pub(super) fn in_folder(folder: &Path, index: u32) -> CheckedFile {
+        let file = |suffix: &str| folder.join(format!("{index}.{suffix}"));
+        CheckedFile { index, rows: file("rows"), places: file("places"), entries: file("index") }
+    }
+}
+
 /// Writes a checked-rows file and its places.
 pub(super) struct RowsWriter {
     path: PathBuf,
@@ -54,8 +77,9 @@ pub(super) struct RowsWriter {
 }
 
 impl RowsWriter {
-    /// New, empty files at `path` and `places`.
-    pub(super) fn create(path: &Path, places: &Path) -> Result<RowsWriter> {
+    /// New, empty files for `checked`'s rows and places.
+    pub(super) fn create(checked: &CheckedFile) -> Result<RowsWriter> {
+        let (path, places) = (&checked.rows, &checked.places);
         let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         out.write_all(MAGIC).map_err(|e| Error::io(path, e))?;
@@ -104,10 +128,7 @@ impl RowsWriter {
         let path = &self.path;
         self.out.write_all(&size.to_le_bytes()).map_err(|e| Error::io(path, e))?;
         self.out.write_all(row).map_err(|e| Error::io(path, e))?;
-        let text = [view.record_id, view.auth_id, view.subaccount, view.type_, view.code]
-            .iter()
-            .map(|t| t.len() as u64)
-            .sum::<u64>();
+        let text = Pending::text_of(view);
         let mut place = [0u8; 16];
         place[..8].copy_from_slice(&seen.line.to_le_bytes());
         place[8..].copy_from_slice(&text.to_le_bytes());
@@ -307,15 +328,16 @@ mod tests {
     #[test]
     fn rows_read_back_as_written_and_damage_is_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (path, places) = (dir.path().join("0.rows"), dir.path().join("0.places"));
-        let mut writer = RowsWriter::create(&path, &places).expect("created");
+        let checked = CheckedFile::in_folder(dir.path(), 0);
+        let (path, places) = (&checked.rows, &checked.places);
+        let mut writer = RowsWriter::create(&checked).expect("created");
         for i in 0..5u64 {
             let v = view(i);
             let seen = Seen { id: id_hash(v.record_id), file: 7, line: v.source_line, content: i * 3 };
             writer.push(&v, &seen, i).expect("pushed");
         }
         writer.finish().expect("finished");
-        let rows = RowsFile::read(&path).expect("read");
+        let rows = RowsFile::read(path).expect("read");
         assert_eq!(rows.len(), 5);
         for i in 0..5u64 {
             let row = rows.row(i as usize).expect("a row");
@@ -323,14 +345,14 @@ mod tests {
             assert_eq!((row.seen.file, row.seen.line, row.seen.content, row.revision), (7, i + 2, i * 3, i));
             assert_eq!(row.seen.id, id_hash(view(i).record_id));
         }
-        let text: Vec<u64> = read_places(&places).expect("places").iter().map(|p| p.text).collect();
+        let text: Vec<u64> = read_places(places).expect("places").iter().map(|p| p.text).collect();
         let expected = (0..5).map(|i| {
             let v = view(i);
             [v.record_id, v.auth_id, v.subaccount, v.type_, v.code].iter().map(|t| t.len() as u64).sum::<u64>()
         });
         assert_eq!(text, expected.collect::<Vec<_>>());
 
-        let bytes = std::fs::read(&path).expect("bytes");
+        let bytes = std::fs::read(path).expect("bytes");
         let damaged = dir.path().join("damaged.rows");
         let every_row = |file: &RowsFile| (0..5).filter_map(|i| file.row(i).ok()).count();
         for cut in 0..bytes.len() {

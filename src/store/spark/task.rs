@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::super::index::{self, IndexEntry};
 use super::super::ingest::chunk;
-use super::rows::RowsWriter;
+use super::rows::{CheckedFile, RowsWriter};
 use crate::aggregate::OnBadRow;
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
@@ -81,7 +81,9 @@ impl From<TaskError> for BadRecord {
 /// [`OnBadRow::Fail`] is reported in the summary, not as an `Err` (the job
 /// picks the first one over all files). The file is read in runs of
 /// `TASK_RUN_LINES` (1M) lines, each appended to the checked-rows file, so
-/// that a task holds one run of rows whatever the file's size.
+/// that a task holds one run of rows whatever the file's size (and the
+/// file's dedup entries, 32 bytes a row, which the index layout groups by
+/// partition once all are known).
 pub fn check_task(
     kind: Kind,
     path: &Path,
@@ -106,7 +108,7 @@ fn check_in_runs(
 ) -> Result<TaskSummary> {
     let mut summary = TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error: None };
     let mut rejects: Vec<TaskError> = Vec::new();
-    let (checked, places) = (out.join(format!("{source}.rows")), out.join(format!("{source}.places")));
+    let checked = CheckedFile::in_folder(out, source);
     let mut entries: Vec<IndexEntry> = Vec::new();
     let written = (|| -> Result<()> {
         let mut pieces = Pieces::open(file)?;
@@ -120,7 +122,7 @@ fn check_in_runs(
                 for (view, seen, revision) in chunk.valid_rows() {
                     let writer = match &mut writer {
                         Some(writer) => writer,
-                        None => writer.insert(RowsWriter::create(&checked, &places)?),
+                        None => writer.insert(RowsWriter::create(&checked)?),
                     };
                     writer.push(&view, &seen, revision)?;
                     summary.valid += 1;
@@ -133,7 +135,7 @@ fn check_in_runs(
             writer.finish()?;
         }
         if !entries.is_empty() {
-            index::write_index(&out.join(format!("{source}.index")), &[&entries], &Syncer::at_once())?;
+            index::write_index(&checked.entries, &[&entries], &Syncer::at_once())?;
         }
         Ok(())
     })();
@@ -141,9 +143,9 @@ fn check_in_runs(
         Ok(()) => {}
         Err(Error::BadRecord(bad)) => {
             // A file that failed: its bad row, and no checked file or counts.
-            let _ = std::fs::remove_file(&checked);
-            let _ = std::fs::remove_file(&places);
-            let _ = std::fs::remove_file(out.join(format!("{source}.index")));
+            for path in [&checked.rows, &checked.places, &checked.entries] {
+                let _ = std::fs::remove_file(path);
+            }
             let error = Some(TaskError::from(&*bad));
             return Ok(TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error });
         }
