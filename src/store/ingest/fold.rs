@@ -103,20 +103,45 @@ impl Rollups {
         self.shard(row.auth_id).add(row)
     }
 
-    /// Adds rows to their accounts' groups, the shards in parallel (each
-    /// shard its rows, in their order: the same groups as [`Rollups::add`]
-    /// of each row).
-    pub(in crate::store) fn add_all(&mut self, rows: &[RecordView<'_>]) -> Result<()> {
-        let shard_of_row: Vec<u8> = rows.par_iter().map(|row| shard_of(row.auth_id) as u8).collect();
+    /// Adds rows (`view` of each item of `rows`) to their accounts'
+    /// groups, the shards in parallel: each shard its rows, in their order
+    /// (the same groups as [`Rollups::add`] of each row), a key computed
+    /// [`KEYS_AHEAD`] rows before it is added, as [`Rollups::fold_chunks`]
+    /// does.
+    pub(in crate::store) fn add_all<T: Sync>(
+        &mut self,
+        rows: &[T],
+        view: impl Fn(&T) -> &RecordView<'_> + Sync,
+    ) -> Result<()> {
+        let shard_of_row: Vec<u8> = rows.par_iter().map(|row| shard_of(view(row).auth_id) as u8).collect();
+        // Each shard's rows, by position: one pass, not one per shard.
+        let mut by_shard: Vec<Vec<u32>> = vec![Vec::new(); SHARDS];
+        for (i, &s) in shard_of_row.iter().enumerate() {
+            by_shard[usize::from(s)].push(i as u32);
+        }
         let added: Vec<Result<()>> = self
             .shards
             .par_iter_mut()
-            .enumerate()
-            .map(|(s, shard)| {
-                rows.iter()
-                    .zip(&shard_of_row)
-                    .filter(|(_, &of)| usize::from(of) == s)
-                    .try_for_each(|(row, _)| shard.add(row))
+            .zip(&by_shard)
+            .map(|(shard, mine)| {
+                let mut ahead = std::collections::VecDeque::with_capacity(KEYS_AHEAD + 1);
+                // A shard's rows are scattered through the batch: each row
+                // is fetched 2 * KEYS_AHEAD rows before its key is made, and
+                // its text KEYS_AHEAD rows before.
+                for (n, &i) in mine.iter().enumerate() {
+                    if let Some(&far) = mine.get(n + 2 * KEYS_AHEAD) {
+                        crate::prefetch::prefetch(&rows[far as usize]);
+                    }
+                    if let Some(&near) = mine.get(n + KEYS_AHEAD) {
+                        let near = view(&rows[near as usize]);
+                        crate::prefetch::prefetch(near.auth_id);
+                        crate::prefetch::prefetch(near.code);
+                    }
+                    let row = view(&rows[i as usize]);
+                    let key = shard.key(row);
+                    shard.add_key(key, sums_of(row), &mut ahead)?;
+                }
+                shard.flush(&mut ahead)
             })
             .collect();
         added.into_iter().collect()

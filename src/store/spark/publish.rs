@@ -2,7 +2,6 @@
 //! staging output (new rows, repeats, rollups, counts) written as the local
 //! ingest writes a generation, and published by its manifest swap.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender};
@@ -157,8 +156,10 @@ pub(super) fn publish(
                         .enumerate()
                         .flat_map(|(r, run)| run.rows.iter().flat_map(move |rows| rows.clone().map(move |i| (r, i))))
                         .collect();
-                    let rows: Vec<CheckedRow<'_>> = at
-                        .par_iter()
+                    // Read in place: each row's result, then the rows (the
+                    // same buffer), never a list of parts appended.
+                    let mut read: Vec<Result<CheckedRow<'_>>> = Vec::with_capacity(at.len());
+                    at.par_iter()
                         .map(|&(r, i)| {
                             let mut row = files[r].row(i)?;
                             row.view.source_file = names.get(row.seen.file as usize).ok_or_else(|| {
@@ -166,12 +167,13 @@ pub(super) fn publish(
                             })?;
                             Ok(row)
                         })
-                        .collect::<Result<_>>()?;
+                        .collect_into_vec(&mut read);
+                    drop(at);
+                    let rows: Vec<CheckedRow<'_>> = read.into_iter().collect::<Result<_>>()?;
                     let ids: Vec<(u64, u64)> = rows.iter().map(|row| row.seen.id).collect();
                     let seen = filter.check_and_insert_all(&ids);
-                    let views: Vec<RecordView<'_>> = rows.iter().map(|row| row.view).collect();
                     let mut held_rows: Vec<usize> = Vec::new();
-                    let mut entries = Vec::new();
+                    let mut entries = Vec::with_capacity(rows.len());
                     let mut revised: Vec<NewVersion<'_>> = Vec::new();
                     let mut sum = 0i128;
                     for (k, row) in rows.iter().enumerate() {
@@ -196,15 +198,19 @@ pub(super) fn publish(
                         });
                     }
                     // The rows written now: all but the held ones.
-                    let written: Cow<'_, [RecordView<'_>]> = if held_rows.is_empty() {
-                        Cow::Borrowed(&views)
-                    } else {
-                        let mut held_rows = held_rows.iter().peekable();
-                        let kept = views.iter().enumerate().filter(|(i, _)| held_rows.next_if_eq(&i).is_none());
-                        Cow::Owned(kept.map(|(_, view)| *view).collect())
-                    };
-                    let (folded, written) =
-                        rayon::join(|| rollups.add_all(&views), || writer.write(&written, &entries));
+                    let mut written: Vec<RecordView<'_>> = Vec::with_capacity(rows.len() - held_rows.len());
+                    let mut held_rows = held_rows.iter().peekable();
+                    let kept = rows.iter().enumerate().filter(|(i, _)| held_rows.next_if_eq(&i).is_none());
+                    written.extend(kept.map(|(_, row)| row.view));
+                    // As the local ingest: groups past --max-rollup-groups
+                    // go to partial files, and the table's memory is reused.
+                    let (folded, written) = rayon::join(
+                        || -> Result<()> {
+                            rollups.add_all(&rows, |row| &row.view)?;
+                            rollups.spill_full(store, id, options.max_rollup_groups)
+                        },
+                        || writer.write(&written, &entries),
+                    );
                     folded?;
                     note(written?, revised);
                     amount = amount
