@@ -63,7 +63,7 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub spark_master: Option<String>,
     /// With `--engine spark`: a Spark setting, KEY=VALUE (repeatable); it
-    /// overrides telemeter's defaults (UI off, WARN logs, ANSI SQL).
+    /// overrides telemeter's defaults (UI off, WARN logs).
     #[arg(long, value_name = "KEY=VALUE")]
     pub spark_conf: Vec<String>,
 }
