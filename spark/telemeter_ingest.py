@@ -6,12 +6,15 @@ PLAN (plan.json, written by telemeter in STORE/staging/<ingest>/) lists the
 input files in the ingest's order, the stored records files of each kind
 and the staging folder. The job writes, under that folder:
 
-  checked/<n>.rows, .places   valid rows of input file n, normalized (by the
-                              telemeter binary), in line order, and each
-                              one's line and text size
-  checked/<n>.index           their dedup entries (id and content hashes,
+  checked/<n>.<s>.rows, .places
+                              valid rows of split s of input file n (0: a
+                              file read whole), normalized (by the telemeter
+                              binary), in line order, and each one's line
+                              and text size
+  checked/<n>.<s>.index       their dedup entries (id and content hashes,
                               place), by id-hash partition
-  checked/<n>.rejects.json    rows of file n set aside (--on-bad-row set-aside)
+  checked/<n>.<s>.rejects.json
+                              its rows set aside (--on-bad-row set-aside)
   dedup.json                  each kind's entries files, new and stored
   dups/<kind>/part-*.parquet  repeated rows: their place and that of the
                               row they repeat (by the telemeter binary, one
@@ -50,8 +53,9 @@ KINDS = ["calls", "messages", "transcriptions", "charges"]
 PARTITIONS = 64
 # A Spark task costs about 0.1 s besides its work (local[2]): inputs get
 # few, large tasks, but at least two a core. Input bytes per check task
-# (whole files: a file is one `spark-task check`), and new rows per dedup
-# task (re-tune with bench/spark.sh, which also ingests a small day).
+# (whole files or splits: each is one `spark-task check`; telemeter splits
+# a plain CSV file past --spark-split-mb, 256 by default), and new rows per
+# dedup task (re-tune with bench/spark.sh, which also ingests a small day).
 BYTES_PER_CHECK_TASK = 256 << 20
 ROWS_PER_DEDUP_TASK = 1 << 20
 
@@ -83,18 +87,23 @@ def check_files(binary, out, on_bad_row):
 def check_tasks(sc, files):
     """How many tasks check the (local) input files: one per
     BYTES_PER_CHECK_TASK of them, at least two per core, at most one per
-    file."""
-    size = sum(os.path.getsize(f["path"]) for f in files)
+    file or split."""
+    size = sum(f["bytes"] for f in files)
     wanted = max(2 * sc.defaultParallelism, -(-size // BYTES_PER_CHECK_TASK))
     return max(1, min(len(files), wanted))
 
 
 def run_task(exe, threads, f, on_bad_row, out):
-    """`telemeter spark-task check` on one input file: its summary."""
+    """`telemeter spark-task check` on one input file (or split of one):
+    its summary."""
     command = [
         exe, "--threads", threads, "spark-task", "check", "--kind", f["kind"], "--file", f["path"],
         "--name", f["name"], "--source", str(f["index"]), "--on-bad-row", on_bad_row, "--out", out,
     ]
+    split = f.get("split")
+    if split:
+        for key in ("number", "from", "to", "line", "size"):
+            command += ["--split" if key == "number" else f"--{key}", str(split[key])]
     return run_binary(command, f["name"])
 
 
@@ -215,7 +224,10 @@ def list_data(sc, uri, staging, side_names):
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump({"files": listing, "checked": [f["name"] for f in records]}, f)
     os.replace(temporary, os.path.join(staging, "listing.json"))
-    return [dict(index=i, kind=f["kind"], path=f["uri"], name=f["name"], size=f["size"]) for i, f in enumerate(records)]
+    return [
+        dict(index=i, kind=f["kind"], path=f["uri"], name=f["name"], size=f["size"], bytes=f["size"], split=None)
+        for i, f in enumerate(records)
+    ]
 
 
 def read_contents(files, use):
@@ -269,6 +281,25 @@ def check_contents(binary, out, on_bad_row, files):
     return run
 
 
+def by_file(files, summaries):
+    """The check tasks' summaries by input file index, a file's splits
+    added up: its counts, its first bad row (the splits are in line order)
+    and its splits with valid rows."""
+    by_split = {(s["index"], s["split"]): s for s in summaries}
+    missing = [f["name"] for f in files if (f["index"], (f.get("split") or {}).get("number", 0)) not in by_split]
+    if missing:
+        raise RuntimeError(f"Spark read no contents for {', '.join(missing)}")
+    found = {}
+    for (index, split), s in sorted(by_split.items()):
+        merged = found.setdefault(index, {"read": 0, "valid": 0, "set_aside": 0, "error": None, "splits": []})
+        for key in ("read", "valid", "set_aside"):
+            merged[key] += s[key]
+        merged["error"] = merged["error"] or s["error"]
+        if s["valid"] > 0:
+            merged["splits"].append(split)
+    return found
+
+
 def deduplicate(sc, binary, staging, plan, files, by_index, kinds):
     """Deduplicates the new rows of `kinds` (one Spark task per kind and
     range of id-hash partitions, each running `telemeter spark-task dedup`
@@ -276,11 +307,14 @@ def deduplicate(sc, binary, staging, plan, files, by_index, kinds):
     first conflicts, by kind."""
     checked = os.path.join(staging, "checked")
     inputs = {"kinds": {}}
+    indexes = sorted({f["index"] for f in files})
+    kind_of = {f["index"]: f["kind"] for f in files}
     for kind in kinds:
         new = [
-            [f["index"], os.path.join(checked, f"{f['index']}.index")]
-            for f in files
-            if f["kind"] == kind and by_index[f["index"]]["valid"] > 0
+            [index, os.path.join(checked, f"{index}.{split}.index")]
+            for index in indexes
+            if kind_of[index] == kind
+            for split in by_index[index]["splits"]
         ]
         if new:
             inputs["kinds"][kind] = {"new": new, "stored": plan["stored"].get(kind, [])}
@@ -293,7 +327,7 @@ def deduplicate(sc, binary, staging, plan, files, by_index, kinds):
     # ROWS_PER_DEDUP_TASK new rows, at most two per core.
     ranges = []
     for kind in inputs["kinds"]:
-        rows = sum(by_index[f["index"]]["valid"] for f in files if f["kind"] == kind)
+        rows = sum(by_index[index]["valid"] for index in indexes if kind_of[index] == kind)
         tasks = max(1, min(PARTITIONS, 2 * sc.defaultParallelism, -(-rows // ROWS_PER_DEDUP_TASK)))
         bounds = [PARTITIONS * i // tasks for i in range(tasks + 1)]
         ranges += [(kind, a, b) for a, b in zip(bounds, bounds[1:])]
@@ -339,24 +373,22 @@ def main():
             result["error"] = {"type": "unreadable", "uri": plan["data_uri"], "message": message}
             return finish(sc, staging, result)
     if files:
-        sc.setJobDescription("check every row (telemeter spark-task, one task per input file)")
+        sc.setJobDescription("check every row (telemeter spark-task, one task per input file or split)")
         if plan.get("data_uri"):
             task = check_contents(plan["binary"], checked_dir, plan["on_bad_row"], files)
             summaries = read_contents(files, lambda contents: contents.rdd.mapPartitions(task).collect())
         else:
             task = check_files(plan["binary"], checked_dir, plan["on_bad_row"])
             summaries = sc.parallelize(files, check_tasks(sc, files)).mapPartitions(task).collect()
-    by_index = {s["index"]: s for s in summaries}
-    missing = [f["name"] for f in files if f["index"] not in by_index]
-    if missing:
-        raise RuntimeError(f"Spark read no contents for {', '.join(missing)}")
+    by_index = by_file(files, summaries)
+    # Each kind's input files (by index, in order; a split file once).
+    of_kind = {kind: sorted({f["index"] for f in files if f["kind"] == kind}) for kind in KINDS}
 
     # Kinds in order; within a kind a bad row comes before a conflict, so
     # the kinds after the first with a bad row need no dedup.
     errors = {}
     for kind in KINDS:
-        mine = [by_index[f["index"]] for f in files if f["kind"] == kind]
-        errors[kind] = sorted((s["index"], s["error"]) for s in mine if s["error"])
+        errors[kind] = [(index, by_index[index]["error"]) for index in of_kind[kind] if by_index[index]["error"]]
     clean = []
     for kind in KINDS:
         if errors[kind]:
@@ -367,17 +399,17 @@ def main():
         if errors[kind]:
             result["error"] = dict(type="bad_record", **errors[kind][0][1])
             break
-        mine = [f for f in files if f["kind"] == kind]
+        mine = [by_index[index] for index in of_kind[kind]]
         dedup = found.get(kind, {"new": 0, "duplicates": 0, "conflict": None})
         if dedup["conflict"]:
             result["error"] = dict(type="conflict", kind=kind, **dedup["conflict"])
             break
         result["kinds"][kind] = {
-            "read": sum(by_index[f["index"]]["read"] for f in mine),
-            "set_aside": sum(by_index[f["index"]]["set_aside"] for f in mine),
+            "read": sum(s["read"] for s in mine),
+            "set_aside": sum(s["set_aside"] for s in mine),
             "duplicates": dedup["duplicates"],
             "used": dedup["new"],
-            "rejected_files": [f["index"] for f in mine if by_index[f["index"]]["set_aside"] > 0],
+            "rejected_files": [index for index in of_kind[kind] if by_index[index]["set_aside"] > 0],
         }
 
     finish(sc, staging, result)

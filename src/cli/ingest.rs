@@ -66,6 +66,11 @@ pub struct Args {
     /// overrides telemeter's defaults (UI off, WARN logs).
     #[arg(long, value_name = "KEY=VALUE")]
     pub spark_conf: Vec<String>,
+    /// With `--engine spark`: a plain CSV file larger than this is checked
+    /// by several tasks, one per split of about this size (cut at line
+    /// starts; rows and messages numbered as in the whole file).
+    #[arg(long, value_name = "MB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub spark_split_mb: u64,
 }
 
 /// `--engine` values.
@@ -249,5 +254,11 @@ fn spark_options(args: &Args) -> anyhow::Result<store::spark::SparkOptions> {
         conf.push((key.trim().to_owned(), value.to_owned()));
     }
     let binary = std::env::current_exe().context("cannot find this program to ship to Spark's executors")?;
-    Ok(store::spark::SparkOptions { spark_submit, master: args.spark_master.clone(), conf, binary })
+    Ok(store::spark::SparkOptions {
+        spark_submit,
+        master: args.spark_master.clone(),
+        conf,
+        binary,
+        split_bytes: args.spark_split_mb << 20,
+    })
 }

@@ -1,6 +1,6 @@
 //! `telemeter spark-task` (hidden): the tasks the Spark job of
 //! `ingest --engine spark` runs on an executor. `check` checks one input
-//! file with the same readers and rules as every other command and writes
+//! file (or split of one) with the same readers and rules as every other command and writes
 //! its valid rows, their dedup entries and its set-aside rows to the job's
 //! staging folder; `dedup` deduplicates one kind's new rows in a range of
 //! id-hash partitions. Each prints a one-line JSON summary for the job.
@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::BadRowArg;
+use crate::records::split::Split;
 use crate::records::Kind;
 use crate::store::spark;
 
@@ -46,6 +47,21 @@ pub struct CheckArgs {
     /// Its index in the ingest's inventory.
     #[arg(long)]
     pub source: u32,
+    /// The split to check (its number), when the file is split.
+    #[arg(long, requires_all = ["from", "to", "line", "size"])]
+    pub split: Option<u32>,
+    /// The split's first byte.
+    #[arg(long, requires = "split")]
+    pub from: Option<u64>,
+    /// The byte after its last.
+    #[arg(long, requires = "split")]
+    pub to: Option<u64>,
+    /// The number of its first line.
+    #[arg(long, requires = "split")]
+    pub line: Option<u64>,
+    /// The file's size when it was split.
+    #[arg(long, requires = "split")]
+    pub size: Option<u64>,
     /// What to do with a bad row.
     #[arg(long, value_enum, default_value = "fail")]
     pub on_bad_row: BadRowArg,
@@ -82,9 +98,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .into_iter()
                 .find(|k| k.name() == args.kind)
                 .with_context(|| format!("--kind '{}' is not a record kind", args.kind))?;
-            let summary =
-                spark::check_task(kind, &args.file, &args.name, args.source, args.on_bad_row.into(), &args.out)
-                    .with_context(|| format!("cannot check {}", args.file.display()))?;
+            let split = match (args.split, args.from, args.to, args.line) {
+                (Some(number), Some(from), Some(to), Some(line)) => Some((number, Split { from, to, line })),
+                _ => None,
+            };
+            let input = spark::TaskInput {
+                kind,
+                path: &args.file,
+                name: &args.name,
+                source: args.source,
+                split,
+                size: args.size,
+            };
+            let summary = spark::check_task(input, args.on_bad_row.into(), &args.out)
+                .with_context(|| format!("cannot check {}", args.file.display()))?;
             serde_json::to_string(&summary)
         }
         Task::Dedup(args) => {

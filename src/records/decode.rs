@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::files::Format;
+use super::split::Split;
 use crate::error::{Error, Result};
 
 /// The bytes of the file at `path`, decoded as `format` says.
@@ -52,6 +53,9 @@ pub struct Stream<'p> {
     codec: Option<&'static str>,
     /// The file as it was when opened, and the bytes read of it so far.
     opened: Snapshot,
+    /// The bytes a plain file's stream holds: the file's size, or the
+    /// size of the split read ([`Stream::open_split`]).
+    holds: u64,
     handle: std::fs::File,
     count: Arc<AtomicU64>,
 }
@@ -96,7 +100,26 @@ impl<'p> Stream<'p> {
                 (Box::new(decoder), Some("zstd"))
             }
         };
-        Ok(Some(Stream { path, decoder, codec, opened, handle: kept, count }))
+        let holds = opened.size;
+        Ok(Some(Stream { path, decoder, codec, opened, holds, handle: kept, count }))
+    }
+
+    /// The bytes `split` of the plain file at `path`, which had `size`
+    /// bytes when it was split: an error naming the file if it has
+    /// another size now, or another once read.
+    pub fn open_split(path: &'p Path, split: &Split, size: u64, count: Arc<AtomicU64>) -> Result<Stream<'p>> {
+        use std::io::{Seek, SeekFrom};
+        let mut handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let opened = Snapshot::of(&handle).map_err(|e| Error::io(path, e))?;
+        if opened.size != size || split.to > size || split.from > split.to {
+            let what = format!("{size} bytes when split, {} now", opened.size);
+            return Err(Error::changed_while_read(path, what));
+        }
+        let kept = handle.try_clone().map_err(|e| Error::io(path, e))?;
+        handle.seek(SeekFrom::Start(split.from)).map_err(|e| Error::io(path, e))?;
+        let holds = split.to - split.from;
+        let decoder = Box::new(Counted { inner: handle.take(holds), count: count.clone() });
+        Ok(Stream { path, decoder, codec: None, opened, holds, handle: kept, count })
     }
 
     /// The path of the file, as opened.
@@ -107,7 +130,7 @@ impl<'p> Stream<'p> {
     /// About how many bytes the file decodes to: its size, four times
     /// that when compressed.
     pub fn size_hint(&self) -> usize {
-        let size = usize::try_from(self.opened.size).unwrap_or(usize::MAX);
+        let size = usize::try_from(self.holds).unwrap_or(usize::MAX);
         match self.codec {
             None => size.saturating_add(1),
             Some(_) => size.saturating_mul(4),
@@ -145,8 +168,11 @@ impl<'p> Stream<'p> {
             format!("{} bytes when opened, {} now", self.opened.size, now.size)
         } else if now.modified != self.opened.modified {
             "modified since it was opened".to_owned()
-        } else if self.codec.is_none() && read != self.opened.size {
-            format!("{} bytes when opened, {read} read", self.opened.size)
+        } else if self.codec.is_none() && read != self.holds {
+            match self.holds == self.opened.size {
+                true => format!("{} bytes when opened, {read} read", self.holds),
+                false => format!("{} bytes in its split, {read} read", self.holds),
+            }
         } else {
             return Ok(());
         };

@@ -21,6 +21,7 @@ pub mod files;
 pub mod parquet;
 pub mod pieces;
 pub(crate) mod simd;
+pub mod split;
 
 use std::fmt;
 

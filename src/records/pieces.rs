@@ -9,6 +9,7 @@
 
 use super::csv::RowSink;
 use super::files::{Format, InputFile};
+use super::split::Split;
 use super::{csv, parquet};
 use crate::error::Result;
 
@@ -29,6 +30,14 @@ impl<'f> Pieces<'f> {
             Format::Parquet => parquet::Pieces::open(file)?.map_or(Pieces::Empty, Pieces::Parquet),
             _ => csv::Pieces::open(file)?.map_or(Pieces::Empty, Pieces::Csv),
         })
+    }
+
+    /// Split `split` of `file`, a plain CSV file (`records::split`).
+    pub fn open_split(file: &'f InputFile, split: &Split) -> Result<Pieces<'f>> {
+        match file.format {
+            Format::Csv => Ok(csv::Pieces::open_split(file, split)?.map_or(Pieces::Empty, Pieces::Csv)),
+            _ => Err(crate::error::Error::Internal(format!("{}: only a plain CSV file is split", file.name))),
+        }
     }
 
     /// Reads the next `lines` lines (fewer at the end of the file) into

@@ -544,6 +544,64 @@ fn spark_cuts_a_large_file_into_the_local_ingests_runs_of_lines() {
     assert_same_stores(&spark, &local, &remote, &accounts);
 }
 
+/// A plain CSV file past `--spark-split-mb` is checked by several tasks,
+/// cut where lines start: its rows, repeats, bad rows (empty lines, a bad
+/// value; failing or set aside) and runs of lines are numbered and stored
+/// as when the local engine reads it whole.
+#[test]
+fn spark_splits_a_large_csv_file_where_its_lines_start() {
+    let Some(spark) = spark() else { return };
+    let master = "local[2]";
+    let temp = tempfile::tempdir().expect("tempdir");
+    let day = temp.path().join("day");
+    generate_calls(&spark, &day, "43", "2026-10-28", "csv", "30000", "1");
+    let path = day.join("calls/part-000.csv");
+    let text = std::fs::read_to_string(&path).expect("calls");
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let third = lines.len() / 3;
+    // A bad row two thirds in, a repeat of an early row near the end,
+    // a run of empty lines and a CRLF line a third in.
+    let bad = lines[2 * third].replacen(",voice,", ",fax,", 1);
+    assert_ne!(bad, lines[2 * third], "a voice call to spoil");
+    lines[2 * third] = bad;
+    let repeat = lines[5].clone();
+    lines.insert(lines.len() - 3, repeat);
+    lines[third] = format!("{}\r", lines[third]);
+    for _ in 0..5 {
+        lines.insert(third + 1, String::new());
+    }
+    // The first bad row: the first empty line (a row of no fields).
+    let bad_line = third + 2;
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+    let size = std::fs::metadata(&path).expect("size").len();
+    assert!(size > 3 << 20, "{size} bytes: at least four splits of 1 MiB");
+    let accounts = accounts_of(&[&day]);
+    let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
+
+    let split = ["--spark-split-mb", "1", "--batch-mb", "1"];
+    let (by_local, by_spark) = ingest_both(&spark, &day, &local, &remote, &split, master);
+    assert_eq!(by_spark.status.code(), Some(1));
+    // The message from the file's name on (the stores' paths differ).
+    let error = |o: &Output| {
+        let text = String::from_utf8_lossy(&o.stderr).into_owned();
+        let line = text.lines().find(|l| l.starts_with("error:")).map(str::to_owned).unwrap_or(text);
+        line.find("calls/").map_or(line.clone(), |at| line[at..].to_owned())
+    };
+    let message = error(&by_spark);
+    assert!(
+        message.starts_with(&format!("calls/part-000.csv:{bad_line}: column '-': '' is an empty line")),
+        "{message}"
+    );
+    assert_eq!(error(&by_local), message);
+
+    let set_aside = ["--spark-split-mb", "1", "--batch-mb", "1", "--on-bad-row", "set-aside"];
+    let (by_local, by_spark) = ingest_both(&spark, &day, &local, &remote, &set_aside, master);
+    ok(&by_spark);
+    let text = ok(&by_local);
+    assert!(text.contains("set aside        6"), "{text}");
+    assert_same_stores(&spark, &local, &remote, &accounts);
+}
+
 /// One master and two workers of a standalone cluster, on 127.0.0.1, each
 /// in its own process group; stopped when dropped.
 struct Cluster {

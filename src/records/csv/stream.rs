@@ -9,6 +9,7 @@ use super::{Header, LineRange, Reader, RowSink, BLOCK_BYTES, CHUNK_BYTES, MAX_EM
 use crate::error::{Error, Result};
 use crate::records::decode::Stream;
 use crate::records::files::InputFile;
+use crate::records::split::Split;
 
 /// A decoded stream's lines, a block at a time: the block being read and
 /// the next one, decoded meanwhile.
@@ -273,6 +274,24 @@ impl<'f> Pieces<'f> {
         let mut blocks = Blocks::new(stream, Default::default(), BLOCK_BYTES);
         let Some(header) = blocks.header(file).map_err(|e| file.renamed(e))? else { return Ok(None) };
         Ok(Some(Pieces { file, header, blocks, count, line: 2 }))
+    }
+
+    /// Split `split` of `file` (a plain CSV file: `records::split`), its
+    /// header read from the start of the file; `None` for a file without
+    /// a header. Its lines are numbered from `split.line` on, and checked
+    /// as the whole file's are.
+    pub fn open_split(file: &'f InputFile, split: &Split) -> Result<Option<Pieces<'f>>> {
+        let count = Arc::new(AtomicU64::new(0));
+        let stream = Stream::open_split(&file.path, split, file.size, count.clone()).map_err(|e| file.renamed(e))?;
+        if split.from == 0 {
+            let mut blocks = Blocks::new(stream, Default::default(), BLOCK_BYTES);
+            let Some(header) = blocks.header(file).map_err(|e| file.renamed(e))? else { return Ok(None) };
+            return Ok(Some(Pieces { file, header, blocks, count, line: 2 }));
+        }
+        let Some(whole) = Pieces::open(file)? else { return Ok(None) };
+        let mut blocks = Blocks::new(stream, Default::default(), BLOCK_BYTES);
+        blocks.lines = LineCheck::new(split.line);
+        Ok(Some(Pieces { file, header: whole.header, blocks, count, line: split.line }))
     }
 
     /// Reads the next `lines` lines (fewer at the end of the file) into

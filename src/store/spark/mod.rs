@@ -6,15 +6,16 @@
 //! staging folder and handed to `spark-submit`). It works in
 //! `STORE/staging/<ingest>/`, a folder no manifest lists:
 //!
-//! 1. one Spark task per input file runs this binary's hidden
-//!    `spark-task check` command ([`check_task`]): the same readers and the
-//!    same `records::parse_record` as every other command, so every
-//!    contract check, message and line number is the local engine's. It
-//!    writes the file's valid rows, normalized, to `checked/<n>.rows`
-//!    (their lines and text sizes to `checked/<n>.places`: `rows.rs`),
-//!    their dedup entries (id hash, content hash, place) to
-//!    `checked/<n>.index` (the store's index layout) and its set-aside
-//!    rows to `checked/<n>.rejects.json`;
+//! 1. one Spark task per input file, or per split of a large plain CSV
+//!    file (`records::split`, cut here before the job), runs this binary's
+//!    hidden `spark-task check` command ([`check_task`]): the same readers
+//!    and the same `records::parse_record` as every other command, so
+//!    every contract check, message and line number is the local engine's.
+//!    It writes the valid rows of split `s` of file `n`, normalized, to
+//!    `checked/<n>.<s>.rows` (their lines and text sizes to `.places`:
+//!    `rows.rs`), their dedup entries (id hash, content hash, place) to
+//!    `.index` (the store's index layout) and its set-aside rows to
+//!    `.rejects.json`;
 //! 2. one Spark task per kind and range of id-hash partitions runs
 //!    `spark-task dedup` ([`dedup_task`]): those partitions of the store's
 //!    index files, then of the new entries, in (file, line) order: a
@@ -46,7 +47,7 @@ mod rows;
 mod task;
 
 pub use dedup::{dedup_task, Clash, DedupInputs, DedupSummary, First, KindInputs};
-pub use task::{check_task, TaskError, TaskSummary};
+pub use task::{check_task, TaskError, TaskInput, TaskSummary};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -60,7 +61,8 @@ use super::location::{DataLocation, Uri};
 use super::Manifest;
 use crate::aggregate::OnBadRow;
 use crate::error::{Error, Result};
-use crate::records::files::{InputFile, Inventory, LAYOUT};
+use crate::records::files::{Format, InputFile, Inventory, LAYOUT};
+use crate::records::split::{self, Split};
 use crate::records::Kind;
 use publish::publish;
 
@@ -90,6 +92,9 @@ pub struct SparkOptions {
     pub conf: Vec<(String, String)>,
     /// This program, shipped to the executors (`--files`) for the row check.
     pub binary: PathBuf,
+    /// A local plain CSV file larger than this is checked by several
+    /// tasks, a split of about this size each (`records::split`).
+    pub split_bytes: u64,
 }
 
 /// The Spark configuration every job gets unless `--spark-conf` says
@@ -97,13 +102,27 @@ pub struct SparkOptions {
 /// its tasks run this binary.)
 pub const DEFAULT_CONF: [(&str, &str); 2] = [("spark.ui.enabled", "false"), ("spark.log.level", "WARN")];
 
-/// One input file in the job's plan.
+/// One input file in the job's plan, or one split of it (a task each).
 #[derive(Debug, Serialize, Deserialize)]
 struct PlanFile {
     index: u32,
     kind: String,
     path: String,
     name: String,
+    /// Bytes the task reads: the file's, or its split's.
+    bytes: u64,
+    /// The split, its number, and the file's size when split; `None`
+    /// for a file read whole.
+    split: Option<PlanSplit>,
+}
+
+/// A split of a file in the plan.
+#[derive(Debug, Serialize, Deserialize)]
+struct PlanSplit {
+    number: u32,
+    #[serde(flatten)]
+    split: Split,
+    size: u64,
 }
 
 /// What the job is told (`plan.json`).
@@ -313,12 +332,23 @@ fn run_job(
             continue;
         }
         let path = std::path::absolute(&file.path).map_err(|e| Error::io(&file.path, e))?;
-        files.push(PlanFile {
-            index: i as u32,
-            kind: file.kind.name().to_owned(),
-            path: path_text(&path)?,
-            name: file.name.clone(),
-        });
+        let splits = match file.format {
+            Format::Csv => split::splits(&path, file.size, spark.split_bytes)?,
+            _ => Vec::new(),
+        };
+        let plan_file = |bytes, split| -> Result<PlanFile> {
+            let (index, kind, name) = (i as u32, file.kind.name().to_owned(), file.name.clone());
+            Ok(PlanFile { index, kind, path: path_text(&path)?, name, bytes, split })
+        };
+        match splits.len() {
+            0 | 1 => files.push(plan_file(file.size, None)?),
+            _ => {
+                for (number, split) in splits.into_iter().enumerate() {
+                    let split = PlanSplit { number: number as u32, split, size: file.size };
+                    files.push(plan_file(split.split.to - split.split.from, Some(split))?);
+                }
+            }
+        }
     }
     let mut stored = BTreeMap::new();
     for kind in Kind::ALL {

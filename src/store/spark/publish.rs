@@ -84,6 +84,8 @@ pub(super) fn publish(
     let syncer = Syncer::background();
     // The new rows' rollups, folded as they are written.
     let mut rollups = Rollups::default();
+    // What the check tasks wrote, by input file: each split's files.
+    let mut checked_files = CheckedFile::all_in(&staging.join("checked"))?;
     for kind in Kind::ALL {
         let counts = result.kinds.get(kind.name());
         let counts = match counts {
@@ -112,11 +114,10 @@ pub(super) fn publish(
         // The new rows are the checked rows but the repeats: read from the
         // tasks' own files, in file and line order, so the job never sorts
         // or writes them again.
-        let checked: Vec<CheckedFile> = of_kind
-            .iter()
-            .map(|(index, _)| CheckedFile::in_folder(&staging.join("checked"), *index))
-            .filter(|checked| checked.rows.exists())
-            .collect();
+        let checked: Vec<CheckedFile> =
+            of_kind.iter().flat_map(|(index, _)| checked_files.remove(index).unwrap_or_default()).collect();
+        let (checked, rejected): (Vec<CheckedFile>, Vec<CheckedFile>) =
+            checked.into_iter().partition(|checked| checked.rows.exists());
         let places: Vec<Place> = found.iter().map(|r| r.at).collect();
         let NewRows { batches: new_batches, repeat_text } = runs_by_batch(&checked, &places, &steps)?;
         let repeats = Repeats::new(&found, &repeat_text, &steps)?;
@@ -260,11 +261,14 @@ pub(super) fn publish(
             manifest.kinds.insert(kind.name().to_owned(), files);
         }
         report.tallies.insert(kind, tally);
-        for index in &counts.rejected_files {
-            let path = staging.join("checked").join(format!("{index}.rejects.json"));
-            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let with_rejects = checked.iter().chain(&rejected).filter(|c| counts.rejected_files.contains(&c.index));
+        let mut with_rejects: Vec<&CheckedFile> = with_rejects.filter(|c| c.rejects.exists()).collect();
+        with_rejects.sort_by_key(|c| (c.index, c.split));
+        for checked in with_rejects {
+            let path = &checked.rejects;
+            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
             let rejects: Vec<TaskError> =
-                serde_json::from_slice(&bytes).map_err(|e| Error::io(&path, format!("not a rejects file: {e}")))?;
+                serde_json::from_slice(&bytes).map_err(|e| Error::io(path, format!("not a rejects file: {e}")))?;
             report.rejects.extend(rejects.into_iter().map(BadRecord::from));
         }
     }
@@ -573,12 +577,16 @@ fn runs_by_batch<'p>(parts: &'p [CheckedFile], repeats: &[Place], steps: &Steps<
     Ok(NewRows { batches, repeat_text })
 }
 
-/// The record id at `line` of input file `file`, from its checked file.
+/// The record id at `line` of input file `file`, from its checked files.
 fn record_id_at(staging: &Path, file: u32, line: u64) -> Result<String> {
-    let checked = CheckedFile::in_folder(&staging.join("checked"), file);
-    let at = read_places(&checked.places)?.iter().position(|place| place.line == line);
-    let at = at.ok_or_else(|| Error::io(&checked.places, format!("no checked row at line {line}")))?;
-    Ok(RowsFile::read(&checked.rows)?.row(at)?.view.record_id.to_owned())
+    let folder = staging.join("checked");
+    let splits = CheckedFile::all_in(&folder)?.remove(&file).unwrap_or_default();
+    for checked in splits.iter().filter(|checked| checked.places.exists()) {
+        if let Some(at) = read_places(&checked.places)?.iter().position(|place| place.line == line) {
+            return Ok(RowsFile::read(&checked.rows)?.row(at)?.view.record_id.to_owned());
+        }
+    }
+    Err(Error::io(&folder, format!("no checked row of input file #{file} at line {line}")))
 }
 
 fn push_run<'p>(
@@ -606,7 +614,7 @@ mod tests {
     /// The checked file of input file `index`, its rows at `lines` (only
     /// their places file: the text size of each ten times its line).
     fn checked(dir: &Path, index: u32, lines: &[u64]) -> CheckedFile {
-        let checked = CheckedFile::in_folder(dir, index);
+        let checked = CheckedFile::in_folder(dir, index, 0);
         let bytes: Vec<u8> = lines.iter().flat_map(|&l| [l.to_le_bytes(), (l * 10).to_le_bytes()].concat()).collect();
         std::fs::write(&checked.places, bytes).expect("written");
         checked

@@ -30,6 +30,7 @@
 //! UTF-8 and its type, so a damaged file is an error naming it, never a
 //! panic.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -45,25 +46,59 @@ const FIXED: usize = 8 + 4 + 8 * 4 + 4 + 8 + 8 * 4;
 /// Texts per row.
 const TEXTS: usize = 8;
 
-/// The files a check task writes for input file `index` (in its output
-/// folder, `checked/`).
+/// The files a check task writes for split `split` of input file `index`
+/// (in its output folder, `checked/`: `<index>.<split>.<suffix>`; a file
+/// not split is split 0).
 #[derive(PartialEq, Eq)]
 pub(super) struct CheckedFile {
     /// The input file's index in the inventory.
     pub(super) index: u32,
+    /// The split of the file, in line order.
+    pub(super) split: u32,
     /// Its valid rows ([`RowsFile`]).
     pub(super) rows: PathBuf,
     /// Their places ([`read_places`]).
     pub(super) places: PathBuf,
     /// Their dedup entries (an index file, by id-hash partition).
     pub(super) entries: PathBuf,
+    /// Its rows set aside (`--on-bad-row set-aside`), as JSON.
+    pub(super) rejects: PathBuf,
 }
 
 impl CheckedFile {
-    /// The files of input file `index` in `folder`.
-    pub(super) fn in_folder(folder: &Path, index: u32) -> CheckedFile {
-        let file = |suffix: &str| folder.join(format!("{index}.{suffix}"));
-        CheckedFile { index, rows: file("rows"), places: file("places"), entries: file("index") }
+    /// The files of split `split` of input file `index` in `folder`.
+    pub(super) fn in_folder(folder: &Path, index: u32, split: u32) -> CheckedFile {
+        let file = |suffix: &str| folder.join(format!("{index}.{split}.{suffix}"));
+        CheckedFile {
+            index,
+            split,
+            rows: file("rows"),
+            places: file("places"),
+            entries: file("index"),
+            rejects: file("rejects.json"),
+        }
+    }
+
+    /// The splits of each input file that wrote anything to `folder`, by
+    /// input file index, each file's in split (so line) order.
+    pub(super) fn all_in(folder: &Path) -> Result<BTreeMap<u32, Vec<CheckedFile>>> {
+        let mut found: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+        let entries = std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(folder, e))?;
+            let name = entry.file_name();
+            let mut parts = name.to_str().unwrap_or_default().splitn(3, '.');
+            let (index, split) = (parts.next().map(str::parse::<u32>), parts.next().map(str::parse::<u32>));
+            if let (Some(Ok(index)), Some(Ok(split))) = (index, split) {
+                found.entry(index).or_default().insert(split);
+            }
+        }
+        Ok(found
+            .into_iter()
+            .map(|(index, splits)| {
+                (index, splits.into_iter().map(|s| CheckedFile::in_folder(folder, index, s)).collect())
+            })
+            .collect())
     }
 }
 
@@ -342,7 +377,7 @@ mod tests {
     #[test]
     fn rows_read_back_as_written_and_damage_is_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let checked = CheckedFile::in_folder(dir.path(), 0);
+        let checked = CheckedFile::in_folder(dir.path(), 0, 0);
         let (path, places) = (&checked.rows, &checked.places);
         let mut writer = RowsWriter::create(&checked).expect("created");
         for i in 0..5u64 {

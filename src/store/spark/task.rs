@@ -15,6 +15,7 @@ use crate::error::{BadRecord, Error, Location, Result};
 use crate::records::dedup::Place;
 use crate::records::files::{Format, InputFile};
 use crate::records::pieces::Pieces;
+use crate::records::split::Split;
 use crate::records::Kind;
 
 /// What one `spark-task` run reports on its standard output (one JSON line).
@@ -22,6 +23,8 @@ use crate::records::Kind;
 pub struct TaskSummary {
     /// The file's index in the ingest's inventory.
     pub index: u32,
+    /// The split checked (0 for a file not split).
+    pub split: u32,
     /// Rows read.
     pub read: u64,
     /// Valid rows written to the checked file.
@@ -73,45 +76,67 @@ impl From<TaskError> for BadRecord {
     }
 }
 
-/// The Spark task of one input file: reads and checks it (as the local
-/// ingest does), writes its valid rows to `out/<source>.rows`, their
-/// dedup entries to `out/<source>.index` (an index file: id and content
-/// hashes, place as (source, line), by id-hash partition, for the dedup
-/// tasks) and its set-aside rows to `out/<source>.rejects.json`. A bad row with
+/// What a check task reads: an input file, or one of its splits.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskInput<'a> {
+    /// The record kind.
+    pub kind: Kind,
+    /// The file.
+    pub path: &'a Path,
+    /// Its name in messages.
+    pub name: &'a str,
+    /// Its index in the ingest's inventory.
+    pub source: u32,
+    /// The split to read (a plain CSV file's, `records::split`), and its
+    /// number; `None`: the whole file.
+    pub split: Option<(u32, Split)>,
+    /// The file's size when it was split.
+    pub size: Option<u64>,
+}
+
+/// The Spark task of one input file or split: reads and checks it (as the
+/// local ingest does), writes its valid rows to `out/<source>.<split>.rows`,
+/// their dedup entries to `out/<source>.<split>.index` (an index file: id
+/// and content hashes, place as (source, line), by id-hash partition, for
+/// the dedup tasks) and its set-aside rows to
+/// `out/<source>.<split>.rejects.json` ([`CheckedFile`]). A bad row with
 /// [`OnBadRow::Fail`] is reported in the summary, not as an `Err` (the job
 /// picks the first one over all files). The file is read in runs of
 /// `TASK_RUN_LINES` (1M) lines, each appended to the checked-rows file, so
 /// that a task holds one run of rows whatever the file's size (and the
 /// file's dedup entries, 32 bytes a row, which the index layout groups by
 /// partition once all are known).
-pub fn check_task(
-    kind: Kind,
-    path: &Path,
-    name: &str,
-    source: u32,
-    on_bad_row: OnBadRow,
-    out: &Path,
-) -> Result<TaskSummary> {
+pub fn check_task(input: TaskInput<'_>, on_bad_row: OnBadRow, out: &Path) -> Result<TaskSummary> {
+    let TaskInput { kind, path, name, source, split, size } = input;
     let format = Format::of(name).ok_or_else(|| Error::io(path, "not a csv, csv.gz, csv.zst or parquet file"))?;
-    let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    let size = match size {
+        Some(size) => size,
+        None => std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len(),
+    };
     let file = InputFile { kind, path: path.to_owned(), name: name.to_owned(), format, size, sum: None };
-    check_in_runs(&file, source, on_bad_row, out, TASK_RUN_LINES)
+    check_in_runs(&file, source, split, on_bad_row, out, TASK_RUN_LINES)
 }
 
-/// [`check_task`] of `file`, reading `run_lines` lines at a time.
+/// [`check_task`] of `file` (or of its `split`), reading `run_lines`
+/// lines at a time.
 fn check_in_runs(
     file: &InputFile,
     source: u32,
+    split: Option<(u32, Split)>,
     on_bad_row: OnBadRow,
     out: &Path,
     run_lines: u64,
 ) -> Result<TaskSummary> {
-    let mut summary = TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error: None };
+    let number = split.map_or(0, |(number, _)| number);
+    let mut summary = TaskSummary { index: source, split: number, read: 0, valid: 0, set_aside: 0, error: None };
     let mut rejects: Vec<TaskError> = Vec::new();
-    let checked = CheckedFile::in_folder(out, source);
+    let checked = CheckedFile::in_folder(out, source, number);
     let mut entries: Vec<IndexEntry> = Vec::new();
     let written = (|| -> Result<()> {
-        let mut pieces = Pieces::open(file)?;
+        let mut pieces = match &split {
+            Some((_, split)) => Pieces::open_split(file, split)?,
+            None => Pieces::open(file)?,
+        };
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
         let mut writer: Option<RowsWriter> = None;
         while !pieces.done() {
@@ -147,15 +172,14 @@ fn check_in_runs(
                 let _ = std::fs::remove_file(path);
             }
             let error = Some(TaskError::from(&*bad));
-            return Ok(TaskSummary { index: source, read: 0, valid: 0, set_aside: 0, error });
+            return Ok(TaskSummary { index: source, split: number, read: 0, valid: 0, set_aside: 0, error });
         }
         Err(e) => return Err(e),
     }
     summary.set_aside = rejects.len() as u64;
     if !rejects.is_empty() {
-        let path = out.join(format!("{source}.rejects.json"));
         let bytes = serde_json::to_vec(&rejects).map_err(|e| Error::Internal(format!("rejects: {e}")))?;
-        super::super::write_synced(&path, &bytes)?;
+        super::super::write_synced(&checked.rejects, &bytes)?;
     }
     Ok(summary)
 }
@@ -192,16 +216,16 @@ mod tests {
         let file = InputFile { kind: Kind::Charges, path: input.clone(), name, format, size, sum: None };
         let checked = |run_lines: u64, on_bad_row: OnBadRow| {
             let out = dir.path().join(format!("out-{run_lines}-{on_bad_row:?}"));
-            let summary = check_in_runs(&file, 3, on_bad_row, &out, run_lines).expect("checked");
-            let frame = std::fs::read(out.join("3.rows")).ok();
-            let rejects = std::fs::read_to_string(out.join("3.rejects.json")).unwrap_or_default();
+            let summary = check_in_runs(&file, 3, None, on_bad_row, &out, run_lines).expect("checked");
+            let frame = std::fs::read(out.join("3.0.rows")).ok();
+            let rejects = std::fs::read_to_string(out.join("3.0.rejects.json")).unwrap_or_default();
             (serde_json::to_string(&summary).expect("json"), frame, rejects)
         };
         let (summary, frame, rejects) = checked(u64::MAX, OnBadRow::SetAside);
         assert!(summary.contains("\"read\":100,\"valid\":99,\"set_aside\":1"), "{summary} {rejects}");
         assert!(rejects.contains("\"line\":42"), "{rejects}");
         let frame = frame.expect("valid rows");
-        let rows = RowsFile::read(&dir.path().join(format!("out-{}-{:?}/3.rows", u64::MAX, OnBadRow::SetAside)))
+        let rows = RowsFile::read(&dir.path().join(format!("out-{}-{:?}/3.0.rows", u64::MAX, OnBadRow::SetAside)))
             .expect("a checked-rows file");
         assert_eq!(rows.len(), 99);
         let row = rows.row(98).expect("the last row");
