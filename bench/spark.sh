@@ -17,7 +17,8 @@
 # memory of every process of the run: telemeter, spark-submit's JVM, Python
 # workers, spark-task processes, the cluster's executors; sampled every
 # second), then the medians, and checks that the stores give the same
-# answer, byte for byte. The page cache holds the input before each run.
+# answer, byte for byte. The page cache holds the input before each run,
+# and the earlier runs' writes are on the disk.
 # Needs SPARK_HOME (see README "Running on Spark").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +61,8 @@ measure() { # name extra-roots command...: wall time and peak tree RSS of the co
   local name=$1 roots=$2; shift 2
   local start end peak=0 pid rss
   warm "$DATA" "$SMALL"
+  # The stores the runs before wrote go to the disk now, not during this run.
+  sync
   start=$(date +%s.%N)
   "$@" > "$WORK/$name.out" 2> "$WORK/$name.err" &
   pid=$!
