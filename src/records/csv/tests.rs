@@ -650,3 +650,84 @@ fn splits_at_newlines_into_chunks_that_cover_the_body() {
         assert_eq!(expected_offset, body.len());
     }
 }
+
+/// Every line of `file` read a run of `run_lines` at a time, whole
+/// (`split_bytes` `None`) or split by split (`records::split`).
+fn read_lines_in_pieces(file: &InputFile, split_bytes: Option<u64>, run_lines: u64) -> Result<Lines> {
+    let mut lines = Lines::new();
+    let mut read = |pieces: Option<Pieces<'_>>| -> Result<()> {
+        let Some(mut pieces) = pieces else { return Ok(()) };
+        while !pieces.done() {
+            lines.extend(pieces.next(run_lines, Collect::default)?.into_iter().flat_map(|s| s.lines));
+        }
+        Ok(())
+    };
+    match split_bytes {
+        None => read(Pieces::open(file)?)?,
+        Some(bytes) => {
+            for split in crate::records::split::splits(&file.path, file.size, bytes)? {
+                read(Pieces::open_split(file, &split)?)?;
+            }
+        }
+    }
+    Ok(lines)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(100))]
+
+    /// A file read split by split hands over the lines, numbers and
+    /// refusals of the whole file: a BOM, quoted fields, CRLF endings,
+    /// empty and damaged lines, a last line without a newline.
+    #[test]
+    fn a_file_read_split_by_split_reads_as_the_whole_file(
+        records in proptest::collection::vec(charge(), 0..40),
+        crlf in proptest::bool::ANY,
+        bom in proptest::bool::ANY,
+        spoiled in proptest::collection::vec((proptest::num::usize::ANY, 0u8..3), 0..4),
+        cut_last_newline in proptest::bool::ANY,
+        split_bytes in 1u64..400,
+        run_lines in 1u64..9,
+    ) {
+        let written = written(&records, ::csv::QuoteStyle::Necessary, crlf, &[0, 1, 2, 3, 4, 5]);
+        let mut lines: Vec<Vec<u8>> = written.split_inclusive(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+        for (at, how) in spoiled {
+            let at = 1 + at % lines.len();
+            let line: &[u8] = match how {
+                0 => b"\n",
+                1 => b"\r\n",
+                _ => b"x,\"open,1,2,3,4\n",
+            };
+            lines.insert(at.min(lines.len()), line.to_vec());
+        }
+        let mut bytes: Vec<u8> = if bom { b"\xEF\xBB\xBF".to_vec() } else { Vec::new() };
+        bytes.extend(lines.concat());
+        if cut_last_newline && bytes.ends_with(b"\n") {
+            bytes.pop();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, &bytes).unwrap();
+        let file = InputFile { path, size: bytes.len() as u64, ..charges_file() };
+        let whole = read_lines_in_pieces(&file, None, run_lines).unwrap();
+        proptest::prop_assert_eq!(read_lines_in_pieces(&file, Some(split_bytes), run_lines).unwrap(), whole);
+    }
+}
+
+/// A split of a file that no longer has the size it was split at is an
+/// error naming the file, not rows of another file's lines.
+#[test]
+fn a_split_of_a_file_that_changed_is_an_error() {
+    let text = file_of(&charges_rows(200));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.csv");
+    std::fs::write(&path, &text).unwrap();
+    let file = InputFile { path: path.clone(), size: text.len() as u64, ..charges_file() };
+    let splits = crate::records::split::splits(&path, file.size, 1000).unwrap();
+    assert!(splits.len() > 3, "{splits:?}");
+    std::fs::write(&path, format!("{text}{}", charges_rows(1)[0])).unwrap();
+    for split in &splits {
+        let error = Pieces::open_split(&file, split).map(|_| ()).unwrap_err().chain();
+        assert!(error.contains("t.csv") && error.contains("changed while being read"), "{error}");
+    }
+}

@@ -99,7 +99,7 @@ pub struct TaskInput<'a> {
 /// their dedup entries to `out/<source>.<split>.index` (an index file: id
 /// and content hashes, place as (source, line), by id-hash partition, for
 /// the dedup tasks) and its set-aside rows to
-/// `out/<source>.<split>.rejects.json` ([`CheckedFile`]). A bad row with
+/// `out/<source>.<split>.rejects.json` (`rows::CheckedFile`). A bad row with
 /// [`OnBadRow::Fail`] is reported in the summary, not as an `Err` (the job
 /// picks the first one over all files). The file is read in runs of
 /// `TASK_RUN_LINES` (1M) lines, each appended to the checked-rows file, so
