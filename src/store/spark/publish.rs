@@ -116,7 +116,8 @@ pub(super) fn publish(
         // or writes them again.
         let checked: Vec<CheckedFile> =
             of_kind.iter().flat_map(|(index, _)| checked_files.remove(index).unwrap_or_default()).collect();
-        let (checked, rejected): (Vec<CheckedFile>, Vec<CheckedFile>) =
+        // Splits without a valid row wrote at most their set-aside rows.
+        let (checked, rowless): (Vec<CheckedFile>, Vec<CheckedFile>) =
             checked.into_iter().partition(|checked| checked.rows.exists());
         let places: Vec<Place> = found.iter().map(|r| r.at).collect();
         let NewRows { batches: new_batches, repeat_text } = runs_by_batch(&checked, &places, &steps)?;
@@ -261,8 +262,10 @@ pub(super) fn publish(
             manifest.kinds.insert(kind.name().to_owned(), files);
         }
         report.tallies.insert(kind, tally);
-        let with_rejects = checked.iter().chain(&rejected).filter(|c| counts.rejected_files.contains(&c.index));
-        let mut with_rejects: Vec<&CheckedFile> = with_rejects.filter(|c| c.rejects.exists()).collect();
+        // The set-aside rows of each split, in file and split (so line) order.
+        let with_rejects = checked.iter().chain(&rowless);
+        let with_rejects = with_rejects.filter(|c| counts.rejected_files.contains(&c.index) && c.rejects.exists());
+        let mut with_rejects: Vec<&CheckedFile> = with_rejects.collect();
         with_rejects.sort_by_key(|c| (c.index, c.split));
         for checked in with_rejects {
             let path = &checked.rejects;
