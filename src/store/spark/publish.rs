@@ -172,7 +172,8 @@ pub(super) fn publish(
                         .collect_into_vec(&mut read);
                     drop(at);
                     let rows: Vec<CheckedRow<'_>> = read.into_iter().collect::<Result<_>>()?;
-                    let ids: Vec<(u64, u64)> = rows.iter().map(|row| row.seen.id).collect();
+                    let mut ids: Vec<(u64, u64)> = Vec::new();
+                    rows.par_iter().map(|row| row.seen.id).collect_into_vec(&mut ids);
                     let seen = filter.check_and_insert_all(&ids);
                     let mut held_rows: Vec<usize> = Vec::new();
                     let mut entries = Vec::with_capacity(rows.len());
@@ -199,11 +200,14 @@ pub(super) fn publish(
                             place: index::pack(place),
                         });
                     }
-                    // The rows written now: all but the held ones.
-                    let mut written: Vec<RecordView<'_>> = Vec::with_capacity(rows.len() - held_rows.len());
+                    // The rows written now: all but the held ones, copied
+                    // in parallel (an indexed copy, into place).
                     let mut held_rows = held_rows.iter().peekable();
-                    let kept = rows.iter().enumerate().filter(|(i, _)| held_rows.next_if_eq(&i).is_none());
-                    written.extend(kept.map(|(_, row)| row.view));
+                    let kept: Vec<u32> =
+                        (0..rows.len() as u32).filter(|&i| held_rows.next_if_eq(&&(i as usize)).is_none()).collect();
+                    let mut written: Vec<RecordView<'_>> = Vec::new();
+                    kept.par_iter().map(|&i| rows[i as usize].view).collect_into_vec(&mut written);
+                    drop(kept);
                     // As the local ingest: groups past --max-rollup-groups
                     // go to partial files, and the table's memory is reused.
                     let (folded, written) = rayon::join(
