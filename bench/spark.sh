@@ -16,7 +16,7 @@
 # Prints each run's wall time and peak memory (the largest sum of resident
 # memory of every process of the run: telemeter, spark-submit's JVM, Python
 # workers, spark-task processes, the cluster's executors; sampled every
-# second), then the medians, and checks that the stores give the same
+# 0.5 s), then the medians, and checks that the stores give the same
 # answer, byte for byte. The page cache holds the input before each run,
 # and the earlier runs' writes are on the disk.
 # Needs SPARK_HOME (see README "Running on Spark").
@@ -64,15 +64,18 @@ measure() { # name extra-roots command...: wall time and peak tree RSS of the co
   # The stores the runs before wrote go to the disk now, not during this run.
   sync
   start=$(date +%s.%N)
-  "$@" > "$WORK/$name.out" 2> "$WORK/$name.err" &
+  # The end is stamped as the command ends, not at the next memory sample
+  # (a second later at most).
+  { "$@" > "$WORK/$name.out" 2> "$WORK/$name.err"; echo $? > "$WORK/$name.rc"; date +%s.%N > "$WORK/$name.end"; } &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     rss=$(tree_rss "$pid" $roots)
     [ "$rss" -gt "$peak" ] && peak=$rss
-    sleep 1
+    sleep 0.5
   done
-  wait "$pid" || { echo "$name failed:"; tail -20 "$WORK/$name.err"; exit 1; }
-  end=$(date +%s.%N)
+  wait "$pid"
+  [ "$(cat "$WORK/$name.rc")" = 0 ] || { echo "$name failed:"; tail -20 "$WORK/$name.err"; exit 1; }
+  end=$(cat "$WORK/$name.end")
   local wall
   wall=$(echo "$end - $start" | bc)
   printf '%-22s wall %7.1f s  peak memory %6d MiB\n' "$name" "$wall" $((peak / 1024))
