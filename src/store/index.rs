@@ -264,9 +264,7 @@ impl Filter {
             None => true,
         }
     }
-}
 
-impl Filter {
     /// [`Filter::check_and_insert`] of each of `ids` in their order (so
     /// the same answers), the partitions in parallel: whether each may
     /// have been added before.

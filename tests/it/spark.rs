@@ -581,6 +581,12 @@ fn spark_splits_a_large_csv_file_where_its_lines_start() {
     let split = ["--spark-split-mb", "1", "--batch-mb", "1"];
     let (by_local, by_spark) = ingest_both(&spark, &day, &local, &remote, &split, master);
     assert_eq!(by_spark.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&by_spark.stderr).into_owned();
+    let splits = said
+        .lines()
+        .find_map(|l| l.split_once("1 file cut into ")?.1.split_once(" splits")?.0.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("the file was not split: {said}"));
+    assert!(splits >= 4 && splits <= size.div_ceil(1 << 20), "{splits} splits of about 1 MiB in {size} bytes");
     // The message from the file's name on (the stores' paths differ).
     let error = |o: &Output| {
         let text = String::from_utf8_lossy(&o.stderr).into_owned();

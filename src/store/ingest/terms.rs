@@ -59,8 +59,15 @@ pub enum IngestProgress {
         /// Its rows, valid or not.
         rows: u64,
     },
-    /// The Spark job was submitted (`ingest --engine spark`).
-    Submitted,
+    /// The Spark job was submitted (`ingest --engine spark`), with
+    /// `split_files` large plain CSV files cut into `splits` splits, each
+    /// checked by its own task.
+    Submitted {
+        /// Files split.
+        split_files: usize,
+        /// Their splits, in all.
+        splits: usize,
+    },
     /// The Spark job is done; its result is read.
     JobDone,
     /// The records are in; the rollups are merged and the generation

@@ -3,7 +3,7 @@
 //! hidden `spark-task dedup` command.
 //!
 //! Each check task wrote its file's dedup entries as an index file
-//! (`checked/<n>.index`: id and content hashes and place, grouped by id-hash
+//! (`checked/<n>.<s>.index`: id and content hashes and place, grouped by id-hash
 //! partition, as the store's index files are). So a partition of the kind
 //! is checked by itself, the way the local ingest checks its candidates:
 //!

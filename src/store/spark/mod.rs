@@ -413,7 +413,9 @@ fn run_job(
     // The job's own output goes to our standard error: standard output is
     // the ingest's report.
     command.stdout(Stdio::from(std::io::stderr())).stdin(Stdio::null());
-    options.progress.tell(IngestProgress::Submitted);
+    let split: Vec<&PlanSplit> = plan.files.iter().filter_map(|f| f.split.as_ref()).collect();
+    let split_files = split.iter().filter(|s| s.number == 0).count();
+    options.progress.tell(IngestProgress::Submitted { split_files, splits: split.len() });
     let status =
         command.status().map_err(|e| Error::io(&spark.spark_submit, format!("cannot run spark-submit: {e}")))?;
     options.progress.tell(IngestProgress::JobDone);

@@ -1,6 +1,7 @@
-//! The checked-rows file: the valid rows of one input file, as a Spark
-//! check task hands them to the publish (`checked/<n>.rows`, scratch in the
-//! staging folder, written and read by this binary only).
+//! The checked-rows file: the valid rows of one input file (or split of
+//! one), as a Spark check task hands them to the publish
+//! (`checked/<n>.<s>.rows`, scratch in the staging folder, written and
+//! read by this binary only).
 //!
 //! A row is copied out as it is, not encoded: the publish reads every row
 //! back once, in order, to write the store's files, so a columnar format
@@ -21,7 +22,7 @@
 //!                                      code ("" for none)
 //! ```
 //!
-//! Beside it, `checked/<n>.places`: each row's line and the bytes of its
+//! Beside it, `checked/<n>.<s>.places`: each row's line and the bytes of its
 //! five text fields that the candidate budget counts (record id, account,
 //! subaccount, type, code), two `u64` a row, so that the publish finds
 //! where the repeats are and cuts its batches without reading the rows.
