@@ -251,6 +251,10 @@ impl LineCheck {
     }
 }
 
+/// The first block a split reads to find the file's header (more is read
+/// while it holds no whole line).
+const HEADER_BLOCK_BYTES: usize = 64 << 10;
+
 /// A CSV file read a run of lines at a time ([`Pieces::next`]), so that a
 /// reader that keeps its rows holds one run of them at a time, whatever
 /// the file's size: read and decoded a block at a time.
@@ -288,10 +292,15 @@ impl<'f> Pieces<'f> {
             let Some(header) = blocks.header(file).map_err(|e| file.renamed(e))? else { return Ok(None) };
             return Ok(Some(Pieces { file, header, blocks, count, line: 2 }));
         }
-        let Some(whole) = Pieces::open(file)? else { return Ok(None) };
+        // The header, from the file's first bytes (a small first block:
+        // every split reads it again).
+        let start = Stream::open(&file.path, file.format).map_err(|e| file.renamed(e))?;
+        let Some(start) = start else { return Ok(None) };
+        let mut head = Blocks::new(start, Default::default(), HEADER_BLOCK_BYTES);
+        let Some(header) = head.header(file).map_err(|e| file.renamed(e))? else { return Ok(None) };
         let mut blocks = Blocks::new(stream, Default::default(), BLOCK_BYTES);
         blocks.lines = LineCheck::new(split.line);
-        Ok(Some(Pieces { file, header: whole.header, blocks, count, line: split.line }))
+        Ok(Some(Pieces { file, header, blocks, count, line: split.line }))
     }
 
     /// Reads the next `lines` lines (fewer at the end of the file) into
