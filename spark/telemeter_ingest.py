@@ -19,7 +19,12 @@ and the staging folder. The job writes, under that folder:
   dups/<kind>/part-*.parquet  repeated rows: their place and that of the
                               row they repeat (by the telemeter binary, one
                               Spark task per kind and range of partitions)
-  result.json                 counts per kind, or the first error
+  deduped.json                counts per kind, when no row failed: telemeter
+                              then plans the records files (replaying its
+                              record-id filter) and answers with
+                              writes.json, which the job waits for
+  result.json                 counts per kind and what each write task
+                              wrote, or the first error
 
 and, when DATA is a URI (plan's data_uri: s3a://, hdfs://, file://...),
 which the job lists and reads through Hadoop's FileSystem:
@@ -29,9 +34,10 @@ which the job lists and reads through Hadoop's FileSystem:
   side/                       accounts.csv, endpoints.csv, registrations.csv
                               and recordings/, copied for telemeter to read
 
-and publishes nothing: telemeter writes the store's files from them (the
-checked rows but the repeats, their rollups folded as they are written) and
-swaps the manifest.
+Its write stage (one Spark task per file of writes.json, each running
+`telemeter spark-task write`) writes the new rows' records and index files
+to the store, which no manifest lists yet; telemeter folds their rollups
+meanwhile, merges them and swaps the manifest.
 """
 
 import json
@@ -41,6 +47,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from urllib.parse import unquote
 
 from py4j.protocol import Py4JJavaError
@@ -343,6 +350,64 @@ def deduplicate(sc, binary, staging, plan, files, by_index, kinds):
     return found
 
 
+def write_files(binary, plan):
+    """The task of a partition of the write plan's files: `telemeter
+    spark-task write` on each."""
+
+    def run(tasks):
+        exe = None
+        for task in tasks:
+            exe = exe or executable(binary)
+            command = [exe, "--threads", "1", "spark-task", "write", "--plan", plan, "--task", str(task)]
+            yield run_binary(command, f"file {task} of the write plan")
+
+    return run
+
+
+def alive(pid):
+    """Whether process `pid` (on this host) runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def await_plan(staging, parent, telemeter):
+    """The write plan telemeter answers deduped.json with (None when
+    telemeter is gone, or stopped spark-submit)."""
+    path = os.path.join(staging, "writes.json")
+    while not os.path.exists(path):
+        # spark-submit ended (telemeter stopped it), or telemeter did: no
+        # plan will come.
+        if os.getppid() != parent or not alive(telemeter):
+            return None
+        time.sleep(0.005)
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_stage(sc, binary, staging, telemeter, result):
+    """Hands telemeter the counts (deduped.json), waits for its write plan,
+    and runs one write task per file in it: their summaries."""
+    parent = os.getppid()
+    temporary = os.path.join(staging, "deduped.json.tmp")
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    os.replace(temporary, os.path.join(staging, "deduped.json"))
+    plan = await_plan(staging, parent, telemeter)
+    if plan is None:
+        sys.exit(1)
+    tasks = len(plan["tasks"])
+    if tasks == 0:
+        return []
+    sc.setJobDescription("write the new rows (telemeter spark-task, one task per records file)")
+    task = write_files(binary, os.path.join(staging, "writes.json"))
+    return sc.parallelize(range(tasks), tasks).mapPartitions(task).collect()
+
+
 def finish(sc, staging, result):
     """Writes result.json (atomically: telemeter reads it after the job)."""
     temporary = os.path.join(staging, "result.json.tmp")
@@ -411,6 +476,8 @@ def main():
             "used": dedup["new"],
             "rejected_files": [index for index in of_kind[kind] if by_index[index]["set_aside"] > 0],
         }
+    if not result["error"]:
+        result["writes"] = write_stage(sc, plan["binary"], staging, plan["pid"], result)
 
     finish(sc, staging, result)
 

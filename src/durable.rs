@@ -107,6 +107,14 @@ impl Syncer {
         sync_one(path, file, &self.sums).map_err(|e| Error::io(path, e))
     }
 
+    /// Adds the sums of files another process wrote and synced (a Spark
+    /// write task's), so that [`Syncer::wait`] gives them too.
+    pub(crate) fn add_sums(&self, sums: impl IntoIterator<Item = (PathBuf, FileSum)>) {
+        if let Ok(mut kept) = self.sums.lock() {
+            kept.extend(sums);
+        }
+    }
+
     /// Waits until every file handed over so far is written whole (and
     /// synced), so that it can be read back; a write error is still
     /// [`Syncer::wait`]'s.

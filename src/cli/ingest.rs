@@ -240,7 +240,9 @@ fn on_progress(progress: &Arc<Progress>, engine: EngineArg) -> OnProgress {
             }
             progress.phase("Spark job running", Unit::Time, None, None)
         }
-        IngestProgress::JobDone => progress.phase("reading the Spark job's result", Unit::Time, None, None),
+        IngestProgress::Writing => {
+            progress.phase("writing the new rows (Spark) and folding them", Unit::Time, None, None)
+        }
         IngestProgress::Publishing => progress.phase("publishing", Unit::Time, None, None),
     })
 }

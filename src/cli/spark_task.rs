@@ -3,7 +3,9 @@
 //! file (or split of one) with the same readers and rules as every other command and writes
 //! its valid rows, their dedup entries and its set-aside rows to the job's
 //! staging folder; `dedup` deduplicates one kind's new rows in a range of
-//! id-hash partitions. Each prints a one-line JSON summary for the job.
+//! id-hash partitions; `write` writes one records file (and its index
+//! file) of the driver's write plan. Each prints a one-line JSON summary
+//! for the job.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,13 +25,26 @@ pub struct Args {
     pub task: Task,
 }
 
-/// The two tasks.
+/// The three tasks.
 #[derive(Debug, clap::Subcommand)]
 pub enum Task {
     /// Check one input file.
     Check(CheckArgs),
     /// Deduplicate one kind's new rows in a range of id-hash partitions.
     Dedup(DedupArgs),
+    /// Write one file of the write plan.
+    Write(WriteArgs),
+}
+
+/// Arguments of `spark-task write`.
+#[derive(Debug, clap::Args)]
+pub struct WriteArgs {
+    /// The write plan (`writes.json`).
+    #[arg(long)]
+    pub plan: PathBuf,
+    /// The file to write: its position in the plan.
+    #[arg(long)]
+    pub task: usize,
 }
 
 /// Arguments of `spark-task check`.
@@ -117,6 +132,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Task::Dedup(args) => {
             let summary = spark::dedup_task(&args.inputs, &args.kind, args.from..args.to, &args.out)
                 .with_context(|| format!("cannot deduplicate {} partitions {}..{}", args.kind, args.from, args.to))?;
+            serde_json::to_string(&summary)
+        }
+        Task::Write(args) => {
+            let summary = spark::write_task(&args.plan, args.task)
+                .with_context(|| format!("cannot write file {} of {}", args.task, args.plan.display()))?;
             serde_json::to_string(&summary)
         }
     };

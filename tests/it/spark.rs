@@ -388,7 +388,7 @@ fn spark_local_mode_builds_the_same_store_as_the_local_engine() {
     assert!(text.contains("published generation 2"), "{text}");
     // Its progress on stderr (not a terminal: plain lines): the job's steps in order.
     let stderr = String::from_utf8_lossy(&by_spark.stderr);
-    let steps = ["Spark job running", "reading the Spark job's result", "publishing", "done, elapsed "];
+    let steps = ["Spark job running", "writing the new rows (Spark) and folding them", "publishing", "done, elapsed "];
     let at: Vec<usize> = steps
         .iter()
         .map(|step| stderr.find(&format!("ingest: {step}")).unwrap_or_else(|| panic!("no '{step}' in:\n{stderr}")))

@@ -153,6 +153,7 @@ impl Row {
 
     /// The row of `view` and its dedup entry, its text kept in `texts`;
     /// `None` when its record id does not fit `texts`' arena.
+    #[cfg(test)]
     pub(super) fn of_view(view: &RecordView<'_>, seen: Seen, texts: &mut Texts) -> Option<Row> {
         Some(Row {
             seen,

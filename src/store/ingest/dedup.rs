@@ -22,9 +22,9 @@ use super::Run;
 use crate::aggregate::Tally;
 use crate::error::{Error, Result};
 use crate::money::Amount;
-use crate::records::dedup::{Conflict, Place, Seen, PARTITIONS};
+use crate::records::dedup::{Conflict, Place, PARTITIONS};
 use crate::records::Kind;
-use crate::store::index::{self, Filter, IndexEntry, IndexFile};
+use crate::store::index::{self, Filter, IndexFile};
 use crate::store::parquet_io::RecordView;
 use crate::store::KindFiles;
 
@@ -424,29 +424,14 @@ impl Pending {
         text + rows * std::mem::size_of::<Row>() as u64
     }
 
-    /// Copies in a row the Spark job found new but the filter of a local
-    /// ingest would have held for the exact check (`store::spark` replays
-    /// those decisions so that both engines cut the same files).
-    pub(in crate::store) fn push_view(&mut self, view: &RecordView<'_>, seen: Seen, revision: u64) -> Result<()> {
+    /// Copies in the row of `view` (a test's way to fill candidates).
+    #[cfg(test)]
+    fn push_view(&mut self, view: &RecordView<'_>, seen: crate::records::dedup::Seen, revision: u64) -> Result<()> {
         let mut row = Row::of_view(view, seen, &mut self.texts).ok_or_else(Pending::too_much_text)?;
         row.revision = revision;
         self.text += Pending::text_of(view);
         self.rows.push(row);
         Ok(())
-    }
-
-    /// Every row held, in the order pushed, as records (`names`: the input
-    /// files' names, by inventory index) with their index entries (`base`:
-    /// the sources stored before this ingest).
-    pub(in crate::store) fn records<'a>(
-        &'a self,
-        names: &[&'a str],
-        base: u32,
-    ) -> (Vec<RecordView<'a>>, Vec<IndexEntry>) {
-        self.rows
-            .iter()
-            .map(|row| (self.view(row, names.get(row.seen.file as usize).copied().unwrap_or("")), row.entry(base)))
-            .unzip()
     }
 
     fn view<'a>(&'a self, row: &Row, source_file: &'a str) -> RecordView<'a> {
@@ -553,7 +538,7 @@ mod tests {
             source_file: "",
             source_line: 2,
         };
-        let seen = Seen::new("r", 0, 0, 2);
+        let seen = crate::records::dedup::Seen::new("r", 0, 0, 2);
         let mut pending = Pending::default();
         pending.push_view(&view("r1"), seen, 0).expect("kept");
         pending.push_view(&view("r22"), seen, 0).expect("kept");

@@ -192,7 +192,46 @@ impl Rollups {
             .par_iter_mut()
             .enumerate()
             .filter(|(_, shard)| shard.groups.len() >= limit)
-            .try_for_each(|(s, shard)| shard.spill(store, id, s))
+            .try_for_each(|(s, shard)| shard.spill(&store.join("rollups"), id, s))
+    }
+
+    /// Writes every shard's groups to partial files in `folder` (named
+    /// from `name`), waits until they are written, and gives each shard's
+    /// strings and runs: what another process's [`Rollups::adopt`] merges
+    /// (a Spark write task's fold, for the driver's merge).
+    pub(in crate::store) fn spill_all(mut self, folder: &Path, name: &str) -> Result<Vec<ShardPart>> {
+        let mut parts = Vec::new();
+        for (s, shard) in self.shards.iter_mut().enumerate() {
+            shard.spill(folder, name, s)?;
+            for (path, written) in shard.writing.drain(..) {
+                written.wait().map_err(|e| Error::io(&path, e))?;
+            }
+            if shard.spilled.is_empty() {
+                continue;
+            }
+            let strings = shard.strings.iter().map(str::to_owned).collect();
+            let runs = std::mem::take(&mut shard.spilled).into_iter().collect();
+            parts.push(ShardPart { shard: s, strings, runs });
+        }
+        Ok(parts)
+    }
+
+    /// Takes in the partial files of another process's fold
+    /// ([`Rollups::spill_all`]): their strings are interned here, and the
+    /// runs read through that mapping at the merge.
+    pub(in crate::store) fn adopt(&mut self, part: ShardPart) -> Result<()> {
+        let shard = self
+            .shards
+            .get_mut(part.shard)
+            .ok_or_else(|| Error::Internal(format!("a fold's shard {} of {SHARDS}", part.shard)))?;
+        let ids: std::sync::Arc<[u32]> = part.strings.iter().map(|text| shard.strings.intern(text)).collect();
+        for (account, mut runs) in part.runs {
+            for run in &mut runs {
+                run.ids = Some(ids.clone());
+            }
+            shard.spilled.entry(account).or_default().extend(runs);
+        }
+        Ok(())
     }
 
     /// Merges the new groups into each touched account's rollups and writes
@@ -364,6 +403,15 @@ impl Rollups {
     }
 }
 
+/// One shard of a fold written by [`Rollups::spill_all`]: its strings (in
+/// id order) and each account's runs in its partial files.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(in crate::store) struct ShardPart {
+    shard: usize,
+    strings: Vec<String>,
+    runs: Vec<(String, Vec<PartialRun>)>,
+}
+
 /// A shard's groups sorted by account and slot, and where each account's
 /// rows end.
 struct ByAccount {
@@ -502,20 +550,22 @@ impl Shard {
     /// rows are one [`PartialRun`] of the file (one file per spill, not per
     /// account and spill: creating and deleting hundreds of small files
     /// took a tenth of a second). The table's sums past 64 bits, if any,
-    /// go to a second file of [`WIDE_BYTES`] rows.
-    fn spill(&mut self, store: &Path, id: &str, shard: usize) -> Result<()> {
+    /// go to a second file of [`WIDE_BYTES`] rows. The files go to
+    /// `folder`, named from `name` (the store's `rollups/` and the ingest
+    /// id, or a Spark write task's own).
+    fn spill(&mut self, folder: &Path, name: &str, shard: usize) -> Result<()> {
         let groups = self.groups.groups();
         let mut spill = Spill { strings: &self.strings, writing: &mut self.writing };
         let mut runs = Vec::new();
         if !groups.is_empty() {
             let order = sorted_order(groups);
-            let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}.bin", self.spills));
+            let path = folder.join(format!("{name}-part-{shard:02}-{:05}.bin", self.spills));
             runs = spill.write(&path, gather(groups, &order), &order, account_in_order, NARROW_BYTES)?;
         }
         if !self.groups.wide().is_empty() {
             let mut wide = self.groups.wide().to_vec();
             wide.sort_by_key(|(key, _)| (key.account, key.slot));
-            let path = store.join(format!("rollups/{id}-part-{shard:02}-{:05}-wide.bin", self.spills));
+            let path = folder.join(format!("{name}-part-{shard:02}-{:05}-wide.bin", self.spills));
             runs.extend(spill.write(&path, wide.iter(), &wide, |(key, _)| key.account, WIDE_BYTES)?);
         }
         self.spills += 1;
@@ -524,5 +574,87 @@ impl Shard {
             self.spilled.entry(account).or_default().push(run);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{Country, Direction, Product};
+
+    /// Row `i`: a few accounts, subaccounts, types and codes, each met
+    /// first at a different row, over a few days of slots.
+    fn view(i: u64) -> RecordView<'static> {
+        const ACCOUNTS: [&str; 3] = ["MA1", "MA22", "MA333"];
+        const SUBACCOUNTS: [&str; 3] = ["", "SA1", "SA2"];
+        const TYPES: [&str; 2] = ["pstn", "app"];
+        const CODES: [&str; 4] = ["4000", "5010", "", "3000"];
+        RecordView {
+            record_id: "r",
+            auth_id: ACCOUNTS[(i % 3) as usize],
+            subaccount: SUBACCOUNTS[(i / 3 % 3) as usize],
+            secs: 1_795_000_000 + (i as i64 * 7919) % 400_000,
+            nanos: 0,
+            product: if i.is_multiple_of(5) { Product::Message } else { Product::Voice },
+            type_: TYPES[(i / 7 % 2) as usize],
+            direction: if i.is_multiple_of(2) { Some(Direction::Inbound) } else { None },
+            country: Country::parse(if i.is_multiple_of(4) { b"US" } else { b"IN" }),
+            units: i % 13,
+            duration: (i % 17) as i64,
+            amount: (i * 1_000_003) as i64,
+            surcharge: (i % 3) as i64,
+            code: CODES[(i / 11 % 4) as usize],
+            source_file: "",
+            source_line: i,
+        }
+    }
+
+    /// Every file under `dir`, by path relative to it, with its bytes.
+    fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut found = Vec::new();
+        crate::records::files::walk(dir, &mut found).expect("walked");
+        found
+            .into_iter()
+            .map(|path| {
+                let bytes = std::fs::read(&path).expect("read");
+                (path.strip_prefix(dir).expect("inside").to_owned(), bytes)
+            })
+            .collect()
+    }
+
+    /// Rollups folded in parts by other processes (each with its own
+    /// strings, met in another order) and taken in by `adopt` write the
+    /// files one fold of every row writes.
+    #[test]
+    fn adopted_parts_write_the_rollups_of_one_fold() {
+        let rows: Vec<RecordView<'static>> = (0..2000).map(view).collect();
+        let write = |rollups: Rollups| {
+            let store = tempfile::tempdir().expect("tempdir");
+            let mut manifest = Manifest::default();
+            let syncer = Syncer::at_once();
+            let (old, zones) = (Manifest::default(), Accounts::default());
+            rollups.write(store.path(), "t", &old, &mut manifest, &zones, &syncer).expect("written");
+            (files(&store.path().join("rollups")), manifest.rollups)
+        };
+        let mut whole = Rollups::default();
+        whole.add_all(&rows, |row| row).expect("folded");
+        let expected = write(whole);
+        assert!(!expected.0.is_empty());
+
+        let folder = tempfile::tempdir().expect("tempdir");
+        let mut adopted = Rollups::default();
+        // Parts of unequal sizes, the later rows first: each part meets its
+        // strings in another order than the whole fold.
+        for (part, range) in [(0, 1500..2000), (1, 0..700), (2, 700..1500)] {
+            let mut rollups = Rollups::default();
+            let mine: Vec<RecordView<'static>> = rows[range].iter().rev().copied().collect();
+            rollups.add_all(&mine, |row| row).expect("folded");
+            for shard in rollups.spill_all(folder.path(), &part.to_string()).expect("spilled") {
+                // As a write task hands it over: through JSON.
+                let text = serde_json::to_string(&shard).expect("json");
+                adopted.adopt(serde_json::from_str(&text).expect("read back")).expect("adopted");
+            }
+        }
+        assert_eq!(write(adopted), expected);
     }
 }

@@ -360,6 +360,8 @@ struct PartialReader {
     left: u64,
     /// The bytes of a row.
     row_bytes: usize,
+    /// The run's string ids in this run's interner, when it has its own.
+    ids: Option<std::sync::Arc<[u32]>>,
 }
 
 impl<'g> Cursor<'g> {
@@ -379,8 +381,8 @@ impl<'g> Cursor<'g> {
                 let most = (slice.max(1) as u64).min(run.rows.max(1)) as usize;
                 let buffer = crate::direct::AlignedBuffer::for_reads(most * run.row_bytes);
                 let at = run.first * run.row_bytes as u64;
-                let (left, row_bytes) = (run.rows, run.row_bytes);
-                let partial = Some(PartialReader { path: path.to_owned(), file, buffer, at, left, row_bytes });
+                let (left, row_bytes, ids) = (run.rows, run.row_bytes, run.ids.clone());
+                let partial = Some(PartialReader { path: path.to_owned(), file, buffer, at, left, row_bytes, ids });
                 Ok(Cursor { rows, at: 0, file: None, partial, slice })
             }
             Input::File(path) => {
@@ -416,7 +418,7 @@ impl<'g> Cursor<'g> {
     }
 
     fn load(&mut self, strings: &mut AccountStrings<'_>, account: u32) -> Result<()> {
-        if let Some(PartialReader { path, file, buffer, at, left, row_bytes }) = &mut self.partial {
+        if let Some(PartialReader { path, file, buffer, at, left, row_bytes, ids }) = &mut self.partial {
             let n = (*left).min(self.slice.max(1) as u64);
             // One read per slice, into the reader's buffer.
             let len = n as usize * *row_bytes;
@@ -436,6 +438,13 @@ impl<'g> Cursor<'g> {
             } else {
                 for row in bytes.as_chunks::<WIDE_BYTES>().0 {
                     rows.push(decode_partial(row, account).ok_or_else(broken)?);
+                }
+            }
+            if let Some(ids) = ids {
+                let id = |id: u32| ids.get(id as usize).copied().ok_or_else(broken);
+                for (key, _) in &mut rows {
+                    let dims = &mut key.dims;
+                    (dims.subaccount, dims.type_, dims.code) = (id(dims.subaccount)?, id(dims.type_)?, id(dims.code)?);
                 }
             }
             *left -= n;
@@ -645,7 +654,7 @@ mod tests {
             write_partial(&mut bytes, before.iter().chain(rows.iter()), row_bytes).expect("encoded");
             let path = dir.path().join(name);
             std::fs::write(&path, &bytes).expect("written");
-            let run = PartialRun { path, first: before.len() as u64, rows: rows.len() as u64, row_bytes };
+            let run = PartialRun { path, first: before.len() as u64, rows: rows.len() as u64, row_bytes, ids: None };
             inputs.push(Input::Partial(run));
         }
         let paths: Vec<PathBuf> =

@@ -150,12 +150,16 @@ pub(super) const GATHER_AHEAD: usize = 80;
 
 /// One account's rows in a partial file: `rows` rows from row `first`,
 /// each of `row_bytes` ([`NARROW_BYTES`] or [`WIDE_BYTES`]).
-#[derive(Clone, Debug)]
-pub(super) struct PartialRun {
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(in crate::store) struct PartialRun {
     pub(super) path: PathBuf,
     pub(super) first: u64,
     pub(super) rows: u64,
     pub(super) row_bytes: usize,
+    /// For a file another process wrote with its own strings: each of its
+    /// string ids' id in this run's interner (`None`: this run's ids).
+    #[serde(skip)]
+    pub(super) ids: Option<std::sync::Arc<[u32]>>,
 }
 
 /// What a spill's partial files need of their shard: its strings (each
@@ -187,7 +191,8 @@ impl Spill<'_> {
             let id = account(&sorted[start]);
             let run = rows.by_ref().take(end - start);
             write_partial(&mut out, run, row_bytes).map_err(|e| Error::io(path, e))?;
-            let run = PartialRun { path: path.to_owned(), first: start as u64, rows: (end - start) as u64, row_bytes };
+            let (first, rows) = (start as u64, (end - start) as u64);
+            let run = PartialRun { path: path.to_owned(), first, rows, row_bytes, ids: None };
             runs.push((self.strings.get(id).to_owned(), run));
         }
         // The batch goes on while the last blocks reach the device.

@@ -68,8 +68,9 @@ pub enum IngestProgress {
         /// Their splits, in all.
         splits: usize,
     },
-    /// The Spark job is done; its result is read.
-    JobDone,
+    /// The Spark job has checked and deduplicated the rows: its
+    /// executors write the new ones while their rollups are folded here.
+    Writing,
     /// The records are in; the rollups are merged and the generation
     /// published.
     Publishing,

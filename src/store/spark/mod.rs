@@ -45,13 +45,15 @@ mod dedup;
 mod publish;
 mod rows;
 mod task;
+mod write;
 
 pub use dedup::{dedup_task, Clash, DedupInputs, DedupSummary, First, KindInputs};
 pub use task::{check_task, TaskError, TaskInput, TaskSummary};
+pub use write::{write_task, Touched, WriteSummary};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 
 use serde::{Deserialize, Serialize};
 
@@ -134,6 +136,8 @@ struct Plan {
     generation: u64,
     on_bad_row: &'static str,
     binary: String,
+    /// This process: the job waits for its write plan only while it runs.
+    pid: u32,
     /// DATA as a URI: the job lists it (`listing.json`) and reads it
     /// through Hadoop; `files` is then empty.
     data_uri: Option<String>,
@@ -147,12 +151,16 @@ struct Plan {
     stored: BTreeMap<String, Vec<String>>,
 }
 
-/// What the job found (`result.json`).
+/// What the job found (`deduped.json`, then `result.json` with the write
+/// stage's summaries).
 #[derive(Debug, Deserialize)]
 struct JobResult {
     error: Option<JobError>,
     #[serde(default)]
     kinds: BTreeMap<String, KindResult>,
+    /// What each write task wrote.
+    #[serde(default)]
+    writes: Vec<WriteSummary>,
 }
 
 /// The first error of the job, in (kind, file, line) order.
@@ -291,7 +299,11 @@ fn ingest_opened(
     // is running (the lock is held), so they are nobody's.
     let _ = std::fs::remove_dir_all(store_abs.join("staging"));
     let staging = store_abs.join("staging").join(id);
-    let outcome = run_job(&store_abs, &staging, id, options, spark, &before).and_then(|result| {
+    let outcome = run_job(&store_abs, &staging, id, options, spark, &before).and_then(|started| {
+        let (result, job) = match started {
+            Started::Done(result) => (result, None),
+            Started::Deduplicated(result, job) => (result, Some(job)),
+        };
         let prepared = match before {
             Before::Prepared(prepared) => prepared,
             Before::Opened(opened, _) => {
@@ -299,7 +311,7 @@ fn ingest_opened(
                 opened.read_inputs(&staging.join("side"), store, id, inventory, options.resources)?
             }
         };
-        publish(store, options, &staging, prepared, result)
+        publish(store, options, &staging, prepared, result, job)
     });
     // Scratch of this ingest: published files were copied out of it.
     let _ = std::fs::remove_dir_all(&staging);
@@ -311,8 +323,89 @@ fn ingest_opened(
     outcome
 }
 
-/// Writes the plan and the job to `staging`, runs `spark-submit` and reads
-/// the job's result.
+/// Where a job is once `run_job` returns.
+enum Started {
+    /// It ended: its result (an error, when it ends before its write stage).
+    Done(JobResult),
+    /// It has checked and deduplicated the rows (its result so far) and
+    /// waits for its write plan.
+    Deduplicated(JobResult, Job),
+}
+
+/// A running job waiting for, or running, its write stage. Dropped before
+/// [`Job::finish`], it is stopped.
+pub(super) struct Job {
+    child: Child,
+    staging: PathBuf,
+}
+
+/// How often the job and this program look for each other's files.
+const POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
+impl Job {
+    /// Hands the job its write plan (`writes.json`): its executors start
+    /// writing the files.
+    fn start_writes(&self, plan: &write::WritePlan) -> Result<()> {
+        let path = self.staging.join("writes.json");
+        let temporary = self.staging.join("writes.json.tmp");
+        let bytes = serde_json::to_vec(plan).map_err(|e| Error::Internal(format!("write plan: {e}")))?;
+        super::write_synced(&temporary, &bytes)?;
+        std::fs::rename(&temporary, &path).map_err(|e| Error::io(&path, e))
+    }
+
+    /// Waits for the job's result, with the write stage's summaries: the
+    /// job writes it before Spark stops, so the publish goes on while the
+    /// JVMs shut down ([`Job::end`]).
+    fn result(&mut self) -> Result<JobResult> {
+        let path = self.staging.join("result.json");
+        loop {
+            if path.exists() {
+                return read_json(&path);
+            }
+            if let Some(status) = self.child.try_wait().map_err(|e| Error::io(&self.staging, e))? {
+                return read_result(&self.staging, status);
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits for spark-submit to exit once its result is in hand (its exit
+    /// status says nothing more).
+    fn end(mut self) {
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // Still running: what comes after the job failed. (A job that
+        // ended is no process to kill; nothing to report either way.)
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The job's result (`result.json`) once it ended with `status`.
+fn read_result(staging: &Path, status: ExitStatus) -> Result<JobResult> {
+    let result_path = staging.join("result.json");
+    if !status.success() || !result_path.exists() {
+        return Err(Error::External(format!(
+            "the Spark job failed ({status}); nothing was published (its log is above; run with \
+             --spark-conf spark.log.level=INFO for more)"
+        )));
+    }
+    read_json(&result_path)
+}
+
+fn read_json(path: &Path) -> Result<JobResult> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::io(path, format!("not a job result: {e}")))
+}
+
+/// Writes the plan and the job to `staging`, runs `spark-submit` and waits
+/// until the job has deduplicated the rows (or ended).
 fn run_job(
     store: &Path,
     staging: &Path,
@@ -320,7 +413,7 @@ fn run_job(
     options: &IngestOptions,
     spark: &SparkOptions,
     before: &Before,
-) -> Result<JobResult> {
+) -> Result<Started> {
     if staging.exists() {
         std::fs::remove_dir_all(staging).map_err(|e| Error::io(staging, e))?;
     }
@@ -373,6 +466,7 @@ fn run_job(
             OnBadRow::SetAside => "set-aside",
         },
         binary: binary_name,
+        pid: std::process::id(),
         data_uri: before.uri().map(|uri| uri.text.clone()),
         side: LAYOUT,
         files,
@@ -416,22 +510,24 @@ fn run_job(
     let split: Vec<&PlanSplit> = plan.files.iter().filter_map(|f| f.split.as_ref()).collect();
     let split_files = split.iter().filter(|s| s.number == 0).count();
     options.progress.tell(IngestProgress::Submitted { split_files, splits: split.len() });
-    let status =
-        command.status().map_err(|e| Error::io(&spark.spark_submit, format!("cannot run spark-submit: {e}")))?;
-    options.progress.tell(IngestProgress::JobDone);
-    let result_path = staging.join("result.json");
-    if !status.success() || !result_path.exists() {
-        return Err(Error::External(format!(
-            "the Spark job failed ({status}); nothing was published (its log is above; run with \
-             --spark-conf spark.log.level=INFO for more)"
-        )));
-    }
-    let bytes = std::fs::read(&result_path).map_err(|e| Error::io(&result_path, e))?;
-    let result: JobResult =
-        serde_json::from_slice(&bytes).map_err(|e| Error::io(&result_path, format!("not a job result: {e}")))?;
+    let child = command.spawn().map_err(|e| Error::io(&spark.spark_submit, format!("cannot run spark-submit: {e}")))?;
+    let mut job = Job { child, staging: staging.to_owned() };
+    let deduplicated = staging.join("deduped.json");
+    let status = loop {
+        if deduplicated.exists() {
+            options.progress.tell(IngestProgress::Writing);
+            let result = read_json(&deduplicated)?;
+            return Ok(Started::Deduplicated(result, job));
+        }
+        if let Some(status) = job.child.try_wait().map_err(|e| Error::io(&spark.spark_submit, e))? {
+            break status;
+        }
+        std::thread::sleep(POLL);
+    };
+    let result = read_result(staging, status)?;
     match &result.error {
         Some(JobError::Unreadable { uri, message }) => Err(unreadable(uri, message)),
-        _ => Ok(result),
+        _ => Ok(Started::Done(result)),
     }
 }
 
@@ -461,6 +557,6 @@ fn read_listing(staging: &Path) -> Result<Inventory> {
     Ok(inventory)
 }
 
-fn path_text(path: &Path) -> Result<String> {
+pub(super) fn path_text(path: &Path) -> Result<String> {
     path.to_str().map(str::to_owned).ok_or_else(|| Error::io(path, "not a UTF-8 path"))
 }

@@ -4,27 +4,27 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 
 use super::super::generation::{self, Prepared};
-use super::super::index::{self, IndexEntry, IndexFile};
+use super::super::index::IndexFile;
 use super::super::ingest::batches;
-use super::super::ingest::chunk::{may_be_corrected, NewVersion};
+use super::super::ingest::chunk::NewVersion;
 use super::super::ingest::corrections::{self, RunVersion};
 use super::super::ingest::dedup::{filter_for, load_filter, Pending};
 use super::super::ingest::fold::Rollups;
 use super::super::ingest::terms::{IngestOptions, IngestProgress, IngestReport};
 use super::super::ingest::{self};
-use super::super::parquet_io::{polars_error, read_frame, RecordView};
+use super::super::parquet_io::{polars_error, read_frame};
 use super::super::KindFiles;
 use super::dedup::{First, REPEAT_COLUMNS};
-use super::rows::{read_places, CheckedFile, CheckedRow, RowsFile};
+use super::rows::{read_places, CheckedFile, RowPlace, RowsFile};
 use super::task::TaskError;
-use super::{JobError, JobResult, KindResult};
+use super::write::{read_folded, write_segments, Segment, WritePlan, WriteSummary, WriteTask};
+use super::{path_text, Job, JobError, JobResult, KindResult};
 use crate::aggregate::Tally;
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
@@ -40,6 +40,7 @@ pub(super) fn publish(
     staging: &Path,
     prepared: Prepared,
     result: JobResult,
+    job: Option<Job>,
 ) -> Result<IngestReport> {
     let id = &options.ingest_id;
     let inventory = &prepared.inventory;
@@ -73,172 +74,96 @@ pub(super) fn publish(
             JobError::Unreadable { uri, message } => super::unreadable(&uri, &message),
         });
     }
+    let Some(mut job) = job else {
+        return Err(Error::Internal("the Spark job ended before its write stage".to_owned()));
+    };
     let mut manifest = old.clone();
     let mut report = IngestReport { id: id.to_owned(), files: inventory.files.len(), ..IngestReport::default() };
-    let mut batches = 0u64;
     // The corrections earlier ingests stored, and the new versions this one
     // writes that a correction may touch (as the local ingest notes them).
     let registries = corrections::registries(store, old)?;
-    let mut touched: BTreeMap<Kind, Vec<RunVersion>> = BTreeMap::new();
-    // Syncs the records and index files while the next ones are written.
-    let syncer = Syncer::background();
-    // The new rows' rollups, folded as they are written.
-    let mut rollups = Rollups::default();
+    let names: Vec<&str> = inventory.files.iter().map(|f| f.name.as_str()).collect();
     // What the check tasks wrote, by input file: each split's files.
     let mut checked_files = CheckedFile::all_in(&staging.join("checked"))?;
+    let writes = staging.join("writes");
+    let folded = staging.join("folded");
+    std::fs::create_dir_all(&writes).map_err(|e| Error::io(&writes, e))?;
+    let mut tasks: Vec<WriteTask> = Vec::new();
+    let mut kinds: Vec<KindPlan> = Vec::new();
     for kind in Kind::ALL {
+        let of_kind: Vec<(u32, &InputFile)> =
+            inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
+        let checked: Vec<CheckedFile> =
+            of_kind.iter().flat_map(|(index, _)| checked_files.remove(index).unwrap_or_default()).collect();
+        let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
+        let first_task = tasks.len();
+        let dups = staging.join("dups").join(kind.name());
+        let plan = KindWrites { store, kind, old, dups: &dups, writes: &writes, options, registered };
+        kinds.push(plan.plan(&of_kind, inventory, checked, &mut tasks)?);
+        debug_assert!(first_task <= tasks.len());
+    }
+    // The executors write the files while the rollups are folded here.
+    let plan = WritePlan {
+        store: path_text(&std::path::absolute(store).map_err(|e| Error::io(store, e))?)?,
+        ingest_id: id.to_owned(),
+        checked: path_text(&staging.join("checked"))?,
+        folded: path_text(&folded)?,
+        base,
+        names: names.iter().map(|n| (*n).to_owned()).collect(),
+        tasks,
+    };
+    job.start_writes(&plan)?;
+    let written = job.result()?;
+    let mut summaries: Vec<Option<WriteSummary>> = (0..plan.tasks.len()).map(|_| None).collect();
+    for summary in written.writes {
+        match summaries.get_mut(summary.task) {
+            Some(slot @ None) => *slot = Some(summary),
+            _ => return Err(Error::Internal(format!("the Spark job reported write task {} twice", summary.task))),
+        }
+    }
+    // Every task's rollup groups, merged into each account's files at the
+    // publish.
+    let mut rollups = Rollups::default();
+    for task in 0..plan.tasks.len() {
+        for part in read_folded(&folded, task)? {
+            rollups.adopt(part)?;
+        }
+    }
+    // Syncs what this publish writes from here on; the executors synced
+    // theirs, and their sums are the manifest's.
+    let syncer = Syncer::background();
+    let mut touched: BTreeMap<Kind, Vec<RunVersion>> = BTreeMap::new();
+    let mut source_names = corrections::Names::default();
+    for plan_of_kind in kinds {
+        let KindPlan { kind, mut files, listed, tasks: mine, checked, rowless, .. } = plan_of_kind;
         let counts = result.kinds.get(kind.name());
         let counts = match counts {
             Some(c) => c,
             None => &KindResult::default(),
         };
-        let mut files = old.kind(kind);
-        let mut amount = files.total_amount(kind, store)?;
-        // New rows are written as the local ingest writes them: one records
-        // and one index file per batch of input files (the same batches), in
-        // (file, line) order, except the rows the local ingest's record-id
-        // filter would have taken for stored ones (the same filter, loaded
-        // from the same index files, asked about the same ids in the same
-        // order): those wait, as candidates, and go to a file of their own
-        // when the local ingest would check its candidates (its budget full,
-        // counting the repeats it would hold too; at the end of the kind).
-        let of_kind: Vec<(u32, &InputFile)> =
-            inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
-        let steps = Steps::new(inventory, &of_kind, options.batch_bytes);
-        let stored: Vec<IndexFile> =
-            files.index.iter().map(|name| IndexFile::open_checked(old.file(store, name)?)).collect::<Result<_>>()?;
-        let mut filter = filter_for(options.filter_bytes, &files, &of_kind);
-        load_filter(&mut filter, &stored)?;
-        drop(stored);
-        let found = read_repeats(&staging.join("dups").join(kind.name()))?;
-        // The new rows are the checked rows but the repeats: read from the
-        // tasks' own files, in file and line order, so the job never sorts
-        // or writes them again.
-        let checked: Vec<CheckedFile> =
-            of_kind.iter().flat_map(|(index, _)| checked_files.remove(index).unwrap_or_default()).collect();
-        // Splits without a valid row wrote at most their set-aside rows.
-        let (checked, rowless): (Vec<CheckedFile>, Vec<CheckedFile>) =
-            checked.into_iter().partition(|checked| checked.rows.exists());
-        let places: Vec<Place> = found.iter().map(|r| r.at).collect();
-        let NewRows { batches: new_batches, repeat_text } = runs_by_batch(&checked, &places, &steps)?;
-        let repeats = Repeats::new(&found, &repeat_text, &steps)?;
-        // Every batch (or run of a file read in runs) with new rows or
-        // repeats, in order: the others change nothing the local ingest
-        // would do.
-        let mut taken: Vec<BatchRun> = new_batches.iter().map(|(b, _)| *b).chain(repeats.batches()).collect();
-        taken.sort_unstable();
-        taken.dedup();
-        let names: Vec<&str> = inventory.files.iter().map(|f| f.name.as_str()).collect();
-        let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
+        let (mut used, mut sum) = (0, 0i128);
         let noted = touched.entry(kind).or_default();
-        let mut note = |records: Option<String>, versions: Vec<NewVersion<'_>>| {
-            if let Some(records) = records {
-                let (records, mut names) = (Arc::from(records), corrections::Names::default());
-                noted.extend(versions.iter().map(|version| RunVersion::of(version, &records, base, &mut names)));
+        for task in mine {
+            let summary = summaries[task]
+                .take()
+                .ok_or_else(|| Error::Internal(format!("the Spark job did not write file {task} of its plan")))?;
+            if summary.rows != plan.tasks[task].rows {
+                return Err(Error::Internal(format!("write task {task} wrote {} rows, not its plan's", summary.rows)));
             }
-        };
-        let mut writer = Writer { store, id, kind, files: &mut files, batches: &mut batches, used: 0, syncer: &syncer };
-        let mut pending = Pending::default();
-        let mut pending_elsewhere = 0u64;
-        let mut held: FxHashSet<Place> = FxHashSet::default();
-        // The checked files of the next batch are read while this one is
-        // written.
-        std::thread::scope(|scope| -> Result<()> {
-            let ReadAhead { files: files_in, spent } = read_ahead(scope, &new_batches)?;
-            let mut new_batches = new_batches.iter().peekable();
-            for b in taken {
-                held.clear();
-                if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
-                    let files =
-                        files_in.recv().map_err(|_| Error::Internal("the checked files' reader stopped".into()))??;
-                    // Every row of the batch (its rollups), and which of them
-                    // the filter held for the exact check.
-                    let at: Vec<(usize, usize)> = batch
-                        .iter()
-                        .enumerate()
-                        .flat_map(|(r, run)| run.rows.iter().flat_map(move |rows| rows.clone().map(move |i| (r, i))))
-                        .collect();
-                    // Read in place: each row's result, then the rows (the
-                    // same buffer), never a list of parts appended.
-                    let mut read: Vec<Result<CheckedRow<'_>>> = Vec::with_capacity(at.len());
-                    at.par_iter()
-                        .map(|&(r, i)| {
-                            let mut row = files[r].row(i)?;
-                            row.view.source_file = names.get(row.seen.file as usize).ok_or_else(|| {
-                                Error::io(&batch[r].part.rows, format!("row {i} names no input file"))
-                            })?;
-                            Ok(row)
-                        })
-                        .collect_into_vec(&mut read);
-                    drop(at);
-                    let rows: Vec<CheckedRow<'_>> = read.into_iter().collect::<Result<_>>()?;
-                    let mut ids: Vec<(u64, u64)> = Vec::new();
-                    rows.par_iter().map(|row| row.seen.id).collect_into_vec(&mut ids);
-                    let seen = filter.check_and_insert_all(&ids);
-                    let mut held_rows: Vec<usize> = Vec::new();
-                    let mut entries = Vec::with_capacity(rows.len());
-                    let mut revised: Vec<NewVersion<'_>> = Vec::new();
-                    let mut sum = 0i128;
-                    for (k, row) in rows.iter().enumerate() {
-                        let CheckedRow { view, seen: seen_at, revision, .. } = row;
-                        let (view, seen_at, revision) = (*view, *seen_at, *revision);
-                        sum += view.amount as i128;
-                        if seen[k] {
-                            pending.push_view(&view, seen_at, revision)?;
-                            held.insert(Place { file: seen_at.file, line: seen_at.line });
-                            held_rows.push(k);
-                            continue;
-                        }
-                        if may_be_corrected(revision, seen_at.id, registered) {
-                            let (record_id, source_file) = (view.record_id, view.source_file);
-                            revised.push(NewVersion { record_id, revision, seen: seen_at, source_file });
-                        }
-                        let place = Place { file: base + seen_at.file, line: seen_at.line };
-                        entries.push(IndexEntry {
-                            id: seen_at.id,
-                            content: seen_at.content,
-                            place: index::pack(place),
-                        });
-                    }
-                    // The rows written now: all but the held ones, copied
-                    // in parallel (an indexed copy, into place).
-                    let mut held_rows = held_rows.iter().peekable();
-                    let kept: Vec<u32> =
-                        (0..rows.len() as u32).filter(|&i| held_rows.next_if_eq(&&(i as usize)).is_none()).collect();
-                    let mut written: Vec<RecordView<'_>> = Vec::new();
-                    kept.par_iter().map(|&i| rows[i as usize].view).collect_into_vec(&mut written);
-                    drop(kept);
-                    // As the local ingest: groups past --max-rollup-groups
-                    // go to partial files, and the table's memory is reused.
-                    let (folded, written) = rayon::join(
-                        || -> Result<()> {
-                            rollups.add_all(&rows, |row| &row.view)?;
-                            rollups.spill_full(store, id, options.max_rollup_groups)
-                        },
-                        || writer.write(&written, &entries),
-                    );
-                    folded?;
-                    note(written?, revised);
-                    amount = amount
-                        .checked_add(Amount::from_nanos(sum))
-                        .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
-                    // The reader may be done: then the buffers just go.
-                    let _ = spent.send(files);
-                }
-                pending_elsewhere += repeats.held_bytes(b, &held);
-                if pending.bytes() + pending_elsewhere >= options.pending_bytes {
-                    let (views, entries) = pending.records(&names, base);
-                    note(writer.write(&views, &entries)?, pending.touched(None, registered, &names));
-                    drop(views);
-                    (pending, pending_elsewhere) = (Pending::default(), 0);
-                }
-            }
-            Ok(())
-        })?;
-        let (views, entries) = pending.records(&names, base);
-        note(writer.write(&views, &entries)?, pending.touched(None, registered, &names));
-        drop(views);
-        let used = writer.used;
+            used += summary.rows;
+            sum += summary.amount.parse::<i128>().map_err(|_| {
+                Error::Internal(format!("write task {task} summed its amounts to '{}'", summary.amount))
+            })?;
+            let records: Arc<str> = Arc::from(summary.records.as_str());
+            noted.extend(summary.touched.iter().map(|t| {
+                let source_file = names.get(t.file as usize).copied().unwrap_or("");
+                let version = NewVersion { record_id: &t.record_id, revision: t.revision, seen: t.seen(), source_file };
+                RunVersion::of(&version, &records, base, &mut source_names)
+            }));
+            syncer.add_sums(summary.sums.into_iter().map(|(name, sum)| (store.join(name), sum)));
+            files.records.push(summary.records);
+            files.index.push(summary.index);
+        }
         if used != counts.used {
             return Err(Error::Internal(format!(
                 "the Spark job counted {} new {kind} rows but wrote {used}",
@@ -258,11 +183,15 @@ pub(super) fn publish(
                 tally.read, tally.used, tally.set_aside, tally.duplicates
             )));
         }
+        let amount = files
+            .total_amount(kind, store)?
+            .checked_add(Amount::from_nanos(sum))
+            .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
         files.count += used;
         files.amount = amount.to_string();
         // As the local ingest: a kind with input files (even empty ones) is
         // listed; a kind without any is left as it was.
-        if !of_kind.is_empty() {
+        if listed {
             manifest.kinds.insert(kind.name().to_owned(), files);
         }
         report.tallies.insert(kind, tally);
@@ -284,75 +213,193 @@ pub(super) fn publish(
     let (taken, applied) = ingest::correct(shared, ingest::Taken { manifest, rollups, report, touched })?;
     options.progress.tell(IngestProgress::Publishing);
     let folded = generation::Folded { rollups: taken.rollups, applied };
-    generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer)
+    let report = generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer);
+    job.end();
+    report
 }
 
-/// The reader of [`read_ahead`].
-struct ReadAhead {
-    /// Each batch's files, in order.
-    files: Receiver<Result<Vec<RowsFile>>>,
-    /// Where a batch's files go once written: their buffers are read into
-    /// again.
-    spent: Sender<Vec<RowsFile>>,
+/// One kind's part of the write plan, and what its publish needs.
+struct KindPlan {
+    kind: Kind,
+    /// Its files before this ingest.
+    files: KindFiles,
+    /// Whether the kind has input files (then the manifest lists it).
+    listed: bool,
+    /// Its files' tasks in the plan, in order.
+    tasks: Vec<usize>,
+    /// Its splits with valid rows, and those without.
+    checked: Vec<CheckedFile>,
+    rowless: Vec<CheckedFile>,
 }
 
-/// Each batch's checked-rows files, in order, read on a thread of their
-/// own (one batch ahead of the caller), into the buffers the caller hands
-/// back when it is done with a batch's files.
-fn read_ahead<'scope, 'env>(
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    batches: &'env [(BatchRun, Vec<PartRows<'env>>)],
-) -> Result<ReadAhead> {
-    let (send, files) = std::sync::mpsc::sync_channel(0);
-    let (spent, buffers) = std::sync::mpsc::channel::<Vec<RowsFile>>();
-    let read = move || {
-        let mut spare: Vec<Vec<u8>> = Vec::new();
-        for (_, batch) in batches {
-            spare.extend(buffers.try_iter().flatten().map(RowsFile::into_bytes));
-            let read: Result<Vec<RowsFile>> =
-                batch.iter().map(|run| RowsFile::read_into(&run.part.rows, spare.pop().unwrap_or_default())).collect();
-            let failed = read.is_err();
-            // The caller is gone (it failed): nothing more to read.
-            if send.send(read).is_err() || failed {
-                return;
+/// What the plan of one kind's files needs.
+struct KindWrites<'a, V> {
+    store: &'a Path,
+    kind: Kind,
+    old: &'a super::super::Manifest,
+    /// Where the dedup tasks wrote the kind's repeats.
+    dups: &'a Path,
+    /// Where the segments files go.
+    writes: &'a Path,
+    options: &'a IngestOptions,
+    /// The record ids the store's corrections name.
+    registered: Option<&'a rustc_hash::FxHashMap<(u64, u64), V>>,
+}
+
+impl<V> KindWrites<'_, V> {
+    /// The files of this kind's new rows, as the local ingest cuts them:
+    /// one records and one index file per batch of input files (the same
+    /// batches), in (file, line) order, except the rows the local ingest's
+    /// record-id filter would have taken for stored ones (the same filter,
+    /// loaded from the same index files, asked about the same ids in the
+    /// same order): those wait, as candidates, and go to a file of their
+    /// own when the local ingest would check its candidates (its budget
+    /// full, counting the repeats it would hold too; at the end of the
+    /// kind). Only the rows' places and ids are read; each file is pushed
+    /// to `tasks`.
+    fn plan(
+        &self,
+        of_kind: &[(u32, &InputFile)],
+        inventory: &crate::records::files::Inventory,
+        checked: Vec<CheckedFile>,
+        tasks: &mut Vec<WriteTask>,
+    ) -> Result<KindPlan> {
+        let (store, kind, options) = (self.store, self.kind, self.options);
+        let files = self.old.kind(kind);
+        let steps = Steps::new(inventory, of_kind, options.batch_bytes);
+        let stored: Vec<IndexFile> = files
+            .index
+            .iter()
+            .map(|name| IndexFile::open_checked(self.old.file(store, name)?))
+            .collect::<Result<_>>()?;
+        let mut filter = filter_for(options.filter_bytes, &files, of_kind);
+        load_filter(&mut filter, &stored)?;
+        drop(stored);
+        let found = read_repeats(self.dups)?;
+        // Splits without a valid row wrote at most their set-aside rows.
+        let (checked, rowless): (Vec<CheckedFile>, Vec<CheckedFile>) =
+            checked.into_iter().partition(|checked| checked.rows.exists());
+        let places: Vec<Place> = found.iter().map(|r| r.at).collect();
+        let NewRows { batches, repeat_text, places: row_places } = runs_by_batch(&checked, &places, &steps)?;
+        let repeats = Repeats::new(&found, &repeat_text, &steps)?;
+        // Every batch (or run of a file read in runs) with new rows or
+        // repeats, in order: the others change nothing the local ingest
+        // would do.
+        let mut taken: Vec<BatchRun> = batches.iter().map(|(b, _)| *b).chain(repeats.batches()).collect();
+        taken.sort_unstable();
+        taken.dedup();
+        let mut writes = Writes { folder: self.writes, kind, tasks, mine: Vec::new() };
+        let mut pending = Candidates::default();
+        let mut pending_elsewhere = 0u64;
+        let mut held: FxHashSet<Place> = FxHashSet::default();
+        let mut new_batches = batches.iter().peekable();
+        for b in taken {
+            held.clear();
+            if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
+                // Every row of the batch, and which of them the filter
+                // holds for the exact check.
+                let rows: Vec<(&PartRows, usize)> = batch
+                    .iter()
+                    .flat_map(|run| run.rows.iter().flat_map(move |rows| rows.clone().map(move |i| (run, i))))
+                    .collect();
+                let place_of = |run: &PartRows, i: usize| row_places[run.places][i];
+                let ids: Vec<(u64, u64)> = rows.iter().map(|&(run, i)| place_of(run, i).id).collect();
+                let seen = filter.check_and_insert_all(&ids);
+                let mut file = FilePlan::default();
+                for (k, &(run, i)) in rows.iter().enumerate() {
+                    let place = place_of(run, i);
+                    let at = Place { file: run.part.index, line: place.line };
+                    if seen[k] {
+                        pending.file.push(run, i, self.registered.is_some_and(|r| r.contains_key(&place.id)));
+                        pending.text += place.text;
+                        held.insert(at);
+                        continue;
+                    }
+                    file.push(run, i, self.registered.is_some_and(|r| r.contains_key(&place.id)));
+                }
+                writes.push(file)?;
+            }
+            pending_elsewhere += repeats.held_bytes(b, &held);
+            if pending.bytes() + pending_elsewhere >= options.pending_bytes {
+                writes.push(std::mem::take(&mut pending).file)?;
+                pending_elsewhere = 0;
             }
         }
-    };
-    std::thread::Builder::new()
-        .name("telemeter-read".into())
-        .spawn_scoped(scope, read)
-        .map_err(|e| Error::Internal(format!("cannot start a thread: {e}")))?;
-    Ok(ReadAhead { files, spent })
+        writes.push(pending.file)?;
+        let mine = writes.mine;
+        Ok(KindPlan { kind, files, listed: !of_kind.is_empty(), tasks: mine, checked, rowless })
+    }
 }
 
-/// Writes new rows of one kind as one records and one index file, numbered
-/// and named as the local ingest numbers and names them.
-struct Writer<'a> {
-    store: &'a Path,
-    id: &'a str,
-    kind: Kind,
-    files: &'a mut KindFiles,
-    /// Files written by this ingest so far, every kind.
-    batches: &'a mut u64,
-    /// Rows written.
-    used: u64,
-    syncer: &'a Syncer,
+/// The rows of one file to write, as segments.
+#[derive(Default)]
+struct FilePlan {
+    segments: Vec<Segment>,
+    rows: u64,
+    noted: Vec<u64>,
 }
 
-impl Writer<'_> {
-    /// Writes `views` and their `entries` (nothing when there are none):
-    /// the records file's name.
-    fn write(&mut self, views: &[RecordView<'_>], entries: &[IndexEntry]) -> Result<Option<String>> {
-        if views.is_empty() {
-            return Ok(None);
+impl FilePlan {
+    /// Appends row `i` of `run`'s checked file; `noted` when a correction
+    /// may touch it for its id.
+    fn push(&mut self, run: &PartRows, i: usize, noted: bool) {
+        let (index, split, i) = (run.part.index, run.part.split, i as u64);
+        if noted {
+            self.noted.push(self.rows);
         }
-        let generation::Written { records: name, index: index_name } =
-            generation::write_files(self.store, self.id, *self.batches, self.kind, views, &[entries], self.syncer)?;
-        self.files.records.push(name.clone());
-        self.files.index.push(index_name);
-        *self.batches += 1;
-        self.used += views.len() as u64;
-        Ok(Some(name))
+        self.rows += 1;
+        match self.segments.last_mut() {
+            Some(last) if (last.index, last.split) == (index, split) && last.end == i => last.end += 1,
+            _ => self.segments.push(Segment { index, split, start: i, end: i + 1 }),
+        }
+    }
+}
+
+/// The rows the record-id filter holds for the exact check, as a local
+/// ingest's candidates.
+#[derive(Default)]
+struct Candidates {
+    file: FilePlan,
+    /// Bytes of their text, as the candidate budget counts it.
+    text: u64,
+}
+
+impl Candidates {
+    /// What the candidate budget counts for them ([`Pending::bytes_of`]).
+    fn bytes(&self) -> u64 {
+        Pending::bytes_of(self.text, self.file.rows)
+    }
+}
+
+/// The files planned so far.
+struct Writes<'a> {
+    /// Where the segments files go.
+    folder: &'a Path,
+    kind: Kind,
+    tasks: &'a mut Vec<WriteTask>,
+    /// This kind's tasks.
+    mine: Vec<usize>,
+}
+
+impl Writes<'_> {
+    /// Plans `file` (nothing when it has no rows), numbered after the
+    /// files before it, every kind's.
+    fn push(&mut self, file: FilePlan) -> Result<()> {
+        if file.rows == 0 {
+            return Ok(());
+        }
+        let number = self.tasks.len() as u64;
+        let path = self.folder.join(format!("{number}.segments"));
+        write_segments(&path, &file.segments)?;
+        self.mine.push(self.tasks.len());
+        self.tasks.push(WriteTask {
+            kind: self.kind.name().to_owned(),
+            number,
+            rows: file.rows,
+            segments: path_text(&path)?,
+            noted: file.noted,
+        });
+        Ok(())
     }
 }
 
@@ -526,30 +573,36 @@ fn parts(folder: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Rows of the checked file `part`: runs of its rows, in order.
-struct PartRows<'p> {
-    part: &'p CheckedFile,
+struct PartRows {
+    part: CheckedFile,
+    /// Its places, in [`NewRows::places`].
+    places: usize,
     rows: Vec<std::ops::Range<usize>>,
 }
 
 /// The new rows of the checked files, by batch ([`runs_by_batch`]).
-struct NewRows<'p> {
+struct NewRows {
     /// Each batch that has new rows, with its number, in order.
-    batches: Vec<(BatchRun, Vec<PartRows<'p>>)>,
+    batches: Vec<(BatchRun, Vec<PartRows>)>,
     /// The bytes of text of each repeat, in order.
     repeat_text: Vec<u64>,
+    /// The places of every row of each checked file.
+    places: Vec<Vec<RowPlace>>,
 }
 
 /// The new rows of the checked files (each in line order, the files in
 /// file order): every row but the repeats (`repeats`, in order), cut into
-/// the local ingest's batches ([`Steps`]). Only each row's place and text
-/// size are read here.
-fn runs_by_batch<'p>(parts: &'p [CheckedFile], repeats: &[Place], steps: &Steps<'_>) -> Result<NewRows<'p>> {
-    let mut batches: Vec<(BatchRun, Vec<PartRows<'p>>)> = Vec::new();
+/// the local ingest's batches ([`Steps`]). Only each row's place, text
+/// size and id are read here.
+fn runs_by_batch(parts: &[CheckedFile], repeats: &[Place], steps: &Steps<'_>) -> Result<NewRows> {
+    let mut batches: Vec<(BatchRun, Vec<PartRows>)> = Vec::new();
     let mut repeat_text = Vec::with_capacity(repeats.len());
     let mut repeats = repeats.iter().peekable();
     let mut last: Option<Place> = None;
-    for part in parts {
-        let places = read_places(&part.places)?;
+    // Read in parallel: a file's places are 32 bytes a row.
+    let all_places: Vec<Vec<RowPlace>> =
+        parts.par_iter().map(|part| read_places(&part.places)).collect::<Result<_>>()?;
+    for (p, (part, places)) in parts.iter().zip(&all_places).enumerate() {
         let mut start = 0;
         let mut run_batch: Option<BatchRun> = None;
         for (i, head) in places.iter().enumerate() {
@@ -566,13 +619,13 @@ fn runs_by_batch<'p>(parts: &'p [CheckedFile], repeats: &[Place], steps: &Steps<
             let batch = steps.of(file, line);
             if repeat || run_batch != Some(batch) {
                 if let Some(b) = run_batch {
-                    push_run(&mut batches, b, part, start..i);
+                    push_run(&mut batches, b, part, p, start..i);
                 }
                 (start, run_batch) = (i + usize::from(repeat), Some(batch));
             }
         }
         if let Some(b) = run_batch {
-            push_run(&mut batches, b, part, start..places.len());
+            push_run(&mut batches, b, part, p, start..places.len());
         }
     }
     if let Some(missed) = repeats.next() {
@@ -581,7 +634,7 @@ fn runs_by_batch<'p>(parts: &'p [CheckedFile], repeats: &[Place], steps: &Steps<
             missed.file, missed.line
         )));
     }
-    Ok(NewRows { batches, repeat_text })
+    Ok(NewRows { batches, repeat_text, places: all_places })
 }
 
 /// The record id at `line` of input file `file`, from its checked files.
@@ -596,21 +649,23 @@ fn record_id_at(staging: &Path, file: u32, line: u64) -> Result<String> {
     Err(Error::io(&folder, format!("no checked row of input file #{file} at line {line}")))
 }
 
-fn push_run<'p>(
-    batches: &mut Vec<(BatchRun, Vec<PartRows<'p>>)>,
+fn push_run(
+    batches: &mut Vec<(BatchRun, Vec<PartRows>)>,
     batch: BatchRun,
-    part: &'p CheckedFile,
+    part: &CheckedFile,
+    places: usize,
     rows: std::ops::Range<usize>,
 ) {
     if rows.is_empty() {
         return;
     }
+    let run = || PartRows { part: part.clone(), places, rows: vec![rows.clone()] };
     match batches.last_mut() {
         Some((b, runs)) if *b == batch => match runs.last_mut() {
-            Some(run) if std::ptr::eq(run.part, part) => run.rows.push(rows),
-            _ => runs.push(PartRows { part, rows: vec![rows] }),
+            Some(last) if last.places == places => last.rows.push(rows),
+            _ => runs.push(run()),
         },
-        _ => batches.push((batch, vec![PartRows { part, rows: vec![rows] }])),
+        _ => batches.push((batch, vec![run()])),
     }
 }
 
@@ -622,14 +677,15 @@ mod tests {
     /// their places file: the text size of each ten times its line).
     fn checked(dir: &Path, index: u32, lines: &[u64]) -> CheckedFile {
         let checked = CheckedFile::in_folder(dir, index, 0);
-        let bytes: Vec<u8> = lines.iter().flat_map(|&l| [l.to_le_bytes(), (l * 10).to_le_bytes()].concat()).collect();
+        let place = |l: u64| [l, l * 10, l, 0].iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+        let bytes: Vec<u8> = lines.iter().flat_map(|&l| place(l)).collect();
         std::fs::write(&checked.places, bytes).expect("written");
         checked
     }
 
     /// The rows each batch takes: (input file, ranges), in order.
-    fn taken(runs: &NewRows<'_>) -> Vec<(u32, Vec<(usize, usize)>)> {
-        let ranges = |p: &PartRows<'_>| p.rows.iter().map(|r| (r.start, r.end)).collect();
+    fn taken(runs: &NewRows) -> Vec<(u32, Vec<(usize, usize)>)> {
+        let ranges = |p: &PartRows| p.rows.iter().map(|r| (r.start, r.end)).collect();
         runs.batches.iter().flat_map(|(_, parts)| parts.iter().map(|p| (p.part.index, ranges(p)))).collect()
     }
 

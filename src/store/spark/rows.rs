@@ -22,10 +22,13 @@
 //!                                      code ("" for none)
 //! ```
 //!
-//! Beside it, `checked/<n>.<s>.places`: each row's line and the bytes of its
+//! Beside it, `checked/<n>.<s>.places`: each row's line, the bytes of its
 //! five text fields that the candidate budget counts (record id, account,
-//! subaccount, type, code), two `u64` a row, so that the publish finds
-//! where the repeats are and cuts its batches without reading the rows.
+//! subaccount, type, code) and its id hash, four `u64` a row, so that the
+//! driver finds where the repeats are and replays the record-id filter
+//! without reading the rows; and `checked/<n>.<s>.offsets`: where every
+//! [`OFFSET_EVERY`]th row starts (a `u64` each), so that a write task reads
+//! only the stretch of the file that holds its rows.
 //!
 //! The reader checks every length against the file and every text for
 //! UTF-8 and its type, so a damaged file is an error naming it, never a
@@ -46,11 +49,16 @@ const MAGIC: &[u8; 8] = b"TMROWS01";
 const FIXED: usize = 8 + 4 + 8 * 4 + 4 + 8 + 8 * 4;
 /// Texts per row.
 const TEXTS: usize = 8;
+/// Rows between two offsets of the `.offsets` file: a write task reads at
+/// most this many rows more than it writes, at each end of a stretch.
+pub(super) const OFFSET_EVERY: usize = 4096;
+/// Bytes of a row's place.
+const PLACE_BYTES: usize = 32;
 
 /// The files a check task writes for split `split` of input file `index`
 /// (in its output folder, `checked/`: `<index>.<split>.<suffix>`; a file
 /// not split is split 0).
-#[derive(PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(super) struct CheckedFile {
     /// The input file's index in the inventory.
     pub(super) index: u32,
@@ -60,6 +68,8 @@ pub(super) struct CheckedFile {
     pub(super) rows: PathBuf,
     /// Their places ([`read_places`]).
     pub(super) places: PathBuf,
+    /// Where every [`OFFSET_EVERY`]th row starts ([`read_offsets`]).
+    pub(super) offsets: PathBuf,
     /// Their dedup entries (an index file, by id-hash partition).
     pub(super) entries: PathBuf,
     /// Its rows set aside (`--on-bad-row set-aside`), as JSON.
@@ -75,6 +85,7 @@ impl CheckedFile {
             split,
             rows: file("rows"),
             places: file("places"),
+            offsets: file("offsets"),
             entries: file("index"),
             rejects: file("rejects.json"),
         }
@@ -109,6 +120,12 @@ pub(super) struct RowsWriter {
     out: std::io::BufWriter<std::fs::File>,
     places_path: PathBuf,
     places: std::io::BufWriter<std::fs::File>,
+    offsets_path: PathBuf,
+    /// Where every [`OFFSET_EVERY`]th row starts.
+    offsets: Vec<u64>,
+    /// Rows and bytes written.
+    rows: usize,
+    bytes: u64,
     row: Vec<u8>,
 }
 
@@ -126,6 +143,10 @@ impl RowsWriter {
             out,
             places_path: places.to_owned(),
             places: places_out,
+            offsets_path: checked.offsets.clone(),
+            offsets: Vec::new(),
+            rows: 0,
+            bytes: MAGIC.len() as u64,
             row: Vec::with_capacity(256),
         })
     }
@@ -162,40 +183,58 @@ impl RowsWriter {
         let size =
             u32::try_from(row.len()).map_err(|_| Error::Limit(format!("a checked row of {} bytes", row.len())))?;
         let path = &self.path;
+        if self.rows.is_multiple_of(OFFSET_EVERY) {
+            self.offsets.push(self.bytes);
+        }
         self.out.write_all(&size.to_le_bytes()).map_err(|e| Error::io(path, e))?;
         self.out.write_all(row).map_err(|e| Error::io(path, e))?;
+        self.rows += 1;
+        self.bytes += 4 + u64::from(size);
         let text = Pending::text_of(view);
-        let mut place = [0u8; 16];
-        place[..8].copy_from_slice(&seen.line.to_le_bytes());
-        place[8..].copy_from_slice(&text.to_le_bytes());
+        let mut place = [0u8; PLACE_BYTES];
+        for (at, word) in [seen.line, text, seen.id.0, seen.id.1].into_iter().enumerate() {
+            place[at * 8..at * 8 + 8].copy_from_slice(&word.to_le_bytes());
+        }
         self.places.write_all(&place).map_err(|e| Error::io(&self.places_path, e))
     }
 
-    /// Writes out what is buffered.
+    /// Writes out what is buffered, and the offsets.
     pub(super) fn finish(self) -> Result<()> {
         let (path, places) = (self.path, self.places_path);
         self.out.into_inner().map_err(|e| Error::io(&path, e.error().to_string()))?;
         self.places.into_inner().map_err(|e| Error::io(&places, e.error().to_string()))?;
-        Ok(())
+        let offsets: Vec<u8> = self.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+        std::fs::write(&self.offsets_path, offsets).map_err(|e| Error::io(&self.offsets_path, e))
     }
 }
 
-/// A row's line and the bytes of its five text fields that the candidate
-/// budget counts.
+/// A row's line, the bytes of its five text fields that the candidate
+/// budget counts, and its id hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct RowPlace {
     pub(super) line: u64,
     pub(super) text: u64,
+    pub(super) id: (u64, u64),
 }
 
 /// The places file at `path`, every row's.
 pub(super) fn read_places(path: &Path) -> Result<Vec<RowPlace>> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    if bytes.len() % 16 != 0 {
+    if bytes.len() % PLACE_BYTES != 0 {
         return Err(Error::io(path, "not a checked-places file: a cut row"));
     }
-    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-    Ok(bytes.chunks_exact(16).map(|p| RowPlace { line: word(&p[..8]), text: word(&p[8..]) }).collect())
+    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at * 8..at * 8 + 8].try_into().unwrap_or([0; 8]));
+    let place = |p: &[u8]| RowPlace { line: word(p, 0), text: word(p, 1), id: (word(p, 2), word(p, 3)) };
+    Ok(bytes.chunks_exact(PLACE_BYTES).map(place).collect())
+}
+
+/// The offsets file at `path`: where every [`OFFSET_EVERY`]th row starts.
+pub(super) fn read_offsets(path: &Path) -> Result<Vec<u64>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    if bytes.len() % 8 != 0 {
+        return Err(Error::io(path, "not a checked-offsets file: a cut offset"));
+    }
+    Ok(bytes.chunks_exact(8).map(|o| u64::from_le_bytes(o.try_into().unwrap_or([0; 8]))).collect())
 }
 
 /// A checked-rows file, read whole.
@@ -219,28 +258,54 @@ pub(super) struct CheckedRow<'a> {
 impl RowsFile {
     /// Reads the file at `path` and finds its rows.
     pub(super) fn read(path: &Path) -> Result<RowsFile> {
-        RowsFile::read_into(path, Vec::new())
+        RowsFile::read_stretch(path, MAGIC.len() as u64, None)
     }
 
-    /// [`RowsFile::read`] into `bytes` (its memory reused: a fresh buffer
-    /// of a batch's size costs its pages' faults and zeroing again). The
-    /// rows are found block by block as the file is read, while each block
-    /// is in cache: found after the whole read, every row's size was a
-    /// wait on memory (a third of the reading thread's time).
-    pub(super) fn read_into(path: &Path, mut bytes: Vec<u8>) -> Result<RowsFile> {
-        use std::io::Read;
-        bytes.clear();
+    /// The rows `rows` (and the few around them that share their stretch
+    /// of [`OFFSET_EVERY`] rows) of the file at `path`, whose offsets are
+    /// `offsets` ([`read_offsets`]): only the bytes between the offsets
+    /// around them are read. Row `i` of the result is row `first + i` of
+    /// the file, `first` returned beside it.
+    pub(super) fn read_rows(path: &Path, offsets: &[u64], rows: std::ops::Range<usize>) -> Result<(RowsFile, usize)> {
+        let from_offset = rows.start / OFFSET_EVERY;
+        let from = *offsets.get(from_offset).ok_or_else(|| broken(path, "no offset of a row it holds"))?;
+        let to = offsets.get(rows.end.div_ceil(OFFSET_EVERY)).copied();
+        let file = RowsFile::read_stretch(path, from, to)?;
+        let first = from_offset * OFFSET_EVERY;
+        if file.starts.len() < rows.end - first {
+            return Err(broken(path, "fewer rows than its places"));
+        }
+        Ok((file, first))
+    }
+
+    /// The rows of the file at `path` from byte `from` (where a row
+    /// starts) to byte `to` (where one starts, or the end). Their sizes are
+    /// found block by block as the file is read, while each block is in
+    /// cache: found after the whole read, every row's size was a wait on
+    /// memory (a third of the reading thread's time).
+    fn read_stretch(path: &Path, from: u64, to: Option<u64>) -> Result<RowsFile> {
+        use std::io::{Read, Seek};
+        let mut bytes = Vec::new();
         let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let size = file.metadata().map_or(0, |m| m.len() as usize);
-        bytes.reserve(size);
-        let mut starts = Vec::with_capacity(size / 128);
+        let size = file.metadata().map_or(0, |m| m.len());
+        let to = to.unwrap_or(size);
+        if from < MAGIC.len() as u64 || to < from || to > size {
+            return Err(broken(path, "offsets outside the file"));
+        }
+        let length = (to - from) as usize;
+        bytes.reserve(MAGIC.len() + length);
+        // Its pages in one call, not a fault each as the read fills them.
+        crate::parts::populate(&mut bytes);
+        let mut starts = Vec::with_capacity(length / 128);
         (&mut file).take(MAGIC.len() as u64).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
         if bytes != MAGIC {
             return Err(broken(path, "no magic"));
         }
+        file.seek(std::io::SeekFrom::Start(from)).map_err(|e| Error::io(path, e))?;
+        let mut stretch = file.take(to - from);
         let mut at = MAGIC.len();
         loop {
-            let read = (&mut file).take(SCAN_BLOCK).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
+            let read = (&mut stretch).take(SCAN_BLOCK).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
             while let Some(size) = word::<4>(&bytes, at).map(u32::from_le_bytes) {
                 let start = at + 4;
                 at = start.checked_add(size as usize).ok_or_else(|| broken(path, "a cut row"))?;
@@ -254,11 +319,6 @@ impl RowsFile {
             return Err(broken(path, "a cut row"));
         }
         Ok(RowsFile { path: path.to_owned(), bytes, starts })
-    }
-
-    /// The file's buffer, for the next [`RowsFile::read_into`].
-    pub(super) fn into_bytes(self) -> Vec<u8> {
-        self.bytes
     }
 
     /// Rows in the file.
@@ -332,7 +392,7 @@ impl RowsFile {
     }
 }
 
-/// Bytes [`RowsFile::read_into`] reads at a time: well within a core's
+/// Bytes [`RowsFile::read_stretch`] reads at a time: well within a core's
 /// cache, so that its rows' sizes are found there.
 const SCAN_BLOCK: u64 = 256 << 10;
 
@@ -419,5 +479,46 @@ mod tests {
                 every_row(&file);
             }
         }
+    }
+
+    /// A stretch read through the offsets holds the rows it was asked for,
+    /// each the row the whole file holds there; offsets that are not where
+    /// rows start are an error, never a panic.
+    #[test]
+    fn rows_read_by_stretch_are_the_rows_of_the_whole_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let checked = CheckedFile::in_folder(dir.path(), 0, 0);
+        let mut writer = RowsWriter::create(&checked).expect("created");
+        let n = 3 * OFFSET_EVERY + 17;
+        for i in 0..n as u64 {
+            let v = view(i);
+            let seen = Seen { id: id_hash(v.record_id), file: 1, line: v.source_line, content: i };
+            writer.push(&v, &seen, 0).expect("pushed");
+        }
+        writer.finish().expect("finished");
+        let whole = RowsFile::read(&checked.rows).expect("read");
+        let offsets = read_offsets(&checked.offsets).expect("offsets");
+        assert_eq!(offsets.len(), 4);
+        let places = read_places(&checked.places).expect("places");
+        assert_eq!(places.len(), n);
+        assert!(places.iter().enumerate().all(|(i, p)| p.id == whole.row(i).expect("a row").seen.id));
+        let same = |a: CheckedRow<'_>, b: CheckedRow<'_>| {
+            format!("{:?} {:?}", a.view, a.seen) == format!("{:?} {:?}", b.view, b.seen)
+        };
+        for (start, end) in [(0, 1), (0, n), (4095, 4097), (4096, 4097), (5000, 9000), (n - 1, n), (8192, 12288)] {
+            let (stretch, first) = RowsFile::read_rows(&checked.rows, &offsets, start..end).expect("a stretch");
+            assert!(first <= start && start - first < OFFSET_EVERY, "{start}..{end} from {first}");
+            for i in start..end {
+                assert!(same(stretch.row(i - first).expect("a row"), whole.row(i).expect("a row")), "row {i}");
+            }
+        }
+        // Offsets into the middle of a row, or past the file.
+        for bad in [vec![9, 100], vec![8, 3], vec![u64::MAX]] {
+            let read = RowsFile::read_rows(&checked.rows, &bad, 0..1);
+            if let Ok((file, _)) = read {
+                let _ = file.row(0);
+            }
+        }
+        assert!(RowsFile::read_rows(&checked.rows, &offsets, 0..n + 1).is_err(), "rows past the end");
     }
 }

@@ -168,7 +168,7 @@ fn check_in_runs(
         Ok(()) => {}
         Err(Error::BadRecord(bad)) => {
             // A file that failed: its bad row, and no checked file or counts.
-            for path in [&checked.rows, &checked.places, &checked.entries] {
+            for path in [&checked.rows, &checked.places, &checked.offsets, &checked.entries] {
                 let _ = std::fs::remove_file(path);
             }
             let error = Some(TaskError::from(&*bad));
