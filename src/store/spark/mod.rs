@@ -1,6 +1,7 @@
-//! `ingest --engine spark`: the checking, deduplication and rollup of an
-//! ingest run as an Apache Spark job; the result is published here with the
-//! same writers, lock and manifest swap as the local ingest.
+//! `ingest --engine spark`: the checking, deduplication, writing and fold
+//! of an ingest run as an Apache Spark job, with the local ingest's
+//! readers and writers; the result is published here with the same lock,
+//! rollup merge and manifest swap as the local ingest.
 //!
 //! The job is `spark/telemeter_ingest.py` (compiled in, written to the
 //! staging folder and handed to `spark-submit`). It works in
@@ -12,8 +13,9 @@
 //!    and the same `records::parse_record` as every other command, so
 //!    every contract check, message and line number is the local engine's.
 //!    It writes the valid rows of split `s` of file `n`, normalized, to
-//!    `checked/<n>.<s>.rows` (their lines and text sizes to `.places`:
-//!    `rows.rs`), their dedup entries (id hash, content hash, place) to
+//!    `checked/<n>.<s>.rows` (their lines, text sizes and id hashes to
+//!    `.places`, every 4096th row's offset to `.offsets`: `rows.rs`),
+//!    their dedup entries (id hash, content hash, place) to
 //!    `.index` (the store's index layout) and its set-aside rows to
 //!    `.rejects.json`;
 //! 2. one Spark task per kind and range of id-hash partitions runs
@@ -23,23 +25,30 @@
 //!    (`dups/<kind>/`: its place and the first row's), with other content
 //!    a conflict naming both places. No row crosses the network whole;
 //!    each task reads only its partitions;
-//! 3. the job writes `result.json` (counts per kind, or the first error).
+//! 3. the job hands telemeter its counts (`deduped.json`) and waits for
+//!    the write plan (`writes.json`): [`publish`] replays the local
+//!    ingest's record-id filter on the rows' places and ids, which cuts the
+//!    new rows (the checked rows but the repeats) into the local ingest's
+//!    records files, byte for byte;
+//! 4. one Spark task per records file runs `spark-task write`
+//!    ([`write_task`]): it writes the file and its index file to the store
+//!    with the local writers and folds its rows into rollup groups, spilled
+//!    with their own strings;
+//! 5. the job writes `result.json` (counts per kind and what each write
+//!    task wrote, or the first error) and stops.
 //!
 //! With DATA at a URI ([`DataLocation::Uri`]: `s3a://`, `hdfs://`,
 //! `file://`...), the job first lists it through Hadoop (`listing.json`)
 //! and copies the side inputs (accounts, resources) to `side/`; its tasks
 //! get each file's bytes from Spark's `binaryFile` source. The inventory,
-//! accounts and resources are then read from those, after the job.
+//! accounts and resources are then read from those, after the listing.
 //!
-//! [`ingest_spark`] then writes the new rows (the checked rows but the
-//! repeats, read in file and line order) as records and index files,
-//! cut as the local ingest cuts them (its record-id filter and candidate
-//! budget replayed: the same files, byte for byte), folds each into its
-//! rollup group and merges the rollups into each account's files
+//! The driver then takes in the write tasks' rollup groups, applies the
+//! voids and corrections, merges the rollups into each account's files
 //! (`Rollups::write`, as the local ingest does, so the rollup files hold
-//! the same bytes) and
-//! publishes. A failed or killed job leaves only the staging folder, which
-//! is removed; the manifest swap stays the one commit point.
+//! the same bytes) and publishes. A failed or killed job leaves only the
+//! staging folder, which is removed, and files no manifest lists; the
+//! manifest swap stays the one commit point.
 
 mod dedup;
 mod publish;

@@ -261,21 +261,45 @@ impl RowsFile {
         RowsFile::read_stretch(path, MAGIC.len() as u64, None)
     }
 
-    /// The rows `rows` (and the few around them that share their stretch
-    /// of [`OFFSET_EVERY`] rows) of the file at `path`, whose offsets are
-    /// `offsets` ([`read_offsets`]): only the bytes between the offsets
-    /// around them are read. Row `i` of the result is row `first + i` of
-    /// the file, `first` returned beside it.
-    pub(super) fn read_rows(path: &Path, offsets: &[u64], rows: std::ops::Range<usize>) -> Result<(RowsFile, usize)> {
-        let from_offset = rows.start / OFFSET_EVERY;
-        let from = *offsets.get(from_offset).ok_or_else(|| broken(path, "no offset of a row it holds"))?;
-        let to = offsets.get(rows.end.div_ceil(OFFSET_EVERY)).copied();
-        let file = RowsFile::read_stretch(path, from, to)?;
-        let first = from_offset * OFFSET_EVERY;
-        if file.starts.len() < rows.end - first {
-            return Err(broken(path, "fewer rows than its places"));
+    /// The rows `runs` name (ranges of rows of the file at `path`, in
+    /// order), and only those: row `k` of the result is the `k`th row
+    /// named. The file is read [`SELECT_BLOCKS`] blocks of
+    /// [`OFFSET_EVERY`] rows at a time, from the offsets around the rows
+    /// (`offsets`, [`read_offsets`]), so memory holds the rows named and
+    /// one such stretch, however scattered the rows are.
+    pub(super) fn read_selected(path: &Path, offsets: &[u64], runs: &[std::ops::Range<usize>]) -> Result<RowsFile> {
+        let named: usize = runs.iter().map(|run| run.len()).sum();
+        let mut out = RowsFile { path: path.to_owned(), bytes: MAGIC.to_vec(), starts: Vec::with_capacity(named) };
+        let mut at = 0;
+        // The first row of `runs[at]` not copied yet.
+        let mut next = runs.first().map_or(0, |run| run.start);
+        while at < runs.len() {
+            let block = next / OFFSET_EVERY;
+            let from = *offsets.get(block).ok_or_else(|| broken(path, "no offset of a row it holds"))?;
+            let to = offsets.get(block + SELECT_BLOCKS).copied();
+            let stretch = RowsFile::read_stretch(path, from, to)?;
+            let (first, end) = (block * OFFSET_EVERY, (block + SELECT_BLOCKS) * OFFSET_EVERY);
+            while at < runs.len() && next < end {
+                let until = runs[at].end.min(end);
+                for row in next..until {
+                    let bytes = stretch.bytes_of(row - first)?;
+                    out.bytes.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                    out.starts.push(out.bytes.len());
+                    out.bytes.extend_from_slice(bytes);
+                }
+                next = until;
+                if next == runs[at].end {
+                    at += 1;
+                    if let Some(run) = runs.get(at) {
+                        if run.start < next {
+                            return Err(broken(path, "rows asked for out of order"));
+                        }
+                        next = run.start;
+                    }
+                }
+            }
         }
-        Ok((file, first))
+        Ok(out)
     }
 
     /// The rows of the file at `path` from byte `from` (where a row
@@ -322,7 +346,6 @@ impl RowsFile {
     }
 
     /// Rows in the file.
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.starts.len()
     }
@@ -391,6 +414,10 @@ impl RowsFile {
         Ok(CheckedRow { view, seen: Seen { id, file, line, content }, revision })
     }
 }
+
+/// Blocks of [`OFFSET_EVERY`] rows [`RowsFile::read_selected`] reads at
+/// a time: about 50 MB of the benchmark's rows.
+const SELECT_BLOCKS: usize = 64;
 
 /// Bytes [`RowsFile::read_stretch`] reads at a time: well within a core's
 /// cache, so that its rows' sizes are found there.
@@ -481,11 +508,11 @@ mod tests {
         }
     }
 
-    /// A stretch read through the offsets holds the rows it was asked for,
-    /// each the row the whole file holds there; offsets that are not where
+    /// Rows read through the offsets are the rows asked for, each the row
+    /// the whole file holds there; offsets that are not where
     /// rows start are an error, never a panic.
     #[test]
-    fn rows_read_by_stretch_are_the_rows_of_the_whole_file() {
+    fn rows_read_by_selection_are_the_rows_of_the_whole_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let checked = CheckedFile::in_folder(dir.path(), 0, 0);
         let mut writer = RowsWriter::create(&checked).expect("created");
@@ -505,20 +532,33 @@ mod tests {
         let same = |a: CheckedRow<'_>, b: CheckedRow<'_>| {
             format!("{:?} {:?}", a.view, a.seen) == format!("{:?} {:?}", b.view, b.seen)
         };
-        for (start, end) in [(0, 1), (0, n), (4095, 4097), (4096, 4097), (5000, 9000), (n - 1, n), (8192, 12288)] {
-            let (stretch, first) = RowsFile::read_rows(&checked.rows, &offsets, start..end).expect("a stretch");
-            assert!(first <= start && start - first < OFFSET_EVERY, "{start}..{end} from {first}");
-            for i in start..end {
-                assert!(same(stretch.row(i - first).expect("a row"), whole.row(i).expect("a row")), "row {i}");
+        let sets: [&[(usize, usize)]; 5] = [
+            &[(0, 1)],
+            &[(0, n)],
+            &[(4095, 4097), (5000, 9000), (n - 1, n)],
+            &[(3, 4), (8192, 12288), (12289, 12290)],
+            &[(1, 2), (300_000 % n, 300_000 % n + 1)],
+        ];
+        for runs in sets {
+            let runs: Vec<std::ops::Range<usize>> = runs.iter().map(|&(a, b)| a..b).collect();
+            let selected = RowsFile::read_selected(&checked.rows, &offsets, &runs).expect("rows");
+            let named: Vec<usize> = runs.iter().flat_map(|run| run.clone()).collect();
+            assert_eq!(selected.starts.len(), named.len(), "{runs:?}");
+            for (k, &i) in named.iter().enumerate() {
+                assert!(same(selected.row(k).expect("a row"), whole.row(i).expect("a row")), "row {i}");
             }
         }
+        let (first, past_end) = (0..1, 0..n + 1);
         // Offsets into the middle of a row, or past the file.
         for bad in [vec![9, 100], vec![8, 3], vec![u64::MAX]] {
-            let read = RowsFile::read_rows(&checked.rows, &bad, 0..1);
-            if let Ok((file, _)) = read {
+            if let Ok(file) = RowsFile::read_selected(&checked.rows, &bad, std::slice::from_ref(&first)) {
                 let _ = file.row(0);
             }
         }
-        assert!(RowsFile::read_rows(&checked.rows, &offsets, 0..n + 1).is_err(), "rows past the end");
+        assert!(
+            RowsFile::read_selected(&checked.rows, &offsets, std::slice::from_ref(&past_end)).is_err(),
+            "rows past the end"
+        );
+        assert!(RowsFile::read_selected(&checked.rows, &offsets, &[5..6, 2..3]).is_err(), "rows out of order");
     }
 }

@@ -6,8 +6,8 @@
 //!    places and ids alone (`publish.rs`), which decides every file's rows;
 //!    it writes each file's [`Segment`]s to `writes/<task>.segments` and
 //!    the list to `writes.json` ([`WritePlan`]).
-//! 2. Each task ([`write_task`]) reads only the stretches of the checked
-//!    files that hold its rows (`rows::RowsFile::read_rows`) and writes
+//! 2. Each task ([`write_task`]) reads only its rows of the checked files
+//!    (`rows::RowsFile::read_selected`) and writes
 //!    them with the local ingest's writer (`generation::write_files`), so
 //!    the files are byte for byte the local engine's. It folds them into
 //!    rollup groups, written as the local ingest spills them, with their
@@ -175,19 +175,19 @@ pub fn write_task(plan: &Path, task: usize) -> Result<WriteSummary> {
         .ok_or_else(|| Error::io(plan, format!("'{}' is not a record kind", this.kind)))?;
     let segments = read_segments(Path::new(&this.segments))?;
     // A file's segments are one after the other (rows are written in file
-    // and line order): each checked file's stretch is read once.
-    let mut stretches: Vec<(RowsFile, usize, Vec<Segment>)> = Vec::new();
+    // and line order): each checked file's rows are read at once, and
+    // only those.
+    let mut selected: Vec<RowsFile> = Vec::new();
     let mut at = 0;
     while at < segments.len() {
         let first = segments[at];
         let same = segments[at..].iter().take_while(|s| (s.index, s.split) == (first.index, first.split)).count();
-        let mine = segments[at..at + same].to_vec();
+        let runs: Vec<std::ops::Range<usize>> =
+            segments[at..at + same].iter().map(|s| s.start as usize..s.end as usize).collect();
         at += same;
         let files = CheckedFile::in_folder(Path::new(checked), first.index, first.split);
         let offsets = read_offsets(&files.offsets)?;
-        let rows = mine[0].start as usize..mine[same - 1].end as usize;
-        let (file, from) = RowsFile::read_rows(&files.rows, &offsets, rows)?;
-        stretches.push((file, from, mine));
+        selected.push(RowsFile::read_selected(&files.rows, &offsets, &runs)?);
     }
     let mut views: Vec<RecordView<'_>> = Vec::with_capacity(this.rows as usize);
     let mut entries: Vec<IndexEntry> = Vec::with_capacity(this.rows as usize);
@@ -195,48 +195,51 @@ pub fn write_task(plan: &Path, task: usize) -> Result<WriteSummary> {
     crate::parts::populate(&mut entries);
     let mut touched = Vec::new();
     let mut noted = this.noted.iter().peekable();
-    for (file, from, mine) in &stretches {
-        for segment in mine {
-            for i in segment.start as usize..segment.end as usize {
-                let mut row = file.row(i - from)?;
-                let name = names.get(row.seen.file as usize).ok_or_else(|| {
-                    Error::io(plan, format!("a row of input file #{}, which the plan does not name", row.seen.file))
-                })?;
-                row.view.source_file = name;
-                let position = views.len() as u64;
-                let is_noted = noted.next_if_eq(&&position).is_some();
-                if row.revision > 0 || is_noted {
-                    touched.push(Touched {
-                        record_id: row.view.record_id.to_owned(),
-                        revision: row.revision,
-                        file: row.seen.file,
-                        line: row.seen.line,
-                        id: row.seen.id,
-                        content: row.seen.content,
-                    });
-                }
-                let place = index::pack(Place { file: base + row.seen.file, line: row.seen.line });
-                entries.push(IndexEntry { id: row.seen.id, content: row.seen.content, place });
-                views.push(row.view);
+    for file in &selected {
+        for i in 0..file.len() {
+            let mut row = file.row(i)?;
+            let name = names.get(row.seen.file as usize).ok_or_else(|| {
+                Error::io(plan, format!("a row of input file #{}, which the plan does not name", row.seen.file))
+            })?;
+            row.view.source_file = name;
+            let position = views.len() as u64;
+            let is_noted = noted.next_if_eq(&&position).is_some();
+            if row.revision > 0 || is_noted {
+                touched.push(Touched {
+                    record_id: row.view.record_id.to_owned(),
+                    revision: row.revision,
+                    file: row.seen.file,
+                    line: row.seen.line,
+                    id: row.seen.id,
+                    content: row.seen.content,
+                });
             }
+            let place = index::pack(Place { file: base + row.seen.file, line: row.seen.line });
+            entries.push(IndexEntry { id: row.seen.id, content: row.seen.content, place });
+            views.push(row.view);
         }
     }
     if views.len() as u64 != this.rows {
         return Err(Error::io(plan, format!("task {task}: {} rows planned, {} found", this.rows, views.len())));
     }
-    let syncer = Syncer::background();
-    let written =
-        generation::write_files(Path::new(store), ingest_id, this.number, kind, &views[..], &[&entries], &syncer)?;
+    // The fold first: its groups are written out (and their memory gone)
+    // before the files are encoded.
     let amount: i128 = views.iter().map(|view| i128::from(view.amount)).sum();
     let mut rollups = Rollups::default();
     rollups.add_all(&views, |view| view)?;
-    drop(entries);
     let folded = Path::new(folded);
     std::fs::create_dir_all(folded).map_err(|e| Error::io(folded, e))?;
     let parts = rollups.spill_all(folded, &task.to_string())?;
     let parts_path = folded_parts(folded, task);
     let bytes = serde_json::to_vec(&parts).map_err(|e| Error::Internal(format!("folded groups: {e}")))?;
     std::fs::write(&parts_path, bytes).map_err(|e| Error::io(&parts_path, e))?;
+    drop(parts);
+    let syncer = Syncer::background();
+    let written =
+        generation::write_files(Path::new(store), ingest_id, this.number, kind, &views[..], &[&entries], &syncer)?;
+    drop(views);
+    drop(entries);
+    drop(selected);
     let mut file_sums = syncer.wait()?;
     let mut sums = Vec::new();
     for name in [&written.records, &written.index] {
