@@ -296,26 +296,39 @@ impl<V> KindWrites<'_, V> {
         for b in taken {
             held.clear();
             if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
-                // Every row of the batch, and which of them the filter
-                // holds for the exact check.
-                let rows: Vec<(&PartRows, usize)> = batch
+                // Which rows of the batch the filter holds for the exact
+                // check: a run with none (and no id a correction names)
+                // goes to the file whole.
+                let ids: Vec<(u64, u64)> = batch
                     .iter()
-                    .flat_map(|run| run.rows.iter().flat_map(move |rows| rows.clone().map(move |i| (run, i))))
+                    .flat_map(|run| {
+                        let places = &row_places[run.places];
+                        run.rows.iter().flat_map(move |rows| places[rows.clone()].iter().map(|place| place.id))
+                    })
                     .collect();
-                let place_of = |run: &PartRows, i: usize| row_places[run.places][i];
-                let ids: Vec<(u64, u64)> = rows.iter().map(|&(run, i)| place_of(run, i).id).collect();
                 let seen = filter.check_and_insert_all(&ids);
+                let noted = |id: &(u64, u64)| self.registered.is_some_and(|r| r.contains_key(id));
                 let mut file = FilePlan::default();
-                for (k, &(run, i)) in rows.iter().enumerate() {
-                    let place = place_of(run, i);
-                    let at = Place { file: run.part.index, line: place.line };
-                    if seen[k] {
-                        pending.file.push(run, i, self.registered.is_some_and(|r| r.contains_key(&place.id)));
-                        pending.text += place.text;
-                        held.insert(at);
-                        continue;
+                let mut k = 0;
+                for run in batch {
+                    let places = &row_places[run.places];
+                    for rows in &run.rows {
+                        let (held_here, ids_here) = (&seen[k..k + rows.len()], &ids[k..k + rows.len()]);
+                        k += rows.len();
+                        if !held_here.iter().any(|&held| held) && self.registered.is_none() {
+                            file.push_rows(run, rows.clone());
+                            continue;
+                        }
+                        for (i, (&held_row, id)) in rows.clone().zip(held_here.iter().zip(ids_here)) {
+                            if held_row {
+                                pending.file.push(run, i, noted(id));
+                                pending.text += places[i].text;
+                                held.insert(Place { file: run.part.index, line: places[i].line });
+                            } else {
+                                file.push(run, i, noted(id));
+                            }
+                        }
                     }
-                    file.push(run, i, self.registered.is_some_and(|r| r.contains_key(&place.id)));
                 }
                 writes.push(file)?;
             }
@@ -340,6 +353,21 @@ struct FilePlan {
 }
 
 impl FilePlan {
+    /// Appends `rows` of `run`'s checked file, none of which a correction
+    /// may touch for its id.
+    fn push_rows(&mut self, run: &PartRows, rows: std::ops::Range<usize>) {
+        if rows.is_empty() {
+            return;
+        }
+        let (index, split) = (run.part.index, run.part.split);
+        let (start, end) = (rows.start as u64, rows.end as u64);
+        self.rows += end - start;
+        match self.segments.last_mut() {
+            Some(last) if (last.index, last.split) == (index, split) && last.end == start => last.end = end,
+            _ => self.segments.push(Segment { index, split, start, end }),
+        }
+    }
+
     /// Appends row `i` of `run`'s checked file; `noted` when a correction
     /// may touch it for its id.
     fn push(&mut self, run: &PartRows, i: usize, noted: bool) {

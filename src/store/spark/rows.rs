@@ -258,7 +258,7 @@ pub(super) struct CheckedRow<'a> {
 impl RowsFile {
     /// Reads the file at `path` and finds its rows.
     pub(super) fn read(path: &Path) -> Result<RowsFile> {
-        RowsFile::read_stretch(path, MAGIC.len() as u64, None)
+        RowsFile::read_stretch(path, MAGIC.len() as u64, None, Vec::new())
     }
 
     /// The rows `runs` name (ranges of rows of the file at `path`, in
@@ -270,6 +270,15 @@ impl RowsFile {
     pub(super) fn read_selected(path: &Path, offsets: &[u64], runs: &[std::ops::Range<usize>]) -> Result<RowsFile> {
         let named: usize = runs.iter().map(|run| run.len()).sum();
         let mut out = RowsFile { path: path.to_owned(), bytes: MAGIC.to_vec(), starts: Vec::with_capacity(named) };
+        // Room for the rows named at the file's mean row size (the offsets
+        // tell it), a tenth more: mostly no copy as they are added. Its
+        // pages, and those of the one stretch buffer, in one call each.
+        let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+        let rows = (offsets.len() * OFFSET_EVERY).max(1) as u64;
+        let mean = size / rows + 1;
+        out.bytes.reserve((named as u64 * mean / 10 * 11).min(size) as usize);
+        crate::parts::populate(&mut out.bytes);
+        let mut buffer = Vec::new();
         let mut at = 0;
         // The first row of `runs[at]` not copied yet.
         let mut next = runs.first().map_or(0, |run| run.start);
@@ -277,7 +286,7 @@ impl RowsFile {
             let block = next / OFFSET_EVERY;
             let from = *offsets.get(block).ok_or_else(|| broken(path, "no offset of a row it holds"))?;
             let to = offsets.get(block + SELECT_BLOCKS).copied();
-            let stretch = RowsFile::read_stretch(path, from, to)?;
+            let stretch = RowsFile::read_stretch(path, from, to, std::mem::take(&mut buffer))?;
             let (first, end) = (block * OFFSET_EVERY, (block + SELECT_BLOCKS) * OFFSET_EVERY);
             while at < runs.len() && next < end {
                 let until = runs[at].end.min(end);
@@ -298,6 +307,7 @@ impl RowsFile {
                     }
                 }
             }
+            buffer = stretch.bytes;
         }
         Ok(out)
     }
@@ -307,9 +317,9 @@ impl RowsFile {
     /// found block by block as the file is read, while each block is in
     /// cache: found after the whole read, every row's size was a wait on
     /// memory (a third of the reading thread's time).
-    fn read_stretch(path: &Path, from: u64, to: Option<u64>) -> Result<RowsFile> {
+    fn read_stretch(path: &Path, from: u64, to: Option<u64>, mut bytes: Vec<u8>) -> Result<RowsFile> {
         use std::io::{Read, Seek};
-        let mut bytes = Vec::new();
+        bytes.clear();
         let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_or(0, |m| m.len());
         let to = to.unwrap_or(size);
