@@ -36,8 +36,8 @@ which the job lists and reads through Hadoop's FileSystem:
 
 Its write stage (one Spark task per file of writes.json, each running
 `telemeter spark-task write`) writes the new rows' records and index files
-to the store, which no manifest lists yet; telemeter folds their rollups
-meanwhile, merges them and swaps the manifest.
+to the store, which no manifest lists yet, and folds their rollups
+(folded/); telemeter then merges the rollups and swaps the manifest.
 """
 
 import json

@@ -217,9 +217,18 @@ impl Rollups {
     }
 
     /// Takes in the partial files of another process's fold
-    /// ([`Rollups::spill_all`]): their strings are interned here, and the
-    /// runs read through that mapping at the merge.
-    pub(in crate::store) fn adopt(&mut self, part: ShardPart) -> Result<()> {
+    /// ([`Rollups::spill_all`]) in `folder`: their strings are interned
+    /// here, and the runs read through that mapping at the merge (which
+    /// deletes each file once read: a run naming a file outside `folder` is
+    /// refused).
+    pub(in crate::store) fn adopt(&mut self, part: ShardPart, folder: &Path) -> Result<()> {
+        for run in part.runs.iter().flat_map(|(_, runs)| runs) {
+            let inside = run.path.parent() == Some(folder)
+                && run.path.file_name().is_some_and(|name| name.to_str().is_some_and(|n| n.ends_with(".bin")));
+            if !inside {
+                return Err(Error::io(&run.path, format!("a fold's partial file outside {}", folder.display())));
+            }
+        }
         let shard = self
             .shards
             .get_mut(part.shard)
@@ -652,7 +661,13 @@ mod tests {
             for shard in rollups.spill_all(folder.path(), &part.to_string()).expect("spilled") {
                 // As a write task hands it over: through JSON.
                 let text = serde_json::to_string(&shard).expect("json");
-                adopted.adopt(serde_json::from_str(&text).expect("read back")).expect("adopted");
+                // A run whose file is elsewhere (the merge deletes what it
+                // reads) is refused.
+                let elsewhere = text.replace(folder.path().to_str().expect("a UTF-8 path"), "/tmp/elsewhere");
+                let refused =
+                    Rollups::default().adopt(serde_json::from_str(&elsewhere).expect("read back"), folder.path());
+                assert!(refused.is_err(), "a partial file outside the folder");
+                adopted.adopt(serde_json::from_str(&text).expect("read back"), folder.path()).expect("adopted");
             }
         }
         assert_eq!(write(adopted), expected);

@@ -69,7 +69,7 @@ pub enum IngestProgress {
         splits: usize,
     },
     /// The Spark job has checked and deduplicated the rows: its
-    /// executors write the new ones while their rollups are folded here.
+    /// executors write the new ones and fold their rollups.
     Writing,
     /// The records are in; the rollups are merged and the generation
     /// published.

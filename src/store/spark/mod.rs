@@ -26,7 +26,7 @@
 //!    a conflict naming both places. No row crosses the network whole;
 //!    each task reads only its partitions;
 //! 3. the job hands telemeter its counts (`deduped.json`) and waits for
-//!    the write plan (`writes.json`): [`publish`] replays the local
+//!    the write plan (`writes.json`): the driver (`publish.rs`) replays the local
 //!    ingest's record-id filter on the rows' places and ids, which cuts the
 //!    new rows (the checked rows but the repeats) into the local ingest's
 //!    records files, byte for byte;
@@ -342,7 +342,7 @@ enum Started {
 }
 
 /// A running job waiting for, or running, its write stage. Dropped before
-/// [`Job::finish`], it is stopped.
+/// [`Job::end`], it is stopped.
 pub(super) struct Job {
     child: Child,
     staging: PathBuf,

@@ -1,12 +1,21 @@
-//! The driver side's last step of `ingest --engine spark`: the job's
-//! staging output (new rows, repeats, rollups, counts) written as the local
-//! ingest writes a generation, and published by its manifest swap.
+//! The driver side of `ingest --engine spark` once the job has
+//! deduplicated the rows:
+//!
+//! 1. [`KindWrites::plan`]: each kind's new rows cut into the local
+//!    ingest's records files, from their places and ids alone (its
+//!    batches, and its record-id filter replayed), handed to the job as
+//!    its write plan;
+//! 2. the write tasks' results: the files' names and sums, the sums of
+//!    the amounts, the versions a correction may touch, and each task's
+//!    rollup groups (`Rollups::adopt`);
+//! 3. counts checked against the job's, set-aside rows, voids and
+//!    corrections, the rollup merge and the manifest swap, as the local
+//!    ingest does them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 
 use super::super::generation::{self, Prepared};
@@ -96,13 +105,12 @@ pub(super) fn publish(
         let checked: Vec<CheckedFile> =
             of_kind.iter().flat_map(|(index, _)| checked_files.remove(index).unwrap_or_default()).collect();
         let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
-        let first_task = tasks.len();
         let dups = staging.join("dups").join(kind.name());
         let plan = KindWrites { store, kind, old, dups: &dups, writes: &writes, options, registered };
         kinds.push(plan.plan(&of_kind, inventory, checked, &mut tasks)?);
-        debug_assert!(first_task <= tasks.len());
     }
-    // The executors write the files while the rollups are folded here.
+    // The executors write the files and fold their rows; this waits for
+    // them, then takes in their groups.
     let plan = WritePlan {
         store: path_text(&std::path::absolute(store).map_err(|e| Error::io(store, e))?)?,
         ingest_id: id.to_owned(),
@@ -116,9 +124,11 @@ pub(super) fn publish(
     let written = job.result()?;
     let mut summaries: Vec<Option<WriteSummary>> = (0..plan.tasks.len()).map(|_| None).collect();
     for summary in written.writes {
-        match summaries.get_mut(summary.task) {
+        let task = summary.task;
+        match summaries.get_mut(task) {
             Some(slot @ None) => *slot = Some(summary),
-            _ => return Err(Error::Internal(format!("the Spark job reported write task {} twice", summary.task))),
+            Some(Some(_)) => return Err(Error::Internal(format!("the Spark job reported write task {task} twice"))),
+            None => return Err(Error::Internal(format!("the Spark job reported write task {task}, not in its plan"))),
         }
     }
     // Every task's rollup groups, merged into each account's files at the
@@ -126,7 +136,7 @@ pub(super) fn publish(
     let mut rollups = Rollups::default();
     for task in 0..plan.tasks.len() {
         for part in read_folded(&folded, task)? {
-            rollups.adopt(part)?;
+            rollups.adopt(part, &folded)?;
         }
     }
     // Syncs what this publish writes from here on; the executors synced
@@ -280,7 +290,7 @@ impl<V> KindWrites<'_, V> {
         let (checked, rowless): (Vec<CheckedFile>, Vec<CheckedFile>) =
             checked.into_iter().partition(|checked| checked.rows.exists());
         let places: Vec<Place> = found.iter().map(|r| r.at).collect();
-        let NewRows { batches, repeat_text, places: row_places } = runs_by_batch(&checked, &places, &steps)?;
+        let NewRows { batches, repeat_text } = runs_by_batch(&checked, &places, &steps)?;
         let repeats = Repeats::new(&found, &repeat_text, &steps)?;
         // Every batch (or run of a file read in runs) with new rows or
         // repeats, in order: the others change nothing the local ingest
@@ -293,44 +303,55 @@ impl<V> KindWrites<'_, V> {
         let mut pending_elsewhere = 0u64;
         let mut held: FxHashSet<Place> = FxHashSet::default();
         let mut new_batches = batches.iter().peekable();
+        // The places of the checked files the current batch reads: a batch
+        // reads on from where the one before it ended, so the driver holds
+        // the places of a batch's files, not of the day.
+        let mut loaded: BTreeMap<usize, Vec<RowPlace>> = BTreeMap::new();
         for b in taken {
             held.clear();
             if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
-                // Which rows of the batch the filter holds for the exact
-                // check: a run with none (and no id a correction names)
-                // goes to the file whole.
-                let ids: Vec<(u64, u64)> = batch
-                    .iter()
-                    .flat_map(|run| {
-                        let places = &row_places[run.places];
-                        run.rows.iter().flat_map(move |rows| places[rows.clone()].iter().map(|place| place.id))
-                    })
-                    .collect();
+                // Each run's places, and which rows of the batch the filter
+                // holds for the exact check: a run with none (and no id a
+                // correction names) goes to the file whole.
+                let mut ids: Vec<(u64, u64)> = Vec::new();
+                for run in batch {
+                    if let std::collections::btree_map::Entry::Vacant(slot) = loaded.entry(run.places) {
+                        slot.insert(read_places(&run.part.places)?);
+                    }
+                    for rows in &run.rows {
+                        ids.extend(run_places(&loaded, run, rows)?.iter().map(|place| place.id));
+                    }
+                }
                 let seen = filter.check_and_insert_all(&ids);
                 let noted = |id: &(u64, u64)| self.registered.is_some_and(|r| r.contains_key(id));
                 let mut file = FilePlan::default();
                 let mut k = 0;
                 for run in batch {
-                    let places = &row_places[run.places];
                     for rows in &run.rows {
+                        let places = run_places(&loaded, run, rows)?;
                         let (held_here, ids_here) = (&seen[k..k + rows.len()], &ids[k..k + rows.len()]);
                         k += rows.len();
                         if !held_here.iter().any(|&held| held) && self.registered.is_none() {
-                            file.push_rows(run, rows.clone());
+                            file.push_rows(run, rows.clone(), places[0].line);
                             continue;
                         }
-                        for (i, (&held_row, id)) in rows.clone().zip(held_here.iter().zip(ids_here)) {
+                        for (i, ((&held_row, id), place)) in
+                            rows.clone().zip(held_here.iter().zip(ids_here).zip(places))
+                        {
                             if held_row {
-                                pending.file.push(run, i, noted(id));
-                                pending.text += places[i].text;
-                                held.insert(Place { file: run.part.index, line: places[i].line });
+                                pending.file.push(run, i, place.line, noted(id));
+                                pending.text += place.text;
+                                held.insert(Place { file: run.part.index, line: place.line });
                             } else {
-                                file.push(run, i, noted(id));
+                                file.push(run, i, place.line, noted(id));
                             }
                         }
                     }
                 }
                 writes.push(file)?;
+                if let Some(last) = batch.last() {
+                    loaded = loaded.split_off(&last.places);
+                }
             }
             pending_elsewhere += repeats.held_bytes(b, &held);
             if pending.bytes() + pending_elsewhere >= options.pending_bytes {
@@ -355,7 +376,8 @@ struct FilePlan {
 impl FilePlan {
     /// Appends `rows` of `run`'s checked file, none of which a correction
     /// may touch for its id.
-    fn push_rows(&mut self, run: &PartRows, rows: std::ops::Range<usize>) {
+    /// `line`: the first's line.
+    fn push_rows(&mut self, run: &PartRows, rows: std::ops::Range<usize>, line: u64) {
         if rows.is_empty() {
             return;
         }
@@ -364,13 +386,13 @@ impl FilePlan {
         self.rows += end - start;
         match self.segments.last_mut() {
             Some(last) if (last.index, last.split) == (index, split) && last.end == start => last.end = end,
-            _ => self.segments.push(Segment { index, split, start, end }),
+            _ => self.segments.push(Segment { index, split, start, end, line }),
         }
     }
 
-    /// Appends row `i` of `run`'s checked file; `noted` when a correction
-    /// may touch it for its id.
-    fn push(&mut self, run: &PartRows, i: usize, noted: bool) {
+    /// Appends row `i` of `run`'s checked file, at `line`; `noted` when a
+    /// correction may touch it for its id.
+    fn push(&mut self, run: &PartRows, i: usize, line: u64, noted: bool) {
         let (index, split, i) = (run.part.index, run.part.split, i as u64);
         if noted {
             self.noted.push(self.rows);
@@ -378,7 +400,7 @@ impl FilePlan {
         self.rows += 1;
         match self.segments.last_mut() {
             Some(last) if (last.index, last.split) == (index, split) && last.end == i => last.end += 1,
-            _ => self.segments.push(Segment { index, split, start: i, end: i + 1 }),
+            _ => self.segments.push(Segment { index, split, start: i, end: i + 1, line }),
         }
     }
 }
@@ -603,7 +625,7 @@ fn parts(folder: &Path) -> Result<Vec<PathBuf>> {
 /// Rows of the checked file `part`: runs of its rows, in order.
 struct PartRows {
     part: CheckedFile,
-    /// Its places, in [`NewRows::places`].
+    /// Its position among the kind's checked files.
     places: usize,
     rows: Vec<std::ops::Range<usize>>,
 }
@@ -614,23 +636,29 @@ struct NewRows {
     batches: Vec<(BatchRun, Vec<PartRows>)>,
     /// The bytes of text of each repeat, in order.
     repeat_text: Vec<u64>,
-    /// The places of every row of each checked file.
-    places: Vec<Vec<RowPlace>>,
+}
+
+/// The places of `rows` of `run`'s checked file, from `loaded`.
+fn run_places<'p>(
+    loaded: &'p BTreeMap<usize, Vec<RowPlace>>,
+    run: &PartRows,
+    rows: &std::ops::Range<usize>,
+) -> Result<&'p [RowPlace]> {
+    let places = loaded.get(&run.places).and_then(|places| places.get(rows.clone()));
+    places.filter(|places| !places.is_empty()).ok_or_else(|| Error::io(&run.part.places, "fewer places than before"))
 }
 
 /// The new rows of the checked files (each in line order, the files in
 /// file order): every row but the repeats (`repeats`, in order), cut into
-/// the local ingest's batches ([`Steps`]). Only each row's place, text
-/// size and id are read here.
+/// the local ingest's batches ([`Steps`]). Only each row's place and text
+/// size are read here, one file at a time.
 fn runs_by_batch(parts: &[CheckedFile], repeats: &[Place], steps: &Steps<'_>) -> Result<NewRows> {
     let mut batches: Vec<(BatchRun, Vec<PartRows>)> = Vec::new();
     let mut repeat_text = Vec::with_capacity(repeats.len());
     let mut repeats = repeats.iter().peekable();
     let mut last: Option<Place> = None;
-    // Read in parallel: a file's places are 32 bytes a row.
-    let all_places: Vec<Vec<RowPlace>> =
-        parts.par_iter().map(|part| read_places(&part.places)).collect::<Result<_>>()?;
-    for (p, (part, places)) in parts.iter().zip(&all_places).enumerate() {
+    for (p, part) in parts.iter().enumerate() {
+        let places = read_places(&part.places)?;
         let mut start = 0;
         let mut run_batch: Option<BatchRun> = None;
         for (i, head) in places.iter().enumerate() {
@@ -662,7 +690,7 @@ fn runs_by_batch(parts: &[CheckedFile], repeats: &[Place], steps: &Steps<'_>) ->
             missed.file, missed.line
         )));
     }
-    Ok(NewRows { batches, repeat_text, places: all_places })
+    Ok(NewRows { batches, repeat_text })
 }
 
 /// The record id at `line` of input file `file`, from its checked files.

@@ -3,8 +3,8 @@
 //! (`checked/<n>.<s>.rows`, scratch in the staging folder, written and
 //! read by this binary only).
 //!
-//! A row is copied out as it is, not encoded: the publish reads every row
-//! back once, in order, to write the store's files, so a columnar format
+//! A row is copied out as it is, not encoded: the write tasks read each
+//! row back once, in order, to write the store's files, so a columnar format
 //! (Parquet: dictionary pages, statistics) cost the check tasks more than
 //! half their time and the publish a decode. The layout, little-endian:
 //!
@@ -268,12 +268,26 @@ impl RowsFile {
     /// (`offsets`, [`read_offsets`]), so memory holds the rows named and
     /// one such stretch, however scattered the rows are.
     pub(super) fn read_selected(path: &Path, offsets: &[u64], runs: &[std::ops::Range<usize>]) -> Result<RowsFile> {
-        let named: usize = runs.iter().map(|run| run.len()).sum();
+        RowsFile::read_selected_by(path, offsets, runs, SELECT_BLOCKS)
+    }
+
+    /// [`RowsFile::read_selected`], `blocks` blocks at a time.
+    fn read_selected_by(
+        path: &Path,
+        offsets: &[u64],
+        runs: &[std::ops::Range<usize>],
+        blocks: usize,
+    ) -> Result<RowsFile> {
+        if runs.iter().any(|run| run.start > run.end) {
+            return Err(broken(path, "a run of rows that ends before it starts"));
+        }
+        let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+        // No more rows than the file can hold, whatever the runs say.
+        let named = runs.iter().fold(0usize, |n, run| n.saturating_add(run.len())).min(size as usize / FIXED + 1);
         let mut out = RowsFile { path: path.to_owned(), bytes: MAGIC.to_vec(), starts: Vec::with_capacity(named) };
         // Room for the rows named at the file's mean row size (the offsets
         // tell it), a tenth more: mostly no copy as they are added. Its
         // pages, and those of the one stretch buffer, in one call each.
-        let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
         let rows = (offsets.len() * OFFSET_EVERY).max(1) as u64;
         let mean = size / rows + 1;
         out.bytes.reserve((named as u64 * mean / 10 * 11).min(size) as usize);
@@ -285,9 +299,14 @@ impl RowsFile {
         while at < runs.len() {
             let block = next / OFFSET_EVERY;
             let from = *offsets.get(block).ok_or_else(|| broken(path, "no offset of a row it holds"))?;
-            let to = offsets.get(block + SELECT_BLOCKS).copied();
+            let to = offsets.get(block + blocks).copied();
             let stretch = RowsFile::read_stretch(path, from, to, std::mem::take(&mut buffer))?;
-            let (first, end) = (block * OFFSET_EVERY, (block + SELECT_BLOCKS) * OFFSET_EVERY);
+            let (first, end) = (block * OFFSET_EVERY, (block + blocks) * OFFSET_EVERY);
+            // A stretch between two offsets holds exactly their rows: an
+            // offset that is some other row's start is caught here.
+            if to.is_some() && stretch.starts.len() != end - first {
+                return Err(broken(path, "offsets that do not match its rows"));
+            }
             while at < runs.len() && next < end {
                 let until = runs[at].end.min(end);
                 for row in next..until {
@@ -549,15 +568,23 @@ mod tests {
             &[(3, 4), (8192, 12288), (12289, 12290)],
             &[(1, 2), (300_000 % n, 300_000 % n + 1)],
         ];
-        for runs in sets {
+        // By one and two blocks at a time, runs cross from one stretch to
+        // the next.
+        for (runs, blocks) in sets.iter().flat_map(|runs| [1, 2, SELECT_BLOCKS].map(|blocks| (runs, blocks))) {
             let runs: Vec<std::ops::Range<usize>> = runs.iter().map(|&(a, b)| a..b).collect();
-            let selected = RowsFile::read_selected(&checked.rows, &offsets, &runs).expect("rows");
+            let selected = RowsFile::read_selected_by(&checked.rows, &offsets, &runs, blocks).expect("rows");
             let named: Vec<usize> = runs.iter().flat_map(|run| run.clone()).collect();
-            assert_eq!(selected.starts.len(), named.len(), "{runs:?}");
+            assert_eq!(selected.starts.len(), named.len(), "{runs:?} by {blocks}");
             for (k, &i) in named.iter().enumerate() {
-                assert!(same(selected.row(k).expect("a row"), whole.row(i).expect("a row")), "row {i}");
+                assert!(same(selected.row(k).expect("a row"), whole.row(i).expect("a row")), "row {i} by {blocks}");
             }
         }
+        // An offset moved to another row's start is refused.
+        let mut shifted = offsets.clone();
+        shifted[1] = whole.starts[OFFSET_EVERY + 1] as u64 - 4;
+        let across = 4000..4200;
+        let read = RowsFile::read_selected_by(&checked.rows, &shifted, std::slice::from_ref(&across), 1);
+        assert!(read.is_err(), "a shifted offset");
         let (first, past_end) = (0..1, 0..n + 1);
         // Offsets into the middle of a row, or past the file.
         for bad in [vec![9, 100], vec![8, 3], vec![u64::MAX]] {

@@ -71,18 +71,20 @@ pub(super) struct WriteTask {
 }
 
 /// A run of rows of one checked file: rows `start..end` of split `split`
-/// of input file `index`.
+/// of input file `index`, the first at line `line` (which the task checks:
+/// a row read from the wrong place is an error, not a wrong records file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Segment {
     pub(super) index: u32,
     pub(super) split: u32,
     pub(super) start: u64,
     pub(super) end: u64,
+    pub(super) line: u64,
 }
 
 /// Bytes of a segment in a segments file: `u32 index, u32 split, u64
-/// start, u64 end`, little-endian.
-const SEGMENT_BYTES: usize = 24;
+/// start, u64 end, u64 line`, little-endian.
+const SEGMENT_BYTES: usize = 32;
 
 /// Writes `segments` to `path`.
 pub(super) fn write_segments(path: &Path, segments: &[Segment]) -> Result<()> {
@@ -93,7 +95,8 @@ pub(super) fn write_segments(path: &Path, segments: &[Segment]) -> Result<()> {
         bytes[..4].copy_from_slice(&s.index.to_le_bytes());
         bytes[4..8].copy_from_slice(&s.split.to_le_bytes());
         bytes[8..16].copy_from_slice(&s.start.to_le_bytes());
-        bytes[16..].copy_from_slice(&s.end.to_le_bytes());
+        bytes[16..24].copy_from_slice(&s.end.to_le_bytes());
+        bytes[24..].copy_from_slice(&s.line.to_le_bytes());
         out.write_all(&bytes).map_err(|e| Error::io(path, e))?;
     }
     out.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
@@ -110,7 +113,13 @@ pub(super) fn read_segments(path: &Path) -> Result<Vec<Segment>> {
     let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
     let segments: Vec<Segment> = bytes
         .chunks_exact(SEGMENT_BYTES)
-        .map(|b| Segment { index: u32_at(b, 0), split: u32_at(b, 4), start: u64_at(b, 8), end: u64_at(b, 16) })
+        .map(|b| Segment {
+            index: u32_at(b, 0),
+            split: u32_at(b, 4),
+            start: u64_at(b, 8),
+            end: u64_at(b, 16),
+            line: u64_at(b, 24),
+        })
         .collect();
     if segments.iter().any(|s| s.start >= s.end) {
         return Err(Error::io(path, "not a segments file: an empty segment"));
@@ -177,27 +186,53 @@ pub fn write_task(plan: &Path, task: usize) -> Result<WriteSummary> {
     // A file's segments are one after the other (rows are written in file
     // and line order): each checked file's rows are read at once, and
     // only those.
-    let mut selected: Vec<RowsFile> = Vec::new();
+    let mut selected: Vec<(RowsFile, &[Segment])> = Vec::new();
     let mut at = 0;
     while at < segments.len() {
         let first = segments[at];
         let same = segments[at..].iter().take_while(|s| (s.index, s.split) == (first.index, first.split)).count();
-        let runs: Vec<std::ops::Range<usize>> =
-            segments[at..at + same].iter().map(|s| s.start as usize..s.end as usize).collect();
+        let mine = &segments[at..at + same];
+        let runs: Vec<std::ops::Range<usize>> = mine.iter().map(|s| s.start as usize..s.end as usize).collect();
         at += same;
         let files = CheckedFile::in_folder(Path::new(checked), first.index, first.split);
         let offsets = read_offsets(&files.offsets)?;
-        selected.push(RowsFile::read_selected(&files.rows, &offsets, &runs)?);
+        selected.push((RowsFile::read_selected(&files.rows, &offsets, &runs)?, mine));
     }
-    let mut views: Vec<RecordView<'_>> = Vec::with_capacity(this.rows as usize);
-    let mut entries: Vec<IndexEntry> = Vec::with_capacity(this.rows as usize);
+    let rows: usize = selected.iter().map(|(file, _)| file.len()).sum();
+    let mut views: Vec<RecordView<'_>> = Vec::with_capacity(rows);
+    let mut entries: Vec<IndexEntry> = Vec::with_capacity(rows);
     crate::parts::populate(&mut views);
     crate::parts::populate(&mut entries);
     let mut touched = Vec::new();
     let mut noted = this.noted.iter().peekable();
-    for file in &selected {
+    for (file, mine) in &selected {
+        // Each segment's first row is at the line the plan says.
+        let mut firsts = mine.iter().scan(0, |k, s| {
+            let at = *k;
+            *k += (s.end - s.start) as usize;
+            Some((at, s))
+        });
+        let mut next_first = firsts.next();
         for i in 0..file.len() {
             let mut row = file.row(i)?;
+            if let Some((_, segment)) = next_first.filter(|(k, _)| *k == i) {
+                if (row.seen.file, row.seen.line) != (segment.index, segment.line) {
+                    return Err(Error::io(
+                        &this.segments,
+                        format!(
+                            "row {} of checked file {}.{} is line {} of input file #{}, not line {} of #{}",
+                            segment.start,
+                            segment.index,
+                            segment.split,
+                            row.seen.line,
+                            row.seen.file,
+                            segment.line,
+                            segment.index
+                        ),
+                    ));
+                }
+                next_first = firsts.next();
+            }
             let name = names.get(row.seen.file as usize).ok_or_else(|| {
                 Error::io(plan, format!("a row of input file #{}, which the plan does not name", row.seen.file))
             })?;
@@ -274,15 +309,15 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("0.segments");
         let segments = [
-            Segment { index: 0, split: 1, start: 0, end: 3 },
-            Segment { index: 7, split: 0, start: 4096, end: 1 << 40 },
+            Segment { index: 0, split: 1, start: 0, end: 3, line: 2 },
+            Segment { index: 7, split: 0, start: 4096, end: 1 << 40, line: 9000 },
         ];
         write_segments(&path, &segments).expect("written");
         assert_eq!(read_segments(&path).expect("read"), segments);
         let bytes = std::fs::read(&path).expect("bytes");
         std::fs::write(&path, &bytes[..bytes.len() - 1]).expect("cut");
         assert!(read_segments(&path).is_err(), "a cut segment");
-        write_segments(&path, &[Segment { index: 0, split: 0, start: 5, end: 5 }]).expect("written");
+        write_segments(&path, &[Segment { index: 0, split: 0, start: 5, end: 5, line: 7 }]).expect("written");
         assert!(read_segments(&path).is_err(), "an empty segment");
     }
 }
