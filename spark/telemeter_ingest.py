@@ -6,11 +6,11 @@ PLAN (plan.json, written by telemeter in STORE/staging/<ingest>/) lists the
 input files in the ingest's order, the stored records files of each kind
 and the staging folder. The job writes, under that folder:
 
-  checked/<n>.<s>.rows, .places
+  checked/<n>.<s>.rows, .places, .offsets
                               valid rows of split s of input file n (0: a
                               file read whole), normalized (by the telemeter
-                              binary), in line order, and each one's line
-                              and text size
+                              binary), in line order; each one's line, text
+                              size and id hash; every 4096th row's offset
   checked/<n>.<s>.index       their dedup entries (id and content hashes,
                               place), by id-hash partition
   checked/<n>.<s>.rejects.json
@@ -23,6 +23,8 @@ and the staging folder. The job writes, under that folder:
                               then plans the records files (replaying its
                               record-id filter) and answers with
                               writes.json, which the job waits for
+  writes/<n>.segments         the rows of records file n (by telemeter)
+  folded/                     each write task's rollup groups and strings
   result.json                 counts per kind and what each write task
                               wrote, or the first error
 
