@@ -223,8 +223,7 @@ pub(super) fn read_places(path: &Path) -> Result<Vec<RowPlace>> {
     if bytes.len() % PLACE_BYTES != 0 {
         return Err(Error::io(path, "not a checked-places file: a cut row"));
     }
-    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at * 8..at * 8 + 8].try_into().unwrap_or([0; 8]));
-    let place = |p: &[u8]| RowPlace { line: word(p, 0), text: word(p, 1), id: (word(p, 2), word(p, 3)) };
+    let place = |p: &[u8]| RowPlace { line: u64_at(p, 0), text: u64_at(p, 8), id: (u64_at(p, 16), u64_at(p, 24)) };
     Ok(bytes.chunks_exact(PLACE_BYTES).map(place).collect())
 }
 
@@ -234,7 +233,7 @@ pub(super) fn read_offsets(path: &Path) -> Result<Vec<u64>> {
     if bytes.len() % 8 != 0 {
         return Err(Error::io(path, "not a checked-offsets file: a cut offset"));
     }
-    Ok(bytes.chunks_exact(8).map(|o| u64::from_le_bytes(o.try_into().unwrap_or([0; 8]))).collect())
+    Ok(bytes.chunks_exact(8).map(|o| u64_at(o, 0)).collect())
 }
 
 /// A checked-rows file, read whole.
@@ -395,12 +394,11 @@ impl RowsFile {
     pub(super) fn row(&self, i: usize) -> Result<CheckedRow<'_>> {
         let bad = |what: &str| broken(&self.path, &format!("row {i}: {what}"));
         let row = self.bytes_of(i)?;
-        let u64_at = |at: usize| word::<8>(row, at).map_or(0, u64::from_le_bytes);
-        let (secs, nanos) = (u64_at(0) as i64, word::<4>(row, 8).map_or(0, u32::from_le_bytes));
-        let (units, duration, amount, surcharge) =
-            (u64_at(12), u64_at(20) as i64, u64_at(28) as i64, u64_at(36) as i64);
-        let file = word::<4>(row, 44).map_or(0, u32::from_le_bytes);
-        let (line, id, content, revision) = (u64_at(48), (u64_at(56), u64_at(64)), u64_at(72), u64_at(80));
+        let at64 = |at: usize| u64_at(row, at);
+        let (secs, nanos) = (at64(0) as i64, u32_at(row, 8));
+        let (units, duration, amount, surcharge) = (at64(12), at64(20) as i64, at64(28) as i64, at64(36) as i64);
+        let file = u32_at(row, 44);
+        let (line, id, content, revision) = (at64(48), (at64(56), at64(64)), at64(72), at64(80));
         let mut texts = [""; TEXTS];
         let mut at = FIXED;
         for text in &mut texts {
@@ -455,6 +453,17 @@ const SCAN_BLOCK: u64 = 256 << 10;
 /// `N` bytes of `bytes` at `at`, if there are.
 fn word<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
     bytes.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
+/// The little-endian `u32` of `bytes` at `at` (0 past their end: a
+/// caller checks the length first).
+pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    word::<4>(bytes, at).map_or(0, u32::from_le_bytes)
+}
+
+/// The little-endian `u64` of `bytes` at `at` (0 past their end).
+pub(super) fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    word::<8>(bytes, at).map_or(0, u64::from_le_bytes)
 }
 
 fn broken(path: &Path, what: &str) -> Error {
