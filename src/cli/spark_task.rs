@@ -109,10 +109,8 @@ pub struct DedupArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let summary = match args.task {
         Task::Check(args) => {
-            let kind = Kind::ALL
-                .into_iter()
-                .find(|k| k.name() == args.kind)
-                .with_context(|| format!("--kind '{}' is not a record kind", args.kind))?;
+            let kind =
+                Kind::of_name(&args.kind).with_context(|| format!("--kind '{}' is not a record kind", args.kind))?;
             let split = match (args.split, args.from, args.to, args.line) {
                 (Some(number), Some(from), Some(to), Some(line)) => Some((number, Split { from, to, line })),
                 _ => None,

@@ -40,7 +40,7 @@ pub fn version_hash(record_id: &str, revision: u64) -> (u64, u64) {
 }
 
 /// One row's identity and place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Seen {
     /// Hash of the record_id (high, low halves).
     pub id: (u64, u64),

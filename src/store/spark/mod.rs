@@ -550,9 +550,7 @@ fn read_listing(staging: &Path) -> Result<Inventory> {
         serde_json::from_slice(&bytes).map_err(|e| Error::io(&path, format!("not a listing: {e}")))?;
     let mut files = Vec::with_capacity(listing.files.len());
     for file in listing.files {
-        let kind = Kind::ALL
-            .into_iter()
-            .find(|k| k.name() == file.kind)
+        let kind = Kind::of_name(&file.kind)
             .ok_or_else(|| Error::io(&path, format!("'{}' is not a record kind", file.kind)))?;
         files.push((kind, file.uri, file.name, file.size));
     }

@@ -61,9 +61,7 @@ pub(super) fn publish(
                 Error::from(BadRecord { location: Location { file, line, is_row }, column, value, reason })
             }
             JobError::Conflict { kind, clash } => {
-                let kind = Kind::ALL
-                    .into_iter()
-                    .find(|k| k.name() == kind)
+                let kind = Kind::of_name(&kind)
                     .ok_or_else(|| Error::Internal(format!("the Spark job named an unknown kind '{kind}'")))?;
                 let first = match clash.first {
                     First::New { file, line } => new_place(inventory, file, line),
@@ -166,8 +164,8 @@ pub(super) fn publish(
             })?;
             let records: Arc<str> = Arc::from(summary.records.as_str());
             noted.extend(summary.touched.iter().map(|t| {
-                let source_file = names.get(t.file as usize).copied().unwrap_or("");
-                let version = NewVersion { record_id: &t.record_id, revision: t.revision, seen: t.seen(), source_file };
+                let source_file = names.get(t.seen.file as usize).copied().unwrap_or("");
+                let version = NewVersion { record_id: &t.record_id, revision: t.revision, seen: t.seen, source_file };
                 RunVersion::of(&version, &records, base, &mut source_names)
             }));
             syncer.add_sums(summary.sums.into_iter().map(|(name, sum)| (store.join(name), sum)));

@@ -27,7 +27,7 @@ use super::super::generation;
 use super::super::index::{self, IndexEntry};
 use super::super::ingest::fold::{Rollups, ShardPart};
 use super::super::parquet_io::RecordView;
-use super::rows::{read_offsets, CheckedFile, RowsFile};
+use super::rows::{read_offsets, u32_at, u64_at, CheckedFile, RowsFile};
 use crate::checksum::FileSum;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
@@ -109,8 +109,6 @@ pub(super) fn read_segments(path: &Path) -> Result<Vec<Segment>> {
     if bytes.len() % SEGMENT_BYTES != 0 {
         return Err(Error::io(path, "not a segments file: a cut segment"));
     }
-    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or([0; 4]));
-    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
     let segments: Vec<Segment> = bytes
         .chunks_exact(SEGMENT_BYTES)
         .map(|b| Segment {
@@ -153,21 +151,8 @@ pub struct Touched {
     pub record_id: String,
     /// Its revision.
     pub revision: u64,
-    /// Its input file (inventory index).
-    pub file: u32,
-    /// Its line (or Parquet row) there.
-    pub line: u64,
-    /// Its record-id hash.
-    pub id: (u64, u64),
-    /// Its content hash.
-    pub content: u64,
-}
-
-impl Touched {
-    /// Its dedup entry.
-    pub(super) fn seen(&self) -> Seen {
-        Seen { id: self.id, file: self.file, line: self.line, content: self.content }
-    }
+    /// Its dedup entry: hashes, input file (inventory index) and line.
+    pub seen: Seen,
 }
 
 /// The Spark task of one file of the plan at `plan` (`writes.json`): its
@@ -178,10 +163,8 @@ pub fn write_task(plan: &Path, task: usize) -> Result<WriteSummary> {
         serde_json::from_slice(&bytes).map_err(|e| Error::io(plan, format!("not a write plan: {e}")))?;
     let WritePlan { store, ingest_id, checked, folded, base, names, tasks } = &plan_of;
     let this = tasks.get(task).ok_or_else(|| Error::io(plan, format!("no task {task}")))?;
-    let kind = Kind::ALL
-        .into_iter()
-        .find(|k| k.name() == this.kind)
-        .ok_or_else(|| Error::io(plan, format!("'{}' is not a record kind", this.kind)))?;
+    let kind =
+        Kind::of_name(&this.kind).ok_or_else(|| Error::io(plan, format!("'{}' is not a record kind", this.kind)))?;
     let segments = read_segments(Path::new(&this.segments))?;
     // A file's segments are one after the other (rows are written in file
     // and line order): each checked file's rows are read at once, and
@@ -206,52 +189,35 @@ pub fn write_task(plan: &Path, task: usize) -> Result<WriteSummary> {
     let mut touched = Vec::new();
     let mut noted = this.noted.iter().peekable();
     for (file, mine) in &selected {
-        // Each segment's first row is at the line the plan says.
-        let mut firsts = mine.iter().scan(0, |k, s| {
-            let at = *k;
-            *k += (s.end - s.start) as usize;
-            Some((at, s))
-        });
-        let mut next_first = firsts.next();
-        for i in 0..file.len() {
-            let mut row = file.row(i)?;
-            if let Some((_, segment)) = next_first.filter(|(k, _)| *k == i) {
-                if (row.seen.file, row.seen.line) != (segment.index, segment.line) {
+        let mut i = 0;
+        for segment in *mine {
+            for k in segment.start..segment.end {
+                let mut row = file.row(i)?;
+                i += 1;
+                // Each segment's first row is at the line the plan says.
+                if k == segment.start && (row.seen.file, row.seen.line) != (segment.index, segment.line) {
                     return Err(Error::io(
                         &this.segments,
                         format!(
-                            "row {} of checked file {}.{} is line {} of input file #{}, not line {} of #{}",
-                            segment.start,
-                            segment.index,
-                            segment.split,
-                            row.seen.line,
-                            row.seen.file,
-                            segment.line,
-                            segment.index
+                            "row {k} of checked file {}.{} is line {} of input file #{}, not line {} of #{}",
+                            segment.index, segment.split, row.seen.line, row.seen.file, segment.line, segment.index
                         ),
                     ));
                 }
-                next_first = firsts.next();
+                let name = names.get(row.seen.file as usize).ok_or_else(|| {
+                    Error::io(plan, format!("a row of input file #{}, which the plan does not name", row.seen.file))
+                })?;
+                row.view.source_file = name;
+                let position = views.len() as u64;
+                let is_noted = noted.next_if_eq(&&position).is_some();
+                if row.revision > 0 || is_noted {
+                    let (record_id, revision, seen) = (row.view.record_id.to_owned(), row.revision, row.seen);
+                    touched.push(Touched { record_id, revision, seen });
+                }
+                let place = index::pack(Place { file: base + row.seen.file, line: row.seen.line });
+                entries.push(IndexEntry { id: row.seen.id, content: row.seen.content, place });
+                views.push(row.view);
             }
-            let name = names.get(row.seen.file as usize).ok_or_else(|| {
-                Error::io(plan, format!("a row of input file #{}, which the plan does not name", row.seen.file))
-            })?;
-            row.view.source_file = name;
-            let position = views.len() as u64;
-            let is_noted = noted.next_if_eq(&&position).is_some();
-            if row.revision > 0 || is_noted {
-                touched.push(Touched {
-                    record_id: row.view.record_id.to_owned(),
-                    revision: row.revision,
-                    file: row.seen.file,
-                    line: row.seen.line,
-                    id: row.seen.id,
-                    content: row.seen.content,
-                });
-            }
-            let place = index::pack(Place { file: base + row.seen.file, line: row.seen.line });
-            entries.push(IndexEntry { id: row.seen.id, content: row.seen.content, place });
-            views.push(row.view);
         }
     }
     if views.len() as u64 != this.rows {
