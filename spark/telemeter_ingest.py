@@ -54,8 +54,11 @@ from urllib.parse import unquote
 
 from py4j.protocol import Py4JJavaError
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import SparkContext, SparkFiles, TaskContext
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 KINDS = ["calls", "messages", "transcriptions", "charges"]
 # The dedup's id-hash partitions (src/records/dedup.rs, PARTITIONS).
@@ -67,6 +70,12 @@ PARTITIONS = 64
 # dedup task (re-tune with bench/spark.sh, which also ingests a small day).
 BYTES_PER_CHECK_TASK = 256 << 20
 ROWS_PER_DEDUP_TASK = 1 << 20
+# A block size no file reaches: Spark reads each file whole.
+WHOLE = 1 << 62
+NEWLINE = pa.scalar(b"\n", pa.binary())
+NOTHING = pa.scalar(b"", pa.binary())
+# Hadoop's line reader drops a UTF-8 byte order mark at a file's start.
+BOM = b"\xef\xbb\xbf"
 
 
 def executable(name):
@@ -111,8 +120,9 @@ def run_task(exe, threads, f, on_bad_row, out):
     ]
     split = f.get("split")
     if split:
-        for key in ("number", "from", "to", "line", "size"):
-            command += ["--split" if key == "number" else f"--{key}", str(split[key])]
+        for key in ("number", "from", "to", "line", "size", "empty_before"):
+            flag = "--split" if key == "number" else "--" + key.replace("_", "-")
+            command += [flag, str(split.get(key, 0))]
     return run_binary(command, f["name"])
 
 
@@ -239,18 +249,15 @@ def list_data(sc, uri, staging, side_names):
     ]
 
 
-def read_contents(files, use):
-    """`use` of the input files' bytes (path, content), one Spark partition
-    per file (Spark's binaryFile source: any Hadoop filesystem, files up to
-    2 GiB). The only read through Spark SQL: its session is made here (a
-    session costs about 1.5 s of start-up that local data need not pay)."""
+def session(block_bytes):
+    """The Spark SQL session, made on first use (about 1.5 s of start-up
+    that local data need not pay), its file reads cut into blocks of at
+    most `block_bytes`, each block a partition of its own."""
     spark = SparkSession.builder.getOrCreate()
-    # A file "costs" more than a partition holds: each gets its own.
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(128 << 20))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(block_bytes))
+    # A file "costs" more than a partition holds: no two blocks share one.
     spark.conf.set("spark.sql.files.openCostInBytes", str(1 << 40))
-    paths = [glob_escape(f["path"]) for f in files]
-    reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-    return use(reader.load(paths).select("path", "content"))
+    return spark
 
 
 def glob_escape(path):
@@ -258,25 +265,264 @@ def glob_escape(path):
     return "".join("\\" + c if c in "\\*?[]{}" else c for c in path)
 
 
+def of_listing(files):
+    """The listed file Spark names by `path` (Spark's file sources give
+    paths URL-encoded, Hadoop's listing does not)."""
+    by_path = {f["path"]: f for f in files}
+
+    def find(path):
+        f = by_path.get(path) or by_path.get(unquote(path))
+        if f is None:
+            raise RuntimeError(f"Spark read {path}, which is not in the listing")
+        return f
+
+    return find
+
+
+def bom_taken(f, read):
+    """Whether Hadoop's line reader took a UTF-8 byte order mark from the
+    start of file `f`, which its lines hold `read` bytes of (each with a
+    newline, the last perhaps added)."""
+    for bom in (False, True):
+        if read + len(BOM) * bom in (f["size"], f["size"] + 1):
+            return bom
+    raise changed(f, f"listed with {f['size']} bytes, read {read} in lines")
+
+
+def changed(f, what):
+    """The error of a file whose bytes are not those listed."""
+    return RuntimeError(f"{f['name']} changed while the ingest ran: {what}")
+
+
+def read_lines(spark, files):
+    """The lines of `files` (Spark's text source, cut at "\n" only, so a
+    line keeps its "\r"), as bytes, with the file, the block and the
+    file's size: a file is read a block at a time, never held whole."""
+    reader = spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true")
+    return reader.text([glob_escape(f["path"]) for f in files]).select(
+        F.col("value").cast("binary").alias("line"),
+        F.col("_metadata.file_path").alias("path"),
+        F.col("_metadata.file_block_start").alias("start"),
+        F.col("_metadata.file_size").alias("size"),
+    )
+
+
+def block_layout(files, block_bytes):
+    """Reads the plain CSV files larger than `block_bytes` once, counting
+    each block's lines: for every block that holds a line, keyed by (file
+    index, block start), its split number, the number of its first line,
+    the empty lines just before it, the file's first line (its header) and
+    whether the file's last line has no newline."""
+    big = [f for f in files if f["size"] > block_bytes]
+    if not big:
+        return {}
+    lines = read_lines(session(block_bytes), big).withColumn("row", F.monotonically_increasing_id())
+    size = F.octet_length("line")
+    full = (size > 0) & (F.col("line") != F.lit(bytearray(b"\r")))
+    stats = lines.groupBy("path", "start").agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.sum(size + 1).alias("bytes"),
+        F.min("row").alias("first"),
+        F.max("row").alias("last"),
+        F.max(F.when(full, F.col("row"))).alias("last_full"),
+        F.min(F.when(full, F.col("row"))).alias("first_full"),
+        F.min_by(F.when(F.col("start") == 0, F.col("line")), F.col("row")).alias("head"),
+        F.max("size").alias("size"),
+    ).collect()
+    find = of_listing(big)
+    blocks = {}
+    for s in stats:
+        f = find(s["path"])
+        if s["size"] != f["size"]:
+            raise changed(f, f"listed with {f['size']} bytes, read with {s['size']}")
+        if s["last"] - s["first"] + 1 != s["lines"]:
+            raise RuntimeError(f"{f['name']}: a Spark partition held more than one block")
+        blocks.setdefault(f["index"], []).append(s)
+    layout = {}
+    for f in big:
+        mine = sorted(blocks.get(f["index"], []), key=lambda s: s["start"])
+        total = sum(s["bytes"] for s in mine)
+        bom = bom_taken(f, total)
+        if not mine or mine[0]["start"] != 0:
+            raise changed(f, "no line at its start")
+        head = BOM * bom + bytes(mine[0]["head"])
+        before, empty_run = 0, 0
+        for number, s in enumerate(mine):
+            layout[(f["index"], s["start"])] = {
+                "number": number,
+                "line": before + 1,
+                "lines": s["lines"],
+                # telemeter limits a run of empty lines, whatever blocks
+                # it spans.
+                "empty_before": empty_run,
+                "head": head,
+                "bom": bom and number == 0,
+                "no_last_newline": number == len(mine) - 1 and total + len(BOM) * bom == f["size"] + 1,
+            }
+            before += s["lines"]
+            empty_run = empty_run + s["lines"] if s["last_full"] is None else s["last"] - s["last_full"]
+    return layout
+
+
+class Block:
+    """A block of a file at a URI, copied line by line to a scratch file
+    that `telemeter spark-task check` reads as the block's split: the
+    file's header (for a block after the first), then the block's
+    lines."""
+
+    def __init__(self, f, start, size, layout, scratch):
+        if size != f["size"]:
+            raise changed(f, f"listed with {f['size']} bytes, read with {size}")
+        self.f, self.start, self.path = f, start, os.path.join(scratch, "input")
+        self.layout = layout.get((f["index"], start))
+        if self.layout is None and start != 0:
+            raise changed(f, f"a block at byte {start} that was not counted")
+        self.out = open(self.path, "wb")
+        self.prefix = 0
+        if start > 0:
+            self.prefix = len(self.layout["head"]) + 1
+            self.out.write(self.layout["head"] + b"\n")
+        elif self.layout and self.layout["bom"]:
+            self.out.write(BOM)
+        self.lines, self.bytes = 0, 0
+
+    def write(self, lines):
+        """Appends a batch of lines (an Arrow binary array), each with its
+        newline."""
+        joined = pc.binary_join_element_wise(lines, NEWLINE, NOTHING)
+        length = (pc.sum(pc.binary_length(lines)).as_py() or 0) + len(lines)
+        self.out.write(memoryview(joined.buffers()[2])[:length])
+        self.lines += len(lines)
+        self.bytes += length
+
+    def check(self, exe, threads, on_bad_row, out):
+        """Closes the copy and checks it: the task's summary."""
+        self.out.close()
+        f, layout = self.f, self.layout
+        if layout is None:
+            # A file read whole: its lines hold its bytes, but for a byte
+            # order mark (put back) and perhaps a last newline (taken).
+            bom = bom_taken(f, self.bytes)
+            if bom:
+                with_bom = self.path + ".bom"
+                with open(self.path, "rb") as lines, open(with_bom, "wb") as copy:
+                    copy.write(BOM)
+                    shutil.copyfileobj(lines, copy, 1 << 20)
+                os.replace(with_bom, self.path)
+            trim = self.bytes + len(BOM) * bom == f["size"] + 1
+        else:
+            if self.lines != layout["lines"]:
+                raise changed(f, f"{layout['lines']} lines counted at byte {self.start}, {self.lines} read")
+            trim = layout["no_last_newline"]
+        size = os.path.getsize(self.path) - trim
+        if trim:
+            os.truncate(self.path, size)
+        task = dict(f, path=self.path, split=None)
+        if self.start > 0:
+            task["split"] = {
+                "number": layout["number"], "from": self.prefix, "to": size, "line": layout["line"],
+                "size": size, "empty_before": layout["empty_before"],
+            }
+        return run_task(exe, threads, task, on_bad_row, out)
+
+
+def check_blocks(binary, out, on_bad_row, files, layout):
+    """The task of a partition of blocks of files at a URI (mapInArrow):
+    each block's lines copied to the executor's scratch folder and
+    checked there; yields the summaries as JSON."""
+    find = of_listing(files)
+
+    def run(batches):
+        exe = executable(binary)
+        context = TaskContext.get()
+        threads = str(max(1, context.cpus() if context else 1))
+        scratch = tempfile.mkdtemp(prefix="telemeter-", dir=SparkFiles.getRootDirectory())
+        block = None
+        try:
+            for batch in batches:
+                for at, end in runs(batch):
+                    path, start = batch.column(1)[at].as_py(), batch.column(2)[at].as_py()
+                    f = find(path)
+                    if block is None or (block.f["index"], block.start) != (f["index"], start):
+                        if block is not None:
+                            yield summary_batch(block.check(exe, threads, on_bad_row, out))
+                        block = Block(f, start, batch.column(3)[at].as_py(), layout, scratch)
+                    block.write(batch.column(0).slice(at, end - at))
+            if block is not None:
+                yield summary_batch(block.check(exe, threads, on_bad_row, out))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    return run
+
+
+def runs(batch):
+    """The (first, end) rows of each run of one block in an Arrow batch of
+    lines (a batch may end one file's block and start the next's)."""
+    n = batch.num_rows
+    if n == 0:
+        return []
+    paths, starts = batch.column(1), batch.column(2)
+    if n == 1:
+        return [(0, 1)]
+    moved = pc.or_(
+        pc.not_equal(paths.slice(1), paths.slice(0, n - 1)),
+        pc.not_equal(starts.slice(1), starts.slice(0, n - 1)),
+    )
+    cuts = [0] + [i + 1 for i in pc.indices_nonzero(moved).to_pylist()] + [n]
+    return list(zip(cuts, cuts[1:]))
+
+
+def summary_batch(summary):
+    return pa.RecordBatch.from_pydict({"summary": [json.dumps(summary)]})
+
+
+def check_streamed(binary, out, on_bad_row, plain, parquet, block_bytes):
+    """Checks files at a URI that Spark streams as lines: `plain` CSV
+    files in blocks of `block_bytes` (0: whole), `parquet` files whole.
+    Their summaries, the (file index, split) pieces that must have one,
+    and how many files were cut into how many blocks."""
+    layout = block_layout(plain, block_bytes) if block_bytes else {}
+    counted = {index for index, _ in layout}
+    blocks = [sum(1 for i, _ in layout if i == index) for index in counted]
+    split = {"split_files": sum(1 for n in blocks if n > 1), "splits": sum(n for n in blocks if n > 1)}
+    pieces = [(index, v["number"]) for (index, _), v in layout.items()]
+    pieces += [(f["index"], 0) for f in plain + parquet if f["index"] not in counted]
+    summaries = []
+    for group, cut in ((plain, block_bytes or WHOLE), (parquet, WHOLE)):
+        if group:
+            task = check_blocks(binary, out, on_bad_row, group, layout)
+            lines = read_lines(session(cut), group).mapInArrow(task, "summary string")
+            summaries += [json.loads(row["summary"]) for row in lines.collect()]
+    return summaries, pieces, split
+
+
+def read_contents(files, use):
+    """`use` of the input files' bytes (path, content), one Spark partition
+    per file (Spark's binaryFile source: any Hadoop filesystem, files up to
+    2 GiB): compressed files, which Spark's text source would decode with
+    Hadoop's codecs, not telemeter's."""
+    spark = session(128 << 20)
+    paths = [glob_escape(f["path"]) for f in files]
+    reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+    return use(reader.load(paths).select("path", "content"))
+
+
 def check_contents(binary, out, on_bad_row, files):
     """The task of a partition of input files read by Spark: each file's
     bytes written to the executor's scratch folder, then `telemeter
     spark-task` on that copy (under the file's own name)."""
-    by_path = {f["path"]: f for f in files}
+    find = of_listing(files)
 
     def run(rows):
         exe = executable(binary)
         context = TaskContext.get()
         threads = str(max(1, context.cpus() if context else 1))
         for row in rows:
-            f = by_path.get(row["path"]) or by_path.get(unquote(row["path"]))
-            if f is None:
-                raise RuntimeError(f"Spark read {row['path']}, which is not in the listing")
+            f = find(row["path"])
             content = row["content"]
             if len(content) != f["size"]:
-                raise RuntimeError(
-                    f"{f['name']} changed while the ingest ran: listed with {f['size']} bytes, read {len(content)}"
-                )
+                raise changed(f, f"listed with {f['size']} bytes, read {len(content)}")
             scratch = tempfile.mkdtemp(prefix="telemeter-", dir=SparkFiles.getRootDirectory())
             try:
                 copy = os.path.join(scratch, "input")
@@ -290,12 +536,39 @@ def check_contents(binary, out, on_bad_row, files):
     return run
 
 
-def by_file(files, summaries):
+def check_listed(sc, plan, files, out, staging):
+    """Checks the files listed at DATA (a URI): plain CSV and Parquet files
+    streamed by Spark as lines (the CSV files in blocks of the plan's
+    split_bytes), compressed files through binaryFile, empty files (which
+    Spark's file sources skip) as an empty file in the staging folder. The
+    summaries, the (file index, split) pieces that must have one, and how
+    many files were cut into how many blocks."""
+    binary, on_bad_row = plan["binary"], plan["on_bad_row"]
+    named = lambda suffix: [f for f in files if f["size"] > 0 and f["name"].lower().endswith(suffix)]
+    plain, parquet = named(".csv"), named(".parquet")
+    streamed = {f["index"] for f in plain + parquet}
+    compressed = [f for f in files if f["size"] > 0 and f["index"] not in streamed]
+    empty = [f for f in files if f["size"] == 0]
+    summaries, pieces, split = check_streamed(binary, out, on_bad_row, plain, parquet, plan["split_bytes"])
+    if compressed:
+        task = check_contents(binary, out, on_bad_row, compressed)
+        summaries += read_contents(compressed, lambda contents: contents.rdd.mapPartitions(task).collect())
+    if empty:
+        nothing = os.path.join(staging, "empty")
+        open(nothing, "wb").close()
+        task = check_files(binary, out, on_bad_row)
+        summaries += sc.parallelize([dict(f, path=nothing) for f in empty], 1).mapPartitions(task).collect()
+    return summaries, pieces + [(f["index"], 0) for f in compressed + empty], split
+
+
+def by_file(pieces, names, summaries):
     """The check tasks' summaries by input file index, a file's splits
-    added up: its counts, its first bad row (the splits are in line order)
-    and its splits with valid rows."""
+    added up: its counts, its error (a fault of the whole file, else its
+    first bad row: the splits are in line order) and its splits with valid
+    rows. `pieces` are the (file index, split)
+    that must have a summary, `names` the files' names by index."""
     by_split = {(s["index"], s["split"]): s for s in summaries}
-    missing = [f["name"] for f in files if (f["index"], (f.get("split") or {}).get("number", 0)) not in by_split]
+    missing = sorted({names[index] for index, split in pieces if (index, split) not in by_split})
     if missing:
         raise RuntimeError(f"Spark read no contents for {', '.join(missing)}")
     found = {}
@@ -303,7 +576,13 @@ def by_file(files, summaries):
         merged = found.setdefault(index, {"read": 0, "valid": 0, "set_aside": 0, "error": None, "splits": []})
         for key in ("read", "valid", "set_aside"):
             merged[key] += s[key]
-        merged["error"] = merged["error"] or s["error"]
+        # A fault of the whole file (a run of empty lines past the limit
+        # across a block's edge, whose first lines the block before it
+        # reports as bad rows) refuses the file, as the local reader's
+        # check of its lines, ahead of their rows, does.
+        error, first = s["error"], merged["error"]
+        if error and (not first or (error.get("whole_file") and not first.get("whole_file"))):
+            merged["error"] = error
         if s["valid"] > 0:
             merged["splits"].append(split)
     return found
@@ -439,15 +718,17 @@ def main():
             message = e.java_exception.toString() if isinstance(e, Py4JJavaError) else str(e)
             result["error"] = {"type": "unreadable", "uri": plan["data_uri"], "message": message}
             return finish(sc, staging, result)
-    if files:
+    if files and plan.get("data_uri"):
+        sc.setJobDescription("check every row (telemeter spark-task, one task per file or block)")
+        summaries, pieces, result["split"] = check_listed(sc, plan, files, checked_dir, staging)
+    elif files:
         sc.setJobDescription("check every row (telemeter spark-task, one task per input file or split)")
-        if plan.get("data_uri"):
-            task = check_contents(plan["binary"], checked_dir, plan["on_bad_row"], files)
-            summaries = read_contents(files, lambda contents: contents.rdd.mapPartitions(task).collect())
-        else:
-            task = check_files(plan["binary"], checked_dir, plan["on_bad_row"])
-            summaries = sc.parallelize(files, check_tasks(sc, files)).mapPartitions(task).collect()
-    by_index = by_file(files, summaries)
+        task = check_files(plan["binary"], checked_dir, plan["on_bad_row"])
+        summaries = sc.parallelize(files, check_tasks(sc, files)).mapPartitions(task).collect()
+        pieces = [(f["index"], (f.get("split") or {}).get("number", 0)) for f in files]
+    else:
+        summaries, pieces = [], []
+    by_index = by_file(pieces, {f["index"]: f["name"] for f in files}, summaries)
     # Each kind's input files (by index, in order; a split file once).
     of_kind = {kind: sorted({f["index"] for f in files if f["kind"] == kind}) for kind in KINDS}
 

@@ -233,13 +233,11 @@ fn on_progress(progress: &Arc<Progress>, engine: EngineArg) -> OnProgress {
             progress.phase(&format!("reading {files} files"), Unit::Bytes, Some(bytes), Some(Unit::Items("records")))
         }
         IngestProgress::Read { bytes, rows } => progress.add(bytes, rows),
-        IngestProgress::Submitted { split_files, splits } => {
-            if split_files > 0 {
-                let files = if split_files == 1 { "file" } else { "files" };
-                progress.note(&format!("{split_files} {files} cut into {splits} splits (--spark-split-mb)"));
-            }
-            progress.phase("Spark job running", Unit::Time, None, None)
+        IngestProgress::Split { split_files, splits } => {
+            let files = if split_files == 1 { "file" } else { "files" };
+            progress.note(&format!("{split_files} {files} cut into {splits} splits (--spark-split-mb)"))
         }
+        IngestProgress::Submitted => progress.phase("Spark job running", Unit::Time, None, None),
         IngestProgress::Writing => {
             progress.phase("writing the new rows (Spark) and folding them", Unit::Time, None, None)
         }

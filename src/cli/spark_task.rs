@@ -77,6 +77,10 @@ pub struct CheckArgs {
     /// The file's size when it was split.
     #[arg(long, requires = "split")]
     pub size: Option<u64>,
+    /// Empty lines just before the split (the start of a run it goes on
+    /// with).
+    #[arg(long, requires = "split", default_value_t = 0)]
+    pub empty_before: u64,
     /// What to do with a bad row.
     #[arg(long, value_enum, default_value = "fail")]
     pub on_bad_row: BadRowArg,
@@ -112,7 +116,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let kind =
                 Kind::of_name(&args.kind).with_context(|| format!("--kind '{}' is not a record kind", args.kind))?;
             let split = match (args.split, args.from, args.to, args.line) {
-                (Some(number), Some(from), Some(to), Some(line)) => Some((number, Split { from, to, line })),
+                (Some(number), Some(from), Some(to), Some(line)) => {
+                    Some((number, Split { from, to, line, empty_before: args.empty_before }))
+                }
                 _ => None,
             };
             let input = spark::TaskInput {

@@ -32,6 +32,11 @@ pub struct Split {
     /// The number of the line at `from` (2 for the split at 0: its first
     /// line is the header).
     pub line: u64,
+    /// Empty lines just before `from`, the start of a run the split goes
+    /// on with: they count toward the limit on such runs. Always 0 for
+    /// [`splits`], which never cuts inside a run; a reader that cuts
+    /// anywhere (the Spark job's blocks of a file at a URI) counts them.
+    pub empty_before: u64,
 }
 
 /// Bytes read at a time when looking for a cut or counting lines.
@@ -41,7 +46,7 @@ const READ_BYTES: usize = 1 << 20;
 /// `bytes` long, in order: one split, the whole file, when it is no larger
 /// than `bytes`.
 pub fn splits(path: &Path, size: u64, bytes: u64) -> Result<Vec<Split>> {
-    let whole = vec![Split { from: 0, to: size, line: 2 }];
+    let whole = vec![Split { from: 0, to: size, line: 2, empty_before: 0 }];
     if bytes == 0 || size <= bytes {
         return Ok(whole);
     }
@@ -64,7 +69,7 @@ pub fn splits(path: &Path, size: u64, bytes: u64) -> Result<Vec<Split>> {
     let mut found = Vec::with_capacity(newlines.len());
     for (piece, count) in cuts.windows(2).zip(newlines) {
         let line = if piece[0] == 0 { 2 } else { before + 1 };
-        found.push(Split { from: piece[0], to: piece[1], line });
+        found.push(Split { from: piece[0], to: piece[1], line, empty_before: 0 });
         before += count;
     }
     Ok(found)
@@ -185,7 +190,7 @@ mod tests {
                 assert!(split.from >= bytes, "{bytes}: no split before the first cut");
             }
             if bytes >= size {
-                assert_eq!(found, vec![Split { from: 0, to: size, line: 2 }]);
+                assert_eq!(found, vec![Split { from: 0, to: size, line: 2, empty_before: 0 }]);
             }
         }
     }
@@ -213,12 +218,15 @@ mod tests {
             let found = splits(&path, size, 1).expect("split");
             let expected = match text {
                 "h\nrow\n\n\n\n\n\n\n\n\n\n\n\n\n" => vec![
-                    Split { from: 0, to: 2, line: 2 },
-                    Split { from: 2, to: 6, line: 2 },
-                    Split { from: 6, to: size, line: 3 },
+                    Split { from: 0, to: 2, line: 2, empty_before: 0 },
+                    Split { from: 2, to: 6, line: 2, empty_before: 0 },
+                    Split { from: 6, to: size, line: 3, empty_before: 0 },
                 ],
-                _ if text.len() > 3 => vec![Split { from: 0, to: 2, line: 2 }, Split { from: 2, to: size, line: 2 }],
-                _ => vec![Split { from: 0, to: size, line: 2 }],
+                _ if text.len() > 3 => vec![
+                    Split { from: 0, to: 2, line: 2, empty_before: 0 },
+                    Split { from: 2, to: size, line: 2, empty_before: 0 },
+                ],
+                _ => vec![Split { from: 0, to: size, line: 2, empty_before: 0 }],
             };
             assert_eq!(found, expected, "{text:?}");
         }

@@ -272,11 +272,25 @@ fn ingest_both(
     extra: &[&str],
     master: &str,
 ) -> (Output, Output) {
+    ingest_both_at(spark, data, s(data), local, remote, extra, master)
+}
+
+/// [`ingest_both`], Spark reading `data` as `spark_data` (its path, or a
+/// URI of it).
+fn ingest_both_at(
+    spark: &(PathBuf, Option<PathBuf>),
+    data: &Path,
+    spark_data: &str,
+    local: &Path,
+    remote: &Path,
+    extra: &[&str],
+    master: &str,
+) -> (Output, Output) {
     let mut args = vec!["ingest", "--data", s(data), "--store", s(local)];
     args.extend_from_slice(extra);
     let by_local = run(spark, &args);
     let mut args =
-        vec!["ingest", "--data", s(data), "--store", s(remote), "--engine", "spark", "--spark-master", master];
+        vec!["ingest", "--data", spark_data, "--store", s(remote), "--engine", "spark", "--spark-master", master];
     args.extend_from_slice(extra);
     let by_spark = run(spark, &args);
     assert_eq!(
@@ -606,6 +620,90 @@ fn spark_splits_a_large_csv_file_where_its_lines_start() {
     let text = ok(&by_local);
     assert!(text.contains("set aside        6"), "{text}");
     assert_same_stores(&spark, &local, &remote, &accounts);
+}
+
+/// Files at a URI are streamed by Spark's text source, never held whole
+/// (so no file size limit): a plain CSV file past `--spark-split-mb` is
+/// read in blocks, a task each, its lines numbered after a count of each
+/// block's lines. A byte order mark, CRLF endings and a last line without
+/// a newline, a Parquet file, a gzip file and an empty file give the store
+/// the local engine builds from the path; a run of empty lines across a
+/// block's edge is the local engine's error, at the same line, and so is
+/// a bad row in the last block.
+#[test]
+fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
+    let Some(spark) = spark() else { return };
+    let master = "local[2]";
+    let temp = tempfile::tempdir().expect("tempdir");
+    let day = temp.path().join("day");
+    generate_calls(&spark, &day, "43", "2026-10-28", "csv", "30000", "1");
+    let other = temp.path().join("other");
+    generate_calls(&spark, &other, "44", "2026-10-28", "parquet", "100", "1");
+    std::fs::copy(other.join("messages/part-000.parquet"), day.join("messages/part-001.parquet")).expect("parquet");
+    let charges = day.join("charges/part-000.csv");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &std::fs::read(&charges).expect("charges")).expect("gzip");
+    std::fs::write(day.join("charges/part-000.csv.gz"), gz.finish().expect("gzip")).expect("write");
+    std::fs::remove_file(&charges).expect("remove");
+    put(&day, "transcriptions/empty.csv", "");
+    let path = day.join("calls/part-000.csv");
+    let text = std::fs::read(&path).expect("calls");
+    let mut calls = b"\xEF\xBB\xBF".to_vec();
+    calls.extend(text.strip_suffix(b"\n").expect("a last newline").iter().flat_map(|&b| match b {
+        b'\n' => vec![b'\r', b'\n'],
+        b => vec![b],
+    }));
+    std::fs::write(&path, &calls).expect("write");
+    assert!(calls.len() > 3 << 20, "{} bytes: at least four blocks of 1 MiB", calls.len());
+    let accounts = accounts_of(&[&day]);
+    let uri = format!("file://{}", s(&day));
+    let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
+    let split = ["--spark-split-mb", "1"];
+    let (by_local, by_spark) = ingest_both_at(&spark, &day, &uri, &local, &remote, &split, master);
+    ok(&by_local);
+    ok(&by_spark);
+    let said = String::from_utf8_lossy(&by_spark.stderr).into_owned();
+    let blocks = said
+        .lines()
+        .find_map(|l| l.split_once("1 file cut into ")?.1.split_once(" splits")?.0.parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("the file was not read in blocks: {said}"));
+    assert_eq!(blocks, calls.len().div_ceil(1 << 20), "{said}");
+    assert_same_stores(&spark, &local, &remote, &accounts);
+
+    // The message from the file's name on (the stores' paths differ).
+    let error = |o: &Output| {
+        let text = String::from_utf8_lossy(&o.stderr).into_owned();
+        let line = text.lines().find(|l| l.starts_with("error:")).map(str::to_owned).unwrap_or(text);
+        line.find("calls/").map_or(line.clone(), |at| line[at..].to_owned())
+    };
+    let line_start_after = |at: usize| calls[at..].iter().position(|&b| b == b'\n').expect("a line") + at + 1;
+    let line_of = |at: usize| calls[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+    // 10,001 empty lines, 5,000 of them before the second block's start.
+    let run_at = line_start_after((2 << 20) - 5_000 * 2 - 200);
+    let mut run = calls[..run_at].to_vec();
+    run.extend(b"\r\n".repeat(10_001));
+    run.extend(&calls[run_at..]);
+    assert!(run_at < 2 << 20 && run_at + 2 * 10_001 > 2 << 20, "the run spans a block's edge");
+    std::fs::write(&path, &run).expect("write");
+    let (by_local, by_spark) = ingest_both_at(&spark, &day, &uri, &local, &remote, &split, master);
+    let message = error(&by_spark);
+    let expected = format!("calls/part-000.csv: line {}: more than 10000 empty lines in a row", line_of(run_at));
+    assert!(message.starts_with(&expected), "{message}");
+    assert_eq!(error(&by_local), message);
+
+    // A bad value in the last block.
+    let bad_at = line_start_after(calls.len() - 1000);
+    let end = bad_at + calls[bad_at..].iter().position(|&b| b == b'\r').expect("CRLF");
+    let row = String::from_utf8(calls[bad_at..end].to_vec()).expect("utf-8");
+    let fields: Vec<&str> = row.split(',').collect();
+    let spoiled = row.replacen(fields[3], "not a time", 1);
+    let bad = [&calls[..bad_at], spoiled.as_bytes(), &calls[end..]].concat();
+    std::fs::write(&path, &bad).expect("write");
+    let (by_local, by_spark) = ingest_both_at(&spark, &day, &uri, &local, &remote, &split, master);
+    let message = error(&by_spark);
+    assert!(message.starts_with(&format!("calls/part-000.csv:{}: column", line_of(bad_at))), "{message}");
+    assert!(message.contains("not a time"), "{message}");
+    assert_eq!(error(&by_local), message);
 }
 
 /// One master and two workers of a standalone cluster, on 127.0.0.1, each

@@ -299,7 +299,7 @@ impl<'f> Pieces<'f> {
         let mut head = Blocks::new(start, Default::default(), HEADER_BLOCK_BYTES);
         let Some(header) = head.header(file).map_err(|e| file.renamed(e))? else { return Ok(None) };
         let mut blocks = Blocks::new(stream, Default::default(), BLOCK_BYTES);
-        blocks.lines = LineCheck::new(split.line);
+        blocks.lines = LineCheck { line: split.line, empty_run: split.empty_before };
         Ok(Some(Pieces { file, header, blocks, count, line: split.line }))
     }
 

@@ -59,15 +59,18 @@ pub enum IngestProgress {
         /// Its rows, valid or not.
         rows: u64,
     },
-    /// The Spark job was submitted (`ingest --engine spark`), with
     /// `split_files` large plain CSV files cut into `splits` splits, each
-    /// checked by its own task.
-    Submitted {
+    /// checked by its own Spark task (`ingest --engine spark`): told
+    /// before the job for local files, after its check for files at a URI
+    /// (which the job cuts).
+    Split {
         /// Files split.
         split_files: usize,
         /// Their splits, in all.
         splits: usize,
     },
+    /// The Spark job was submitted (`ingest --engine spark`).
+    Submitted,
     /// The Spark job has checked and deduplicated the rows: its
     /// executors write the new ones and fold their rollups.
     Writing,

@@ -154,6 +154,10 @@ struct Plan {
     /// ([`LAYOUT`]): with `data_uri`, the job copies those it finds to
     /// `side/`.
     side: [&'static str; LAYOUT.len()],
+    /// With `data_uri`: a plain CSV file larger than this is read in
+    /// blocks of this size, a task each (the job counts their lines
+    /// first); 0 reads every file whole.
+    split_bytes: u64,
     files: Vec<PlanFile>,
     /// The stored index files of each kind, absolute paths, in manifest
     /// order.
@@ -170,14 +174,34 @@ struct JobResult {
     /// What each write task wrote.
     #[serde(default)]
     writes: Vec<WriteSummary>,
+    /// With DATA at a URI: the plain CSV files the job cut into blocks.
+    #[serde(default)]
+    split: Option<JobSplit>,
+}
+
+/// The plain CSV files at a URI the job cut into blocks, a task each.
+#[derive(Clone, Copy, Debug, Deserialize)]
+struct JobSplit {
+    split_files: usize,
+    splits: usize,
 }
 
 /// The first error of the job, in (kind, file, line) order.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum JobError {
-    /// A bad row (with `--on-bad-row fail`).
-    BadRecord { file: String, line: u64, is_row: bool, column: String, value: String, reason: String },
+    /// A bad row (with `--on-bad-row fail`), or a bad file (`whole_file`:
+    /// `reason` is the message, the other fields are unused).
+    BadRecord {
+        file: String,
+        line: u64,
+        is_row: bool,
+        column: String,
+        value: String,
+        reason: String,
+        #[serde(default)]
+        whole_file: bool,
+    },
     /// Two rows with one record id (and revision) and different content.
     Conflict {
         kind: String,
@@ -478,6 +502,7 @@ fn run_job(
         pid: std::process::id(),
         data_uri: before.uri().map(|uri| uri.text.clone()),
         side: LAYOUT,
+        split_bytes: spark.split_bytes,
         files,
         stored,
     };
@@ -518,14 +543,20 @@ fn run_job(
     command.stdout(Stdio::from(std::io::stderr())).stdin(Stdio::null());
     let split: Vec<&PlanSplit> = plan.files.iter().filter_map(|f| f.split.as_ref()).collect();
     let split_files = split.iter().filter(|s| s.number == 0).count();
-    options.progress.tell(IngestProgress::Submitted { split_files, splits: split.len() });
+    if split_files > 0 {
+        options.progress.tell(IngestProgress::Split { split_files, splits: split.len() });
+    }
+    options.progress.tell(IngestProgress::Submitted);
     let child = command.spawn().map_err(|e| Error::io(&spark.spark_submit, format!("cannot run spark-submit: {e}")))?;
     let mut job = Job { child, staging: staging.to_owned() };
     let deduplicated = staging.join("deduped.json");
     let status = loop {
         if deduplicated.exists() {
+            let result: JobResult = read_json(&deduplicated)?;
+            if let Some(cut) = result.split.filter(|cut| cut.split_files > 0) {
+                options.progress.tell(IngestProgress::Split { split_files: cut.split_files, splits: cut.splits });
+            }
             options.progress.tell(IngestProgress::Writing);
-            let result = read_json(&deduplicated)?;
             return Ok(Started::Deduplicated(result, job));
         }
         if let Some(status) = job.child.try_wait().map_err(|e| Error::io(&spark.spark_submit, e))? {

@@ -57,7 +57,8 @@ pub(super) fn publish(
     let base = old.sources.len() as u32;
     if let Some(error) = result.error {
         return Err(match error {
-            JobError::BadRecord { file, line, is_row, column, value, reason } => {
+            JobError::BadRecord { file, whole_file: true, reason, .. } => Error::bad_file(file, reason),
+            JobError::BadRecord { file, line, is_row, column, value, reason, whole_file: false } => {
                 Error::from(BadRecord { location: Location { file, line, is_row }, column, value, reason })
             }
             JobError::Conflict { kind, clash } => {

@@ -31,7 +31,8 @@ pub struct TaskSummary {
     pub valid: u64,
     /// Rows set aside.
     pub set_aside: u64,
-    /// The first bad row, with `--on-bad-row fail`.
+    /// The first bad row, with `--on-bad-row fail`, or what is wrong with
+    /// the whole file.
     pub error: Option<TaskError>,
 }
 
@@ -50,6 +51,10 @@ pub struct TaskError {
     pub value: String,
     /// Why it was refused.
     pub reason: String,
+    /// Whether the whole file is refused ([`Error::BadFile`]): `reason` is
+    /// the message; `line`, `column` and `value` are unused.
+    #[serde(default)]
+    pub whole_file: bool,
 }
 
 impl From<&BadRecord> for TaskError {
@@ -61,6 +66,7 @@ impl From<&BadRecord> for TaskError {
             column: bad.column.clone(),
             value: bad.value.clone(),
             reason: bad.reason.clone(),
+            whole_file: false,
         }
     }
 }
@@ -164,17 +170,26 @@ fn check_in_runs(
         }
         Ok(())
     })();
-    match written {
-        Ok(()) => {}
-        Err(Error::BadRecord(bad)) => {
-            // A file that failed: its bad row, and no checked file or counts.
-            for path in [&checked.rows, &checked.places, &checked.offsets, &checked.entries] {
-                let _ = std::fs::remove_file(path);
-            }
-            let error = Some(TaskError::from(&*bad));
-            return Ok(TaskSummary { index: source, split: number, read: 0, valid: 0, set_aside: 0, error });
-        }
+    let error = match written {
+        Ok(()) => None,
+        Err(Error::BadRecord(bad)) => Some(TaskError::from(&*bad)),
+        Err(Error::BadFile { path, message }) => Some(TaskError {
+            file: path.to_string_lossy().into_owned(),
+            line: 0,
+            is_row: false,
+            column: String::new(),
+            value: String::new(),
+            reason: message,
+            whole_file: true,
+        }),
         Err(e) => return Err(e),
+    };
+    if error.is_some() {
+        // A file that failed: its error, and no checked file or counts.
+        for path in [&checked.rows, &checked.places, &checked.offsets, &checked.entries] {
+            let _ = std::fs::remove_file(path);
+        }
+        return Ok(TaskSummary { index: source, split: number, read: 0, valid: 0, set_aside: 0, error });
     }
     summary.set_aside = rejects.len() as u64;
     if !rejects.is_empty() {
