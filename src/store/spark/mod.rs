@@ -40,8 +40,11 @@
 //! With DATA at a URI ([`DataLocation::Uri`]: `s3a://`, `hdfs://`,
 //! `file://`...), the job first lists it through Hadoop (`listing.json`)
 //! and copies the side inputs (accounts, resources) to `side/`; its tasks
-//! get each file's bytes from Spark's `binaryFile` source. The inventory,
-//! accounts and resources are then read from those, after the listing.
+//! get each file's lines from Spark's text source, in blocks for a large
+//! plain CSV file (each split's first line and the empty lines before it
+//! counted first: [`Split::empty_before`]), and a compressed file's bytes
+//! from `binaryFile`. The inventory, accounts and resources are then read
+//! from those, after the listing.
 //!
 //! The driver then takes in the write tasks' rollup groups, applies the
 //! voids and corrections, merges the rollups into each account's files
