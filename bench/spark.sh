@@ -10,6 +10,8 @@
 #      (1 core, 3 GiB each) started here on 127.0.0.1;
 #   4. the same cluster, the job given one core (spark.cores.max=1): the
 #      speed-up of a second worker;
+#   5. local[2] reading the data as a file:// URI (Hadoop's listing,
+#      Spark's text source: the path an s3a:// or hdfs:// export takes);
 # then a small day ($BENCH_SMALL: 1 % new rows, generated here) into a copy
 # of the first store, by the local engine and by local[2]: the cost of an
 # ingest beside the store's history.
@@ -113,6 +115,7 @@ for round in $(seq "$ROUNDS"); do
   ingest spark-local-2 spark-local "$DATA" "${LOCAL2[@]}"
   ingest spark-cluster-2x1 spark-cluster "$DATA" "${CLUSTER[@]}"
   ingest spark-cluster-1x1 spark-cluster-1 "$DATA" "${CLUSTER[@]}" --spark-conf spark.cores.max=1
+  ingest spark-local-2-uri spark-uri "file://$DATA" "${LOCAL2[@]}"
   # 1 % new rows into the first store's copy: both engines.
   for engine in local spark-local-2; do
     rm -rf "$WORK/store-small-$engine" && cp -r "$WORK/store-local" "$WORK/store-small-$engine"
@@ -131,7 +134,7 @@ sort -k1,1 -k2,2n "$RESULTS" | awk -F'\t' '
 
 ACCOUNT=$(sed -n 2p "$DATA/accounts.csv" | cut -d, -f1)
 QUERY='granularity=day&from_date=2026-08-01&to_date=2026-11-01&timezone=Asia/Kolkata'
-for store in local spark-local spark-cluster spark-cluster-1 small-local small-spark-local-2; do
+for store in local spark-local spark-cluster spark-cluster-1 spark-uri small-local small-spark-local-2; do
   # one key for all: each store otherwise seals page tokens with its own
   TELEMETER_TOKEN_KEY=bench-compare "$BIN" summary --store "$WORK/store-$store" --auth-id "$ACCOUNT" --query "$QUERY" --now 2026-11-02T00:00:00Z \
     --all-pages | sha256sum | sed "s/-$/$store/"
