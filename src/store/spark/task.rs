@@ -255,4 +255,31 @@ mod tests {
             assert!(f.is_none(), "runs of {run_lines}: a checked file of a failed file");
         }
     }
+
+    /// A fault of the whole file (here a header without a required
+    /// column) is the summary's error, with the local reader's message,
+    /// whatever `--on-bad-row` says: not a failed task.
+    #[test]
+    fn a_bad_file_is_the_summarys_error_with_the_local_message() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let input = dir.path().join("charges.csv");
+        std::fs::write(&input, "record_id,auth_id,timestamp,units,amount\nx1,A1,2026-11-20T00:00:00Z,1,0.1\n")
+            .expect("write");
+        let size = std::fs::metadata(&input).expect("size").len();
+        let (name, format) = ("charges/a.csv".to_owned(), Format::Csv);
+        let file = InputFile { kind: Kind::Charges, path: input.clone(), name, format, size, sum: None };
+        let local = match crate::records::pieces::Pieces::open(&file) {
+            Err(e @ Error::BadFile { .. }) => e.to_string(),
+            other => panic!("not a bad file: {:?}", other.map(|_| ())),
+        };
+        for on_bad_row in [OnBadRow::Fail, OnBadRow::SetAside] {
+            let out = dir.path().join(format!("out-{on_bad_row:?}"));
+            let summary = check_in_runs(&file, 3, None, on_bad_row, &out, u64::MAX).expect("a summary");
+            let error = summary.error.expect("the file's error");
+            assert!(error.whole_file, "{error:?}");
+            assert_eq!(format!("{}: {}", error.file, error.reason), local);
+            assert!(local.contains("missing required column 'description'"), "{local}");
+            assert_eq!((summary.read, summary.valid), (0, 0));
+        }
+    }
 }
