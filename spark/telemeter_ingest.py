@@ -54,11 +54,12 @@ from urllib.parse import unquote
 
 from py4j.protocol import Py4JJavaError
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import SparkContext, SparkFiles, TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+
+# pyarrow (the Arrow batches of files at a URI) is imported where it is
+# used: data on a local path needs only pyspark.
 
 KINDS = ["calls", "messages", "transcriptions", "charges"]
 # The dedup's id-hash partitions (src/records/dedup.rs, PARTITIONS).
@@ -72,8 +73,6 @@ BYTES_PER_CHECK_TASK = 256 << 20
 ROWS_PER_DEDUP_TASK = 1 << 20
 # A block size no file reaches: Spark reads each file whole.
 WHOLE = 1 << 62
-NEWLINE = pa.scalar(b"\n", pa.binary())
-NOTHING = pa.scalar(b"", pa.binary())
 # Hadoop's line reader drops a UTF-8 byte order mark at a file's start.
 BOM = b"\xef\xbb\xbf"
 
@@ -295,8 +294,8 @@ def changed(f, what):
 
 
 def read_lines(spark, files):
-    """The lines of `files` (Spark's text source, cut at "\n" only, so a
-    line keeps its "\r"), as bytes, with the file, the block and the
+    """The lines of `files` (Spark's text source, cut at newlines only, so
+    a line keeps its carriage return), as bytes, with the file, the block and the
     file's size: a file is read a block at a time, never held whole."""
     reader = spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true")
     return reader.text([glob_escape(f["path"]) for f in files]).select(
@@ -325,7 +324,6 @@ def block_layout(files, block_bytes):
         F.min("row").alias("first"),
         F.max("row").alias("last"),
         F.max(F.when(full, F.col("row"))).alias("last_full"),
-        F.min(F.when(full, F.col("row"))).alias("first_full"),
         F.min_by(F.when(F.col("start") == 0, F.col("line")), F.col("row")).alias("head"),
         F.max("size").alias("size"),
     ).collect()
@@ -389,7 +387,9 @@ class Block:
     def write(self, lines):
         """Appends a batch of lines (an Arrow binary array), each with its
         newline."""
-        joined = pc.binary_join_element_wise(lines, NEWLINE, NOTHING)
+        import pyarrow.compute as pc
+
+        joined = pc.binary_join_element_wise(lines, b"\n", b"")
         length = (pc.sum(pc.binary_length(lines)).as_py() or 0) + len(lines)
         self.out.write(memoryview(joined.buffers()[2])[:length])
         self.lines += len(lines)
@@ -459,6 +459,8 @@ def check_blocks(binary, out, on_bad_row, files, layout):
 def runs(batch):
     """The (first, end) rows of each run of one block in an Arrow batch of
     lines (a batch may end one file's block and start the next's)."""
+    import pyarrow.compute as pc
+
     n = batch.num_rows
     if n == 0:
         return []
@@ -474,6 +476,9 @@ def runs(batch):
 
 
 def summary_batch(summary):
+    """A task's summary as an Arrow batch of one JSON string."""
+    import pyarrow as pa
+
     return pa.RecordBatch.from_pydict({"summary": [json.dumps(summary)]})
 
 

@@ -558,6 +558,14 @@ fn spark_cuts_a_large_file_into_the_local_ingests_runs_of_lines() {
     assert_same_stores(&spark, &local, &remote, &accounts);
 }
 
+/// A run's error message from the calls file's name on (the stores'
+/// paths differ).
+fn calls_error(run: &Output) -> String {
+    let text = String::from_utf8_lossy(&run.stderr).into_owned();
+    let line = text.lines().find(|l| l.starts_with("error:")).map(str::to_owned).unwrap_or(text);
+    line.find("calls/").map_or(line.clone(), |at| line[at..].to_owned())
+}
+
 /// A plain CSV file past `--spark-split-mb` is checked by several tasks,
 /// cut where lines start: its rows, repeats, bad rows (empty lines, a bad
 /// value; failing or set aside) and runs of lines are numbered and stored
@@ -601,18 +609,12 @@ fn spark_splits_a_large_csv_file_where_its_lines_start() {
         .find_map(|l| l.split_once("1 file cut into ")?.1.split_once(" splits")?.0.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("the file was not split: {said}"));
     assert!(splits >= 4 && splits <= size.div_ceil(1 << 20), "{splits} splits of about 1 MiB in {size} bytes");
-    // The message from the file's name on (the stores' paths differ).
-    let error = |o: &Output| {
-        let text = String::from_utf8_lossy(&o.stderr).into_owned();
-        let line = text.lines().find(|l| l.starts_with("error:")).map(str::to_owned).unwrap_or(text);
-        line.find("calls/").map_or(line.clone(), |at| line[at..].to_owned())
-    };
-    let message = error(&by_spark);
+    let message = calls_error(&by_spark);
     assert!(
         message.starts_with(&format!("calls/part-000.csv:{bad_line}: column '-': '' is an empty line")),
         "{message}"
     );
-    assert_eq!(error(&by_local), message);
+    assert_eq!(calls_error(&by_local), message);
 
     let set_aside = ["--spark-split-mb", "1", "--batch-mb", "1", "--on-bad-row", "set-aside"];
     let (by_local, by_spark) = ingest_both(&spark, &day, &local, &remote, &set_aside, master);
@@ -670,12 +672,6 @@ fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
     assert_eq!(blocks, calls.len().div_ceil(1 << 20), "{said}");
     assert_same_stores(&spark, &local, &remote, &accounts);
 
-    // The message from the file's name on (the stores' paths differ).
-    let error = |o: &Output| {
-        let text = String::from_utf8_lossy(&o.stderr).into_owned();
-        let line = text.lines().find(|l| l.starts_with("error:")).map(str::to_owned).unwrap_or(text);
-        line.find("calls/").map_or(line.clone(), |at| line[at..].to_owned())
-    };
     let line_start_after = |at: usize| calls[at..].iter().position(|&b| b == b'\n').expect("a line") + at + 1;
     let line_of = |at: usize| calls[..at].iter().filter(|&&b| b == b'\n').count() + 1;
     // 10,001 empty lines, 5,000 of them before the second block's start.
@@ -686,10 +682,10 @@ fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
     assert!(run_at < 2 << 20 && run_at + 2 * 10_001 > 2 << 20, "the run spans a block's edge");
     std::fs::write(&path, &run).expect("write");
     let (by_local, by_spark) = ingest_both_at(&spark, &day, &uri, &local, &remote, &split, master);
-    let message = error(&by_spark);
+    let message = calls_error(&by_spark);
     let expected = format!("calls/part-000.csv: line {}: more than 10000 empty lines in a row", line_of(run_at));
     assert!(message.starts_with(&expected), "{message}");
-    assert_eq!(error(&by_local), message);
+    assert_eq!(calls_error(&by_local), message);
 
     // A bad value in the last block.
     let bad_at = line_start_after(calls.len() - 1000);
@@ -700,10 +696,10 @@ fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
     let bad = [&calls[..bad_at], spoiled.as_bytes(), &calls[end..]].concat();
     std::fs::write(&path, &bad).expect("write");
     let (by_local, by_spark) = ingest_both_at(&spark, &day, &uri, &local, &remote, &split, master);
-    let message = error(&by_spark);
+    let message = calls_error(&by_spark);
     assert!(message.starts_with(&format!("calls/part-000.csv:{}: column", line_of(bad_at))), "{message}");
     assert!(message.contains("not a time"), "{message}");
-    assert_eq!(error(&by_local), message);
+    assert_eq!(calls_error(&by_local), message);
 }
 
 /// One master and two workers of a standalone cluster, on 127.0.0.1, each
