@@ -628,7 +628,8 @@ fn spark_splits_a_large_csv_file_where_its_lines_start() {
 /// (so no file size limit): a plain CSV file past `--spark-split-mb` is
 /// read in blocks, a task each, its lines numbered after a count of each
 /// block's lines. A byte order mark, CRLF endings and a last line without
-/// a newline, a Parquet file, a gzip file and an empty file give the store
+/// a newline (in a file cut into blocks and in one read whole), a Parquet
+/// file, a gzip file and an empty file give the store
 /// the local engine builds from the path; a run of empty lines across a
 /// block's edge is the local engine's error, at the same line, and so is
 /// a bad row in the last block.
@@ -648,6 +649,12 @@ fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
     std::fs::write(day.join("charges/part-000.csv.gz"), gz.finish().expect("gzip")).expect("write");
     std::fs::remove_file(&charges).expect("remove");
     put(&day, "transcriptions/empty.csv", "");
+    // A file read whole (under a block): a byte order mark and no last
+    // newline.
+    let messages = day.join("messages/part-000.csv");
+    let text = std::fs::read(&messages).expect("messages");
+    let text = [b"\xEF\xBB\xBF".as_slice(), text.strip_suffix(b"\n").expect("a last newline")].concat();
+    std::fs::write(&messages, text).expect("write");
     let path = day.join("calls/part-000.csv");
     let text = std::fs::read(&path).expect("calls");
     let mut calls = b"\xEF\xBB\xBF".to_vec();
