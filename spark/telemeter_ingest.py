@@ -264,13 +264,15 @@ def glob_escape(path):
     return "".join("\\" + c if c in "\\*?[]{}" else c for c in path)
 
 
-def of_listing(files):
-    """The listed file Spark names by `path` (Spark's file sources give
-    paths URL-encoded, Hadoop's listing does not)."""
+def of_listing(files, encoded):
+    """The listed file Spark names by `path`: URL-encoded (`encoded`, the
+    text source's `_metadata.file_path`), or as Hadoop lists it
+    (binaryFile's `path`), where a name holding "%20" must not be taken
+    for one holding a space."""
     by_path = {f["path"]: f for f in files}
 
     def find(path):
-        f = by_path.get(path) or by_path.get(unquote(path))
+        f = by_path.get(unquote(path) if encoded else path)
         if f is None:
             raise RuntimeError(f"Spark read {path}, which is not in the listing")
         return f
@@ -327,7 +329,7 @@ def block_layout(files, block_bytes):
         F.min_by(F.when(F.col("start") == 0, F.col("line")), F.col("row")).alias("head"),
         F.max("size").alias("size"),
     ).collect()
-    find = of_listing(big)
+    find = of_listing(big, encoded=True)
     blocks = {}
     for s in stats:
         f = find(s["path"])
@@ -350,6 +352,7 @@ def block_layout(files, block_bytes):
                 "number": number,
                 "line": before + 1,
                 "lines": s["lines"],
+                "bytes": s["bytes"],
                 # telemeter limits a run of empty lines, whatever blocks
                 # it spans.
                 "empty_before": empty_run,
@@ -411,8 +414,9 @@ class Block:
                 os.replace(with_bom, self.path)
             trim = self.bytes + len(BOM) * bom == f["size"] + 1
         else:
-            if self.lines != layout["lines"]:
-                raise changed(f, f"{layout['lines']} lines counted at byte {self.start}, {self.lines} read")
+            if (self.lines, self.bytes) != (layout["lines"], layout["bytes"]):
+                counted, read = (layout["lines"], layout["bytes"]), (self.lines, self.bytes)
+                raise changed(f, f"(lines, bytes) {counted} counted at byte {self.start}, {read} read")
             trim = layout["no_last_newline"]
         size = os.path.getsize(self.path) - trim
         if trim:
@@ -430,7 +434,7 @@ def check_blocks(binary, out, on_bad_row, files, layout):
     """The task of a partition of blocks of files at a URI (mapInArrow):
     each block's lines copied to the executor's scratch folder and
     checked there; yields the summaries as JSON."""
-    find = of_listing(files)
+    find = of_listing(files, encoded=True)
 
     def run(batches):
         exe = executable(binary)
@@ -517,7 +521,7 @@ def check_contents(binary, out, on_bad_row, files):
     """The task of a partition of input files read by Spark: each file's
     bytes written to the executor's scratch folder, then `telemeter
     spark-task` on that copy (under the file's own name)."""
-    find = of_listing(files)
+    find = of_listing(files, encoded=False)
 
     def run(rows):
         exe = executable(binary)
@@ -544,26 +548,29 @@ def check_contents(binary, out, on_bad_row, files):
 def check_listed(sc, plan, files, out, staging):
     """Checks the files listed at DATA (a URI): plain CSV and Parquet files
     streamed by Spark as lines (the CSV files in blocks of the plan's
-    split_bytes), compressed files through binaryFile, empty files (which
+    split_bytes), compressed files and files of at most 3 bytes through
+    binaryFile, empty files (which
     Spark's file sources skip) as an empty file in the staging folder. The
     summaries, the (file index, split) pieces that must have one, and how
     many files were cut into how many blocks."""
     binary, on_bad_row = plan["binary"], plan["on_bad_row"]
-    named = lambda suffix: [f for f in files if f["size"] > 0 and f["name"].lower().endswith(suffix)]
+    # Hadoop's line reader gives no line for a file that is only a byte
+    # order mark: such files (and smaller ones) go through binaryFile.
+    named = lambda suffix: [f for f in files if f["size"] > len(BOM) and f["name"].lower().endswith(suffix)]
     plain, parquet = named(".csv"), named(".parquet")
     streamed = {f["index"] for f in plain + parquet}
-    compressed = [f for f in files if f["size"] > 0 and f["index"] not in streamed]
+    contents = [f for f in files if f["size"] > 0 and f["index"] not in streamed]
     empty = [f for f in files if f["size"] == 0]
     summaries, pieces, split = check_streamed(binary, out, on_bad_row, plain, parquet, plan["split_bytes"])
-    if compressed:
-        task = check_contents(binary, out, on_bad_row, compressed)
-        summaries += read_contents(compressed, lambda contents: contents.rdd.mapPartitions(task).collect())
+    if contents:
+        task = check_contents(binary, out, on_bad_row, contents)
+        summaries += read_contents(contents, lambda rows: rows.rdd.mapPartitions(task).collect())
     if empty:
         nothing = os.path.join(staging, "empty")
         open(nothing, "wb").close()
         task = check_files(binary, out, on_bad_row)
         summaries += sc.parallelize([dict(f, path=nothing) for f in empty], 1).mapPartitions(task).collect()
-    return summaries, pieces + [(f["index"], 0) for f in compressed + empty], split
+    return summaries, pieces + [(f["index"], 0) for f in contents + empty], split
 
 
 def by_file(pieces, names, summaries):

@@ -629,10 +629,11 @@ fn spark_splits_a_large_csv_file_where_its_lines_start() {
 /// read in blocks, a task each, its lines numbered after a count of each
 /// block's lines. A byte order mark, CRLF endings and a last line without
 /// a newline (in a file cut into blocks and in one read whole), a Parquet
-/// file, a gzip file and an empty file give the store
+/// file, a gzip file, an empty file, a file that is only a byte order
+/// mark and names one URL-decoding apart give the store
 /// the local engine builds from the path; a run of empty lines across a
-/// block's edge is the local engine's error, at the same line, and so is
-/// a bad row in the last block.
+/// block's edge is the local engine's error, at the same line (a few,
+/// set aside, are counted once), and so is a bad row in the last block.
 #[test]
 fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
     let Some(spark) = spark() else { return };
@@ -649,6 +650,18 @@ fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
     std::fs::write(day.join("charges/part-000.csv.gz"), gz.finish().expect("gzip")).expect("write");
     std::fs::remove_file(&charges).expect("remove");
     put(&day, "transcriptions/empty.csv", "");
+    // A file that is only a byte order mark (Hadoop's line reader gives
+    // it no line), and two names one URL-decoding apart.
+    put(&day, "transcriptions/bom.csv", "\u{FEFF}");
+    let account = accounts_of(&[&day]).into_iter().next().expect("an account");
+    for (name, id) in [("a b", "sp1"), ("a%20b", "sp2")] {
+        let row = format!("{id},{account},2026-10-29T00:00:00Z,CNAM Lookup,1,0.004");
+        put(
+            &day,
+            &format!("charges/{name}.csv"),
+            &format!("record_id,auth_id,timestamp,description,units,amount\n{row}\n"),
+        );
+    }
     // A file read whole (under a block): a byte order mark and no last
     // newline.
     let messages = day.join("messages/part-000.csv");
@@ -693,6 +706,20 @@ fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
     let expected = format!("calls/part-000.csv: line {}: more than 10000 empty lines in a row", line_of(run_at));
     assert!(message.starts_with(&expected), "{message}");
     assert_eq!(calls_error(&by_local), message);
+
+    // Set aside, a few empty lines on each side of a block's edge are
+    // counted and written once, as the local engine does.
+    let few_at = line_start_after((2 << 20) - 3 * 2 - 200);
+    let mut few = calls[..few_at].to_vec();
+    few.extend(b"\r\n".repeat(300));
+    few.extend(&calls[few_at..]);
+    assert!(few_at < 2 << 20 && few_at + 2 * 300 > 2 << 20, "the empty lines span a block's edge");
+    std::fs::write(&path, &few).expect("write");
+    let set_aside = ["--spark-split-mb", "1", "--on-bad-row", "set-aside"];
+    let (by_local, by_spark) = ingest_both_at(&spark, &day, &uri, &local, &remote, &set_aside, master);
+    ok(&by_spark);
+    assert!(ok(&by_local).contains("set aside      300"), "{}", ok(&by_local));
+    assert_same_stores(&spark, &local, &remote, &accounts);
 
     // A bad value in the last block.
     let bad_at = line_start_after(calls.len() - 1000);
