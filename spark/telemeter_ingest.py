@@ -71,6 +71,8 @@ PARTITIONS = 64
 # dedup task (re-tune with bench/spark.sh, which also ingests a small day).
 BYTES_PER_CHECK_TASK = 256 << 20
 ROWS_PER_DEDUP_TASK = 1 << 20
+# The most bytes of lines in one Arrow batch of a file at a URI.
+ARROW_BATCH_BYTES = 64 << 20
 # A block size no file reaches: Spark reads each file whole.
 WHOLE = 1 << 62
 # Hadoop's line reader drops a UTF-8 byte order mark at a file's start.
@@ -256,6 +258,10 @@ def session(block_bytes):
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(block_bytes))
     # A file "costs" more than a partition holds: no two blocks share one.
     spark.conf.set("spark.sql.files.openCostInBytes", str(1 << 40))
+    # The Arrow batches a task gets hold 10,000 lines (Spark's default) or
+    # ARROW_BATCH_BYTES, whichever comes first: lines of up to telemeter's
+    # 1 MiB limit cannot make one batch gigabytes.
+    spark.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", str(ARROW_BATCH_BYTES))
     return spark
 
 
