@@ -512,15 +512,15 @@ def check_streamed(binary, out, on_bad_row, plain, parquet, block_bytes):
     return summaries, pieces, split
 
 
-def read_contents(files, use):
-    """`use` of the input files' bytes (path, content), one Spark partition
-    per file (Spark's binaryFile source: any Hadoop filesystem, files up to
-    2 GiB): compressed files, which Spark's text source would decode with
-    Hadoop's codecs, not telemeter's."""
+def read_contents(files):
+    """The input files' bytes (path, content), one Spark partition per file
+    (Spark's binaryFile source: any Hadoop filesystem, files up to 2 GiB):
+    for compressed files, which Spark's text source would decode with
+    Hadoop's codecs, not telemeter's, and files of at most 3 bytes."""
     spark = session(128 << 20)
     paths = [glob_escape(f["path"]) for f in files]
     reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-    return use(reader.load(paths).select("path", "content"))
+    return reader.load(paths).select("path", "content")
 
 
 def check_contents(binary, out, on_bad_row, files):
@@ -570,7 +570,7 @@ def check_listed(sc, plan, files, out, staging):
     summaries, pieces, split = check_streamed(binary, out, on_bad_row, plain, parquet, plan["split_bytes"])
     if contents:
         task = check_contents(binary, out, on_bad_row, contents)
-        summaries += read_contents(contents, lambda rows: rows.rdd.mapPartitions(task).collect())
+        summaries += read_contents(contents).rdd.mapPartitions(task).collect()
     if empty:
         nothing = os.path.join(staging, "empty")
         open(nothing, "wb").close()

@@ -122,9 +122,7 @@ pub fn dedup_task(inputs: &Path, kind: &str, partitions: Range<usize>, out: &Pat
     if partitions.start >= partitions.end || partitions.end > PARTITIONS {
         return Err(Error::Internal(format!("partitions {partitions:?} of {PARTITIONS}")));
     }
-    let bytes = std::fs::read(inputs).map_err(|e| Error::io(inputs, e))?;
-    let mut all: DedupInputs =
-        serde_json::from_slice(&bytes).map_err(|e| Error::io(inputs, format!("not dedup inputs: {e}")))?;
+    let mut all: DedupInputs = super::read_json(inputs, "dedup inputs")?;
     let files = all.kinds.remove(kind).unwrap_or_default();
     let stored: Vec<IndexFile> = files.stored.iter().map(|p| IndexFile::open(p)).collect::<Result<_>>()?;
     let new: Vec<(u32, IndexFile)> =

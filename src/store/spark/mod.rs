@@ -396,7 +396,7 @@ impl Job {
         let path = self.staging.join("result.json");
         loop {
             if path.exists() {
-                return read_json(&path);
+                return read_json(&path, "a job result");
             }
             if let Some(status) = self.child.try_wait().map_err(|e| Error::io(&self.staging, e))? {
                 return read_result(&self.staging, status);
@@ -432,12 +432,14 @@ fn read_result(staging: &Path, status: ExitStatus) -> Result<JobResult> {
              --spark-conf spark.log.level=INFO for more)"
         )));
     }
-    read_json(&result_path)
+    read_json(&result_path, "a job result")
 }
 
-fn read_json(path: &Path) -> Result<JobResult> {
+/// A JSON file of the staging folder, read as `what` (named in the error
+/// of a file that does not parse).
+pub(super) fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::io(path, format!("not a job result: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| Error::io(path, format!("not {what}: {e}")))
 }
 
 /// Writes the plan and the job to `staging`, runs `spark-submit` and waits
@@ -557,7 +559,7 @@ fn run_job(
     let deduplicated = staging.join("deduped.json");
     let status = loop {
         if deduplicated.exists() {
-            let result: JobResult = read_json(&deduplicated)?;
+            let result: JobResult = read_json(&deduplicated, "a job result")?;
             if let Some(cut) = result.split.filter(|cut| cut.split_files > 0) {
                 options.progress.tell(IngestProgress::Split { split_files: cut.split_files, splits: cut.splits });
             }
@@ -581,9 +583,7 @@ fn run_job(
 /// must give the files the job checked.
 fn read_listing(staging: &Path) -> Result<Inventory> {
     let path = staging.join("listing.json");
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    let listing: Listing =
-        serde_json::from_slice(&bytes).map_err(|e| Error::io(&path, format!("not a listing: {e}")))?;
+    let listing: Listing = read_json(&path, "a listing")?;
     let mut files = Vec::with_capacity(listing.files.len());
     for file in listing.files {
         let kind = Kind::of_name(&file.kind)

@@ -210,10 +210,7 @@ pub(super) fn publish(
         let mut with_rejects: Vec<&CheckedFile> = with_rejects.collect();
         with_rejects.sort_by_key(|c| (c.index, c.split));
         for checked in with_rejects {
-            let path = &checked.rejects;
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            let rejects: Vec<TaskError> =
-                serde_json::from_slice(&bytes).map_err(|e| Error::io(path, format!("not a rejects file: {e}")))?;
+            let rejects: Vec<TaskError> = super::read_json(&checked.rejects, "a rejects file")?;
             report.rejects.extend(rejects.into_iter().map(BadRecord::from));
         }
     }

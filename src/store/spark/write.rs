@@ -158,9 +158,7 @@ pub struct Touched {
 /// The Spark task of one file of the plan at `plan` (`writes.json`): its
 /// rows read from the checked files and written to the store.
 pub fn write_task(plan: &Path, task: usize) -> Result<WriteSummary> {
-    let bytes = std::fs::read(plan).map_err(|e| Error::io(plan, e))?;
-    let plan_of: WritePlan =
-        serde_json::from_slice(&bytes).map_err(|e| Error::io(plan, format!("not a write plan: {e}")))?;
+    let plan_of: WritePlan = super::read_json(plan, "a write plan")?;
     let WritePlan { store, ingest_id, checked, folded, base, names, tasks } = &plan_of;
     let this = tasks.get(task).ok_or_else(|| Error::io(plan, format!("no task {task}")))?;
     let kind =
@@ -260,9 +258,7 @@ pub(super) fn folded_parts(folded: &Path, task: usize) -> std::path::PathBuf {
 
 /// The rollup groups of write task `task`, from `folded`.
 pub(super) fn read_folded(folded: &Path, task: usize) -> Result<Vec<ShardPart>> {
-    let path = folded_parts(folded, task);
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::io(&path, format!("not a task's rollup groups: {e}")))
+    super::read_json(&folded_parts(folded, task), "a task's rollup groups")
 }
 
 #[cfg(test)]
