@@ -42,12 +42,18 @@ to the store, which no manifest lists yet, and folds their rollups
 (folded/); telemeter then merges the rollups and swaps the manifest.
 """
 
-import json
 import os
+import sys
+
+# Beside this job in the staging folder, so first on the search path.
+from telemeter_daemon import installed_first
+
+installed_first()
+
+import json
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 import zipimport
