@@ -214,12 +214,19 @@ pub(super) fn publish(
             report.rejects.extend(rejects.into_iter().map(BadRecord::from));
         }
     }
+    // The check tasks' files (gigabytes of page cache for a large ingest)
+    // are not read again: they go while the rollups merge.
+    let checked_dir = staging.join("checked");
+    let clearing = std::thread::spawn(move || std::fs::remove_dir_all(checked_dir));
     // The voids and the corrections, as the local ingest applies them.
     let shared = ingest::Shared { store, options, inventory, old, registries: &registries, syncer: &syncer };
-    let (taken, applied) = ingest::correct(shared, ingest::Taken { manifest, rollups, report, touched })?;
-    options.progress.tell(IngestProgress::Publishing);
-    let folded = generation::Folded { rollups: taken.rollups, applied };
-    let report = generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer);
+    let report =
+        ingest::correct(shared, ingest::Taken { manifest, rollups, report, touched }).and_then(|(taken, applied)| {
+            options.progress.tell(IngestProgress::Publishing);
+            let folded = generation::Folded { rollups: taken.rollups, applied };
+            generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer)
+        });
+    let _ = clearing.join();
     job.end();
     report
 }
