@@ -62,6 +62,8 @@ fn telemeter(spark: &(PathBuf, Option<PathBuf>)) -> Command {
         // own random key otherwise, and tokens are sealed with it).
         .env("TELEMETER_TOKEN_KEY", crate::common::TOKEN_KEY)
         .env("TELEMETER_STATE_DIR", crate::common::state_dir())
+        // The driver JVM's class archive, shared by these tests.
+        .env("XDG_CACHE_HOME", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cache"))
         // The driver's JVM compiles with its quick compiler only: these
         // jobs are seconds long, and C2's compiling cost more than it won
         // (a 9,600-row ingest in local[2]: 37 -> 30 s). Results do not
@@ -1028,4 +1030,52 @@ fn spark_applies_corrections_as_the_local_engine() {
     let out = String::from_utf8_lossy(&by_local.stdout).into_owned();
     assert!(out.contains("superseded"), "{out}");
     assert_same_stores(&spark, &local, &remote, &accounts);
+}
+
+/// The driver JVM's class archive: saved by the first job, used by the
+/// next; one cut on disk (which would kill the JVM with SIGBUS if mapped)
+/// is set aside and saved again, and the ingest is the same.
+#[test]
+fn spark_saves_its_class_archive_and_replaces_a_cut_one() {
+    let Some(spark) = spark() else { return };
+    let temp = tempfile::tempdir().expect("tempdir");
+    let cache = temp.path().join("cache");
+    let folder = cache.join("telemeter").join("spark");
+    let data = crate::common::sample_data();
+    let ingest = |store: &str| {
+        let store = temp.path().join(store);
+        let args =
+            ["ingest", "--data", s(&data), "--store", s(&store), "--engine", "spark", "--spark-master", "local[1]"];
+        let output = telemeter(&spark).env("XDG_CACHE_HOME", &cache).args(args).output().expect("run telemeter");
+        counts(&ok(&output))
+    };
+    let archives = || -> Vec<(String, u64)> {
+        let mut found: Vec<(String, u64)> = std::fs::read_dir(&folder)
+            .expect("the archive folder")
+            .map(|e| e.expect("entry"))
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().expect("metadata").len()))
+            .collect();
+        found.sort();
+        found
+    };
+    let first = ingest("first");
+    assert!(!first.is_empty(), "the report's counts");
+    let saved = archives();
+    let names: Vec<&str> = saved.iter().map(|(name, _)| name.as_str()).collect();
+    assert!(
+        names.len() == 2 && names[0].ends_with(".jsa") && names[1] == format!("{}.sum", names[0]),
+        "an archive and its sum, nothing half-saved: {saved:?}"
+    );
+    let (archive, bytes) = (folder.join(&saved[0].0), saved[0].1);
+    assert!(bytes > 1 << 20, "{saved:?}");
+    // Used as it is by the next job.
+    assert_eq!(ingest("second"), first);
+    assert_eq!(archives(), saved);
+    // Cut: the job runs without it, and saves it again.
+    let whole = std::fs::read(&archive).expect("archive");
+    std::fs::write(&archive, &whole[..whole.len() / 2]).expect("cut");
+    assert_eq!(ingest("third"), first);
+    let again = archives();
+    assert_eq!(again.iter().map(|(name, _)| name).collect::<Vec<_>>(), names, "{again:?}");
+    assert!(again[0].1 > 1 << 20, "saved whole again: {again:?}");
 }

@@ -55,6 +55,7 @@
 //! staging folder, which is removed, and files no manifest lists; the
 //! manifest swap stays the one commit point.
 
+mod class_archive;
 mod dedup;
 mod publish;
 mod rows;
@@ -80,6 +81,7 @@ use crate::error::{Error, Result};
 use crate::records::files::{Format, InputFile, Inventory, LAYOUT};
 use crate::records::split::{self, Split};
 use crate::records::Kind;
+use class_archive::ClassArchive;
 use publish::publish;
 
 /// The job, kept in the repository and compiled in.
@@ -383,6 +385,8 @@ enum Started {
 pub(super) struct Job {
     child: Child,
     staging: PathBuf,
+    /// The driver JVM's class archive, used or being saved.
+    archive: Option<ClassArchive>,
 }
 
 /// How often the job and this program look for each other's files.
@@ -409,6 +413,7 @@ impl Job {
                 return read_json(&path, "a job result");
             }
             if let Some(status) = self.child.try_wait().map_err(|e| Error::io(&self.staging, e))? {
+                self.exited(status);
                 return read_result(&self.staging, status);
             }
             std::thread::sleep(POLL);
@@ -418,7 +423,17 @@ impl Job {
     /// Waits for spark-submit to exit once its result is in hand (its exit
     /// status says nothing more).
     fn end(mut self) {
-        let _ = self.child.wait();
+        if let Ok(status) = self.child.wait() {
+            self.exited(status);
+        }
+    }
+
+    /// Once spark-submit exited with `status`: the class archive its
+    /// driver saved is kept only after a clean exit.
+    fn exited(&mut self, status: ExitStatus) {
+        if let Some(archive) = &mut self.archive {
+            archive.settle(status.success());
+        }
     }
 }
 
@@ -441,6 +456,8 @@ struct JobSettings<'a> {
     staging: &'a Path,
     /// Whether DATA is a URI (its lines pass through the JVMs).
     uri: bool,
+    /// The driver's class archive option ([`ClassArchive`]).
+    archive: Option<String>,
 }
 
 /// The job's Spark configuration: [`DEFAULT_CONF`], the JVMs' options and
@@ -464,9 +481,12 @@ fn job_conf(settings: &JobSettings<'_>, given: &[(String, String)]) -> Result<BT
         DEFAULT_CONF.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let compiler = if settings.uri { "" } else { "-XX:TieredStopAtLevel=1 " };
     let java_option = format!("{compiler}-Dlog4j2.configurationFile=file:{}", path_text(settings.log_config)?);
-    for key in ["spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"] {
-        conf.insert(key.to_owned(), java_option.clone());
-    }
+    let driver = match &settings.archive {
+        Some(archive) => format!("{archive} {java_option}"),
+        None => java_option.clone(),
+    };
+    conf.insert("spark.driver.extraJavaOptions".to_owned(), driver);
+    conf.insert("spark.executor.extraJavaOptions".to_owned(), java_option);
     let last = |wanted: &str| given.iter().rev().find(|(key, _)| key == wanted).map(|(_, value)| value);
     let daemon_given = last(DAEMON_MODULE).is_some();
     if !daemon_given {
@@ -584,7 +604,13 @@ fn run_job(
     command.arg("--name").arg(format!("telemeter ingest {} generation {generation} ({id})", store.display()));
     let log_config = staging.join("log4j2.properties");
     super::write_synced(&log_config, LOG_CONFIG.as_bytes())?;
-    let settings = JobSettings { log_config: &log_config, staging, uri: plan.data_uri.is_some() };
+    let archive = ClassArchive::find(&spark.spark_submit);
+    let settings = JobSettings {
+        log_config: &log_config,
+        staging,
+        uri: plan.data_uri.is_some(),
+        archive: archive.as_ref().map(ClassArchive::java_option),
+    };
     let conf = job_conf(&settings, &spark.conf)?;
     for (key, value) in &conf {
         command.arg("--conf").arg(format!("{key}={value}"));
@@ -600,7 +626,7 @@ fn run_job(
     }
     options.progress.tell(IngestProgress::Submitted);
     let child = command.spawn().map_err(|e| Error::io(&spark.spark_submit, format!("cannot run spark-submit: {e}")))?;
-    let mut job = Job { child, staging: staging.to_owned() };
+    let mut job = Job { child, staging: staging.to_owned(), archive };
     let deduplicated = staging.join("deduped.json");
     let status = loop {
         if deduplicated.exists() {
@@ -612,6 +638,7 @@ fn run_job(
             return Ok(Started::Deduplicated(result, job));
         }
         if let Some(status) = job.child.try_wait().map_err(|e| Error::io(&spark.spark_submit, e))? {
+            job.exited(status);
             break status;
         }
         std::thread::sleep(POLL);
@@ -662,13 +689,16 @@ mod tests {
     /// wins.
     #[test]
     fn the_job_conf_keeps_the_users_python_settings() {
-        let settings =
-            JobSettings { log_config: Path::new("/s/log4j2.properties"), staging: Path::new("/s"), uri: false };
+        let archive = Some("-XX:SharedArchiveFile=/c/driver.jsa".to_owned());
+        let (log_config, staging) = (Path::new("/s/log4j2.properties"), Path::new("/s"));
+        let settings = JobSettings { log_config, staging, uri: false, archive };
         let conf = job_conf(&settings, &[]).expect("conf");
         assert_eq!(conf[DAEMON_MODULE], "telemeter_daemon");
         assert_eq!(conf[EXECUTOR_PATH], "/s");
         assert_eq!(conf["spark.ui.enabled"], "false");
-        assert!(conf["spark.driver.extraJavaOptions"].starts_with("-XX:TieredStopAtLevel=1 "));
+        let driver = &conf["spark.driver.extraJavaOptions"];
+        assert!(driver.starts_with("-XX:SharedArchiveFile=/c/driver.jsa -XX:TieredStopAtLevel=1 "), "{driver}");
+        assert!(conf["spark.executor.extraJavaOptions"].starts_with("-XX:TieredStopAtLevel=1 "));
 
         let given = pairs(&[(EXECUTOR_PATH, "/a"), (EXECUTOR_PATH, "/lib"), ("spark.ui.enabled", "true")]);
         let conf = job_conf(&settings, &given).expect("conf");
@@ -681,8 +711,9 @@ mod tests {
         let conf = job_conf(&settings, &pairs(&[(DAEMON_MODULE, "pyspark.daemon")])).expect("conf");
         assert!(!conf.contains_key(EXECUTOR_PATH), "{conf:?}");
 
-        let uri = JobSettings { uri: true, ..settings };
+        let uri = JobSettings { uri: true, archive: None, ..settings };
         let conf = job_conf(&uri, &[]).expect("conf");
         assert!(conf["spark.executor.extraJavaOptions"].starts_with("-Dlog4j2.configurationFile=file:/s/"));
+        assert_eq!(conf["spark.driver.extraJavaOptions"], conf["spark.executor.extraJavaOptions"]);
     }
 }
