@@ -61,7 +61,7 @@ from urllib.parse import unquote
 
 from py4j.protocol import Py4JJavaError
 
-from pyspark import SparkContext, SparkFiles, TaskContext
+from pyspark import SparkConf, SparkContext, SparkFiles, TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -78,6 +78,10 @@ PARTITIONS = 64
 # dedup task (re-tune with bench/spark.sh, which also ingests a small day).
 BYTES_PER_CHECK_TASK = 256 << 20
 ROWS_PER_DEDUP_TASK = 1 << 20
+# Spark's settings of the Python workers' daemon module and of the
+# executors' Python search path.
+DAEMON_MODULE = "spark.python.daemon.module"
+EXECUTOR_PATH = "spark.executorEnv.PYTHONPATH"
 # The most bytes of lines in one Arrow batch of a file at a URI.
 ARROW_BATCH_BYTES = 64 << 20
 # A block size no file reaches: Spark reads each file whole.
@@ -97,15 +101,29 @@ def executable(name):
     return copy
 
 
+def python_daemon(conf, staging):
+    """`conf` with the executors' Python workers started by
+    telemeter_daemon (beside this job in `staging`, which joins the
+    executors' search path), unless a daemon module is configured
+    (--spark-conf or spark-defaults.conf) or the folder's path cannot
+    join a search path."""
+    if conf.contains(DAEMON_MODULE) or os.pathsep in staging:
+        return conf
+    theirs = conf.get(EXECUTOR_PATH, "")
+    conf.set(DAEMON_MODULE, "telemeter_daemon")
+    conf.set(EXECUTOR_PATH, theirs + os.pathsep + staging if theirs else staging)
+    return conf
+
+
 def forget_zip_finders():
     """Drops the finders of zip archives (pyspark.zip, one per package
-    imported from it) from this Python worker's import cache. PySpark's
-    worker calls importlib.invalidate_caches() before every task, and
-    Python before 3.12 then re-reads each such archive's whole directory,
-    in Python: 0.18 s of CPU a task, a fifth of all the tasks' time on
-    local[2]. Called by each task, so the worker's next task (workers are
-    reused) skips that; an import that needs a finder makes it again from
-    the directory read once."""
+    imported from it, and Spark's jars) from this Python worker's import
+    cache. PySpark's worker calls importlib.invalidate_caches() before
+    every task, and Python before 3.12 then re-reads each such archive's
+    whole directory, in Python (docs/scale.md has its cost). Called by
+    each task, so the worker's next task (workers are reused) skips that;
+    an import that needs a finder makes it again from the directory read
+    once."""
     for path, finder in list(sys.path_importer_cache.items()):
         if isinstance(finder, zipimport.zipimporter):
             del sys.path_importer_cache[path]
@@ -747,7 +765,7 @@ def main():
     with open(plan_path, encoding="utf-8") as f:
         plan = json.load(f)
     staging = plan["staging"]
-    sc = SparkContext.getOrCreate()
+    sc = SparkContext.getOrCreate(python_daemon(SparkConf(), staging))
     result = {"error": None, "kinds": {}}
 
     files = plan["files"]

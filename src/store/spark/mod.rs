@@ -118,11 +118,6 @@ pub struct SparkOptions {
     pub split_bytes: u64,
 }
 
-/// Spark's setting of the Python workers' daemon module.
-const DAEMON_MODULE: &str = "spark.python.daemon.module";
-/// Spark's setting of the executors' Python search path.
-const EXECUTOR_PATH: &str = "spark.executorEnv.PYTHONPATH";
-
 /// The Spark configuration every job gets unless `--spark-conf` says
 /// otherwise: no UI, quiet logs. (The job computes nothing in Spark SQL:
 /// its tasks run this binary.)
@@ -429,21 +424,27 @@ impl Job {
     }
 
     /// Once spark-submit exited with `status`: the class archive its
-    /// driver saved is kept only after a clean exit.
+    /// driver saved is kept only after a clean exit, and a job that
+    /// finished without saving it says so.
     fn exited(&mut self, status: ExitStatus) {
+        let finished = self.staging.join("result.json").exists();
         if let Some(archive) = &mut self.archive {
-            archive.settle(status.success());
+            archive.settle(status.success(), finished);
         }
     }
 }
 
 impl Drop for Job {
     fn drop(&mut self) {
-        // Still running: what comes after the job failed. (A job that
-        // ended is no process to kill; nothing to report either way.)
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        // Still running: what comes after the job failed. A job that ended
+        // is no process to kill, and its class archive is settled.
+        match self.child.try_wait() {
+            Ok(None) => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+            Ok(Some(status)) => self.exited(status),
+            Err(_) => {}
         }
     }
 }
@@ -452,30 +453,26 @@ impl Drop for Job {
 struct JobSettings<'a> {
     /// The job's log4j2 configuration.
     log_config: &'a Path,
-    /// The staging folder (the job and its Python daemon).
-    staging: &'a Path,
     /// Whether DATA is a URI (its lines pass through the JVMs).
     uri: bool,
     /// The driver's class archive option ([`ClassArchive`]).
     archive: Option<String>,
 }
 
-/// The job's Spark configuration: [`DEFAULT_CONF`], the JVMs' options and
-/// the Python daemon's module and path, then the user's `given` pairs
-/// (the last of a key wins).
+/// The job's Spark configuration: [`DEFAULT_CONF`] and the JVMs'
+/// options, then the user's `given` pairs (the last of a key wins).
 ///
 /// - Quiet from the first line: Spark's start-up INFO lines come before
 ///   `spark.log.level` applies.
 /// - For local data the JVMs compile with C1 only: they schedule tasks and
 ///   run no heavy code (the tasks are this binary), and C2 compiling
-///   Spark's own start-up took 2.7 s of CPU of a 5.6 s no-op job on
-///   local[2] (0.6 s of its wall time). Data at a URI passes through the
-///   JVMs' line reader, which C2 makes about twice as fast.
-/// - The executors' Python daemon is `telemeter_daemon` from the staging
-///   folder (on every executor's path, as the store is), which loads
-///   pyspark's compiled modules: 0.4 s less before the first task. A
-///   daemon module of the user's is left alone; a search path of the
-///   user's is kept, ahead of the staging folder.
+///   Spark's own start-up costs more than it wins (docs/scale.md). Data at
+///   a URI passes through the JVMs' line reader, which C2 makes about twice
+///   as fast.
+/// - The driver maps its class archive ([`ClassArchive`]).
+///
+/// (The Python workers' daemon is the job's to set, so that a daemon of
+/// spark-defaults.conf wins as one of `--spark-conf` does.)
 fn job_conf(settings: &JobSettings<'_>, given: &[(String, String)]) -> Result<BTreeMap<String, String>> {
     let mut conf: BTreeMap<String, String> =
         DEFAULT_CONF.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
@@ -487,25 +484,18 @@ fn job_conf(settings: &JobSettings<'_>, given: &[(String, String)]) -> Result<BT
     };
     conf.insert("spark.driver.extraJavaOptions".to_owned(), driver);
     conf.insert("spark.executor.extraJavaOptions".to_owned(), java_option);
-    let last = |wanted: &str| given.iter().rev().find(|(key, _)| key == wanted).map(|(_, value)| value);
-    let daemon_given = last(DAEMON_MODULE).is_some();
-    if !daemon_given {
-        let theirs = last(EXECUTOR_PATH).map(|path| format!("{path}:")).unwrap_or_default();
-        conf.insert(DAEMON_MODULE.to_owned(), "telemeter_daemon".to_owned());
-        conf.insert(EXECUTOR_PATH.to_owned(), format!("{theirs}{}", path_text(settings.staging)?));
-    }
     for (key, value) in given {
-        if key != EXECUTOR_PATH || daemon_given {
-            conf.insert(key.clone(), value.clone());
-        }
+        conf.insert(key.clone(), value.clone());
     }
     Ok(conf)
 }
 
-/// The job's result (`result.json`) once it ended with `status`.
+/// The job's result (`result.json`) once it ended with `status`. The job
+/// writes it, whole, as its last step: a JVM that fails after it (say,
+/// saving its class archive) does not change it.
 fn read_result(staging: &Path, status: ExitStatus) -> Result<JobResult> {
     let result_path = staging.join("result.json");
-    if !status.success() || !result_path.exists() {
+    if !result_path.exists() {
         return Err(Error::External(format!(
             "the Spark job failed ({status}); nothing was published (its log is above; run with \
              --spark-conf spark.log.level=INFO for more)"
@@ -607,7 +597,6 @@ fn run_job(
     let archive = ClassArchive::find(&spark.spark_submit);
     let settings = JobSettings {
         log_config: &log_config,
-        staging,
         uri: plan.data_uri.is_some(),
         archive: archive.as_ref().map(ClassArchive::java_option),
     };
@@ -684,32 +673,26 @@ mod tests {
         given.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 
-    /// The job's daemon and search path, unless the user names a daemon;
-    /// the user's search path kept first; the user's last value of a key
+    /// The driver maps its class archive; the user's last value of a key
     /// wins.
     #[test]
-    fn the_job_conf_keeps_the_users_python_settings() {
+    fn the_job_conf_puts_the_users_settings_last() {
         let archive = Some("-XX:SharedArchiveFile=/c/driver.jsa".to_owned());
-        let (log_config, staging) = (Path::new("/s/log4j2.properties"), Path::new("/s"));
-        let settings = JobSettings { log_config, staging, uri: false, archive };
+        let settings = JobSettings { log_config: Path::new("/s/log4j2.properties"), uri: false, archive };
         let conf = job_conf(&settings, &[]).expect("conf");
-        assert_eq!(conf[DAEMON_MODULE], "telemeter_daemon");
-        assert_eq!(conf[EXECUTOR_PATH], "/s");
         assert_eq!(conf["spark.ui.enabled"], "false");
         let driver = &conf["spark.driver.extraJavaOptions"];
         assert!(driver.starts_with("-XX:SharedArchiveFile=/c/driver.jsa -XX:TieredStopAtLevel=1 "), "{driver}");
         assert!(conf["spark.executor.extraJavaOptions"].starts_with("-XX:TieredStopAtLevel=1 "));
 
-        let given = pairs(&[(EXECUTOR_PATH, "/a"), (EXECUTOR_PATH, "/lib"), ("spark.ui.enabled", "true")]);
+        let given = pairs(&[
+            ("spark.ui.enabled", "true"),
+            ("spark.ui.enabled", "false"),
+            ("spark.driver.extraJavaOptions", "-Dx=1"),
+        ]);
         let conf = job_conf(&settings, &given).expect("conf");
-        assert_eq!(conf[EXECUTOR_PATH], "/lib:/s");
-        assert_eq!(conf["spark.ui.enabled"], "true");
-
-        let given = pairs(&[(DAEMON_MODULE, "my_daemon"), (EXECUTOR_PATH, "/lib")]);
-        let conf = job_conf(&settings, &given).expect("conf");
-        assert_eq!((conf[DAEMON_MODULE].as_str(), conf[EXECUTOR_PATH].as_str()), ("my_daemon", "/lib"));
-        let conf = job_conf(&settings, &pairs(&[(DAEMON_MODULE, "pyspark.daemon")])).expect("conf");
-        assert!(!conf.contains_key(EXECUTOR_PATH), "{conf:?}");
+        assert_eq!(conf["spark.ui.enabled"], "false");
+        assert_eq!(conf["spark.driver.extraJavaOptions"], "-Dx=1", "the user's options replace the archive's");
 
         let uri = JobSettings { uri: true, archive: None, ..settings };
         let conf = job_conf(&uri, &[]).expect("conf");
