@@ -38,8 +38,9 @@ const ENVIRONMENT: &[Var] = &[
     },
     Var {
         name: "HOME",
-        text: "without either of the two above, the state directory is $HOME/.local/state/telemeter",
-        commands: &["summary", "report", "serve"],
+        text: "without either of the two above, the state directory is $HOME/.local/state/telemeter; \
+               without XDG_CACHE_HOME, ingest --engine spark's cache is $HOME/.cache/telemeter",
+        commands: &["summary", "report", "serve", "ingest"],
     },
     Var {
         name: "COLUMNS",
@@ -57,6 +58,27 @@ const ENVIRONMENT: &[Var] = &[
         text: "the Apache Spark installation that ingest --engine spark runs (bin/spark-submit)",
         commands: &["ingest"],
     },
+    Var {
+        name: "XDG_CACHE_HOME",
+        text: "ingest --engine spark keeps the Spark driver's class archive (saved by the first job, \
+               mapped by the next) in $XDG_CACHE_HOME/telemeter/spark",
+        commands: &["ingest"],
+    },
+    Var {
+        name: "JAVA_HOME",
+        text: "the Java that Spark runs ($JAVA_HOME/bin/java, else java on PATH): with Spark's jars, \
+               it names the class archive",
+        commands: &["ingest"],
+    },
+    Var { name: "PATH", text: "where java is found without JAVA_HOME", commands: &["ingest"] },
+    Var {
+        name: "SPARK_CONF_DIR",
+        text: "Spark's configuration folder (default SPARK_HOME/conf); when it, HADOOP_CONF_DIR or \
+               YARN_CONF_DIR holds files, the Spark driver gets no class archive",
+        commands: &["ingest"],
+    },
+    Var { name: "HADOOP_CONF_DIR", text: "see SPARK_CONF_DIR", commands: &["ingest"] },
+    Var { name: "YARN_CONF_DIR", text: "see SPARK_CONF_DIR", commands: &["ingest"] },
 ];
 
 /// The data folder, as the top-level help shows it (no file the user may
