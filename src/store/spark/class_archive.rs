@@ -60,16 +60,15 @@ impl ClassArchive {
             return None;
         }
         std::fs::create_dir_all(folder).ok()?;
-        remove_abandoned(folder);
+        // Half-saved by killed ingests.
+        remove_older(folder, ABANDONED, |name| name.ends_with(".tmp"));
         let path = folder.join(format!("driver-{:016x}.jsa", install.key()));
         if sound(&path) {
             return Some(ClassArchive { path, saving: None });
         }
         let _ = std::fs::remove_file(&path);
         let _ = std::fs::remove_file(sum_path(&path));
-        let unsaved = unsaved_path(&path);
-        let age = std::fs::metadata(&unsaved).ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
-        if age.is_some_and(|age| age < RETRY) {
+        if age(&unsaved_path(&path)).is_some_and(|age| age < RETRY) {
             return None;
         }
         let saving = path.with_extension(format!("jsa.{}.tmp", std::process::id()));
@@ -105,7 +104,11 @@ impl ClassArchive {
                 });
                 if written {
                     let _ = std::fs::remove_file(unsaved_path(&self.path));
-                    remove_stale(&self.path);
+                    // Other installs' archives, sums and marks, long unsaved.
+                    let ours = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    if let Some(folder) = self.path.parent() {
+                        remove_older(folder, STALE, |name| name.starts_with("driver-") && !name.starts_with(&ours));
+                    }
                     return;
                 }
                 let _ = std::fs::remove_file(&sum_temporary);
@@ -132,33 +135,20 @@ const RETRY: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600)
 /// removed when a job saves one.
 const STALE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 
-/// Removes the archives of other installs (and their sums and marks) next
-/// to `kept` that are older than [`STALE`].
-fn remove_stale(kept: &Path) {
-    let (Some(folder), Some(name)) = (kept.parent(), kept.file_name()) else { return };
+/// Removes the files of `folder` that `pick` names and that are older
+/// than `limit`.
+fn remove_older(folder: &Path, limit: std::time::Duration, pick: impl Fn(&str) -> bool) {
     let Ok(entries) = std::fs::read_dir(folder) else { return };
-    let ours = name.to_string_lossy();
     for entry in entries.flatten() {
-        let file = entry.file_name().to_string_lossy().into_owned();
-        let archive = file.starts_with("driver-") && !file.starts_with(ours.as_ref());
-        let age = entry.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
-        if archive && age.is_some_and(|age| age > STALE) {
+        if pick(&entry.file_name().to_string_lossy()) && age(&entry.path()).is_some_and(|age| age > limit) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
 }
 
-/// Removes the archives in `folder` that killed ingests left half-saved.
-fn remove_abandoned(folder: &Path) {
-    let Ok(entries) = std::fs::read_dir(folder) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let saving = path.extension().is_some_and(|e| e == "tmp");
-        let age = entry.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
-        if saving && age.is_some_and(|age| age > ABANDONED) {
-            let _ = std::fs::remove_file(&path);
-        }
-    }
+/// How long ago the file at `path` was last written.
+fn age(path: &Path) -> Option<std::time::Duration> {
+    std::fs::metadata(path).ok()?.modified().ok()?.elapsed().ok()
 }
 
 /// Where the sum of the archive at `path` is.

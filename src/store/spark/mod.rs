@@ -408,7 +408,6 @@ impl Job {
                 return read_json(&path, "a job result");
             }
             if let Some(status) = self.child.try_wait().map_err(|e| Error::io(&self.staging, e))? {
-                self.exited(status);
                 return read_result(&self.staging, status);
             }
             std::thread::sleep(POLL);
@@ -416,34 +415,29 @@ impl Job {
     }
 
     /// Waits for spark-submit to exit once its result is in hand (its exit
-    /// status says nothing more).
+    /// status says nothing more; the drop settles the class archive).
     fn end(mut self) {
-        if let Ok(status) = self.child.wait() {
-            self.exited(status);
-        }
-    }
-
-    /// Once spark-submit exited with `status`: the class archive its
-    /// driver saved is kept only after a clean exit, and a job that
-    /// finished without saving it says so.
-    fn exited(&mut self, status: ExitStatus) {
-        let finished = self.staging.join("result.json").exists();
-        if let Some(archive) = &mut self.archive {
-            archive.settle(status.success(), finished);
-        }
+        let _ = self.child.wait();
     }
 }
 
 impl Drop for Job {
+    /// Still running: what comes after the job failed, so it is stopped
+    /// (and the archive its driver was saving dropped with it). Ended: the
+    /// class archive its driver saved is kept only after a clean exit, and
+    /// a job that finished without saving one says so.
     fn drop(&mut self) {
-        // Still running: what comes after the job failed. A job that ended
-        // is no process to kill, and its class archive is settled.
         match self.child.try_wait() {
             Ok(None) => {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
             }
-            Ok(Some(status)) => self.exited(status),
+            Ok(Some(status)) => {
+                let finished = self.staging.join("result.json").exists();
+                if let Some(archive) = &mut self.archive {
+                    archive.settle(status.success(), finished);
+                }
+            }
             Err(_) => {}
         }
     }
@@ -627,7 +621,6 @@ fn run_job(
             return Ok(Started::Deduplicated(result, job));
         }
         if let Some(status) = job.child.try_wait().map_err(|e| Error::io(&spark.spark_submit, e))? {
-            job.exited(status);
             break status;
         }
         std::thread::sleep(POLL);
