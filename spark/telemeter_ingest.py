@@ -344,8 +344,9 @@ def changed(f, what):
 
 def read_lines(spark, files):
     """The lines of `files` (Spark's text source, cut at newlines only, so
-    a line keeps its carriage return), as bytes, with the file, the block and the
-    file's size: a file is read a block at a time, never held whole."""
+    a line keeps its carriage return), as bytes, with the file, the block
+    and the file's size: a file is read a block at a time, never held
+    whole."""
     reader = spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true")
     return reader.text([glob_escape(f["path"]) for f in files]).select(
         F.col("value").cast("binary").alias("line"),
@@ -598,10 +599,10 @@ def check_listed(sc, plan, files, out, staging):
     """Checks the files listed at DATA (a URI): plain CSV and Parquet files
     streamed by Spark as lines (the CSV files in blocks of the plan's
     split_bytes), compressed files and files of at most 3 bytes through
-    binaryFile, empty files (which
-    Spark's file sources skip) as an empty file in the staging folder. The
-    summaries, the (file index, split) pieces that must have one, and how
-    many files were cut into how many blocks."""
+    binaryFile, empty files (which Spark's file sources skip) as an empty
+    file in the staging folder. The summaries, the (file index, split)
+    pieces that must have one, and how many files were cut into how many
+    blocks."""
     binary, on_bad_row = plan["binary"], plan["on_bad_row"]
     # Hadoop's line reader gives no line for a file that is only a byte
     # order mark: such files (and smaller ones) go through binaryFile.

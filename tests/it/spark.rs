@@ -696,12 +696,18 @@ fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
 
     let line_start_after = |at: usize| calls[at..].iter().position(|&b| b == b'\n').expect("a line") + at + 1;
     let line_of = |at: usize| calls[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-    // 10,001 empty lines, 5,000 of them before the second block's start.
-    let run_at = line_start_after((2 << 20) - 5_000 * 2 - 200);
-    let mut run = calls[..run_at].to_vec();
-    run.extend(b"\r\n".repeat(10_001));
-    run.extend(&calls[run_at..]);
-    assert!(run_at < 2 << 20 && run_at + 2 * 10_001 > 2 << 20, "the run spans a block's edge");
+    // `count` empty lines (CRLF) from the first line start past `at`,
+    // across the block that starts at 2 MiB: the file's bytes and the run's start.
+    let empty_lines = |at: usize, count: usize| {
+        let start = line_start_after(at);
+        let mut bytes = calls[..start].to_vec();
+        bytes.extend(b"\r\n".repeat(count));
+        bytes.extend(&calls[start..]);
+        assert!(start < 2 << 20 && start + 2 * count > 2 << 20, "the run spans a block's edge");
+        (bytes, start)
+    };
+    // 10,001 empty lines, 5,000 of them before that block.
+    let (run, run_at) = empty_lines((2 << 20) - 5_000 * 2 - 200, 10_001);
     std::fs::write(&path, &run).expect("write");
     let (by_local, by_spark) = ingest_both_at(&spark, &day, &uri, &local, &remote, &split, master);
     let message = calls_error(&by_spark);
@@ -711,11 +717,7 @@ fn spark_streams_files_at_a_uri_in_blocks_as_the_local_engine_reads_them() {
 
     // Set aside, a few empty lines on each side of a block's edge are
     // counted and written once, as the local engine does.
-    let few_at = line_start_after((2 << 20) - 3 * 2 - 200);
-    let mut few = calls[..few_at].to_vec();
-    few.extend(b"\r\n".repeat(300));
-    few.extend(&calls[few_at..]);
-    assert!(few_at < 2 << 20 && few_at + 2 * 300 > 2 << 20, "the empty lines span a block's edge");
+    let (few, _) = empty_lines((2 << 20) - 3 * 2 - 200, 300);
     std::fs::write(&path, &few).expect("write");
     let set_aside = ["--spark-split-mb", "1", "--on-bad-row", "set-aside"];
     let (by_local, by_spark) = ingest_both_at(&spark, &day, &uri, &local, &remote, &set_aside, master);
