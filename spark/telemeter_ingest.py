@@ -56,6 +56,7 @@ import stat
 import subprocess
 import tempfile
 import time
+import types
 import zipimport
 from urllib.parse import unquote
 
@@ -155,24 +156,90 @@ def check_tasks(sc, files):
 def run_task(exe, threads, f, on_bad_row, out):
     """`telemeter spark-task check` on one input file (or split of one):
     its summary."""
-    command = [
-        exe, "--threads", threads, "spark-task", "check", "--kind", f["kind"], "--file", f["path"],
-        "--name", f["name"], "--source", str(f["index"]), "--on-bad-row", on_bad_row, "--out", out,
+    words = [
+        "check", "--kind", f["kind"], "--file", f["path"], "--name", f["name"], "--source", str(f["index"]),
+        "--on-bad-row", on_bad_row, "--out", out,
     ]
     split = f.get("split")
     if split:
         for key in ("number", "from", "to", "line", "size", "empty_before"):
             flag = "--split" if key == "number" else "--" + key.replace("_", "-")
-            command += [flag, str(split.get(key, 0))]
-    return run_binary(command, f["name"])
+            words += [flag, str(split.get(key, 0))]
+    return run_binary(exe, threads, words, f["name"])
 
 
-def run_binary(command, what):
-    """A `telemeter spark-task` command's summary (its one line of JSON)."""
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"telemeter spark-task failed on {what}: {done.stderr.strip()}")
-    return json.loads(done.stdout)
+def run_binary(exe, threads, words, what):
+    """The summary of `telemeter spark-task <words>` (one line of JSON),
+    run by this Python worker's `spark-task serve` process."""
+    servers = served()
+    server = servers.get((exe, threads))
+    if server is None or not server.ready():
+        if server is not None:
+            server.stop()
+        server = servers[(exe, threads)] = Server(exe, threads)
+    return server.run(words, what)
+
+
+def served():
+    """This Python worker's `spark-task serve` processes, by (binary,
+    threads). They live in a module of their own: the job's functions
+    reach a worker by value, with fresh globals for every task, while the
+    worker (and sys.modules) lives on from task to task."""
+    module = sys.modules.get("telemeter_served")
+    if module is None:
+        module = types.ModuleType("telemeter_served")
+        module.servers = {}
+        sys.modules["telemeter_served"] = module
+    return module.servers
+
+
+class Server:
+    """`telemeter spark-task serve`: tasks run one after another in one
+    process, which reuses the memory its earlier tasks freed (a fresh
+    process per task paid a page fault for every page it touched: a third
+    of the tasks' time, docs/scale.md). It ends when this worker does (its
+    standard input closes). Its standard error goes to an unnamed file,
+    read back for the message of a task that fails or of a crash."""
+
+    def __init__(self, exe, threads):
+        self.said = tempfile.TemporaryFile(mode="a+b")
+        self.process = subprocess.Popen(
+            [exe, "--threads", threads, "spark-task", "serve"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.said,
+        )
+        self.busy = False
+
+    def ready(self):
+        """Alive, and not in the middle of a task (one that was
+        interrupted: its answer would be taken for the next task's)."""
+        return not self.busy and self.process.poll() is None
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait()
+        self.said.close()
+
+    def run(self, words, what):
+        start = os.fstat(self.said.fileno()).st_size
+        self.busy = True
+        try:
+            self.process.stdin.write((json.dumps(words) + "\n").encode("utf-8"))
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except OSError:
+            line = b""
+        self.busy = False
+        said = os.pread(self.said.fileno(), 1 << 20, start).decode("utf-8", "replace").strip()
+        if not line:
+            self.process.wait()
+            raise RuntimeError(
+                f"telemeter spark-task failed on {what}: it stopped (status {self.process.returncode}): {said}"
+            )
+        answer = json.loads(line)
+        if "error" in answer:
+            message = f"{said}\n{answer['error']}" if said else answer["error"]
+            raise RuntimeError(f"telemeter spark-task failed on {what}: {message}")
+        return answer["summary"]
 
 
 def dedup_ranges(binary, inputs, out):
@@ -184,11 +251,11 @@ def dedup_ranges(binary, inputs, out):
         exe = None
         for kind, first, end in ranges:
             exe = exe or executable(binary)
-            command = [
-                exe, "--threads", "1", "spark-task", "dedup", "--inputs", inputs, "--kind", kind,
-                "--from", str(first), "--to", str(end), "--out", os.path.join(out, kind),
+            words = [
+                "dedup", "--inputs", inputs, "--kind", kind, "--from", str(first), "--to", str(end),
+                "--out", os.path.join(out, kind),
             ]
-            yield dict(run_binary(command, f"{kind} partitions {first}..{end}"), kind=kind)
+            yield dict(run_binary(exe, "1", words, f"{kind} partitions {first}..{end}"), kind=kind)
 
     return run
 
@@ -702,8 +769,8 @@ def write_files(binary, plan):
         exe = None
         for task in tasks:
             exe = exe or executable(binary)
-            command = [exe, "--threads", "1", "spark-task", "write", "--plan", plan, "--task", str(task)]
-            yield run_binary(command, f"file {task} of the write plan")
+            words = ["write", "--plan", plan, "--task", str(task)]
+            yield run_binary(exe, "1", words, f"file {task} of the write plan")
 
     return run
 

@@ -1081,3 +1081,79 @@ fn spark_saves_its_class_archive_and_replaces_a_cut_one() {
     assert_eq!(again.iter().map(|(name, _)| name).collect::<Vec<_>>(), names, "{again:?}");
     assert!(again[0].1 > 1 << 20, "saved whole again: {again:?}");
 }
+
+/// `spark-task serve` (no Spark needed) answers each task on a line as
+/// `spark-task <task>` would: the same summary and files, the same error
+/// text, a line that is not a task refused, and it ends with its input.
+#[test]
+fn spark_task_serve_answers_each_task_as_its_own_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let calls = dir.path().join("a.csv");
+    std::fs::write(&calls, old_calls("ACSERVE")).expect("write");
+    let check = |out: &Path| -> Vec<String> {
+        ["check", "--kind", "calls", "--file", s(&calls), "--name", "calls/a.csv", "--source", "0", "--out", s(out)]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    let alone = dir.path().join("alone");
+    let served = dir.path().join("served");
+    let output = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        .args(["--threads", "1", "spark-task"])
+        .args(check(&alone))
+        .output()
+        .expect("run");
+    let summary = ok(&output);
+    let missing = dir.path().join("missing.csv");
+    let mut missing_check = check(&alone);
+    missing_check[4] = s(&missing).to_owned();
+    let failed = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        .args(["--threads", "1", "spark-task"])
+        .args(&missing_check)
+        .output()
+        .expect("run");
+    assert!(!failed.status.success());
+    let error = String::from_utf8_lossy(&failed.stderr).trim().to_owned();
+    assert!(error.starts_with("error: cannot check"), "{error}");
+
+    let lines = [
+        serde_json::to_string(&check(&served)).expect("json"),
+        "not a task".to_owned(),
+        serde_json::to_string(&missing_check).expect("json"),
+        r#"["serve"]"#.to_owned(),
+        serde_json::to_string(&check(&served)).expect("json"),
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_telemeter"))
+        .args(["--threads", "1", "spark-task", "serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all((lines.join("\n") + "\n").as_bytes()).expect("tasks");
+    }
+    let output = child.wait_with_output().expect("ends with its input");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("an answer is JSON"))
+        .collect();
+    assert_eq!(answers.len(), lines.len(), "one answer a task");
+    let alone_summary: serde_json::Value = serde_json::from_str(summary.trim()).expect("summary");
+    // The summary names the output folder: the same one, renamed.
+    let same = |answer: &serde_json::Value| {
+        let text = answer["summary"].to_string().replace(s(&served), s(&alone));
+        serde_json::from_str::<serde_json::Value>(&text).expect("json") == alone_summary
+    };
+    assert!(same(&answers[0]), "{} against {alone_summary}", answers[0]);
+    assert!(same(&answers[4]), "a task after failures: {}", answers[4]);
+    assert!(answers[1]["error"].as_str().is_some_and(|e| e.contains("a task is a JSON array")), "{}", answers[1]);
+    assert_eq!(answers[2]["error"].as_str(), Some(error.as_str()));
+    assert!(answers[3]["error"].as_str().is_some_and(|e| e.starts_with("error: ")), "{}", answers[3]);
+    for file in std::fs::read_dir(&alone).expect("alone").flatten() {
+        let theirs = std::fs::read(served.join(file.file_name())).expect("served wrote the same files");
+        assert_eq!(std::fs::read(file.path()).expect("read"), theirs, "{:?}", file.file_name());
+    }
+}
