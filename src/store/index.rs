@@ -274,6 +274,9 @@ impl Filter {
         for (k, &id) in ids.iter().enumerate() {
             by_part[partition_of(id)].push(k as u32);
         }
+        // A partition's ids are one in 64 of `ids`, each a miss: each is
+        // asked for 2 * AHEAD ids before its turn, its filter block AHEAD
+        // before.
         const AHEAD: usize = 8;
         let answers: Vec<Vec<bool>> = self
             .parts_mut()
@@ -282,6 +285,9 @@ impl Filter {
                 let id = |j: usize| ids[ks[j] as usize];
                 (0..ks.len())
                     .map(|j| {
+                        if let Some(&k) = ks.get(j + 2 * AHEAD) {
+                            crate::prefetch::prefetch(&ids[k as usize]);
+                        }
                         if j + AHEAD < ks.len() {
                             part.prefetch(id(j + AHEAD));
                         }

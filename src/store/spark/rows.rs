@@ -219,12 +219,27 @@ pub(super) struct RowPlace {
 
 /// The places file at `path`, every row's.
 pub(super) fn read_places(path: &Path) -> Result<Vec<RowPlace>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    if bytes.len() % PLACE_BYTES != 0 {
-        return Err(Error::io(path, "not a checked-places file: a cut row"));
+    use std::io::Read;
+    let cut = || Error::io(path, "not a checked-places file: a cut row");
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if size % PLACE_BYTES as u64 != 0 {
+        return Err(cut());
     }
-    let place = |p: &[u8]| RowPlace { line: u64_at(p, 0), text: u64_at(p, 8), id: (u64_at(p, 16), u64_at(p, 24)) };
-    Ok(bytes.chunks_exact(PLACE_BYTES).map(place).collect())
+    // Read through a small buffer: the file whole beside its places was
+    // twice the memory, each page of it a fault.
+    let mut file = std::io::BufReader::with_capacity(1 << 20, file);
+    let rows = (size / PLACE_BYTES as u64) as usize;
+    let mut places = Vec::with_capacity(rows);
+    let mut p = [0u8; PLACE_BYTES];
+    for _ in 0..rows {
+        file.read_exact(&mut p).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => cut(),
+            _ => Error::io(path, e),
+        })?;
+        places.push(RowPlace { line: u64_at(&p, 0), text: u64_at(&p, 8), id: (u64_at(&p, 16), u64_at(&p, 24)) });
+    }
+    Ok(places)
 }
 
 /// The offsets file at `path`: where every [`OFFSET_EVERY`]th row starts.
