@@ -57,6 +57,7 @@
 
 mod class_archive;
 mod dedup;
+mod filters;
 mod publish;
 mod rows;
 mod task;
@@ -342,6 +343,13 @@ fn ingest_opened(
     // is running (the lock is held), so they are nobody's.
     let _ = std::fs::remove_dir_all(store_abs.join("staging"));
     let staging = store_abs.join("staging").join(id);
+    // The plan's record-id filters load while the job runs.
+    let filters = match &before {
+        Before::Prepared(prepared) => {
+            Some(filters::StoredFilters::start(store, &prepared.old, &prepared.inventory.files, options.filter_bytes))
+        }
+        Before::Opened(..) => None,
+    };
     let outcome = run_job(&store_abs, &staging, id, options, spark, &before).and_then(|started| {
         let (result, job) = match started {
             Started::Done(result) => (result, None),
@@ -354,7 +362,7 @@ fn ingest_opened(
                 opened.read_inputs(&staging.join("side"), store, id, inventory, options.resources)?
             }
         };
-        publish(store, options, &staging, prepared, result, job)
+        publish(store, options, &staging, prepared, result, job, filters)
     });
     // Scratch of this ingest: published files were copied out of it.
     let _ = std::fs::remove_dir_all(&staging);

@@ -19,17 +19,17 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 
 use super::super::generation::{self, Prepared};
-use super::super::index::IndexFile;
 use super::super::ingest::batches;
 use super::super::ingest::chunk::NewVersion;
 use super::super::ingest::corrections::{self, RunVersion};
-use super::super::ingest::dedup::{filter_for, load_filter, Pending};
+use super::super::ingest::dedup::Pending;
 use super::super::ingest::fold::Rollups;
 use super::super::ingest::terms::{IngestOptions, IngestProgress, IngestReport};
 use super::super::ingest::{self};
 use super::super::parquet_io::{polars_error, read_frame};
 use super::super::KindFiles;
 use super::dedup::{First, REPEAT_COLUMNS};
+use super::filters::StoredFilters;
 use super::rows::{read_places, CheckedFile, RowPlace, RowsFile};
 use super::task::TaskError;
 use super::write::{read_folded, write_segments, Segment, WritePlan, WriteSummary, WriteTask};
@@ -50,6 +50,7 @@ pub(super) fn publish(
     prepared: Prepared,
     result: JobResult,
     job: Option<Job>,
+    filters: Option<StoredFilters>,
 ) -> Result<IngestReport> {
     let id = &options.ingest_id;
     let inventory = &prepared.inventory;
@@ -98,6 +99,10 @@ pub(super) fn publish(
     std::fs::create_dir_all(&writes).map_err(|e| Error::io(&writes, e))?;
     let mut tasks: Vec<WriteTask> = Vec::new();
     let mut kinds: Vec<KindPlan> = Vec::new();
+    // Loading since the job started, unless the inventory came from the
+    // job (a DATA URI).
+    let mut filters =
+        filters.unwrap_or_else(|| StoredFilters::start(store, old, &inventory.files, options.filter_bytes));
     for kind in Kind::ALL {
         let of_kind: Vec<(u32, &InputFile)> =
             inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
@@ -106,7 +111,7 @@ pub(super) fn publish(
         let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
         let dups = staging.join("dups").join(kind.name());
         let plan = KindWrites { store, kind, old, dups: &dups, writes: &writes, options, registered };
-        kinds.push(plan.plan(&of_kind, inventory, checked, &mut tasks)?);
+        kinds.push(plan.plan(&of_kind, inventory, checked, &mut filters, &mut tasks)?);
     }
     // The executors write the files and fold their rows; this waits for
     // them, then takes in their groups.
@@ -275,19 +280,13 @@ impl<V> KindWrites<'_, V> {
         of_kind: &[(u32, &InputFile)],
         inventory: &crate::records::files::Inventory,
         checked: Vec<CheckedFile>,
+        filters: &mut StoredFilters,
         tasks: &mut Vec<WriteTask>,
     ) -> Result<KindPlan> {
         let (store, kind, options) = (self.store, self.kind, self.options);
         let files = self.old.kind(kind);
         let steps = Steps::new(inventory, of_kind, options.batch_bytes);
-        let stored: Vec<IndexFile> = files
-            .index
-            .iter()
-            .map(|name| IndexFile::open_checked(self.old.file(store, name)?))
-            .collect::<Result<_>>()?;
-        let mut filter = filter_for(options.filter_bytes, &files, of_kind);
-        load_filter(&mut filter, &stored)?;
-        drop(stored);
+        let mut filter = filters.next(store, self.old, kind, of_kind, options.filter_bytes)?;
         let found = read_repeats(self.dups)?;
         // Splits without a valid row wrote at most their set-aside rows.
         let (checked, rowless): (Vec<CheckedFile>, Vec<CheckedFile>) =
