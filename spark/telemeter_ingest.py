@@ -819,13 +819,20 @@ def write_stage(sc, binary, staging, telemeter, result):
     return sc.parallelize(range(tasks), tasks).mapPartitions(task).collect()
 
 
-def finish(sc, staging, result):
-    """Writes result.json (atomically: telemeter reads it after the job)."""
+def finish(staging, result):
+    """Writes result.json (atomically: telemeter reads it after the job),
+    and ends the job. Not with sc.stop(): PySpark's stops its accumulator
+    server, whose handler waits up to a second for its next poll, a
+    second every ingest waits for (telemeter waits for spark-submit).
+    This Python process ends at once instead, and the JVM stops the
+    SparkContext from its shutdown hook as spark-submit exits."""
     temporary = os.path.join(staging, "result.json.tmp")
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump(result, f)
     os.replace(temporary, os.path.join(staging, "result.json"))
-    sc.stop()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main():
@@ -847,7 +854,7 @@ def main():
         except (Py4JJavaError, Unreadable) as e:
             message = e.java_exception.toString() if isinstance(e, Py4JJavaError) else str(e)
             result["error"] = {"type": "unreadable", "uri": plan["data_uri"], "message": message}
-            return finish(sc, staging, result)
+            return finish(staging, result)
     if files and plan.get("data_uri"):
         sc.setJobDescription("check every row (telemeter spark-task, one task per file or block)")
         summaries, pieces, result["split"] = check_listed(sc, plan, files, checked_dir, staging)
@@ -892,7 +899,7 @@ def main():
     if not result["error"]:
         result["writes"] = write_stage(sc, plan["binary"], staging, plan["pid"], result)
 
-    finish(sc, staging, result)
+    finish(staging, result)
 
 
 if __name__ == "__main__":
