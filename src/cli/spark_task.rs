@@ -194,10 +194,12 @@ enum Answer<'a> {
 fn serve() -> anyhow::Result<()> {
     use clap::Parser;
     use std::io::{BufRead, Write};
+    let mut idle = Idle::watch();
     let stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
     for line in stdin.lines() {
         let line = line.context("reading a task")?;
+        idle.busy();
         let outcome = serde_json::from_str::<Vec<String>>(&line)
             .context("a task is a JSON array of arguments")
             .and_then(|words| {
@@ -217,6 +219,85 @@ fn serve() -> anyhow::Result<()> {
         };
         serde_json::to_writer(&mut stdout, &answer).context("answering a task")?;
         stdout.write_all(b"\n").and_then(|()| stdout.flush()).context("answering a task")?;
+        idle.done();
     }
     Ok(())
+}
+
+/// How long `serve` waits for a task before it gives the memory its
+/// allocator holds free back to the kernel: longer than the gaps between
+/// a job's stages on one worker (the plan's, about a second on the
+/// benchmark), so the next stage's tasks still find it. A worker a job
+/// no longer uses (the check stage's, for data at a URI) then holds next
+/// to nothing.
+const IDLE_BEFORE_GIVING_BACK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The `serve` loop's state, for a thread that gives the free memory back
+/// once it has waited [`IDLE_BEFORE_GIVING_BACK`] for a task.
+struct Idle {
+    state: std::sync::Arc<(std::sync::Mutex<IdleState>, std::sync::Condvar)>,
+    /// Tasks answered.
+    served: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum IdleState {
+    /// Running a task.
+    Busy,
+    /// Waiting for the next task since answering this many.
+    Waiting(u64),
+    /// Waiting, the free memory given back.
+    GivenBack,
+}
+
+impl Idle {
+    fn watch() -> Idle {
+        let state = std::sync::Arc::new((std::sync::Mutex::new(IdleState::Busy), std::sync::Condvar::new()));
+        let watched = std::sync::Arc::clone(&state);
+        // Without the thread, memory is only kept longer.
+        let _ = std::thread::Builder::new().name("telemeter-idle".to_owned()).spawn(move || {
+            let (lock, changed) = &*watched;
+            let Ok(mut now) = lock.lock() else { return };
+            loop {
+                now = match *now {
+                    IdleState::Waiting(served) => {
+                        let still = |state: &mut IdleState| *state == IdleState::Waiting(served);
+                        let Ok((mut after, waited)) = changed.wait_timeout_while(now, IDLE_BEFORE_GIVING_BACK, still)
+                        else {
+                            return;
+                        };
+                        if waited.timed_out() {
+                            crate::cli::memory::give_back_free();
+                            *after = IdleState::GivenBack;
+                        }
+                        after
+                    }
+                    IdleState::Busy | IdleState::GivenBack => match changed.wait(now) {
+                        Ok(after) => after,
+                        Err(_) => return,
+                    },
+                };
+            }
+        });
+        Idle { state, served: 0 }
+    }
+
+    fn set(&self, to: IdleState) {
+        let (lock, changed) = &*self.state;
+        if let Ok(mut now) = lock.lock() {
+            *now = to;
+            changed.notify_all();
+        }
+    }
+
+    /// A task came.
+    fn busy(&self) {
+        self.set(IdleState::Busy);
+    }
+
+    /// Its answer went out: waiting again.
+    fn done(&mut self) {
+        self.served += 1;
+        self.set(IdleState::Waiting(self.served));
+    }
 }
