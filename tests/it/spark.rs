@@ -1157,3 +1157,71 @@ fn spark_task_serve_answers_each_task_as_its_own_command() {
         assert_eq!(std::fs::read(file.path()).expect("read"), theirs, "{:?}", file.file_name());
     }
 }
+
+/// The processes below `root` (its children, theirs, ...), from `/proc`.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // pid (comm) state ppid ...: the command may hold spaces and ')'.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut at = 0;
+    while at < found.len() {
+        let parent = found[at];
+        found.extend(parent_of.iter().filter(|(_, ppid)| *ppid == parent).map(|(pid, _)| *pid));
+        at += 1;
+    }
+    found.split_off(1)
+}
+
+/// `spark-task serve` processes killed while the job runs: Spark runs
+/// their tasks again (`local[2,4]`: four attempts a task) in new ones, and
+/// the store is the local engine's.
+#[test]
+fn spark_runs_a_task_again_when_its_serve_process_dies() {
+    let Some(spark) = spark() else { return };
+    let temp = tempfile::tempdir().expect("tempdir");
+    let day = temp.path().join("day");
+    generate_calls(&spark, &day, "31", "2026-10-28", "csv", "24000", "4");
+    let accounts = accounts_of(&[&day]);
+    let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
+    ok(&run(&spark, &["ingest", "--data", s(&day), "--store", s(&local)]));
+    let (out, err) = (temp.path().join("out"), temp.path().join("err"));
+    let mut child = telemeter(&spark)
+        .args(["ingest", "--data", s(&day), "--store", s(&remote), "--engine", "spark", "--spark-master", "local[2,4]"])
+        .stdout(std::fs::File::create(&out).expect("out"))
+        .stderr(std::fs::File::create(&err).expect("err"))
+        .spawn()
+        .expect("spawn");
+    // A task whose process died fails with this, and runs again.
+    let lost = "it stopped (status";
+    let said = || std::fs::read_to_string(&err).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    // At most three kills: even all in one task leave it a fourth attempt.
+    let mut killed = 0;
+    while killed < 3 && !said().contains(lost) && Instant::now() < deadline && child.try_wait().expect("wait").is_none()
+    {
+        for pid in descendants(child.id()) {
+            let command = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let words: Vec<&[u8]> = command.split(|&b| b == 0).collect();
+            if killed < 3 && words.windows(2).any(|w| w == [&b"spark-task"[..], &b"serve"[..]]) {
+                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                killed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let status = child.wait().expect("ends");
+    let said = said();
+    assert!(said.contains(lost), "no task lost its serve process ({killed} killed):\n{said}");
+    assert!(status.success(), "the ingest failed after {killed} serve processes were killed:\n{said}");
+    let text = std::fs::read_to_string(&out).expect("out");
+    assert!(text.contains("published generation 1"), "{text}");
+    assert_same_stores(&spark, &local, &remote, &accounts);
+}
