@@ -165,7 +165,7 @@ fn summary_of(task: Task) -> anyhow::Result<String> {
                 .with_context(|| format!("cannot write file {} of {}", args.task, args.plan.display()))?;
             serde_json::to_string(&summary)
         }
-        Task::Serve => anyhow::bail!("spark-task serve runs tasks, it is not one"),
+        Task::Serve => anyhow::bail!("spark-task serve runs tasks: it is not one"),
     };
     summary.context("summary")
 }
@@ -204,10 +204,7 @@ fn serve() -> anyhow::Result<()> {
             .context("a task is a JSON array of arguments")
             .and_then(|words| {
                 let served = Served::try_parse_from(std::iter::once("spark-task".to_owned()).chain(words))?;
-                match served.task {
-                    Task::Serve => anyhow::bail!("spark-task serve serves tasks, not itself"),
-                    task => summary_of(task),
-                }
+                summary_of(served.task)
             });
         let raw;
         let answer = match &outcome {
