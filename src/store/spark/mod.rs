@@ -31,13 +31,18 @@
 //!    the write plan (`writes.json`): the driver (`publish.rs`) replays the local
 //!    ingest's record-id filter on the rows' places and ids, which cuts the
 //!    new rows (the checked rows but the repeats) into the local ingest's
-//!    records files, byte for byte;
+//!    records files, byte for byte. The filters, loaded from the store's
+//!    index files, were loading on a thread since the job started
+//!    (`filters.rs`);
 //! 4. one Spark task per records file runs `spark-task write`
 //!    ([`write_task`]): it writes the file and its index file to the store
 //!    with the local writers and folds its rows into rollup groups, spilled
 //!    with their own strings;
 //! 5. the job writes `result.json` (counts per kind and what each write
 //!    task wrote, or the first error) and stops.
+//!
+//! Each Python worker runs its tasks in one `spark-task serve` process
+//! (`cli::spark_task`), which reuses the memory its earlier tasks freed.
 //!
 //! With DATA at a URI ([`DataLocation::Uri`]: `s3a://`, `hdfs://`,
 //! `file://`...), the job first lists it through Hadoop (`listing.json`)
