@@ -6,10 +6,14 @@
 //! A row is copied out as it is, not encoded: the write tasks read each
 //! row back once, in order, to write the store's files, so a columnar format
 //! (Parquet: dictionary pages, statistics) cost the check tasks more than
-//! half their time and the publish a decode. The layout, little-endian:
+//! half their time and the publish a decode. The closed vocabularies are a
+//! code each and a text's length is a byte: every byte of these files is
+//! written to the page cache and read back, and past a fifth of memory the
+//! kernel writes them to disk while the tasks wait. The layout,
+//! little-endian:
 //!
 //! ```text
-//! b"TMROWS01"                          magic, 8 bytes
+//! b"TMROWS02"                          magic, 8 bytes
 //! rows, each:
 //!   u32 size                           bytes of the row after this field
 //!   i64 secs, u32 nanos                the timestamp, UTC
@@ -17,9 +21,12 @@
 //!   u32 file, u64 line                 input file index, line or row
 //!   u64 id_hi, u64 id_lo, u64 content  dedup hashes (as `Seen`)
 //!   u64 revision
-//!   8 x (u32 length, UTF-8 bytes)      record_id, auth_id, subaccount,
-//!                                      product, type, direction, country,
-//!                                      code ("" for none)
+//!   u8 product                         its place in `Product::ALL`
+//!   u8 direction                       0 none, 1 inbound, 2 outbound
+//!   [u8; 2] country                    its letters, or 0, 0 for none
+//!   5 x (length, UTF-8 bytes)          record_id, auth_id, subaccount,
+//!                                      type, code ("" for none); the
+//!                                      length a byte, or 255 then a u32
 //! ```
 //!
 //! Beside it, `checked/<n>.<s>.places`: each row's line, the bytes of its
@@ -44,11 +51,15 @@ use crate::error::{Error, Result};
 use crate::records::dedup::Seen;
 use crate::records::{Country, Direction, Product};
 
-const MAGIC: &[u8; 8] = b"TMROWS01";
-/// Bytes of a row's fixed fields.
-const FIXED: usize = 8 + 4 + 8 * 4 + 4 + 8 + 8 * 4;
+const MAGIC: &[u8; 8] = b"TMROWS02";
+/// Bytes of a row's fixed fields: the numbers, then the codes.
+const FIXED: usize = 8 + 4 + 8 * 4 + 4 + 8 + 8 * 4 + CODES;
+/// Bytes of the product, direction and country codes.
+const CODES: usize = 4;
 /// Texts per row.
-const TEXTS: usize = 8;
+const TEXTS: usize = 5;
+/// A text's length byte that says a `u32` length follows.
+const LONG_TEXT: u8 = u8::MAX;
 /// Rows between two offsets of the `.offsets` file: a write task reads at
 /// most this many rows more than it writes, at each end of a stretch.
 pub(super) const OFFSET_EVERY: usize = 4096;
@@ -164,20 +175,25 @@ impl RowsWriter {
         for word in [seen.line, seen.id.0, seen.id.1, seen.content, revision] {
             row.extend_from_slice(&word.to_le_bytes());
         }
-        let texts = [
-            view.record_id,
-            view.auth_id,
-            view.subaccount,
-            view.product.as_str(),
-            view.type_,
-            view.direction.map_or("", Direction::as_str),
-            view.country.as_ref().map_or("", Country::as_str),
-            view.code,
-        ];
-        for text in texts {
-            let length = u32::try_from(text.len())
-                .map_err(|_| Error::Limit(format!("a text of {} bytes in a checked row", text.len())))?;
-            row.extend_from_slice(&length.to_le_bytes());
+        let product = Product::ALL.iter().position(|p| *p == view.product).unwrap_or(0) as u8;
+        let direction = match view.direction {
+            None => 0,
+            Some(Direction::Inbound) => 1,
+            Some(Direction::Outbound) => 2,
+        };
+        row.extend_from_slice(&[product, direction]);
+        let country = view.country.as_ref().map_or("", Country::as_str).as_bytes();
+        row.extend_from_slice(if country.len() == 2 { country } else { &[0, 0] });
+        for text in [view.record_id, view.auth_id, view.subaccount, view.type_, view.code] {
+            match u8::try_from(text.len()) {
+                Ok(length) if length < LONG_TEXT => row.push(length),
+                _ => {
+                    let length = u32::try_from(text.len())
+                        .map_err(|_| Error::Limit(format!("a text of {} bytes in a checked row", text.len())))?;
+                    row.push(LONG_TEXT);
+                    row.extend_from_slice(&length.to_le_bytes());
+                }
+            }
             row.extend_from_slice(text.as_bytes());
         }
         let size =
@@ -414,27 +430,36 @@ impl RowsFile {
         let (units, duration, amount, surcharge) = (at64(12), at64(20) as i64, at64(28) as i64, at64(36) as i64);
         let file = u32_at(row, 44);
         let (line, id, content, revision) = (at64(48), (at64(56), at64(64)), at64(72), at64(80));
+        let codes = FIXED - CODES;
+        let product = Product::ALL.get(usize::from(row[codes])).copied().ok_or_else(|| bad("product"))?;
+        let direction = match row[codes + 1] {
+            0 => None,
+            1 => Some(Direction::Inbound),
+            2 => Some(Direction::Outbound),
+            _ => return Err(bad("direction")),
+        };
+        let country = match [row[codes + 2], row[codes + 3]] {
+            [0, 0] => None,
+            letters => Some(Country::parse(&letters).ok_or_else(|| bad("country"))?),
+        };
         let mut texts = [""; TEXTS];
         let mut at = FIXED;
         for text in &mut texts {
-            let length = word::<4>(row, at).map(u32::from_le_bytes).ok_or_else(|| bad("a cut text"))? as usize;
-            let bytes = row.get(at + 4..at + 4 + length).ok_or_else(|| bad("a cut text"))?;
+            let cut = || bad("a cut text");
+            let mut length = usize::from(*row.get(at).ok_or_else(cut)?);
+            at += 1;
+            if length == usize::from(LONG_TEXT) {
+                length = word::<4>(row, at).map(u32::from_le_bytes).ok_or_else(cut)? as usize;
+                at += 4;
+            }
+            let bytes = row.get(at..at.checked_add(length).ok_or_else(cut)?).ok_or_else(cut)?;
             *text = std::str::from_utf8(bytes).map_err(|_| bad("a text that is not UTF-8"))?;
-            at += 4 + length;
+            at += length;
         }
         if at != row.len() {
             return Err(bad("bytes after its texts"));
         }
-        let [record_id, auth_id, subaccount, product, type_, direction, country, code] = texts;
-        let product = Product::parse(product).ok_or_else(|| bad("product"))?;
-        let direction = match direction {
-            "" => None,
-            text => Some(Direction::parse(text.as_bytes()).ok_or_else(|| bad("direction"))?),
-        };
-        let country = match country {
-            "" => None,
-            text => Some(Country::parse(text.as_bytes()).ok_or_else(|| bad("country"))?),
-        };
+        let [record_id, auth_id, subaccount, type_, code] = texts;
         let view = RecordView {
             record_id,
             auth_id,
@@ -490,18 +515,23 @@ mod tests {
     use super::*;
     use crate::records::dedup::id_hash;
 
+    /// Row `i`: every product, direction and country code in turn, and
+    /// texts of one-byte and of long lengths.
     fn view(i: u64) -> RecordView<'static> {
-        let ids = ["r0", "rec-1", "é2"];
+        static IDS: std::sync::LazyLock<[String; 5]> = std::sync::LazyLock::new(|| {
+            ["r0".to_owned(), "rec-1".to_owned(), "é".repeat(200), "x".repeat(254), "y".repeat(255)]
+        });
+        let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
         RecordView {
-            record_id: ids[i as usize % 3],
+            record_id: IDS[i as usize % 5].as_str(),
             auth_id: "MA1",
             subaccount: if i.is_multiple_of(2) { "" } else { "SA1" },
             secs: 1_795_000_000 + i as i64,
             nanos: i as u32,
-            product: Product::Voice,
+            product: Product::ALL[i as usize % Product::ALL.len()],
             type_: "pstn",
-            direction: if i.is_multiple_of(2) { None } else { Some(Direction::Inbound) },
-            country: Country::parse(b"US"),
+            direction: directions[i as usize % 3],
+            country: if i % 4 == 3 { None } else { Country::parse(b"US") },
             units: i,
             duration: -(i as i64),
             amount: i64::MAX - i as i64,
