@@ -121,10 +121,10 @@ def forget_zip_finders():
     imported from it, and Spark's jars) from this Python worker's import
     cache. PySpark's worker calls importlib.invalidate_caches() before
     every task, and Python before 3.12 then re-reads each such archive's
-    whole directory, in Python (docs/scale.md has its cost). Called by
-    each task, so the worker's next task (workers are reused) skips that;
-    an import that needs a finder makes it again from the directory read
-    once."""
+    whole directory, in Python (docs/scale.md has its cost). Called before
+    each `spark-task` run, so the worker's next task (workers are reused)
+    skips that; an import that needs a finder makes it again from the
+    directory read once."""
     for path, finder in list(sys.path_importer_cache.items()):
         if isinstance(finder, zipimport.zipimporter):
             del sys.path_importer_cache[path]
@@ -134,12 +134,9 @@ def check_files(binary, out, on_bad_row):
     """The task of a partition of input files: `telemeter spark-task` on each."""
 
     def run(files):
-        forget_zip_finders()
-        exe = executable(binary)
-        context = TaskContext.get()
-        threads = str(max(1, context.cpus() if context else 1))
+        threads = task_threads()
         for f in files:
-            yield run_task(exe, threads, f, on_bad_row, out)
+            yield run_task(binary, threads, f, on_bad_row, out)
 
     return run
 
@@ -153,7 +150,14 @@ def check_tasks(sc, files):
     return max(1, min(len(files), wanted))
 
 
-def run_task(exe, threads, f, on_bad_row, out):
+def task_threads():
+    """The cores Spark gives this task (spark.task.cpus): the threads of
+    its `telemeter spark-task` work."""
+    context = TaskContext.get()
+    return str(max(1, context.cpus() if context else 1))
+
+
+def run_task(binary, threads, f, on_bad_row, out):
     """`telemeter spark-task check` on one input file (or split of one):
     its summary."""
     words = [
@@ -165,18 +169,20 @@ def run_task(exe, threads, f, on_bad_row, out):
         for key in ("number", "from", "to", "line", "size", "empty_before"):
             flag = "--split" if key == "number" else "--" + key.replace("_", "-")
             words += [flag, str(split.get(key, 0))]
-    return run_binary(exe, threads, words, f["name"])
+    return run_binary(binary, threads, words, f["name"])
 
 
-def run_binary(exe, threads, words, what):
+def run_binary(binary, threads, words, what):
     """The summary of `telemeter spark-task <words>` (one line of JSON),
-    run by this Python worker's `spark-task serve` process."""
+    run by this Python worker's `spark-task serve` process of `binary`
+    (the name it was shipped under) and `threads`."""
+    forget_zip_finders()
     servers = served()
-    server = servers.get((exe, threads))
+    server = servers.get((binary, threads))
     if server is None or not server.ready():
         if server is not None:
             server.stop()
-        server = servers[(exe, threads)] = Server(exe, threads)
+        server = servers[(binary, threads)] = Server(executable(binary), threads)
     return server.run(words, what)
 
 
@@ -247,15 +253,12 @@ def dedup_ranges(binary, inputs, out):
     partitions: `telemeter spark-task dedup` on each."""
 
     def run(ranges):
-        forget_zip_finders()
-        exe = None
         for kind, first, end in ranges:
-            exe = exe or executable(binary)
             words = [
                 "dedup", "--inputs", inputs, "--kind", kind, "--from", str(first), "--to", str(end),
                 "--out", os.path.join(out, kind),
             ]
-            yield dict(run_binary(exe, "1", words, f"{kind} partitions {first}..{end}"), kind=kind)
+            yield dict(run_binary(binary, "1", words, f"{kind} partitions {first}..{end}"), kind=kind)
 
     return run
 
@@ -513,7 +516,7 @@ class Block:
         self.lines += len(lines)
         self.bytes += length
 
-    def check(self, exe, threads, on_bad_row, out):
+    def check(self, binary, threads, on_bad_row, out):
         """Closes the copy and checks it: the task's summary."""
         self.out.close()
         f, layout = self.f, self.layout
@@ -542,7 +545,7 @@ class Block:
                 "number": layout["number"], "from": self.prefix, "to": size, "line": layout["line"],
                 "size": size, "empty_before": layout["empty_before"],
             }
-        return run_task(exe, threads, task, on_bad_row, out)
+        return run_task(binary, threads, task, on_bad_row, out)
 
 
 def check_blocks(binary, out, on_bad_row, files, layout):
@@ -552,10 +555,7 @@ def check_blocks(binary, out, on_bad_row, files, layout):
     find = of_listing(files, encoded=True)
 
     def run(batches):
-        forget_zip_finders()
-        exe = executable(binary)
-        context = TaskContext.get()
-        threads = str(max(1, context.cpus() if context else 1))
+        threads = task_threads()
         scratch = tempfile.mkdtemp(prefix="telemeter-", dir=SparkFiles.getRootDirectory())
         block = None
         try:
@@ -565,11 +565,11 @@ def check_blocks(binary, out, on_bad_row, files, layout):
                     f = find(path)
                     if block is None or (block.f["index"], block.start) != (f["index"], start):
                         if block is not None:
-                            yield summary_batch(block.check(exe, threads, on_bad_row, out))
+                            yield summary_batch(block.check(binary, threads, on_bad_row, out))
                         block = Block(f, start, batch.column(3)[at].as_py(), layout, scratch)
                     block.write(batch.column(0).slice(at, end - at))
             if block is not None:
-                yield summary_batch(block.check(exe, threads, on_bad_row, out))
+                yield summary_batch(block.check(binary, threads, on_bad_row, out))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -640,10 +640,7 @@ def check_contents(binary, out, on_bad_row, files):
     find = of_listing(files, encoded=False)
 
     def run(rows):
-        forget_zip_finders()
-        exe = executable(binary)
-        context = TaskContext.get()
-        threads = str(max(1, context.cpus() if context else 1))
+        threads = task_threads()
         for row in rows:
             f = find(row["path"])
             content = row["content"]
@@ -655,7 +652,7 @@ def check_contents(binary, out, on_bad_row, files):
                 with open(copy, "wb") as data:
                     data.write(content)
                 del content
-                yield run_task(exe, threads, dict(f, path=copy), on_bad_row, out)
+                yield run_task(binary, threads, dict(f, path=copy), on_bad_row, out)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
 
@@ -765,12 +762,9 @@ def write_files(binary, plan):
     spark-task write` on each."""
 
     def run(tasks):
-        forget_zip_finders()
-        exe = None
         for task in tasks:
-            exe = exe or executable(binary)
             words = ["write", "--plan", plan, "--task", str(task)]
-            yield run_binary(exe, "1", words, f"file {task} of the write plan")
+            yield run_binary(binary, "1", words, f"file {task} of the write plan")
 
     return run
 
