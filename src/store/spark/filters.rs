@@ -11,9 +11,7 @@
 //! loaded while the plan uses the one before it, so at most two are held.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use super::super::index::{Filter, IndexFile};
@@ -24,12 +22,21 @@ use crate::records::files::InputFile;
 use crate::records::Kind;
 
 /// The filters of every kind, in [`Kind::ALL`] order, as they are loaded.
-pub(super) struct StoredFilters {
-    /// Each kind's filter (or why it could not be loaded), in order.
-    loaded: Option<Receiver<(Kind, Result<Filter>)>>,
-    /// Set when the plan is gone: the loader stops after its kind.
-    stop: Arc<AtomicBool>,
-    loader: Option<JoinHandle<()>>,
+pub(super) enum StoredFilters {
+    /// On a thread: each kind's filter (or why it could not be loaded),
+    /// in order.
+    Loading { loaded: Option<Receiver<(Kind, Result<Filter>)>>, loader: Option<JoinHandle<()>> },
+    /// No thread could start: each is loaded when the plan asks for it.
+    Asked(Box<Stored>),
+}
+
+/// What the filters are loaded from.
+pub(super) struct Stored {
+    store: PathBuf,
+    old: Manifest,
+    files: Vec<InputFile>,
+    /// The most bytes of a filter (`--filter-mb`).
+    filter_bytes: u64,
 }
 
 impl StoredFilters {
@@ -37,73 +44,68 @@ impl StoredFilters {
     /// `store`, whose manifest is `old`; `filter_bytes` caps each
     /// (`--filter-mb`).
     pub(super) fn start(store: &Path, old: &Manifest, files: &[InputFile], filter_bytes: u64) -> StoredFilters {
-        let (store, old, files): (PathBuf, Manifest, Vec<InputFile>) = (store.to_owned(), old.clone(), files.to_vec());
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::clone(&stop);
+        let stored = || Stored { store: store.to_owned(), old: old.clone(), files: files.to_vec(), filter_bytes };
+        let theirs = stored();
         // Rendezvous: the next kind is sent when the plan asks for it.
         let (send, loaded) = sync_channel(0);
         let loader = std::thread::Builder::new().name("telemeter-filters".to_owned()).spawn(move || {
             for kind in Kind::ALL {
-                if stopped.load(Ordering::Relaxed) {
-                    return;
-                }
-                let of_kind: Vec<(u32, &InputFile)> =
-                    files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
-                let filter = load(&store, &old, kind, &of_kind, filter_bytes);
-                if send.send((kind, filter)).is_err() {
+                // The plan is gone (an error, or the end): stop.
+                if send.send((kind, theirs.load(kind))).is_err() {
                     return;
                 }
             }
         });
         match loader {
-            Ok(loader) => StoredFilters { loaded: Some(loaded), stop, loader: Some(loader) },
-            // No thread: each filter is loaded when the plan asks for it.
-            Err(_) => StoredFilters { loaded: None, stop, loader: None },
+            Ok(loader) => StoredFilters::Loading { loaded: Some(loaded), loader: Some(loader) },
+            Err(_) => StoredFilters::Asked(Box::new(stored())),
         }
     }
 
     /// The filter of `kind`, the next in [`Kind::ALL`] order after the
-    /// last one asked for; `of_kind` and the rest load it here when no
-    /// thread does.
-    pub(super) fn next(
-        &mut self,
-        store: &Path,
-        old: &Manifest,
-        kind: Kind,
-        of_kind: &[(u32, &InputFile)],
-        filter_bytes: u64,
-    ) -> Result<Filter> {
-        let Some(loaded) = &self.loaded else {
-            return load(store, old, kind, of_kind, filter_bytes);
-        };
-        match loaded.recv() {
-            Ok((theirs, filter)) if theirs == kind => filter,
-            Ok((theirs, _)) => Err(Error::Internal(format!("the {theirs} record-id filter came for {kind}"))),
-            Err(_) => Err(Error::Internal(format!("the thread loading the record-id filters stopped before {kind}"))),
+    /// last one asked for.
+    pub(super) fn next(&mut self, kind: Kind) -> Result<Filter> {
+        match self {
+            StoredFilters::Asked(stored) => stored.load(kind),
+            StoredFilters::Loading { loaded, .. } => match loaded.as_ref().map(Receiver::recv) {
+                Some(Ok((theirs, filter))) if theirs == kind => filter,
+                Some(Ok((theirs, _))) => Err(Error::Internal(format!("the {theirs} record-id filter came for {kind}"))),
+                _ => Err(Error::Internal(format!("the thread loading the record-id filters stopped before {kind}"))),
+            },
         }
     }
 }
 
 impl Drop for StoredFilters {
+    /// The loader stops at its next send, once the kind it loads is
+    /// loaded.
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        // The loader's next send fails, or it sees `stop` before its next kind.
-        drop(self.loaded.take());
-        if let Some(loader) = self.loader.take() {
-            let _ = loader.join();
+        if let StoredFilters::Loading { loaded, loader } = self {
+            drop(loaded.take());
+            if let Some(loader) = loader.take() {
+                let _ = loader.join();
+            }
         }
     }
 }
 
-/// The local ingest's filter of `kind` for the new files `of_kind`:
-/// sized by the stored rows and the new files, loaded with the stored ids.
-fn load(store: &Path, old: &Manifest, kind: Kind, of_kind: &[(u32, &InputFile)], filter_bytes: u64) -> Result<Filter> {
-    let files = old.kind(kind);
-    let stored: Vec<IndexFile> =
-        files.index.iter().map(|name| IndexFile::open_checked(old.file(store, name)?)).collect::<Result<_>>()?;
-    let mut filter = filter_for(filter_bytes, &files, of_kind);
-    load_filter(&mut filter, &stored)?;
-    Ok(filter)
+impl Stored {
+    /// The local ingest's filter of `kind` for the new files of that kind:
+    /// sized by the stored rows and the new files, loaded with the stored
+    /// ids.
+    fn load(&self, kind: Kind) -> Result<Filter> {
+        let of_kind: Vec<(u32, &InputFile)> =
+            self.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
+        let files = self.old.kind(kind);
+        let stored: Vec<IndexFile> = files
+            .index
+            .iter()
+            .map(|name| IndexFile::open_checked(self.old.file(&self.store, name)?))
+            .collect::<Result<_>>()?;
+        let mut filter = filter_for(self.filter_bytes, &files, &of_kind);
+        load_filter(&mut filter, &stored)?;
+        Ok(filter)
+    }
 }
 
 #[cfg(test)]
@@ -118,17 +120,17 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let old = Manifest::default();
         let mut filters = StoredFilters::start(dir.path(), &old, &[], 1 << 30);
-        assert!(filters.loader.is_some(), "loaded on a thread");
-        let mut calls = filters.next(dir.path(), &old, Kind::Calls, &[], 1 << 30).expect("calls");
+        assert!(matches!(filters, StoredFilters::Loading { .. }), "loaded on a thread");
+        let mut calls = filters.next(Kind::Calls).expect("calls");
         assert_eq!(calls.bytes(), Filter::MIN_BYTES, "sized as the local ingest sizes it");
         assert!(!calls.check_and_insert((1, 2)), "holds no stored id");
-        let error = filters.next(dir.path(), &old, Kind::Transcriptions, &[], 1 << 30).err().expect("out of turn");
+        let error = filters.next(Kind::Transcriptions).err().expect("out of turn");
         assert!(error.to_string().contains("messages record-id filter came for transcriptions"), "{error}");
         drop(filters);
 
         // Without a thread, each is loaded when asked for.
-        let mut inline = StoredFilters { loaded: None, stop: Arc::new(AtomicBool::new(false)), loader: None };
-        let charges = inline.next(dir.path(), &old, Kind::Charges, &[], 1 << 30).expect("charges");
-        assert_eq!(charges.bytes(), Filter::MIN_BYTES);
+        let stored = Stored { store: dir.path().to_owned(), old, files: Vec::new(), filter_bytes: 1 << 30 };
+        let mut asked = StoredFilters::Asked(Box::new(stored));
+        assert_eq!(asked.next(Kind::Charges).expect("charges").bytes(), Filter::MIN_BYTES);
     }
 }

@@ -110,7 +110,7 @@ pub(super) fn publish(
             of_kind.iter().flat_map(|(index, _)| checked_files.remove(index).unwrap_or_default()).collect();
         let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
         let dups = staging.join("dups").join(kind.name());
-        let plan = KindWrites { store, kind, old, dups: &dups, writes: &writes, options, registered };
+        let plan = KindWrites { kind, old, dups: &dups, writes: &writes, options, registered };
         kinds.push(plan.plan(&of_kind, inventory, checked, &mut filters, &mut tasks)?);
     }
     // The executors write the files and fold their rows; this waits for
@@ -252,7 +252,6 @@ struct KindPlan {
 
 /// What the plan of one kind's files needs.
 struct KindWrites<'a, V> {
-    store: &'a Path,
     kind: Kind,
     old: &'a super::super::Manifest,
     /// Where the dedup tasks wrote the kind's repeats.
@@ -283,10 +282,10 @@ impl<V> KindWrites<'_, V> {
         filters: &mut StoredFilters,
         tasks: &mut Vec<WriteTask>,
     ) -> Result<KindPlan> {
-        let (store, kind, options) = (self.store, self.kind, self.options);
+        let (kind, options) = (self.kind, self.options);
         let files = self.old.kind(kind);
         let steps = Steps::new(inventory, of_kind, options.batch_bytes);
-        let mut filter = filters.next(store, self.old, kind, of_kind, options.filter_bytes)?;
+        let mut filter = filters.next(kind)?;
         let found = read_repeats(self.dups)?;
         // Splits without a valid row wrote at most their set-aside rows.
         let (checked, rowless): (Vec<CheckedFile>, Vec<CheckedFile>) =
