@@ -194,12 +194,12 @@ enum Answer<'a> {
 fn serve() -> anyhow::Result<()> {
     use clap::Parser;
     use std::io::{BufRead, Write};
-    let mut idle = Idle::watch();
+    let idle = give_back_when_idle();
     let stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
     for line in stdin.lines() {
         let line = line.context("reading a task")?;
-        idle.busy();
+        let _ = idle.send(Waiting::Started);
         let outcome = serde_json::from_str::<Vec<String>>(&line)
             .context("a task is a JSON array of arguments")
             .and_then(|words| {
@@ -207,16 +207,16 @@ fn serve() -> anyhow::Result<()> {
                 summary_of(served.task)
             });
         let raw;
-        let answer = match &outcome {
+        let answer = match outcome {
             Ok(summary) => {
-                raw = serde_json::value::RawValue::from_string(summary.clone()).context("summary")?;
+                raw = serde_json::value::RawValue::from_string(summary).context("summary")?;
                 Answer::Summary(&raw)
             }
             Err(error) => Answer::Error(format!("error: {error:#}")),
         };
         serde_json::to_writer(&mut stdout, &answer).context("answering a task")?;
         stdout.write_all(b"\n").and_then(|()| stdout.flush()).context("answering a task")?;
-        idle.done();
+        let _ = idle.send(Waiting::Answered);
     }
     Ok(())
 }
@@ -229,72 +229,35 @@ fn serve() -> anyhow::Result<()> {
 /// to nothing.
 const IDLE_BEFORE_GIVING_BACK: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The `serve` loop's state, for a thread that gives the free memory back
-/// once it has waited [`IDLE_BEFORE_GIVING_BACK`] for a task.
-struct Idle {
-    state: std::sync::Arc<(std::sync::Mutex<IdleState>, std::sync::Condvar)>,
-    /// Tasks answered.
-    served: u64,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum IdleState {
-    /// Running a task.
-    Busy,
-    /// Waiting for the next task since answering this many.
-    Waiting(u64),
-    /// Waiting, the free memory given back.
-    GivenBack,
-}
-
-impl Idle {
-    fn watch() -> Idle {
-        let state = std::sync::Arc::new((std::sync::Mutex::new(IdleState::Busy), std::sync::Condvar::new()));
-        let watched = std::sync::Arc::clone(&state);
-        // Without the thread, memory is only kept longer.
-        let _ = std::thread::Builder::new().name("telemeter-idle".to_owned()).spawn(move || {
-            let (lock, changed) = &*watched;
-            let Ok(mut now) = lock.lock() else { return };
-            loop {
-                now = match *now {
-                    IdleState::Waiting(served) => {
-                        let still = |state: &mut IdleState| *state == IdleState::Waiting(served);
-                        let Ok((mut after, waited)) = changed.wait_timeout_while(now, IDLE_BEFORE_GIVING_BACK, still)
-                        else {
-                            return;
-                        };
-                        if waited.timed_out() {
-                            crate::cli::memory::give_back_free();
-                            *after = IdleState::GivenBack;
-                        }
-                        after
-                    }
-                    IdleState::Busy | IdleState::GivenBack => match changed.wait(now) {
-                        Ok(after) => after,
-                        Err(_) => return,
-                    },
-                };
-            }
-        });
-        Idle { state, served: 0 }
-    }
-
-    fn set(&self, to: IdleState) {
-        let (lock, changed) = &*self.state;
-        if let Ok(mut now) = lock.lock() {
-            *now = to;
-            changed.notify_all();
-        }
-    }
-
+/// What `serve` tells the thread that gives memory back.
+enum Waiting {
     /// A task came.
-    fn busy(&self) {
-        self.set(IdleState::Busy);
-    }
+    Started,
+    /// Its answer went out: waiting for the next.
+    Answered,
+}
 
-    /// Its answer went out: waiting again.
-    fn done(&mut self) {
-        self.served += 1;
-        self.set(IdleState::Waiting(self.served));
-    }
+/// Starts the thread that gives the allocator's free memory back once
+/// `serve` has waited [`IDLE_BEFORE_GIVING_BACK`] for a task (once per
+/// wait); `serve` tells it of each task. Without the thread, memory is
+/// only kept longer.
+fn give_back_when_idle() -> std::sync::mpsc::Sender<Waiting> {
+    use std::sync::mpsc::RecvTimeoutError;
+    let (tell, told) = std::sync::mpsc::channel();
+    let _ = std::thread::Builder::new().name("telemeter-idle".to_owned()).spawn(move || {
+        let mut waiting = false;
+        loop {
+            let next =
+                if waiting { told.recv_timeout(IDLE_BEFORE_GIVING_BACK) } else { told.recv().map_err(Into::into) };
+            match next {
+                Ok(served) => waiting = matches!(served, Waiting::Answered),
+                Err(RecvTimeoutError::Timeout) => {
+                    crate::cli::memory::give_back_free();
+                    waiting = false;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    });
+    tell
 }
