@@ -175,15 +175,17 @@ impl RowsWriter {
         for word in [seen.line, seen.id.0, seen.id.1, seen.content, revision] {
             row.extend_from_slice(&word.to_le_bytes());
         }
-        let product = Product::ALL.iter().position(|p| *p == view.product).unwrap_or(0) as u8;
+        let product = Product::ALL
+            .iter()
+            .position(|p| *p == view.product)
+            .ok_or_else(|| Error::Internal(format!("{:?} is not in Product::ALL", view.product)))?;
         let direction = match view.direction {
             None => 0,
             Some(Direction::Inbound) => 1,
             Some(Direction::Outbound) => 2,
         };
-        row.extend_from_slice(&[product, direction]);
-        let country = view.country.as_ref().map_or("", Country::as_str).as_bytes();
-        row.extend_from_slice(if country.len() == 2 { country } else { &[0, 0] });
+        row.extend_from_slice(&[product as u8, direction]);
+        row.extend_from_slice(view.country.as_ref().map_or(&[0, 0], |country| country.as_str().as_bytes()));
         for text in [view.record_id, view.auth_id, view.subaccount, view.type_, view.code] {
             match u8::try_from(text.len()) {
                 Ok(length) if length < LONG_TEXT => row.push(length),
