@@ -14,7 +14,7 @@
 //! Standard output is never written here.
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -133,11 +133,13 @@ impl Progress {
             Output::Bar => Duration::from_millis(100),
             Output::Lines(every) => (every / 4).clamp(Duration::from_millis(1), Duration::from_millis(100)),
         };
-        let done = AtomicBool::new(false);
+        // The ticker waits on a channel, not in a sleep: `work`'s end (the
+        // sender dropped) wakes it at once, so the command ends when its
+        // work does, not up to a tick later.
+        let (done, ticks) = std::sync::mpsc::channel::<()>();
         let outcome = std::thread::scope(|scope| {
-            let ticker = threads::spawn_scoped(scope, "telemeter-progress", || {
-                while !done.load(Ordering::Relaxed) {
-                    std::thread::sleep(tick);
+            let ticker = threads::spawn_scoped(scope, "telemeter-progress", move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ticks.recv_timeout(tick) {
                     self.tick();
                 }
             });
@@ -145,7 +147,7 @@ impl Progress {
                 return Err(E::from(e));
             }
             let outcome = work();
-            done.store(true, Ordering::Relaxed);
+            drop(done);
             outcome
         });
         self.end_phase(outcome.as_ref().ok().map(|_| ""));
