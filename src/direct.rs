@@ -10,6 +10,12 @@
 //! moves the bytes from our own aligned buffer to the device, as
 //! databases' bulk writers do.
 //!
+//! A stored index file is the exception among reads: the ingest first
+//! reads it whole through the page cache to check its sum, so its later
+//! reads (the filter load, the candidate checks, a Spark dedup task on
+//! the same host) take it from there, not from the device again
+//! ([`DirectReader::open_cached`]).
+//!
 //! Where the filesystem refuses `O_DIRECT` at open (tmpfs before Linux
 //! 6.6, some FUSE and network filesystems) or at a write or read
 //! (`EINVAL`: ext4 refuses a length off the block size), the same code
@@ -536,6 +542,12 @@ impl DirectReader {
     /// Opens `path` for reading.
     pub(crate) fn open(path: &Path) -> std::io::Result<DirectReader> {
         DirectReader::open_with(path, true)
+    }
+
+    /// Opens `path` for reading through the page cache: for a file just
+    /// read whole through it (to check its sum), whose pages are there.
+    pub(crate) fn open_cached(path: &Path) -> std::io::Result<DirectReader> {
+        DirectReader::open_with(path, false)
     }
 
     fn open_with(path: &Path, around: bool) -> std::io::Result<DirectReader> {

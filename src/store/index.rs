@@ -140,15 +140,32 @@ pub struct IndexFile {
 
 impl IndexFile {
     /// Opens the published index file `listed` after checking its bytes
-    /// against its sum (read once through; the ingest then streams it).
+    /// against its sum (read once through the page cache; the ingest then
+    /// streams it from there, twice: its filter load and its candidate
+    /// checks, where reads around the cache would each take it from the
+    /// device again).
     pub(super) fn open_checked(listed: super::Listed<'_>) -> Result<IndexFile> {
         listed.check_file()?;
-        IndexFile::open(&listed.path())
+        let path = listed.path();
+        IndexFile::open_reader(&path, DirectReader::open_cached(&path))
     }
 
-    /// Opens an index file and reads its partition table.
+    /// Opens an index file, read around the page cache, and reads its
+    /// partition table.
     pub fn open(path: &Path) -> Result<IndexFile> {
-        let file = DirectReader::open(path).map_err(|e| Error::io(path, e))?;
+        IndexFile::open_reader(path, DirectReader::open(path))
+    }
+
+    /// Opens a stored index file, read through the page cache (which holds
+    /// it when another process checked its sum moments before, as the
+    /// Spark job's driver does for its dedup tasks), and reads its
+    /// partition table.
+    pub fn open_cached(path: &Path) -> Result<IndexFile> {
+        IndexFile::open_reader(path, DirectReader::open_cached(path))
+    }
+
+    fn open_reader(path: &Path, file: std::io::Result<DirectReader>) -> Result<IndexFile> {
+        let file = file.map_err(|e| Error::io(path, e))?;
         let broken = |what: &str| Error::io(path, format!("not a store index file: {what}"));
         let mut buffer = AlignedBuffer::for_reads(Self::data_start() as usize);
         let head = file.read_at(&mut buffer, 0, Self::data_start() as usize).map_err(|_| broken("too short"))?;

@@ -124,7 +124,7 @@ pub fn dedup_task(inputs: &Path, kind: &str, partitions: Range<usize>, out: &Pat
     }
     let mut all: DedupInputs = super::read_json(inputs, "dedup inputs")?;
     let files = all.kinds.remove(kind).unwrap_or_default();
-    let stored: Vec<IndexFile> = files.stored.iter().map(|p| IndexFile::open(p)).collect::<Result<_>>()?;
+    let stored: Vec<IndexFile> = files.stored.iter().map(|p| IndexFile::open_cached(p)).collect::<Result<_>>()?;
     let new: Vec<(u32, IndexFile)> =
         files.new.iter().map(|(i, p)| Ok((*i, IndexFile::open(p)?))).collect::<Result<_>>()?;
     let mut summary = DedupSummary::default();
