@@ -359,16 +359,29 @@ impl KindState {
 }
 
 /// Adds every stored id to the filter, partition by partition in parallel
-/// (one partition of every index file at a time).
+/// (one partition of every index file at a time). Each id's block is
+/// prefetched [`IDS_AHEAD`] ids before its insert: the stored ids are
+/// the history, and each is a miss in a filter of megabytes.
 pub(crate) fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -> Result<()> {
     let loaded: Vec<Result<()>> = filter
         .parts_mut()
         .enumerate()
         .map(|(p, mut part)| {
+            let mut ahead = [(0u64, 0u64); IDS_AHEAD];
+            let mut seen = 0usize;
             for file in stored {
                 file.for_each_in(p, |entry| {
-                    part.check_and_insert(entry.id);
+                    let slot = &mut ahead[seen % IDS_AHEAD];
+                    if seen >= IDS_AHEAD {
+                        part.check_and_insert(*slot);
+                    }
+                    part.prefetch(entry.id);
+                    *slot = entry.id;
+                    seen += 1;
                 })?;
+            }
+            for k in seen.saturating_sub(IDS_AHEAD)..seen {
+                part.check_and_insert(ahead[k % IDS_AHEAD]);
             }
             Ok(())
         })
