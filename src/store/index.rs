@@ -391,14 +391,16 @@ mod tests {
             .map(|i| IndexEntry { id: id(i), content: i * 3, place: pack(Place { file: i as u32 % 7, line: i }) })
             .collect();
         write_index(&path, &[&entries[..3], &entries[3..]], &Syncer::at_once()).unwrap();
-        let file = IndexFile::open(&path).unwrap();
-        assert_eq!(file.len(), 5000);
-        // Each partition holds its entries in their order, part after part.
-        for p in 0..PARTITIONS {
-            let mut read = Vec::new();
-            file.for_each_in(p, |e| read.push(e)).unwrap();
-            let expected: Vec<IndexEntry> = entries.iter().filter(|e| e.partition() == p).copied().collect();
-            assert_eq!(read, expected, "partition {p}");
+        // Read around the page cache or through it, the same entries.
+        for file in [IndexFile::open(&path).unwrap(), IndexFile::open_cached(&path).unwrap()] {
+            assert_eq!(file.len(), 5000);
+            // Each partition holds its entries in their order, part after part.
+            for p in 0..PARTITIONS {
+                let mut read = Vec::new();
+                file.for_each_in(p, |e| read.push(e)).unwrap();
+                let expected: Vec<IndexEntry> = entries.iter().filter(|e| e.partition() == p).copied().collect();
+                assert_eq!(read, expected, "partition {p}");
+            }
         }
 
         let empty = dir.path().join("empty.idx");
