@@ -164,7 +164,8 @@ fn dedup_partition(
         file.for_each_in(p, |entry| entries.push((*source, entry)))?;
     }
     let mut first: FxHashMap<(u64, u64), (u64, First)> = FxHashMap::default();
-    if !stored.is_empty() {
+    // A partition the day has no id in is not read from the store.
+    if !stored.is_empty() && !entries.is_empty() {
         let ids: FxHashSet<(u64, u64)> = entries.iter().map(|(_, entry)| entry.id).collect();
         for file in stored {
             file.for_each_in(p, |entry| {
@@ -320,5 +321,49 @@ mod tests {
         std::fs::write(&path, b"{\"kinds\":{}}").expect("inputs");
         let none = dedup_task(&path, "charges", 0..PARTITIONS, &dir.path().join("none")).expect("nothing");
         assert_eq!(none, DedupSummary::default());
+    }
+
+    /// A partition the day has no id in is not read from the store:
+    /// damage there goes unseen, where a new id's partition holding the
+    /// same damage is an error naming the stored file.
+    #[test]
+    fn only_the_partitions_of_new_ids_are_read_from_the_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stored: Vec<IndexEntry> = (0..400).map(|i| entry(&format!("s{i}"), 1, 0, i + 1)).collect();
+        let path = index_file(dir.path(), "stored.idx", &stored);
+        let new = entry("n0", 1, 2, 1);
+        let quiet = (0..PARTITIONS)
+            .find(|&p| p != new.partition() && stored.iter().any(|e| e.partition() == p))
+            .expect("a stored partition without the new id");
+        // The first entry of partition `quiet` takes an id of another one.
+        let mut bytes = std::fs::read(&path).expect("stored file");
+        let offset = |p: usize| {
+            let at = 16 + 8 * p;
+            u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes")) as usize
+        };
+        let at = 16 + 8 * (PARTITIONS + 1) + 32 * offset(quiet);
+        bytes[at..at + 8].copy_from_slice(&new.id.0.to_le_bytes());
+        bytes[at + 8..at + 16].copy_from_slice(&new.id.1.to_le_bytes());
+        std::fs::write(&path, &bytes).expect("damaged");
+
+        let inputs = |name: &str, entries: &[IndexEntry]| {
+            let mut inputs = DedupInputs::default();
+            let new = vec![(2, index_file(dir.path(), name, entries))];
+            inputs.kinds.insert("calls".into(), KindInputs { new, stored: vec![path.clone()] });
+            let file = dir.path().join(format!("{name}.json"));
+            std::fs::write(&file, serde_json::to_vec(&inputs).expect("json")).expect("inputs");
+            file
+        };
+        let one = inputs("one.idx", &[new]);
+        let found = dedup_task(&one, "calls", 0..PARTITIONS, &dir.path().join("out-one")).expect("not read");
+        assert_eq!((found.new, found.duplicates), (1, 0));
+
+        let id = (0..).map(|i| format!("m{i}")).find(|id| entry(id, 1, 2, 2).partition() == quiet).expect("an id");
+        let two = inputs("two.idx", &[new, entry(&id, 1, 2, 2)]);
+        let Err(error) = dedup_task(&two, "calls", 0..PARTITIONS, &dir.path().join("out-two")) else {
+            panic!("the damaged partition is read for a new id in it")
+        };
+        let error = error.chain();
+        assert!(error.contains("stored.idx") && error.contains(&format!("in partition {quiet}")), "{error}");
     }
 }
