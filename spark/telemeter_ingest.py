@@ -1,7 +1,8 @@
 """telemeter ingest --engine spark: the Spark job.
 
 Run by `telemeter ingest --engine spark` through `spark-submit` (never by
-hand): `spark-submit --files <telemeter binary> telemeter_ingest.py PLAN`.
+hand): `spark-submit --files <telemeter binary> telemeter_ingest.py PLAN`
+(no --files with a local master: PLAN then names telemeter's own program).
 PLAN (plan.json, written by telemeter in STORE/staging/<ingest>/) lists the
 input files in the ingest's order, the stored records files of each kind
 and the staging folder. The job writes, under that folder:
@@ -92,7 +93,10 @@ BOM = b"\xef\xbb\xbf"
 
 
 def executable(name):
-    """The telemeter binary shipped with --files, made executable."""
+    """The telemeter binary shipped with --files, made executable; or,
+    with a local master, the path of telemeter's own program."""
+    if os.path.isabs(name):
+        return name
     path = SparkFiles.get(name)
     if os.access(path, os.X_OK):
         return path

@@ -117,7 +117,8 @@ pub struct SparkOptions {
     pub master: Option<String>,
     /// `--conf KEY=VALUE` pairs, after (so overriding) the job's defaults.
     pub conf: Vec<(String, String)>,
-    /// This program, shipped to the executors (`--files`) for the row check.
+    /// This program, which the tasks run: shipped with `--files`, or with
+    /// a `local` master its own file on this host.
     pub binary: PathBuf,
     /// A local plain CSV file larger than this is checked by several
     /// tasks, a split of about this size each (`records::split`).
@@ -128,6 +129,38 @@ pub struct SparkOptions {
 /// otherwise: no UI, quiet logs. (The job computes nothing in Spark SQL:
 /// its tasks run this binary.)
 pub const DEFAULT_CONF: [(&str, &str); 2] = [("spark.ui.enabled", "false"), ("spark.log.level", "WARN")];
+
+/// How the tasks reach this program.
+#[derive(Debug, PartialEq)]
+struct Shipped {
+    /// The plan's `binary`: the file name `--files` gives it, or a path
+    /// on this host.
+    name: String,
+    /// Whether it goes with `--files`.
+    ship: bool,
+}
+
+impl Shipped {
+    /// With a `local` or `local-cluster` master every executor runs on
+    /// this host, and the tasks run this very process's program
+    /// (`/proc/<pid>/exe`: the running file, even if a newer one has
+    /// replaced it since): `--files` would copy its 100 MB twice a job.
+    /// Elsewhere it is shipped.
+    fn of(spark: &SparkOptions) -> Result<Shipped> {
+        let local = spark.master.as_deref().is_some_and(|m| m.starts_with("local"));
+        let own = format!("/proc/{}/exe", std::process::id());
+        if local && Path::new(&own).exists() {
+            return Ok(Shipped { name: own, ship: false });
+        }
+        let name = spark
+            .binary
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| Error::io(&spark.binary, "not a program name"))?
+            .to_owned();
+        Ok(Shipped { name, ship: true })
+    }
+}
 
 /// One input file in the job's plan, or one split of it (a task each).
 #[derive(Debug, Serialize, Deserialize)]
@@ -563,12 +596,7 @@ fn run_job(
         let paths = names.iter().map(|n| path_text(&store.join(n))).collect::<Result<Vec<_>>>()?;
         stored.insert(kind.name().to_owned(), paths);
     }
-    let binary_name = spark
-        .binary
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| Error::io(&spark.binary, "not a program name"))?
-        .to_owned();
+    let shipped = Shipped::of(spark)?;
     let generation = before.old().generation + 1;
     let plan = Plan {
         store: path_text(store)?,
@@ -579,7 +607,7 @@ fn run_job(
             OnBadRow::Fail => "fail",
             OnBadRow::SetAside => "set-aside",
         },
-        binary: binary_name,
+        binary: shipped.name.clone(),
         pid: std::process::id(),
         data_uri: before.uri().map(|uri| uri.text.clone()),
         side: LAYOUT,
@@ -611,7 +639,10 @@ fn run_job(
     for (key, value) in &conf {
         command.arg("--conf").arg(format!("{key}={value}"));
     }
-    command.arg("--files").arg(&spark.binary).arg(&job_path).arg(&plan_path);
+    if shipped.ship {
+        command.arg("--files").arg(&spark.binary);
+    }
+    command.arg(&job_path).arg(&plan_path);
     // The job's own output goes to our standard error: standard output is
     // the ingest's report.
     command.stdout(Stdio::from(std::io::stderr())).stdin(Stdio::null());
@@ -704,5 +735,29 @@ mod tests {
         let conf = job_conf(&uri, &[]).expect("conf");
         assert!(conf["spark.executor.extraJavaOptions"].starts_with("-Dlog4j2.configurationFile=file:/s/"));
         assert_eq!(conf["spark.driver.extraJavaOptions"], conf["spark.executor.extraJavaOptions"]);
+    }
+
+    /// A local master's tasks run this process's own program; any other
+    /// master's get it with `--files`, by its file name.
+    #[test]
+    fn the_program_is_shipped_unless_the_master_is_local() {
+        let options = |master: Option<&str>| SparkOptions {
+            spark_submit: PathBuf::from("/spark/bin/spark-submit"),
+            master: master.map(str::to_owned),
+            conf: Vec::new(),
+            binary: PathBuf::from("/opt/bin/telemeter"),
+            split_bytes: 1,
+        };
+        let own = Shipped { name: format!("/proc/{}/exe", std::process::id()), ship: false };
+        for master in ["local", "local[2]", "local[2,4]", "local-cluster[2,1,1024]"] {
+            assert_eq!(Shipped::of(&options(Some(master))).expect("local"), own, "{master}");
+        }
+        let shipped = Shipped { name: "telemeter".to_owned(), ship: true };
+        for master in [Some("spark://h:7077"), Some("yarn"), Some("k8s://https://h"), None] {
+            assert_eq!(Shipped::of(&options(master)).expect("shipped"), shipped, "{master:?}");
+        }
+        let mut root = options(None);
+        root.binary = PathBuf::from("/");
+        assert!(Shipped::of(&root).is_err(), "no program name");
     }
 }
