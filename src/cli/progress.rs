@@ -424,4 +424,22 @@ mod tests {
         assert_eq!(progress.position.load(Ordering::Relaxed), 10);
         assert_eq!(progress.count.load(Ordering::Relaxed), 1);
     }
+
+    /// Work that panics ends the run (the panic goes on to the caller):
+    /// the ticker is told by the work's end however it ends, so the run
+    /// never waits on it.
+    #[test]
+    fn a_panic_in_the_work_ends_the_run() {
+        let (sent, ended) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut progress = Progress::new("test", true);
+            progress.output = Output::Lines(Duration::from_secs(3600));
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                progress.run(|| -> Result<(), crate::error::Error> { panic!("the work fails") })
+            }));
+            let _ = sent.send(outcome.is_err());
+        });
+        let panicked = ended.recv_timeout(Duration::from_secs(60)).expect("the run ended");
+        assert!(panicked, "the panic reaches the caller");
+    }
 }
