@@ -18,7 +18,7 @@ use crate::aggregate::Totals;
 use crate::error::{Error, Result};
 use crate::intern::Interner;
 use crate::prefetch::prefetch;
-use crate::records::{Country, Direction, Product};
+use crate::records::Closed;
 use crate::store::create_parent;
 
 /// The positions of `groups` in (account, slot) order, each as one
@@ -209,12 +209,8 @@ struct RowHead {
     subaccount: u32,
     type_: u32,
     code: u32,
-    /// The position in [`Product::ALL`].
-    product: u8,
-    /// 0 for none, 1 inbound, 2 outbound.
-    direction: u8,
-    /// Two ASCII letters, or zeros for none.
-    country: [u8; 2],
+    /// The product, direction and country ([`Closed::codes`]).
+    closed: [u8; 4],
     slot: i64,
     records: u64,
 }
@@ -226,16 +222,7 @@ impl RowHead {
             subaccount: dims.subaccount,
             type_: dims.type_,
             code: dims.code,
-            product: Product::ALL.iter().position(|p| *p == dims.product).unwrap_or(0) as u8,
-            direction: match dims.direction {
-                None => 0,
-                Some(Direction::Inbound) => 1,
-                Some(Direction::Outbound) => 2,
-            },
-            country: dims.country.map_or([0; 2], |country| {
-                let code = country.as_str().as_bytes();
-                [code[0], code[1]]
-            }),
+            closed: Closed { product: dims.product, direction: dims.direction, country: dims.country }.codes(),
             slot: key.slot,
             records,
         }
@@ -243,18 +230,9 @@ impl RowHead {
 
     /// The key of `account`; `None` when a byte is no value of its field.
     fn key(&self, account: u32) -> Option<RollupKey> {
-        let dims = Dims {
-            product: *Product::ALL.get(self.product as usize)?,
-            type_: self.type_,
-            subaccount: self.subaccount,
-            country: if self.country[0] == 0 { None } else { Some(Country::parse(&self.country)?) },
-            direction: match self.direction {
-                0 => None,
-                1 => Some(Direction::Inbound),
-                _ => Some(Direction::Outbound),
-            },
-            code: self.code,
-        };
+        let Closed { product, direction, country } = Closed::from_codes(self.closed)?;
+        let dims =
+            Dims { product, type_: self.type_, subaccount: self.subaccount, country, direction, code: self.code };
         Some(RollupKey { account, slot: self.slot, dims })
     }
 }
@@ -375,6 +353,7 @@ pub(super) fn decode_partial<const N: usize>(b: &[u8; N], account: u32) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::{Country, Direction, Product};
 
     /// Voice dimensions of these ids, no country or direction.
     fn voice(type_: u32, subaccount: u32, code: u32) -> Dims<u32, u32> {

@@ -21,9 +21,8 @@
 //!   u32 file, u64 line                 input file index, line or row
 //!   u64 id_hi, u64 id_lo, u64 content  dedup hashes (as `Seen`)
 //!   u64 revision
-//!   u8 product                         its place in `Product::ALL`
-//!   u8 direction                       0 none, 1 inbound, 2 outbound
-//!   [u8; 2] country                    its letters, or 0, 0 for none
+//!   [u8; 4] closed                     product, direction, country
+//!                                      (`records::Closed::codes`)
 //!   5 x (length, UTF-8 bytes)          record_id, auth_id, subaccount,
 //!                                      type, code ("" for none); the
 //!                                      length a byte, or 255 then a u32
@@ -49,7 +48,7 @@ use super::super::ingest::dedup::Pending;
 use super::super::parquet_io::RecordView;
 use crate::error::{Error, Result};
 use crate::records::dedup::Seen;
-use crate::records::{Country, Direction, Product};
+use crate::records::Closed;
 
 const MAGIC: &[u8; 8] = b"TMROWS02";
 /// Bytes of a row's fixed fields: the numbers, then the codes.
@@ -175,17 +174,9 @@ impl RowsWriter {
         for word in [seen.line, seen.id.0, seen.id.1, seen.content, revision] {
             row.extend_from_slice(&word.to_le_bytes());
         }
-        let product = Product::ALL
-            .iter()
-            .position(|p| *p == view.product)
-            .ok_or_else(|| Error::Internal(format!("{:?} is not in Product::ALL", view.product)))?;
-        let direction = match view.direction {
-            None => 0,
-            Some(Direction::Inbound) => 1,
-            Some(Direction::Outbound) => 2,
-        };
-        row.extend_from_slice(&[product as u8, direction]);
-        row.extend_from_slice(view.country.as_ref().map_or(&[0, 0], |country| country.as_str().as_bytes()));
+        row.extend_from_slice(
+            &Closed { product: view.product, direction: view.direction, country: view.country }.codes(),
+        );
         for text in [view.record_id, view.auth_id, view.subaccount, view.type_, view.code] {
             match u8::try_from(text.len()) {
                 Ok(length) if length < LONG_TEXT => row.push(length),
@@ -432,18 +423,9 @@ impl RowsFile {
         let (units, duration, amount, surcharge) = (at64(12), at64(20) as i64, at64(28) as i64, at64(36) as i64);
         let file = u32_at(row, 44);
         let (line, id, content, revision) = (at64(48), (at64(56), at64(64)), at64(72), at64(80));
-        let codes = FIXED - CODES;
-        let product = Product::ALL.get(usize::from(row[codes])).copied().ok_or_else(|| bad("product"))?;
-        let direction = match row[codes + 1] {
-            0 => None,
-            1 => Some(Direction::Inbound),
-            2 => Some(Direction::Outbound),
-            _ => return Err(bad("direction")),
-        };
-        let country = match [row[codes + 2], row[codes + 3]] {
-            [0, 0] => None,
-            letters => Some(Country::parse(&letters).ok_or_else(|| bad("country"))?),
-        };
+        let codes = word::<CODES>(row, FIXED - CODES).ok_or_else(|| bad("a cut row"))?;
+        let Closed { product, direction, country } =
+            Closed::from_codes(codes).ok_or_else(|| bad("a product, direction or country code"))?;
         let mut texts = [""; TEXTS];
         let mut at = FIXED;
         for text in &mut texts {
@@ -516,6 +498,7 @@ fn broken(path: &Path, what: &str) -> Error {
 mod tests {
     use super::*;
     use crate::records::dedup::id_hash;
+    use crate::records::{Country, Direction, Product};
 
     /// Row `i`: every product, direction and country code in turn, and
     /// texts of one-byte and of long lengths.
