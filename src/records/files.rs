@@ -113,6 +113,12 @@ pub struct Inventory {
 /// (`records.md`, `resources.md`).
 pub const LAYOUT: [&str; 4] = ["accounts.csv", "endpoints.csv", "registrations.csv", "recordings"];
 
+/// The files of `kind` among `files`, each with its position in `files`
+/// (an inventory's order, which the ingest numbers its sources by).
+pub fn of_kind(files: &[InputFile], kind: Kind) -> Vec<(u32, &InputFile)> {
+    files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect()
+}
+
 impl Inventory {
     /// Lists every record file under `data`; missing folders hold nothing.
     pub fn scan(data: &Path) -> Result<Inventory> {

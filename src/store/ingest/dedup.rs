@@ -475,6 +475,30 @@ impl Pending {
     }
 }
 
+/// The index files of `kind` that the store `old` (at `store`) lists, each
+/// checked against its sum as it is opened.
+pub(in crate::store) fn stored_index(
+    store: &std::path::Path,
+    old: &crate::store::Manifest,
+    kind: Kind,
+) -> Result<Vec<IndexFile>> {
+    old.kind(kind).index.iter().map(|name| IndexFile::open_checked(old.file(store, name)?)).collect()
+}
+
+/// The record-id filter of a kind whose `stored` rows have the index
+/// files `index`, for new input `files` ([`filter_for`]), loaded with every
+/// stored id: the one both engines start the kind from.
+pub(in crate::store) fn loaded_filter(
+    max_bytes: u64,
+    stored: &KindFiles,
+    index: &[IndexFile],
+    files: &[(u32, &crate::records::files::InputFile)],
+) -> Result<Filter> {
+    let mut filter = filter_for(max_bytes, stored, files);
+    load_filter(&mut filter, index)?;
+    Ok(filter)
+}
+
 /// The record-id filter of one kind (both engines make the same one, so
 /// that they take the same rows for candidates): sized for the ids it will
 /// hold, those `stored` and about as many new ones as the input `files`
@@ -482,11 +506,7 @@ impl Pending {
 /// rows of at least [`PACKED_ROW_BYTES`]), within `max_bytes`
 /// (`--filter-mb`). An estimate too low only sends more rows to the exact
 /// check.
-pub(in crate::store) fn filter_for(
-    max_bytes: u64,
-    stored: &KindFiles,
-    files: &[(u32, &crate::records::files::InputFile)],
-) -> Filter {
+fn filter_for(max_bytes: u64, stored: &KindFiles, files: &[(u32, &crate::records::files::InputFile)]) -> Filter {
     let new: u64 = files
         .iter()
         .map(|(_, file)| match file.format {

@@ -102,7 +102,7 @@ use crate::records::Kind;
 use batches::{batches, Batch};
 use chunk::{check_file, Chunk, ChunkFold, Kept, Mark};
 use corrections::{Registry, RunVersion, RunVoid};
-use dedup::{filter_for, KindState, Pending};
+use dedup::{loaded_filter, stored_index, KindState, Pending};
 use fold::Rollups;
 use terms::started;
 
@@ -384,13 +384,8 @@ impl Run<'_> {
     /// its write, its candidates' check, then the next batch's rows.
     fn ingest_kinds(&mut self) -> Result<()> {
         let options = self.options;
-        let by_kind: Vec<(Kind, Vec<(u32, &InputFile)>)> = Kind::ALL
-            .iter()
-            .map(|&kind| {
-                let files = self.inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind);
-                (kind, files.map(|(i, f)| (i as u32, f)).collect())
-            })
-            .collect();
+        let by_kind: Vec<(Kind, Vec<(u32, &InputFile)>)> =
+            Kind::ALL.iter().map(|&kind| (kind, crate::records::files::of_kind(&self.inventory.files, kind))).collect();
         let mut steps: Vec<Step<'_, '_>> = Vec::new();
         for (kind, files) in &by_kind {
             if files.is_empty() {
@@ -437,13 +432,8 @@ impl Run<'_> {
     fn start_kind(&self, kind: Kind, files: &[(u32, &InputFile)]) -> Result<KindState> {
         let files_of_kind = self.old.kind(kind);
         let amount = files_of_kind.total_amount(kind, self.store)?;
-        let stored: Vec<IndexFile> = files_of_kind
-            .index
-            .iter()
-            .map(|name| IndexFile::open_checked(self.old.file(self.store, name)?))
-            .collect::<Result<_>>()?;
-        let mut filter = filter_for(self.options.filter_bytes, &files_of_kind, files);
-        load_filter(&mut filter, &stored)?;
+        let stored = stored_index(self.store, self.old, kind)?;
+        let filter = loaded_filter(self.options.filter_bytes, &files_of_kind, &stored, files)?;
         Ok(KindState {
             kind,
             files: files_of_kind,

@@ -2,8 +2,8 @@
 //! from the store's index files on a thread of their own while the job
 //! checks and deduplicates the rows.
 //!
-//! A filter is the local ingest's (`ingest::dedup::filter_for` and
-//! `load_filter`: the same size, the same stored ids), so the plan's
+//! A filter is the local ingest's (`ingest::dedup::loaded_filter`: the
+//! same size, the same stored ids), so the plan's
 //! decisions do not change; only when it is loaded does. Loading reads
 //! 32 bytes per stored row, the one cost of the plan that grows with the
 //! store's history, and the driver is otherwise idle while the executors
@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
 
-use super::super::index::{Filter, IndexFile};
-use super::super::ingest::dedup::{filter_for, load_filter};
+use super::super::index::Filter;
+use super::super::ingest::dedup::{loaded_filter, stored_index};
 use super::super::Manifest;
 use crate::error::{Error, Result};
 use crate::records::files::InputFile;
@@ -94,17 +94,9 @@ impl Stored {
     /// sized by the stored rows and the new files, loaded with the stored
     /// ids.
     fn load(&self, kind: Kind) -> Result<Filter> {
-        let of_kind: Vec<(u32, &InputFile)> =
-            self.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
-        let files = self.old.kind(kind);
-        let stored: Vec<IndexFile> = files
-            .index
-            .iter()
-            .map(|name| IndexFile::open_checked(self.old.file(&self.store, name)?))
-            .collect::<Result<_>>()?;
-        let mut filter = filter_for(self.filter_bytes, &files, &of_kind);
-        load_filter(&mut filter, &stored)?;
-        Ok(filter)
+        let of_kind = crate::records::files::of_kind(&self.files, kind);
+        let index = stored_index(&self.store, &self.old, kind)?;
+        loaded_filter(self.filter_bytes, &self.old.kind(kind), &index, &of_kind)
     }
 }
 

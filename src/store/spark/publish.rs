@@ -104,8 +104,7 @@ pub(super) fn publish(
     let mut filters =
         filters.unwrap_or_else(|| StoredFilters::start(store, old, &inventory.files, options.filter_bytes));
     for kind in Kind::ALL {
-        let of_kind: Vec<(u32, &InputFile)> =
-            inventory.files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect();
+        let of_kind = crate::records::files::of_kind(&inventory.files, kind);
         let checked: Vec<CheckedFile> =
             of_kind.iter().flat_map(|(index, _)| checked_files.remove(index).unwrap_or_default()).collect();
         let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
