@@ -63,9 +63,11 @@ from urllib.parse import unquote
 
 from py4j.protocol import Py4JJavaError
 
+from py4j import protocol as py4j_protocol
 from pyspark import SparkConf, SparkContext, SparkFiles, TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import NumpyArrayConverter, NumpyScalarConverter
 
 # pyarrow (the Arrow batches of files at a URI) is imported where it is
 # used: data on a local path needs only pyspark.
@@ -118,6 +120,17 @@ def python_daemon(conf, staging):
     conf.set(DAEMON_MODULE, "telemeter_daemon")
     conf.set(EXECUTOR_PATH, theirs + os.pathsep + staging if theirs else staging)
     return conf
+
+
+def drop_numpy_converters():
+    """Takes pyspark's NumPy converters out of py4j's: the job hands the
+    JVM no NumPy value, and their first check of an argument (the first
+    call into the JVM, SparkConf's) imports pyspark.testing.utils, hence
+    pandas when it is installed: 0.2 s before the SparkContext exists.
+    A file at a URI imports pandas where its Arrow batches need it."""
+    numpy = (NumpyArrayConverter, NumpyScalarConverter)
+    converters = py4j_protocol.INPUT_CONVERTER
+    converters[:] = [c for c in converters if not isinstance(c, numpy)]
 
 
 def forget_zip_finders():
@@ -838,6 +851,7 @@ def main():
     with open(plan_path, encoding="utf-8") as f:
         plan = json.load(f)
     staging = plan["staging"]
+    drop_numpy_converters()
     sc = SparkContext.getOrCreate(python_daemon(SparkConf(), staging))
     result = {"error": None, "kinds": {}}
 
