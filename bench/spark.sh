@@ -13,8 +13,9 @@
 #   5. local[2] reading the data as a file:// URI (Hadoop's listing,
 #      Spark's text source: the path an s3a:// or hdfs:// export takes);
 # then a small day ($BENCH_SMALL: 1 % new rows, generated here) into a copy
-# of the first store, by the local engine and by local[2]: the cost of an
-# ingest beside the store's history. Before the rounds, one local[2] job
+# of the first store and into a new store, by the local engine and by
+# local[2]: the cost of an ingest beside the store's history, and the
+# history's share of it. Before the rounds, one local[2] job
 # (the small day into a new store) saves the driver JVM's class archive in
 # a cache folder of this run's, as a host's first Spark job does
 # (spark-first-job).
@@ -130,6 +131,9 @@ for round in $(seq "$ROUNDS"); do
     [ "$engine" = local ] || args=("${LOCAL2[@]}")
     measure "$engine-1pct" "" "$BIN" ingest --data "$SMALL" --store "$WORK/store-small-$engine" "${args[@]}"
   done
+  # The same rows into a new store: what the 16.1M rows of history add.
+  ingest local-1pct-new small-new-local "$SMALL"
+  ingest spark-local-2-1pct-new small-new-spark "$SMALL" "${LOCAL2[@]}"
 done
 stop
 trap - EXIT
@@ -141,7 +145,7 @@ sort -k1,1 -k2,2n "$RESULTS" | awk -F'\t' '
 
 ACCOUNT=$(sed -n 2p "$DATA/accounts.csv" | cut -d, -f1)
 QUERY='granularity=day&from_date=2026-08-01&to_date=2026-11-01&timezone=Asia/Kolkata'
-for store in local spark-local spark-cluster spark-cluster-1 spark-uri small-local small-spark-local-2; do
+for store in local spark-local spark-cluster spark-cluster-1 spark-uri small-local small-spark-local-2 small-new-local small-new-spark; do
   # one key for all: each store otherwise seals page tokens with its own
   TELEMETER_TOKEN_KEY=bench-compare "$BIN" summary --store "$WORK/store-$store" --auth-id "$ACCOUNT" --query "$QUERY" --now 2026-11-02T00:00:00Z \
     --all-pages | sha256sum | sed "s/-$/$store/"
