@@ -144,10 +144,16 @@ sort -k1,1 -k2,2n "$RESULTS" | awk -F'\t' '
   END { for (k in n) { split(substr(wall[k], 2), w, " "); printf "%-22s wall %7.1f s  peak memory (max) %6d MiB\n", k, w[int((n[k] + 1) / 2)], mem[k] } }' | sort
 
 ACCOUNT=$(sed -n 2p "$DATA/accounts.csv" | cut -d, -f1)
-QUERY='granularity=day&from_date=2026-08-01&to_date=2026-11-01&timezone=Asia/Kolkata'
+WHOLE='granularity=day&from_date=2026-08-01&to_date=2026-11-01&timezone=Asia/Kolkata'
+# the small day's own dates, with the last of the 16.1M set's, for an
+# account with calls that day
+SMALL_ACCOUNT=$(sed -n 2p "$SMALL/calls/part-000.csv" | cut -d, -f2)
+DAY='granularity=day&from_date=2026-10-30&to_date=2026-11-03&timezone=Asia/Kolkata'
 for store in local spark-local spark-cluster spark-cluster-1 spark-uri small-local small-spark-local-2 small-new-local small-new-spark; do
+  query=$WHOLE account=$ACCOUNT
+  [[ $store == small* ]] && query=$DAY account=$SMALL_ACCOUNT
   # one key for all: each store otherwise seals page tokens with its own
-  TELEMETER_TOKEN_KEY=bench-compare "$BIN" summary --store "$WORK/store-$store" --auth-id "$ACCOUNT" --query "$QUERY" --now 2026-11-02T00:00:00Z \
+  TELEMETER_TOKEN_KEY=bench-compare "$BIN" summary --store "$WORK/store-$store" --auth-id "$account" --query "$query" --now 2026-11-04T00:00:00Z \
     --all-pages | sha256sum | sed "s/-$/$store/"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
