@@ -194,6 +194,7 @@ enum Answer<'a> {
 fn serve() -> anyhow::Result<()> {
     use clap::Parser;
     use std::io::{BufRead, Write};
+    die_with_parent();
     let idle = give_back_when_idle();
     let stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
@@ -219,6 +220,26 @@ fn serve() -> anyhow::Result<()> {
         let _ = idle.send(Waiting::Answered);
     }
     Ok(())
+}
+
+/// Ends this process when the Python worker that started it ends, even in
+/// the middle of a task. Spark runs a task again, elsewhere, when its
+/// worker is killed (a task cancelled, an executor lost); a served task
+/// that went on would write the same files as the new attempt, at the
+/// same time. (The worker starts it from its one thread, whose end is the
+/// worker's.)
+#[allow(unsafe_code)]
+fn die_with_parent() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getppid and prctl(PR_SET_PDEATHSIG) touch no memory.
+        let parent = unsafe { libc::getppid() };
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+        // Gone before the call: its signal will never come.
+        if unsafe { libc::getppid() } != parent {
+            std::process::exit(1);
+        }
+    }
 }
 
 /// How long `serve` waits for a task before it gives the memory its

@@ -994,6 +994,30 @@ fn uris_need_spark_for_data_and_a_mount_for_the_store() {
     assert!(remote.stderr.contains("'s3a://b/store' is a s3a:// location"), "{}", remote.stderr);
 }
 
+/// A store whose path holds a space and quotes: the JVMs' options name a
+/// file in it, and Spark splits them at whitespace. And the settings the
+/// job needs are refused from `--spark-conf` before any work.
+#[test]
+fn spark_ingests_into_a_store_whose_path_has_spaces_and_quotes() {
+    let Some(spark) = spark() else { return };
+    let temp = tempfile::tempdir().expect("tempdir");
+    let data = crate::common::sample_data();
+    let (local, remote) = (temp.path().join("local"), temp.path().join("a b's \"store\""));
+    ingest_both(&spark, &data, &local, &remote, &[], "local[1]");
+    assert_same_stores(&spark, &local, &remote, &accounts_of(&[&data]));
+
+    let other = temp.path().join("other");
+    let args = ["ingest", "--data", s(&data), "--store", s(&other), "--engine", "spark", "--spark-master", "local[1]"];
+    let speculative = run(&spark, &[&args[..], &["--spark-conf", "spark.speculation=true"]].concat());
+    assert_eq!(speculative.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&speculative.stderr);
+    assert!(
+        said.contains("--spark-conf spark.speculation=true: the Spark engine runs with spark.speculation=false"),
+        "{said}"
+    );
+    assert!(!other.join("manifest.json").exists(), "nothing was published");
+}
+
 /// Corrections on both engines: a store of generated calls, then a
 /// delivery that re-rates every 20th call (revision 1) and withdraws every
 /// 150th, then the same delivery again (every row a duplicate of a stored
@@ -1156,6 +1180,49 @@ fn spark_task_serve_answers_each_task_as_its_own_command() {
         let theirs = std::fs::read(served.join(file.file_name())).expect("served wrote the same files");
         assert_eq!(std::fs::read(file.path()).expect("read"), theirs, "{:?}", file.file_name());
     }
+}
+
+/// `spark-task serve` ends with the Python worker that started it, even
+/// while its input stays open (here held by this test): a task of a killed
+/// worker stops, and does not write beside the attempt Spark runs again.
+#[test]
+fn spark_task_serve_ends_with_the_process_that_started_it() {
+    let mut worker = Command::new("sh")
+        // (sh gives a background command /dev/null for input: it gets the
+        // test's pipe through another descriptor.)
+        .args([
+            "-c",
+            "exec 3<&0; \"$0\" --threads 1 spark-task serve <&3 & echo $!; exec sleep 60",
+            env!("CARGO_BIN_EXE_telemeter"),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut out = std::io::BufReader::new(worker.stdout.take().expect("stdout"));
+    let mut pid = String::new();
+    std::io::BufRead::read_line(&mut out, &mut pid).expect("read the pid");
+    let served = format!("/proc/{}", pid.trim());
+    // Its answer to a line: it is serving.
+    let mut input = worker.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut input, b"not a task\n").expect("send a line");
+    let mut answer = String::new();
+    std::io::BufRead::read_line(&mut out, &mut answer).expect("read the answer");
+    assert!(answer.contains("a task is a JSON array"), "{answer}");
+    let running = |path: &str| {
+        std::fs::read_to_string(format!("{path}/stat"))
+            .map(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .unwrap_or(false)
+    };
+    assert!(running(&served), "serve runs");
+    worker.kill().expect("kill the worker");
+    worker.wait().expect("wait");
+    let killed = Instant::now();
+    while running(&served) && killed.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!running(&served), "serve ended with its worker, its input still open");
+    drop(input);
 }
 
 /// The processes below `root` (its children, theirs, ...), from `/proc`.

@@ -126,9 +126,20 @@ pub struct SparkOptions {
 }
 
 /// The Spark configuration every job gets unless `--spark-conf` says
-/// otherwise: no UI, quiet logs. (The job computes nothing in Spark SQL:
-/// its tasks run this binary.)
+/// otherwise: no UI, quiet logs. (For local data the job computes nothing
+/// in Spark SQL: its tasks run this binary.)
 pub const DEFAULT_CONF: [(&str, &str); 2] = [("spark.ui.enabled", "false"), ("spark.log.level", "WARN")];
+
+/// The Spark configuration the job needs, whatever `--spark-conf` or
+/// spark-defaults.conf say; `--spark-conf` giving another value is a
+/// usage error:
+/// - no speculative attempts: a task writes its files at fixed names
+///   (in the staging folder, and the store's new records and index
+///   files), which two attempts at once would both write;
+/// - the driver in this process's host (client mode): the job and
+///   telemeter share the staging folder and hand each other the write
+///   plan, and the job ends when telemeter's process does.
+const FIXED_CONF: [(&str, &str); 2] = [("spark.speculation", "false"), ("spark.submit.deployMode", "client")];
 
 /// How the tasks reach this program.
 #[derive(Debug, PartialEq)]
@@ -500,7 +511,8 @@ struct JobSettings<'a> {
 }
 
 /// The job's Spark configuration: [`DEFAULT_CONF`] and the JVMs'
-/// options, then the user's `given` pairs (the last of a key wins).
+/// options, then the user's `given` pairs (the last of a key wins), then
+/// [`FIXED_CONF`], which they may only repeat.
 ///
 /// - Quiet from the first line: Spark's start-up INFO lines come before
 ///   `spark.log.level` applies.
@@ -517,7 +529,8 @@ fn job_conf(settings: &JobSettings<'_>, given: &[(String, String)]) -> Result<BT
     let mut conf: BTreeMap<String, String> =
         DEFAULT_CONF.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let compiler = if settings.uri { "" } else { "-XX:TieredStopAtLevel=1 " };
-    let java_option = format!("{compiler}-Dlog4j2.configurationFile=file:{}", path_text(settings.log_config)?);
+    let log_config = java_word(&format!("-Dlog4j2.configurationFile={}", path_text(settings.log_config)?));
+    let java_option = format!("{compiler}{log_config}");
     let driver = match &settings.archive {
         Some(archive) => format!("{archive} {java_option}"),
         None => java_option.clone(),
@@ -525,9 +538,36 @@ fn job_conf(settings: &JobSettings<'_>, given: &[(String, String)]) -> Result<BT
     conf.insert("spark.driver.extraJavaOptions".to_owned(), driver);
     conf.insert("spark.executor.extraJavaOptions".to_owned(), java_option);
     for (key, value) in given {
+        if let Some((_, needed)) = FIXED_CONF.iter().find(|(fixed, _)| fixed == key) {
+            if value.trim() != *needed {
+                return Err(Error::Usage(format!(
+                    "--spark-conf {key}={value}: the Spark engine runs with {key}={needed}"
+                )));
+            }
+        }
         conf.insert(key.clone(), value.clone());
     }
+    conf.extend(FIXED_CONF.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     Ok(conf)
+}
+
+/// `word` as one word of a JVM options string (`spark.*.extraJavaOptions`,
+/// which Spark splits at whitespace): in double quotes, with `"` and `\`
+/// escaped, when it holds any of those (a store path with a space).
+fn java_word(word: &str) -> String {
+    if !word.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == '\\') {
+        return word.to_owned();
+    }
+    let mut quoted = String::with_capacity(word.len() + 2);
+    quoted.push('"');
+    for c in word.chars() {
+        if c == '"' || c == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
 }
 
 /// The job's result (`result.json`) once it ended with `status`. The job
@@ -731,9 +771,18 @@ mod tests {
         assert_eq!(conf["spark.ui.enabled"], "false");
         assert_eq!(conf["spark.driver.extraJavaOptions"], "-Dx=1", "the user's options replace the archive's");
 
+        assert_eq!(conf["spark.speculation"], "false", "{conf:?}");
+        assert_eq!(conf["spark.submit.deployMode"], "client");
+        for (key, value) in [("spark.speculation", "true"), ("spark.submit.deployMode", "cluster")] {
+            let error = job_conf(&settings, &pairs(&[(key, value)])).expect_err(key);
+            assert!(matches!(error, Error::Usage(_)), "{error}");
+            assert!(error.to_string().contains(&format!("{key}={value}")), "{error}");
+        }
+        assert!(job_conf(&settings, &pairs(&[("spark.speculation", "false")])).is_ok());
+
         let uri = JobSettings { uri: true, archive: None, ..settings };
         let conf = job_conf(&uri, &[]).expect("conf");
-        assert!(conf["spark.executor.extraJavaOptions"].starts_with("-Dlog4j2.configurationFile=file:/s/"));
+        assert!(conf["spark.executor.extraJavaOptions"].starts_with("-Dlog4j2.configurationFile=/s/"));
         assert_eq!(conf["spark.driver.extraJavaOptions"], conf["spark.executor.extraJavaOptions"]);
     }
 
