@@ -12,7 +12,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::thread::JoinHandle;
 
 use super::super::index::Filter;
 use super::super::ingest::dedup::{loaded_filter, stored_index};
@@ -24,8 +23,11 @@ use crate::records::Kind;
 /// The filters of every kind, in [`Kind::ALL`] order, as they are loaded.
 pub(super) enum StoredFilters {
     /// On a thread: each kind's filter (or why it could not be loaded),
-    /// in order.
-    Loading { loaded: Option<Receiver<(Kind, Result<Filter>)>>, loader: Option<JoinHandle<()>> },
+    /// in order. Dropped, the thread stops at its next send, once the kind
+    /// it loads is loaded; it is not waited for, so an ingest that fails
+    /// (a bad row, a conflict, a failed job) says so at once, not after a
+    /// filter of a long history has loaded. It only reads the store.
+    Loading { loaded: Receiver<(Kind, Result<Filter>)> },
     /// No thread could start: each is loaded when the plan asks for it.
     Asked(Box<Stored>),
 }
@@ -57,7 +59,7 @@ impl StoredFilters {
             }
         });
         match loader {
-            Ok(loader) => StoredFilters::Loading { loaded: Some(loaded), loader: Some(loader) },
+            Ok(_) => StoredFilters::Loading { loaded },
             Err(_) => StoredFilters::Asked(Box::new(stored())),
         }
     }
@@ -67,24 +69,11 @@ impl StoredFilters {
     pub(super) fn next(&mut self, kind: Kind) -> Result<Filter> {
         match self {
             StoredFilters::Asked(stored) => stored.load(kind),
-            StoredFilters::Loading { loaded, .. } => match loaded.as_ref().map(Receiver::recv) {
-                Some(Ok((theirs, filter))) if theirs == kind => filter,
-                Some(Ok((theirs, _))) => Err(Error::Internal(format!("the {theirs} record-id filter came for {kind}"))),
+            StoredFilters::Loading { loaded } => match loaded.recv() {
+                Ok((theirs, filter)) if theirs == kind => filter,
+                Ok((theirs, _)) => Err(Error::Internal(format!("the {theirs} record-id filter came for {kind}"))),
                 _ => Err(Error::Internal(format!("the thread loading the record-id filters stopped before {kind}"))),
             },
-        }
-    }
-}
-
-impl Drop for StoredFilters {
-    /// The loader stops at its next send, once the kind it loads is
-    /// loaded.
-    fn drop(&mut self) {
-        if let StoredFilters::Loading { loaded, loader } = self {
-            drop(loaded.take());
-            if let Some(loader) = loader.take() {
-                let _ = loader.join();
-            }
         }
     }
 }

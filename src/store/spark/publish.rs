@@ -164,7 +164,8 @@ pub(super) fn publish(
                 return Err(Error::Internal(format!("write task {task} wrote {} rows, not its plan's", summary.rows)));
             }
             used += summary.rows;
-            sum += summary.amount.parse::<i128>().map_err(|_| {
+            let amount = summary.amount.parse::<i128>().ok().and_then(|amount| sum.checked_add(amount));
+            sum = amount.ok_or_else(|| {
                 Error::Internal(format!("write task {task} summed its amounts to '{}'", summary.amount))
             })?;
             let records: Arc<str> = Arc::from(summary.records.as_str());
