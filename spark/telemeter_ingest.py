@@ -4,7 +4,7 @@ Run by `telemeter ingest --engine spark` through `spark-submit` (never by
 hand): `spark-submit --files <telemeter binary> telemeter_ingest.py PLAN`
 (no --files with a local master: PLAN then names telemeter's own program).
 PLAN (plan.json, written by telemeter in STORE/staging/<ingest>/) lists the
-input files in the ingest's order, the stored records files of each kind
+input files in the ingest's order, the stored index files of each kind
 and the staging folder. The job writes, under that folder:
 
   checked/<n>.<s>.rows, .places, .offsets
@@ -219,9 +219,9 @@ def served():
 class Server:
     """`telemeter spark-task serve`: tasks run one after another in one
     process, which reuses the memory its earlier tasks freed (a fresh
-    process per task paid a page fault for every page it touched: a third
-    of the tasks' time, docs/scale.md). It ends when this worker does (its
-    standard input closes). Its standard error goes to an unnamed file,
+    process per task would pay a page fault for every page it touches: a
+    third of the tasks' time, docs/scale.md). It ends when this worker
+    does, even in the middle of a task. Its standard error goes to an unnamed file,
     read back for the message of a task that fails or of a crash."""
 
     def __init__(self, exe, threads):
@@ -871,7 +871,7 @@ def main():
         sc.setJobDescription("check every row (telemeter spark-task, one task per file or block)")
         summaries, pieces, result["split"] = check_listed(sc, plan, files, checked_dir, staging)
     elif files:
-        sc.setJobDescription("check every row (telemeter spark-task, one task per input file or split)")
+        sc.setJobDescription("check every row (telemeter spark-task, input files or splits, about 256 MiB a task)")
         task = check_files(plan["binary"], checked_dir, plan["on_bad_row"])
         summaries = sc.parallelize(files, check_tasks(sc, files)).mapPartitions(task).collect()
         pieces = [(f["index"], (f.get("split") or {}).get("number", 0)) for f in files]

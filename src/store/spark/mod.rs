@@ -9,9 +9,10 @@
 //! pyspark's compiled modules rather than SPARK_HOME's zip). It works in
 //! `STORE/staging/<ingest>/`, a folder no manifest lists:
 //!
-//! 1. one Spark task per input file, or per split of a large plain CSV
-//!    file (`records::split`, cut here before the job), runs this binary's
-//!    hidden `spark-task check` command ([`check_task`]): the same readers
+//! 1. each input file, or split of a large plain CSV file
+//!    (`records::split`, cut here before the job), is checked by this
+//!    binary's hidden `spark-task check` command ([`check_task`]), several
+//!    to a Spark task (about 256 MiB a task): the same readers
 //!    and the same `records::parse_record` as every other command, so
 //!    every contract check, message and line number is the local engine's.
 //!    It writes the valid rows of split `s` of file `n`, normalized, to
@@ -33,7 +34,7 @@
 //!    new rows (the checked rows but the repeats) into the local ingest's
 //!    records files, byte for byte. The filters, loaded from the store's
 //!    index files, were loading on a thread since the job started
-//!    (`filters.rs`);
+//!    (`filters.rs`), or since the job's listing with DATA at a URI;
 //! 4. one Spark task per records file runs `spark-task write`
 //!    ([`write_task`]): it writes the file and its index file to the store
 //!    with the local writers and folds its rows into rollup groups, spilled

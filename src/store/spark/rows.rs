@@ -5,8 +5,8 @@
 //!
 //! A row is copied out as it is, not encoded: the write tasks read each
 //! row back once, in order, to write the store's files, so a columnar format
-//! (Parquet: dictionary pages, statistics) cost the check tasks more than
-//! half their time and the publish a decode. The closed vocabularies are a
+//! (Parquet: dictionary pages, statistics) would cost the check tasks more
+//! than half their time and the publish a decode. The closed vocabularies are a
 //! code each and a text's length is a byte: every byte of these files is
 //! written to the page cache and read back, and past a fifth of memory the
 //! kernel writes them to disk while the tasks wait. The layout,
@@ -235,8 +235,8 @@ pub(super) fn read_places(path: &Path) -> Result<Vec<RowPlace>> {
     if size % PLACE_BYTES as u64 != 0 {
         return Err(cut());
     }
-    // Read through a small buffer: the file whole beside its places was
-    // twice the memory, each page of it a fault.
+    // Read through a small buffer: the file whole beside its places would
+    // be twice the memory, each page of it a fault.
     let mut file = std::io::BufReader::with_capacity(1 << 20, file);
     let rows = (size / PLACE_BYTES as u64) as usize;
     let mut places = Vec::with_capacity(rows);
@@ -357,8 +357,8 @@ impl RowsFile {
     /// The rows of the file at `path` from byte `from` (where a row
     /// starts) to byte `to` (where one starts, or the end). Their sizes are
     /// found block by block as the file is read, while each block is in
-    /// cache: found after the whole read, every row's size was a wait on
-    /// memory (a third of the reading thread's time).
+    /// cache: found after the whole read, every row's size would be a wait
+    /// on memory (a third of the reading thread's time).
     fn read_stretch(path: &Path, from: u64, to: Option<u64>, mut bytes: Vec<u8>) -> Result<RowsFile> {
         use std::io::{Read, Seek};
         bytes.clear();
