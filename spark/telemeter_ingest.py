@@ -96,15 +96,23 @@ BOM = b"\xef\xbb\xbf"
 
 def executable(name):
     """The telemeter binary shipped with --files, made executable; or,
-    with a local master, the path of telemeter's own program."""
+    with a local master, the path of telemeter's own program. A shipped
+    file that is not executable (Spark makes it so where it fetches it)
+    gets one executable copy per executor, beside it, so Spark removes it
+    with the executor's files: each worker that finds none copies it to a
+    name of its own and renames that into place."""
     if os.path.isabs(name):
         return name
     path = SparkFiles.get(name)
     if os.access(path, os.X_OK):
         return path
-    copy = os.path.join(tempfile.mkdtemp(prefix="telemeter-"), name)
-    shutil.copyfile(path, copy)
-    os.chmod(copy, stat.S_IRWXU)
+    copy = path + ".exe"
+    if not os.access(copy, os.X_OK):
+        handle, temporary = tempfile.mkstemp(prefix=name + ".", dir=os.path.dirname(path))
+        with os.fdopen(handle, "wb") as out, open(path, "rb") as shipped:
+            shutil.copyfileobj(shipped, out)
+        os.chmod(temporary, stat.S_IRWXU)
+        os.replace(temporary, copy)
     return copy
 
 
