@@ -200,10 +200,7 @@ struct PlanSplit {
 /// What the job is told (`plan.json`).
 #[derive(Debug, Serialize)]
 struct Plan {
-    store: String,
     staging: String,
-    ingest_id: String,
-    generation: u64,
     on_bad_row: &'static str,
     binary: String,
     /// This process: the job waits for its write plan only while it runs.
@@ -638,12 +635,8 @@ fn run_job(
         stored.insert(kind.name().to_owned(), paths);
     }
     let shipped = Shipped::of(spark)?;
-    let generation = before.old().generation + 1;
     let plan = Plan {
-        store: path_text(store)?,
         staging: path_text(staging)?,
-        ingest_id: id.to_owned(),
-        generation,
         on_bad_row: match options.on_bad_row {
             OnBadRow::Fail => "fail",
             OnBadRow::SetAside => "set-aside",
@@ -667,7 +660,11 @@ fn run_job(
     if let Some(master) = &spark.master {
         command.arg("--master").arg(master);
     }
-    command.arg("--name").arg(format!("telemeter ingest {} generation {generation} ({id})", store.display()));
+    command.arg("--name").arg(format!(
+        "telemeter ingest {} generation {} ({id})",
+        store.display(),
+        before.old().generation + 1
+    ));
     let log_config = staging.join("log4j2.properties");
     super::write_synced(&log_config, LOG_CONFIG.as_bytes())?;
     let archive = ClassArchive::find(&spark.spark_submit);

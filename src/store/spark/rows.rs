@@ -51,8 +51,25 @@ use crate::records::dedup::Seen;
 use crate::records::Closed;
 
 const MAGIC: &[u8; 8] = b"TMROWS02";
+/// Where each fixed field of a row starts, after its size: the layout
+/// above, which the writer and the reader both place by these.
+mod field {
+    pub(super) const SECS: usize = 0;
+    pub(super) const NANOS: usize = SECS + 8;
+    pub(super) const UNITS: usize = NANOS + 4;
+    pub(super) const DURATION: usize = UNITS + 8;
+    pub(super) const AMOUNT: usize = DURATION + 8;
+    pub(super) const SURCHARGE: usize = AMOUNT + 8;
+    pub(super) const FILE: usize = SURCHARGE + 8;
+    pub(super) const LINE: usize = FILE + 4;
+    pub(super) const ID_HI: usize = LINE + 8;
+    pub(super) const ID_LO: usize = ID_HI + 8;
+    pub(super) const CONTENT: usize = ID_LO + 8;
+    pub(super) const REVISION: usize = CONTENT + 8;
+    pub(super) const CLOSED: usize = REVISION + 8;
+}
 /// Bytes of a row's fixed fields: the numbers, then the codes.
-const FIXED: usize = 8 + 4 + 8 * 4 + 4 + 8 + 8 * 4 + CODES;
+const FIXED: usize = field::CLOSED + CODES;
 /// Bytes of the product, direction and country codes.
 const CODES: usize = 4;
 /// Texts per row.
@@ -62,8 +79,15 @@ const LONG_TEXT: u8 = u8::MAX;
 /// Rows between two offsets of the `.offsets` file: a write task reads at
 /// most this many rows more than it writes, at each end of a stretch.
 pub(super) const OFFSET_EVERY: usize = 4096;
+/// Where each field of a row's place starts (four `u64`).
+mod place {
+    pub(super) const LINE: usize = 0;
+    pub(super) const TEXT: usize = 8;
+    pub(super) const ID_HI: usize = 16;
+    pub(super) const ID_LO: usize = 24;
+}
 /// Bytes of a row's place.
-const PLACE_BYTES: usize = 32;
+const PLACE_BYTES: usize = place::ID_LO + 8;
 
 /// The files a check task writes for split `split` of input file `index`
 /// (in its output folder, `checked/`: `<index>.<split>.<suffix>`; a file
@@ -163,20 +187,24 @@ impl RowsWriter {
 
     /// Appends one row.
     pub(super) fn push(&mut self, view: &RecordView<'_>, seen: &Seen, revision: u64) -> Result<()> {
+        let mut fixed = [0u8; FIXED];
+        let mut put = |at: usize, bytes: &[u8]| fixed[at..at + bytes.len()].copy_from_slice(bytes);
+        put(field::SECS, &view.secs.to_le_bytes());
+        put(field::NANOS, &view.nanos.to_le_bytes());
+        put(field::UNITS, &view.units.to_le_bytes());
+        put(field::DURATION, &view.duration.to_le_bytes());
+        put(field::AMOUNT, &view.amount.to_le_bytes());
+        put(field::SURCHARGE, &view.surcharge.to_le_bytes());
+        put(field::FILE, &seen.file.to_le_bytes());
+        put(field::LINE, &seen.line.to_le_bytes());
+        put(field::ID_HI, &seen.id.0.to_le_bytes());
+        put(field::ID_LO, &seen.id.1.to_le_bytes());
+        put(field::CONTENT, &seen.content.to_le_bytes());
+        put(field::REVISION, &revision.to_le_bytes());
+        put(field::CLOSED, &Closed { product: view.product, direction: view.direction, country: view.country }.codes());
         let row = &mut self.row;
         row.clear();
-        row.extend_from_slice(&view.secs.to_le_bytes());
-        row.extend_from_slice(&view.nanos.to_le_bytes());
-        for word in [view.units, view.duration as u64, view.amount as u64, view.surcharge as u64] {
-            row.extend_from_slice(&word.to_le_bytes());
-        }
-        row.extend_from_slice(&seen.file.to_le_bytes());
-        for word in [seen.line, seen.id.0, seen.id.1, seen.content, revision] {
-            row.extend_from_slice(&word.to_le_bytes());
-        }
-        row.extend_from_slice(
-            &Closed { product: view.product, direction: view.direction, country: view.country }.codes(),
-        );
+        row.extend_from_slice(&fixed);
         for text in [view.record_id, view.auth_id, view.subaccount, view.type_, view.code] {
             match u8::try_from(text.len()) {
                 Ok(length) if length < LONG_TEXT => row.push(length),
@@ -200,11 +228,13 @@ impl RowsWriter {
         self.rows += 1;
         self.bytes += 4 + u64::from(size);
         let text = Pending::text_of(view);
-        let mut place = [0u8; PLACE_BYTES];
-        for (at, word) in [seen.line, text, seen.id.0, seen.id.1].into_iter().enumerate() {
-            place[at * 8..at * 8 + 8].copy_from_slice(&word.to_le_bytes());
+        let mut bytes = [0u8; PLACE_BYTES];
+        for (at, word) in
+            [(place::LINE, seen.line), (place::TEXT, text), (place::ID_HI, seen.id.0), (place::ID_LO, seen.id.1)]
+        {
+            bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
         }
-        self.places.write_all(&place).map_err(|e| Error::io(&self.places_path, e))
+        self.places.write_all(&bytes).map_err(|e| Error::io(&self.places_path, e))
     }
 
     /// Writes out what is buffered, and the offsets.
@@ -246,7 +276,11 @@ pub(super) fn read_places(path: &Path) -> Result<Vec<RowPlace>> {
             std::io::ErrorKind::UnexpectedEof => cut(),
             _ => Error::io(path, e),
         })?;
-        places.push(RowPlace { line: u64_at(&p, 0), text: u64_at(&p, 8), id: (u64_at(&p, 16), u64_at(&p, 24)) });
+        places.push(RowPlace {
+            line: u64_at(&p, place::LINE),
+            text: u64_at(&p, place::TEXT),
+            id: (u64_at(&p, place::ID_HI), u64_at(&p, place::ID_LO)),
+        });
     }
     Ok(places)
 }
@@ -419,11 +453,13 @@ impl RowsFile {
         let bad = |what: &str| broken(&self.path, &format!("row {i}: {what}"));
         let row = self.bytes_of(i)?;
         let at64 = |at: usize| u64_at(row, at);
-        let (secs, nanos) = (at64(0) as i64, u32_at(row, 8));
-        let (units, duration, amount, surcharge) = (at64(12), at64(20) as i64, at64(28) as i64, at64(36) as i64);
-        let file = u32_at(row, 44);
-        let (line, id, content, revision) = (at64(48), (at64(56), at64(64)), at64(72), at64(80));
-        let codes = word::<CODES>(row, FIXED - CODES).ok_or_else(|| bad("a cut row"))?;
+        let (secs, nanos) = (at64(field::SECS) as i64, u32_at(row, field::NANOS));
+        let (units, duration) = (at64(field::UNITS), at64(field::DURATION) as i64);
+        let (amount, surcharge) = (at64(field::AMOUNT) as i64, at64(field::SURCHARGE) as i64);
+        let (file, line) = (u32_at(row, field::FILE), at64(field::LINE));
+        let id = (at64(field::ID_HI), at64(field::ID_LO));
+        let (content, revision) = (at64(field::CONTENT), at64(field::REVISION));
+        let codes = word::<CODES>(row, field::CLOSED).ok_or_else(|| bad("a cut row"))?;
         let Closed { product, direction, country } =
             Closed::from_codes(codes).ok_or_else(|| bad("a product, direction or country code"))?;
         let mut texts = [""; TEXTS];

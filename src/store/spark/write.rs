@@ -82,9 +82,17 @@ pub(super) struct Segment {
     pub(super) line: u64,
 }
 
-/// Bytes of a segment in a segments file: `u32 index, u32 split, u64
-/// start, u64 end, u64 line`, little-endian.
-const SEGMENT_BYTES: usize = 32;
+/// Where each field of a segment in a segments file starts: `u32 index,
+/// u32 split, u64 start, u64 end, u64 line`, little-endian.
+mod field {
+    pub(super) const INDEX: usize = 0;
+    pub(super) const SPLIT: usize = 4;
+    pub(super) const START: usize = 8;
+    pub(super) const END: usize = 16;
+    pub(super) const LINE: usize = 24;
+}
+/// Bytes of a segment.
+const SEGMENT_BYTES: usize = field::LINE + 8;
 
 /// Writes `segments` to `path`.
 pub(super) fn write_segments(path: &Path, segments: &[Segment]) -> Result<()> {
@@ -92,11 +100,12 @@ pub(super) fn write_segments(path: &Path, segments: &[Segment]) -> Result<()> {
     let mut out = std::io::BufWriter::new(file);
     for s in segments {
         let mut bytes = [0u8; SEGMENT_BYTES];
-        bytes[..4].copy_from_slice(&s.index.to_le_bytes());
-        bytes[4..8].copy_from_slice(&s.split.to_le_bytes());
-        bytes[8..16].copy_from_slice(&s.start.to_le_bytes());
-        bytes[16..24].copy_from_slice(&s.end.to_le_bytes());
-        bytes[24..].copy_from_slice(&s.line.to_le_bytes());
+        let mut put = |at: usize, word: &[u8]| bytes[at..at + word.len()].copy_from_slice(word);
+        put(field::INDEX, &s.index.to_le_bytes());
+        put(field::SPLIT, &s.split.to_le_bytes());
+        put(field::START, &s.start.to_le_bytes());
+        put(field::END, &s.end.to_le_bytes());
+        put(field::LINE, &s.line.to_le_bytes());
         out.write_all(&bytes).map_err(|e| Error::io(path, e))?;
     }
     out.into_inner().map_err(|e| Error::io(path, e.error().to_string()))?;
@@ -112,11 +121,11 @@ pub(super) fn read_segments(path: &Path) -> Result<Vec<Segment>> {
     let segments: Vec<Segment> = bytes
         .chunks_exact(SEGMENT_BYTES)
         .map(|b| Segment {
-            index: u32_at(b, 0),
-            split: u32_at(b, 4),
-            start: u64_at(b, 8),
-            end: u64_at(b, 16),
-            line: u64_at(b, 24),
+            index: u32_at(b, field::INDEX),
+            split: u32_at(b, field::SPLIT),
+            start: u64_at(b, field::START),
+            end: u64_at(b, field::END),
+            line: u64_at(b, field::LINE),
         })
         .collect();
     if segments.iter().any(|s| s.start >= s.end) {
