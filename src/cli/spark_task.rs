@@ -139,7 +139,8 @@ fn summary_of(task: Task) -> anyhow::Result<String> {
                 Kind::of_name(&args.kind).with_context(|| format!("--kind '{}' is not a record kind", args.kind))?;
             let split = match (args.split, args.from, args.to, args.line) {
                 (Some(number), Some(from), Some(to), Some(line)) => {
-                    Some((number, Split { from, to, line, empty_before: args.empty_before }))
+                    let split = Split { from, to, line, empty_before: args.empty_before };
+                    Some(spark::NumberedSplit { number, split })
                 }
                 _ => None,
             };

@@ -119,6 +119,19 @@ pub fn of_kind(files: &[InputFile], kind: Kind) -> Vec<(u32, &InputFile)> {
     files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect()
 }
 
+/// A file of a data directory listed elsewhere ([`Inventory::from_listing`]).
+#[derive(Clone, Debug)]
+pub struct ListedFile {
+    /// The kind folder it was found under.
+    pub kind: Kind,
+    /// Where it is read from.
+    pub uri: String,
+    /// Its path relative to the data directory, as messages name it.
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
 impl Inventory {
     /// Lists every record file under `data`; missing folders hold nothing.
     pub fn scan(data: &Path) -> Result<Inventory> {
@@ -155,12 +168,12 @@ impl Inventory {
 
     /// The inventory of a data directory listed elsewhere (by the Spark job,
     /// through Hadoop, for a URI): every file found under the kinds'
-    /// folders, outside hidden folders, as (kind, URI, name relative to the
-    /// data directory, size); chosen and sorted as [`Inventory::scan`] does.
-    /// (What [`Inventory::notices`] reports is not known of a listing.)
-    pub fn from_listing(listing: impl IntoIterator<Item = (Kind, String, String, u64)>) -> Inventory {
+    /// folders, outside hidden folders; chosen and sorted as
+    /// [`Inventory::scan`] does. (What [`Inventory::notices`] reports is
+    /// not known of a listing.)
+    pub fn from_listing(listing: impl IntoIterator<Item = ListedFile>) -> Inventory {
         let mut inventory = Inventory::default();
-        for (kind, uri, name, size) in listing {
+        for ListedFile { kind, uri, name, size } in listing {
             let file_name = name.rsplit('/').next().unwrap_or_default().to_owned();
             let Ok(()) = inventory.add(kind, PathBuf::from(uri), name, &file_name, |_, _| Ok::<_, Infallible>(size));
         }

@@ -70,7 +70,7 @@ mod task;
 mod write;
 
 pub use dedup::{dedup_task, Clash, DedupInputs, DedupSummary, First, KindInputs};
-pub use task::{check_task, TaskError, TaskInput, TaskSummary};
+pub use task::{check_task, NumberedSplit, TaskError, TaskInput, TaskSummary};
 pub use write::{write_task, Touched, WriteSummary};
 
 use std::collections::BTreeMap;
@@ -85,7 +85,7 @@ use super::location::{DataLocation, Uri};
 use super::Manifest;
 use crate::aggregate::OnBadRow;
 use crate::error::{Error, Result};
-use crate::records::files::{Format, InputFile, Inventory, LAYOUT};
+use crate::records::files::{Format, InputFile, Inventory, ListedFile, LAYOUT};
 use crate::records::split::{self, Split};
 use crate::records::Kind;
 use class_archive::ClassArchive;
@@ -275,14 +275,14 @@ enum JobError {
 #[derive(Debug, Deserialize)]
 struct Listing {
     /// Every file under the kinds' folders, outside hidden folders.
-    files: Vec<ListedFile>,
+    files: Vec<ListingEntry>,
     /// The names of the files the job checked, in its index order.
     checked: Vec<String>,
 }
 
-/// A file of the listing.
+/// A file of the listing, as the job wrote it.
 #[derive(Debug, Deserialize)]
-struct ListedFile {
+struct ListingEntry {
     kind: String,
     name: String,
     uri: String,
@@ -724,7 +724,7 @@ fn read_listing(staging: &Path) -> Result<Inventory> {
     for file in listing.files {
         let kind = Kind::of_name(&file.kind)
             .ok_or_else(|| Error::io(&path, format!("'{}' is not a record kind", file.kind)))?;
-        files.push((kind, file.uri, file.name, file.size));
+        files.push(ListedFile { kind, uri: file.uri, name: file.name, size: file.size });
     }
     let inventory = Inventory::from_listing(files);
     if !inventory.files.iter().map(|f| &f.name).eq(listing.checked.iter()) {

@@ -296,7 +296,7 @@ impl<V> KindWrites<'_, V> {
         // Every batch (or run of a file read in runs) with new rows or
         // repeats, in order: the others change nothing the local ingest
         // would do.
-        let mut taken: Vec<BatchRun> = batches.iter().map(|(b, _)| *b).chain(repeats.batches()).collect();
+        let mut taken: Vec<BatchRun> = batches.iter().map(|rows| rows.batch).chain(repeats.batches()).collect();
         taken.sort_unstable();
         taken.dedup();
         let mut writes = Writes { folder: self.writes, kind, tasks, mine: Vec::new() };
@@ -310,13 +310,13 @@ impl<V> KindWrites<'_, V> {
         let mut loaded: BTreeMap<usize, Vec<RowPlace>> = BTreeMap::new();
         for b in taken {
             held.clear();
-            if let Some((_, batch)) = new_batches.next_if(|(i, _)| *i == b) {
+            if let Some(BatchRows { parts: batch, .. }) = new_batches.next_if(|rows| rows.batch == b) {
                 // Each run's places, and which rows of the batch the filter
                 // holds for the exact check: a run with none (and no id a
                 // correction names) goes to the file whole.
                 let mut ids: Vec<(u64, u64)> = Vec::new();
                 for run in batch {
-                    if let std::collections::btree_map::Entry::Vacant(slot) = loaded.entry(run.places) {
+                    if let std::collections::btree_map::Entry::Vacant(slot) = loaded.entry(run.position) {
                         slot.insert(read_places(&run.part.places)?);
                     }
                     for rows in &run.rows {
@@ -351,7 +351,7 @@ impl<V> KindWrites<'_, V> {
                 }
                 writes.push(file)?;
                 if let Some(last) = batch.last() {
-                    loaded = loaded.split_off(&last.places);
+                    loaded = loaded.split_off(&last.position);
                 }
             }
             pending_elsewhere += repeats.held_bytes(b, &held);
@@ -467,9 +467,17 @@ struct BatchRun {
 /// taken in, from its file and line.
 struct Steps<'i> {
     inventory: &'i crate::records::files::Inventory,
-    /// The last file (inventory index) of each batch, and the lines of
-    /// each run when the batch is one file read in runs.
-    ends: Vec<(u32, Option<u64>)>,
+    /// Where each batch ends.
+    ends: Vec<BatchEnd>,
+}
+
+/// Where a batch of the local ingest ends.
+#[derive(Clone, Copy)]
+struct BatchEnd {
+    /// Its last file (inventory index).
+    file: u32,
+    /// The lines of each run when the batch is one file read in runs.
+    run_lines: Option<u64>,
 }
 
 impl<'i> Steps<'i> {
@@ -480,16 +488,18 @@ impl<'i> Steps<'i> {
     ) -> Steps<'i> {
         let ends = batches::batches(files, batch_bytes)
             .iter()
-            .filter_map(|batch| batch.files.last().map(|(index, _)| (*index, batch.run_lines)))
+            .filter_map(|batch| {
+                batch.files.last().map(|(index, _)| BatchEnd { file: *index, run_lines: batch.run_lines })
+            })
             .collect();
         Steps { inventory, ends }
     }
 
     /// The batch the row at `line` of input file `file` is taken in.
     fn of(&self, file: u32, line: u64) -> BatchRun {
-        let batch = self.ends.partition_point(|&(end, _)| end < file);
-        match (self.ends.get(batch), self.inventory.files.get(file as usize)) {
-            (Some((_, Some(lines))), Some(input)) => BatchRun { batch, run: batches::run_of(input, line, *lines) },
+        let batch = self.ends.partition_point(|end| end.file < file);
+        match (self.ends.get(batch).and_then(|end| end.run_lines), self.inventory.files.get(file as usize)) {
+            (Some(lines), Some(input)) => BatchRun { batch, run: batches::run_of(input, line, lines) },
             _ => BatchRun { batch, run: 0 },
         }
     }
@@ -626,15 +636,23 @@ fn parts(folder: &Path) -> Result<Vec<PathBuf>> {
 /// Rows of the checked file `part`: runs of its rows, in order.
 struct PartRows {
     part: CheckedFile,
-    /// Its position among the kind's checked files.
-    places: usize,
+    /// Its position among the kind's checked files (the key of its
+    /// places once loaded).
+    position: usize,
     rows: Vec<std::ops::Range<usize>>,
+}
+
+/// The new rows of one batch (or run of a file read in runs).
+struct BatchRows {
+    batch: BatchRun,
+    /// Its rows, checked file by checked file, in order.
+    parts: Vec<PartRows>,
 }
 
 /// The new rows of the checked files, by batch ([`runs_by_batch`]).
 struct NewRows {
-    /// Each batch that has new rows, with its number, in order.
-    batches: Vec<(BatchRun, Vec<PartRows>)>,
+    /// Each batch that has new rows, in order.
+    batches: Vec<BatchRows>,
     /// The bytes of text of each repeat, in order.
     repeat_text: Vec<u64>,
 }
@@ -645,7 +663,7 @@ fn run_places<'p>(
     run: &PartRows,
     rows: &std::ops::Range<usize>,
 ) -> Result<&'p [RowPlace]> {
-    let places = loaded.get(&run.places).and_then(|places| places.get(rows.clone()));
+    let places = loaded.get(&run.position).and_then(|places| places.get(rows.clone()));
     places.filter(|places| !places.is_empty()).ok_or_else(|| Error::io(&run.part.places, "fewer places than before"))
 }
 
@@ -654,7 +672,7 @@ fn run_places<'p>(
 /// the local ingest's batches ([`Steps`]). Only each row's place and text
 /// size are read here, one file at a time.
 fn runs_by_batch(parts: &[CheckedFile], repeats: &[Place], steps: &Steps<'_>) -> Result<NewRows> {
-    let mut batches: Vec<(BatchRun, Vec<PartRows>)> = Vec::new();
+    let mut batches: Vec<BatchRows> = Vec::new();
     let mut repeat_text = Vec::with_capacity(repeats.len());
     let mut repeats = repeats.iter().peekable();
     let mut last: Option<Place> = None;
@@ -707,22 +725,22 @@ fn record_id_at(staging: &Path, file: u32, line: u64) -> Result<String> {
 }
 
 fn push_run(
-    batches: &mut Vec<(BatchRun, Vec<PartRows>)>,
+    batches: &mut Vec<BatchRows>,
     batch: BatchRun,
     part: &CheckedFile,
-    places: usize,
+    position: usize,
     rows: std::ops::Range<usize>,
 ) {
     if rows.is_empty() {
         return;
     }
-    let run = || PartRows { part: part.clone(), places, rows: vec![rows.clone()] };
+    let run = || PartRows { part: part.clone(), position, rows: vec![rows.clone()] };
     match batches.last_mut() {
-        Some((b, runs)) if *b == batch => match runs.last_mut() {
-            Some(last) if last.places == places => last.rows.push(rows),
-            _ => runs.push(run()),
+        Some(last) if last.batch == batch => match last.parts.last_mut() {
+            Some(part) if part.position == position => part.rows.push(rows),
+            _ => last.parts.push(run()),
         },
-        _ => batches.push((batch, vec![run()])),
+        _ => batches.push(BatchRows { batch, parts: vec![run()] }),
     }
 }
 
@@ -743,7 +761,7 @@ mod tests {
     /// The rows each batch takes: (input file, ranges), in order.
     fn taken(runs: &NewRows) -> Vec<(u32, Vec<(usize, usize)>)> {
         let ranges = |p: &PartRows| p.rows.iter().map(|r| (r.start, r.end)).collect();
-        runs.batches.iter().flat_map(|(_, parts)| parts.iter().map(|p| (p.part.index, ranges(p)))).collect()
+        runs.batches.iter().flat_map(|rows| rows.parts.iter().map(|p| (p.part.index, ranges(p)))).collect()
     }
 
     /// New rows are the checked rows but the repeats; rows out of order,

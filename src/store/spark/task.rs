@@ -82,6 +82,16 @@ impl From<TaskError> for BadRecord {
     }
 }
 
+/// A split of a plain CSV file (`records::split`) and its number, which
+/// names its checked files.
+#[derive(Clone, Copy, Debug)]
+pub struct NumberedSplit {
+    /// Its number in the file.
+    pub number: u32,
+    /// Its bytes and first line.
+    pub split: Split,
+}
+
 /// What a check task reads: an input file, or one of its splits.
 #[derive(Clone, Copy, Debug)]
 pub struct TaskInput<'a> {
@@ -93,9 +103,8 @@ pub struct TaskInput<'a> {
     pub name: &'a str,
     /// Its index in the ingest's inventory.
     pub source: u32,
-    /// The split to read (a plain CSV file's, `records::split`), and its
-    /// number; `None`: the whole file.
-    pub split: Option<(u32, Split)>,
+    /// The split to read; `None`: the whole file.
+    pub split: Option<NumberedSplit>,
     /// The file's size when it was split.
     pub size: Option<u64>,
 }
@@ -128,19 +137,19 @@ pub fn check_task(input: TaskInput<'_>, on_bad_row: OnBadRow, out: &Path) -> Res
 fn check_in_runs(
     file: &InputFile,
     source: u32,
-    split: Option<(u32, Split)>,
+    split: Option<NumberedSplit>,
     on_bad_row: OnBadRow,
     out: &Path,
     run_lines: u64,
 ) -> Result<TaskSummary> {
-    let number = split.map_or(0, |(number, _)| number);
+    let number = split.map_or(0, |split| split.number);
     let mut summary = TaskSummary { index: source, split: number, read: 0, valid: 0, set_aside: 0, error: None };
     let mut rejects: Vec<TaskError> = Vec::new();
     let checked = CheckedFile::in_folder(out, source, number);
     let mut entries: Vec<IndexEntry> = Vec::new();
     let written = (|| -> Result<()> {
         let mut pieces = match &split {
-            Some((_, split)) => Pieces::open_split(file, split)?,
+            Some(NumberedSplit { split, .. }) => Pieces::open_split(file, split)?,
             None => Pieces::open(file)?,
         };
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
