@@ -248,7 +248,8 @@ fn die_with_parent() {
 /// a job's stages on one worker (the plan's, about a second on the
 /// benchmark), so the next stage's tasks still find it. A worker a job
 /// no longer uses (the check stage's, for data at a URI) then holds next
-/// to nothing.
+/// to nothing. Re-tune with `bench/spark.sh` (its peak memory, and the
+/// write stage's time).
 const IDLE_BEFORE_GIVING_BACK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What `serve` tells the thread that gives memory back.

@@ -63,7 +63,7 @@ pub(in crate::store) fn run_of(file: &InputFile, line: u64, lines: u64) -> u64 {
 }
 
 /// Bytes of input a row of a file read in runs counts for ([`piece_lines`]).
-const PIECE_ROW_BYTES: u64 = 128;
+pub(in crate::store) const PIECE_ROW_BYTES: u64 = 128;
 
 #[cfg(test)]
 mod tests {

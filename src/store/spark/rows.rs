@@ -503,7 +503,9 @@ impl RowsFile {
 }
 
 /// Blocks of [`OFFSET_EVERY`] rows [`RowsFile::read_selected`] reads at
-/// a time: about 50 MB of the benchmark's rows.
+/// a time (about 50 MB of the benchmark's rows): enough that a write
+/// task's reads are few and long, little beside the rows it holds.
+/// Re-tune with `bench/spark.sh` (the write stage's time and memory).
 const SELECT_BLOCKS: usize = 64;
 
 /// Bytes [`RowsFile::read_stretch`] reads at a time: well within a core's

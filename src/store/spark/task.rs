@@ -208,9 +208,10 @@ fn check_in_runs(
     Ok(summary)
 }
 
-/// Lines of an input file a Spark task reads and writes at a time (the
-/// local ingest's runs at its default batch size).
-const TASK_RUN_LINES: u64 = 1 << 20;
+/// Lines of an input file a Spark task reads and writes at a time: the
+/// local ingest's runs at its default batch size.
+const TASK_RUN_LINES: u64 =
+    super::super::IngestOptions::DEFAULT_BATCH_BYTES / super::super::ingest::batches::PIECE_ROW_BYTES;
 
 #[cfg(test)]
 mod tests {
