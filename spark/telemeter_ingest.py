@@ -782,13 +782,13 @@ def deduplicate(sc, binary, staging, plan, files, by_index, kinds):
     return found
 
 
-def write_files(binary, plan):
-    """The task of a partition of the write plan's files: `telemeter
-    spark-task write` on each."""
+def write_files(binary, writes_path):
+    """The task of a partition of the write plan's files (`writes_path`,
+    writes.json): `telemeter spark-task write` on each."""
 
     def run(tasks):
         for task in tasks:
-            words = ["write", "--plan", plan, "--task", str(task)]
+            words = ["write", "--plan", writes_path, "--task", str(task)]
             yield run_binary(binary, "1", words, f"file {task} of the write plan")
 
     return run
@@ -827,10 +827,10 @@ def write_stage(sc, binary, staging, telemeter, result):
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump(result, f)
     os.replace(temporary, os.path.join(staging, "deduped.json"))
-    plan = await_plan(staging, parent, telemeter)
-    if plan is None:
+    writes = await_plan(staging, parent, telemeter)
+    if writes is None:
         sys.exit(1)
-    tasks = len(plan["tasks"])
+    tasks = len(writes["tasks"])
     if tasks == 0:
         return []
     sc.setJobDescription("write the new rows (telemeter spark-task, one task per records file)")

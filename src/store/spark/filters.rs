@@ -29,11 +29,11 @@ pub(super) enum StoredFilters {
     /// filter of a long history has loaded. It only reads the store.
     Loading { loaded: Receiver<(Kind, Result<Filter>)> },
     /// No thread could start: each is loaded when the plan asks for it.
-    Asked(Box<Stored>),
+    Asked(Box<FilterSources>),
 }
 
 /// What the filters are loaded from.
-pub(super) struct Stored {
+pub(super) struct FilterSources {
     store: PathBuf,
     old: Manifest,
     files: Vec<InputFile>,
@@ -46,7 +46,8 @@ impl StoredFilters {
     /// `store`, whose manifest is `old`; `filter_bytes` caps each
     /// (`--filter-mb`).
     pub(super) fn start(store: &Path, old: &Manifest, files: &[InputFile], filter_bytes: u64) -> StoredFilters {
-        let stored = || Stored { store: store.to_owned(), old: old.clone(), files: files.to_vec(), filter_bytes };
+        let stored =
+            || FilterSources { store: store.to_owned(), old: old.clone(), files: files.to_vec(), filter_bytes };
         let theirs = stored();
         // Rendezvous: the next kind is sent when the plan asks for it.
         let (send, loaded) = sync_channel(0);
@@ -78,7 +79,7 @@ impl StoredFilters {
     }
 }
 
-impl Stored {
+impl FilterSources {
     /// The local ingest's filter of `kind` for the new files of that kind:
     /// sized by the stored rows and the new files, loaded with the stored
     /// ids.
@@ -110,7 +111,7 @@ mod tests {
         drop(filters);
 
         // Without a thread, each is loaded when asked for.
-        let stored = Stored { store: dir.path().to_owned(), old, files: Vec::new(), filter_bytes: 1 << 30 };
+        let stored = FilterSources { store: dir.path().to_owned(), old, files: Vec::new(), filter_bytes: 1 << 30 };
         let mut asked = StoredFilters::Asked(Box::new(stored));
         assert_eq!(asked.next(Kind::Charges).expect("charges").bytes(), Filter::MIN_BYTES);
     }
