@@ -537,7 +537,7 @@ fn job_conf(settings: &JobSettings<'_>, given: &[(String, String)]) -> Result<BT
     conf.insert("spark.executor.extraJavaOptions".to_owned(), java_option);
     for (key, value) in given {
         if let Some((_, needed)) = FIXED_CONF.iter().find(|(fixed, _)| fixed == key) {
-            if value.trim() != *needed {
+            if !value.trim().eq_ignore_ascii_case(needed) {
                 return Err(Error::Usage(format!(
                     "--spark-conf {key}={value}: the Spark engine runs with {key}={needed}"
                 )));
@@ -777,6 +777,7 @@ mod tests {
             assert!(error.to_string().contains(&format!("{key}={value}")), "{error}");
         }
         assert!(job_conf(&settings, &pairs(&[("spark.speculation", "false")])).is_ok());
+        assert!(job_conf(&settings, &pairs(&[("spark.speculation", " False")])).is_ok(), "Spark's spelling of false");
 
         let uri = JobSettings { uri: true, archive: None, ..settings };
         let conf = job_conf(&uri, &[]).expect("conf");
