@@ -61,13 +61,13 @@ import types
 import zipimport
 from urllib.parse import unquote
 
+from py4j import protocol as py4j_protocol
 from py4j.protocol import Py4JJavaError
 
-from py4j import protocol as py4j_protocol
 from pyspark import SparkConf, SparkContext, SparkFiles, TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import NumpyArrayConverter, NumpyScalarConverter
+from pyspark.sql import types as spark_types
 
 # pyarrow (the Arrow batches of files at a URI) is imported where it is
 # used: data on a local path needs only pyspark.
@@ -135,8 +135,10 @@ def drop_numpy_converters():
     JVM no NumPy value, and their first check of an argument (the first
     call into the JVM, SparkConf's) imports pyspark.testing.utils, hence
     pandas when it is installed: 0.2 s before the SparkContext exists.
-    A file at a URI imports pandas where its Arrow batches need it."""
-    numpy = (NumpyArrayConverter, NumpyScalarConverter)
+    A file at a URI imports pandas where its Arrow batches need it. A
+    pyspark without either class keeps its converters as they are."""
+    names = ("NumpyArrayConverter", "NumpyScalarConverter")
+    numpy = tuple(c for c in (getattr(spark_types, n, None) for n in names) if isinstance(c, type))
     converters = py4j_protocol.INPUT_CONVERTER
     converters[:] = [c for c in converters if not isinstance(c, numpy)]
 
@@ -229,8 +231,9 @@ class Server:
     process, which reuses the memory its earlier tasks freed (a fresh
     process per task would pay a page fault for every page it touches: a
     third of the tasks' time, docs/scale.md). It ends when this worker
-    does, even in the middle of a task. Its standard error goes to an unnamed file,
-    read back for the message of a task that fails or of a crash."""
+    does, even in the middle of a task. Its standard error goes to an
+    unnamed file, read back for the message of a task that fails or of a
+    crash."""
 
     def __init__(self, exe, threads):
         self.said = tempfile.TemporaryFile(mode="a+b")
