@@ -43,6 +43,13 @@ spark = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
 
 
 def task(batches):
+    # As the ingest's tasks do (telemeter_ingest.forget_zip_finders): the
+    # worker's next task does not re-read pyspark.zip's directory.
+    import zipimport
+
+    for path, finder in list(sys.path_importer_cache.items()):
+        if isinstance(finder, zipimport.zipimporter):
+            del sys.path_importer_cache[path]
     for batch in batches:
         subprocess.run([binary, "--version"], check=True, stdout=subprocess.DEVNULL)
         yield batch
