@@ -884,8 +884,35 @@ fn spark_standalone_cluster_of_two_workers_builds_the_same_store() {
             .any(|e| std::fs::read_to_string(e.join("stderr")).is_ok_and(|log| log.contains("Running task")));
         assert!(ran, "no executor of {} ran a task", work.display());
     }
+    // With telemeter's own executor options, whose log configuration's
+    // path has a space and quotes: each executor's JVM starts from them as
+    // the worker splits them (not through spark-submit's launcher, as the
+    // driver's are split).
+    let quoted = temp.path().join("a b's \"store\"");
+    let args = [
+        &["ingest", "--data", s(&data), "--store", s(&quoted), "--engine", "spark", "--spark-master", &cluster.url],
+        &conf[..conf.len() - 2],
+    ]
+    .concat();
+    ok(&run(&spark, &args));
+    // Each worker's second application: its executor's log begins with
+    // the command the worker ran, each word quoted, the log
+    // configuration's path one word.
+    for work in &cluster.work {
+        let mut apps: Vec<PathBuf> = std::fs::read_dir(work).expect("work dir").flatten().map(|e| e.path()).collect();
+        apps.sort();
+        assert_eq!(apps.len(), 2, "two applications ran on {}: {apps:?}", work.display());
+        let logs: String = std::fs::read_dir(&apps[1])
+            .expect("app dir")
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stderr")).ok())
+            .collect();
+        let word = format!("\"-Dlog4j2.configurationFile={}/staging/", s(&quoted));
+        assert!(logs.contains(&word), "no {word} in {logs}");
+    }
     drop(cluster);
     assert_same_stores(&spark, &local, &remote, &accounts);
+    assert_same_stores(&spark, &local, &quoted, &accounts);
 }
 
 /// `--data` as a URI: the job lists and reads it through Hadoop's
