@@ -638,7 +638,7 @@ def check_streamed(binary, out, on_bad_row, plain, parquet, block_bytes):
     layout = block_layout(plain, block_bytes) if block_bytes else {}
     counted = {index for index, _ in layout}
     blocks = [sum(1 for i, _ in layout if i == index) for index in counted]
-    split = {"split_files": sum(1 for n in blocks if n > 1), "splits": sum(n for n in blocks if n > 1)}
+    cuts = {"split_files": sum(1 for n in blocks if n > 1), "splits": sum(n for n in blocks if n > 1)}
     pieces = [(index, v["number"]) for (index, _), v in layout.items()]
     pieces += [(f["index"], 0) for f in plain + parquet if f["index"] not in counted]
     summaries = []
@@ -647,7 +647,7 @@ def check_streamed(binary, out, on_bad_row, plain, parquet, block_bytes):
             task = check_blocks(binary, out, on_bad_row, group, layout)
             lines = read_lines(session(cut), group).mapInArrow(task, "summary string")
             summaries += [json.loads(row["summary"]) for row in lines.collect()]
-    return summaries, pieces, split
+    return summaries, pieces, cuts
 
 
 def read_contents(files):
@@ -703,7 +703,7 @@ def check_listed(sc, plan, files, out, staging):
     streamed = {f["index"] for f in plain + parquet}
     contents = [f for f in files if f["size"] > 0 and f["index"] not in streamed]
     empty = [f for f in files if f["size"] == 0]
-    summaries, pieces, split = check_streamed(binary, out, on_bad_row, plain, parquet, plan["split_bytes"])
+    summaries, pieces, cuts = check_streamed(binary, out, on_bad_row, plain, parquet, plan["split_bytes"])
     if contents:
         task = check_contents(binary, out, on_bad_row, contents)
         summaries += read_contents(contents).rdd.mapPartitions(task).collect()
@@ -712,7 +712,7 @@ def check_listed(sc, plan, files, out, staging):
         open(nothing, "wb").close()
         task = check_files(binary, out, on_bad_row)
         summaries += sc.parallelize([dict(f, path=nothing) for f in empty], 1).mapPartitions(task).collect()
-    return summaries, pieces + [(f["index"], 0) for f in contents + empty], split
+    return summaries, pieces + [(f["index"], 0) for f in contents + empty], cuts
 
 
 def by_file(pieces, names, summaries):
@@ -753,7 +753,7 @@ def deduplicate(sc, binary, staging, plan, files, by_index, kinds):
     kind_of = {f["index"]: f["kind"] for f in files}
     for kind in kinds:
         new = [
-            [index, os.path.join(checked, f"{index}.{split}.index")]
+            {"file": index, "entries": os.path.join(checked, f"{index}.{split}.index")}
             for index in indexes
             if kind_of[index] == kind
             for split in by_index[index]["splits"]
@@ -808,29 +808,31 @@ def alive(pid):
     return True
 
 
-def await_plan(staging, parent, telemeter):
+def await_plan(staging, parent, telemeter, poll):
     """The write plan telemeter answers deduped.json with (None when
-    telemeter is gone, or stopped spark-submit)."""
+    telemeter is gone, or stopped spark-submit), looked for every `poll`
+    seconds."""
     path = os.path.join(staging, "writes.json")
     while not os.path.exists(path):
         # spark-submit ended (telemeter stopped it), or telemeter did: no
         # plan will come.
         if os.getppid() != parent or not alive(telemeter):
             return None
-        time.sleep(0.005)
+        time.sleep(poll)
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
-def write_stage(sc, binary, staging, telemeter, result):
+def write_stage(sc, plan, result):
     """Hands telemeter the counts (deduped.json), waits for its write plan,
     and runs one write task per file in it: their summaries."""
+    binary, staging = plan["binary"], plan["staging"]
     parent = os.getppid()
     temporary = os.path.join(staging, "deduped.json.tmp")
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump(result, f)
     os.replace(temporary, os.path.join(staging, "deduped.json"))
-    writes = await_plan(staging, parent, telemeter)
+    writes = await_plan(staging, parent, plan["pid"], plan["poll_seconds"])
     if writes is None:
         sys.exit(1)
     tasks = len(writes["tasks"])
@@ -880,7 +882,7 @@ def main():
             return finish(staging, result)
     if files and plan.get("data_uri"):
         sc.setJobDescription("check every row (telemeter spark-task, one task per file or block)")
-        summaries, pieces, result["split"] = check_listed(sc, plan, files, checked_dir, staging)
+        summaries, pieces, result["blocks"] = check_listed(sc, plan, files, checked_dir, staging)
     elif files:
         sc.setJobDescription("check every row (telemeter spark-task, input files or splits, about 256 MiB a task)")
         task = check_files(plan["binary"], checked_dir, plan["on_bad_row"])
@@ -920,7 +922,7 @@ def main():
             "rejected_files": [index for index in of_kind[kind] if by_index[index]["set_aside"] > 0],
         }
     if not result["error"]:
-        result["writes"] = write_stage(sc, plan["binary"], staging, plan["pid"], result)
+        result["writes"] = write_stage(sc, plan, result)
 
     finish(staging, result)
 

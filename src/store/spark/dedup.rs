@@ -47,11 +47,20 @@ pub struct DedupInputs {
 /// The entries files of one kind.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct KindInputs {
-    /// The new rows' entries: (input file index, entries file), in index
-    /// order.
-    pub new: Vec<(u32, PathBuf)>,
+    /// The new rows' entries files, in input file order.
+    pub new: Vec<NewEntries<PathBuf>>,
     /// The store's index files of the kind, in manifest order.
     pub stored: Vec<PathBuf>,
+}
+
+/// One input file's (or split's) entries file (`checked/<n>.<s>.index`):
+/// its path in `dedup.json`, then the file opened.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NewEntries<F> {
+    /// The input file's index (the place's source in its entries).
+    pub file: u32,
+    /// The entries file.
+    pub entries: F,
 }
 
 /// What one `spark-task dedup` run reports (one JSON line).
@@ -125,8 +134,11 @@ pub fn dedup_task(inputs: &Path, kind: &str, partitions: Range<usize>, out: &Pat
     let mut all: DedupInputs = super::read_json(inputs, "dedup inputs")?;
     let files = all.kinds.remove(kind).unwrap_or_default();
     let stored: Vec<IndexFile> = files.stored.iter().map(|p| IndexFile::open_cached(p)).collect::<Result<_>>()?;
-    let new: Vec<(u32, IndexFile)> =
-        files.new.iter().map(|(i, p)| Ok((*i, IndexFile::open(p)?))).collect::<Result<_>>()?;
+    let new: Vec<NewEntries<IndexFile>> = files
+        .new
+        .iter()
+        .map(|n| Ok(NewEntries { file: n.file, entries: IndexFile::open(&n.entries)? }))
+        .collect::<Result<_>>()?;
     let mut summary = DedupSummary::default();
     let mut repeats = Vec::new();
     for p in partitions.clone() {
@@ -153,15 +165,15 @@ pub fn dedup_task(inputs: &Path, kind: &str, partitions: Range<usize>, out: &Pat
 fn dedup_partition(
     p: usize,
     stored: &[IndexFile],
-    new: &[(u32, IndexFile)],
+    new: &[NewEntries<IndexFile>],
     repeats: &mut Vec<Repeat>,
 ) -> Result<DedupSummary> {
     // The new entries, and the ids they hold: only those are looked up in
     // the stored entries (so a small ingest holds little, however large
     // the store).
     let mut entries: Vec<(u32, IndexEntry)> = Vec::new();
-    for (source, file) in new {
-        file.for_each_in(p, |entry| entries.push((*source, entry)))?;
+    for NewEntries { file, entries: index } in new {
+        index.for_each_in(p, |entry| entries.push((*file, entry)))?;
     }
     let mut first: FxHashMap<(u64, u64), (u64, First)> = FxHashMap::default();
     // A partition the day has no id in is not read from the store.
@@ -242,6 +254,10 @@ mod tests {
         path
     }
 
+    fn new_entries(file: u32, entries: PathBuf) -> NewEntries<PathBuf> {
+        NewEntries { file, entries }
+    }
+
     /// Every partition, split in ranges as the job splits them: the summed
     /// counts, the first conflict, and the repeats in place order.
     fn run(dir: &Path, inputs: &DedupInputs, ranges: usize) -> (DedupSummary, Vec<Vec<i64>>) {
@@ -290,7 +306,10 @@ mod tests {
         // input file 5: r130..r199 (r130..r139 repeat file 3's).
         let first = (40..140).map(|i| entry(&ids[i], 7, 3, i as u64)).collect::<Vec<_>>();
         let second = (130..200).map(|i| entry(&ids[i], 7, 5, i as u64 + 1000)).collect::<Vec<_>>();
-        let new = vec![(3, index_file(dir.path(), "3.index", &first)), (5, index_file(dir.path(), "5.index", &second))];
+        let new = vec![
+            new_entries(3, index_file(dir.path(), "3.index", &first)),
+            new_entries(5, index_file(dir.path(), "5.index", &second)),
+        ];
         let mut inputs = DedupInputs::default();
         inputs.kinds.insert("calls".into(), KindInputs { new: new.clone(), stored: vec![stored.clone()] });
         let mut expected: Vec<Vec<i64>> = (40..50).map(|i| vec![3, i, -1, i + 1]).collect();
@@ -308,8 +327,10 @@ mod tests {
         let mut later = second.clone();
         later[5].content = 8;
         later.push(entry(&ids[60], 9, 5, 5000));
-        let new =
-            vec![(3, index_file(dir.path(), "3b.index", &changed)), (5, index_file(dir.path(), "5b.index", &later))];
+        let new = vec![
+            new_entries(3, index_file(dir.path(), "3b.index", &changed)),
+            new_entries(5, index_file(dir.path(), "5b.index", &later)),
+        ];
         inputs.kinds.insert("calls".into(), KindInputs { new, stored: vec![stored] });
         for ranges in [1, 3, 64] {
             let (summary, _) = run(dir.path(), &inputs, ranges);
@@ -348,7 +369,7 @@ mod tests {
 
         let inputs = |name: &str, entries: &[IndexEntry]| {
             let mut inputs = DedupInputs::default();
-            let new = vec![(2, index_file(dir.path(), name, entries))];
+            let new = vec![new_entries(2, index_file(dir.path(), name, entries))];
             inputs.kinds.insert("calls".into(), KindInputs { new, stored: vec![path.clone()] });
             let file = dir.path().join(format!("{name}.json"));
             std::fs::write(&file, serde_json::to_vec(&inputs).expect("json")).expect("inputs");

@@ -205,6 +205,8 @@ struct Plan {
     binary: String,
     /// This process: the job waits for its write plan only while it runs.
     pid: u32,
+    /// How often the job looks for the write plan ([`POLL`]).
+    poll_seconds: f64,
     /// DATA as a URI: the job lists it (`listing.json`) and reads it
     /// through Hadoop; `files` is then empty.
     data_uri: Option<String>,
@@ -234,12 +236,12 @@ struct JobResult {
     writes: Vec<WriteSummary>,
     /// With DATA at a URI: the plain CSV files the job cut into blocks.
     #[serde(default)]
-    split: Option<JobSplit>,
+    blocks: Option<UriBlocks>,
 }
 
 /// The plain CSV files at a URI the job cut into blocks, a task each.
 #[derive(Clone, Copy, Debug, Deserialize)]
-struct JobSplit {
+struct UriBlocks {
     split_files: usize,
     splits: usize,
 }
@@ -643,6 +645,7 @@ fn run_job(
         },
         binary: shipped.name.clone(),
         pid: std::process::id(),
+        poll_seconds: POLL.as_secs_f64(),
         data_uri: before.uri().map(|uri| uri.text.clone()),
         side: LAYOUT,
         split_bytes: spark.split_bytes,
@@ -696,7 +699,7 @@ fn run_job(
     let status = loop {
         if deduplicated.exists() {
             let result: JobResult = read_json(&deduplicated, "a job result")?;
-            if let Some(cut) = result.split.filter(|cut| cut.split_files > 0) {
+            if let Some(cut) = result.blocks.filter(|cut| cut.split_files > 0) {
                 options.progress.tell(IngestProgress::Split { split_files: cut.split_files, splits: cut.splits });
             }
             options.progress.tell(IngestProgress::Writing);
