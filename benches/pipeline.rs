@@ -80,6 +80,10 @@ impl RowSink for Checked {
         self.rows += 1;
         true
     }
+    fn unframed(&mut self, _line: u64, _column: &str, _value: String, _reason: String) -> bool {
+        self.rows += 1;
+        true
+    }
 }
 
 fn parse(c: &mut Criterion) {
@@ -110,6 +114,9 @@ fn dedup_entries(rows: u64) -> Vec<ScanEntries> {
             true
         }
         fn malformed(&mut self, _: u64, _: &str, _: String, _: String) -> bool {
+            true
+        }
+        fn unframed(&mut self, _: u64, _: &str, _: String, _: String) -> bool {
             true
         }
     }

@@ -734,6 +734,11 @@ impl RowSink for Scan<'_> {
         self.read += 1;
         self.bad_rows.reject(line, column, value, reason)
     }
+
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.read += 1;
+        self.bad_rows.unframed(line, column, value, reason)
+    }
 }
 
 fn conflict(inventory: &Inventory, kind: Kind, found: Conflict) -> Error {

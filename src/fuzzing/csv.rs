@@ -85,6 +85,11 @@ impl RowSink for Events {
         self.0.push((line, Err([column.to_owned(), value, reason])));
         true
     }
+
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.0.push((line, Err([format!("unframed {column}"), value, reason])));
+        true
+    }
 }
 
 /// The reader's structural index (`records::simd`) of every 64-byte block
@@ -113,8 +118,11 @@ enum Outcome {
     Record { shown: String, id: String, hash: u64, amount: i64 },
     /// Refused by `parse_record`.
     Refused(FieldError),
-    /// Not the header's number of fields.
+    /// Not the header's number of fields, or quoting refused within the
+    /// line.
     Malformed,
+    /// A quote open at the line's end: the file's error in either mode.
+    Unframed,
 }
 
 fn outcome(kind: Kind, fields: &[Field<'_>]) -> Outcome {
@@ -147,11 +155,18 @@ impl RowSink for Collect {
         self.rows.push(Row { line, outcome: Outcome::Malformed });
         true
     }
+
+    fn unframed(&mut self, line: u64, _: &str, value: String, reason: String) -> bool {
+        assert!(!reason.is_empty(), "line {line}: an unframed line without a reason ({value:?})");
+        self.rows.push(Row { line, outcome: Outcome::Unframed });
+        true
+    }
 }
 
 /// The rows of `bytes` by the contract's framing, read independently of
 /// the reader: a line (without a final `\r`) is a record; RFC 4180 quoting
-/// within the line; an empty line or bad quoting is a malformed row.
+/// within the line; an empty line or bad quoting is a malformed row, but a
+/// quote open at the line's end leaves the file unframed.
 /// `None` when the header is refused.
 fn line_rows(kind: Kind, bytes: &[u8]) -> Option<Vec<Row>> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
@@ -163,7 +178,7 @@ fn line_rows(kind: Kind, bytes: &[u8]) -> Option<Vec<Row>> {
         lines.pop();
     }
     let strip = |line: &'_ [u8]| -> Vec<u8> { line.strip_suffix(b"\r").unwrap_or(line).to_vec() };
-    let header = split_line(&strip(lines.first()?))?;
+    let header = split_line(&strip(lines.first()?)).ok()?;
     let mut columns = Vec::new();
     for column in kind.columns() {
         let mut found = header.iter().enumerate().filter(|(_, n)| n.as_slice() == column.as_bytes());
@@ -176,10 +191,11 @@ fn line_rows(kind: Kind, bytes: &[u8]) -> Option<Vec<Row>> {
     for (number, line) in lines.iter().enumerate().skip(1) {
         let line = strip(line);
         let outcome = match split_line(&line) {
-            Some(fields) if !line.is_empty() && fields.len() == header.len() => {
+            Ok(fields) if !line.is_empty() && fields.len() == header.len() => {
                 let fields: Vec<Field<'_>> = columns.iter().map(|&i| Field::Text(&fields[i])).collect();
                 outcome(kind, &fields)
             }
+            Err(Unsplit::Unclosed) => Outcome::Unframed,
             _ => Outcome::Malformed,
         };
         rows.push(Row { line: number as u64 + 1, outcome });
@@ -187,10 +203,18 @@ fn line_rows(kind: Kind, bytes: &[u8]) -> Option<Vec<Row>> {
     Some(rows)
 }
 
+/// Why a line does not split into fields.
+enum Unsplit {
+    /// A quoted field that does not close on the line.
+    Unclosed,
+    /// Any other quoting fault.
+    Refused,
+}
+
 /// The fields of one line: unquoted fields hold no quote; a quoted field
-/// doubles its quotes and closes before a comma or the end. `None` for
-/// anything else.
-fn split_line(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+/// doubles its quotes and closes before a comma or the end. The first
+/// fault from the left otherwise.
+fn split_line(line: &[u8]) -> Result<Vec<Vec<u8>>, Unsplit> {
     let mut fields = Vec::new();
     let mut at = 0;
     loop {
@@ -199,7 +223,7 @@ fn split_line(line: &[u8]) -> Option<Vec<Vec<u8>>> {
             at += 1;
             loop {
                 match (line.get(at), line.get(at + 1)) {
-                    (None, _) => return None,
+                    (None, _) => return Err(Unsplit::Unclosed),
                     (Some(b'"'), Some(b'"')) => {
                         field.push(b'"');
                         at += 2;
@@ -216,21 +240,21 @@ fn split_line(line: &[u8]) -> Option<Vec<Vec<u8>>> {
             }
             fields.push(field);
             match line.get(at) {
-                None => return Some(fields),
+                None => return Ok(fields),
                 Some(b',') => at += 1,
-                Some(_) => return None,
+                Some(_) => return Err(Unsplit::Refused),
             }
         } else {
             while let Some(&b) = line.get(at).filter(|b| **b != b',') {
                 if b == b'"' {
-                    return None;
+                    return Err(Unsplit::Refused);
                 }
                 field.push(b);
                 at += 1;
             }
             fields.push(field);
             if at == line.len() {
-                return Some(fields);
+                return Ok(fields);
             }
             at += 1;
         }
@@ -334,12 +358,21 @@ struct Expected {
     duplicates: u64,
     amount: i128,
     conflict: bool,
+    /// The first line whose quote is open at its end.
+    unframed: Option<u64>,
 }
 
 fn expected(rows: &[Row]) -> Expected {
     let mut first: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut e =
-        Expected { read: rows.len() as u64, bad_lines: Vec::new(), used: 0, duplicates: 0, amount: 0, conflict: false };
+    let mut e = Expected {
+        read: rows.len() as u64,
+        bad_lines: Vec::new(),
+        used: 0,
+        duplicates: 0,
+        amount: 0,
+        conflict: false,
+        unframed: None,
+    };
     for row in rows {
         match &row.outcome {
             Outcome::Record { id, hash, amount, .. } => match first.get(id.as_str()) {
@@ -352,6 +385,10 @@ fn expected(rows: &[Row]) -> Expected {
                 }
             },
             Outcome::Refused(_) | Outcome::Malformed => e.bad_lines.push(row.line),
+            Outcome::Unframed => {
+                e.bad_lines.push(row.line);
+                e.unframed.get_or_insert(row.line);
+            }
         }
     }
     e
@@ -377,6 +414,26 @@ fn check_aggregate(kind: Kind, bytes: &[u8], rows: Option<&[Row]>) {
         return;
     };
     let e = expected(rows);
+    match (set_aside, e.unframed) {
+        (Err(Error::BadRecord(bad)), Some(line)) => assert_eq!(bad.location.line, line, "the first unframed line"),
+        (other, Some(line)) => panic!("set-aside mode gave {other:?}; line {line} is unframed"),
+        (set_aside, None) => check_set_aside(kind, set_aside, &e),
+    }
+    match (fail, e.bad_lines.first()) {
+        (Err(Error::BadRecord(bad)), Some(&line)) => assert_eq!(bad.location.line, line, "the first bad row"),
+        (Err(Error::Conflict { .. }), None) => assert!(e.conflict),
+        (Ok(result), None) => {
+            assert!(!e.conflict);
+            let tally = result.tallies.get(&kind).copied().unwrap_or_default();
+            assert_eq!((tally.read, tally.used, tally.set_aside), (e.read, e.used, 0));
+        }
+        (other, first_bad) => panic!("fail mode gave {other:?}; first bad line {first_bad:?}"),
+    }
+}
+
+/// Set-aside mode on a file whose lines are all framed: every bad line set
+/// aside, the others counted and summed.
+fn check_set_aside(kind: Kind, set_aside: crate::error::Result<aggregate::Aggregate>, e: &Expected) {
     match set_aside {
         Err(Error::Conflict { .. }) => assert!(e.conflict, "a conflict without conflicting rows"),
         Err(other) => panic!("set-aside mode failed: {other}"),
@@ -396,16 +453,6 @@ fn check_aggregate(kind: Kind, bytes: &[u8], rows: Option<&[Row]>) {
             let amount: i128 = result.groups.values().map(|t| t.amount).sum();
             assert_eq!((records, tally.selected, amount), (e.used, e.used, e.amount), "groups (records, amount)");
         }
-    }
-    match (fail, e.bad_lines.first()) {
-        (Err(Error::BadRecord(bad)), Some(&line)) => assert_eq!(bad.location.line, line, "the first bad row"),
-        (Err(Error::Conflict { .. }), None) => assert!(e.conflict),
-        (Ok(result), None) => {
-            assert!(!e.conflict);
-            let tally = result.tallies.get(&kind).copied().unwrap_or_default();
-            assert_eq!((tally.read, tally.used, tally.set_aside), (e.read, e.used, 0));
-        }
-        (other, first_bad) => panic!("fail mode gave {other:?}; first bad line {first_bad:?}"),
     }
 }
 

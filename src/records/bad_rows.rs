@@ -89,6 +89,18 @@ impl<'a> BadRows<'a> {
         }
     }
 
+    /// A line after which the file cannot be read as records
+    /// ([`RowSink::unframed`](super::csv::RowSink::unframed)): the error,
+    /// with either [`OnBadRow`]; returns `false`.
+    pub fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        let location = Location { file: self.file_name.clone(), line, is_row: self.is_parquet };
+        if let Some(stop) = self.stop {
+            stop.fetch_min(position(self.file, line), Ordering::Relaxed);
+        }
+        self.error = Some(BadRecord { location, column: column.to_owned(), value, reason });
+        false
+    }
+
     /// A row of `kind` that `parse_record` refused; returns whether to go on.
     pub fn refused(&mut self, kind: Kind, line: u64, error: FieldError) -> bool {
         self.reject(line, kind.column_name(error.column), error.value, error.reason)

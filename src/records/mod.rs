@@ -465,6 +465,9 @@ pub fn record_id_at(file: &files::InputFile, line: u64) -> crate::error::Result<
         fn malformed(&mut self, line: u64, _: &str, _: String, _: String) -> bool {
             line < self.line
         }
+        fn unframed(&mut self, line: u64, _: &str, _: String, _: String) -> bool {
+            line < self.line
+        }
     }
     let mut probe = Probe { line, found: None };
     if file.format == files::Format::Parquet {

@@ -173,6 +173,10 @@ impl RowSink for Find<'_> {
         self.bad = Some(format!("row {line}, column {column}, value {value:?}: {reason}"));
         false
     }
+
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.malformed(line, column, value, reason)
+    }
 }
 
 /// A stored value as text: decimals without the trailing zeros of their

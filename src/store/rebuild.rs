@@ -325,4 +325,8 @@ impl RowSink for Fold<'_> {
     fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
         self.fail(line, format!("column '{column}': '{value}' {reason}"))
     }
+
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.malformed(line, column, value, reason)
+    }
 }

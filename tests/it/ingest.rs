@@ -303,6 +303,10 @@ impl telemeter::records::csv::RowSink for Lines {
         self.0.push((line, format!("malformed {column} {value} {reason}")));
         true
     }
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.0.push((line, format!("unframed {column} {value} {reason}")));
+        true
+    }
 }
 
 /// A large file read in runs of lines (`records::pieces`) hands over the

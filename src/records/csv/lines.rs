@@ -108,7 +108,11 @@ impl Reader<'_> {
         if let Err(quoting) = quoted.split(text) {
             // The value shown is the line from the field at fault on.
             let column = self.names.get(quoting.field).map_or("-", String::as_str);
-            return sink.malformed(line, column, shown(&text[quoting.start..]), quoting.reason(self.names));
+            let (value, reason) = (shown(&text[quoting.start..]), quoting.reason(self.names));
+            return match quoting.fault {
+                QuotingFault::Unclosed => sink.unframed(line, column, value, reason),
+                _ => sink.malformed(line, column, value, reason),
+            };
         }
         let n_fields = quoted.ends.len();
         if n_fields != self.width {
@@ -164,7 +168,10 @@ impl Quoting {
         };
         match self.fault {
             QuotingFault::Unclosed => {
-                format!("has a quote that opens {field} and does not close on this line (a field cannot span lines)")
+                format!(
+                    "has a quote that opens {field} and does not close on this line (a field cannot span lines; \
+                     the lines after it may be part of it, so it is never set aside)"
+                )
             }
             QuotingFault::InsideUnquoted => {
                 format!("has a stray quote in {field} (a field with a quote must be quoted, the quote doubled)")

@@ -2,12 +2,15 @@
 //! column order, extra columns ignored.
 //!
 //! Every physical line after the header is one record: no field may hold a
-//! newline, so a newline is always a record boundary. A quote that does not
-//! close on its own line (or any other quoting that is not RFC 4180 within
-//! the line) makes that line, and only that line, a malformed row; damage
-//! never swallows or merges the lines after it, and every line is handed to
-//! the sink exactly once (a row or a malformed row), so `read` counts the
-//! file's data lines. A final `\r` (CRLF endings) is dropped. Since every
+//! newline, so a newline is always a record boundary. Quoting that is not
+//! RFC 4180 within the line makes that line, and only that line, a
+//! malformed row; damage never swallows or merges the lines after it, and
+//! every line is handed to the sink exactly once (a row or a malformed
+//! row), so `read` counts the file's data lines. The one exception is a
+//! quote still open at a line's end ([`RowSink::unframed`]): under RFC 4180
+//! the lines after it belong to its field, so they are neither records nor
+//! to be skipped, and the file is an error even where bad rows are set
+//! aside. A final `\r` (CRLF endings) is dropped. Since every
 //! newline is a boundary, a file's bytes are split into chunks at any
 //! newline and the chunks are parsed in parallel.
 //!
@@ -50,6 +53,11 @@ pub trait RowSink {
     /// column at fault (`-` for the line as a whole), the line as shown and
     /// why. `false` stops reading.
     fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool;
+    /// A line whose quote is still open at its end: what follows may be
+    /// its field (RFC 4180) as well as records, so it is an error whatever
+    /// is done with bad rows, never a row set aside. As
+    /// [`RowSink::malformed`] otherwise; `false` stops reading.
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool;
 
     /// Whether a large file's chunks each get a sink of their own, told
     /// their size first ([`RowSink::reserve`]): for sinks that keep every

@@ -38,6 +38,10 @@ impl RowSink for Events {
         self.0.push((line, vec![column.to_owned(), value, reason]));
         true
     }
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.0.push((line, vec!["unframed".to_owned(), column.to_owned(), value, reason]));
+        true
+    }
 }
 
 proptest::proptest! {
@@ -186,6 +190,10 @@ impl RowSink for Collect {
         self.lines.push((line, Err(reason)));
         true
     }
+    fn unframed(&mut self, line: u64, _: &str, _: String, reason: String) -> bool {
+        self.lines.push((line, Err(format!("unframed: {reason}"))));
+        true
+    }
 }
 
 fn charges_file() -> InputFile {
@@ -303,6 +311,9 @@ impl RowSink for PerChunk {
     }
     fn malformed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
         self.collect.malformed(line, column, value, reason)
+    }
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.collect.unframed(line, column, value, reason)
     }
     const ONE_PER_CHUNK: bool = true;
     fn reserve(&mut self, lines: usize, bytes: usize) {

@@ -371,6 +371,11 @@ impl RowSink for Chunk {
         self.bad_rows.reject(line, column, value, reason)
     }
 
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.read += 1;
+        self.bad_rows.unframed(line, column, value, reason)
+    }
+
     /// Every row is kept: a chunk's rows and record ids are made at its
     /// size (a row per line; a record id takes a third of its line or
     /// less, about a quarter in the benchmark's) instead of grown by

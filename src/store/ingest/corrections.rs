@@ -820,6 +820,10 @@ impl RowSink for Pick<'_> {
         self.error = Some(Error::bad_file(self.name, format!("row {line}, column '{column}': '{value}' {reason}")));
         false
     }
+
+    fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
+        self.malformed(line, column, value, reason)
+    }
 }
 
 /// The records file written beside the index file `index_name`
