@@ -270,7 +270,7 @@ pub(in crate::store) fn lock(store: &Path) -> Result<std::fs::File> {
 /// new rows are in `rollups` (and whose resources database
 /// [`Opened::read_inputs`] built): writes the rejected rows, copies accounts, writes the rollups and publishes the manifest (the one
 /// commit point), then deletes files no generation needs. Nothing is
-/// published when nothing changed.
+/// published when nothing changed and no row was set aside.
 pub(in crate::store) fn finish(
     store: &Path,
     id: &str,
@@ -297,7 +297,10 @@ pub(in crate::store) fn finish(
         report.rejected_file = Some(path);
     }
 
-    let mut changed = report.total().used > 0 || resources_changed || !applied.rows.is_empty();
+    // Rows set aside publish a generation too: it lists their file, which
+    // the collection of unlisted files would otherwise delete.
+    let mut changed =
+        report.total().used > 0 || resources_changed || !applied.rows.is_empty() || report.rejected_file.is_some();
     if let Some(bytes) = &accounts_bytes {
         let stored = match &old.accounts_csv {
             Some(name) => {

@@ -537,3 +537,36 @@ fn a_store_is_the_same_bytes_whatever_the_threads_and_the_polars_environment() {
     assert_eq!(expected.len(), 2, "a calls file and a messages file");
     assert!(generated(&temp.path().join("parquet-other"), other_env()) == expected, "generated files differ");
 }
+
+/// An ingest whose rows were all set aside (or set aside and repeats)
+/// publishes a generation that lists its rejected rows' file, so the next
+/// ingest's collection of unlisted files keeps it; an ingest of repeats
+/// alone publishes nothing.
+#[test]
+fn rows_set_aside_are_kept_when_nothing_else_is_new() {
+    let temp = temp_dir();
+    let header = "record_id,auth_id,timestamp,description,units,amount\n";
+    let (bad, good, store) = (temp.path().join("bad"), temp.path().join("good"), temp.path().join("store"));
+    write(&bad, "charges/a.csv", format!("{header}b0,MA001,2026-11-01T00:00:00Z,d,1,-1\n"));
+    write(&good, "charges/a.csv", format!("{header}x5,MA001,2026-11-01T00:00:00Z,d,1,5\n"));
+    let aside = ["--on-bad-row", "set-aside"];
+    let first = ingest(&bad, &store, &aside);
+    assert!(first.ok().contains("published generation 1"), "{}", first.stdout);
+    let kept = rejected(&store);
+    assert!(kept.contains("charges/a.csv,2,amount,-1,"), "{kept}");
+    let manifest = std::fs::read_to_string(store.join("manifest.json")).expect("manifest");
+    assert!(manifest.contains("\"rejected/"), "the generation lists the file: {manifest}");
+
+    let second = ingest(&good, &store, &aside);
+    assert!(second.ok().contains("published generation 2"), "{}", second.stdout);
+    // The bad row again, beside a repeat of the good one.
+    write(&good, "charges/b.csv", format!("{header}b0,MA001,2026-11-01T00:00:00Z,d,1,-1\n"));
+    let third = ingest(&good, &store, &aside);
+    assert!(third.ok().contains("published generation 3"), "{}", third.stdout);
+    std::fs::remove_file(good.join("charges/b.csv")).expect("removed");
+    let fourth = ingest(&good, &store, &aside);
+    assert!(fourth.ok().contains("nothing new: the store is unchanged at generation 3"), "{}", fourth.stdout);
+    let rejects = contents(&store, "rejected");
+    assert_eq!(rejects.len(), 2, "both ingests' rejected files are kept");
+    assert!(rejects.iter().all(|bytes| String::from_utf8_lossy(bytes).contains(",amount,-1,")));
+}
