@@ -108,24 +108,21 @@ impl Accounts {
                 }
             };
             let token = cell(token_column, "auth_token_sha256")?;
-            let name = cell(name_column, "name")?;
+            let known_as = cell(name_column, "name")?;
             let account = Account {
                 auth_id: auth_id.clone(),
                 currency,
-                name: (!name.trim().is_empty()).then(|| name.trim().to_owned()),
+                name: (!known_as.trim().is_empty()).then(|| known_as.trim().to_owned()),
                 timezone,
                 auth_token_sha256: (!token.is_empty()).then(|| token.to_ascii_lowercase()),
                 allowed_ips: cell(ips_column, "allowed_ips")?,
             };
             if let Some(previous) = accounts.by_id.get(&auth_id) {
-                if *previous != account {
-                    return Err(Error::bad_file(
-                        name,
-                        format!(
-                            "account '{auth_id}' has conflicting rows at lines {} and {line}",
-                            places.get(&auth_id).copied().unwrap_or(0)
-                        ),
-                    ));
+                if let Some((column, earlier, later)) = first_difference(previous, &account) {
+                    let first = places.get(&auth_id).copied().unwrap_or(0);
+                    let reason =
+                        format!("conflicts with line {first}, another row of account '{auth_id}' ('{earlier}')");
+                    return Err(bad(&location, column, &later, &reason));
                 }
                 continue;
             }
@@ -156,6 +153,22 @@ impl Accounts {
     }
 }
 
+/// The first column in which two rows of one account differ: its name, and
+/// its value in `earlier` and in `later`.
+fn first_difference(earlier: &Account, later: &Account) -> Option<(&'static str, String, String)> {
+    let zone = |account: &Account| account.timezone.map(|tz| tz.name().to_owned()).unwrap_or_default();
+    let text = |value: &Option<String>| value.clone().unwrap_or_default();
+    [
+        ("currency", earlier.currency.clone(), later.currency.clone()),
+        ("timezone", zone(earlier), zone(later)),
+        ("name", text(&earlier.name), text(&later.name)),
+        ("auth_token_sha256", text(&earlier.auth_token_sha256), text(&later.auth_token_sha256)),
+        ("allowed_ips", earlier.allowed_ips.clone(), later.allowed_ips.clone()),
+    ]
+    .into_iter()
+    .find(|(_, a, b)| a != b)
+}
+
 fn bad(location: &Location, column: &str, value: &str, reason: &str) -> Error {
     Error::from(BadRecord {
         location: location.clone(),
@@ -176,6 +189,31 @@ mod tests {
         assert_eq!(accounts.currency("A2"), "USD");
         assert_eq!(accounts.currency("nobody"), "USD");
         assert_eq!(accounts.name("A1"), None);
+    }
+
+    /// Two rows of one account must agree: the second names the file, its
+    /// line, the first column that differs and both values; identical
+    /// rows are one account.
+    #[test]
+    fn conflicting_rows_of_an_account_name_file_line_column_and_values() {
+        let cases: [(&[u8], &str); 3] = [
+            (
+                b"auth_id,currency\nMA001,EUR\nMA001,USD\n",
+                "accounts.csv:3: column 'currency': 'USD' conflicts with line 2, another row of account 'MA001' ('EUR')",
+            ),
+            (
+                b"auth_id,name,timezone\nA,x,UTC\nB,y,\nA,x,Europe/Paris\n",
+                "accounts.csv:4: column 'timezone': 'Europe/Paris' conflicts with line 2, another row of account 'A' ('UTC')",
+            ),
+            (
+                b"auth_id,name\nA,North\nA,\n",
+                "accounts.csv:3: column 'name': '' conflicts with line 2, another row of account 'A' ('North')",
+            ),
+        ];
+        for (bytes, message) in cases {
+            let error = Accounts::parse(bytes, "accounts.csv").unwrap_err().to_string();
+            assert_eq!(error, message);
+        }
     }
 
     #[test]
@@ -209,13 +247,11 @@ mod tests {
     }
 
     #[test]
-    fn refuses_bad_and_conflicting_rows() {
+    fn refuses_a_bad_currency() {
         let error = Accounts::parse(b"auth_id,currency\nA1,eur\n", "accounts.csv").unwrap_err();
         assert_eq!(
             error.to_string(),
             "accounts.csv:2: column 'currency': 'eur' is not a currency (three upper-case letters)"
         );
-        let error = Accounts::parse(b"auth_id,currency\nA1,EUR\nA1,USD\n", "accounts.csv").unwrap_err();
-        assert!(error.to_string().contains("conflicting rows at lines 2 and 3"), "{error}");
     }
 }
