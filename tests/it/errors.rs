@@ -327,6 +327,16 @@ fn a_missing_required_column_names_file_and_column() {
 }
 
 #[test]
+fn a_file_whose_lines_end_with_cr_alone_is_named_for_it() {
+    let message = bad_data(&[(
+        "charges/x.csv",
+        b"record_id,auth_id,timestamp,description,units,amount\rx1,A1,2026-11-20T00:00:00Z,d,2,0.01\r",
+    )]);
+    assert!(message.contains("charges/x.csv: the header line holds a carriage return"), "{message}");
+    assert!(message.contains("must end with LF or CRLF"), "{message}");
+}
+
+#[test]
 fn a_conflicting_duplicate_names_both_places() {
     let resent = "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n\
                   c9,A1,,2026-11-19T10:00:00Z,voice,pstn,outbound,US,60,0.0130,0.0010,4000\n\

@@ -249,6 +249,12 @@ impl Reader<'_> {
 /// The header index of each contract column, then of the kind's optional
 /// column when the header has it.
 fn map_columns(file: &InputFile, names: &[String]) -> Result<Vec<usize>> {
+    if names.iter().any(|name| name.contains('\r')) {
+        return Err(file.bad_file(
+            "the header line holds a carriage return: its lines seem to end with CR alone (classic Mac OS), \
+             where they must end with LF or CRLF",
+        ));
+    }
     let optional = file.kind.optional_column();
     let has_optional = names.iter().any(|n| n == optional);
     file.kind
