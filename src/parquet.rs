@@ -509,6 +509,24 @@ impl<'p> ParquetFile<'p> {
         Ok(out)
     }
 
+    /// The first of columns `names` declared a DECIMAL of more than 38
+    /// digits, which polars does not read: its name, precision and scale.
+    pub(crate) fn wide_decimal(&self, names: &[&str]) -> Option<(String, usize, usize)> {
+        use polars_parquet::parquet::schema::types::{ParquetType, PrimitiveConvertedType, PrimitiveLogicalType};
+        self.metadata.schema().fields().iter().find_map(|field| {
+            let ParquetType::PrimitiveType(column) = field else { return None };
+            if !names.contains(&column.field_info.name.as_str()) {
+                return None;
+            }
+            let (precision, scale) = match (column.logical_type, column.converted_type) {
+                (Some(PrimitiveLogicalType::Decimal(precision, scale)), _)
+                | (_, Some(PrimitiveConvertedType::Decimal(precision, scale))) => (precision, scale),
+                _ => return None,
+            };
+            (precision > 38).then(|| (column.field_info.name.to_string(), precision, scale))
+        })
+    }
+
     /// The Arrow fields of columns `names`, in order, from the footer's
     /// schema (parsed once).
     fn fields(&self, names: &[&str]) -> Result<Vec<Field>> {

@@ -96,7 +96,14 @@ impl<'f> Parts<'f> {
         }
         let optional = kind.optional_column();
         let has_optional = names.iter().any(|n| n == optional);
-        let columns = kind.columns().iter().copied().chain(has_optional.then_some(optional)).collect();
+        let columns: Vec<&str> = kind.columns().iter().copied().chain(has_optional.then_some(optional)).collect();
+        if let Some((name, precision, scale)) = parquet.wide_decimal(&columns) {
+            return Err(file.bad_file(format!(
+                "column '{name}' is DECIMAL({precision},{scale}): more than 38 digits, which no amount, count \
+                 or revision needs; write it as DECIMAL(38,{}) or narrower",
+                scale.min(38)
+            )));
+        }
         let parts = cut(parquet.row_groups(), PART_ROWS);
         Ok(Some(Parts { parquet, parts, columns, without_id: false }))
     }

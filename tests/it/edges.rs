@@ -529,3 +529,37 @@ fn empty_files_of_every_form_hold_no_records() {
         }
     }
 }
+
+/// A DECIMAL of more than 38 digits (pyarrow's decimal256), which polars
+/// cannot read: as a column telemeter reads it is an error naming the
+/// file, the column and its type; as an extra column it is ignored.
+#[test]
+fn parquet_decimals_past_38_digits_are_named_or_ignored() {
+    let Some(python) = crate::common::venv_python("spark", "pyarrow", "spark/requirements.txt") else { return };
+    let dir = temp_dir();
+    let script = r#"
+import sys, decimal, pyarrow as pa, pyarrow.parquet as pq
+D = decimal.Decimal
+rows = {"record_id": ["x1", "x2"], "auth_id": ["A1", "A1"], "timestamp": ["2026-11-01T00:00:00Z"] * 2,
+        "description": ["d", "d"], "units": [1, 2]}
+wide = lambda values, scale: pa.array([D(v) for v in values], pa.decimal128(38, scale)).cast(pa.decimal256(40, scale))
+pq.write_table(pa.table(dict(rows, amount=wide(["1.5", "2.25"], 9))), sys.argv[1] + "/wide/charges/a.parquet")
+narrow = pa.array([D("1.5"), D("2.25")], pa.decimal128(18, 9))
+pq.write_table(pa.table(dict(rows, amount=narrow, note=wide(["1", "2"], 0))), sys.argv[1] + "/extra/charges/a.parquet")
+"#;
+    for folder in ["wide/charges", "extra/charges"] {
+        std::fs::create_dir_all(dir.path().join(folder)).expect("folder");
+    }
+    let made = std::process::Command::new(python).args(["-c", script, s(dir.path())]).output().expect("python");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let query = "from_date=2026-11-01&to_date=2026-11-02";
+    let wide = summary(&dir.path().join("wide"), "A1", query, &[]);
+    assert_eq!(wide.code, 1, "{wide:?}");
+    assert!(
+        wide.stderr.contains("charges/a.parquet: column 'amount' is DECIMAL(40,9): more than 38 digits"),
+        "{}",
+        wide.stderr
+    );
+    let extra = summary(&dir.path().join("extra"), "A1", query, &[]);
+    assert!(extra.ok().contains("\"total_spend\":3.75,"), "{}", extra.stdout);
+}
