@@ -131,6 +131,26 @@ fn conflicts_of_revisions_and_voids_name_both_places() {
         failure(t.path()),
         "error: conflicting duplicate charges record_id 'c1': voids/v.csv:2 and voids/w.csv:2 differ\n"
     );
+
+    // A void stored by an earlier ingest is named with that ingest, as a
+    // stored version is: against another void, and against a version.
+    let t = temp_dir();
+    let (first, second, third, store) =
+        (t.path().join("first"), t.path().join("second"), t.path().join("third"), t.path().join("store"));
+    write(&first, "voids/v.csv", "record_id,kind,revision,reason\nc2,charges,1,dup\n");
+    write(&second, "voids/v.csv", "record_id,kind,revision,reason\nc2,charges,1,other\n");
+    write(&third, "charges/x.csv", format!("{CHARGES},revision\nc2,A1,2026-11-20T10:00:00Z,CNAM,1,0.50,1\n"));
+    let path = |p: &Path| p.to_str().expect("UTF-8 path").to_owned();
+    let ingest = |data: &Path| telemeter(&["ingest", "--data", &path(data), "--store", &path(&store)]);
+    let out = ingest(&first).ok().to_owned();
+    let id = out.split("(ingest ").nth(1).and_then(|rest| rest.split(')').next()).expect("the ingest id").to_owned();
+    let stored = format!("voids/v.csv (ingest {id}):2");
+    let void = ingest(&second);
+    assert_eq!(void.code, 1, "{void:?}");
+    assert!(void.stderr.contains(&format!("'c2': {stored} and voids/v.csv:2 differ")), "{}", void.stderr);
+    let version = ingest(&third);
+    assert_eq!(version.code, 1, "{version:?}");
+    assert!(version.stderr.contains(&format!("'c2': charges/x.csv:2 and {stored} differ")), "{}", version.stderr);
 }
 
 #[test]

@@ -323,7 +323,17 @@ struct Candidate {
     stored: bool,
     /// Counted in the published generation (a stored version not dropped).
     counted: bool,
-    place: Option<Place>,
+    origin: Origin,
+}
+
+/// Where a candidate was read, for messages.
+#[derive(Clone, Debug)]
+enum Origin {
+    /// A row of an input file: this ingest's, or a stored one's through
+    /// the index.
+    Row(Place),
+    /// A version or void an earlier ingest noted in its corrections file.
+    Noted { ingest: String },
 }
 
 /// A revision-0 entry of a touched record: its index file (position),
@@ -384,7 +394,7 @@ pub(super) fn resolve(
                 at: noted.at.clone(),
                 stored: true,
                 counted,
-                place: None,
+                origin: Origin::Noted { ingest: noted.ingest.clone() },
             });
         }
     }
@@ -425,7 +435,7 @@ pub(super) fn resolve(
             if !stored {
                 run_rev0.insert(at.clone());
             }
-            let candidate = Candidate { revision: 0, void: false, at, stored, counted, place: Some(place) };
+            let candidate = Candidate { revision: 0, void: false, at, stored, counted, origin: Origin::Row(place) };
             candidates.entry(id).or_default().push(candidate);
         }
     }
@@ -439,7 +449,7 @@ pub(super) fn resolve(
             at: v.at,
             stored: false,
             counted: false,
-            place: Some(v.place),
+            origin: Origin::Row(v.place),
         };
         candidates.entry(id_hash(&candidate.at.record_id)).or_default().push(candidate);
     }
@@ -457,8 +467,14 @@ pub(super) fn resolve(
             at: at.clone(),
             reason: v.reason,
         });
-        let candidate =
-            Candidate { revision: v.revision, void: true, at, stored: false, counted: false, place: Some(v.place) };
+        let candidate = Candidate {
+            revision: v.revision,
+            void: true,
+            at,
+            stored: false,
+            counted: false,
+            origin: Origin::Row(v.place),
+        };
         candidates.entry(id_hash(&candidate.at.record_id)).or_default().push(candidate);
     }
     // Decide each record, in id order (the same on every run).
@@ -472,9 +488,13 @@ pub(super) fn resolve(
         for pair in list.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
             if a.revision == b.revision && a.void != b.void && !(a.stored && b.stored) {
-                let place = |c: &Candidate| match c.place {
-                    Some(place) => sources.location(place),
-                    None => Location { file: c.at.source_file.to_string(), line: c.at.line, is_row: false },
+                let place = |c: &Candidate| match &c.origin {
+                    Origin::Row(place) => sources.location(*place),
+                    Origin::Noted { ingest } => Location {
+                        file: crate::store::source_name(&c.at.source_file, ingest),
+                        line: c.at.line,
+                        is_row: false,
+                    },
                 };
                 return Err(Error::Conflict {
                     kind: kind.name(),

@@ -281,7 +281,11 @@ impl Run<'_> {
                 let earlier = match stored {
                     Some(n) => Some((
                         n.reason.clone(),
-                        Location { file: n.at.source_file.to_string(), line: n.at.line, is_row: false },
+                        Location {
+                            file: super::source_name(&n.at.source_file, &n.ingest),
+                            line: n.at.line,
+                            is_row: false,
+                        },
                     )),
                     None => seen
                         .get(&(void.kind, void.record_id.clone(), void.revision))
