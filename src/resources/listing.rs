@@ -159,12 +159,15 @@ impl ListQuery {
                  an add_time search may span at most 30 days",
             ));
         };
-        if upper - lower > MAX_ADD_TIME_SPAN_US {
+        // The range is [lower, upper): it spans from its first instant to
+        // its last, one microsecond before `upper`.
+        let span = upper - 1 - lower;
+        if span > MAX_ADD_TIME_SPAN_US {
             return Err(BadRequest::new(
                 "add_time",
                 format!(
                     "the add_time range spans {} days; an add_time search may span at most 30 days",
-                    (upper - lower + DAY_US - 1) / DAY_US
+                    (span + DAY_US - 1) / DAY_US
                 ),
             ));
         }
@@ -288,6 +291,10 @@ mod tests {
             error("add_time__gt=2026-10-21 23:59"),
             "the add_time range spans 31 days; an add_time search may span at most 30 days"
         );
+        // Exactly 30 days, up to now or to an inclusive upper bound.
+        assert!(ListQuery::parse("add_time__gte=2026-10-22 00:00", NOW).is_ok());
+        assert!(ListQuery::parse("add_time__gte=2026-10-01 00:00&add_time__lte=2026-10-31 00:00", NOW).is_ok());
+        assert!(error("add_time__gte=2026-10-01 00:00&add_time__lte=2026-10-31 00:00:00.000001").contains("31 days"));
         assert!(error("add_time__lt=2026-11-20 00:00").contains("needs a lower bound"));
         assert!(error("add_time=2026-11-20").starts_with("invalid add_time '2026-11-20'"));
         assert!(error("add_time=2026-11-20 00:00&recording_storage_duration=3").contains("cannot be combined"));
