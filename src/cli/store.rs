@@ -113,7 +113,14 @@ fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     if let Some(why) = &repaired.not_rebuilt {
         writeln!(out, "not rebuilt: {why}")?;
     }
-    writeln!(out, "removed {} file(s) no generation lists", repaired.removed)?;
+    match repaired.restored {
+        Some(generation) => writeln!(
+            out,
+            "left the files no generation lists: those of a generation after {generation} may be whole \
+             (to recover it, put its manifest back as manifest.json; the next ingest deletes them)"
+        )?,
+        None => writeln!(out, "removed {} file(s) no generation lists", repaired.removed)?,
+    }
     for finding in &repaired.damaged {
         writeln!(out, "{}: {}", finding.name, finding.problem)?;
     }

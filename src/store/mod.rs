@@ -313,7 +313,13 @@ impl Manifest {
     /// Parses the manifest `bytes` of `path` (named in messages); a
     /// manifest of format 6 or later must match its own checksum.
     pub fn parse(bytes: &[u8], path: &Path) -> Result<Manifest> {
-        let repair = || repair_hint(path.parent().unwrap_or(Path::new(".")));
+        // The store's folder: a kept manifest's is two levels up.
+        let folder = path.parent().unwrap_or(Path::new("."));
+        let store = match folder.file_name() {
+            Some(name) if name == KEPT_MANIFESTS => folder.parent().unwrap_or(Path::new(".")),
+            _ => folder,
+        };
+        let repair = || repair_hint(store);
         let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| {
             Error::io(path, format!("not a store manifest ({e}): damaged or not a manifest; {}", repair()))
         })?;

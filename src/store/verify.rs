@@ -160,7 +160,7 @@ pub struct Repaired {
     /// Kept manifests passed over (damaged, or listing a damaged or
     /// missing file), with why.
     pub passed_over: Vec<(PathBuf, String)>,
-    /// Files no kept generation lists, deleted.
+    /// Files no kept generation lists, deleted (none when `restored`).
     pub removed: usize,
     /// Listed files still damaged or missing (not rebuilt).
     pub damaged: Vec<Finding>,
@@ -176,8 +176,9 @@ pub struct Repaired {
 /// Repairs `store`: restores `manifest.json` from the newest kept manifest
 /// that verifies when it is missing or damaged, rebuilds damaged rollup
 /// and index files from the records files (a new generation), then
-/// deletes files no kept generation lists. Listed files that stay damaged
-/// are in the answer.
+/// deletes files no kept generation lists, unless it restored
+/// `manifest.json` (a later generation's files may be whole). Listed files
+/// that stay damaged are in the answer.
 pub fn repair(store: &Path) -> Result<Repaired> {
     if !store.is_dir() {
         return Err(Error::io(store, "not a folder"));
@@ -266,8 +267,14 @@ pub fn repair(store: &Path) -> Result<Repaired> {
             .find(|(generation, _)| *generation + 1 == manifest.generation)
             .and_then(|(_, path)| Manifest::parse(&std::fs::read(&path).ok()?, &path).ok())
     });
-    let keep: Vec<&Manifest> = std::iter::once(&manifest).chain(&previous).collect();
-    repaired.removed = generation::collect_garbage(store, &keep);
+    // Files no kept generation lists are deleted, unless manifest.json was
+    // restored from an older generation: a later one's manifests are
+    // damaged, but its records files may be whole, and are left for the
+    // user to recover (the next ingest's collection deletes them).
+    if repaired.restored.is_none() {
+        let keep: Vec<&Manifest> = std::iter::once(&manifest).chain(&previous).collect();
+        repaired.removed = generation::collect_garbage(store, &keep);
+    }
     repaired.damaged = check_files(store, &manifest);
     repaired.generation = manifest.generation;
     drop(lock);

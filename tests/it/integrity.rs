@@ -232,6 +232,38 @@ fn a_store_without_its_manifest_is_refused_and_repair_restores_it() {
     }
 }
 
+/// When the newest generation's manifest and its kept copy are both
+/// damaged, repair restores the one before, and deletes nothing: the newer
+/// generation's files are whole, and putting a good copy of its manifest
+/// back recovers it. The message that passes the kept copy over names the
+/// store, not its manifests folder.
+#[test]
+fn repair_that_goes_back_a_generation_leaves_the_newer_files() {
+    let (_dir, store) = sample_store();
+    telemeter(&["ingest", "--data", s(&common::root().join("sample_corrections")), "--store", s(&store)]).ok();
+    let newest = answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout;
+    let published = std::fs::read(store.join("manifest.json")).expect("manifest");
+    let kept = store.join("manifests/2.json");
+    for path in [store.join("manifest.json"), kept.clone()] {
+        let mut bytes = published.clone();
+        bytes.extend_from_slice(b"x");
+        std::fs::write(path, bytes).expect("damage");
+    }
+    let before = tree(&store);
+    let repair = telemeter(&["store", "repair", "--store", s(&store)]);
+    let said = repair.ok();
+    assert!(said.contains("restored manifest.json from the kept manifest of generation 1"), "{said}");
+    assert!(said.contains("left the files no generation lists"), "{said}");
+    assert!(said.contains(&format!("store verify --store {}`", s(&store))), "names the store: {said}");
+    let after = tree(&store);
+    let lost: Vec<&String> = before.keys().filter(|name| !after.contains_key(*name)).collect();
+    assert!(lost.is_empty(), "repair deleted {lost:?}");
+
+    std::fs::write(store.join("manifest.json"), &published).expect("put back");
+    telemeter(&["store", "verify", "--store", s(&store)]).ok();
+    assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest, "generation 2 answers again");
+}
+
 /// `store verify` checks every listed file: a whole store is ok (exit 0);
 /// a damaged rollup and a missing records file are each named (exit 1).
 /// `store repair` cannot rebuild from a missing records file and says so
