@@ -61,8 +61,8 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
     let partition = index::partition_of(id);
     let files = store.manifest.kind(kind);
     let mut found: Vec<(VersionAt, Version)> = Vec::new();
-    for index_name in &files.index {
-        let listed = store.manifest.file(&store.dir, index_name)?;
+    for pair in files.indexed(kind)? {
+        let listed = store.manifest.file(&store.dir, pair.index)?;
         let path = listed.path();
         let mut places = Vec::new();
         IndexFile::open_checked(listed)?.for_each_in(partition, |entry| {
@@ -73,11 +73,10 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
         if places.is_empty() {
             continue;
         }
-        let stem = batch_stem(index_name).ok_or_else(|| Error::io(&path, "not named <ingest>-<n>.idx"))?;
-        let records_name = format!("records/{}/{stem}.parquet", kind.name());
-        if !files.records.contains(&records_name) {
-            return Err(Error::io(&path, format!("the store lists no {records_name} beside this index file")));
-        }
+        // The records file's name is the ingest that stored its rows, and
+        // a number (the index file's may be a repair's).
+        let records_name = pair.records;
+        let stem = batch_stem(records_name).ok_or_else(|| Error::io(&path, "not named <ingest>-<n>.parquet"))?;
         let ingest = stem.rsplit_once('-').map_or(stem, |(ingest, _)| ingest);
         for place in places {
             let source = store.manifest.sources.get(place.file as usize).ok_or_else(|| {
@@ -88,7 +87,7 @@ pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version
             })?;
             let source = super::source_file(source, ingest).to_owned();
             let at = VersionAt {
-                records: records_name.as_str().into(),
+                records: records_name.into(),
                 record_id: record_id.to_owned(),
                 source_file: source.as_str().into(),
                 line: place.line,
@@ -146,8 +145,8 @@ fn version_fields(store: &Store, kind: Kind, at: &VersionAt) -> Result<Vec<(&'st
 }
 
 /// `<ingest>-<n>` of an index file named `index/<kind>/<ingest>-<n>.idx`.
-fn batch_stem(index_name: &str) -> Option<&str> {
-    Path::new(index_name).file_name()?.to_str()?.strip_suffix(".idx")
+fn batch_stem(records_name: &str) -> Option<&str> {
+    Path::new(records_name).file_name()?.to_str()?.strip_suffix(".parquet")
 }
 
 /// A sink that keeps the rows at given lines.

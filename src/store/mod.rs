@@ -243,7 +243,28 @@ pub struct KindFiles {
     pub amount: String,
 }
 
+/// An index file and the records file it indexes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Indexed<'a> {
+    pub(crate) index: &'a str,
+    pub(crate) records: &'a str,
+}
+
 impl KindFiles {
+    /// Each index file with the records file it indexes: the manifest
+    /// lists them in step (an ingest adds both, a repair rebuilds an index
+    /// file in its place under a name of its own).
+    pub(crate) fn indexed(&self, kind: Kind) -> Result<Vec<Indexed<'_>>> {
+        if self.index.len() != self.records.len() {
+            return Err(Error::Internal(format!(
+                "the manifest lists {} {kind} index files for {} records files",
+                self.index.len(),
+                self.records.len()
+            )));
+        }
+        Ok(self.index.iter().zip(&self.records).map(|(index, records)| Indexed { index, records }).collect())
+    }
+
     /// [`KindFiles::amount`] as an exact sum (zero when empty); a damaged
     /// one is an error naming `store`'s manifest and the kind.
     pub(crate) fn total_amount(&self, kind: Kind, store: &Path) -> Result<Amount> {

@@ -82,17 +82,9 @@ fn derived(manifest: &Manifest, findings: &[Finding]) -> Result<(BTreeSet<String
     let mut jobs = Vec::new();
     for kind in Kind::ALL {
         let files = manifest.kind(kind);
-        for (position, name) in files.index.iter().enumerate() {
-            if !damaged.contains(name.as_str()) {
-                continue;
-            }
-            let stem = name.strip_prefix(&format!("index/{}/", kind.name())).and_then(|n| n.strip_suffix(".idx"));
-            let records = stem.map(|stem| format!("records/{}/{stem}.parquet", kind.name()));
-            match records.filter(|records| files.records.contains(records)) {
-                Some(records) => jobs.push(IndexJob { kind, position, records }),
-                None => {
-                    return Err(Error::Internal(format!("index file '{name}' has no records file beside it")));
-                }
+        for (position, pair) in files.indexed(kind)?.into_iter().enumerate() {
+            if damaged.contains(pair.index) {
+                jobs.push(IndexJob { kind, position, records: pair.records.to_owned() });
             }
         }
     }

@@ -430,4 +430,16 @@ fn repair_rebuilds_damaged_rollups_and_index_from_the_records() {
     assert_eq!((words[3], count(4)), ("used", 0), "{total}");
     assert_eq!(words[8], "duplicates", "{total}");
     assert_eq!(count(2), count(7) + count(9), "every row read is a duplicate or set aside: {total}");
+
+    // The rebuilt index files pair with their records files: a record's
+    // history names the ingest that stored it, corrections apply, and a
+    // rebuilt index rebuilds again.
+    let history = telemeter(&["history", "--store", s(&store), "--kind", "calls", "--record-id", "c030"]);
+    let first_ingest = manifest(&store)["ingests"][0]["id"].as_str().expect("an ingest id").to_owned();
+    assert!(history.ok().contains(&format!("ingest {first_ingest}, from calls/")), "{}", history.stdout);
+    telemeter(&["ingest", "--data", s(&common::root().join("sample_corrections")), "--store", s(&store)]).ok();
+    let rebuilt = manifest(&store)["kinds"]["calls"]["index"][0].as_str().expect("an index file").to_owned();
+    std::fs::remove_file(store.join(&rebuilt)).expect("delete");
+    telemeter(&["store", "repair", "--store", s(&store)]).ok();
+    telemeter(&["history", "--store", s(&store), "--kind", "calls", "--record-id", "c030"]).ok();
 }

@@ -340,14 +340,20 @@ enum Origin {
 /// record-id hash and place.
 type Found = (usize, (u64, u64), Place);
 
+/// An index file, opened, and the records file it indexes.
+pub(super) struct IndexedRecords {
+    pub(super) records: Arc<str>,
+    pub(super) index: IndexFile,
+}
+
 /// The inputs of [`resolve`] for one kind.
 pub(super) struct KindInputs<'a> {
     pub(super) kind: Kind,
     pub(super) registry: &'a Registry,
     pub(super) versions: Vec<RunVersion>,
     pub(super) voids: Vec<RunVoid>,
-    /// Every index file of the kind (stored ones first), with its name.
-    pub(super) index: Vec<(String, IndexFile)>,
+    /// Every index file of the kind (stored ones first).
+    pub(super) index: Vec<IndexedRecords>,
     /// How many of `index` are stored.
     pub(super) stored_index: usize,
 }
@@ -407,10 +413,10 @@ pub(super) fn resolve(
     let found: Vec<Result<Vec<Found>>> = index
         .par_iter()
         .enumerate()
-        .map(|(f, (_, file))| {
+        .map(|(f, indexed)| {
             let mut found = Vec::new();
             for (p, ids) in &partitions {
-                file.for_each_in(*p, |entry| {
+                indexed.index.for_each_in(*p, |entry| {
                     if ids.contains(&entry.id) {
                         found.push((f, entry.id, index::unpack(entry.place)));
                     }
@@ -420,8 +426,7 @@ pub(super) fn resolve(
         })
         .collect();
     let mut run_rev0: FxHashSet<VersionAt> = FxHashSet::default();
-    let records: Vec<Arc<str>> =
-        index.iter().map(|(name, _)| records_of_index(kind, name).map(Arc::from)).collect::<Result<_>>()?;
+    let records: Vec<Arc<str>> = index.iter().map(|indexed| indexed.records.clone()).collect();
     let mut source_files: FxHashMap<u32, Arc<str>> = FxHashMap::default();
     for found in found {
         for (f, id, place) in found? {
@@ -844,14 +849,4 @@ impl RowSink for Pick<'_> {
     fn unframed(&mut self, line: u64, column: &str, value: String, reason: String) -> bool {
         self.malformed(line, column, value, reason)
     }
-}
-
-/// The records file written beside the index file `index_name`
-/// (`index/<kind>/<stem>.idx` and `records/<kind>/<stem>.parquet`).
-pub(in crate::store) fn records_of_index(kind: Kind, index_name: &str) -> Result<String> {
-    let stem = index_name
-        .strip_prefix(&format!("index/{}/", kind.name()))
-        .and_then(|n| n.strip_suffix(".idx"))
-        .ok_or_else(|| Error::Internal(format!("index file '{index_name}' is not named index/<kind>/<stem>.idx")))?;
-    Ok(format!("records/{}/{stem}.parquet", kind.name()))
 }

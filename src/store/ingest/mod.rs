@@ -337,12 +337,12 @@ impl Run<'_> {
             let files = self.manifest.kind(kind);
             let stored_index = self.old.kind(kind).index.len();
             let mut index = Vec::with_capacity(files.index.len());
-            for (i, name) in files.index.iter().enumerate() {
+            for (i, pair) in files.indexed(kind)?.into_iter().enumerate() {
                 let file = match i < stored_index {
-                    true => IndexFile::open_checked(self.old.file(self.store, name)?)?,
-                    false => IndexFile::open(&self.store.join(name))?,
+                    true => IndexFile::open_checked(self.old.file(self.store, pair.index)?)?,
+                    false => IndexFile::open(&self.store.join(pair.index))?,
                 };
-                index.push((name.clone(), file));
+                index.push(corrections::IndexedRecords { records: pair.records.into(), index: file });
             }
             let empty = Registry::default();
             let registry = self.registries.get(&kind).unwrap_or(&empty);
