@@ -264,6 +264,29 @@ fn repair_that_goes_back_a_generation_leaves_the_newer_files() {
     assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest, "generation 2 answers again");
 }
 
+/// The recordings deleted through the API are in `deletions.sqlite`,
+/// which no manifest lists: `store verify` and `store repair` check it as
+/// `serve` and `ingest` do, and name it when it is missing while its count
+/// file says it held deletions.
+#[test]
+fn verify_and_repair_check_the_deletions_database() {
+    let (_dir, store) = sample_store();
+    telemeter(&["store", "verify", "--store", s(&store)]).ok();
+    let _ = std::fs::remove_file(store.join("deletions.sqlite"));
+    std::fs::write(store.join("deletions.sqlite.count"), br#"{"deletions":3}"#).expect("count file");
+    let said = "deletions.sqlite: ";
+    let verify = telemeter(&["store", "verify", "--store", s(&store)]);
+    assert_eq!(verify.code, 1, "{}", verify.stdout);
+    assert!(verify.stdout.contains(said) && verify.stdout.contains("missing, but"), "{}", verify.stdout);
+    let repair = telemeter(&["store", "repair", "--store", s(&store)]);
+    assert_eq!(repair.code, 1, "{}", repair.stdout);
+    assert!(repair.stdout.contains(said), "{}", repair.stdout);
+    let serve = telemeter(&["ingest", "--data", s(&common::sample_data()), "--store", s(&store)]);
+    assert_eq!(serve.code, 1, "ingest refuses it too: {}", serve.stderr);
+    std::fs::remove_file(store.join("deletions.sqlite.count")).expect("accept the loss");
+    telemeter(&["store", "verify", "--store", s(&store)]).ok();
+}
+
 /// `store verify` checks every listed file: a whole store is ok (exit 0);
 /// a damaged rollup and a missing records file are each named (exit 1).
 /// `store repair` cannot rebuild from a missing records file and says so
