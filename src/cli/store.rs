@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::store::verify::{self, ManifestState};
+use crate::store::DELETIONS_DB;
 
 /// Arguments of `store`.
 #[derive(Debug, clap::Args)]
@@ -76,8 +77,14 @@ fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     for finding in &verified.findings {
         writeln!(out, "{}: {}", finding.name, finding.problem)?;
     }
-    let whole = verified.is_whole();
-    if whole {
+    let deletions = deletions_refused(store);
+    if let Some(why) = &deletions {
+        writeln!(out, "{DELETIONS_DB}: {why}")?;
+    }
+    let whole = verified.is_whole() && deletions.is_none();
+    if verified.is_whole() && deletions.is_some() {
+        writeln!(out, "every listed file is whole; {DELETIONS_DB} is refused (above)")?;
+    } else if whole {
         writeln!(out, "ok: every listed file is whole")?;
     } else {
         writeln!(
@@ -89,6 +96,12 @@ fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(if whole { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Why `serve` and `ingest` would refuse the store's deletions database
+/// (which no manifest lists: a server writes it), if they would.
+fn deletions_refused(store: &std::path::Path) -> Option<String> {
+    crate::resources::check_deletions(&store.join(DELETIONS_DB)).err().map(|e| e.chain())
 }
 
 fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
@@ -124,9 +137,14 @@ fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     for finding in &repaired.damaged {
         writeln!(out, "{}: {}", finding.name, finding.problem)?;
     }
-    let whole = repaired.damaged.is_empty();
-    if whole {
-        writeln!(out, "ok: generation {}, every listed file is whole", repaired.generation)?;
+    let deletions = deletions_refused(store);
+    if let Some(why) = &deletions {
+        writeln!(out, "{DELETIONS_DB}: {why}")?;
+    }
+    let whole = repaired.damaged.is_empty() && deletions.is_none();
+    if repaired.damaged.is_empty() {
+        let ok = if whole { "ok: " } else { "" };
+        writeln!(out, "{ok}generation {}, every listed file is whole", repaired.generation)?;
     } else {
         writeln!(
             out,

@@ -12,9 +12,6 @@ pub enum Problem {
     Missing,
     /// It cannot be read (the operating system's reason).
     Unreadable(String),
-    /// Not listed by a manifest, and refused by its own check (the
-    /// recordings deleted through the API: `deletions.sqlite`).
-    Refused(String),
     /// Its length or hash differs from its sum.
     Damaged {
         /// The sum the manifest records.
@@ -29,7 +26,6 @@ impl std::fmt::Display for Problem {
         match self {
             Problem::Missing => f.write_str("missing"),
             Problem::Unreadable(why) => write!(f, "unreadable ({why})"),
-            Problem::Refused(why) => f.write_str(why),
             Problem::Damaged { expected, found } => write!(f, "damaged (expected {expected}, found {found})"),
         }
     }

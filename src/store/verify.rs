@@ -92,8 +92,7 @@ pub fn verify(store: &Path) -> Result<Verified> {
             });
         }
     };
-    let mut findings = check_files(store, &manifest);
-    findings.extend(check_deletions(store));
+    let findings = check_files(store, &manifest);
     let state = if manifest.format >= super::SUMS_FORMAT {
         ManifestState::Good
     } else {
@@ -106,16 +105,6 @@ pub fn verify(store: &Path) -> Result<Verified> {
         findings,
         kept,
     })
-}
-
-/// The recordings deleted through the API (`deletions.sqlite`, which no
-/// manifest lists: a server writes it), when it is missing while counted,
-/// damaged, or holds fewer deletions than counted.
-fn check_deletions(store: &Path) -> Option<Finding> {
-    let path = store.join(super::DELETIONS_DB);
-    let error = crate::resources::check_deletions(&path).err()?;
-    let why = error.chain();
-    Some(Finding { name: super::DELETIONS_DB.to_owned(), problem: Problem::Refused(why) })
 }
 
 /// Every file `manifest` lists that is missing, unreadable or damaged (a
@@ -287,7 +276,6 @@ pub fn repair(store: &Path) -> Result<Repaired> {
         repaired.removed = generation::collect_garbage(store, &keep);
     }
     repaired.damaged = check_files(store, &manifest);
-    repaired.damaged.extend(check_deletions(store));
     repaired.generation = manifest.generation;
     drop(lock);
     Ok(repaired)
