@@ -100,7 +100,7 @@ pub fn write_reports(
     let result = write_all(&read, request, key, &staging, progress);
     match result {
         Ok(mut outcome) => {
-            swap_into_place(&staging, out)?;
+            outcome.notices.extend(swap_into_place(&staging, out)?);
             // An account asked for by name whose report is empty is said,
             // as `summary` says it (with `all`, idle accounts are expected).
             if matches!(request.batch.accounts, AccountScope::Some(_)) {

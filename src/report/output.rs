@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::manifest::{InputEntry, GENERATOR, MANIFEST};
 use crate::dataset::Inputs;
-use crate::error::{Error, Result};
+use crate::error::{Error, Notice, Result};
 
 /// An input file to hash: its path, its name in the manifest, its kind.
 struct Input<'i> {
@@ -145,14 +145,20 @@ pub(super) fn check_replaceable(out: &Path) -> Result<()> {
         return Ok(());
     }
     let manifest = out.join(MANIFEST);
-    let text = std::fs::read_to_string(&manifest).unwrap_or_default();
-    let generator = serde_json::from_str::<serde_json::Value>(&text)
+    let text = std::fs::read_to_string(&manifest).ok();
+    let generator = serde_json::from_str::<serde_json::Value>(text.as_deref().unwrap_or_default())
         .ok()
         .and_then(|v| v.get("generator").and_then(|g| g.as_str()).map(str::to_owned));
     if generator.as_deref() != Some(GENERATOR) {
+        let why = match text {
+            None => "no manifest.json",
+            Some(_) => "its manifest.json is not a report's: a store's, or another program's",
+        };
         return Err(Error::io(
             out,
-            "exists, is not empty and is not an earlier `telemeter report` output (no manifest.json); refusing to replace it",
+            format!(
+                "exists, is not empty and is not an earlier `telemeter report` output ({why}); refusing to replace it"
+            ),
         ));
     }
     Ok(())
@@ -160,10 +166,12 @@ pub(super) fn check_replaceable(out: &Path) -> Result<()> {
 
 /// Moves the finished `staging` folder to `out`. An earlier report at `out`
 /// is moved aside first and removed after, so `out` is always either the
-/// old report or the new one, complete.
-pub(super) fn swap_into_place(staging: &Path, out: &Path) -> Result<()> {
+/// old report or the new one, complete. Once the new one is in place, an
+/// old one that cannot be removed is no failure of the run: it is said
+/// (`Some`), and a later run removes it ([`remove_stale`]).
+pub(super) fn swap_into_place(staging: &Path, out: &Path) -> Result<Option<Notice>> {
     if std::fs::symlink_metadata(out).is_err() {
-        return std::fs::rename(staging, out).map_err(|e| Error::io(out, e));
+        return std::fs::rename(staging, out).map(|()| None).map_err(|e| Error::io(out, e));
     }
     let old = sibling(out, "old")?;
     if old.exists() {
@@ -174,7 +182,14 @@ pub(super) fn swap_into_place(staging: &Path, out: &Path) -> Result<()> {
         let _ = std::fs::rename(&old, out);
         return Err(Error::io(out, e));
     }
-    std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))
+    Ok(std::fs::remove_dir_all(&old).err().map(|e| {
+        Notice(format!(
+            "the report is written to {}; the earlier one, moved aside to {}, could not be removed ({e}): \
+             remove it, or a later run will",
+            out.display(),
+            old.display()
+        ))
+    }))
 }
 
 #[cfg(test)]

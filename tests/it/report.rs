@@ -488,6 +488,12 @@ fn output_is_repeatable_and_replaced_atomically() {
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("refusing to replace"));
     assert_eq!(std::fs::read_to_string(other.join("notes.txt")).expect("notes"), "keep me");
+    // Nor a store, whose manifest.json is not a report's.
+    put(&other, "manifest.json", "{\"format\":7}");
+    let refused = report(&data, &other, &["--query", SAMPLE_QUERY, "--now", NOW]);
+    assert_eq!(refused.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("its manifest.json is not a report's"), "{said}");
 }
 
 /// What a killed run leaves beside OUT (`.out.tmp-PID`, `.out.old-PID`) is
@@ -511,6 +517,45 @@ fn leftovers_of_killed_runs_are_removed() {
         .collect();
     left.sort();
     assert_eq!(left, [".other.tmp-999999999".to_owned(), live]);
+}
+
+/// An earlier report that cannot be removed once the new one is in place
+/// (here a file in it made immutable, which stops root too) does not fail
+/// the run: the new report is at OUT, a warning names the old one's
+/// folder, and a later run removes it. Skipped where `chattr` cannot set
+/// the flag.
+#[test]
+fn an_earlier_report_that_cannot_be_removed_is_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, out, _) = sample_report(dir.path());
+    struct Mutable<'a>(&'a Path);
+    impl Drop for Mutable<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("chattr").arg("-R").arg("-i").arg(self.0).output();
+        }
+    }
+    let _guard = Mutable(dir.path());
+    let pinned = out.join("index.html");
+    let set = Command::new("chattr").arg("+i").arg(&pinned).output();
+    if !set.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: chattr +i is not available here");
+        return;
+    }
+    let query = "from_date=2026-10-02&to_date=2026-10-21";
+    let again = report(&data, &out, &["--query", query, "--now", NOW]);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{said}");
+    assert!(said.contains("could not be removed") && said.contains(".out.old-"), "{said}");
+    assert!(json(&out.join("manifest.json")).to_string().contains("2026-10-02"), "the new report is at OUT");
+    drop(_guard);
+    let third = report(&data, &out, &["--query", query, "--now", NOW, "--quiet"]);
+    assert!(third.status.success(), "{}", String::from_utf8_lossy(&third.stderr));
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// `--formats json` writes the same pages as the full report and nothing
