@@ -52,7 +52,7 @@ pub enum Format {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::open(&args.store).with_context(|| format!("cannot open the store {}", args.store.display()))?;
     let since = match (&args.since_report, args.since) {
-        (Some(manifest), _) => changes::report_generation(manifest)?,
+        (Some(manifest), _) => changes::report_generation(manifest, &store.manifest)?,
         (None, since) => since.unwrap_or(0),
     };
     let ledger = changes::since(&store, since, args.account.as_deref())

@@ -84,12 +84,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(pages) => pages,
         Err(message) => return bad_request(&message),
     };
-    let changes_since = match (&args.changes_since, &args.source.store) {
-        (None, _) => None,
-        (Some(previous), Some(_)) => Some(crate::store::changes::report_generation(previous)?),
-        (Some(_), None) => return bad_request("--changes-since needs --store: a report of raw files has no ledger"),
-    };
+    if args.changes_since.is_some() && args.source.store.is_none() {
+        return bad_request("--changes-since needs --store: a report of raw files has no ledger");
+    }
     let dataset = args.source.open(super::warn)?;
+    let changes_since = match (&args.changes_since, &dataset.source) {
+        (Some(previous), crate::dataset::Source::Store(store)) => {
+            Some(crate::store::changes::report_generation(previous, &store.manifest)?)
+        }
+        _ => None,
+    };
     let key = args.source.token_key()?;
     let on_bad_row = args.on_bad_row.into();
     let request = ReportRequest {

@@ -368,15 +368,31 @@ pub fn since(store: &Store, generation: u64, account: Option<&str>) -> Result<Le
     Ok(ledger)
 }
 
-/// The store generation a report was built from, read from its
-/// `manifest.json` (`"store": {"generation": N}`).
-pub fn report_generation(manifest: &Path) -> Result<u64> {
+/// The generation of `store` a report was built from, read from its
+/// `manifest.json` (`"store": {"generation": N, "ingest": ID}`). A report
+/// whose ingest this store never published was made from another store:
+/// its generation numbers mean nothing here.
+pub fn report_generation(manifest: &Path, store: &Manifest) -> Result<u64> {
     let bytes = std::fs::read(manifest).map_err(|e| Error::io(manifest, e))?;
     let json: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| Error::io(manifest, format!("not a report manifest: {e}")))?;
-    json.get("store").and_then(|store| store.get("generation")).and_then(serde_json::Value::as_u64).ok_or_else(|| {
-        Error::io(manifest, "names no store generation: it is a report of raw files, or of an older telemeter")
-    })
+    let entry = json.get("store");
+    let generation =
+        entry.and_then(|store| store.get("generation")).and_then(serde_json::Value::as_u64).ok_or_else(|| {
+            Error::io(manifest, "names no store generation: it is a report of raw files, or of an older telemeter")
+        })?;
+    if let Some(ingest) = entry.and_then(|store| store.get("ingest")).and_then(serde_json::Value::as_str) {
+        if !store.ingests.iter().any(|logged| logged.id == ingest) {
+            return Err(Error::io(
+                manifest,
+                format!(
+                    "was made from another store: its generation {generation} is that of ingest {ingest}, which \
+                     this store never published"
+                ),
+            ));
+        }
+    }
+    Ok(generation)
 }
 
 #[cfg(test)]

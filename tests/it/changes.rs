@@ -97,6 +97,31 @@ fn each_ingest_books_its_records_in_the_months_of_the_accounts_zone() {
     let from_raw = telemeter(&["changes", "--store", s(&store), "--since-report", s(&raw.join("manifest.json"))]);
     assert_eq!(from_raw.code, 1, "{}", from_raw.stdout);
     assert!(from_raw.stderr.contains("names no store generation"), "{}", from_raw.stderr);
+    // A report of another store: its generations mean nothing here.
+    let other = dir.path().join("other-store");
+    ingest(&day, &other);
+    let other_report = dir.path().join("other-report");
+    telemeter(&[
+        "report",
+        "--quiet",
+        "--store",
+        s(&other),
+        "--out",
+        s(&other_report),
+        "--now",
+        now,
+        "--formats",
+        "json",
+    ])
+    .ok();
+    let foreign = s(&other_report.join("manifest.json")).to_owned();
+    let from_other = telemeter(&["changes", "--store", s(&store), "--since-report", &foreign]);
+    assert_eq!(from_other.code, 1, "{}", from_other.stdout);
+    assert!(from_other.stderr.contains("was made from another store"), "{}", from_other.stderr);
+    let into = dir.path().join("into");
+    let run = telemeter(&["report", "--quiet", "--store", s(&store), "--out", s(&into), "--changes-since", &foreign]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stderr.contains("was made from another store"), "{}", run.stderr);
 }
 
 /// Every record kind of sample_data/ delivered in one ingest, or split by
