@@ -127,7 +127,7 @@ pub struct Batch {
 /// Answers `request` for every account it names (each in its own time
 /// zone, when `accounts.csv` names one and the request does not) in one
 /// pass over `dataset`. With [`AccountScope::All`], every account with a
-/// row in `accounts.csv` or a record in the window is reported.
+/// row in `accounts.csv` or any record (in the window or not) is reported.
 /// `on_read`, when given, hears the bytes of input files read so far (see
 /// [`AggregateOptions::on_read`]).
 pub fn build_many(
@@ -155,6 +155,12 @@ pub fn build_many(
     let selector = selector(params, accounts.clone(), bucketing);
     let aggregate = dataset.aggregate(&selector, AggregateOptions { on_bad_row, on_read })?;
     named.extend(aggregate.groups.keys().map(|k| k.account.clone()));
+    // Every account the records know, with `all`: one whose records are
+    // all outside the window gets its empty report, as an account of
+    // `accounts.csv` without records does.
+    if matches!(accounts, AccountScope::All) {
+        named.extend(aggregate.spans.keys().cloned());
+    }
     // An account asked for by name that neither `accounts.csv` nor any
     // record knows gets no summary: it is most likely a typo.
     let (named, skipped): (BTreeSet<String>, BTreeSet<String>) =

@@ -519,6 +519,41 @@ fn leftovers_of_killed_runs_are_removed() {
     assert_eq!(left, [".other.tmp-999999999".to_owned(), live]);
 }
 
+/// With every account (the default), an account that only records know,
+/// all of them outside the window, gets its empty report, from raw files
+/// and from a store alike, as an account of `accounts.csv` without
+/// records does.
+#[test]
+fn every_account_includes_one_whose_records_are_outside_the_window() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    put(&data, "accounts.csv", "auth_id,currency\nACC1,USD\nIDLE,USD\n");
+    put(
+        &data,
+        "charges/a.csv",
+        "record_id,auth_id,timestamp,description,units,amount\n\
+         x1,ORPHAN,2026-11-11T00:00:00Z,d,1,1\nx2,ACC1,2026-11-15T00:00:00Z,d,1,2\n",
+    );
+    let store = dir.path().join("store");
+    run_ok(&["ingest", "--quiet", "--data", data.to_str().expect("utf-8"), "--store", store.to_str().expect("utf-8")]);
+    let query = "from_date=2026-11-14&to_date=2026-11-21";
+    for (source, from) in [("--data", &data), ("--store", &store)] {
+        let out = dir.path().join(format!("out{source}"));
+        let args = ["report", "--quiet", source, from.to_str().expect("utf-8"), "--out", out.to_str().expect("utf-8")];
+        run_ok(&[&args[..], &["--query", query, "--now", NOW]].concat());
+        let manifest = json(&out.join("manifest.json"));
+        let ids: Vec<&str> = manifest["accounts"]
+            .as_array()
+            .expect("accounts")
+            .iter()
+            .map(|a| a["auth_id"].as_str().expect("id"))
+            .collect();
+        assert_eq!(ids, ["ACC1", "IDLE", "ORPHAN"], "{source}");
+        let page = json(&out.join("ORPHAN/page-0001.json"));
+        assert_eq!(page["usage"], serde_json::json!([]), "{source}: {page}");
+    }
+}
+
 /// An earlier report that cannot be removed once the new one is in place
 /// (here a file in it made immutable, which stops root too) does not fail
 /// the run: the new report is at OUT, a warning names the old one's
