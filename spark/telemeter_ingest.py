@@ -379,6 +379,11 @@ def list_data(sc, uri, staging, side_names):
                 f"{f['uri']}: Spark's file sources skip names that start with '_' (telemeter reads such a file "
                 "from a local path): rename it"
             )
+        if ":" in f["name"]:
+            raise Unreadable(
+                f"{f['uri']}: Hadoop's paths cannot hold ':' in a file or folder name below DATA (telemeter "
+                "reads such a file from a local path): rename it"
+            )
     temporary = os.path.join(staging, "listing.json.tmp")
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump({"files": listing, "checked": [f["name"] for f in records]}, f)

@@ -989,6 +989,21 @@ fn spark_reads_data_at_a_uri_as_the_local_engine_reads_the_path() {
     assert!(message.contains("nothing was published"), "{stderr}");
     assert_eq!(std::fs::read(remote.join("manifest.json")).expect("manifest"), before);
     assert!(!remote.join("staging").exists(), "the failed Spark ingest left its staging folder");
+
+    // A name with ':', which Hadoop's paths cannot hold: refused, naming
+    // the file, before any row is read.
+    put(
+        &data,
+        "calls/2026-11-20T00:00.csv",
+        &std::fs::read_to_string(data.join("calls/2026/11/20.csv")).expect("calls"),
+    );
+    let colon =
+        run(&spark, &["ingest", "--data", &uri, "--store", s(&remote), "--engine", "spark", "--spark-master", master]);
+    assert_eq!(colon.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&colon.stderr);
+    let message = stderr.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+    assert!(message.contains("calls/2026-11-20T00:00.csv: Hadoop's paths cannot hold ':'"), "{stderr}");
+    assert_eq!(std::fs::read(remote.join("manifest.json")).expect("manifest"), before);
 }
 
 /// Without Spark: a URI other than `file://` given to a command that reads
