@@ -222,14 +222,15 @@ CREATE TABLE IF NOT EXISTS main.deletions (
 /// The schema name a store's generation database is attached under.
 const GENERATION: &str = "generation";
 
-/// Opens (creating when needed) the database at `path` with every table:
-/// the database of a data directory, which holds its deletions too (so it
-/// is opened and checked as a deletions database, [`deletions::open`]).
-/// [`deletions::check`] of a store's deletions database, for `store verify`.
+/// [`deletions::check`] of a store's deletions database, for `store verify`
+/// and `store repair`.
 pub(crate) fn check_deletions(path: &Path) -> Result<()> {
     deletions::check(path, DELETIONS_SCHEMA)
 }
 
+/// Opens (creating when needed) the database at `path` with every table:
+/// the database of a data directory, which holds its deletions too (so it
+/// is opened and checked as a deletions database, [`deletions::open`]).
 pub(crate) fn connect(path: &Path) -> Result<Connection> {
     deletions::open(path, &format!("{}{DELETIONS_SCHEMA}", resources_schema("main")))
 }

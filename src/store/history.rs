@@ -144,7 +144,7 @@ fn version_fields(store: &Store, kind: Kind, at: &VersionAt) -> Result<Vec<(&'st
     })
 }
 
-/// `<ingest>-<n>` of an index file named `index/<kind>/<ingest>-<n>.idx`.
+/// `<ingest>-<n>` of a records file named `records/<kind>/<ingest>-<n>.parquet`.
 fn batch_stem(records_name: &str) -> Option<&str> {
     Path::new(records_name).file_name()?.to_str()?.strip_suffix(".parquet")
 }

@@ -154,10 +154,11 @@ pub fn build_many(
     let bucketing = Bucketing { default: default.clone(), by_account };
     let selector = selector(params, accounts.clone(), bucketing);
     let aggregate = dataset.aggregate(&selector, AggregateOptions { on_bad_row, on_read })?;
-    named.extend(aggregate.groups.keys().map(|k| k.account.clone()));
-    // Every account the records know, with `all`: one whose records are
+    // Every account the records know, with `all` (the spans cover each
+    // account of the scope, whatever the window): one whose records are
     // all outside the window gets its empty report, as an account of
-    // `accounts.csv` without records does.
+    // `accounts.csv` without records does. A named account's groups are
+    // its own.
     if matches!(accounts, AccountScope::All) {
         named.extend(aggregate.spans.keys().cloned());
     }
