@@ -334,7 +334,10 @@ def list_data(sc, uri, staging, side_names):
     kind then name. Writes staging/listing.json (every file found, for
     telemeter to check against its own rule and to publish from) and copies
     the side inputs (`side_names`: files or folders at DATA's top, the
-    plan's "side") to staging/side/. Returns the plan's files."""
+    plan's "side") to staging/side/. Returns the plan's files.
+
+    The listing also holds how many record folders exist and the entries
+    at DATA's top, for telemeter's notices (files nothing reads)."""
     jvm = sc._jvm
     hadoop = jvm.org.apache.hadoop.fs.Path
     root = hadoop(uri)
@@ -347,11 +350,12 @@ def list_data(sc, uri, staging, side_names):
             f"{uri}/voids: the Spark engine reads voids only from a local data folder (or a mounted one); "
             "ingest the voids from a local path"
         )
-    listing = []
+    listing, folders = [], 0
     for kind in KINDS:
         folder = hadoop(root, kind)
         if not fs.exists(folder):
             continue
+        folders += 1
         for relative, status in walk(fs, folder):
             name = f"{kind}/{relative}"
             listing.append({"kind": kind, "name": name, "uri": status.getPath().toString(), "size": status.getLen()})
@@ -384,9 +388,10 @@ def list_data(sc, uri, staging, side_names):
                 f"{f['uri']}: Hadoop's paths cannot hold ':' in a file or folder name below DATA (telemeter "
                 "reads such a file from a local path): rename it"
             )
+    top = [{"name": e.getPath().getName(), "dir": e.isDirectory()} for e in fs.listStatus(root)]
     temporary = os.path.join(staging, "listing.json.tmp")
     with open(temporary, "w", encoding="utf-8") as f:
-        json.dump({"files": listing, "checked": [f["name"] for f in records]}, f)
+        json.dump({"files": listing, "checked": [f["name"] for f in records], "folders": folders, "top": top}, f)
     os.replace(temporary, os.path.join(staging, "listing.json"))
     return [
         dict(index=i, kind=f["kind"], path=f["uri"], name=f["name"], size=f["size"], bytes=f["size"], split=None)

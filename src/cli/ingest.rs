@@ -125,6 +125,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .and_then(|dir| store::ingest(&dir, &store, &options)),
         })
         .with_context(failed)?;
+    // A DATA URI's surprises, known once the job has listed it.
+    super::warn_all(&report.notices);
     // Superseded rows and voids are shown when the input held corrections.
     let total = report.total();
     let corrected = total.superseded > 0 || total.voids > 0 || report.tallies.contains_key(&Kind::Voids);

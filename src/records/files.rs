@@ -119,6 +119,16 @@ pub fn of_kind(files: &[InputFile], kind: Kind) -> Vec<(u32, &InputFile)> {
     files.iter().enumerate().filter(|(_, f)| f.kind == kind).map(|(i, f)| (i as u32, f)).collect()
 }
 
+/// An entry at the top of a data directory listed elsewhere
+/// ([`Inventory::from_listing`]).
+#[derive(Clone, Debug)]
+pub struct TopEntry {
+    /// Its name.
+    pub name: String,
+    /// Whether it is a folder.
+    pub is_dir: bool,
+}
+
 /// A file of a data directory listed elsewhere ([`Inventory::from_listing`]).
 #[derive(Clone, Debug)]
 pub struct ListedFile {
@@ -168,11 +178,16 @@ impl Inventory {
 
     /// The inventory of a data directory listed elsewhere (by the Spark job,
     /// through Hadoop, for a URI): every file found under the kinds'
-    /// folders, outside hidden folders; chosen and sorted as
-    /// [`Inventory::scan`] does. (What [`Inventory::notices`] reports is
-    /// not known of a listing.)
-    pub fn from_listing(listing: impl IntoIterator<Item = ListedFile>) -> Inventory {
-        let mut inventory = Inventory::default();
+    /// folders, outside hidden folders, and the entries at its top, of
+    /// which `folders` are record folders; chosen and sorted as
+    /// [`Inventory::scan`] does, so that [`Inventory::notices`] says the
+    /// same. (Entries that are not regular files are not listed.)
+    pub fn from_listing(
+        listing: impl IntoIterator<Item = ListedFile>,
+        folders: usize,
+        top: impl IntoIterator<Item = TopEntry>,
+    ) -> Inventory {
+        let mut inventory = Inventory { folders, unknown: unknown_of(top), ..Inventory::default() };
         for ListedFile { kind, uri, name, size } in listing {
             let file_name = name.rsplit('/').next().unwrap_or_default().to_owned();
             let Ok(()) = inventory.add(kind, PathBuf::from(uri), name, &file_name, |_, _| Ok::<_, Infallible>(size));
@@ -250,19 +265,28 @@ impl Inventory {
 /// in [`LAYOUT`] (hidden ones and `README*` files aside), sorted; a
 /// folder's name ends in `/`.
 fn unknown_entries(data: &Path) -> Result<Vec<String>> {
-    let mut unknown = Vec::new();
+    let mut top = Vec::new();
     for entry in std::fs::read_dir(data).map_err(|e| Error::io(data, e))? {
         let entry = entry.map_err(|e| Error::io(data, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let known = LAYOUT.contains(&name.as_str()) || Kind::FOLDERS.iter().any(|k| k.name() == name);
-        if known || name.starts_with('.') || name.to_ascii_uppercase().starts_with("README") {
-            continue;
-        }
         let is_dir = std::fs::metadata(entry.path()).map(|m| m.is_dir()).unwrap_or(false);
-        unknown.push(if is_dir { format!("{name}/") } else { name });
+        top.push(TopEntry { name, is_dir });
     }
+    Ok(unknown_of(top))
+}
+
+/// The entries of `top` that [`unknown_entries`] names, sorted.
+fn unknown_of(top: impl IntoIterator<Item = TopEntry>) -> Vec<String> {
+    let mut unknown: Vec<String> = top
+        .into_iter()
+        .filter(|TopEntry { name, .. }| {
+            let known = LAYOUT.contains(&name.as_str()) || Kind::FOLDERS.iter().any(|k| k.name() == name);
+            !known && !name.starts_with('.') && !name.to_ascii_uppercase().starts_with("README")
+        })
+        .map(|TopEntry { name, is_dir }| if is_dir { format!("{name}/") } else { name })
+        .collect();
     unknown.sort();
-    Ok(unknown)
+    unknown
 }
 
 /// Every regular file below `folder`, recursively, skipping hidden folders.

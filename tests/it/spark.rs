@@ -936,6 +936,8 @@ fn spark_reads_data_at_a_uri_as_the_local_engine_reads_the_path() {
     put(&data, ".staging/calls/x.csv", junk);
     put(&data, "calls/.in-flight.csv", junk);
     put(&data, "calls/notes.txt", junk);
+    put(&data, "old-calls/20.csv", junk);
+    put(&data, "README.md", junk);
     let part = std::fs::read_to_string(data.join("messages/2026-11/part-1.csv")).expect("part-1");
     put(&data, "messages/2026-11/part 2 (resent).csv", &part);
     let accounts = accounts_of(&[&data]);
@@ -960,6 +962,17 @@ fn spark_reads_data_at_a_uri_as_the_local_engine_reads_the_path() {
     );
     let (local_text, spark_text) = (ok(&by_local), ok(&by_spark));
     assert_eq!(counts(&local_text), counts(&spark_text));
+    // What nothing reads is named as a local folder's is, once the job has
+    // listed it.
+    let warnings = |output: &Output| -> Vec<String> {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        stderr.lines().filter(|l| l.starts_with("warning: ignoring")).map(str::to_owned).collect()
+    };
+    let local_warnings = warnings(&by_local);
+    assert_eq!(local_warnings.len(), 2, "{local_warnings:?}");
+    assert!(local_warnings[0].contains("calls/notes.txt: not a record file"), "{local_warnings:?}");
+    assert!(local_warnings[1].contains("old-calls/: not part of a data directory"), "{local_warnings:?}");
+    assert_eq!(warnings(&by_spark), local_warnings);
     let resources = |text: &str| text.lines().find(|l| l.starts_with("resources")).map(str::to_owned);
     assert!(resources(&local_text).is_some_and(|l| l.contains("endpoints ")), "{local_text}");
     assert_eq!(resources(&local_text), resources(&spark_text));

@@ -193,6 +193,12 @@ pub struct IngestReport {
     pub stored_superseded: u64,
     /// Stored records (of earlier ingests) a void of this ingest withdrew.
     pub stored_withdrawn: u64,
+    /// What the listing of a DATA URI found that nothing reads (files of
+    /// no record format, unknown entries at its top), as
+    /// [`Inventory::notices`](crate::records::files::Inventory::notices)
+    /// words it. Empty for a local folder, whose notices the caller has
+    /// before the ingest starts.
+    pub notices: Vec<crate::error::Notice>,
 }
 
 impl IngestReport {

@@ -85,7 +85,7 @@ use super::location::{DataLocation, Uri};
 use super::Manifest;
 use crate::aggregate::OnBadRow;
 use crate::error::{Error, Result};
-use crate::records::files::{Format, InputFile, Inventory, ListedFile, LAYOUT};
+use crate::records::files::{Format, InputFile, Inventory, ListedFile, TopEntry, LAYOUT};
 use crate::records::split::{self, Split};
 use crate::records::Kind;
 use class_archive::ClassArchive;
@@ -280,6 +280,17 @@ struct Listing {
     files: Vec<ListingEntry>,
     /// The names of the files the job checked, in its index order.
     checked: Vec<String>,
+    /// How many of the record folders exist.
+    folders: usize,
+    /// The entries at DATA's top.
+    top: Vec<ListingTop>,
+}
+
+/// An entry at DATA's top, as the job wrote it.
+#[derive(Debug, Deserialize)]
+struct ListingTop {
+    name: String,
+    dir: bool,
 }
 
 /// A file of the listing, as the job wrote it.
@@ -404,14 +415,16 @@ fn ingest_opened(
             Started::Done(result) => (result, None),
             Started::Deduplicated(result, job) => (result, Some(job)),
         };
-        let prepared = match before {
-            Before::Prepared(prepared) => prepared,
-            Before::Opened(opened, _) => {
+        let (prepared, notices) = match before {
+            Before::Prepared(prepared) => (prepared, Vec::new()),
+            Before::Opened(opened, uri) => {
                 let inventory = read_listing(&staging)?;
-                opened.read_inputs(&staging.join("side"), store, id, inventory, options.resources)?
+                let notices = inventory.notices(Path::new(&uri.text));
+                (opened.read_inputs(&staging.join("side"), store, id, inventory, options.resources)?, notices)
             }
         };
-        publish(store, options, &staging, prepared, result, job, filters)
+        let report = publish(store, options, &staging, prepared, result, job, filters)?;
+        Ok(IngestReport { notices, ..report })
     });
     // Scratch of this ingest: published files were copied out of it.
     let _ = std::fs::remove_dir_all(&staging);
@@ -729,7 +742,8 @@ fn read_listing(staging: &Path) -> Result<Inventory> {
             .ok_or_else(|| Error::io(&path, format!("'{}' is not a record kind", file.kind)))?;
         files.push(ListedFile { kind, uri: file.uri, name: file.name, size: file.size });
     }
-    let inventory = Inventory::from_listing(files);
+    let top = listing.top.into_iter().map(|entry| TopEntry { name: entry.name, is_dir: entry.dir });
+    let inventory = Inventory::from_listing(files, listing.folders, top);
     if !inventory.files.iter().map(|f| &f.name).eq(listing.checked.iter()) {
         return Err(Error::Internal(format!(
             "{}: the Spark job checked other files than telemeter would read from its listing",
