@@ -142,8 +142,15 @@ fn refuse_fewer(path: &Path, held: u64, counted: Option<u64>) -> Result<()> {
 }
 
 /// Writes the count file of the database at `path` from what it holds now;
-/// called after each commit that adds deletions.
+/// called after each commit that adds deletions. One write at a time in a
+/// process: connections of two generations of one server share the
+/// count file's temporary name (it is the process's), and the later count
+/// is written last. (Another process's write may land after a later
+/// count: the file then says fewer than the database holds, which `open`
+/// takes as a commit whose count was not written yet.)
 pub(crate) fn record_count(connection: &Connection, path: &Path) -> Result<()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let held = count(connection, path)?;
     write_count(&count_path(path), held)
 }
@@ -246,15 +253,22 @@ mod tests {
 
     /// A generation database with recordings R0..R9 of account A.
     fn generation(dir: &Path) -> PathBuf {
+        generation_of(dir, 10)
+    }
+
+    /// A generation database with recordings R0..R`n-1` of account A.
+    fn generation_of(dir: &Path, n: usize) -> PathBuf {
         let data = dir.join("data");
         let mut csv = String::from(
             "recording_id,auth_id,subaccount_auth,call_uuid,from_number,to_number,conference_name,conference_uuid,\
              mpc_name,mpc_uuid,recording_url,recording_format,recording_type,recording_start_ms,recording_end_ms,\
              add_time\n",
         );
-        for i in 0..10 {
+        for i in 0..n {
             csv.push_str(&format!(
-                "R{i},A,,C{i},+1,+2,,,,,u{i},mp3,normal,1763646301000,1763646302000,2026-11-20T10:00:0{i}Z\n"
+                "R{i},A,,C{i},+1,+2,,,,,u{i},mp3,normal,1763646301000,1763646302000,2026-11-20T10:{:02}:{:02}Z\n",
+                i / 60 % 60,
+                i % 60
             ));
         }
         crate::resources::load::tests::write(&data, "recordings/r.csv", &csv);
@@ -273,6 +287,33 @@ mod tests {
         let store = ResourceDb::open_generation(Some(resources), deletions)?;
         let all = ListQuery { limit: 20, ..ListQuery::default() };
         Ok(store.list_recordings("A", &all)?.1.into_iter().map(|r| r.recording_id).collect())
+    }
+
+    /// Two servers on one store (two connections to its deletions file;
+    /// here in one process, as two generations of one server are) deleting
+    /// at once: each deletion waits for the other's write lock, none fails
+    /// with "database is locked", and the count file is written whole.
+    #[test]
+    fn deletions_through_two_connections_at_once_all_succeed() {
+        let temp = tempfile::tempdir().unwrap();
+        let resources = generation_of(temp.path(), 400);
+        let deletions = temp.path().join("deletions.sqlite");
+        let servers = [0, 1].map(|_| ResourceDb::open_generation(Some(&resources), &deletions).unwrap());
+        std::thread::scope(|scope| {
+            for (n, server) in servers.iter().enumerate() {
+                // Two threads a server, each its share of the ids.
+                for half in 0..2 {
+                    scope.spawn(move || {
+                        for i in (n * 2 + half..400).step_by(4) {
+                            let deleted = server.delete_recording("A", &format!("R{i}"), 0);
+                            assert!(deleted.as_ref().is_ok_and(|d| *d), "R{i}: {deleted:?}");
+                        }
+                    });
+                }
+            }
+        });
+        assert_eq!(visible(&resources, &deletions).unwrap(), Vec::<String>::new());
+        assert_eq!(read_count(&count_path(&deletions)).unwrap(), Some(400));
     }
 
     #[test]

@@ -81,7 +81,9 @@ pub fn load(data: &Path, db: &Path) -> Result<LoadStats> {
     let mut connection = connect(db)?;
     let mut stats = LoadStats { recording_files, ..LoadStats::default() };
     let write = |c: &mut rusqlite::Connection, stats: &mut LoadStats| -> rusqlite::Result<()> {
-        let transaction = c.transaction()?;
+        // IMMEDIATE, as a deletion's (`ResourceDb::delete_recording`): a
+        // server may be deleting meanwhile.
+        let transaction = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let deleted: HashSet<String> = transaction
             .prepare("SELECT recording_id FROM deletions")?
             .query_map([], |row| row.get(0))?

@@ -589,7 +589,11 @@ impl ResourceDb {
         recording_id: &str,
         now_us: i64,
     ) -> rusqlite::Result<bool> {
-        let transaction = c.transaction()?;
+        // IMMEDIATE: the write lock is taken (waiting up to the busy
+        // timeout) before the read. A deferred transaction that reads and
+        // then writes fails at once, without waiting, when another process
+        // (a second server, an ingest) has written since its read.
+        let transaction = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let visible: bool = transaction
             .prepare_cached(&format!(
                 "SELECT EXISTS (SELECT 1 FROM {tables}.recordings AS r \
