@@ -39,7 +39,7 @@ pub struct Args {
     pub subaccounts: u32,
     /// First day of the window, YYYY-MM-DD (UTC) [default: --days days
     /// before the day of --now, so the data ends yesterday].
-    #[arg(long, value_parser = parse_start)]
+    #[arg(long, value_parser = parse_start, conflicts_with = "now")]
     pub start: Option<NaiveDate>,
     /// "Now" for the default --start, RFC 3339 (default: the clock).
     #[arg(long, value_parser = super::parse_now)]

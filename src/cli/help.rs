@@ -38,8 +38,9 @@ const ENVIRONMENT: &[Var] = &[
     },
     Var {
         name: "HOME",
-        text: "without either of the two above, the state directory is $HOME/.local/state/telemeter; \
-               without XDG_CACHE_HOME, ingest --engine spark's cache is $HOME/.cache/telemeter",
+        text: "without TELEMETER_STATE_DIR and XDG_STATE_HOME, the state directory is \
+               $HOME/.local/state/telemeter; without XDG_CACHE_HOME, ingest --engine spark's cache is \
+               $HOME/.cache/telemeter",
         commands: &["summary", "report", "serve", "ingest"],
     },
     Var {
@@ -138,7 +139,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "summary",
-        "  Account MA001SHGA32ZDQYG9N8T by day over 1-21 November, indented (--now fixes the clock):
+        "  Account MA001SHGA32ZDQYG9N8T by day over 1-20 November (to_date is excluded), indented (--now fixes the clock):
     $ telemeter summary --data sample_data --auth-id MA001SHGA32ZDQYG9N8T --query 'granularity=day&from_date=2026-11-01&to_date=2026-11-21' --now 2026-11-21T12:00:00Z --pretty
   The same request with flags, voice calls only, by month:
     $ telemeter summary --data sample_data --auth-id MA001SHGA32ZDQYG9N8T --granularity month --from-date 2026-10-01 --to-date 2026-11-21 --product voice --now 2026-11-21T12:00:00Z
@@ -153,7 +154,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "report",
-        "  Every account's November report into reports/ (JSON pages, CSV, HTML):
+        "  Every account's report of 1-20 November into reports/ (JSON pages, CSV, HTML):
     $ telemeter report --data sample_data --out reports --query 'granularity=day&from_date=2026-11-01&to_date=2026-11-21' --now 2026-11-21T12:00:00Z
   Two accounts from a store, CSV and HTML only:
     $ telemeter report --store store --out reports --accounts MA001SHGA32ZDQYG9N8T,MA002PCHQ444XLFXQN5B --formats csv,html --now 2026-11-21T12:00:00Z

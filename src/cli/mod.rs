@@ -35,7 +35,7 @@ use crate::token::TokenKey;
 #[derive(Debug, Parser)]
 #[command(name = "telemeter", version, about, after_help = help::top())]
 pub struct Cli {
-    /// Worker threads (default: one per core).
+    /// Worker threads (default, or 0: one per core).
     #[arg(long, global = true, env = "TELEMETER_THREADS")]
     pub threads: Option<usize>,
     /// Print nothing but errors: no warnings, no progress.
@@ -116,9 +116,10 @@ pub fn main() -> ExitCode {
     // The worker threads start here, so that a process that cannot start
     // them (a small `ulimit -v` or `ulimit -u`) says so instead of
     // panicking at its first parallel step.
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(cli.threads.map_or(0, |threads| threads.max(1)));
+    // (0, as rayon takes it: one per core.)
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(cli.threads.unwrap_or(0));
     if let Err(e) = pool.build_global() {
-        let threads = cli.threads.map_or("the worker".to_owned(), |threads| threads.to_string());
+        let threads = cli.threads.filter(|n| *n > 0).map_or("the worker".to_owned(), |threads| threads.to_string());
         eprintln!("error: cannot start {threads} threads: {e}; raise the process's memory or process limit (ulimit -v, ulimit -u)");
         return ExitCode::from(1);
     }
@@ -250,6 +251,14 @@ static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new
 /// Whether `--quiet` was given: no warnings, no progress, only errors.
 pub fn quiet() -> bool {
     QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A misuse of the command line found after parsing (options that
+/// conflict through their values): said on stderr, nothing on stdout, exit
+/// code 2 as for the errors clap finds.
+pub fn usage_error(text: &str) -> ExitCode {
+    eprintln!("error: {text}");
+    ExitCode::from(2)
 }
 
 /// Prints a warning on stderr (`warning: ...`), unless `--quiet`: what is

@@ -125,13 +125,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A misuse of the flags is said before any data is read.
     if args.pretty && args.format != Format::Json {
         let name = clap::ValueEnum::to_possible_value(&args.format).map(|v| v.get_name().to_owned());
-        anyhow::bail!("--pretty indents JSON; it does not apply to --format {}", name.unwrap_or_default());
+        let name = name.unwrap_or_default();
+        return Ok(super::usage_error(&format!("--pretty indents JSON; it does not apply to --format {name}")));
+    }
+    let pairs = args.pairs();
+    if args.all_pages && pairs.iter().any(|(key, value)| key == "page_token" && !value.is_empty()) {
+        return Ok(super::usage_error(
+            "--all-pages writes every page from the first; it takes no page token (--page-token, or page_token \
+             in --query)",
+        ));
     }
     let now = match super::request_now(args.now.as_deref()) {
         Ok(now) => now,
         Err(bad) => return bad_request(&args, &bad),
     };
-    let pairs = args.pairs();
     let params = match UsageParams::from_pairs(pairs.clone()) {
         Ok(params) => params,
         Err(bad) => return bad_request(&args, &bad),

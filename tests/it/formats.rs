@@ -285,8 +285,17 @@ fn output_file_is_stdout_written_whole_or_not_at_all() {
     assert!(folder.stderr.contains("is a folder"), "{}", folder.stderr);
     // --pretty indents JSON only.
     let pretty = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "", &["--format", "table", "--pretty"]);
-    assert_eq!((pretty.code, pretty.stdout.as_str()), (1, ""));
+    assert_eq!((pretty.code, pretty.stdout.as_str()), (2, ""), "a usage error, as clap's");
     assert!(pretty.stderr.contains("--pretty"), "{}", pretty.stderr);
+    // --all-pages starts at the first page: a page token, given either way,
+    // is refused rather than dropped; an empty one is no token.
+    for (query, flags) in [("", &["--all-pages", "--page-token", "x"][..]), ("page_token=x", &["--all-pages"][..])] {
+        let both = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", query, flags);
+        assert_eq!((both.code, both.stdout.as_str()), (2, ""), "{query} {flags:?}");
+        assert!(both.stderr.contains("--all-pages writes every page"), "{}", both.stderr);
+    }
+    let empty = summary(&sample_data(), "MA001SHGA32ZDQYG9N8T", "page_token=", &["--all-pages"]);
+    assert_eq!(empty.code, 0, "{}", empty.stderr);
 }
 
 /// `--format csv` holds the usage rows only: other charges returned with

@@ -148,6 +148,11 @@ fn the_command_writes_what_is_asked_up_to_now() {
     let data = dir.path().join("data");
     let now = "2026-11-28T10:00:00Z";
     let data_arg = data.to_str().expect("UTF-8");
+    // --start and --now are two ways to place the window: refused together.
+    let both = crate::common::telemeter(&["generate", "--out", data_arg, "--start", "2026-11-01", "--now", now]);
+    assert_eq!((both.code, both.stdout.as_str()), (2, ""), "{}", both.stderr);
+    assert!(both.stderr.contains("--start") && both.stderr.contains("--now"), "{}", both.stderr);
+    assert!(!data.exists());
     crate::common::telemeter(&["generate", "--out", data_arg, "--calls", "500", "--accounts", "2", "--now", now]).ok();
     let files = contents(&data);
     assert!(files.keys().any(|f| f.starts_with("calls/")), "{:?}", files.keys());
