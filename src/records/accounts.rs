@@ -107,7 +107,17 @@ impl Accounts {
                     Some(zone.parse::<Tz>().map_err(|_| bad(&location, "timezone", zone, "is not an IANA time zone"))?)
                 }
             };
+            // The credentials are checked here, where the row is named,
+            // so that no store publishes an accounts.csv a server refuses.
             let token = cell(token_column, "auth_token_sha256")?;
+            if !token.is_empty() && !(token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit())) {
+                let reason = "is not 64 hex digits (the SHA-256 of the account's API token)";
+                return Err(bad(&location, "auth_token_sha256", &token, reason));
+            }
+            let allowed_ips = cell(ips_column, "allowed_ips")?;
+            if let Err(reason) = super::allowlist::Allowlist::parse(&allowed_ips) {
+                return Err(bad(&location, "allowed_ips", &allowed_ips, &reason));
+            }
             let known_as = cell(name_column, "name")?;
             let account = Account {
                 auth_id: auth_id.clone(),
@@ -115,7 +125,7 @@ impl Accounts {
                 name: (!known_as.trim().is_empty()).then(|| known_as.trim().to_owned()),
                 timezone,
                 auth_token_sha256: (!token.is_empty()).then(|| token.to_ascii_lowercase()),
-                allowed_ips: cell(ips_column, "allowed_ips")?,
+                allowed_ips,
             };
             if let Some(previous) = accounts.by_id.get(&auth_id) {
                 if let Some((column, earlier, later)) = first_difference(previous, &account) {
@@ -214,6 +224,32 @@ mod tests {
             let error = Accounts::parse(bytes, "accounts.csv").unwrap_err().to_string();
             assert_eq!(error, message);
         }
+    }
+
+    /// A token hash or an allowlist a server could not read is the file's
+    /// error, named by line, column and value, before anything is
+    /// published.
+    #[test]
+    fn unreadable_credentials_name_line_column_and_value() {
+        let cases: [(&[u8], &str); 3] = [
+            (
+                b"auth_id,auth_token_sha256\nA,\nB,xyz\n",
+                "accounts.csv:3: column 'auth_token_sha256': 'xyz' is not 64 hex digits",
+            ),
+            (
+                b"auth_id,allowed_ips\nA,10.0.0.0/8 ::1\nB,10.0.0.1 300.1.1.1\n",
+                "accounts.csv:3: column 'allowed_ips': '10.0.0.1 300.1.1.1' '300.1.1.1' is not an IP address",
+            ),
+            (b"auth_id,allowed_ips\nA,10.0.0.0/33\n", "accounts.csv:2: column 'allowed_ips': '10.0.0.0/33'"),
+        ];
+        for (bytes, message) in cases {
+            let error = Accounts::parse(bytes, "accounts.csv").unwrap_err().to_string();
+            assert!(error.starts_with(message), "{error}");
+        }
+        let hash = "4F35504B9BFC58AC6EB51F0F238CFC5DC70D36ED12357AC29CCA2569555E95F5";
+        let file = format!("auth_id,auth_token_sha256,allowed_ips\nA,{hash},203.0.113.0/24 2001:db8::/32\n");
+        let accounts = Accounts::parse(file.as_bytes(), "accounts.csv").unwrap();
+        assert_eq!(accounts.iter().next().and_then(|a| a.auth_token_sha256.as_deref()), Some(&*hash.to_lowercase()));
     }
 
     #[test]

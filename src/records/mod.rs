@@ -12,6 +12,7 @@
 
 pub mod account_token;
 pub mod accounts;
+pub mod allowlist;
 pub mod bad_rows;
 mod check;
 pub mod csv;

@@ -8,8 +8,8 @@ use std::net::IpAddr;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-use super::allowlist::Allowlist;
 use crate::records::accounts::Accounts;
+use crate::records::allowlist::Allowlist;
 
 /// Why a request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -22,7 +22,6 @@
 //! and checks the credentials and client address of its generation in one
 //! extractor, `authorized.rs`.
 
-pub mod allowlist;
 pub mod auth;
 mod authorized;
 pub mod client;
