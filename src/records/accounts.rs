@@ -110,7 +110,7 @@ impl Accounts {
             // The credentials are checked here, where the row is named,
             // so that no store publishes an accounts.csv a server refuses.
             let token = cell(token_column, "auth_token_sha256")?;
-            if !token.is_empty() && !(token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit())) {
+            if !token.is_empty() && (token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit())) {
                 let reason = "is not 64 hex digits (the SHA-256 of the account's API token)";
                 return Err(bad(&location, "auth_token_sha256", &token, reason));
             }
