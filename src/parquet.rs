@@ -12,7 +12,8 @@
 //! (bit unpacking, bitmap slicing, dictionary keys). So each page's header
 //! is checked against its row group before anything is decoded, and the
 //! decoding runs under `catch_unwind`: a damaged file is an error naming
-//! it, never a crash.
+//! it, never a crash. A page whose writer kept its CRC-32 is checked
+//! against it, so that a flipped bit in a value is an error too.
 //!
 //! Every file is read whole with `read(2)` first ([`read_whole`]), never
 //! mapped: a file truncated under a map kills the process with SIGBUS, and
@@ -168,9 +169,20 @@ pub(crate) fn check_chunk(bytes: &[u8], meta: &ColumnChunkMetadata, rows: usize)
         let header = PageHeader::read_from_in_protocol(&mut TCompactInputProtocol::new(&mut reader, chunk.len()))
             .map_err(|e| format!("a page header does not parse: {e}"))?;
         let uncompressed = size(header.uncompressed_page_size)?;
-        at = at.saturating_add(reader.position() as usize).saturating_add(size(header.compressed_page_size)?);
-        if at > chunk.len() {
-            return Err("a page lies past its column chunk".into());
+        let body = at.saturating_add(reader.position() as usize);
+        at = body.saturating_add(size(header.compressed_page_size)?);
+        let Some(page) = chunk.get(body..at) else { return Err("a page lies past its column chunk".into()) };
+        // The page's CRC-32, when its writer kept one (pyarrow's
+        // write_page_checksum, Spark's parquet.page.write-checksum.enabled):
+        // of the page's bytes as stored, after its header.
+        if let Some(crc) = header.crc {
+            let sum = crc32fast::hash(page);
+            if sum != crc as u32 {
+                return Err(format!(
+                    "a page's bytes do not match its checksum (CRC-32 {:08x}, stored {:08x})",
+                    sum, crc as u32
+                ));
+            }
         }
         let count = match header.type_ {
             PageType::DATA_PAGE => header.data_page_header.map(|page| page.num_values),

@@ -440,11 +440,19 @@ fn hostile_inputs_never_panic() {
 /// 2^61 bytes (an abort) before `src/parquet.rs` checked each page
 /// against its row group; a damaged page that trips one of polars'
 /// assertions is caught, and reported once, with no panic message; a
-/// damaged footer is refused before polars' footer reader sizes its lists.
+/// damaged footer is refused before polars' footer reader sizes its lists;
+/// a page whose writer kept its CRC-32 is checked against it.
 /// (`tests/it/fuzzing.rs` damages every byte of these seeds in turn.)
 #[test]
 fn a_damaged_parquet_file_is_an_error_naming_it_not_a_crash() {
     let seed = |name: &str| std::fs::read(crate::common::root().join("fuzz/corpus/parquet_input").join(name));
+    // Undamaged, the checksummed file reads: its sums are checked and agree.
+    let dir = temp_dir();
+    write(dir.path(), "calls/x.parquet", seed("pyarrow-page-crc-calls.parquet").expect("the seed"));
+    let query = "granularity=month&from_date=2026-11-01&to_date=2026-12-01";
+    let run = summary(dir.path(), "MA001SHGA32ZDQYG9N8T", query, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("\"total_spend\":4.251031174"), "{}", run.stdout);
     let cases = [
         (
             "generated-calls.parquet",
@@ -461,6 +469,15 @@ fn a_damaged_parquet_file_is_an_error_naming_it_not_a_crash() {
             // polars (without its debug assertions, as the binary and the
             // tests build it) decodes the damaged page into no values.
             "its pages do not decode (column 'record_id': 0 values for 5 rows)",
+        ),
+        // pyarrow's write_page_checksum: the last bit of the amount
+        // 0.501031174 flipped, which decodes as a valid 0.501031175.
+        (
+            "pyarrow-page-crc-calls.parquet",
+            "calls/x.parquet",
+            577,
+            0x01,
+            "column 'amount': a page's bytes do not match its checksum",
         ),
         // As the fuzzer left it (no byte changed): a list count in the
         // footer that made polars' footer reader ask for 136 GB.
