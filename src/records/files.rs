@@ -66,12 +66,6 @@ impl InputFile {
         Error::bad_file(&self.name, message)
     }
 
-    /// An I/O error on this file ([`Error::Io`]), named by
-    /// [`InputFile::name`] as [`InputFile::bad_file`] names it.
-    pub fn io_error(&self, error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
-        Error::io(&self.name, error)
-    }
-
     /// `error` of a function that read this file by its path on disk
     /// (`decode::read`), named by [`InputFile::name`] instead.
     pub fn renamed(&self, error: Error) -> Error {

@@ -615,11 +615,6 @@ impl ResourceDb {
         transaction.commit()?;
         Ok(visible)
     }
-
-    /// A trivial query: whether the database answers.
-    pub fn ping(&self) -> Result<()> {
-        self.with(|c| c.query_row("SELECT 1", [], |_| Ok(())))
-    }
 }
 
 /// Formats `units` (1e-5 ms) as a decimal string with five fractional

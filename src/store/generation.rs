@@ -266,6 +266,14 @@ pub(in crate::store) fn lock(store: &Path) -> Result<std::fs::File> {
     Ok(lock)
 }
 
+/// Whether a publisher holds the store's writer lock ([`lock`]) now: a
+/// shared lock on it is refused. (A lock file that cannot be opened says
+/// nothing: `false`.)
+pub(in crate::store) fn publisher_at_work(store: &Path) -> bool {
+    let Ok(lock) = std::fs::File::open(store.join(".ingest.lock")) else { return false };
+    matches!(lock.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
+}
+
 /// Ends an ingest whose new records and index files are written and whose
 /// new rows are in `rollups` (and whose resources database
 /// [`Opened::read_inputs`] built): writes the rejected rows, copies accounts, writes the rollups and publishes the manifest (the one

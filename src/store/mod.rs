@@ -508,8 +508,9 @@ pub struct Store {
     pub dir: PathBuf,
     /// The generation this handle answers from.
     pub manifest: Manifest,
-    /// The read lease; `None` when the store cannot be written (`unleased`).
-    lease: Option<Arc<lease::Lease>>,
+    /// The read lease, held for as long as a clone lives (its drop ends
+    /// it); `None` when the store cannot be written (`unleased`).
+    _lease: Option<Arc<lease::Lease>>,
     /// Why the store is read without a lease (read-only): then only the
     /// "one generation late" rule keeps its files, for one publish.
     pub unleased: Option<String>,
@@ -528,6 +529,16 @@ impl Store {
         let mut failure = None;
         for _ in 0..OPEN_ATTEMPTS {
             let Some((manifest, bytes)) = Manifest::read_bytes(dir)? else {
+                // The first ingest keeps its manifest's copy just before
+                // it publishes: while it works, there is no generation
+                // yet, and nothing to repair.
+                if has_kept_manifests(dir) && generation::publisher_at_work(dir) {
+                    return Err(Error::io(
+                        dir,
+                        "has no generation published yet: an ingest is at work on this store (it holds \
+                         .ingest.lock); try again when it ends",
+                    ));
+                }
                 if has_kept_manifests(dir) {
                     return Err(no_manifest(dir));
                 }
@@ -537,7 +548,7 @@ impl Store {
                 ));
             };
             let generation = manifest.generation;
-            let store = |lease, unleased| Store { dir: dir.to_owned(), manifest, lease, unleased };
+            let store = |lease, unleased| Store { dir: dir.to_owned(), manifest, _lease: lease, unleased };
             match lease::Lease::take(dir, generation, &bytes) {
                 Ok(lease::Taken::Unwritable(why)) => return Ok(store(None, Some(why))),
                 Ok(lease::Taken::Held(lease)) => {
@@ -551,11 +562,6 @@ impl Store {
         Err(failure.unwrap_or_else(|| {
             Error::io(dir, format!("the store published {OPEN_ATTEMPTS} generations while it was being opened"))
         }))
-    }
-
-    /// The lease file this handle holds, if any.
-    pub fn lease_path(&self) -> Option<&Path> {
-        self.lease.as_deref().map(lease::Lease::path)
     }
 
     /// The accounts copied in by the latest ingest (checked against their
@@ -816,6 +822,22 @@ mod tests {
     use crate::aggregate::Bucketing;
     use crate::time::{parse_date, Granularity, Window};
     use chrono_tz::Tz;
+
+    /// A store folder whose first ingest is at work (it holds the writer
+    /// lock and has kept its manifest's copy, but not published it) is
+    /// not a store to repair; once no publisher holds the lock, it is.
+    #[test]
+    fn a_store_whose_first_ingest_is_at_work_is_not_called_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(KEPT_MANIFESTS)).unwrap();
+        std::fs::write(dir.path().join(KEPT_MANIFESTS).join("1.json"), b"{}").unwrap();
+        let lock = generation::lock(dir.path()).unwrap();
+        let error = Store::open(dir.path()).unwrap_err().chain();
+        assert!(error.contains("no generation published yet: an ingest is at work"), "{error}");
+        drop(lock);
+        let error = Store::open(dir.path()).unwrap_err().chain();
+        assert!(error.contains("store repair"), "{error}");
+    }
 
     /// A manifest as earlier versions wrote it reads back and writes again
     /// byte for byte: `manifest.json` is the store's commit point, and an

@@ -163,15 +163,6 @@ impl<W: Write> AccountReport<W> {
     }
 }
 
-/// The page of one account with `usage` (every usage row), in memory.
-pub fn account_report(page: &AccountPage<'_>, usage: &[&UsageItem<'_>]) -> Result<String> {
-    let mut report = AccountReport::start(page, Vec::new(), "report.html")?;
-    for item in usage {
-        report.row(item)?;
-    }
-    String::from_utf8(report.finish()?).map_err(|e| Error::Internal(format!("report.html is not UTF-8: {e}")))
-}
-
 /// Everything above the usage rows.
 fn account_head(out: &mut String, page: &AccountPage<'_>) -> Result<()> {
     let summary = page.summary;

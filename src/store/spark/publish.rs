@@ -222,7 +222,17 @@ pub(super) fn publish(
     // The check tasks' files (gigabytes of page cache for a large ingest)
     // are not read again: they go while the rollups merge.
     let checked_dir = staging.join("checked");
-    let clearing = std::thread::spawn(move || std::fs::remove_dir_all(checked_dir));
+    let clearing = match crate::threads::spawn("telemeter-clear", {
+        let checked_dir = checked_dir.clone();
+        move || std::fs::remove_dir_all(checked_dir)
+    }) {
+        Ok(clearing) => Some(clearing),
+        // No thread to spare: they go now instead.
+        Err(_) => {
+            let _ = std::fs::remove_dir_all(&checked_dir);
+            None
+        }
+    };
     // The voids and the corrections, as the local ingest applies them.
     let shared = ingest::Shared { store, options, inventory, old, registries: &registries, syncer: &syncer };
     let report =
@@ -231,7 +241,9 @@ pub(super) fn publish(
             let folded = generation::Folded { rollups: taken.rollups, applied };
             generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer)
         });
-    let _ = clearing.join();
+    if let Some(clearing) = clearing {
+        let _ = clearing.join();
+    }
     job.end();
     report
 }
