@@ -66,11 +66,15 @@ impl<'a> EndpointBody<'a> {
             api_id: registration.is_none().then_some(api_id),
             application: match endpoint.application_id.as_str() {
                 "" => String::new(),
-                id => format!("/v1/Account/{auth_id}/Application/{id}/"),
+                id => format!("/v1/Account/{}/Application/{}/", path_segment(auth_id), path_segment(id)),
             },
             endpoint_id: &endpoint.endpoint_id,
             password: registration.is_none().then_some(endpoint.password_md5.as_str()),
-            resource_uri: format!("/v1/Account/{auth_id}/Endpoint/{}/", endpoint.endpoint_id),
+            resource_uri: format!(
+                "/v1/Account/{}/Endpoint/{}/",
+                path_segment(auth_id),
+                path_segment(&endpoint.endpoint_id)
+            ),
             sip_registered: if registration.is_some() { "true" } else { "false" },
             sip_uri: format!("sip:{}@{sip_domain}", endpoint.username),
             sub_account: Some(endpoint.sub_account.as_str()).filter(|s| !s.is_empty()),
@@ -143,7 +147,11 @@ impl<'a> RecordingBody<'a> {
             monthly_recording_storage_amount: monthly,
             add_time: format_add_time(recording.add_time_us),
             api_id,
-            resource_uri: format!("/v1/Account/{}/Recording/{}/", recording.auth_id, recording.recording_id),
+            resource_uri: format!(
+                "/v1/Account/{}/Recording/{}/",
+                path_segment(&recording.auth_id),
+                path_segment(&recording.recording_id)
+            ),
             recording_start_ms: format_ms(recording.start),
             recording_end_ms: format_ms(recording.end),
         }
@@ -234,9 +242,34 @@ pub fn format_add_time(us: i64) -> String {
     format_utc(us, "%Y-%m-%d %H:%M:%S%.6f+00:00")
 }
 
+/// `text` as one segment of a URI's path: every byte but RFC 3986's
+/// unreserved characters percent-encoded, so that an id holding `/`, `%`
+/// or a space names itself when the link is followed (an id of letters,
+/// digits, `-`, `.`, `_` and `~` is unchanged).
+pub fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_in_links_are_percent_encoded_path_segments() {
+        assert_eq!(path_segment("MA001SHGA32ZDQYG9N8T"), "MA001SHGA32ZDQYG9N8T");
+        assert_eq!(path_segment("9f3c-41.a_b~"), "9f3c-41.a_b~");
+        assert_eq!(path_segment("a/b"), "a%2Fb");
+        assert_eq!(path_segment("rec%41 x"), "rec%2541%20x");
+        assert_eq!(path_segment("é"), "%C3%A9");
+    }
 
     #[test]
     fn storage_and_rounding_rules() {

@@ -138,7 +138,7 @@ pub(super) async fn list_recordings(
             }
             query.append_pair("limit", &list.limit.to_string());
             query.append_pair("offset", &offset.to_string());
-            format!("/v1/Account/{auth_id}/Recording/?{}", query.finish())
+            format!("/v1/Account/{}/Recording/?{}", crate::resources::wire::path_segment(&auth_id), query.finish())
         };
         let limit = u64::from(list.limit);
         let meta = ListMeta {
