@@ -100,7 +100,7 @@ impl Change {
     }
 
     /// `self + other`, or `None` on overflow.
-    fn checked_add(&self, other: &Change) -> Option<Change> {
+    pub(super) fn checked_add(&self, other: &Change) -> Option<Change> {
         Some(Change {
             records_added: self.records_added.checked_add(other.records_added)?,
             records_restated: self.records_restated.checked_add(other.records_restated)?,

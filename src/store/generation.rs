@@ -348,11 +348,17 @@ pub(in crate::store) fn finish(
     }
     // Each account's months are those of its zone in the accounts this
     // generation publishes.
-    let accounts = match &accounts_bytes {
-        Some(bytes) => crate::records::accounts::Accounts::parse(bytes, "accounts.csv")?,
-        None => stored_accounts(store, &old)?,
+    let (accounts, moved) = match &accounts_bytes {
+        Some(bytes) if manifest.accounts_csv != old.accounts_csv => {
+            let accounts = crate::records::accounts::Accounts::parse(bytes, "accounts.csv")?;
+            let moved = moved_zones(&stored_accounts(store, &old)?, &accounts, &old);
+            (accounts, moved)
+        }
+        Some(bytes) => (crate::records::accounts::Accounts::parse(bytes, "accounts.csv")?, BTreeMap::new()),
+        None => (stored_accounts(store, &old)?, BTreeMap::new()),
     };
-    let mut ledger = rollups.write(store, id, &old, &mut manifest, &accounts, &syncer)?;
+    let zones = super::ingest::fold::Zones { accounts: &accounts, moved_from: &moved };
+    let mut ledger = rollups.write(store, id, &old, &mut manifest, zones, &syncer)?;
     super::changes::book(&mut ledger, &applied.bookings, &accounts)?;
     let corrections = match applied.rows.is_empty() {
         true => None,
@@ -408,6 +414,18 @@ pub(in crate::store) fn finish(
     report.generation = manifest.generation;
     drop(lock);
     Ok(report)
+}
+
+/// The accounts with rollups in `old` whose zone (UTC without one) is
+/// another in `accounts` than in `published`: each with its published
+/// zone. Their months move (`MonthSums::move_row`).
+fn moved_zones(published: &Accounts, accounts: &Accounts, old: &Manifest) -> BTreeMap<String, chrono_tz::Tz> {
+    let zone = |accounts: &Accounts, id: &str| accounts.get(id).and_then(|a| a.timezone).unwrap_or(chrono_tz::UTC);
+    old.rollups
+        .keys()
+        .filter(|id| zone(published, id) != zone(accounts, id))
+        .map(|id| (id.clone(), zone(published, id)))
+        .collect()
 }
 
 /// The accounts a store's generation `old` lists, checked against their

@@ -124,6 +124,76 @@ fn each_ingest_books_its_records_in_the_months_of_the_accounts_zone() {
     assert!(run.stderr.contains("was made from another store"), "{}", run.stderr);
 }
 
+/// An accounts.csv that changes an account's zone moves its published
+/// records between months: the ingest books each moved record as restated
+/// in both months, its sums leaving one and entering the other, so that
+/// the ledgers still add up to the store's months and a report names both
+/// months as changed. Records whose month is the same in both zones, and
+/// accounts whose zone stays, are not booked.
+#[test]
+fn a_zone_change_books_the_records_it_moves_between_months() {
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    let day = dir.path().join("day");
+    common::write(&day, "accounts.csv", ACCOUNTS);
+    let calls = [
+        call("z1", "UTC1", "2027-01-01T05:00:00Z", 60, "1.5"),
+        call("z2", "UTC1", "2027-01-15T05:00:00Z", 30, "0.25"),
+        call("z3", "NY1", "2027-01-01T03:00:00Z", 90, "0.5"),
+    ];
+    common::write(&day, "calls/day.csv", format!("{CALLS_HEADER}{}", calls.concat()));
+    ingest(&day, &store);
+    let report = dir.path().join("report");
+    let now = "2027-01-20T12:00:00Z";
+    telemeter(&["report", "--quiet", "--store", s(&store), "--out", s(&report), "--now", now, "--formats", "json"])
+        .ok();
+    // Only accounts.csv changes: UTC1 moves to Los Angeles (UTC-8), where
+    // z1 is on 31 December; NY1 keeps its zone.
+    let moved = dir.path().join("moved");
+    common::write(
+        &moved,
+        "accounts.csv",
+        "auth_id,currency,timezone\nNY1,USD,America/New_York\nUTC1,USD,America/Los_Angeles\n",
+    );
+    ingest(&moved, &store);
+    assert_eq!(
+        changes(&store, &["--since", "1"]),
+        vec![
+            "UTC1,2026-12,voice,0,1,0,1,60.0,1.5,0.001".to_owned(),
+            "UTC1,2027-01,voice,0,1,0,-1,-60.0,-1.5,-0.001".to_owned(),
+        ]
+    );
+    // Summed since the start, the ledgers give the months as they are now.
+    assert_eq!(
+        changes(&store, &["--since", "0"]),
+        vec![
+            "NY1,2026-12,voice,1,0,0,1,90.0,0.5,0.001".to_owned(),
+            "UTC1,2026-12,voice,0,1,0,1,60.0,1.5,0.001".to_owned(),
+            "UTC1,2027-01,voice,2,1,0,1,30.0,0.25,0.001".to_owned(),
+        ]
+    );
+    let again = dir.path().join("again");
+    let run = telemeter(&[
+        "report",
+        "--quiet",
+        "--store",
+        s(&store),
+        "--out",
+        s(&again),
+        "--now",
+        now,
+        "--formats",
+        "json",
+        "--changes-since",
+        s(&report.join("manifest.json")),
+    ]);
+    run.ok();
+    let manifest = std::fs::read(again.join("manifest.json")).expect("manifest");
+    let manifest: serde_json::Value = serde_json::from_slice(&manifest).expect("JSON");
+    let months = serde_json::json!({"UTC1": ["2026-12", "2027-01"]});
+    assert_eq!(manifest["changes_since"]["months"], months, "{manifest}");
+}
+
 /// Every record kind of sample_data/ delivered in one ingest, or split by
 /// kind into deliveries in two orders: the same ledger summed since 0,
 /// with as many records added as the ingests used.

@@ -31,7 +31,12 @@ use crate::store::changes::Ledger;
 use crate::store::parquet_io::RecordView;
 use crate::store::Manifest;
 
-/// Merges at a time in a publish beyond the pool's threads.
+/// Merges at a time in a publish beyond the pool's threads: while a merge
+/// waits on the pool for its row groups' encoding, or on the device for
+/// its partial files' slices (read around the page cache), another merge
+/// computes. Fewer leave the cores idle in those waits; more hold more
+/// merges' memory at once for no more speed (re-tune with
+/// `bench/ingest-ab.sh`).
 const MORE_MERGES: usize = 4;
 
 /// A row's key, its hash and its sums, computed [`KEYS_AHEAD`] rows
@@ -43,7 +48,9 @@ struct KeyAhead {
 }
 
 /// How many rows ahead of its add the fold computes a key and prefetches
-/// its slot.
+/// its slot: far enough that the slot is in cache when the row is added,
+/// near enough that it is not evicted before (re-tune with
+/// `bench/ingest-ab.sh`).
 const KEYS_AHEAD: usize = 8;
 
 /// The sums of one record.
@@ -250,16 +257,19 @@ impl Rollups {
     ///
     /// An account's published file (listed by `old`) is checked against its
     /// sum before it is read. The change the new groups make to each
-    /// account's months (in its zone of `zones`) is the ledger returned.
+    /// account's months (in its zone of `zones.accounts`) is the ledger
+    /// returned; the accounts of `zones.moved_from` are merged too, and
+    /// their published rows that fall in another month are booked as moved.
     pub(in crate::store) fn write(
         mut self,
         store: &Path,
         id: &str,
         old: &Manifest,
         manifest: &mut Manifest,
-        zones: &Accounts,
+        zones: Zones<'_>,
         syncer: &Syncer,
     ) -> Result<Ledger> {
+        let Zones { accounts: zones, moved_from: moved } = zones;
         for rows in self.minus.values_mut() {
             rows.sort_by_key(|row| row.slot);
         }
@@ -289,6 +299,9 @@ impl Rollups {
             }
         }
         for account in self.minus.keys() {
+            accounts.entry(account).or_insert((shard_of(account), &[]));
+        }
+        for account in moved.keys().filter(|account| old.rollups.contains_key(*account)) {
             accounts.entry(account).or_insert((shard_of(account), &[]));
         }
 
@@ -351,12 +364,7 @@ impl Rollups {
             // none, the first refusal is the error.
             let mut merges = 0;
             let mut refused = None;
-            // Four more than the pool's threads: while a merge waits on the
-            // pool for its row groups' encoding, or on the device for its
-            // partial files' slices (read around the page cache), another
-            // merge computes (two more left a publish of the 16.1M set
-            // 0.05 s longer; six more, 150 MB more memory and no faster:
-            // re-tune with `bench/ingest-ab.sh`).
+            // The pool's threads and `MORE_MERGES` more (why: its doc).
             for _ in 0..rayon::current_num_threads() + MORE_MERGES {
                 // The lock is released inside `next`, before the work.
                 let next = || jobs.lock().ok().and_then(|mut jobs| jobs.next());
@@ -366,7 +374,8 @@ impl Rollups {
                         let result = account_inputs(store, previous, &taken[s].1, account).and_then(|inputs| {
                             let zone = zones.get(account).and_then(|a| a.timezone).unwrap_or(chrono_tz::UTC);
                             let minus = minus.get(account).map_or(&[][..], |rows| &rows[..]);
-                            let merge = AccountMerge { account, zone, groups, inputs, minus };
+                            let moved_from = moved.get(account).copied();
+                            let merge = AccountMerge { account, zone, moved_from, groups, inputs, minus };
                             publish_account(&shards[s].strings, store, id, merge, syncer)
                         });
                         if let Ok(mut done) = finished.lock() {
@@ -410,6 +419,17 @@ impl Rollups {
         }
         Ok(ledger)
     }
+}
+
+/// The zones of the months a publish books changes in
+/// ([`Rollups::write`]).
+pub(in crate::store) struct Zones<'a> {
+    /// Each account's zone in the accounts being published (UTC without
+    /// one).
+    pub(in crate::store) accounts: &'a Accounts,
+    /// The accounts whose zone those accounts change, each with its zone
+    /// in the published generation.
+    pub(in crate::store) moved_from: &'a BTreeMap<String, chrono_tz::Tz>,
 }
 
 /// One shard of a fold written by [`Rollups::spill_all`]: its strings (in
@@ -642,7 +662,16 @@ mod tests {
             let mut manifest = Manifest::default();
             let syncer = Syncer::at_once();
             let (old, zones) = (Manifest::default(), Accounts::default());
-            rollups.write(store.path(), "t", &old, &mut manifest, &zones, &syncer).expect("written");
+            rollups
+                .write(
+                    store.path(),
+                    "t",
+                    &old,
+                    &mut manifest,
+                    Zones { accounts: &zones, moved_from: &BTreeMap::new() },
+                    &syncer,
+                )
+                .expect("written");
             (files(&store.path().join("rollups")), manifest.rollups)
         };
         let mut whole = Rollups::default();

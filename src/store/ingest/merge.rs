@@ -5,7 +5,8 @@
 //! file's row order ([`Output`]). The rows of this ingest (not those of
 //! the published file) are also summed by month of the account's time
 //! zone and product ([`MonthSums`]): the ingest's ledger of changes
-//! (`store::changes`).
+//! (`store::changes`). When the ingest changes the account's zone, its
+//! published rows that fall in another month are booked as moved.
 
 use std::path::{Path, PathBuf};
 
@@ -75,6 +76,10 @@ pub(super) struct Published {
 pub(super) struct AccountMerge<'a> {
     pub(super) account: &'a str,
     pub(super) zone: chrono_tz::Tz,
+    /// The zone of its months in the published generation, when this
+    /// ingest's accounts.csv gives it another: its published rows whose
+    /// month differs in the two zones move from one to the other.
+    pub(super) moved_from: Option<chrono_tz::Tz>,
     pub(super) groups: Groups<'a>,
     pub(super) inputs: Vec<Input>,
     /// Rows that stopped counting, sorted by slot: subtracted from their
@@ -90,14 +95,14 @@ pub(super) fn publish_account(
     merge: AccountMerge<'_>,
     syncer: &Syncer,
 ) -> Result<Published> {
-    let AccountMerge { account, zone, groups, inputs, minus } = merge;
+    let AccountMerge { account, zone, moved_from, groups, inputs, minus } = merge;
     let names: Vec<(i64, String)> = crate::store::GRAINS
         .iter()
         .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
         .collect();
     let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
     create_parent(&paths[0])?;
-    let mut months = MonthSums::new(zone);
+    let mut months = MonthSums::new(zone, moved_from);
     let rows = MergeRows { groups, inputs: &inputs, minus };
     merge_account(shared, account, rows, &paths, &mut months, syncer)?;
     let files = names.into_iter().map(|(grain, name)| RollupFileName { account: account.to_owned(), grain, name });
@@ -108,21 +113,60 @@ pub(super) fn publish_account(
 /// zone) and product. Rows come in slot order a day at a time, so the
 /// sums of the current month are kept by product in an array and added
 /// to the map only when the month changes.
+///
+/// When the account's zone changed, the published rows whose month is
+/// another in the new zone are booked too ([`MonthSums::move_row`]): their
+/// sums leave the old month and enter the new one, and both count their
+/// records as restated, as a restated record's months do.
 struct MonthSums {
     months: DayMonths,
     current: Option<Month>,
     by_product: [Totals; Product::ALL.len()],
     done: std::collections::BTreeMap<(Month, Product), Totals>,
+    /// The months of the published zone, when it changed.
+    moved_from: Option<DayMonths>,
+    moves: std::collections::BTreeMap<(Month, Product), Change>,
 }
 
 impl MonthSums {
-    fn new(zone: chrono_tz::Tz) -> MonthSums {
+    fn new(zone: chrono_tz::Tz, moved_from: Option<chrono_tz::Tz>) -> MonthSums {
         MonthSums {
             months: DayMonths::new(zone),
             current: None,
             by_product: Default::default(),
             done: Default::default(),
+            moved_from: moved_from.map(DayMonths::new),
+            moves: Default::default(),
         }
+    }
+
+    /// Whether published rows move between months ([`MonthSums::move_row`]).
+    fn moving(&self) -> bool {
+        self.moved_from.is_some()
+    }
+
+    /// Books a published row of `slot` (in the UTC day from `day`) whose
+    /// month in the published zone is not its month now.
+    fn move_row(&mut self, day: i64, slot: i64, product: Product, totals: &Totals) -> Result<()> {
+        let Some(from) = self.moved_from.as_mut() else { return Ok(()) };
+        let (before, after) = (from.month(day, slot)?, self.months.month(day, slot)?);
+        if before == after {
+            return Ok(());
+        }
+        let entered = Change { records_added: 0, records_restated: totals.records, ..Change::added(totals)? };
+        let left = Change {
+            records_restated: totals.records,
+            units: -entered.units,
+            duration: -entered.duration,
+            amount: -entered.amount,
+            surcharge: -entered.surcharge,
+            ..Change::default()
+        };
+        for (month, change) in [(before, left), (after, entered)] {
+            let slot = self.moves.entry((month, product)).or_default();
+            *slot = slot.checked_add(&change).ok_or_else(overflow)?;
+        }
+        Ok(())
     }
 
     /// Adds `totals` of a row of `slot`, in the UTC day from `day`.
@@ -149,13 +193,16 @@ impl MonthSums {
         Ok(())
     }
 
-    /// The sums as `account`'s records added.
+    /// The sums as `account`'s records added, with the moves.
     fn into_ledger(mut self, account: &str) -> Result<Ledger> {
         self.flush()?;
         let mut ledger = Ledger::new();
         for ((month, product), totals) in self.done {
             let key = ChangeKey { auth_id: account.to_owned(), month, product };
             changes::add(&mut ledger, key, &Change::added(&totals)?)?;
+        }
+        for ((month, product), change) in self.moves {
+            changes::add(&mut ledger, ChangeKey { auth_id: account.to_owned(), month, product }, &change)?;
         }
         Ok(ledger)
     }
@@ -236,6 +283,8 @@ fn merge_account(
             while let Some(row) = cursor.next_before(start + day, &mut strings, account_id)? {
                 if fresh {
                     months.add(start, row.0.slot, row.0.dims.product, &row.1)?;
+                } else if months.moving() {
+                    months.move_row(start, row.0.slot, row.0.dims.product, &row.1)?;
                 }
                 day_rows.rows.push(row);
             }
@@ -659,7 +708,7 @@ mod tests {
         }
         let paths: Vec<PathBuf> =
             crate::store::GRAINS.iter().map(|g| dir.path().join(format!("{g}.parquet"))).collect();
-        let mut months = MonthSums::new(chrono_tz::UTC);
+        let mut months = MonthSums::new(chrono_tz::UTC, None);
         let rows = MergeRows { groups: &memory, inputs: &inputs, minus: &[] };
         merge_account(&shared, "MA1", rows, &paths, &mut months, &Syncer::at_once()).expect("merged");
         for (path, grain) in paths.iter().zip(crate::store::GRAINS) {
