@@ -5,8 +5,8 @@
 //! partial files (the merge), in large reads. Through the page cache
 //! every byte is copied into a page the kernel must first find and take
 //! (and, on a virtual machine whose freed memory goes back to the host,
-//! fault in: 2.3 s of system time a GB on the benchmark machine, against
-//! 0.1 s a GB written directly; measure with `bench/ingest-ab.sh`). Direct I/O
+//! fault in: many times the system time of a direct write; measure with
+//! `bench/ingest-ab.sh`). Direct I/O
 //! moves the bytes from our own aligned buffer to the device, as
 //! databases' bulk writers do.
 //!
@@ -39,10 +39,9 @@ const WRITE_BYTES: usize = 1 << 20;
 /// Buffers of a [`DirectWriter`] of its own at most: one filling, the
 /// others queued for the device or being written. With two, a writer that
 /// fills a block faster than the device takes one (a Parquet page, a
-/// spill's rows) waits on every block; with eight, the 16.1M-record ingest
-/// left 0.4-0.5 fewer core-seconds idle and took 3 % less wall time
-/// (re-tune with `bench/ingest-ab.sh`). Made as needed: a file of one block
-/// has one.
+/// spill's rows) waits on every block; more let it run further ahead of
+/// the device, at [`WRITE_BYTES`] of memory each (re-tune with
+/// `bench/ingest-ab.sh`). Made as needed: a file of one block has one.
 const MAX_BUFFERS: usize = 8;
 
 /// Buffers beyond [`MAX_BUFFERS`] that the process's writers share: a
@@ -59,9 +58,10 @@ static SHARED: Budget = Budget::new(SHARED_BUFFERS);
 
 /// Block buffers kept, at most, for the next writers once a writer is done
 /// with them. A new buffer is zeroed (`calloc`'s `memset`, its fresh pages
-/// faulted in): made for every writer, that was 3.5 % of a small ingest's
-/// instructions (measure with callgrind over a small ingest). Bounded, so that a burst
-/// of writers does not keep its buffers from the rest of the process.
+/// faulted in): the pool spares most writers that cost, which shows in a
+/// small ingest's instructions (measure with callgrind over a small
+/// ingest). Bounded, so that a burst of writers does not keep its
+/// buffers from the rest of the process.
 const POOLED: usize = 32;
 
 /// The block buffers writers are done with ([`Pooled`]).

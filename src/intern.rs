@@ -28,8 +28,8 @@ fn hash(text: &str) -> u64 {
 
 /// Whether two strings are equal: their lengths, then their first and last
 /// words by overlapping loads, without a call to `memcmp` (a row's fields
-/// are looked up several times per row; the call was 7 % of a one-account
-/// pass's samples); up to 24 bytes (an account or subaccount id is 20)
+/// are looked up several times per row, and the call costs more than the
+/// compare); up to 24 bytes (an account or subaccount id is 20)
 /// by words alone, past 24 equal words lead to a full compare. Also the
 /// one-account pass's account check.
 #[inline]
@@ -121,7 +121,10 @@ impl Interner {
     }
 }
 
-/// Slots of a [`ShortCache`] (a power of two).
+/// Slots of a [`ShortCache`] (a power of two): enough that a chunk's
+/// recurring values seldom evict each other, few enough that the cache
+/// (32 bytes a slot) stays in the core's own caches (re-tune with
+/// `bench/ingest-ab.sh`).
 const SHORT_SLOTS: usize = 1024;
 
 /// A slot of a [`ShortCache`].
@@ -141,7 +144,7 @@ struct ShortSlot {
 /// account, subaccount, type and code), a hit costs three loads, a
 /// multiply and one compare, where the interner hashes the text, probes
 /// its table and compares with the string it points to (about 90
-/// instructions a look-up, 4 % of an ingest's cycles). Longer strings,
+/// instructions a look-up). Longer strings,
 /// and the misses, go to the interner. A cache serves one interner: the
 /// ids it keeps are that interner's.
 pub(crate) struct ShortCache {

@@ -14,7 +14,7 @@
 //! belongs to; the dedup check keeps only each record's current version
 //! and the fold skips superseded rows as it skips duplicates, so nothing
 //! is added and then taken away. A pass without corrections takes the
-//! check's plain path, as fast as before.
+//! check's plain path and pays nothing for them.
 //!
 //! - `select`: what a pass keeps ([`Selector`]);
 //! - `scan`: the [`Scan`] of a file, the dedup marking and the partitioned

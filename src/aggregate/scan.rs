@@ -413,7 +413,11 @@ fn report_order(key: &IdKey, ranks: &[u32]) -> ReportOrder {
     }
 }
 
-/// Partitions of the group merge (by key hash).
+/// Partitions of the group merge (by key hash): enough that each
+/// partition's map stays in cache and the partitions keep every thread
+/// busy; each is one more vector per scan to fill and merge (re-tune with
+/// `bench/ab.sh`'s `aggregate/all` and `bench/run.sh`'s every-account
+/// report).
 const MERGE_PARTS: usize = 256;
 
 /// The merge partition of a key in the shared ids: bits of its hash that
@@ -502,7 +506,7 @@ pub struct Scan<'s> {
     span: Span,
     /// The account of a one-account selector: other accounts' rows are
     /// told apart by [`intern::same`]'s word compares, not a call of
-    /// `memcmp` (which was 8 % of a one-account summary's time).
+    /// `memcmp` per row.
     one_account: Option<&'s str>,
 }
 

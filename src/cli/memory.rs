@@ -21,18 +21,16 @@
 //! No transparent huge pages, for either. On the VMs measured, the guest
 //! reports its free 2 MiB blocks to the host, which takes them back; a
 //! huge page comes from such a block, and is zeroed in memory the host
-//! must back again, slowly (2.5 s per GiB against 0.33 s in 4 KiB pages).
-//! For an ingest that was 12.90 -> 11.77 s without huge pages, sys 4.07
-//! -> 2.17 s (`bench/ingest-ab.sh`). For the largest account's
-//! answer it was 165 ms against 69 ms a few seconds after the last
-//! command, once those blocks have gone back; huge pages won only when
-//! run right after another command (45 against 63 ms:
-//! `bench/store-answer.sh` with and without `PAUSE`).
+//! must back again, several times slower than 4 KiB pages. An ingest is
+//! faster without them (`bench/ingest-ab.sh`), and so is the largest
+//! account's answer a few seconds after the last command, once those
+//! blocks have gone back; huge pages win only when it runs right after
+//! another command (`bench/store-answer.sh` with and without `PAUSE`).
 //!
-//! Not for a pass over raw files, which measured slower with it (2.80 ->
-//! 3.12 s, and more memory: `bench/ab.sh`), nor a server (not
-//! measured; one arena could contend under concurrent requests). A no-op
-//! where the allocator is not glibc's.
+//! Not for a pass over raw files, which is slower with it and takes more
+//! memory (`bench/ab.sh`), nor a server (not measured; one arena could
+//! contend under concurrent requests). A no-op where the allocator is not
+//! glibc's.
 //!
 //! The pad is address space, not memory, but a limit on address space
 //! (`ulimit -v`) counts it: under such a limit the pad is at most an
@@ -47,8 +45,8 @@
 
 /// Sets the allocator up for one answer from a store (see the module
 /// documentation): the heap grown 256 MiB at a time, more than the
-/// largest answer of the benchmark takes (88 MB). Call before any thread
-/// starts.
+/// largest answer of the benchmark takes (docs/benchmarks.md). Call before
+/// any thread starts.
 pub fn for_one_answer() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     glibc::set_up(256 << 20);
@@ -56,7 +54,7 @@ pub fn for_one_answer() {
 
 /// Sets the allocator up for an ingest on this machine (see the module
 /// documentation): 2 GiB of heap padded (the most `mallopt` takes), room
-/// for the default budgets (the 16.1M-record benchmark peaks at 1.45 GB);
+/// for the default budgets (docs/benchmarks.md has the benchmark's peak);
 /// larger budgets grow the heap past it. Call before any thread starts.
 pub fn for_ingest() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -12,10 +12,10 @@
 //! standard input (a JSON array of the arguments after `spark-task`), and
 //! its answer goes out on one line, `{"summary": ...}` or `{"error":
 //! "..."}`. A fresh process pays a page fault for every page its task
-//! touches (about 2 µs each on a VM: 3 million of them, a third of the
-//! tasks' time, on the 16.1M-record benchmark), where a served task takes
-//! the pages its process's earlier tasks freed (the ingest's allocator
-//! policy, `cli::memory`, keeps them).
+//! touches (on a VM, a large share of the tasks' time: measure with
+//! `bench/spark.sh`), where a served task takes the pages its process's
+//! earlier tasks freed (the ingest's allocator policy, `cli::memory`,
+//! keeps them).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -37,7 +37,9 @@ use crate::time::{Buckets, Interval};
 type Row = (PackedKey, Totals);
 
 /// Rows a thread folds at least, when a row group is split between
-/// threads.
+/// threads: smaller parts spread a group over more threads, but each part
+/// brings its own strings to map and may cut a bucket that is then checked
+/// again whole (re-tune with `bench/store-answer.sh`).
 const MIN_PART_ROWS: usize = 4096;
 
 /// The rows `selector` keeps from `account`'s rollup file at `grain`

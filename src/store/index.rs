@@ -293,7 +293,9 @@ impl Filter {
         }
         // A partition's ids are one in 64 of `ids`, each a miss: each is
         // asked for 2 * AHEAD ids before its turn, its filter block AHEAD
-        // before.
+        // before. Far enough that both are in cache at its turn, near
+        // enough that neither is evicted before (re-tune with
+        // `bench/spark.sh`, whose publish checks its ids here).
         const AHEAD: usize = 8;
         let answers: Vec<Vec<bool>> = self
             .parts_mut()

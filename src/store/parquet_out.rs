@@ -53,8 +53,8 @@ pub(super) struct Column {
     values: Values,
     encoding: Encoding,
     /// [`OPTIONS`]' codec, or none for values LZ4 does not shrink
-    /// ([`Column::ids`], [`Column::instants`]): compressing them cost a
-    /// third of the ingest's LZ4 time to save 5 % of their bytes.
+    /// ([`Column::ids`], [`Column::instants`]): compressing them costs
+    /// LZ4 time out of proportion to the few bytes it saves.
     compression: CompressionOptions,
 }
 
@@ -94,7 +94,7 @@ impl Column {
 
     /// A text column of distinct values (ids): plain, except in a row
     /// group of at most [`SMALL_GROUP`] rows, where polars takes a dictionary;
-    /// not compressed (random ids: LZ4 kept 95 % of their bytes).
+    /// not compressed (random ids: LZ4 barely shrinks them).
     pub(super) fn ids<'a>(values: impl Iterator<Item = &'a str>, rows: usize) -> Result<Column> {
         if polars_takes_dictionary(rows, rows) {
             return Column::text(values, rows);
@@ -455,9 +455,9 @@ pub(super) struct ParquetOut {
 }
 
 /// What every store file is written with: LZ4_RAW (polars, Spark 3.4+,
-/// DuckDB and Arrow read it; it compressed the 16.1M-record ingest's files
-/// in less CPU than Snappy, the rollups 6 % smaller and the records 3 %
-/// larger, and decodes faster: re-measure with `bench/ingest-ab.sh`), polars'
+/// DuckDB and Arrow read it; against Snappy it compresses in less CPU and
+/// decodes faster, for files about as large: re-measure with
+/// `bench/ingest-ab.sh`), polars'
 /// default statistics (min, max, null count), format 1 pages, polars'
 /// default page size ([`crate::parquet::STATISTICS`]: the text statistics'
 /// cut fixed, not read from the environment).

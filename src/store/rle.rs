@@ -10,8 +10,9 @@
 //! taken at once (keys of mostly distinct values: a decimal dictionary's).
 //! A run long enough to be written as a run is stepped through as polars
 //! would until its length is all that counts, then passed over (keys of
-//! few values: accounts, products). The store's key pages were 7 % of the
-//! ingest's CPU time in polars' encoder, about half that here.
+//! few values: accounts, products). The store's key pages are a visible
+//! share of an ingest's CPU time, and deciding on positions costs less
+//! than buffering each value (measure with `bench/ingest-ab.sh`).
 
 /// At most this many values in one bit-packed run (polars'
 /// `MAX_VALUES_PER_LITERAL_RUN`).

@@ -71,7 +71,11 @@ pub trait RowSink {
     fn reserve(&mut self, _lines: usize, _bytes: usize) {}
 }
 
-/// Chunks smaller than this are not split further.
+/// The size of the chunks a CSV body is cut into and read in parallel
+/// (a body of at most two is one chunk): smaller chunks spread a file
+/// over more threads, larger ones leave fewer partial results to merge
+/// and less set-up per chunk (re-tune with `bench/ab.sh` and
+/// `bench/ingest-ab.sh`).
 const CHUNK_BYTES: usize = 4 << 20;
 
 /// The longest line a record file may hold, in bytes: 1 MiB, some 500

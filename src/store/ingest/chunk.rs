@@ -20,7 +20,10 @@ use crate::records::{self, Country, Direction, Field, Kind, Product};
 use crate::store::index::{self, IndexEntry};
 use crate::store::parquet_io::{RecordRows, RecordView};
 
-/// How many rows ahead [`Chunk::scattered_rows`] prefetches a row.
+/// How many rows ahead [`Chunk::scattered_rows`] prefetches a row: far
+/// enough that a row scattered through the chunk is in cache when the fold
+/// reaches it, near enough that it is not evicted before (re-tune with
+/// `bench/ingest-ab.sh`).
 const ROWS_AHEAD: usize = 32;
 
 /// A string in an arena: its offset and length in bytes.

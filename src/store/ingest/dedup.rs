@@ -28,7 +28,10 @@ use crate::store::index::{self, Filter, IndexFile};
 use crate::store::parquet_io::RecordView;
 use crate::store::KindFiles;
 
-/// How many ids ahead of its check the dedup prefetches an id's filter block.
+/// How many ids ahead of its check the dedup (and the filter's load)
+/// prefetches an id's filter block: far enough that the block is in cache
+/// when the id is checked, near enough that it is not evicted before
+/// (re-tune with `bench/ingest-ab.sh`).
 const IDS_AHEAD: usize = 8;
 
 impl Run<'_> {

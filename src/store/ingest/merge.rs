@@ -542,7 +542,10 @@ impl<'g> Cursor<'g> {
     }
 }
 
-/// Memory for the slices of an account's partial files during its merge.
+/// Memory for the slices of an account's partial files during its merge,
+/// shared by its partial runs: larger slices mean fewer reads of each
+/// file (each a wait on the device), but every merge running at once holds
+/// its own (re-tune with `bench/ingest-ab.sh`, its peak memory too).
 const MERGE_BUDGET_BYTES: usize = 128 << 20;
 
 /// The rows of one grain, buffered to whole row groups before writing.

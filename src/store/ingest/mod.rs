@@ -494,7 +494,7 @@ impl Run<'_> {
     /// pending candidates once they hold enough bytes, or at the kind's
     /// `last` batch: that check only reads, so it runs beside the fold and
     /// the write (its index reads wait on the device, the others compute),
-    /// and what it finds is stored after the batch, as before.
+    /// and what it finds is stored once they are done.
     fn take_batch(&mut self, state: &mut KindState, mut chunks: Vec<Chunk>, last: bool) -> Result<()> {
         let marks = self.dedup(state, &chunks)?;
         for chunk in chunks.iter_mut() {

@@ -142,10 +142,10 @@ pub(super) fn gather_at<'g, O, S>(
 /// How many rows ahead [`gather_at`] (and so [`gather`]) prefetches. A
 /// spill gathers a shard's groups (65,536 of 72 bytes, 4.7 MB, at the
 /// default `--max-rollup-groups`) in an order unrelated to where they sit,
-/// a read from memory each: 16 ahead, the spill still waited on most of
-/// them (2.4 % of the 16.1M-record ingest's samples on its first load of
-/// a group); 80 ahead, its share of the samples fell from 2.8 to 1.6 %
-/// (re-tune with `bench/ingest-ab.sh`).
+/// a read from memory each: far enough ahead that a group has arrived when
+/// the spill reaches it (a short distance leaves it waiting on most of
+/// them), near enough that it is not evicted before (re-tune with
+/// `bench/ingest-ab.sh`).
 pub(super) const GATHER_AHEAD: usize = 80;
 
 /// One account's rows in a partial file: `rows` rows from row `first`,

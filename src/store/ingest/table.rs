@@ -109,9 +109,8 @@ impl GroupTable {
     /// for this shard, an upper bound), so that the groups grow at most
     /// once a batch, not by doubling: each growth is a `realloc` that
     /// copies every group, under glibc's arena lock, which the ingest's
-    /// threads share. Room never written takes no memory (the
-    /// 16.1M-record ingest peaked 10-30 MB lower: re-tune with
-    /// `bench/ingest-ab.sh`).
+    /// threads share. Room never written takes no memory (measure the peak
+    /// with `bench/ingest-ab.sh`).
     pub(super) fn reserve(&mut self, additional: usize) {
         self.rows.reserve(additional);
     }
