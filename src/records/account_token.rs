@@ -192,8 +192,11 @@ mod tests {
 
     #[test]
     fn sets_the_cell_of_the_account_and_keeps_every_other_byte() {
-        let file = b"auth_id,currency,note,auth_token_sha256,allowed_ips\nA,USD,\"x, y\",,\nB,EUR,\"q\"\"\",old,::1\n";
-        let new = with_token(Some(file), "B", &hash('b'), Missing::Refuse).unwrap();
+        let file = format!(
+            "auth_id,currency,note,auth_token_sha256,allowed_ips\nA,USD,\"x, y\",,\nB,EUR,\"q\"\"\",{},::1\n",
+            hash('0')
+        );
+        let new = with_token(Some(file.as_bytes()), "B", &hash('b'), Missing::Refuse).unwrap();
         let expected = format!(
             "auth_id,currency,note,auth_token_sha256,allowed_ips\nA,USD,\"x, y\",,\nB,EUR,\"q\"\"\",{},::1\n",
             hash('b')

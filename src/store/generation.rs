@@ -764,8 +764,10 @@ mod tests {
 
     #[test]
     fn a_token_is_dropped_when_the_new_row_has_none_or_there_is_no_row() {
-        let old = b"auth_id,auth_token_sha256\nA,aa\nB,bb\nC,cc\nD,\n";
-        let new = b"auth_id,auth_token_sha256\nA,\nB,b2\nD,dd\n";
+        let hash = |c: &str| c.repeat(64);
+        let old = format!("auth_id,auth_token_sha256\nA,{}\nB,{}\nC,{}\nD,\n", hash("a"), hash("b"), hash("c"));
+        let new = format!("auth_id,auth_token_sha256\nA,\nB,{}\nD,{}\n", hash("2"), hash("d"));
+        let (old, new) = (old.as_bytes(), new.as_bytes());
         assert_eq!(tokens_dropped(old, new), ["A", "C"]);
         assert_eq!(tokens_dropped(old, b"auth_id\nA\n"), ["A", "B", "C"]);
         assert!(tokens_dropped(b"not, a file", new).is_empty());
