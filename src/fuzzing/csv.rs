@@ -9,7 +9,7 @@ use chrono_tz::Tz;
 use super::scratch_dir;
 use crate::aggregate::{self, AggregateOptions, Bucketing, OnBadRow, Selector};
 use crate::error::Error;
-use crate::records::csv::{Reader, RowSink};
+use crate::records::csv::{ChunkEnd, Reader, RowSink};
 use crate::records::files::{Format, InputFile};
 use crate::records::{self, Field, FieldError, Kind};
 use crate::time::Buckets;
@@ -58,12 +58,25 @@ pub fn csv_paths(data: &[u8]) {
     };
     let reader = Reader::new(&columns, &names);
     let (mut indexed, mut by_lines) = (Events::default(), Events::default());
-    assert!(reader.indexed_chunk(text, 2, &mut indexed), "the index stopped");
-    assert!(reader.chunk_by_lines(&chunk, Some(text), 2, &mut by_lines), "the line reader stopped");
+    let ended = reader.chunk_indexed(text, 2, &mut indexed);
+    assert_eq!(ended, reader.chunk_lines(&chunk, Some(text), 2, &mut by_lines), "the readers end apart: {text:?}");
     assert_eq!(indexed.0, by_lines.0, "the two readers differ on {text:?}");
+    // One event per record, in line order: a line, or the lines of a
+    // quoted field that spans them; up to a record still open at the
+    // chunk's end (left to the caller), which starts a line.
     let lines = memchr::memchr_iter(b'\n', &chunk).count() + usize::from(!chunk.is_empty() && !chunk.ends_with(b"\n"));
+    let end = match ended {
+        ChunkEnd::Done => 2 + lines as u64,
+        ChunkEnd::Open { at, line } => {
+            assert!(at == 0 || chunk[at - 1] == b'\n', "an open record not at a line's start: {text:?}");
+            line
+        }
+        ChunkEnd::Stopped => panic!("the readers stopped: {text:?}"),
+    };
     let numbers: Vec<u64> = indexed.0.iter().map(|(line, _)| *line).collect();
-    assert_eq!(numbers, (2..2 + lines as u64).collect::<Vec<_>>(), "not every line once: {text:?}");
+    assert!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "lines out of order: {text:?}");
+    assert!(numbers.iter().all(|line| (2..end).contains(line)), "a line past the end: {text:?}");
+    assert_eq!(numbers.first().copied(), (end > 2).then_some(2), "the first line not read: {text:?}");
 }
 
 /// What a reader hands a sink, in order: a row's fields (their text,
@@ -164,9 +177,10 @@ impl RowSink for Collect {
 }
 
 /// The rows of `bytes` by the contract's framing, read independently of
-/// the reader: a line (without a final `\r`) is a record; RFC 4180 quoting
-/// within the line; an empty line or bad quoting is a malformed row, but a
-/// quote open at the line's end leaves the file unframed.
+/// the reader: a line (without a final `\r`) is a record, with the lines
+/// after it while a quoted field is open (RFC 4180); an empty line or bad
+/// quoting is a malformed row, but a quote still open at the file's end
+/// leaves the file unframed.
 /// `None` when the header is refused.
 fn line_rows(kind: Kind, bytes: &[u8]) -> Option<Vec<Row>> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
@@ -188,17 +202,33 @@ fn line_rows(kind: Kind, bytes: &[u8]) -> Option<Vec<Row>> {
         }
     }
     let mut rows = Vec::new();
-    for (number, line) in lines.iter().enumerate().skip(1) {
-        let line = strip(line);
-        let outcome = match split_line(&line) {
-            Ok(fields) if !line.is_empty() && fields.len() == header.len() => {
+    let mut number = 1;
+    while number < lines.len() {
+        // A record: its line, and the lines after it while a quoted field
+        // is open (RFC 4180), joined by the newlines between them.
+        let first = number;
+        let mut record = lines[number].to_vec();
+        let split = loop {
+            match split_line(&strip(&record)) {
+                Err(Unsplit::Unclosed) if number + 1 < lines.len() => {
+                    number += 1;
+                    record.push(b'\n');
+                    record.extend_from_slice(lines[number]);
+                }
+                split => break split,
+            }
+        };
+        let record = strip(&record);
+        let outcome = match split {
+            Ok(fields) if !record.is_empty() && fields.len() == header.len() => {
                 let fields: Vec<Field<'_>> = columns.iter().map(|&i| Field::Text(&fields[i])).collect();
                 outcome(kind, &fields)
             }
             Err(Unsplit::Unclosed) => Outcome::Unframed,
             _ => Outcome::Malformed,
         };
-        rows.push(Row { line: number as u64 + 1, outcome });
+        rows.push(Row { line: first as u64 + 1, outcome });
+        number += 1;
     }
     Some(rows)
 }

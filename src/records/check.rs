@@ -228,7 +228,7 @@ pub fn parse_record<'a>(kind: Kind, fields: &[Field<'a>]) -> Result<Record<'a>, 
         }
         Kind::Charges => {
             record.timestamp = timestamp(f(2), 2)?;
-            record.type_ = text(f(3), 3)?;
+            record.type_ = description(f(3), 3)?;
             if record.type_.is_empty() {
                 return Err(refuse(f(3), 3, "is empty; a charge needs a description"));
             }
@@ -313,6 +313,26 @@ fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
             Ok(text)
         }
         _ => Err(refuse(field, column, "is not text")),
+    }
+}
+
+/// A charge's description: a text column that may also hold tabs and
+/// line breaks (a customer-facing label; a quoted field may span lines),
+/// but no other control character.
+fn description(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
+    match field {
+        Field::Text(bytes)
+            if bytes.len() <= MAX_TEXT_BYTES && bytes.iter().any(|b| matches!(b, b'\t' | b'\n' | b'\r')) =>
+        {
+            let text = std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8"))?;
+            let other: Vec<u8> =
+                bytes.iter().map(|&b| if matches!(b, b'\t' | b'\n' | b'\r') { b' ' } else { b }).collect();
+            if has_control(&other) {
+                return Err(refuse(field, column, CONTROL));
+            }
+            Ok(text)
+        }
+        _ => text(field, column),
     }
 }
 
@@ -577,6 +597,13 @@ mod tests {
                     let value = format!("a{control}b");
                     let mut fields = fields.clone();
                     fields[column] = Field::Text(value.as_bytes());
+                    // A charge's description is a label that may hold tabs
+                    // and line breaks (a quoted field may span lines).
+                    if kind == Kind::Charges && column == 3 && ["\t", "\n", "\r"].contains(&control) {
+                        let record = parse_record(kind, &fields).expect("a description with a line break");
+                        assert_eq!(record.type_, value);
+                        continue;
+                    }
                     let error = parse_record(kind, &fields).expect_err(&format!("{kind} column {column}: {value:?}"));
                     assert_eq!(error.column, column, "{kind} {value:?}: {error:?}");
                     assert!(error.reason.contains("control character"), "{error:?}");

@@ -17,38 +17,96 @@
 //! line with the same words, column and value as when the whole chunk is
 //! read a line at a time.
 
-use super::{shown, wrong_width, QuotedLine, Reader, RowSink};
+use super::{shown, wrong_width, ChunkEnd, QuotedLine, Reader, RowSink, Spanned};
 use crate::records::simd::{for_each_line, printable_text, IndexedLine, LineMarks};
 use crate::records::Field;
 
 impl Reader<'_> {
-    /// Reads the lines of `chunk` (the first at `first_line`) into `sink`,
-    /// one row or malformed row per line; whether the sink wants more.
-    pub(super) fn chunk<S: RowSink>(&self, chunk: &[u8], first_line: u64, sink: &mut S) -> bool {
+    /// Reads the records of `chunk` (its first line numbered `first_line`)
+    /// into `sink`, one row or malformed row per record: a line, or the
+    /// lines a quoted field spans ([`Reader::spanning_record`]).
+    pub(super) fn chunk<S: RowSink>(&self, chunk: &[u8], first_line: u64, sink: &mut S) -> ChunkEnd {
         // When the whole chunk is printable ASCII lines (the usual case,
         // quoted or not, CRLF or LF), one vectorised pass says so for every
         // line at once (so the chunk is UTF-8, with no check of its own),
         // and the structural index finds its lines, commas and quotes.
         // Otherwise one UTF-8 check for the whole chunk, not one per field.
         match printable_text(chunk) {
-            Some(text) => self.indexed_chunk(text, first_line, sink),
-            None => self.chunk_by_lines(chunk, std::str::from_utf8(chunk).ok(), first_line, sink),
+            Some(text) => self.chunk_indexed(text, first_line, sink),
+            None => self.chunk_lines(chunk, std::str::from_utf8(chunk).ok(), first_line, sink),
+        }
+    }
+
+    /// [`Reader::chunk`] of printable ASCII `text` by the structural index.
+    pub(crate) fn chunk_indexed<S: RowSink>(&self, text: &str, first_line: u64, sink: &mut S) -> ChunkEnd {
+        // `at` follows a newline: a character boundary.
+        self.records(text.as_bytes(), first_line, sink, |at, line, sink| self.indexed_chunk(&text[at..], line, sink))
+    }
+
+    /// [`Reader::chunk`] a line at a time (`text`: `chunk` when it is
+    /// UTF-8).
+    pub(crate) fn chunk_lines<S: RowSink>(
+        &self,
+        chunk: &[u8],
+        text: Option<&str>,
+        first_line: u64,
+        sink: &mut S,
+    ) -> ChunkEnd {
+        self.records(chunk, first_line, sink, |at, line, sink| {
+            self.chunk_by_lines(&chunk[at..], text.map(|text| &text[at..]), line, sink)
+        })
+    }
+
+    /// The records of `chunk`: passes of `lines` (which reads the lines
+    /// from a byte offset, numbered from a line, until a record whose
+    /// quoted field does not close on its line), each such record read by
+    /// [`Reader::spanning_record`] between two passes.
+    fn records<S: RowSink>(
+        &self,
+        chunk: &[u8],
+        first_line: u64,
+        sink: &mut S,
+        mut lines: impl FnMut(usize, u64, &mut S) -> ChunkEnd,
+    ) -> ChunkEnd {
+        let (mut at, mut line) = (0, first_line);
+        loop {
+            let end = lines(at, line, sink);
+            let ChunkEnd::Open { at: open, line: open_line } = end else { return end };
+            match self.spanning_record(chunk, at + open, open_line, sink) {
+                Spanned::Read { next, line: next_line } => (at, line) = (next, next_line),
+                Spanned::Stopped => return ChunkEnd::Stopped,
+                Spanned::Open => return ChunkEnd::Open { at: at + open, line: open_line },
+            }
         }
     }
 
     /// [`Reader::chunk`] of a chunk of printable ASCII lines (carriage
     /// returns allowed): lines, commas and quotes from the structural index
-    /// ([`crate::records::simd`]), 64 bytes a step.
-    pub(crate) fn indexed_chunk<S: RowSink>(&self, text: &str, first_line: u64, sink: &mut S) -> bool {
+    /// ([`crate::records::simd`]), 64 bytes a step. It stops at a line
+    /// whose quoted field does not close on it ([`ChunkEnd::Open`]).
+    pub(crate) fn indexed_chunk<S: RowSink>(&self, text: &str, first_line: u64, sink: &mut S) -> ChunkEnd {
         let mut line = first_line;
         let mut marks = LineMarks::default();
         let mut quoted = QuotedLine::new();
         let mut unescaped = Unescaped::default();
-        for_each_line(text.as_bytes(), &mut marks, |found| {
-            let go_on = self.indexed_line(text, found, &mut quoted, &mut unescaped, line, sink);
-            line += 1;
-            go_on
-        })
+        let mut open = None;
+        let read = for_each_line(text.as_bytes(), &mut marks, |found| {
+            match self.indexed_line(text, found, &mut quoted, &mut unescaped, line, sink) {
+                Some(go_on) => {
+                    line += 1;
+                    go_on
+                }
+                None => {
+                    open = Some(ChunkEnd::Open { at: found.start, line });
+                    false
+                }
+            }
+        });
+        match (open, read) {
+            (Some(open), _) => open,
+            (None, true) => ChunkEnd::Done,
+            (None, false) => ChunkEnd::Stopped,
+        }
     }
 
     /// One line the index `found` in `text`.
@@ -61,7 +119,7 @@ impl Reader<'_> {
         unescaped: &mut Unescaped,
         line: u64,
         sink: &mut S,
-    ) -> bool {
+    ) -> Option<bool> {
         // Cut at ASCII bytes, so at character boundaries.
         let mut line_text = &text[found.start..found.end];
         let mut returns = found.returns;
@@ -74,7 +132,7 @@ impl Reader<'_> {
             return self.quoted_line(quoted, line_text.as_bytes(), line, sink);
         }
         if found.quotes.is_empty() {
-            return self.line(line_text.as_bytes(), Some(line_text), found.commas, line, sink);
+            return Some(self.line(line_text.as_bytes(), Some(line_text), found.commas, line, sink));
         }
         let commas = found.commas;
         let bounds = |index: usize| {
@@ -102,7 +160,7 @@ impl Reader<'_> {
         let n_fields = commas.len() + 1;
         if n_fields != self.width {
             let (column, reason) = wrong_width(self.names, n_fields);
-            return sink.malformed(line, column, shown(line_text.as_bytes()), reason);
+            return Some(sink.malformed(line, column, shown(line_text.as_bytes()), reason));
         }
         // The chosen fields with a doubled quote, unescaped first: the
         // fields then borrow the buffer.
@@ -127,7 +185,7 @@ impl Reader<'_> {
                 None => value,
             });
         }
-        sink.row(line, &fields[..self.columns.len()])
+        Some(sink.row(line, &fields[..self.columns.len()]))
     }
 }
 

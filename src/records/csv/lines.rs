@@ -4,7 +4,7 @@
 //! reads the chunks the structural index does not (bytes outside printable
 //! ASCII), the lines the index finds faulty, and is the index's oracle.
 
-use super::{shown, strip_cr, wrong_width, Reader, RowSink};
+use super::{shown, strip_cr, wrong_width, ChunkEnd, Reader, RowSink, Spanned, MAX_LINE_BYTES};
 use crate::records::simd::{split_commas, Commas, Line};
 use crate::records::Field;
 
@@ -19,7 +19,7 @@ impl Reader<'_> {
         chunk_text: Option<&str>,
         first_line: u64,
         sink: &mut S,
-    ) -> bool {
+    ) -> ChunkEnd {
         // The fast path splits a line at commas: right for every line
         // without a quote (or a carriage return, which goes the slow way
         // too). A line with a quote is split by [`QuotedLine`], which
@@ -33,7 +33,10 @@ impl Reader<'_> {
             let text = strip_cr(&rest[..end]);
             let shape = if text.is_empty() { Line::Printable } else { split_commas(text, &mut commas) };
             let go_on = if shape == Line::Quoted {
-                self.quoted_line(&mut quoted, text, line, sink)
+                match self.quoted_line(&mut quoted, text, line, sink) {
+                    Some(go_on) => go_on,
+                    None => return ChunkEnd::Open { at: pos, line },
+                }
             } else {
                 // A printable line is a slice of the chunk's text (cut at
                 // ASCII bytes, so at character boundaries) or, in a chunk
@@ -47,12 +50,12 @@ impl Reader<'_> {
                 self.line(text, line_text, commas, line, sink)
             };
             if !go_on {
-                return false;
+                return ChunkEnd::Stopped;
             }
             pos += end + 1;
             line += 1;
         }
-        true
+        ChunkEnd::Done
     }
 
     /// One line without a quote (`text`, without its line ending; `ascii`
@@ -98,21 +101,35 @@ impl Reader<'_> {
     }
 
     /// A line with a quote (or a carriage return): split by `quoted`.
+    /// `None` for a line whose quoted field does not close on it: the
+    /// record spans lines ([`Reader::spanning_record`]).
     pub(super) fn quoted_line<S: RowSink>(
         &self,
         quoted: &mut QuotedLine,
         text: &[u8],
         line: u64,
         sink: &mut S,
+    ) -> Option<bool> {
+        match quoted.split(text) {
+            Err(quoting) if quoting.fault == QuotingFault::Unclosed => None,
+            split => Some(self.split_record(quoted, split, text, line, sink)),
+        }
+    }
+
+    /// The row of a record (`text`, without its line ending) as `quoted`
+    /// split it (`split`), or its malformed row.
+    fn split_record<S: RowSink>(
+        &self,
+        quoted: &QuotedLine,
+        split: std::result::Result<(), Quoting>,
+        text: &[u8],
+        line: u64,
+        sink: &mut S,
     ) -> bool {
-        if let Err(quoting) = quoted.split(text) {
-            // The value shown is the line from the field at fault on.
+        if let Err(quoting) = split {
+            // The value shown is the record from the field at fault on.
             let column = self.names.get(quoting.field).map_or("-", String::as_str);
-            let (value, reason) = (shown(&text[quoting.start..]), quoting.reason(self.names));
-            return match quoting.fault {
-                QuotingFault::Unclosed => sink.unframed(line, column, value, reason),
-                _ => sink.malformed(line, column, value, reason),
-            };
+            return sink.malformed(line, column, shown(&text[quoting.start..]), quoting.reason(self.names));
         }
         let n_fields = quoted.ends.len();
         if n_fields != self.width {
@@ -124,6 +141,122 @@ impl Reader<'_> {
             *slot = Field::Text(quoted.field(index));
         }
         sink.row(line, &fields[..self.columns.len()])
+    }
+
+    /// The record at `at` in `chunk` (line `line`), whose quoted field
+    /// does not close on its first line: under RFC 4180 the line breaks up
+    /// to its closing quote are the field's, so the record runs on, a line
+    /// at a time, until its quotes close. Its row (or malformed row) is
+    /// numbered by its first line, and the next record's line counts every
+    /// line it took. A record that runs to the chunk's end is not read
+    /// ([`Spanned::Open`]: the caller reads on, or the file ends there); one
+    /// longer than [`MAX_LINE_BYTES`] is the file's error
+    /// ([`RowSink::unframed`]), as a damaged quote would make it.
+    pub(super) fn spanning_record<S: RowSink>(&self, chunk: &[u8], at: usize, line: u64, sink: &mut S) -> Spanned {
+        let rest = &chunk[at..];
+        let end = record_end(rest);
+        if end.unwrap_or(rest.len()) > MAX_LINE_BYTES {
+            let first = strip_cr(&rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())]);
+            let (column, value, quoting) = self.open_field(first);
+            let reason = unclosed(self.names, quoting, MAX_LINE_BYTES);
+            sink.unframed(line, column, value, reason);
+            return Spanned::Stopped;
+        }
+        let Some(end) = end else { return Spanned::Open };
+        let text = strip_cr(&rest[..end]);
+        let mut quoted = QuotedLine::new();
+        let split = quoted.split(text);
+        let breaks = memchr::memchr_iter(b'\n', text).count() as u64;
+        let next = Spanned::Read { next: (at + end + 1).min(chunk.len()), line: line + 1 + breaks };
+        match self.split_record(&quoted, split, text, line, sink) {
+            true => next,
+            false => Spanned::Stopped,
+        }
+    }
+
+    /// The column, value (from the field on) and quoting of the field whose
+    /// quote opens on `first` (a record's first line) and does not close.
+    fn open_field<'n>(&'n self, first: &[u8]) -> (&'n str, String, Option<Quoting>) {
+        match QuotedLine::new().split(first) {
+            Err(quoting) => (
+                self.names.get(quoting.field).map_or("-", String::as_str),
+                shown(&first[quoting.start..]),
+                Some(quoting),
+            ),
+            Ok(()) => ("-", shown(first), None),
+        }
+    }
+
+    /// The file's error for the record at `line` (`record`, to the input's
+    /// end), whose quoted field is still open where the input ends
+    /// ([`ChunkEnd::Open`] at its end).
+    pub(super) fn open_at_end<S: RowSink>(&self, record: &[u8], line: u64, sink: &mut S) {
+        let first = strip_cr(&record[..memchr::memchr(b'\n', record).unwrap_or(record.len())]);
+        let (column, value, quoting) = self.open_field(first);
+        sink.unframed(line, column, value, unclosed(self.names, quoting, 0));
+    }
+}
+
+/// Where the record that starts `rest` ends: the index of the newline
+/// after it (or `rest`'s length, for a last record without one); `None`
+/// when `rest` ends inside its quoted field. A newline ends the record
+/// outside quotes, and inside a field after a fault in its quoting (a
+/// quote in an unquoted field, text after a closing quote), as
+/// [`QuotedLine::split`] finds them: such a record is malformed, and
+/// ends with its line. One pass, so a long record costs its length.
+pub(super) fn record_end(rest: &[u8]) -> Option<usize> {
+    let line_end = |from: usize| memchr::memchr(b'\n', &rest[from.min(rest.len())..]).map_or(rest.len(), |n| from + n);
+    let mut at = 0;
+    loop {
+        if rest.get(at) == Some(&b'"') {
+            at += 1;
+            loop {
+                at += memchr::memchr(b'"', &rest[at..])? + 1;
+                if rest.get(at) == Some(&b'"') {
+                    at += 1;
+                } else {
+                    break;
+                }
+            }
+            match rest.get(at) {
+                None => return Some(rest.len()),
+                Some(b'\n') => return Some(at),
+                Some(b',') => at += 1,
+                // Text after the closing quote (a carriage return ending
+                // the line included): the record ends with the line.
+                Some(_) => return Some(line_end(at)),
+            }
+        } else {
+            let stop = memchr::memchr2(b',', b'\n', &rest[at..]).map_or(rest.len(), |n| at + n);
+            if memchr::memchr(b'"', &rest[at..stop]).is_some() {
+                return Some(line_end(at));
+            }
+            match rest.get(stop) {
+                Some(b',') => at = stop + 1,
+                _ => return Some(stop),
+            }
+        }
+    }
+}
+
+/// The reason of a quoted field (whose `quoting` says which) that never
+/// closes: by the input's end, or (`limit` > 0) within `limit` bytes.
+fn unclosed(names: &[String], quoting: Option<Quoting>, limit: usize) -> String {
+    let field = match quoting.map(|quoting| (quoting.field, names.get(quoting.field))) {
+        Some((index, Some(name))) => format!("field {} ('{}')", index + 1, crate::error::printable(name)),
+        Some((index, None)) => format!("field {}", index + 1),
+        None => "a field".to_owned(),
+    };
+    match limit {
+        0 => format!(
+            "has a quote that opens {field} and does not close by the end of the input (a quoted field may \
+             span lines, but not past the input's end; the lines after it would be part of it, so it is \
+             never set aside)"
+        ),
+        limit => format!(
+            "has a quote that opens {field} and does not close within {limit} bytes, the most a record may \
+             have (the lines after it would be part of it, so it is never set aside)"
+        ),
     }
 }
 
@@ -167,12 +300,7 @@ impl Quoting {
             None => format!("field {}", self.field + 1),
         };
         match self.fault {
-            QuotingFault::Unclosed => {
-                format!(
-                    "has a quote that opens {field} and does not close on this line (a field cannot span lines; \
-                     the lines after it may be part of it, so it is never set aside)"
-                )
-            }
+            QuotingFault::Unclosed => format!("has a quote that opens {field} and does not close"),
             QuotingFault::InsideUnquoted => {
                 format!("has a stray quote in {field} (a field with a quote must be quoted, the quote doubled)")
             }

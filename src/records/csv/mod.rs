@@ -1,18 +1,22 @@
 //! CSV input: plain, gzip and zstd (decoded by [`super::decode`]), any
 //! column order, extra columns ignored.
 //!
-//! Every physical line after the header is one record: no field may hold a
-//! newline, so a newline is always a record boundary. Quoting that is not
-//! RFC 4180 within the line makes that line, and only that line, a
-//! malformed row; damage never swallows or merges the lines after it, and
-//! every line is handed to the sink exactly once (a row or a malformed
-//! row), so `read` counts the file's data lines. The one exception is a
-//! quote still open at a line's end ([`RowSink::unframed`]): under RFC 4180
-//! the lines after it belong to its field, so they are neither records nor
-//! to be skipped, and the file is an error even where bad rows are set
-//! aside. A final `\r` (CRLF endings) is dropped. Since every
-//! newline is a boundary, a file's bytes are split into chunks at any
-//! newline and the chunks are parsed in parallel.
+//! A record is a line, or the lines a quoted field spans up to its closing
+//! quote (RFC 4180), numbered by its first line. Quoting that is not RFC
+//! 4180 (a quote inside an unquoted field, text after a closing quote)
+//! makes its line, and only that line, a malformed row; a quote that never
+//! closes (by the input's end, or within [`MAX_LINE_BYTES`]) is the file's
+//! error even where bad rows are set aside ([`RowSink::unframed`]): the
+//! lines after it would be its field's. Every record is handed to the sink
+//! once (a row or a malformed row), so `read` counts the file's records. A
+//! final `\r` (CRLF endings) is dropped.
+//!
+//! Records rarely span lines, so a file's bytes are still cut into chunks
+//! at newlines and the chunks parsed in parallel, each assuming it starts
+//! a record. A chunk that ends inside a record says so
+//! ([`ChunkEnd::Open`]): a block carries that record into the next one;
+//! a body whose inner chunk did is read again whole by one reader, since
+//! the chunk after it started inside a field.
 //!
 //! The steps, a file at a time:
 //! - the header (`Header`) maps the contract's columns to the file's;
@@ -27,7 +31,10 @@
 //!   - `lines`: any other chunk is read a line at a time, and so is any
 //!     line the index finds faulty, so both ways refuse a line with the
 //!     same words. This reader is the oracle the index is tested against
-//!     (the property tests, and the `csv_paths` fuzz target).
+//!     (the property tests, and the `csv_paths` fuzz target);
+//!   - a line whose quoted field does not close on it stops either pass,
+//!     and `Reader::spanning_record` reads that record to its closing
+//!     quote before the pass goes on after it.
 
 use rayon::prelude::*;
 
@@ -112,7 +119,43 @@ where
     let body = &bytes[header.body..];
     let mut lines = LineCheck::new(2);
     let count = lines.check(body, true).map_err(|message| file.bad_file(message))?;
-    Ok(header.reader().body(body, LineRange { first: 2, count }, chunk_bytes, &make_sink))
+    let reader = header.reader();
+    let (mut sinks, open) = reader.body(body, LineRange { first: 2, count }, chunk_bytes, &make_sink);
+    if let (Some(open), Some(sink)) = (open, sinks.last_mut()) {
+        reader.open_at_end(&body[open.at..], open.line, sink);
+    }
+    Ok(sinks)
+}
+
+/// How a reader's pass over a chunk ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChunkEnd {
+    /// Every record read.
+    Done,
+    /// The sink asked to stop.
+    Stopped,
+    /// The chunk ends inside the record from byte `at` (line `line`),
+    /// whose quoted field runs past the chunk: that record is not read.
+    Open { at: usize, line: u64 },
+}
+
+/// What [`Reader::spanning_record`] did with a record whose quoted field
+/// spans lines.
+pub(super) enum Spanned {
+    /// Read: the next record is at byte `next`, line `line`.
+    Read { next: usize, line: u64 },
+    /// The sink asked to stop.
+    Stopped,
+    /// The chunk ends before the record does.
+    Open,
+}
+
+/// A record that runs past the end of a body ([`Reader::body`]): where it
+/// starts in the body, and its line.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct OpenRecord {
+    at: usize,
+    line: u64,
 }
 
 /// Decoded bytes a stream ([`read_stream`]) is read in at a time: two per
@@ -204,49 +247,91 @@ impl Reader<'_> {
     /// Reads `body` (whole lines after the header, numbered as `lines`
     /// says) into sinks made by `make_sink`, in chunks of about
     /// `chunk_bytes` read in parallel (see [`RowSink::ONE_PER_CHUNK`]);
-    /// the sinks in order.
-    fn body<S, F>(&self, body: &[u8], lines: LineRange, chunk_bytes: usize, make_sink: &F) -> Vec<S>
+    /// the sinks in order, and the record that runs past the body's end
+    /// (unread), if one does.
+    ///
+    /// Chunks are cut at newlines, and a newline inside a quoted field is
+    /// no record's end: a chunk after one that ends inside a record was
+    /// read from the middle of it. Then the body is read again, whole, by
+    /// one reader (a file whose quoted fields span lines across a cut).
+    fn body<S, F>(
+        &self,
+        body: &[u8],
+        lines: LineRange,
+        chunk_bytes: usize,
+        make_sink: &F,
+    ) -> (Vec<S>, Option<OpenRecord>)
     where
         S: RowSink + Send,
         F: Fn() -> S + Sync,
     {
         let chunks = split(body, lines.first, chunk_bytes);
-        if chunks.len() == 1 {
+        let whole = || {
             let mut sink = make_sink();
             if S::ONE_PER_CHUNK {
                 sink.reserve(lines.count as usize, body.len());
             }
-            self.chunk(body, lines.first, &mut sink);
-            return vec![sink];
+            let open = match self.chunk(body, lines.first, &mut sink) {
+                ChunkEnd::Open { at, line } => Some(OpenRecord { at, line }),
+                _ => None,
+            };
+            (vec![sink], open)
+        };
+        if chunks.len() == 1 {
+            return whole();
         }
-        if S::ONE_PER_CHUNK {
+        let last = chunks.len() - 1;
+        // Each sink, and the chunks (by index) that ended inside a record.
+        let read: Vec<(S, Vec<(usize, OpenRecord)>)> = if S::ONE_PER_CHUNK {
             // A chunk's lines run up to the next chunk's first line; the
             // last one's up to the end of `body`.
             let ends: Vec<u64> = chunks.iter().skip(1).map(|chunk| chunk.line).chain([lines.end()]).collect();
-            return chunks
+            chunks
                 .into_par_iter()
                 .zip(ends)
-                .map(|(Chunk { offset, line, end }, next)| {
+                .enumerate()
+                .map(|(index, (Chunk { offset, line, end }, next))| {
                     let mut sink = make_sink();
                     sink.reserve(next.saturating_sub(line) as usize, end - offset);
-                    self.chunk(&body[offset..end], line, &mut sink);
-                    sink
+                    let open = match self.chunk(&body[offset..end], line, &mut sink) {
+                        ChunkEnd::Open { at, line } => vec![(index, OpenRecord { at: offset + at, line })],
+                        _ => Vec::new(),
+                    };
+                    (sink, open)
                 })
-                .collect();
+                .collect()
+        } else {
+            // Consecutive chunks share a sink (one per rayon job, not one
+            // per chunk): fewer, larger partial results to merge later.
+            chunks
+                .into_par_iter()
+                .enumerate()
+                .fold(
+                    || (make_sink(), true, Vec::new()),
+                    |(mut sink, go_on, mut opens), (index, Chunk { offset, line, end })| {
+                        if !go_on {
+                            return (sink, false, opens);
+                        }
+                        let go_on = match self.chunk(&body[offset..end], line, &mut sink) {
+                            ChunkEnd::Done => true,
+                            ChunkEnd::Stopped => false,
+                            ChunkEnd::Open { at, line } => {
+                                opens.push((index, OpenRecord { at: offset + at, line }));
+                                true
+                            }
+                        };
+                        (sink, go_on, opens)
+                    },
+                )
+                .map(|(sink, _, opens)| (sink, opens))
+                .collect()
+        };
+        let opens: Vec<(usize, OpenRecord)> = read.iter().flat_map(|(_, opens)| opens.iter().copied()).collect();
+        match opens.as_slice() {
+            [] => (read.into_iter().map(|(sink, _)| sink).collect(), None),
+            [(index, open)] if *index == last => (read.into_iter().map(|(sink, _)| sink).collect(), Some(*open)),
+            _ => whole(),
         }
-        // Consecutive chunks share a sink (one per rayon job, not one per
-        // chunk): fewer, larger partial results to merge later.
-        chunks
-            .into_par_iter()
-            .fold(
-                || (make_sink(), true),
-                |(mut sink, go_on), Chunk { offset, line, end }| {
-                    let go_on = go_on && self.chunk(&body[offset..end], line, &mut sink);
-                    (sink, go_on)
-                },
-            )
-            .map(|(sink, _)| sink)
-            .collect()
     }
 }
 

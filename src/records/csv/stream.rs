@@ -21,6 +21,11 @@ pub(super) struct Blocks<'p> {
     /// Whether the stream has no more bytes than this block's.
     ended: bool,
     block_bytes: usize,
+    /// After a record was carried into the next block (its quoted field
+    /// spans the block's end), how much more the next fill reads (twice
+    /// the record): a long record is read in a few blocks, not one per
+    /// line, and every fill reads more; 0 otherwise.
+    reach: usize,
     /// The lines of this block checked so far ([`LineCheck`]), up to
     /// `checked.to`.
     lines: LineCheck,
@@ -45,6 +50,7 @@ impl<'p> Blocks<'p> {
             start: 0,
             ended: false,
             block_bytes,
+            reach: 0,
             lines: LineCheck::new(2),
             checked: Checked::default(),
         }
@@ -111,7 +117,8 @@ impl<'p> Blocks<'p> {
     {
         let (mut sinks, mut read) = (Vec::new(), 0u64);
         while read < limit && !self.done() {
-            let Blocks { stream, buffers: [block, next], start, ended, block_bytes, lines: check, checked } = self;
+            let Blocks { stream, buffers: [block, next], start, ended, block_bytes, reach, lines: check, checked } =
+                self;
             let end = match *ended {
                 true => block.len(),
                 false => match memchr::memrchr(b'\n', &block[*start..]) {
@@ -141,13 +148,37 @@ impl<'p> Blocks<'p> {
             };
             if lines > limit - read {
                 // The limit falls in this block: read up to its line, and
-                // leave the rest for the next call.
+                // leave the rest for the next call; or up to the record
+                // that runs past that line (its quoted field spans it).
                 let wanted = limit - read;
                 let cut = memchr::memchr_iter(b'\n', body).nth(wanted as usize - 1).map_or(body.len(), |at| at + 1);
                 let lines = LineRange { first: line, count: wanted };
-                sinks.extend(reader.body(&body[..cut], lines, CHUNK_BYTES, make_sink));
-                *start += cut;
-                return Ok((sinks, limit));
+                match reader.body(&body[..cut], lines, CHUNK_BYTES, make_sink) {
+                    (read_cut, None) => {
+                        sinks.extend(read_cut);
+                        *start += cut;
+                        return Ok((sinks, limit));
+                    }
+                    (read_cut, Some(open)) if open.at > 0 => {
+                        sinks.extend(read_cut);
+                        *start += open.at;
+                        return Ok((sinks, read + (open.line - line)));
+                    }
+                    // The run's first record runs past the cut: the run is
+                    // that record, when it ends in this block (else the
+                    // whole block is read below).
+                    (_, Some(_)) => {
+                        if let Some(end) = super::lines::record_end(body).filter(|end| *end < body.len()) {
+                            let cut = end + 1;
+                            let count = count_lines(&body[..cut]);
+                            let lines = LineRange { first: line, count };
+                            let (read_record, _) = reader.body(&body[..cut], lines, CHUNK_BYTES, make_sink);
+                            sinks.extend(read_record);
+                            *start += cut;
+                            return Ok((sinks, read + count));
+                        }
+                    }
+                }
             }
             next.clear();
             next.extend_from_slice(&block[end..]);
@@ -159,7 +190,13 @@ impl<'p> Blocks<'p> {
                     if *ended {
                         return Ok((true, Checked::default()));
                     }
-                    let last = stream.fill(next, *block_bytes)?;
+                    // After a carried record, read on by at least its
+                    // size past what is there, so that it grows.
+                    let until = match *reach {
+                        0 => *block_bytes,
+                        reach => next.len() + reach.max(*block_bytes),
+                    };
+                    let last = stream.fill(next, until)?;
                     let whole = match last {
                         true => next.len(),
                         false => memchr::memrchr(b'\n', next).map_or(0, |at| at + 1),
@@ -169,13 +206,44 @@ impl<'p> Blocks<'p> {
                     Ok((last, Checked { from: 0, to: whole, lines }))
                 },
             );
+            let (mut read_block, open) = read_block;
+            let filled = filled?;
+            match open {
+                // The file ends inside the record: its error.
+                Some(open) if *ended => {
+                    if let Some(sink) = read_block.last_mut() {
+                        reader.open_at_end(&body[open.at..], open.line, sink);
+                    }
+                }
+                // The record runs on into the next block: its lines go
+                // there, ahead of the block's own.
+                Some(open) => {
+                    let carried = &block[*start + open.at..end];
+                    let carried_lines = lines - (open.line - line);
+                    let mut joined = Vec::with_capacity(carried.len() + next.len());
+                    joined.extend_from_slice(carried);
+                    joined.extend_from_slice(next);
+                    *next = joined;
+                    sinks.extend(read_block);
+                    (read, line) = (read + (open.line - line), open.line);
+                    let (last, Checked { to, lines: next_lines, .. }) = filled;
+                    (*ended, *checked) =
+                        (last, Checked { from: 0, to: to + carried.len(), lines: next_lines + carried_lines });
+                    *reach = carried.len().saturating_mul(2);
+                    std::mem::swap(block, next);
+                    *start = 0;
+                    continue;
+                }
+                None => {}
+            }
             sinks.extend(read_block);
             (read, line) = (read + lines, line + lines);
+            *reach = 0;
             if *ended {
                 *start = block.len();
                 break;
             }
-            (*ended, *checked) = filled?;
+            (*ended, *checked) = filled;
             std::mem::swap(block, next);
             *start = 0;
         }
