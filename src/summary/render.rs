@@ -498,7 +498,8 @@ fn charges_grid(charges: &[Charge], currency: &str, dates: bool) -> Result<Grid>
     for c in charges {
         grid.rows.push(vec![
             from(&c.from_date, dates),
-            c.description.clone(),
+            // One line a row: a description's tabs and line breaks escaped.
+            crate::error::printable(&c.description).into_owned(),
             c.units.to_string(),
             c.amount.to_string(),
         ]);

@@ -310,6 +310,26 @@ fn csv_says_other_charges_are_left_out() {
 
 /// A table on a terminal narrower than it is fitted (`COLUMNS` stands for
 /// the terminal), says so, and keeps every number; in a pipe it is whole.
+/// A charge's description with a line break (a quoted CSV field that
+/// spans lines): the JSON keeps it, the table shows it escaped on the
+/// charge's one line.
+#[test]
+fn a_description_with_a_line_break_is_one_table_row() {
+    let dir = crate::common::temp_dir();
+    crate::common::write(
+        dir.path(),
+        "charges/a.csv",
+        "record_id,auth_id,timestamp,description,units,amount\r\nx1,A1,2026-11-20T10:00:00Z,\"Number Charges\r\nNovember\",1,1.5\r\n",
+    );
+    let query = "granularity=month&from_date=2026-11-01&to_date=2026-12-01";
+    let json = summary(dir.path(), "A1", query, &[]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    assert!(json.stdout.contains(r#""description":"Number Charges\r\nNovember""#), "{}", json.stdout);
+    let table = summary(dir.path(), "A1", query, &["--format", "table"]);
+    let line = table.stdout.lines().find(|l| l.contains("Number Charges")).expect("the charge's row");
+    assert!(line.contains(r"Number Charges\r\nNovember") && line.trim_end().ends_with("1.5"), "{}", table.stdout);
+}
+
 #[test]
 fn a_table_is_fitted_to_the_terminal() {
     let data = crate::common::sample_data();

@@ -14,7 +14,7 @@
 //! Records rarely span lines, so a file's bytes are still cut into chunks
 //! at newlines and the chunks parsed in parallel, each assuming it starts
 //! a record. A chunk that ends inside a record says so
-//! ([`ChunkEnd::Open`]): a block carries that record into the next one;
+//! (`ChunkEnd::Open`): a block carries that record into the next one;
 //! a body whose inner chunk did is read again whole by one reader, since
 //! the chunk after it started inside a field.
 //!
