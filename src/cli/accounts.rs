@@ -72,7 +72,7 @@ fn list(source: &super::SourceArgs) -> anyhow::Result<ExitCode> {
             account.currency.clone(),
             account.timezone.map_or_else(|| "-".to_owned(), |zone| zone.name().to_owned()),
             if account.auth_token_sha256.is_some() { "set" } else { "-" }.to_owned(),
-            if account.allowed_ips.is_empty() { "any".to_owned() } else { account.allowed_ips.clone() },
+            if account.allowlist.is_open() { "any".to_owned() } else { account.allowlist.text().to_owned() },
             account.name.clone().unwrap_or_else(|| "-".to_owned()),
         ]);
     }

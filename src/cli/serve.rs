@@ -118,7 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         log(&serde_json::json!({"event": "warning", "message": message}));
     }
     let token_key = args.source.token_key()?;
-    let generation = Generation::new(dataset, Arc::new(resources)).map_err(anyhow::Error::msg)?;
+    let generation = Generation::new(dataset, Arc::new(resources));
     if generation.credentials.n_with_tokens() == 0 {
         log(
             &serde_json::json!({"event": "warning", "message": "no account has an auth_token_sha256: every request will be refused with 401 (give one a token: printf '%s\\n' TOKEN | telemeter accounts set-token ACCOUNT --store STORE, or --data DIR)"}),

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use super::accounts::Accounts;
+use super::accounts::{decode_hex32, Accounts};
 use crate::error::{Error, Result};
 
 /// The column of the token's hash (resources.md).
@@ -164,7 +164,7 @@ fn check(before: &Accounts, bytes: &[u8], auth_id: &str, sha256_hex: &str) -> Re
     let after = Accounts::parse(bytes, "accounts.csv")?;
     let wrong = |what: &str| Err(Error::Internal(format!("accounts.csv rewritten for '{auth_id}': {what}")));
     match after.get(auth_id) {
-        Some(account) if account.auth_token_sha256.as_deref() == Some(&sha256_hex.to_ascii_lowercase()) => {}
+        Some(account) if account.auth_token_sha256.is_some_and(|hash| Some(hash) == decode_hex32(sha256_hex)) => {}
         _ => return wrong("the account lacks the new hash"),
     }
     let others = |accounts: &Accounts| -> Vec<super::accounts::Account> {
@@ -174,7 +174,7 @@ fn check(before: &Accounts, bytes: &[u8], auth_id: &str, sha256_hex: &str) -> Re
         return wrong("another account changed");
     }
     if let (Some(old), Some(new)) = (before.get(auth_id), after.get(auth_id)) {
-        let same = |a: &super::accounts::Account| (a.currency.clone(), a.timezone, a.allowed_ips.clone());
+        let same = |a: &super::accounts::Account| (a.currency.clone(), a.timezone, a.allowlist.clone());
         if same(old) != same(new) {
             return wrong("the account's other columns changed");
         }
@@ -227,13 +227,13 @@ mod tests {
         );
         assert!(with_token(None, "N", &hash('d'), Missing::Refuse).is_err());
         let new = with_token(None, "N", &hash('d'), Missing::Add).unwrap();
-        assert_eq!(Accounts::parse(&new, "a").unwrap().get("N").unwrap().auth_token_sha256, Some(hash('d')));
+        assert_eq!(Accounts::parse(&new, "a").unwrap().get("N").unwrap().auth_token_sha256, decode_hex32(&hash('d')));
     }
 
     #[test]
     fn duplicate_rows_of_the_account_all_change_and_bad_files_are_refused() {
         let new = with_token(Some(b"auth_id,currency\nA,USD\nA,USD\n"), "A", &hash('e'), Missing::Refuse).unwrap();
-        assert_eq!(Accounts::parse(&new, "a").unwrap().get("A").unwrap().auth_token_sha256, Some(hash('e')));
+        assert_eq!(Accounts::parse(&new, "a").unwrap().get("A").unwrap().auth_token_sha256, decode_hex32(&hash('e')));
         assert!(with_token(Some(b"auth_id,currency\nA,usd\n"), "A", &hash('e'), Missing::Refuse).is_err());
         assert!(with_token(Some(b"currency\nUSD\n"), "A", &hash('e'), Missing::Add).is_err());
         assert!(with_token(Some(b"auth_id\nA\n"), "A", "abc", Missing::Refuse).is_err());

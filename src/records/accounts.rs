@@ -5,6 +5,7 @@ use std::path::Path;
 
 use chrono_tz::Tz;
 
+use super::allowlist::Allowlist;
 use crate::error::{BadRecord, Error, Location, Result};
 
 /// The currency of an account with no row, or an empty `currency` cell.
@@ -22,10 +23,12 @@ pub struct Account {
     pub name: Option<String>,
     /// Reporting time zone, when the row names one.
     pub timezone: Option<Tz>,
-    /// Hex SHA-256 of the auth token, for the server.
-    pub auth_token_sha256: Option<String>,
-    /// Space-separated IPs or CIDR blocks, for the server; empty = any.
-    pub allowed_ips: String,
+    /// SHA-256 of the auth token (the `auth_token_sha256` cell's 64 hex
+    /// digits), for the server.
+    pub auth_token_sha256: Option<[u8; 32]>,
+    /// The addresses that may call (the `allowed_ips` cell: IPs or CIDR
+    /// blocks), for the server; empty = any.
+    pub allowlist: Allowlist,
 }
 
 /// Every account of a data set, by id.
@@ -110,22 +113,24 @@ impl Accounts {
             // The credentials are checked here, where the row is named,
             // so that no store publishes an accounts.csv a server refuses.
             let token = cell(token_column, "auth_token_sha256")?;
-            if !token.is_empty() && (token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit())) {
-                let reason = "is not 64 hex digits (the SHA-256 of the account's API token)";
-                return Err(bad(&location, "auth_token_sha256", &token, reason));
-            }
+            let auth_token_sha256 = match token.as_str() {
+                "" => None,
+                hex => Some(decode_hex32(hex).ok_or_else(|| {
+                    let reason = "is not 64 hex digits (the SHA-256 of the account's API token)";
+                    bad(&location, "auth_token_sha256", hex, reason)
+                })?),
+            };
             let allowed_ips = cell(ips_column, "allowed_ips")?;
-            if let Err(reason) = super::allowlist::Allowlist::parse(&allowed_ips) {
-                return Err(bad(&location, "allowed_ips", &allowed_ips, &reason));
-            }
+            let allowlist = Allowlist::parse(&allowed_ips)
+                .map_err(|reason| bad(&location, "allowed_ips", &allowed_ips, &reason))?;
             let known_as = cell(name_column, "name")?;
             let account = Account {
                 auth_id: auth_id.clone(),
                 currency,
                 name: (!known_as.trim().is_empty()).then(|| known_as.trim().to_owned()),
                 timezone,
-                auth_token_sha256: (!token.is_empty()).then(|| token.to_ascii_lowercase()),
-                allowed_ips,
+                auth_token_sha256,
+                allowlist,
             };
             if let Some(previous) = accounts.by_id.get(&auth_id) {
                 if let Some((column, earlier, later)) = first_difference(previous, &account) {
@@ -168,15 +173,33 @@ impl Accounts {
 fn first_difference(earlier: &Account, later: &Account) -> Option<(&'static str, String, String)> {
     let zone = |account: &Account| account.timezone.map(|tz| tz.name().to_owned()).unwrap_or_default();
     let text = |value: &Option<String>| value.clone().unwrap_or_default();
+    let hash = |account: &Account| {
+        account.auth_token_sha256.map(|hash| hash.iter().map(|b| format!("{b:02x}")).collect()).unwrap_or_default()
+    };
+    let ips = |account: &Account| account.allowlist.text().to_owned();
     [
         ("currency", earlier.currency.clone(), later.currency.clone()),
         ("timezone", zone(earlier), zone(later)),
         ("name", text(&earlier.name), text(&later.name)),
-        ("auth_token_sha256", text(&earlier.auth_token_sha256), text(&later.auth_token_sha256)),
-        ("allowed_ips", earlier.allowed_ips.clone(), later.allowed_ips.clone()),
+        ("auth_token_sha256", hash(earlier), hash(later)),
+        ("allowed_ips", ips(earlier), ips(later)),
     ]
     .into_iter()
     .find(|(_, a, b)| a != b)
+}
+
+/// The 32 bytes of 64 hex digits (either case); `None` for anything else.
+pub fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
+    let bytes = hex.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (slot, pair) in out.iter_mut().zip(bytes.chunks(2)) {
+        let text = std::str::from_utf8(pair).ok()?;
+        *slot = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(out)
 }
 
 fn bad(location: &Location, column: &str, value: &str, reason: &str) -> Error {
@@ -249,7 +272,9 @@ mod tests {
         let hash = "4F35504B9BFC58AC6EB51F0F238CFC5DC70D36ED12357AC29CCA2569555E95F5";
         let file = format!("auth_id,auth_token_sha256,allowed_ips\nA,{hash},203.0.113.0/24 2001:db8::/32\n");
         let accounts = Accounts::parse(file.as_bytes(), "accounts.csv").unwrap();
-        assert_eq!(accounts.iter().next().and_then(|a| a.auth_token_sha256.as_deref()), Some(&*hash.to_lowercase()));
+        let account = accounts.iter().next().expect("an account");
+        assert_eq!(account.auth_token_sha256, decode_hex32(&hash.to_lowercase()));
+        assert!(account.auth_token_sha256.is_some() && !account.allowlist.is_open());
     }
 
     #[test]

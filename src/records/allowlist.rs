@@ -3,10 +3,11 @@
 
 use std::net::IpAddr;
 
-/// A parsed `allowed_ips` cell.
+/// A parsed `allowed_ips` cell, with its text.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Allowlist {
     blocks: Vec<Block>,
+    text: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +40,12 @@ impl Allowlist {
                 IpAddr::V6(v6) => Block::V6 { net: u128::from(v6) & mask128(prefix), prefix },
             });
         }
-        Ok(Allowlist { blocks })
+        Ok(Allowlist { blocks, text: text.to_owned() })
+    }
+
+    /// The cell as written.
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// Whether the list allows any address.

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-use crate::records::accounts::Accounts;
+use crate::records::accounts::{Account, Accounts};
 use crate::records::allowlist::Allowlist;
 
 /// Why a request was refused.
@@ -34,22 +34,14 @@ pub struct Credentials {
 }
 
 impl Credentials {
-    /// Reads the credential columns of `accounts`; an unreadable hash or
-    /// allowlist is an error naming the account.
-    pub fn from_accounts(accounts: &Accounts) -> Result<Credentials, String> {
-        let mut by_id = HashMap::new();
-        for account in accounts.iter() {
-            let token_sha256 = match &account.auth_token_sha256 {
-                None => None,
-                Some(hex) => Some(decode_hex32(hex).ok_or_else(|| {
-                    format!("accounts.csv: account '{}': auth_token_sha256 is not 64 hex digits", account.auth_id)
-                })?),
-            };
-            let allowlist = Allowlist::parse(&account.allowed_ips)
-                .map_err(|e| format!("accounts.csv: account '{}': allowed_ips: {e}", account.auth_id))?;
-            by_id.insert(account.auth_id.clone(), Credential { token_sha256, allowlist });
-        }
-        Ok(Credentials { by_id })
+    /// The credential columns of `accounts` (checked when the file was
+    /// parsed).
+    pub fn from_accounts(accounts: &Accounts) -> Credentials {
+        let credential = |account: &Account| Credential {
+            token_sha256: account.auth_token_sha256,
+            allowlist: account.allowlist.clone(),
+        };
+        Credentials { by_id: accounts.iter().map(|account| (account.auth_id.clone(), credential(account))).collect() }
     }
 
     /// Number of accounts that can sign in (those with a token hash).
@@ -102,19 +94,6 @@ fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
-    let bytes = hex.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (slot, pair) in out.iter_mut().zip(bytes.chunks(2)) {
-        let text = std::str::from_utf8(pair).ok()?;
-        *slot = u8::from_str_radix(text, 16).ok()?;
-    }
-    Some(out)
-}
-
 /// The hex SHA-256 of a token: what accounts.csv stores.
 pub fn token_sha256_hex(token: &str) -> String {
     Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
@@ -130,7 +109,7 @@ mod tests {
             token_sha256_hex("tokA"),
             token_sha256_hex("tokB").to_uppercase()
         );
-        Credentials::from_accounts(&Accounts::parse(csv.as_bytes(), "accounts.csv").unwrap()).unwrap()
+        Credentials::from_accounts(&Accounts::parse(csv.as_bytes(), "accounts.csv").unwrap())
     }
 
     fn basic(user_password: &str) -> Vec<u8> {

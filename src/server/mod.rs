@@ -87,10 +87,10 @@ pub struct Generation {
 impl Generation {
     /// Answers from `dataset` and `resources`, with the credentials of the
     /// data set's accounts.
-    pub fn new(dataset: Dataset, resources: Arc<ResourceDb>) -> Result<Generation, String> {
-        let credentials = Credentials::from_accounts(&dataset.accounts)?;
+    pub fn new(dataset: Dataset, resources: Arc<ResourceDb>) -> Generation {
+        let credentials = Credentials::from_accounts(&dataset.accounts);
         let number = dataset.store().map(|store| store.manifest.generation);
-        Ok(Generation { dataset, resources, credentials, number })
+        Generation { dataset, resources, credentials, number }
     }
 
     /// The current generation of the store at `dir`, with its resources;
@@ -108,7 +108,7 @@ impl Generation {
             Some(previous) if previous.resources.path() == db => previous.resources.clone(),
             _ => Arc::new(ResourceDb::open_for_store(store).map_err(|e| e.chain())?),
         };
-        Generation::new(dataset, resources).map(Some)
+        Ok(Some(Generation::new(dataset, resources)))
     }
 }
 
@@ -325,7 +325,7 @@ mod tests {
         crate::resources::load(d, &db).unwrap();
         let dataset = Dataset::open(d).unwrap();
         let server = Server {
-            current: Current::new(Generation::new(dataset, Arc::new(ResourceDb::open(&db).unwrap())).unwrap()),
+            current: Current::new(Generation::new(dataset, Arc::new(ResourceDb::open(&db).unwrap()))),
             rate: RateLimiter::new(RATE_LIMIT, RATE_WINDOW, Arc::new(rate::SystemClock::default())),
             token_key: TokenKey::from_secret("unit tests"),
             sip_domain: DEFAULT_SIP_DOMAIN.to_owned(),
