@@ -296,10 +296,23 @@ fn shown(value: String) -> String {
     }
 }
 
-/// A text column: valid UTF-8 without control characters (no contract
-/// column holds a newline, a NUL, U+0085 or any other).
+/// A text column: valid UTF-8 without control characters (no id or code
+/// holds a newline, a NUL, U+0085 or any other).
 #[inline]
 fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
+    text_with::<false>(field, column)
+}
+
+/// A charge's description: a text column that may also hold tabs and
+/// line breaks (a customer-facing label; a quoted field may span lines),
+/// but no other control character.
+fn description(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
+    text_with::<true>(field, column)
+}
+
+/// [`text`], tabs and line breaks allowed when `BREAKS`.
+#[inline]
+fn text_with<const BREAKS: bool>(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
     match field {
         Field::Null => Ok(""),
         Field::Ascii(text) if text.len() <= MAX_TEXT_BYTES => Ok(text),
@@ -307,32 +320,12 @@ fn text(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
         Field::Text(bytes) if bytes.len() > MAX_TEXT_BYTES => Err(too_long(field, column)),
         Field::Text(bytes) => {
             let text = std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8"))?;
-            if has_control(bytes) {
+            if has_control::<BREAKS>(bytes) {
                 return Err(refuse(field, column, CONTROL));
             }
             Ok(text)
         }
         _ => Err(refuse(field, column, "is not text")),
-    }
-}
-
-/// A charge's description: a text column that may also hold tabs and
-/// line breaks (a customer-facing label; a quoted field may span lines),
-/// but no other control character.
-fn description(field: Field<'_>, column: usize) -> Result<&str, FieldError> {
-    match field {
-        Field::Text(bytes)
-            if bytes.len() <= MAX_TEXT_BYTES && bytes.iter().any(|b| matches!(b, b'\t' | b'\n' | b'\r')) =>
-        {
-            let text = std::str::from_utf8(bytes).map_err(|_| refuse(field, column, "is not valid UTF-8"))?;
-            let other: Vec<u8> =
-                bytes.iter().map(|&b| if matches!(b, b'\t' | b'\n' | b'\r') { b' ' } else { b }).collect();
-            if has_control(&other) {
-                return Err(refuse(field, column, CONTROL));
-            }
-            Ok(text)
-        }
-        _ => text(field, column),
     }
 }
 
@@ -344,11 +337,14 @@ fn too_long(field: Field<'_>, column: usize) -> FieldError {
 const CONTROL: &str = "contains a control character";
 
 /// Whether UTF-8 `bytes` hold a control character (`char::is_control`:
-/// U+0000..=U+001F, U+007F, and U+0080..=U+009F, which is `C2 80..=9F`).
+/// U+0000..=U+001F, U+007F, and U+0080..=U+009F, which is `C2 80..=9F`);
+/// tabs and line breaks aside when `BREAKS`.
 #[inline]
-fn has_control(bytes: &[u8]) -> bool {
+fn has_control<const BREAKS: bool>(bytes: &[u8]) -> bool {
     bytes.iter().enumerate().any(|(i, &b)| {
-        b < 0x20 || b == 0x7f || (b == 0xc2 && bytes.get(i + 1).is_some_and(|next| (0x80..=0x9f).contains(next)))
+        (b < 0x20 && !(BREAKS && matches!(b, b'\t' | b'\n' | b'\r')))
+            || b == 0x7f
+            || (b == 0xc2 && bytes.get(i + 1).is_some_and(|next| (0x80..=0x9f).contains(next)))
     })
 }
 
