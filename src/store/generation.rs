@@ -309,8 +309,11 @@ pub(in crate::store) fn finish(
     // the collection of unlisted files would otherwise delete.
     let mut changed =
         report.total().used > 0 || resources_changed || !applied.rows.is_empty() || report.rejected_file.is_some();
+    // The accounts file of the published generation, when this ingest
+    // brings one: what its tokens and zones are compared with.
+    let mut stored = None;
     if let Some(bytes) = &accounts_bytes {
-        let stored = match &old.accounts_csv {
+        stored = match &old.accounts_csv {
             Some(name) => {
                 let listed = old.file(store, name)?;
                 match std::fs::read(listed.path()) {
@@ -348,13 +351,17 @@ pub(in crate::store) fn finish(
     }
     // Each account's months are those of its zone in the accounts this
     // generation publishes.
+    // A new accounts file may move accounts to other zones.
     let (accounts, moved) = match &accounts_bytes {
-        Some(bytes) if manifest.accounts_csv != old.accounts_csv => {
-            let accounts = crate::records::accounts::Accounts::parse(bytes, "accounts.csv")?;
-            let moved = moved_zones(&stored_accounts(store, &old)?, &accounts, &old);
+        Some(bytes) => {
+            let accounts = Accounts::parse(bytes, "accounts.csv")?;
+            let moved = match &stored {
+                _ if manifest.accounts_csv == old.accounts_csv => BTreeMap::new(),
+                Some(stored) => moved_zones(&Accounts::parse(stored, "accounts.csv")?, &accounts, &old),
+                None => moved_zones(&stored_accounts(store, &old)?, &accounts, &old),
+            };
             (accounts, moved)
         }
-        Some(bytes) => (crate::records::accounts::Accounts::parse(bytes, "accounts.csv")?, BTreeMap::new()),
         None => (stored_accounts(store, &old)?, BTreeMap::new()),
     };
     let zones = super::ingest::fold::Zones { accounts: &accounts, moved_from: &moved };
