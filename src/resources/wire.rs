@@ -242,20 +242,16 @@ pub fn format_add_time(us: i64) -> String {
     format_utc(us, "%Y-%m-%d %H:%M:%S%.6f+00:00")
 }
 
-/// `text` as one segment of a URI's path: every byte but RFC 3986's
-/// unreserved characters percent-encoded, so that an id holding `/`, `%`
+/// The bytes [`path_segment`] percent-encodes: all but RFC 3986's
+/// unreserved characters.
+const NOT_UNRESERVED: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// `text` as one segment of a URI's path, so that an id holding `/`, `%`
 /// or a space names itself when the link is followed (an id of letters,
 /// digits, `-`, `.`, `_` and `~` is unchanged).
 pub fn path_segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(text, NOT_UNRESERVED).to_string()
 }
 
 #[cfg(test)]
