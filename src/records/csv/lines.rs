@@ -156,10 +156,7 @@ impl Reader<'_> {
         let rest = &chunk[at..];
         let end = record_end(rest);
         if end.unwrap_or(rest.len()) > MAX_LINE_BYTES {
-            let first = strip_cr(&rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())]);
-            let (column, value, quoting) = self.open_field(first);
-            let reason = unclosed(self.names, quoting, MAX_LINE_BYTES);
-            sink.unframed(line, column, value, reason);
+            self.refuse_open(rest, line, MAX_LINE_BYTES, sink);
             return Spanned::Stopped;
         }
         let Some(end) = end else { return Spanned::Open };
@@ -174,26 +171,20 @@ impl Reader<'_> {
         }
     }
 
-    /// The column, value (from the field on) and quoting of the field whose
-    /// quote opens on `first` (a record's first line) and does not close.
-    fn open_field<'n>(&'n self, first: &[u8]) -> (&'n str, String, Option<Quoting>) {
-        match QuotedLine::new().split(first) {
+    /// The file's error for the record at `line` (`record`, to the input's
+    /// end), whose quoted field does not close: by the input's end
+    /// (`limit` 0: [`ChunkEnd::Open`] at its end), or within `limit` bytes.
+    pub(super) fn refuse_open<S: RowSink>(&self, record: &[u8], line: u64, limit: usize, sink: &mut S) {
+        let first = strip_cr(&record[..memchr::memchr(b'\n', record).unwrap_or(record.len())]);
+        let (column, value, quoting) = match QuotedLine::new().split(first) {
             Err(quoting) => (
                 self.names.get(quoting.field).map_or("-", String::as_str),
                 shown(&first[quoting.start..]),
                 Some(quoting),
             ),
             Ok(()) => ("-", shown(first), None),
-        }
-    }
-
-    /// The file's error for the record at `line` (`record`, to the input's
-    /// end), whose quoted field is still open where the input ends
-    /// ([`ChunkEnd::Open`] at its end).
-    pub(super) fn open_at_end<S: RowSink>(&self, record: &[u8], line: u64, sink: &mut S) {
-        let first = strip_cr(&record[..memchr::memchr(b'\n', record).unwrap_or(record.len())]);
-        let (column, value, quoting) = self.open_field(first);
-        sink.unframed(line, column, value, unclosed(self.names, quoting, 0));
+        };
+        sink.unframed(line, column, value, unclosed(self.names, quoting, limit));
     }
 }
 

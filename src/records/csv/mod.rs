@@ -122,7 +122,7 @@ where
     let reader = header.reader();
     let (mut sinks, open) = reader.body(body, LineRange { first: 2, count }, chunk_bytes, &make_sink);
     if let (Some(open), Some(sink)) = (open, sinks.last_mut()) {
-        reader.open_at_end(&body[open.at..], open.line, sink);
+        reader.refuse_open(&body[open.at..], open.line, 0, sink);
     }
     Ok(sinks)
 }

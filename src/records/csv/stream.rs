@@ -212,7 +212,7 @@ impl<'p> Blocks<'p> {
                 // The file ends inside the record: its error.
                 Some(open) if *ended => {
                     if let Some(sink) = read_block.last_mut() {
-                        reader.open_at_end(&body[open.at..], open.line, sink);
+                        reader.refuse_open(&body[open.at..], open.line, 0, sink);
                     }
                 }
                 // The record runs on into the next block: its lines go
@@ -220,10 +220,7 @@ impl<'p> Blocks<'p> {
                 Some(open) => {
                     let carried = &block[*start + open.at..end];
                     let carried_lines = lines - (open.line - line);
-                    let mut joined = Vec::with_capacity(carried.len() + next.len());
-                    joined.extend_from_slice(carried);
-                    joined.extend_from_slice(next);
-                    *next = joined;
+                    next.splice(0..0, carried.iter().copied());
                     sinks.extend(read_block);
                     (read, line) = (read + (open.line - line), open.line);
                     let (last, Checked { to, lines: next_lines, .. }) = filled;
