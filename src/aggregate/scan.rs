@@ -28,10 +28,10 @@ fn scan_file<'s>(
     index: u32,
     selector: &'s Selector,
     on_bad_row: OnBadRow,
-    fail_at: &'s AtomicU64,
+    fail_at: Option<&'s AtomicU64>,
     seed: u64,
 ) -> Result<Vec<Scan<'s>>> {
-    if on_bad_row == OnBadRow::Fail && fail_at.load(Ordering::Relaxed) < position(index, 0) {
+    if on_bad_row == OnBadRow::Fail && fail_at.is_some_and(|f| f.load(Ordering::Relaxed) < position(index, 0)) {
         return Ok(Vec::new());
     }
     let new_scan = || Scan::new(file, index, selector, on_bad_row, fail_at, seed, skipped);
@@ -59,12 +59,42 @@ fn scan_file<'s>(
 /// chunks); the error of the first failing row or file in file order.
 /// `fail_at` is the position of the first failing row yet, shared by the
 /// scans so that they stop early.
+///
+/// A chunk of a file is read before the reader knows that it starts a
+/// record; one that started inside a quoted field spanning lines is read
+/// again, but a failure it found meanwhile may have lowered `fail_at` and
+/// stopped scans whose rows count. When no error is kept at `fail_at` or
+/// before, the files are scanned again with no shared stop (a file with
+/// such fields, in fail mode: the early stop is only a saving).
 pub(super) fn scan_files<'s>(
     inventory: &'s Inventory,
     selector: &'s Selector,
     options: AggregateOptions<'_>,
     fail_at: &'s AtomicU64,
 ) -> Result<Vec<Scan<'s>>> {
+    let scanned = scan_files_once(inventory, selector, options, Some(fail_at));
+    let stopped = fail_at.load(Ordering::Relaxed);
+    let kept = scanned.as_ref().err().map_or(u64::MAX, |first| first.position);
+    let scanned = match options.on_bad_row == OnBadRow::Fail && stopped < kept {
+        true => scan_files_once(inventory, selector, options, None),
+        false => scanned,
+    };
+    scanned.map_err(|first| first.error)
+}
+
+/// The first error of a scan, and its position (file and line).
+struct FirstError {
+    position: u64,
+    error: Error,
+}
+
+/// [`scan_files`] once, stopping early at `fail_at` when given.
+fn scan_files_once<'s>(
+    inventory: &'s Inventory,
+    selector: &'s Selector,
+    options: AggregateOptions<'_>,
+    fail_at: Option<&'s AtomicU64>,
+) -> std::result::Result<Vec<Scan<'s>>, Box<FirstError>> {
     let bytes_read = AtomicU64::new(0);
     let scanned: Vec<Result<Vec<Scan<'_>>>> = inventory
         .files
@@ -102,8 +132,8 @@ pub(super) fn scan_files<'s>(
             Err(error) => keep_error(position(index as u32, 0), error),
         }
     }
-    if let Some((_, error)) = first_error {
-        return Err(error);
+    if let Some((position, error)) = first_error {
+        return Err(Box::new(FirstError { position, error }));
     }
     Ok(scans)
 }
@@ -185,7 +215,6 @@ fn entries_again(
     selector: &Selector,
     seed: u64,
 ) -> Result<(Vec<ScanEntries>, Vec<ScanRevised>)> {
-    let fail_at = AtomicU64::new(u64::MAX);
     let scanned: Vec<Vec<Scan<'_>>> = inventory
         .files
         .par_iter()
@@ -193,7 +222,7 @@ fn entries_again(
         .filter(|(_, file)| file.kind == kind || file.kind == Kind::Voids)
         .map(|(index, file)| {
             let skipped = inventory.skipped_rows.get(&(index as u32));
-            scan_file(file, skipped, index as u32, selector, OnBadRow::SetAside, &fail_at, seed)
+            scan_file(file, skipped, index as u32, selector, OnBadRow::SetAside, None, seed)
         })
         .collect::<Result<_>>()?;
     let mut scans: Vec<Scan<'_>> = scanned.into_iter().flatten().collect();
@@ -519,14 +548,14 @@ impl<'s> Scan<'s> {
         index: u32,
         selector: &'s Selector,
         on_bad_row: OnBadRow,
-        fail_at: &'s AtomicU64,
+        fail_at: Option<&'s AtomicU64>,
         seed: u64,
         skipped: Option<&'s std::collections::HashSet<u64>>,
     ) -> Scan<'s> {
         Scan {
             skipped,
             selector,
-            bad_rows: BadRows::new(file, index, on_bad_row, Some(fail_at)),
+            bad_rows: BadRows::new(file, index, on_bad_row, fail_at),
             kind: file.kind,
             file: index,
             strings: Interner::with_empty(),

@@ -390,3 +390,25 @@ fn control_characters_are_refused_in_parquet_strings_too() {
         );
     }
 }
+
+/// 20,000 charges whose note (a column nothing reads) spans two lines, its
+/// second starting `"b` (doubled: `""b`): 30 MB, so that some cut between
+/// two chunks read in parallel falls inside a note, and the chunk after it,
+/// read from there, finds a bad line. That chunk is read again from the
+/// record's start; its failure must neither stop the other chunks nor be
+/// the answer: every charge counts, in fail mode.
+#[test]
+fn a_cut_inside_a_spanning_field_loses_no_row_and_fails_nothing() {
+    let dir = temp_dir();
+    let mut text = String::from("record_id,auth_id,timestamp,description,units,amount,note\n");
+    for i in 0..20_000usize {
+        let (a, b) = ("a".repeat(500 + i * 31 % 1001), "b".repeat(500 + i * 31 * 31 % 1003));
+        text.push_str(&format!("x{i},A1,2026-11-20T10:00:00Z,CNAM,1,0.5,\"{a}\n\"\"b{b}\"\n"));
+    }
+    write(dir.path(), "charges/a.csv", &text);
+    let query = "granularity=month&from_date=2026-11-01&to_date=2026-12-01";
+    let run = summary(dir.path(), "A1", query, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let page: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(page["other_charges"][0]["total_units"], 20_000, "{}", run.stdout.chars().take(400).collect::<String>());
+}
