@@ -11,14 +11,15 @@
 //! - [`csv_paths`]: printable bytes as a chunk of a records file, through
 //!   the reader's structural index and through its line-at-a-time reader,
 //!   the oracle: the same rows, fields, malformed rows (column, value,
-//!   reason) and line numbers, one per line.
+//!   reason) and line numbers, one per record.
 //! - [`csv_reader`]: a records file through `records::csv::read` (compared
-//!   row for row with an independent line-by-line reading of the framing:
-//!   every line after the header is one row or one malformed row, at its
-//!   line; a file past the line limits refused whole), through
+//!   row for row with an independent reading of the framing: every record
+//!   after the header (a line, or the lines a quoted field spans) is one
+//!   row or one malformed row, at its first line; a file past the line
+//!   limits refused whole), through
 //!   `records::csv::Pieces` from disk a few lines at a time (the same rows
 //!   or error), and through `aggregate::aggregate`, in both `--on-bad-row` modes:
-//!   `read = used + set_aside + duplicates` with `read` the data lines;
+//!   `read = used + set_aside + duplicates` with `read` the records;
 //!   and the reader's SIMD structural index against a byte loop.
 //! - [`record_checks`]: fields into `records::parse_record` in each input
 //!   form; an accepted record reads back the same from its canonical text

@@ -48,11 +48,11 @@ impl Accounts {
         Accounts::parse(&bytes, "accounts.csv")
     }
 
-    /// Parses the bytes of an accounts file named `name` in messages. Lines
-    /// are framed like record files: one row a line, RFC 4180 quoting within
-    /// it, so a stray quote is an error naming its line and never merges
-    /// the rows after it (which would give those accounts the default
-    /// currency silently).
+    /// Parses the bytes of an accounts file named `name` in messages: one
+    /// row a line, RFC 4180 quoting within it (no field spans lines here: a
+    /// small file people edit), so a stray quote is an error naming its
+    /// line and never merges the rows after it (which would give those
+    /// accounts the default currency silently).
     pub fn parse(bytes: &[u8], name: &str) -> Result<Accounts> {
         let bytes = crate::records::decode::strip_bom(bytes);
         let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);

@@ -40,7 +40,8 @@ impl<'f> Pieces<'f> {
         }
     }
 
-    /// Reads the next `lines` lines (fewer at the end of the file) into
+    /// Reads the next `lines` lines (about: a CSV record that spans lines
+    /// is never cut; fewer at the end of the file) into
     /// sinks made by `make_sink`, as the format's whole-file reader would
     /// hand them over: the sinks in order, none once every line is read.
     pub fn next<S, F>(&mut self, lines: u64, make_sink: F) -> Result<Vec<S>>

@@ -114,9 +114,10 @@ fn push_bits(to: &mut Vec<usize>, mut bits: u64, base: usize, start: usize) {
 /// A quote opens or closes a quoted part, so the bytes inside quotes are
 /// the prefix-XOR of the quote mask ([`prefix_xor`]), carried from block to
 /// block; a comma inside quotes is not a field's end. A newline always ends
-/// a line (a field cannot span lines): when a quote is open at a newline,
-/// that line is [`IndexedLine::open`] and the mask is flipped past the
-/// newline, so the next line starts outside quotes.
+/// a line here: when a quote is open at a newline, that line is
+/// [`IndexedLine::open`] (its record may span lines, which the reader
+/// reads on its own) and the mask is flipped past the newline, so the
+/// next line starts outside quotes.
 #[inline]
 pub(crate) fn for_each_line(
     bytes: &[u8],

@@ -4,10 +4,11 @@
 //! run of lines is numbered as when the file is read whole.
 //!
 //! 1. [`splits`] finds a cut near every `bytes` of the file: the start of
-//!    a line after a line that is not empty. A record is one line (a quote
-//!    open at a line's end is an error), so a cut never falls inside one;
-//!    and no run of empty lines spans a cut, so the limit on such runs
-//!    (`csv::MAX_EMPTY_RUN`) counts what it counts in the whole file.
+//!    a line after a line that is not empty, so no run of empty lines
+//!    spans a cut and the limit on such runs (`csv::MAX_EMPTY_RUN`) counts
+//!    what it counts in the whole file. A cut inside a record whose quoted
+//!    field spans lines is not known here: the split before it refuses
+//!    that record (its quote does not close by the split's end).
 //! 2. It counts the newlines between cuts, the pieces in parallel: the
 //!    first line of a split is one more than the newlines before it.
 //!

@@ -252,10 +252,10 @@ fn unclosed(names: &[String], quoting: Option<Quoting>, limit: usize) -> String 
 }
 
 /// Fields of one line split by RFC 4180 rules, unquoted into a reused
-/// buffer. Stricter than a general CSV reader: a field cannot span lines,
-/// so a quote open at the end of the line is an error, and so are a quote
-/// inside an unquoted field and text after a closing quote (each a sign of
-/// damage, never a value).
+/// buffer. Stricter than a general CSV reader: a quote inside an unquoted
+/// field and text after a closing quote are errors (each a sign of damage,
+/// never a value), and so is a quote still open at the end of the text
+/// (a record's reader joins the lines it spans first).
 pub(super) struct QuotedLine {
     output: Vec<u8>,
     ends: Vec<usize>,

@@ -88,8 +88,9 @@ const CHUNK_BYTES: usize = 4 << 20;
 /// The longest line a record file may hold, in bytes: 1 MiB, some 500
 /// times a calls row of the contract's largest fields (twelve columns, ids
 /// of at most 128 bytes, texts of at most [`super::MAX_TEXT_BYTES`]), so
-/// that extra columns fit too. A longer line is an error naming the file
-/// and the line: a reader holds at most one line past a block in memory.
+/// that extra columns fit too; also the most a record whose quoted field
+/// spans lines may take. A longer one is an error naming the file and the
+/// line: a reader holds at most one line (or record) past a block.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// The most empty lines a record file may hold in a row. Each is a bad row

@@ -102,8 +102,10 @@ impl<'p> Blocks<'p> {
     }
 
     /// Reads up to `limit` lines (the first numbered `line`) into sinks
-    /// made by `make_sink`: the sinks in order, and the lines read (fewer
-    /// than `limit` only at the end of the stream).
+    /// made by `make_sink`: the sinks in order, and the lines read. Fewer
+    /// at the end of the stream, or when a record whose quoted field spans
+    /// lines would cross the limit (it is left for the next call); more
+    /// when such a record is the first (it is read whole).
     pub(super) fn lines<S, F>(
         &mut self,
         reader: &Reader<'_>,
@@ -368,9 +370,11 @@ impl<'f> Pieces<'f> {
         Ok(Some(Pieces { file, header, blocks, count, line: split.line }))
     }
 
-    /// Reads the next `lines` lines (fewer at the end of the file) into
-    /// sinks made by `make_sink`, as `read` reads a whole file: the
-    /// sinks in order, none once every line has been read.
+    /// Reads the next `lines` lines (fewer at the end of the file, or
+    /// before a record that spans the limit; more when that record comes
+    /// first: `Blocks::lines`) into sinks made by `make_sink`, as `read`
+    /// reads a whole file: the sinks in order, none once every line has
+    /// been read.
     pub fn next<S, F>(&mut self, lines: u64, make_sink: F) -> Result<Vec<S>>
     where
         S: RowSink + Send,

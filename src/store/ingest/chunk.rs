@@ -380,7 +380,7 @@ impl RowSink for Chunk {
     }
 
     /// Every row is kept: a chunk's rows and record ids are made at its
-    /// size (a row per line; a record id takes a third of its line or
+    /// size (at most a row per line; a record id takes a third of its line or
     /// less, about a quarter in the benchmark's) instead of grown by
     /// copying.
     const ONE_PER_CHUNK: bool = true;
