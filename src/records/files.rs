@@ -114,12 +114,13 @@ pub fn of_kind(files: &[InputFile], kind: Kind) -> Vec<(u32, &InputFile)> {
 }
 
 /// An entry at the top of a data directory listed elsewhere
-/// ([`Inventory::from_listing`]).
-#[derive(Clone, Debug)]
+/// ([`Inventory::from_listing`]; the Spark job's `listing.json` writes it).
+#[derive(Clone, Debug, serde::Deserialize)]
 pub struct TopEntry {
     /// Its name.
     pub name: String,
     /// Whether it is a folder.
+    #[serde(rename = "dir")]
     pub is_dir: bool,
 }
 

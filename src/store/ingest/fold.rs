@@ -301,7 +301,8 @@ impl Rollups {
         for account in self.minus.keys() {
             accounts.entry(account).or_insert((shard_of(account), &[]));
         }
-        for account in moved.keys().filter(|account| old.rollups.contains_key(*account)) {
+        // (Accounts with rollups in `old` only: `generation::moved_zones`.)
+        for account in moved.keys() {
             accounts.entry(account).or_insert((shard_of(account), &[]));
         }
 

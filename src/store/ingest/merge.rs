@@ -140,13 +140,9 @@ impl MonthSums {
         }
     }
 
-    /// Whether published rows move between months ([`MonthSums::move_row`]).
-    fn moving(&self) -> bool {
-        self.moved_from.is_some()
-    }
-
     /// Books a published row of `slot` (in the UTC day from `day`) whose
-    /// month in the published zone is not its month now.
+    /// month in the published zone is not its month now (nothing when the
+    /// zone did not change).
     fn move_row(&mut self, day: i64, slot: i64, product: Product, totals: &Totals) -> Result<()> {
         let Some(from) = self.moved_from.as_mut() else { return Ok(()) };
         let (before, after) = (from.month(day, slot)?, self.months.month(day, slot)?);
@@ -283,7 +279,7 @@ fn merge_account(
             while let Some(row) = cursor.next_before(start + day, &mut strings, account_id)? {
                 if fresh {
                     months.add(start, row.0.slot, row.0.dims.product, &row.1)?;
-                } else if months.moving() {
+                } else {
                     months.move_row(start, row.0.slot, row.0.dims.product, &row.1)?;
                 }
                 day_rows.rows.push(row);

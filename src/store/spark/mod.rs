@@ -283,14 +283,7 @@ struct Listing {
     /// How many of the record folders exist.
     folders: usize,
     /// The entries at DATA's top.
-    top: Vec<ListingTop>,
-}
-
-/// An entry at DATA's top, as the job wrote it.
-#[derive(Debug, Deserialize)]
-struct ListingTop {
-    name: String,
-    dir: bool,
+    top: Vec<TopEntry>,
 }
 
 /// A file of the listing, as the job wrote it.
@@ -742,8 +735,7 @@ fn read_listing(staging: &Path) -> Result<Inventory> {
             .ok_or_else(|| Error::io(&path, format!("'{}' is not a record kind", file.kind)))?;
         files.push(ListedFile { kind, uri: file.uri, name: file.name, size: file.size });
     }
-    let top = listing.top.into_iter().map(|entry| TopEntry { name: entry.name, is_dir: entry.dir });
-    let inventory = Inventory::from_listing(files, listing.folders, top);
+    let inventory = Inventory::from_listing(files, listing.folders, listing.top);
     if !inventory.files.iter().map(|f| &f.name).eq(listing.checked.iter()) {
         return Err(Error::Internal(format!(
             "{}: the Spark job checked other files than telemeter would read from its listing",
