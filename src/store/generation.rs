@@ -262,9 +262,24 @@ fn remove_empty_folders(folder: &Path) {
 pub(in crate::store) fn lock(store: &Path) -> Result<std::fs::File> {
     let lock_path = store.join(".ingest.lock");
     let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
-    lock.try_lock().map_err(|_| Error::io(&lock_path, "another ingest is running on this store"))?;
-    Ok(lock)
+    // A reader's probe (`publisher_at_work`) holds a shared lock for an
+    // instant: tried again for a tenth of a second, where another
+    // publisher holds it for its whole run.
+    let mut tries = 1;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(lock),
+            Err(std::fs::TryLockError::WouldBlock) if tries < LOCK_TRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(_) => return Err(Error::io(&lock_path, "another ingest is running on this store")),
+        }
+    }
 }
+
+/// How many times [`lock`] tries the writer lock, 5 ms apart.
+const LOCK_TRIES: usize = 20;
 
 /// Whether a publisher holds the store's writer lock ([`lock`]) now: a
 /// shared lock on it is refused. (A lock file that cannot be opened says
