@@ -23,27 +23,47 @@ use xxhash_rust::xxh3::xxh3_128;
 /// Number of id-hash partitions.
 pub const PARTITIONS: usize = 64;
 
-/// The hash of a record id (high, low halves) that a store's dedup index
-/// is keyed by.
-pub fn id_hash(record_id: &str) -> (u64, u64) {
-    let hash = xxh3_128(record_id.as_bytes());
-    ((hash >> 64) as u64, hash as u64)
+/// The 128-bit hash of a record id, or of one version of it, that a
+/// store's dedup index is keyed by. Its top six bits pick the id-hash
+/// partition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub struct IdHash {
+    /// The high half.
+    pub hi: u64,
+    /// The low half.
+    pub lo: u64,
+}
+
+impl IdHash {
+    /// The two halves of a 128-bit hash.
+    fn of(hash: u128) -> IdHash {
+        IdHash { hi: (hash >> 64) as u64, lo: hash as u64 }
+    }
+
+    /// The id-hash partition, below [`PARTITIONS`].
+    pub fn partition(self) -> usize {
+        (self.hi >> 58) as usize % PARTITIONS
+    }
+}
+
+/// The hash of a record id that a store's dedup index is keyed by.
+pub fn id_hash(record_id: &str) -> IdHash {
+    IdHash::of(xxh3_128(record_id.as_bytes()))
 }
 
 /// The dedup id of version `revision` of `record_id`: its [`id_hash`] at
 /// revision 0, else the hash seeded with the revision, so that each
 /// version of a record is its own id (two rows of one id and revision are
 /// a duplicate or a conflict; two revisions are neither).
-pub fn version_hash(record_id: &str, revision: u64) -> (u64, u64) {
-    let hash = xxhash_rust::xxh3::xxh3_128_with_seed(record_id.as_bytes(), revision);
-    ((hash >> 64) as u64, hash as u64)
+pub fn version_hash(record_id: &str, revision: u64) -> IdHash {
+    IdHash::of(xxhash_rust::xxh3::xxh3_128_with_seed(record_id.as_bytes(), revision))
 }
 
 /// One row's identity and place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Seen {
-    /// Hash of the record_id (high, low halves).
-    pub id: (u64, u64),
+    /// Hash of the record_id.
+    pub id: IdHash,
     /// Index of the file in the inventory.
     pub file: u32,
     /// Line or row number within the file.
@@ -60,7 +80,7 @@ impl Seen {
 
     /// The partition this entry belongs to.
     pub fn partition(&self) -> usize {
-        (self.id.0 >> 58) as usize % PARTITIONS
+        self.id.partition()
     }
 }
 

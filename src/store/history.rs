@@ -58,7 +58,7 @@ pub struct Version {
 /// record. A damaged index or records file is an error naming it.
 pub fn history(store: &Store, kind: Kind, record_id: &str) -> Result<Vec<Version>> {
     let id = dedup::id_hash(record_id);
-    let partition = index::partition_of(id);
+    let partition = id.partition();
     let files = store.manifest.kind(kind);
     let mut found: Vec<(VersionAt, Version)> = Vec::new();
     for pair in files.indexed(kind)? {

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use crate::direct::{AlignedBuffer, DirectReader, DirectWriter};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
-use crate::records::dedup::{Place, PARTITIONS};
+use crate::records::dedup::{IdHash, Place, PARTITIONS};
 
 const MAGIC: &[u8; 8] = b"TMIDX001";
 const ENTRY_BYTES: usize = 32;
@@ -41,7 +41,7 @@ const READ_ENTRIES: usize = 32 * 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexEntry {
     /// `record_id` hash, high and low halves.
-    pub id: (u64, u64),
+    pub id: IdHash,
     /// Content hash.
     pub content: u64,
     /// Place: [`pack`]ed (source, line).
@@ -49,15 +49,10 @@ pub struct IndexEntry {
 }
 
 impl IndexEntry {
-    /// The id-hash partition (as `records::dedup::Seen::partition`).
+    /// The id-hash partition.
     pub fn partition(&self) -> usize {
-        partition_of(self.id)
+        self.id.partition()
     }
-}
-
-/// The partition of a record-id hash.
-pub fn partition_of(id: (u64, u64)) -> usize {
-    (id.0 >> 58) as usize % PARTITIONS
 }
 
 /// The largest source number a place can hold.
@@ -117,8 +112,8 @@ pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Res
         let mut block = vec![0u8; BLOCK_ENTRIES * ENTRY_BYTES];
         for run in order.chunks(BLOCK_ENTRIES) {
             for (slot, entry) in block.chunks_exact_mut(ENTRY_BYTES).zip(run) {
-                slot[0..8].copy_from_slice(&entry.id.0.to_le_bytes());
-                slot[8..16].copy_from_slice(&entry.id.1.to_le_bytes());
+                slot[0..8].copy_from_slice(&entry.id.hi.to_le_bytes());
+                slot[8..16].copy_from_slice(&entry.id.lo.to_le_bytes());
                 slot[16..24].copy_from_slice(&entry.content.to_le_bytes());
                 slot[24..32].copy_from_slice(&entry.place.to_le_bytes());
             }
@@ -210,7 +205,7 @@ impl IndexFile {
             let bytes = self.file.read_at(&mut buffer, at, n * ENTRY_BYTES).map_err(|e| Error::io(&self.path, e))?;
             for b in bytes.chunks_exact(ENTRY_BYTES) {
                 let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-                let entry = IndexEntry { id: (word(0), word(8)), content: word(16), place: word(24) };
+                let entry = IndexEntry { id: IdHash { hi: word(0), lo: word(8) }, content: word(16), place: word(24) };
                 if entry.partition() != p {
                     let found = entry.partition();
                     return Err(Error::io(
@@ -275,8 +270,8 @@ impl Filter {
     /// [`FilterPart::check_and_insert`] in `id`'s partition, for a caller
     /// that goes through ids one at a time (the Spark publish replaying the
     /// local ingest's decisions).
-    pub fn check_and_insert(&mut self, id: (u64, u64)) -> bool {
-        match self.parts.get_mut(partition_of(id)) {
+    pub fn check_and_insert(&mut self, id: IdHash) -> bool {
+        match self.parts.get_mut(id.partition()) {
             Some(words) => FilterPart { words }.check_and_insert(id),
             None => true,
         }
@@ -285,11 +280,11 @@ impl Filter {
     /// [`Filter::check_and_insert`] of each of `ids` in their order (so
     /// the same answers), the partitions in parallel: whether each may
     /// have been added before.
-    pub fn check_and_insert_all(&mut self, ids: &[(u64, u64)]) -> Vec<bool> {
+    pub fn check_and_insert_all(&mut self, ids: &[IdHash]) -> Vec<bool> {
         use rayon::prelude::*;
         let mut by_part: Vec<Vec<u32>> = vec![Vec::new(); PARTITIONS];
         for (k, &id) in ids.iter().enumerate() {
-            by_part[partition_of(id)].push(k as u32);
+            by_part[id.partition()].push(k as u32);
         }
         // A partition's ids are one in 64 of `ids`, each a miss: each is
         // asked for 2 * AHEAD ids before its turn, its filter block AHEAD
@@ -333,18 +328,18 @@ pub struct FilterPart<'a> {
 impl FilterPart<'_> {
     /// The first word of `id`'s block.
     #[inline]
-    fn block(&self, id: (u64, u64)) -> usize {
+    fn block(&self, id: IdHash) -> usize {
         let blocks = self.words.len() / BLOCK_WORDS;
-        // The partition took the top bits of id.0; the block comes from
-        // id.1 (and the bit positions too), the step from the rest of id.0.
-        ((id.1 >> 32) % blocks.max(1) as u64) as usize * BLOCK_WORDS
+        // The partition took the top bits of id.hi; the block comes from
+        // id.lo (and the bit positions too), the step from the rest of id.hi.
+        ((id.lo >> 32) % blocks.max(1) as u64) as usize * BLOCK_WORDS
     }
 
     /// Starts loading `id`'s block (its [`FilterPart::check_and_insert`]
     /// comes a few ids later: a miss in a filter of megabytes, waited on
     /// otherwise).
     #[inline]
-    pub fn prefetch(&self, id: (u64, u64)) {
+    pub fn prefetch(&self, id: IdHash) {
         let block = self.block(id);
         if let Some(words) = self.words.get(block..block + BLOCK_WORDS) {
             crate::prefetch::prefetch(words);
@@ -353,9 +348,9 @@ impl FilterPart<'_> {
 
     /// Adds `id`; returns whether it may have been added before (false:
     /// certainly not).
-    pub fn check_and_insert(&mut self, id: (u64, u64)) -> bool {
+    pub fn check_and_insert(&mut self, id: IdHash) -> bool {
         let block = self.block(id);
-        let (mut position, step) = ((id.1 as u32) & 511, ((id.0 as u32) & 511) | 1);
+        let (mut position, step) = ((id.lo as u32) & 511, ((id.hi as u32) & 511) | 1);
         let mut seen = true;
         for _ in 0..8 {
             let (word, bit) = (block + (position as usize >> 6), position & 63);
@@ -372,9 +367,9 @@ impl FilterPart<'_> {
 mod tests {
     use super::*;
 
-    fn id(i: u64) -> (u64, u64) {
+    fn id(i: u64) -> IdHash {
         let hash = xxhash_rust::xxh3::xxh3_128(&i.to_le_bytes());
-        ((hash >> 64) as u64, hash as u64)
+        IdHash { hi: (hash >> 64) as u64, lo: hash as u64 }
     }
 
     #[test]
@@ -446,7 +441,7 @@ mod tests {
                 expected.extend_from_slice(&before.to_le_bytes());
             }
             for e in &sorted {
-                for word in [e.id.0, e.id.1, e.content, e.place] {
+                for word in [e.id.hi, e.id.lo, e.content, e.place] {
                     expected.extend_from_slice(&word.to_le_bytes());
                 }
             }
@@ -461,14 +456,14 @@ mod tests {
         let n = 100_000;
         for i in 0..n {
             let id = id(i);
-            parts[partition_of(id)].check_and_insert(id);
+            parts[id.partition()].check_and_insert(id);
         }
         for i in 0..n {
             let id = id(i);
-            assert!(parts[partition_of(id)].check_and_insert(id), "no false negatives");
+            assert!(parts[id.partition()].check_and_insert(id), "no false negatives");
         }
         // 100,000 ids in 1 MiB: about 84 bits an id.
-        let false_positives = (n..2 * n).filter(|&i| parts[partition_of(id(i))].check_and_insert(id(i))).count() as u64;
+        let false_positives = (n..2 * n).filter(|&i| parts[id(i).partition()].check_and_insert(id(i))).count() as u64;
         assert!(false_positives < n / 1000, "{false_positives} false positives");
     }
 
@@ -498,7 +493,7 @@ mod tests {
     /// ids and false positives of a small filter included.
     #[test]
     fn checking_all_at_once_answers_as_one_at_a_time() {
-        let ids: Vec<(u64, u64)> = (0..50_000u64).map(|i| id(i % 37_000)).collect();
+        let ids: Vec<IdHash> = (0..50_000u64).map(|i| id(i % 37_000)).collect();
         let (mut one, mut all) = (Filter::new(16 << 10), Filter::new(16 << 10));
         for i in 0..5_000 {
             one.check_and_insert(id(100_000 + i));

@@ -13,7 +13,7 @@ use crate::intern::{Interner, ShortCache};
 use crate::prefetch::prefetch;
 use crate::records::bad_rows::{BadRows, OnBadRow};
 use crate::records::csv::RowSink;
-use crate::records::dedup::{Place, Seen};
+use crate::records::dedup::{IdHash, Place, Seen};
 use crate::records::files::{Format, InputFile};
 use crate::records::pieces::Pieces;
 use crate::records::{self, Country, Direction, Field, Kind, Product};
@@ -196,8 +196,8 @@ impl Row {
 /// voids an earlier ingest noted (`registered`, when there are any).
 pub(in crate::store) fn may_be_corrected<V>(
     revision: u64,
-    id: (u64, u64),
-    registered: Option<&rustc_hash::FxHashMap<(u64, u64), V>>,
+    id: IdHash,
+    registered: Option<&rustc_hash::FxHashMap<IdHash, V>>,
 ) -> bool {
     revision > 0 || registered.is_some_and(|ids| ids.contains_key(&id))
 }
@@ -281,7 +281,7 @@ impl Chunk {
         &self,
         marks: &[Mark],
         base: u32,
-        registered: Option<&rustc_hash::FxHashMap<(u64, u64), V>>,
+        registered: Option<&rustc_hash::FxHashMap<IdHash, V>>,
     ) -> ChunkFold {
         let mut fold = ChunkFold {
             touched: Vec::new(),

@@ -44,7 +44,7 @@ use super::fold::Rollups;
 use crate::aggregate::Totals;
 use crate::error::{Error, Location, Result};
 use crate::records::csv::RowSink;
-use crate::records::dedup::{id_hash, Place};
+use crate::records::dedup::{id_hash, IdHash, Place};
 use crate::records::files::{Format, InputFile};
 use crate::records::{parse_record, Field, Kind, Product};
 use crate::store::changes::Booking;
@@ -196,7 +196,7 @@ pub(in crate::store) struct NotedVersion {
 }
 
 /// Versions above revision 0 and voids, by record-id hash.
-pub(in crate::store) type Noted = FxHashMap<(u64, u64), Vec<NotedVersion>>;
+pub(in crate::store) type Noted = FxHashMap<IdHash, Vec<NotedVersion>>;
 
 /// What earlier ingests recorded of corrections, for one kind.
 #[derive(Default)]
@@ -338,7 +338,7 @@ enum Origin {
 
 /// A revision-0 entry of a touched record: its index file (position),
 /// record-id hash and place.
-type Found = (usize, (u64, u64), Place);
+type Found = (usize, IdHash, Place);
 
 /// An index file, opened, and the records file it indexes.
 pub(super) struct IndexedRecords {
@@ -379,7 +379,7 @@ pub(super) fn resolve(
     let KindInputs { kind, registry, versions, voids, index, stored_index } = inputs;
     let mut out = Resolved::default();
     // The touched records, by id hash, with their text.
-    let mut touched: FxHashMap<(u64, u64), String> = FxHashMap::default();
+    let mut touched: FxHashMap<IdHash, String> = FxHashMap::default();
     for v in &versions {
         touched.entry(id_hash(&v.at.record_id)).or_insert_with(|| v.at.record_id.clone());
     }
@@ -389,7 +389,7 @@ pub(super) fn resolve(
     if touched.is_empty() {
         return Ok(out);
     }
-    let mut candidates: FxHashMap<(u64, u64), Vec<Candidate>> = FxHashMap::default();
+    let mut candidates: FxHashMap<IdHash, Vec<Candidate>> = FxHashMap::default();
     for id in touched.keys() {
         let list = candidates.entry(*id).or_default();
         for noted in registry.noted.get(id).into_iter().flatten() {
@@ -406,9 +406,9 @@ pub(super) fn resolve(
     }
     // Revision-0 versions, stored or of this ingest: one partition of each
     // index file per touched id's partition.
-    let mut partitions: BTreeMap<usize, FxHashSet<(u64, u64)>> = BTreeMap::new();
+    let mut partitions: BTreeMap<usize, FxHashSet<IdHash>> = BTreeMap::new();
     for id in touched.keys() {
-        partitions.entry(index::partition_of(*id)).or_default().insert(*id);
+        partitions.entry(id.partition()).or_default().insert(*id);
     }
     let found: Vec<Result<Vec<Found>>> = index
         .par_iter()
@@ -483,7 +483,7 @@ pub(super) fn resolve(
         candidates.entry(id_hash(&candidate.at.record_id)).or_default().push(candidate);
     }
     // Decide each record, in id order (the same on every run).
-    let mut ids: Vec<(u64, u64)> = candidates.keys().copied().collect();
+    let mut ids: Vec<IdHash> = candidates.keys().copied().collect();
     ids.sort_unstable();
     // Rows to read back: (version, role).
     let mut to_read: Vec<(VersionAt, Role)> = Vec::new();

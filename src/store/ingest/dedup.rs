@@ -22,7 +22,7 @@ use super::Run;
 use crate::aggregate::Tally;
 use crate::error::{Error, Result};
 use crate::money::Amount;
-use crate::records::dedup::{Conflict, Place, PARTITIONS};
+use crate::records::dedup::{Conflict, IdHash, Place, PARTITIONS};
 use crate::records::Kind;
 use crate::store::index::{self, Filter, IndexFile};
 use crate::store::parquet_io::RecordView;
@@ -75,7 +75,7 @@ impl Run<'_> {
             .map(|(mut filter, entries)| {
                 // The first row of each id: its content, where it is, and
                 // whether the filter may have seen its id.
-                let mut first: FxHashMap<(u64, u64), FirstSeen> =
+                let mut first: FxHashMap<IdHash, FirstSeen> =
                     FxHashMap::with_capacity_and_hasher(entries.len(), Default::default());
                 let mut marks = Vec::new();
                 let mut conflict = None;
@@ -220,7 +220,7 @@ pub(super) fn check(index_files: &[IndexFile], pending: &Pending, base: u32) -> 
                     return Ok(Checked::default());
                 }
                 // Candidates come in file order; an index holds one entry per id.
-                let mut known: FxHashMap<(u64, u64), Option<(u64, u64)>> =
+                let mut known: FxHashMap<IdHash, Option<(u64, u64)>> =
                     FxHashMap::with_capacity_and_hasher(mine.len(), Default::default());
                 for &i in &mine {
                     known.insert(rows[i as usize].seen.id, None);
@@ -310,7 +310,7 @@ pub(super) struct Checked {
 /// and where it is in the batch.
 #[derive(Clone, Copy)]
 struct BatchEntry {
-    id: (u64, u64),
+    id: IdHash,
     content: u64,
     chunk: u32,
     row: u32,
@@ -370,7 +370,7 @@ pub(crate) fn load_filter(filter: &mut Filter, stored: &[IndexFile]) -> Result<(
         .parts_mut()
         .enumerate()
         .map(|(p, mut part)| {
-            let mut ahead = [(0u64, 0u64); IDS_AHEAD];
+            let mut ahead = [IdHash::default(); IDS_AHEAD];
             let mut seen = 0usize;
             for file in stored {
                 file.for_each_in(p, |entry| {
@@ -460,7 +460,7 @@ impl Pending {
     pub(in crate::store) fn touched<'a, V>(
         &'a self,
         positions: Option<&[u32]>,
-        registered: Option<&rustc_hash::FxHashMap<(u64, u64), V>>,
+        registered: Option<&rustc_hash::FxHashMap<IdHash, V>>,
         names: &[&'a str],
     ) -> Vec<NewVersion<'a>> {
         let rows: Box<dyn Iterator<Item = &Row>> = match positions {

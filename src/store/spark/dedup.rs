@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::super::index::{self, IndexEntry, IndexFile};
 use super::super::parquet_io::{self, int_column, polars_error};
 use crate::error::{Error, Result};
-use crate::records::dedup::{Place, PARTITIONS};
+use crate::records::dedup::{IdHash, Place, PARTITIONS};
 
 /// What the job gives the dedup tasks (`dedup.json` in the staging
 /// folder): each kind's entries files.
@@ -175,10 +175,10 @@ fn dedup_partition(
     for NewEntries { file, entries: index } in new {
         index.for_each_in(p, |entry| entries.push((*file, entry)))?;
     }
-    let mut first: FxHashMap<(u64, u64), (u64, First)> = FxHashMap::default();
+    let mut first: FxHashMap<IdHash, (u64, First)> = FxHashMap::default();
     // A partition the day has no id in is not read from the store.
     if !stored.is_empty() && !entries.is_empty() {
-        let ids: FxHashSet<(u64, u64)> = entries.iter().map(|(_, entry)| entry.id).collect();
+        let ids: FxHashSet<IdHash> = entries.iter().map(|(_, entry)| entry.id).collect();
         for file in stored {
             file.for_each_in(p, |entry| {
                 if ids.contains(&entry.id) {
@@ -363,8 +363,8 @@ mod tests {
             u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes")) as usize
         };
         let at = 16 + 8 * (PARTITIONS + 1) + 32 * offset(quiet);
-        bytes[at..at + 8].copy_from_slice(&new.id.0.to_le_bytes());
-        bytes[at + 8..at + 16].copy_from_slice(&new.id.1.to_le_bytes());
+        bytes[at..at + 8].copy_from_slice(&new.id.hi.to_le_bytes());
+        bytes[at + 8..at + 16].copy_from_slice(&new.id.lo.to_le_bytes());
         std::fs::write(&path, &bytes).expect("damaged");
 
         let inputs = |name: &str, entries: &[IndexEntry]| {

@@ -105,7 +105,7 @@ mod tests {
         assert!(matches!(filters, StoredFilters::Loading { .. }), "loaded on a thread");
         let mut calls = filters.next(Kind::Calls).expect("calls");
         assert_eq!(calls.bytes(), Filter::MIN_BYTES, "sized as the local ingest sizes it");
-        assert!(!calls.check_and_insert((1, 2)), "holds no stored id");
+        assert!(!calls.check_and_insert(crate::records::dedup::IdHash { hi: 1, lo: 2 }), "holds no stored id");
         let error = filters.next(Kind::Transcriptions).err().expect("out of turn");
         assert!(error.to_string().contains("messages record-id filter came for transcriptions"), "{error}");
         drop(filters);

@@ -38,7 +38,7 @@ use crate::aggregate::Tally;
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
-use crate::records::dedup::Place;
+use crate::records::dedup::{IdHash, Place};
 use crate::records::files::{Format, InputFile};
 use crate::records::Kind;
 
@@ -272,7 +272,7 @@ struct KindWrites<'a, V> {
     writes: &'a Path,
     options: &'a IngestOptions,
     /// The record ids the store's corrections name.
-    registered: Option<&'a rustc_hash::FxHashMap<(u64, u64), V>>,
+    registered: Option<&'a rustc_hash::FxHashMap<IdHash, V>>,
 }
 
 impl<V> KindWrites<'_, V> {
@@ -326,7 +326,7 @@ impl<V> KindWrites<'_, V> {
                 // Each run's places, and which rows of the batch the filter
                 // holds for the exact check: a run with none (and no id a
                 // correction names) goes to the file whole.
-                let mut ids: Vec<(u64, u64)> = Vec::new();
+                let mut ids: Vec<IdHash> = Vec::new();
                 for run in batch {
                     if let std::collections::btree_map::Entry::Vacant(slot) = loaded.entry(run.position) {
                         slot.insert(read_places(&run.part.places)?);
@@ -336,7 +336,7 @@ impl<V> KindWrites<'_, V> {
                     }
                 }
                 let seen = filter.check_and_insert_all(&ids);
-                let noted = |id: &(u64, u64)| self.registered.is_some_and(|r| r.contains_key(id));
+                let noted = |id: &IdHash| self.registered.is_some_and(|r| r.contains_key(id));
                 let mut file = FilePlan::default();
                 let mut k = 0;
                 for run in batch {

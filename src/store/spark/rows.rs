@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use super::super::ingest::dedup::Pending;
 use super::super::parquet_io::RecordView;
 use crate::error::{Error, Result};
-use crate::records::dedup::Seen;
+use crate::records::dedup::{IdHash, Seen};
 use crate::records::Closed;
 
 const MAGIC: &[u8; 8] = b"TMROWS02";
@@ -197,8 +197,8 @@ impl RowsWriter {
         put(field::SURCHARGE, &view.surcharge.to_le_bytes());
         put(field::FILE, &seen.file.to_le_bytes());
         put(field::LINE, &seen.line.to_le_bytes());
-        put(field::ID_HI, &seen.id.0.to_le_bytes());
-        put(field::ID_LO, &seen.id.1.to_le_bytes());
+        put(field::ID_HI, &seen.id.hi.to_le_bytes());
+        put(field::ID_LO, &seen.id.lo.to_le_bytes());
         put(field::CONTENT, &seen.content.to_le_bytes());
         put(field::REVISION, &revision.to_le_bytes());
         put(field::CLOSED, &Closed { product: view.product, direction: view.direction, country: view.country }.codes());
@@ -230,7 +230,7 @@ impl RowsWriter {
         let text = Pending::text_of(view);
         let mut bytes = [0u8; PLACE_BYTES];
         for (at, word) in
-            [(place::LINE, seen.line), (place::TEXT, text), (place::ID_HI, seen.id.0), (place::ID_LO, seen.id.1)]
+            [(place::LINE, seen.line), (place::TEXT, text), (place::ID_HI, seen.id.hi), (place::ID_LO, seen.id.lo)]
         {
             bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
         }
@@ -253,7 +253,7 @@ impl RowsWriter {
 pub(super) struct RowPlace {
     pub(super) line: u64,
     pub(super) text: u64,
-    pub(super) id: (u64, u64),
+    pub(super) id: IdHash,
 }
 
 /// The places file at `path`, every row's.
@@ -279,7 +279,7 @@ pub(super) fn read_places(path: &Path) -> Result<Vec<RowPlace>> {
         places.push(RowPlace {
             line: u64_at(&p, place::LINE),
             text: u64_at(&p, place::TEXT),
-            id: (u64_at(&p, place::ID_HI), u64_at(&p, place::ID_LO)),
+            id: IdHash { hi: u64_at(&p, place::ID_HI), lo: u64_at(&p, place::ID_LO) },
         });
     }
     Ok(places)
@@ -457,7 +457,7 @@ impl RowsFile {
         let (units, duration) = (at64(field::UNITS), at64(field::DURATION) as i64);
         let (amount, surcharge) = (at64(field::AMOUNT) as i64, at64(field::SURCHARGE) as i64);
         let (file, line) = (u32_at(row, field::FILE), at64(field::LINE));
-        let id = (at64(field::ID_HI), at64(field::ID_LO));
+        let id = IdHash { hi: at64(field::ID_HI), lo: at64(field::ID_LO) };
         let (content, revision) = (at64(field::CONTENT), at64(field::REVISION));
         let codes = word::<CODES>(row, field::CLOSED).ok_or_else(|| bad("a cut row"))?;
         let Closed { product, direction, country } =
