@@ -33,6 +33,7 @@ use crate::error::{Error, Result};
 use crate::records::dedup::{IdHash, Place, PARTITIONS};
 
 const MAGIC: &[u8; 8] = b"TMIDX001";
+/// An entry's bytes: four words, each little-endian.
 const ENTRY_BYTES: usize = 32;
 /// Entries read per call while streaming a partition (1 MiB).
 const READ_ENTRIES: usize = 32 * 1024;
@@ -52,6 +53,19 @@ impl IndexEntry {
     /// The id-hash partition.
     pub fn partition(&self) -> usize {
         self.id.partition()
+    }
+
+    /// Its bytes in a file: id_hi, id_lo, content, place.
+    fn encode(&self, slot: &mut [u8]) {
+        for (word, value) in slot.chunks_exact_mut(8).zip([self.id.hi, self.id.lo, self.content, self.place]) {
+            word.copy_from_slice(&value.to_le_bytes());
+        }
+    }
+
+    /// The entry of [`IndexEntry::encode`]'s bytes.
+    fn decode(slot: &[u8]) -> IndexEntry {
+        let word = |i: usize| slot.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+        IndexEntry { id: IdHash { hi: word(0), lo: word(1) }, content: word(2), place: word(3) }
     }
 }
 
@@ -112,10 +126,7 @@ pub fn write_index(path: &Path, parts: &[&[IndexEntry]], syncer: &Syncer) -> Res
         let mut block = vec![0u8; BLOCK_ENTRIES * ENTRY_BYTES];
         for run in order.chunks(BLOCK_ENTRIES) {
             for (slot, entry) in block.chunks_exact_mut(ENTRY_BYTES).zip(run) {
-                slot[0..8].copy_from_slice(&entry.id.hi.to_le_bytes());
-                slot[8..16].copy_from_slice(&entry.id.lo.to_le_bytes());
-                slot[16..24].copy_from_slice(&entry.content.to_le_bytes());
-                slot[24..32].copy_from_slice(&entry.place.to_le_bytes());
+                entry.encode(slot);
             }
             out.write_all(&block[..run.len() * ENTRY_BYTES]).map_err(|e| Error::io(path, e))?;
         }
@@ -204,8 +215,7 @@ impl IndexFile {
             let at = Self::data_start() + next * ENTRY_BYTES as u64;
             let bytes = self.file.read_at(&mut buffer, at, n * ENTRY_BYTES).map_err(|e| Error::io(&self.path, e))?;
             for b in bytes.chunks_exact(ENTRY_BYTES) {
-                let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-                let entry = IndexEntry { id: IdHash { hi: word(0), lo: word(8) }, content: word(16), place: word(24) };
+                let entry = IndexEntry::decode(b);
                 if entry.partition() != p {
                     let found = entry.partition();
                     return Err(Error::io(
