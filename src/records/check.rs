@@ -15,7 +15,7 @@ use crate::time::Instant;
 ///
 /// Charges use `type_` for their description and leave the usage-only
 /// fields at their defaults.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record<'a> {
     /// Unique per record within its kind.
     pub record_id: &'a str,

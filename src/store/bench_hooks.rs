@@ -30,7 +30,10 @@ pub fn decode_rollup(path: &Path) -> Result<usize> {
 /// Writes `records` of `kind` to a records file at `path`, as ingest
 /// writes one (their source `source_file`, lines from 2).
 pub fn write_records(path: &Path, kind: Kind, records: &[Record<'_>], source_file: &str) -> Result<()> {
-    let views: Vec<RecordView<'_>> =
-        records.iter().enumerate().map(|(i, r)| RecordView::of(r, source_file, i as u64 + 2)).collect();
+    let views: Vec<RecordView<'_>> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| RecordView { record: *r, source_file, source_line: i as u64 + 2 })
+        .collect();
     write(path, kind, &views[..], &Syncer::at_once())
 }

@@ -251,8 +251,11 @@ mod tests {
             let fields: Vec<Vec<Field<'_>>> =
                 rows.iter().map(|row| row.iter().map(|v| Field::Text(v.as_bytes())).collect()).collect();
             let parsed: Vec<_> = fields.iter().map(|f| parse_record(kind, f).expect("a record")).collect();
-            let views: Vec<RecordView<'_>> =
-                parsed.iter().enumerate().map(|(i, r)| RecordView::of(r, "x.csv", i as u64 + 2)).collect();
+            let views: Vec<RecordView<'_>> = parsed
+                .iter()
+                .enumerate()
+                .map(|(i, r)| RecordView { record: *r, source_file: "x.csv", source_line: i as u64 + 2 })
+                .collect();
             let path = dir.path().join(format!("{}.parquet", kind.name()));
             write_records(&path, kind, &views[..], &Syncer::at_once()).expect("written");
             holds(&path, &records(kind).expect("columns"));

@@ -15,71 +15,22 @@ use super::parquet_out::{Column, ParquetOut, TextColumn};
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
 use crate::parquet::{ParquetFile, Rows};
-use crate::records::{Country, Direction, Kind, Product};
+use crate::records::{Kind, Record};
 
 /// Rows per row group: small enough that a reader filtering on statistics
 /// skips most of a large file.
 pub(super) const ROW_GROUP_ROWS: usize = 64 * 1024;
 
-/// One normalized record, borrowed, ready to be written.
+/// One checked record, borrowed, with where it came from: ready to be
+/// written.
 #[derive(Clone, Copy, Debug)]
 pub struct RecordView<'a> {
-    /// `record_id`.
-    pub record_id: &'a str,
-    /// `auth_id`.
-    pub auth_id: &'a str,
-    /// `subaccount_auth` (empty = parent).
-    pub subaccount: &'a str,
-    /// Timestamp: UTC seconds and nanoseconds.
-    pub secs: i64,
-    /// Nanoseconds within the second.
-    pub nanos: u32,
-    /// Product.
-    pub product: Product,
-    /// Sub-type or description.
-    pub type_: &'a str,
-    /// Direction.
-    pub direction: Option<Direction>,
-    /// Country.
-    pub country: Option<Country>,
-    /// Segments or units.
-    pub units: u64,
-    /// Duration nanos.
-    pub duration: i64,
-    /// Amount nanos.
-    pub amount: i64,
-    /// Surcharge nanos.
-    pub surcharge: i64,
-    /// Error code or hangup cause.
-    pub code: &'a str,
+    /// The record.
+    pub record: Record<'a>,
     /// The input file it came from.
     pub source_file: &'a str,
     /// Its line (CSV) or row (Parquet) there.
     pub source_line: u64,
-}
-
-impl<'a> RecordView<'a> {
-    /// The view of a checked record read from `source_file` at `source_line`.
-    pub fn of(record: &crate::records::Record<'a>, source_file: &'a str, source_line: u64) -> RecordView<'a> {
-        RecordView {
-            record_id: record.record_id,
-            auth_id: record.auth_id,
-            subaccount: record.subaccount,
-            secs: record.timestamp.secs,
-            nanos: record.timestamp.nanos,
-            product: record.product,
-            type_: record.type_,
-            direction: record.direction,
-            country: record.country,
-            units: record.units,
-            duration: record.duration,
-            amount: record.amount,
-            surcharge: record.surcharge,
-            code: record.code,
-            source_file,
-            source_line,
-        }
-    }
 }
 
 pub(super) fn polars_error(path: &Path) -> impl Fn(polars::prelude::PolarsError) -> Error + '_ {
@@ -99,11 +50,11 @@ pub(super) fn to_i64(value: u64, what: &str) -> Result<i64> {
 /// are `records::FIRST_YEAR..=records::LAST_YEAR`); an error here is a
 /// fault of ours.
 pub(super) fn timestamp_nanos(row: &RecordView<'_>) -> Result<i64> {
-    let value = (row.secs as i128) * 1_000_000_000 + row.nanos as i128;
+    let value = (row.record.timestamp.secs as i128) * 1_000_000_000 + row.record.timestamp.nanos as i128;
     i64::try_from(value).map_err(|_| {
         Error::Internal(format!(
             "record '{}' ({}:{}): timestamp outside the years {}-{} the store holds",
-            row.record_id,
+            row.record.record_id,
             row.source_file,
             row.source_line,
             crate::records::FIRST_YEAR,
@@ -244,46 +195,46 @@ fn record_columns<'r, R: RecordRows + ?Sized>(
     let units_name = if columns.iter().any(|c| c.name == "segments") { "segments" } else { "units" };
     rows.each(range, |r| {
         if record_id {
-            ids.push(r.record_id);
+            ids.push(r.record.record_id);
         }
         if auth_id {
-            texts[0].push(r.auth_id);
+            texts[0].push(r.record.auth_id);
         }
         if subaccount {
-            texts[1].push(r.subaccount);
+            texts[1].push(r.record.subaccount);
         }
         if timestamp {
             instants.push(timestamp_nanos(r)?);
         }
         if product {
-            texts[2].push_product(r.product);
+            texts[2].push_product(r.record.product);
         }
         if type_ {
-            texts[3].push(r.type_);
+            texts[3].push(r.record.type_);
         }
         if direction {
-            texts[4].push_direction(r.direction);
+            texts[4].push_direction(r.record.direction);
         }
         if country {
-            texts[5].push_country(r.country);
+            texts[5].push_country(r.record.country);
         }
         if code {
-            texts[6].push(r.code);
+            texts[6].push(r.record.code);
         }
         if source_file {
             texts[7].push(r.source_file);
         }
         if duration {
-            decimals[0].push(i128::from(r.duration));
+            decimals[0].push(i128::from(r.record.duration));
         }
         if amount {
-            decimals[1].push(i128::from(r.amount));
+            decimals[1].push(i128::from(r.record.amount));
         }
         if surcharge {
-            decimals[2].push(i128::from(r.surcharge));
+            decimals[2].push(i128::from(r.record.surcharge));
         }
         if units {
-            ints[0].push(to_i64(r.units, units_name)?);
+            ints[0].push(to_i64(r.record.units, units_name)?);
         }
         if source_line {
             ints[1].push(to_i64(r.source_line, "line")?);
@@ -370,7 +321,7 @@ mod tests {
     use crate::time::Instant;
 
     fn view<'a>(record: &Record<'a>) -> RecordView<'a> {
-        RecordView::of(record, "x.csv", 2)
+        RecordView { record: *record, source_file: "x.csv", source_line: 2 }
     }
 
     /// Whether the store holds every value of `record` exactly, by the
@@ -379,10 +330,10 @@ mod tests {
         let view = view(record);
         let decimal = |nanos: i64| (nanos as i128).unsigned_abs() < 10u128.pow(38);
         timestamp_nanos(&view).is_ok()
-            && to_i64(view.units, "units").is_ok()
-            && decimal(view.duration)
-            && decimal(view.amount)
-            && decimal(view.surcharge)
+            && to_i64(view.record.units, "units").is_ok()
+            && decimal(view.record.duration)
+            && decimal(view.record.amount)
+            && decimal(view.record.surcharge)
     }
 
     /// A timestamp of any four-digit year, with an offset and a fraction.

@@ -307,7 +307,7 @@ impl RowSink for Fold<'_> {
             self.entries.push(IndexEntry { id, content: record.content_hash(), place });
         }
         if self.accounts.contains(record.auth_id) && !self.skip.contains(&line) {
-            let view = RecordView::of(&record, "", 0);
+            let view = RecordView { record, source_file: "", source_line: 0 };
             if let Err(e) = self.rollups.add(&view) {
                 self.error = Some(e);
                 return false;

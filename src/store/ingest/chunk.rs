@@ -16,9 +16,10 @@ use crate::records::csv::RowSink;
 use crate::records::dedup::{IdHash, Place, Seen};
 use crate::records::files::{Format, InputFile};
 use crate::records::pieces::Pieces;
-use crate::records::{self, Country, Direction, Field, Kind, Product};
+use crate::records::{self, Country, Direction, Field, Kind, Product, Record};
 use crate::store::index::{self, IndexEntry};
 use crate::store::parquet_io::{RecordRows, RecordView};
+use crate::time::Instant;
 
 /// How many rows ahead [`Chunk::scattered_rows`] prefetches a row: far
 /// enough that a row scattered through the chunk is in cache when the fold
@@ -124,12 +125,11 @@ impl Row {
     /// The row, its text in `texts`.
     pub(super) fn view<'a>(&self, texts: &'a Texts, source_file: &'a str) -> RecordView<'a> {
         let name = |field: usize| texts.name_of(self.names[field]);
-        RecordView {
+        let record = Record {
             record_id: texts.record_id(self),
             auth_id: name(AUTH_ID),
             subaccount: name(SUBACCOUNT),
-            secs: self.secs,
-            nanos: self.nanos,
+            timestamp: Instant { secs: self.secs, nanos: self.nanos },
             product: self.product,
             type_: name(TYPE),
             direction: self.direction,
@@ -139,9 +139,9 @@ impl Row {
             amount: self.amount,
             surcharge: self.surcharge,
             code: name(CODE),
-            source_file,
-            source_line: self.seen.line,
-        }
+            revision: self.revision,
+        };
+        RecordView { record, source_file, source_line: self.seen.line }
     }
 
     /// The row copied into `texts` from `from` (the texts it was read
@@ -160,23 +160,23 @@ impl Row {
     pub(super) fn of_view(view: &RecordView<'_>, seen: Seen, texts: &mut Texts) -> Option<Row> {
         Some(Row {
             seen,
-            record_id: texts.keep(view.record_id)?,
+            record_id: texts.keep(view.record.record_id)?,
             names: [
-                texts.name(view.auth_id),
-                texts.name(view.subaccount),
-                texts.name(view.type_),
-                texts.name(view.code),
+                texts.name(view.record.auth_id),
+                texts.name(view.record.subaccount),
+                texts.name(view.record.type_),
+                texts.name(view.record.code),
             ],
-            secs: view.secs,
-            nanos: view.nanos,
-            product: view.product,
-            direction: view.direction,
-            country: view.country,
-            units: view.units,
-            duration: view.duration,
-            amount: view.amount,
-            surcharge: view.surcharge,
-            revision: 0,
+            secs: view.record.timestamp.secs,
+            nanos: view.record.timestamp.nanos,
+            product: view.record.product,
+            direction: view.record.direction,
+            country: view.record.country,
+            units: view.record.units,
+            duration: view.record.duration,
+            amount: view.record.amount,
+            surcharge: view.record.surcharge,
+            revision: view.record.revision,
         })
     }
 
@@ -440,10 +440,10 @@ impl Chunk {
         self.bad_rows.rejects()
     }
 
-    /// Every valid row: its normalized record, its dedup entry and its
-    /// revision, in line order.
-    pub(in crate::store) fn valid_rows(&self) -> impl Iterator<Item = (RecordView<'_>, Seen, u64)> + '_ {
-        self.rows.iter().map(|row| (self.view(row), row.seen, row.revision))
+    /// Every valid row: its normalized record and its dedup entry, in
+    /// line order.
+    pub(in crate::store) fn valid_rows(&self) -> impl Iterator<Item = (RecordView<'_>, Seen)> + '_ {
+        self.rows.iter().map(|row| (self.view(row), row.seen))
     }
 }
 
@@ -557,7 +557,9 @@ mod tests {
         let all: Vec<String> = chunks
             .iter()
             .zip(&kept)
-            .flat_map(|(chunk, kept)| kept.iter().map(|&r| chunk.view(&chunk.rows[r as usize]).record_id.to_owned()))
+            .flat_map(|(chunk, kept)| {
+                kept.iter().map(|&r| chunk.view(&chunk.rows[r as usize]).record.record_id.to_owned())
+            })
             .collect();
         assert_eq!(rows.len(), 14);
         assert_eq!(all.len(), 14);
@@ -565,7 +567,7 @@ mod tests {
             for end in start..=all.len() {
                 let mut ids: Vec<&str> = Vec::new();
                 rows.each(start..end, |view| {
-                    ids.push(view.record_id);
+                    ids.push(view.record.record_id);
                     Ok(())
                 })
                 .expect("viewed");

@@ -46,11 +46,12 @@ use crate::error::{Error, Location, Result};
 use crate::records::csv::RowSink;
 use crate::records::dedup::{id_hash, IdHash, Place};
 use crate::records::files::{Format, InputFile};
-use crate::records::{parse_record, Field, Kind, Product};
+use crate::records::{parse_record, Field, Kind, Product, Record};
 use crate::store::changes::Booking;
 use crate::store::index::{self, IndexFile};
 use crate::store::parquet_io::RecordView;
 use crate::store::Manifest;
+use crate::time::Instant;
 
 /// The header of a corrections file.
 pub(in crate::store) const CSV_HEADER: [&str; 8] =
@@ -600,12 +601,11 @@ struct Back {
 
 impl Back {
     fn view(&self) -> RecordView<'_> {
-        RecordView {
+        let record = Record {
             record_id: "",
             auth_id: &self.auth_id,
             subaccount: &self.subaccount,
-            secs: self.secs,
-            nanos: self.nanos,
+            timestamp: Instant { secs: self.secs, nanos: self.nanos },
             product: self.product,
             type_: &self.type_,
             direction: self.direction,
@@ -615,9 +615,9 @@ impl Back {
             amount: self.amount,
             surcharge: self.surcharge,
             code: &self.code,
-            source_file: "",
-            source_line: 0,
-        }
+            revision: 0,
+        };
+        RecordView { record, source_file: "", source_line: 0 }
     }
 
     fn totals(&self) -> Totals {

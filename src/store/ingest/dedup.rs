@@ -118,7 +118,7 @@ impl Run<'_> {
         }
         if let Some(Clash { places, row: at }) = first_conflict {
             let chunk = &chunks[at.chunk as usize];
-            let record_id = chunk.view(&chunk.rows[at.row as usize]).record_id.to_owned();
+            let record_id = chunk.view(&chunk.rows[at.row as usize]).record.record_id.to_owned();
             return Err(self.conflict(state.kind, record_id, places));
         }
         Ok(out)
@@ -140,7 +140,7 @@ impl Run<'_> {
     ) -> Result<()> {
         let Checked { new, duplicates, conflict } = checked?;
         if let Some(Clash { places, row: i }) = conflict {
-            let record_id = pending.view(&pending.rows[i as usize], "").record_id.to_owned();
+            let record_id = pending.view(&pending.rows[i as usize], "").record.record_id.to_owned();
             return Err(self.conflict(state.kind, record_id, places));
         }
         if pending.rows.is_empty() {
@@ -156,7 +156,7 @@ impl Run<'_> {
             let row = &pending.rows[i as usize];
             let view = pending.view(row, names.get(row.seen.file as usize).copied().unwrap_or(""));
             self.rollups.add(&view)?;
-            amount += view.amount as i128;
+            amount += view.record.amount as i128;
             entries.push(row.entry(base));
             views.push(view);
         }
@@ -426,7 +426,10 @@ impl Pending {
 
     /// Bytes of the five text fields of `view`.
     pub(in crate::store) fn text_of(view: &RecordView<'_>) -> u64 {
-        [view.record_id, view.auth_id, view.subaccount, view.type_, view.code].iter().map(|t| t.len() as u64).sum()
+        [view.record.record_id, view.record.auth_id, view.record.subaccount, view.record.type_, view.record.code]
+            .iter()
+            .map(|t| t.len() as u64)
+            .sum()
     }
 
     /// Memory held, about: what decides when the candidates are checked.
@@ -442,9 +445,8 @@ impl Pending {
 
     /// Copies in the row of `view` (a test's way to fill candidates).
     #[cfg(test)]
-    fn push_view(&mut self, view: &RecordView<'_>, seen: crate::records::dedup::Seen, revision: u64) -> Result<()> {
-        let mut row = Row::of_view(view, seen, &mut self.texts).ok_or_else(Pending::too_much_text)?;
-        row.revision = revision;
+    fn push_view(&mut self, view: &RecordView<'_>, seen: crate::records::dedup::Seen) -> Result<()> {
+        let row = Row::of_view(view, seen, &mut self.texts).ok_or_else(Pending::too_much_text)?;
         self.text += Pending::text_of(view);
         self.rows.push(row);
         Ok(())
@@ -557,31 +559,33 @@ mod tests {
     #[test]
     fn candidates_keep_their_text_and_count_it_whole() {
         let view = |id: &'static str| RecordView {
-            record_id: id,
-            auth_id: "MA1",
-            subaccount: "",
-            secs: 0,
-            nanos: 0,
-            product: crate::records::Product::Voice,
-            type_: "pstn",
-            direction: None,
-            country: None,
-            units: 1,
-            duration: 0,
-            amount: 0,
-            surcharge: 0,
-            code: "4000",
+            record: crate::records::Record {
+                record_id: id,
+                auth_id: "MA1",
+                subaccount: "",
+                timestamp: crate::time::Instant { secs: 0, nanos: 0 },
+                product: crate::records::Product::Voice,
+                type_: "pstn",
+                direction: None,
+                country: None,
+                units: 1,
+                duration: 0,
+                amount: 0,
+                surcharge: 0,
+                code: "4000",
+                revision: 0,
+            },
             source_file: "",
             source_line: 2,
         };
         let seen = crate::records::dedup::Seen::new("r", 0, 0, 2);
         let mut pending = Pending::default();
-        pending.push_view(&view("r1"), seen, 0).expect("kept");
-        pending.push_view(&view("r22"), seen, 0).expect("kept");
+        pending.push_view(&view("r1"), seen).expect("kept");
+        pending.push_view(&view("r22"), seen).expect("kept");
         let mut copy = Pending::default();
         copy.push(&pending.texts, &pending.rows[1]).expect("copied");
-        assert_eq!(copy.view(&copy.rows[0], "").record_id, "r22");
-        assert_eq!(copy.view(&copy.rows[0], "").code, "4000");
+        assert_eq!(copy.view(&copy.rows[0], "").record.record_id, "r22");
+        assert_eq!(copy.view(&copy.rows[0], "").record.code, "4000");
         assert_eq!(pending.text, (2 + 3 + 4 + 4) * 2 + 1);
         assert_eq!(pending.bytes(), Pending::bytes_of(pending.text, 2));
     }

@@ -56,7 +56,7 @@ const KEYS_AHEAD: usize = 8;
 /// The sums of one record.
 #[inline]
 fn sums_of(row: &RecordView<'_>) -> Sums {
-    Sums::one(row.units, row.duration, row.amount, row.surcharge)
+    Sums::one(row.record.units, row.record.duration, row.record.amount, row.record.surcharge)
 }
 
 /// The sums of one row of a chunk.
@@ -92,14 +92,14 @@ impl Rollups {
     /// Subtracts one row, which counted, from its group at publish.
     pub(super) fn subtract(&mut self, row: &RecordView<'_>) -> Result<()> {
         let totals = sums_of(row).wide();
-        self.minus.entry(row.auth_id.to_owned()).or_default().push(MinusRow {
-            slot: crate::store::slot_of(row.secs),
-            product: row.product,
-            subaccount: row.subaccount.to_owned(),
-            type_: row.type_.to_owned(),
-            code: row.code.to_owned(),
-            country: row.country,
-            direction: row.direction,
+        self.minus.entry(row.record.auth_id.to_owned()).or_default().push(MinusRow {
+            slot: crate::store::slot_of(row.record.timestamp.secs),
+            product: row.record.product,
+            subaccount: row.record.subaccount.to_owned(),
+            type_: row.record.type_.to_owned(),
+            code: row.record.code.to_owned(),
+            country: row.record.country,
+            direction: row.record.direction,
             totals,
         });
         Ok(())
@@ -107,7 +107,7 @@ impl Rollups {
 
     /// Adds one row to its account's group.
     pub(in crate::store) fn add(&mut self, row: &RecordView<'_>) -> Result<()> {
-        self.shard(row.auth_id).add(row)
+        self.shard(row.record.auth_id).add(row)
     }
 
     /// Adds rows (`view` of each item of `rows`) to their accounts'
@@ -120,7 +120,7 @@ impl Rollups {
         rows: &[T],
         view: impl Fn(&T) -> &RecordView<'_> + Sync,
     ) -> Result<()> {
-        let shard_of_row: Vec<u8> = rows.par_iter().map(|row| shard_of(view(row).auth_id) as u8).collect();
+        let shard_of_row: Vec<u8> = rows.par_iter().map(|row| shard_of(view(row).record.auth_id) as u8).collect();
         // Each shard's rows, by position: one pass, not one per shard.
         let mut by_shard: Vec<Vec<u32>> = vec![Vec::new(); SHARDS];
         for (i, &s) in shard_of_row.iter().enumerate() {
@@ -141,8 +141,8 @@ impl Rollups {
                     }
                     if let Some(&near) = mine.get(n + KEYS_AHEAD) {
                         let near = view(&rows[near as usize]);
-                        crate::prefetch::prefetch(near.auth_id);
-                        crate::prefetch::prefetch(near.code);
+                        crate::prefetch::prefetch(near.record.auth_id);
+                        crate::prefetch::prefetch(near.record.code);
                     }
                     let row = view(&rows[i as usize]);
                     let key = shard.key(row);
@@ -511,11 +511,17 @@ impl Shard {
     #[inline]
     fn key(&mut self, row: &RecordView<'_>) -> RollupKey {
         // Interned in this order: account, subaccount, type, code.
-        let (account, subaccount) = (self.intern(0, row.auth_id), self.intern(1, row.subaccount));
-        let (type_, code) = (self.intern(2, row.type_), self.intern(3, row.code));
-        let dims =
-            Dims { product: row.product, type_, subaccount, country: row.country, direction: row.direction, code };
-        RollupKey { account, slot: crate::store::slot_of(row.secs), dims }
+        let (account, subaccount) = (self.intern(0, row.record.auth_id), self.intern(1, row.record.subaccount));
+        let (type_, code) = (self.intern(2, row.record.type_), self.intern(3, row.record.code));
+        let dims = Dims {
+            product: row.record.product,
+            type_,
+            subaccount,
+            country: row.record.country,
+            direction: row.record.direction,
+            code,
+        };
+        RollupKey { account, slot: crate::store::slot_of(row.record.timestamp.secs), dims }
     }
 
     /// The key of a chunk's `row` (its text in `texts`): its key fields'
@@ -620,20 +626,22 @@ mod tests {
         const TYPES: [&str; 2] = ["pstn", "app"];
         const CODES: [&str; 4] = ["4000", "5010", "", "3000"];
         RecordView {
-            record_id: "r",
-            auth_id: ACCOUNTS[(i % 3) as usize],
-            subaccount: SUBACCOUNTS[(i / 3 % 3) as usize],
-            secs: 1_795_000_000 + (i as i64 * 7919) % 400_000,
-            nanos: 0,
-            product: if i.is_multiple_of(5) { Product::Message } else { Product::Voice },
-            type_: TYPES[(i / 7 % 2) as usize],
-            direction: if i.is_multiple_of(2) { Some(Direction::Inbound) } else { None },
-            country: Country::parse(if i.is_multiple_of(4) { b"US" } else { b"IN" }),
-            units: i % 13,
-            duration: (i % 17) as i64,
-            amount: (i * 1_000_003) as i64,
-            surcharge: (i % 3) as i64,
-            code: CODES[(i / 11 % 4) as usize],
+            record: crate::records::Record {
+                record_id: "r",
+                auth_id: ACCOUNTS[(i % 3) as usize],
+                subaccount: SUBACCOUNTS[(i / 3 % 3) as usize],
+                timestamp: crate::time::Instant { secs: 1_795_000_000 + (i as i64 * 7919) % 400_000, nanos: 0 },
+                product: if i.is_multiple_of(5) { Product::Message } else { Product::Voice },
+                type_: TYPES[(i / 7 % 2) as usize],
+                direction: if i.is_multiple_of(2) { Some(Direction::Inbound) } else { None },
+                country: Country::parse(if i.is_multiple_of(4) { b"US" } else { b"IN" }),
+                units: i % 13,
+                duration: (i % 17) as i64,
+                amount: (i * 1_000_003) as i64,
+                surcharge: (i % 3) as i64,
+                code: CODES[(i / 11 % 4) as usize],
+                revision: 0,
+            },
             source_file: "",
             source_line: i,
         }

@@ -525,7 +525,7 @@ impl Run<'_> {
                 .map(|&(c, r)| {
                     let (chunk, row) = (&chunks[c], &chunks[c].rows[r as usize]);
                     let view = chunk.view(row);
-                    let (record_id, source_file) = (view.record_id, view.source_file);
+                    let (record_id, source_file) = (view.record.record_id, view.source_file);
                     chunk::NewVersion { record_id, revision: row.revision, seen: row.seen, source_file }
                 })
                 .collect();

@@ -730,7 +730,7 @@ fn record_id_at(staging: &Path, file: u32, line: u64) -> Result<String> {
     let splits = CheckedFile::all_in(&folder)?.remove(&file).unwrap_or_default();
     for checked in splits.iter().filter(|checked| checked.places.exists()) {
         if let Some(at) = read_places(&checked.places)?.iter().position(|place| place.line == line) {
-            return Ok(RowsFile::read(&checked.rows)?.row(at)?.view.record_id.to_owned());
+            return Ok(RowsFile::read(&checked.rows)?.row(at)?.view.record.record_id.to_owned());
         }
     }
     Err(Error::io(&folder, format!("no checked row of input file #{file} at line {line}")))

@@ -48,7 +48,8 @@ use super::super::ingest::dedup::Pending;
 use super::super::parquet_io::RecordView;
 use crate::error::{Error, Result};
 use crate::records::dedup::{IdHash, Seen};
-use crate::records::Closed;
+use crate::records::{Closed, Record};
+use crate::time::Instant;
 
 const MAGIC: &[u8; 8] = b"TMROWS02";
 /// Where each fixed field of a row starts, after its size: the layout
@@ -186,26 +187,32 @@ impl RowsWriter {
     }
 
     /// Appends one row.
-    pub(super) fn push(&mut self, view: &RecordView<'_>, seen: &Seen, revision: u64) -> Result<()> {
+    pub(super) fn push(&mut self, view: &RecordView<'_>, seen: &Seen) -> Result<()> {
         let mut fixed = [0u8; FIXED];
         let mut put = |at: usize, bytes: &[u8]| fixed[at..at + bytes.len()].copy_from_slice(bytes);
-        put(field::SECS, &view.secs.to_le_bytes());
-        put(field::NANOS, &view.nanos.to_le_bytes());
-        put(field::UNITS, &view.units.to_le_bytes());
-        put(field::DURATION, &view.duration.to_le_bytes());
-        put(field::AMOUNT, &view.amount.to_le_bytes());
-        put(field::SURCHARGE, &view.surcharge.to_le_bytes());
+        put(field::SECS, &view.record.timestamp.secs.to_le_bytes());
+        put(field::NANOS, &view.record.timestamp.nanos.to_le_bytes());
+        put(field::UNITS, &view.record.units.to_le_bytes());
+        put(field::DURATION, &view.record.duration.to_le_bytes());
+        put(field::AMOUNT, &view.record.amount.to_le_bytes());
+        put(field::SURCHARGE, &view.record.surcharge.to_le_bytes());
         put(field::FILE, &seen.file.to_le_bytes());
         put(field::LINE, &seen.line.to_le_bytes());
         put(field::ID_HI, &seen.id.hi.to_le_bytes());
         put(field::ID_LO, &seen.id.lo.to_le_bytes());
         put(field::CONTENT, &seen.content.to_le_bytes());
-        put(field::REVISION, &revision.to_le_bytes());
-        put(field::CLOSED, &Closed { product: view.product, direction: view.direction, country: view.country }.codes());
+        put(field::REVISION, &view.record.revision.to_le_bytes());
+        put(
+            field::CLOSED,
+            &Closed { product: view.record.product, direction: view.record.direction, country: view.record.country }
+                .codes(),
+        );
         let row = &mut self.row;
         row.clear();
         row.extend_from_slice(&fixed);
-        for text in [view.record_id, view.auth_id, view.subaccount, view.type_, view.code] {
+        for text in
+            [view.record.record_id, view.record.auth_id, view.record.subaccount, view.record.type_, view.record.code]
+        {
             match u8::try_from(text.len()) {
                 Ok(length) if length < LONG_TEXT => row.push(length),
                 _ => {
@@ -308,8 +315,6 @@ pub(super) struct CheckedRow<'a> {
     pub(super) view: RecordView<'a>,
     /// Its dedup entry.
     pub(super) seen: Seen,
-    /// Its revision.
-    pub(super) revision: u64,
 }
 
 impl RowsFile {
@@ -480,12 +485,12 @@ impl RowsFile {
             return Err(bad("bytes after its texts"));
         }
         let [record_id, auth_id, subaccount, type_, code] = texts;
-        let view = RecordView {
+        let timestamp = Instant { secs, nanos };
+        let record = Record {
             record_id,
             auth_id,
             subaccount,
-            secs,
-            nanos,
+            timestamp,
             product,
             type_,
             direction,
@@ -495,10 +500,10 @@ impl RowsFile {
             amount,
             surcharge,
             code,
-            source_file: "",
-            source_line: line,
+            revision,
         };
-        Ok(CheckedRow { view, seen: Seen { id, file, line, content }, revision })
+        let view = RecordView { record, source_file: "", source_line: line };
+        Ok(CheckedRow { view, seen: Seen { id, file, line, content } })
     }
 }
 
@@ -539,18 +544,17 @@ mod tests {
     use crate::records::{Country, Direction, Product};
 
     /// Row `i`: every product, direction and country code in turn, and
-    /// texts of one-byte and of long lengths.
+    /// texts of one-byte and of long lengths, revision `i`.
     fn view(i: u64) -> RecordView<'static> {
         static IDS: std::sync::LazyLock<[String; 5]> = std::sync::LazyLock::new(|| {
             ["r0".to_owned(), "rec-1".to_owned(), "é".repeat(200), "x".repeat(254), "y".repeat(255)]
         });
         let directions = [None, Some(Direction::Inbound), Some(Direction::Outbound)];
-        RecordView {
+        let record = Record {
             record_id: IDS[i as usize % 5].as_str(),
             auth_id: "MA1",
             subaccount: if i.is_multiple_of(2) { "" } else { "SA1" },
-            secs: 1_795_000_000 + i as i64,
-            nanos: i as u32,
+            timestamp: Instant { secs: 1_795_000_000 + i as i64, nanos: i as u32 },
             product: Product::ALL[i as usize % Product::ALL.len()],
             type_: "pstn",
             direction: directions[i as usize % 3],
@@ -560,9 +564,9 @@ mod tests {
             amount: i64::MAX - i as i64,
             surcharge: i as i64,
             code: "4000",
-            source_file: "",
-            source_line: i + 2,
-        }
+            revision: i,
+        };
+        RecordView { record, source_file: "", source_line: i + 2 }
     }
 
     /// Rows read back are the rows written, with their places; a file cut
@@ -576,8 +580,8 @@ mod tests {
         let mut writer = RowsWriter::create(&checked).expect("created");
         for i in 0..5u64 {
             let v = view(i);
-            let seen = Seen { id: id_hash(v.record_id), file: 7, line: v.source_line, content: i * 3 };
-            writer.push(&v, &seen, i).expect("pushed");
+            let seen = Seen { id: id_hash(v.record.record_id), file: 7, line: v.source_line, content: i * 3 };
+            writer.push(&v, &seen).expect("pushed");
         }
         writer.finish().expect("finished");
         let rows = RowsFile::read(path).expect("read");
@@ -585,13 +589,16 @@ mod tests {
         for i in 0..5u64 {
             let row = rows.row(i as usize).expect("a row");
             assert_eq!(format!("{:?}", row.view), format!("{:?}", view(i)));
-            assert_eq!((row.seen.file, row.seen.line, row.seen.content, row.revision), (7, i + 2, i * 3, i));
-            assert_eq!(row.seen.id, id_hash(view(i).record_id));
+            assert_eq!((row.seen.file, row.seen.line, row.seen.content), (7, i + 2, i * 3));
+            assert_eq!(row.seen.id, id_hash(view(i).record.record_id));
         }
         let text: Vec<u64> = read_places(places).expect("places").iter().map(|p| p.text).collect();
         let expected = (0..5).map(|i| {
             let v = view(i);
-            [v.record_id, v.auth_id, v.subaccount, v.type_, v.code].iter().map(|t| t.len() as u64).sum::<u64>()
+            [v.record.record_id, v.record.auth_id, v.record.subaccount, v.record.type_, v.record.code]
+                .iter()
+                .map(|t| t.len() as u64)
+                .sum::<u64>()
         });
         assert_eq!(text, expected.collect::<Vec<_>>());
 
@@ -625,8 +632,8 @@ mod tests {
         let n = 3 * OFFSET_EVERY + 17;
         for i in 0..n as u64 {
             let v = view(i);
-            let seen = Seen { id: id_hash(v.record_id), file: 1, line: v.source_line, content: i };
-            writer.push(&v, &seen, 0).expect("pushed");
+            let seen = Seen { id: id_hash(v.record.record_id), file: 1, line: v.source_line, content: i };
+            writer.push(&v, &seen).expect("pushed");
         }
         writer.finish().expect("finished");
         let whole = RowsFile::read(&checked.rows).expect("read");

@@ -159,12 +159,12 @@ fn check_in_runs(
             for chunk in &chunks {
                 summary.read += chunk.read();
                 rejects.extend(chunk.rejects().iter().map(TaskError::from));
-                for (view, seen, revision) in chunk.valid_rows() {
+                for (view, seen) in chunk.valid_rows() {
                     let writer = match &mut writer {
                         Some(writer) => writer,
                         None => writer.insert(RowsWriter::create(&checked)?),
                     };
-                    writer.push(&view, &seen, revision)?;
+                    writer.push(&view, &seen)?;
                     summary.valid += 1;
                     let place = index::pack(Place { file: seen.file, line: seen.line });
                     entries.push(IndexEntry { id: seen.id, content: seen.content, place });
@@ -254,7 +254,7 @@ mod tests {
             .expect("a checked-rows file");
         assert_eq!(rows.len(), 99);
         let row = rows.row(98).expect("the last row");
-        assert_eq!((row.view.record_id, row.seen.line, row.view.amount), ("x99", 101, 1_990_000_000));
+        assert_eq!((row.view.record.record_id, row.seen.line, row.view.record.amount), ("x99", 101, 1_990_000_000));
         for run_lines in [1, 7, 41, 99] {
             let (s, f, r) = checked(run_lines, OnBadRow::SetAside);
             assert_eq!((s, r), (summary.clone(), rejects.clone()), "runs of {run_lines}");

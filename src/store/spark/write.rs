@@ -217,8 +217,9 @@ pub fn write_task(plan: &Path, task: usize) -> Result<WriteSummary> {
                 row.view.source_file = name;
                 let position = views.len() as u64;
                 let is_noted = noted.next_if_eq(&&position).is_some();
-                if row.revision > 0 || is_noted {
-                    let (record_id, revision, seen) = (row.view.record_id.to_owned(), row.revision, row.seen);
+                if row.view.record.revision > 0 || is_noted {
+                    let (record_id, revision, seen) =
+                        (row.view.record.record_id.to_owned(), row.view.record.revision, row.seen);
                     touched.push(Touched { record_id, revision, seen });
                 }
                 let place = index::pack(Place { file: base + row.seen.file, line: row.seen.line });
@@ -232,7 +233,7 @@ pub fn write_task(plan: &Path, task: usize) -> Result<WriteSummary> {
     }
     // The fold first: its groups are written out (and their memory gone)
     // before the files are encoded.
-    let amount: i128 = views.iter().map(|view| i128::from(view.amount)).sum();
+    let amount: i128 = views.iter().map(|view| i128::from(view.record.amount)).sum();
     let mut rollups = Rollups::default();
     rollups.add_all(&views, |view| view)?;
     let folded = Path::new(folded);
