@@ -388,6 +388,10 @@ impl Window {
                     }
                     local += chrono::Duration::hours(1);
                 }
+                // A change of offset starts a bucket too: the hour that
+                // begins in a gap (Lord Howe's 02:30 after 02:00) or repeats
+                // from a half hour (Chatham's 02:45) is its own bucket.
+                bounds.extend(offset_changes(self.tz, self.start, self.end));
             }
             Granularity::Day => {
                 for date in self.from.iter_days().take_while(|d| *d < self.to) {
@@ -433,6 +437,41 @@ fn describe_span(from: NaiveDate, to: NaiveDate) -> String {
         0 => plural(months as i64, "month"),
         _ => format!("{} and {}", plural(months as i64, "month"), plural(rest, "day")),
     }
+}
+
+/// The UTC seconds in `(start, end)` at which `tz` changes its offset.
+/// The offset is compared every 15 minutes (no zone has changed its
+/// offset twice within that), and a change is found to the second by
+/// bisection.
+fn offset_changes(tz: Tz, start: i64, end: i64) -> Vec<i64> {
+    const STEP: i64 = 15 * 60;
+    let offset = |secs: i64| {
+        DateTime::from_timestamp(secs, 0)
+            .map_or(0, |t| tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc())
+    };
+    let mut changes = Vec::new();
+    let (mut at, mut before) = (start, offset(start));
+    while at < end {
+        let next = (at + STEP).min(end);
+        let after = offset(next);
+        if after != before {
+            // The first second of the new offset is in (low, high].
+            let (mut low, mut high) = (at, next);
+            while high - low > 1 {
+                let middle = low + (high - low) / 2;
+                if offset(middle) == before {
+                    low = middle;
+                } else {
+                    high = middle;
+                }
+            }
+            if high < end {
+                changes.push(high);
+            }
+        }
+        (at, before) = (next, after);
+    }
+    changes
 }
 
 /// UTC seconds of the first instant of local `date` in `tz` (its midnight,
@@ -505,16 +544,18 @@ impl Buckets {
 }
 
 /// Writes UTC seconds as `YYYY-MM-DDTHH:MM:SSZ` in UTC, or with the local
-/// offset (`2026-03-08T00:00:00-05:00`) in any other zone.
+/// offset (`2026-03-08T00:00:00-05:00`) in any other zone. An offset with
+/// seconds (a zone's local mean time, Monrovia's -00:44:30 until 1972)
+/// has no RFC 3339 form: that instant is written in UTC.
 pub fn format_instant(secs: i64, tz: Tz) -> String {
     let Some(utc) = DateTime::from_timestamp(secs, 0) else {
         return secs.to_string();
     };
-    if tz == Tz::UTC {
-        return utc.format("%Y-%m-%dT%H:%M:%SZ").to_string();
-    }
     let local = utc.with_timezone(&tz);
     let offset = local.offset().fix().local_minus_utc();
+    if tz == Tz::UTC || offset % 60 != 0 {
+        return utc.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    }
     let sign = if offset < 0 { '-' } else { '+' };
     let offset = offset.abs();
     format!("{}{sign}{:02}:{:02}", local.format("%Y-%m-%dT%H:%M:%S"), offset / 3600, offset % 3600 / 60)
@@ -698,5 +739,50 @@ mod tests {
         let window = Window::new(date("2026-11-20"), date("2026-11-21"), Granularity::Hour, kathmandu).unwrap();
         assert_eq!(format_instant(window.start, kathmandu), "2026-11-20T00:00:00+05:45");
         assert_eq!(format_instant(window.start, Tz::UTC), "2026-11-19T18:15:00Z");
+    }
+
+    /// Every local hour that exists is a bucket of its own, beginning where
+    /// the hour does, also when an offset changes by a half hour (Lord
+    /// Howe) or at a quarter past (Chatham). Each bucket is the instants
+    /// of one local hour, as a check second by second shows.
+    #[test]
+    fn hours_that_begin_off_the_hour_are_buckets_of_their_own() {
+        use chrono::Timelike;
+        let cases = [
+            ("Australia/Lord_Howe", "2026-10-04", "2026-10-04T02:30:00+11:00", 24),
+            ("Australia/Lord_Howe", "2026-04-05", "2026-04-05T01:30:00+10:30", 25),
+            ("Pacific/Chatham", "2026-04-05", "2026-04-05T02:45:00+12:45", 26),
+            ("Pacific/Chatham", "2026-09-27", "2026-09-27T03:45:00+13:45", 24),
+            ("America/New_York", "2026-11-01", "2026-11-01T01:00:00-05:00", 25),
+        ];
+        for (zone, day, bound, count) in cases {
+            let tz: Tz = zone.parse().unwrap();
+            let from = date(day);
+            let window = Window::new(from, from.succ_opt().unwrap(), Granularity::Hour, tz).unwrap();
+            let buckets = window.buckets(Granularity::Hour);
+            assert_eq!(buckets.len(), count, "{zone} {day}");
+            let starts: Vec<String> =
+                (0..buckets.len() as u32).map(|i| format_instant(buckets.span(i).start, tz)).collect();
+            assert!(starts.iter().any(|s| s == bound), "{zone} {day}: {starts:?}");
+            for i in 0..buckets.len() as u32 {
+                let Interval { start, end } = buckets.span(i);
+                let hour = |secs: i64| {
+                    let local = DateTime::from_timestamp(secs, 0).unwrap().with_timezone(&tz);
+                    (local.date_naive(), local.hour(), local.offset().fix())
+                };
+                assert!((start..end).all(|s| hour(s) == hour(start)), "{zone} {day}: bucket {i} spans hours");
+            }
+        }
+    }
+
+    /// An offset with seconds is written in UTC: the text names the
+    /// bucket's own instant.
+    #[test]
+    fn offsets_with_seconds_are_written_in_utc() {
+        let monrovia: Tz = "Africa/Monrovia".parse().unwrap();
+        let window = Window::new(date("1971-06-01"), date("1971-06-02"), Granularity::Day, monrovia).unwrap();
+        assert_eq!(format_instant(window.start, monrovia), "1971-06-01T00:44:30Z");
+        let ny: Tz = "America/New_York".parse().unwrap();
+        assert_eq!(format_instant(0, ny), "1969-12-31T19:00:00-05:00");
     }
 }

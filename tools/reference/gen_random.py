@@ -35,7 +35,8 @@ from pathlib import Path
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
-ZONES = ["UTC", "America/New_York", "Europe/London", "Asia/Kolkata", "Asia/Kathmandu"]
+ZONES = ["UTC", "America/New_York", "Europe/London", "Asia/Kolkata", "Asia/Kathmandu", "Australia/Lord_Howe",
+         "Pacific/Chatham"]
 CURRENCIES = ["USD", "EUR", "INR", "GBP", ""]
 COUNTRIES = ["", "US", "GB", "IN", "NP", "DE"]
 HANGUP = ["", "4000", "3010", "0", "5020", "9999", "NORMAL_CLEARING", "40"]
@@ -49,13 +50,17 @@ def ts(text: str) -> int:
     return int((dt.datetime.fromisoformat(text) - EPOCH).total_seconds())
 
 
-# Instants the buckets of the five zones turn on (UTC): DST changes, local
+# Instants the buckets of the zones turn on (UTC): DST changes, local
 # midnights around month ends, year ends.
 ANCHORS = [ts(t) for t in [
     "2026-03-08T07:00:00+00:00",  # New York spring forward (02:00 EST)
     "2026-03-29T01:00:00+00:00",  # London spring forward
     "2026-11-01T06:00:00+00:00",  # New York fall back (02:00 EDT)
     "2026-10-25T01:00:00+00:00",  # London fall back
+    "2026-10-03T15:30:00+00:00",  # Lord Howe forward half an hour (02:00 -> 02:30)
+    "2026-04-04T15:00:00+00:00",  # Lord Howe back half an hour (02:00 -> 01:30)
+    "2026-04-04T14:00:00+00:00",  # Chatham back (03:45 -> 02:45)
+    "2026-09-26T14:00:00+00:00",  # Chatham forward (02:45 -> 03:45)
     "2026-03-01T00:00:00+00:00", "2026-03-01T05:00:00+00:00", "2026-02-28T18:30:00+00:00",
     "2026-03-31T18:15:00+00:00", "2026-04-01T00:00:00+00:00", "2026-11-01T04:00:00+00:00",
     "2026-10-31T23:00:00+00:00", "2026-12-01T05:00:00+00:00", "2026-12-31T18:30:00+00:00",
@@ -327,7 +332,10 @@ class Gen:
         kind = r.choice(["dst", "dst", "offset", "cap", "defaults"])
         if kind == "dst":
             zone, day = r.choice([("America/New_York", dt.date(2026, 3, 8)), ("America/New_York", dt.date(2026, 11, 1)),
-                                  ("Europe/London", dt.date(2026, 3, 29)), ("Europe/London", dt.date(2026, 10, 25))])
+                                  ("Europe/London", dt.date(2026, 3, 29)), ("Europe/London", dt.date(2026, 10, 25)),
+                                  ("Australia/Lord_Howe", dt.date(2026, 10, 4)),
+                                  ("Australia/Lord_Howe", dt.date(2026, 4, 5)),
+                                  ("Pacific/Chatham", dt.date(2026, 4, 5)), ("Pacific/Chatham", dt.date(2026, 9, 27))])
         elif kind == "offset":
             zone, day = r.choice(["Asia/Kolkata", "Asia/Kathmandu"]), r.choice([
                 dt.date(2026, 3, 1), dt.date(2026, 4, 1), dt.date(2027, 1, 1), dt.date(2026, 11, 1)])

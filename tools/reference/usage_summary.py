@@ -376,13 +376,37 @@ def add_months(d: dt.date, n: int) -> dt.date:
     return dt.date(y, m, min(d.day, calendar.monthrange(y, m)[1]))
 
 
+def offset_at(secs: int, tz) -> dt.timedelta:
+    return (EPOCH + dt.timedelta(seconds=secs)).astimezone(tz).utcoffset()
+
+
+def first_offset_second(low: int, high: int, tz, wanted) -> int:
+    """The first second in (low, high] whose offset is wanted (high's is)."""
+    while high - low > 1:
+        middle = (low + high) // 2
+        if wanted(offset_at(middle, tz)):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 def bucket(secs: int, gran: str, tz) -> tuple[int, int]:
     """[start, end) epoch seconds of the local calendar bucket containing secs."""
     utc = EPOCH + dt.timedelta(seconds=secs)
     local = utc.astimezone(tz)
     if gran == "hour":
+        # The local hour under the current offset, cut where the offset
+        # changes within it (Lord Howe's half-hour and Chatham's 02:45
+        # changes): a bucket is the instants of one local hour.
         start = secs - (local.minute * 60 + local.second)
-        return start, start + 3600
+        end = start + 3600
+        offset = local.utcoffset()
+        if offset_at(start, tz) != offset:
+            start = first_offset_second(start, secs, tz, lambda o: o == offset)
+        if offset_at(end - 1, tz) != offset:
+            end = first_offset_second(secs, end - 1, tz, lambda o: o != offset)
+        return start, end
     d = local.date()
     if gran == "day":
         a, b = d, d + dt.timedelta(days=1)
@@ -397,11 +421,11 @@ def bucket(secs: int, gran: str, tz) -> tuple[int, int]:
 
 def fmt_instant(secs: int, tz, utc_style: bool) -> str:
     utc = EPOCH + dt.timedelta(seconds=secs)
-    if utc_style:
-        return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
     local = utc.astimezone(tz)
     off = local.utcoffset()
     total = int(off.total_seconds())
+    if utc_style or total % 60:  # an offset with seconds has no RFC 3339 form
+        return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
     sign = "+" if total >= 0 else "-"
     total = abs(total)
     return local.strftime("%Y-%m-%dT%H:%M:%S") + f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}"
