@@ -73,6 +73,11 @@ fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
         ManifestState::Damaged(why) => {
             writeln!(out, "manifest.json: damaged: {why} ({} kept manifests)", verified.kept)?
         }
+        ManifestState::Behind(newest) => writeln!(
+            out,
+            "manifest.json: {}",
+            crate::store::manifest_behind(store, verified.generation.unwrap_or(0), *newest)
+        )?,
     }
     for finding in &verified.findings {
         writeln!(out, "{}: {}", finding.name, finding.problem)?;
@@ -86,6 +91,8 @@ fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
         writeln!(out, "every listed file is whole; {DELETIONS_DB} is refused (above)")?;
     } else if whole {
         writeln!(out, "ok: every listed file is whole")?;
+    } else if matches!(verified.manifest, ManifestState::Behind(_)) && verified.findings.is_empty() {
+        writeln!(out, "not ok: manifest.json is behind the newest kept manifest (above)")?;
     } else {
         writeln!(
             out,

@@ -63,12 +63,7 @@ pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result
 }
 
 fn read(store: &Path) -> Result<Manifest> {
-    Manifest::read(store)?.ok_or_else(|| {
-        if super::has_kept_manifests(store) {
-            return super::no_manifest(store);
-        }
-        Error::io(store, format!("not a telemeter store (no {}; run `telemeter ingest` first)", super::MANIFEST))
-    })
+    Manifest::read(store)?.ok_or_else(|| super::WithoutManifest::of(store).error(store))
 }
 
 fn read_accounts(store: &Path, manifest: &Manifest) -> Result<Option<(String, Vec<u8>)>> {

@@ -24,7 +24,7 @@ use super::ingest::corrections::Applied;
 use super::ingest::fold::Rollups;
 use super::ingest::terms::{BuildResources, IngestReport, PreviousResources, ResourceChanges};
 use super::parquet_io::{self, RecordRows};
-use super::{Manifest, FORMAT_VERSION};
+use super::{Manifest, WithoutManifest, FORMAT_VERSION, KEPT_MANIFESTS, MANIFEST};
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Result};
 use crate::records::accounts::Accounts;
@@ -62,20 +62,31 @@ pub(in crate::store) fn open(store: &Path, id: &str) -> Result<Opened> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
         return Err(Error::Usage(format!("ingest id '{id}' must be non-empty: letters, digits, '-', '_' or '.'")));
     }
-    // A store whose manifest is lost or damaged is refused before anything
-    // is created, written or deleted.
+    // A store whose manifest is lost or damaged, or a folder of other
+    // files, is refused before anything is created, written or deleted.
     let found = Manifest::read(store)?;
-    if found.is_none() && super::has_kept_manifests(store) {
-        return Err(super::no_manifest(store));
+    if found.is_none() && !WithoutManifest::of(store).may_start() {
+        return Err(WithoutManifest::of(store).error(store));
     }
     std::fs::create_dir_all(store).map_err(|e| Error::io(store, e))?;
     let lock = lock(store)?;
 
     // Read again under the lock: another publisher may have gone first.
     let old = match Manifest::read(store)? {
-        Some(old) => old,
-        None if found.is_some() || super::has_kept_manifests(store) => return Err(super::no_manifest(store)),
+        Some(old) => {
+            check_not_behind(store, &old)?;
+            if old.generation > 0 && !store.join(KEPT_MANIFESTS).join(format!("{}.json", old.generation)).exists() {
+                old.keep(store)?;
+            }
+            old
+        }
+        None if found.is_some() => return Err(super::no_manifest(store)),
+        None if !WithoutManifest::of(store).may_start() => return Err(WithoutManifest::of(store).error(store)),
         None => {
+            // Marks the folder as this new store's before anything else is
+            // written there.
+            let marker = store.join(super::FIRST_INGEST);
+            std::fs::write(&marker, id).map_err(|e| Error::io(&marker, e))?;
             // The store's own page-token key, made with the store (a
             // published store that lost it gets a new one from the next
             // command that seals tokens, which says so: never silently
@@ -190,13 +201,6 @@ pub(in crate::store) fn discard(store: &Path, id: &str, old: &Manifest) -> usize
     let mut keep: std::collections::HashSet<&str> = old.listed().into_iter().collect();
     keep.extend(current.iter().flat_map(Manifest::listed));
     let mut removed = discard_scratch(store, id);
-    // The kept copy of a manifest that was never published: the
-    // generation after the one on disk.
-    let published = current.as_ref().map_or(0, |current| current.generation);
-    if published == old.generation {
-        let kept = store.join(super::KEPT_MANIFESTS).join(format!("{}.json", old.generation + 1));
-        removed += usize::from(std::fs::remove_file(kept).is_ok());
-    }
     for folder in GENERATION_FOLDERS {
         let mut files = Vec::new();
         let _ = crate::records::files::walk(&store.join(folder), &mut files);
@@ -256,11 +260,24 @@ fn remove_empty_folders(folder: &Path) {
     let _ = std::fs::remove_dir(folder);
 }
 
+/// The store's writer lock file.
+pub const LOCK_FILE: &str = ".ingest.lock";
+
+/// Refuses to build on `old` when a later generation was published: an
+/// older `manifest.json` was put back, and the next collection would
+/// delete the later generation's files.
+pub(in crate::store) fn check_not_behind(store: &Path, old: &Manifest) -> Result<()> {
+    match super::kept_after(store, old.generation) {
+        Some(newest) => Err(Error::io(store.join(MANIFEST), super::manifest_behind(store, old.generation, newest))),
+        _ => Ok(()),
+    }
+}
+
 /// Takes the store's writer lock (`STORE/.ingest.lock`), held by every
 /// publisher (an ingest, `accounts set-token`) until the file is dropped;
 /// another publisher at work is an error.
 pub(in crate::store) fn lock(store: &Path) -> Result<std::fs::File> {
-    let lock_path = store.join(".ingest.lock");
+    let lock_path = store.join(LOCK_FILE);
     let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
     // A reader's probe (`publisher_at_work`) holds a shared lock for an
     // instant: tried again for a tenth of a second, where another
@@ -285,7 +302,7 @@ const LOCK_TRIES: usize = 20;
 /// shared lock on it is refused. (A lock file that cannot be opened says
 /// nothing: `false`.)
 pub(in crate::store) fn publisher_at_work(store: &Path) -> bool {
-    let Ok(lock) = std::fs::File::open(store.join(".ingest.lock")) else { return false };
+    let Ok(lock) = std::fs::File::open(store.join(LOCK_FILE)) else { return false };
     matches!(lock.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
 }
 

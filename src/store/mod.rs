@@ -174,6 +174,11 @@ pub const SUMS_FORMAT: u32 = 6;
 /// copy of a published `manifest.json`.
 pub const KEPT_MANIFESTS: &str = "manifests";
 
+/// The file a store's first ingest makes before anything else and removes
+/// once it has published: a folder without a manifest that holds it is
+/// that ingest's, not a store whose manifest was lost.
+pub const FIRST_INGEST: &str = ".first-ingest";
+
 /// How many kept manifests collection leaves (the newest), besides those
 /// of generations a reader holds a lease on.
 pub const KEEP_MANIFESTS: usize = 8;
@@ -383,15 +388,29 @@ impl Manifest {
     /// synced, renamed over `manifest.json`, then the directory synced.
     pub fn publish(&self, store: &Path, ingest_id: &str) -> Result<()> {
         let text = self.to_bytes()?;
-        let kept = store.join(KEPT_MANIFESTS);
-        std::fs::create_dir_all(&kept).map_err(|e| Error::io(&kept, e))?;
-        write_synced(&kept.join(format!("{}.json", self.generation)), &text)?;
-        sync_dir(&kept)?;
         let temporary = store.join(format!("{MANIFEST}.tmp-{ingest_id}"));
         write_synced(&temporary, &text)?;
         let path = store.join(MANIFEST);
         std::fs::rename(&temporary, &path).map_err(|e| Error::io(&path, e))?;
-        sync_dir(store)
+        sync_dir(store)?;
+        // Kept after the commit, so that no kept manifest names a
+        // generation that was never published (a killed run's would be
+        // restored by `store repair`). One lost between the two is written
+        // by the next ingest ([`Manifest::keep`]).
+        self.keep(store)?;
+        match std::fs::remove_file(store.join(FIRST_INGEST)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(store.join(FIRST_INGEST), e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes this published manifest's kept copy,
+    /// `manifests/<generation>.json`.
+    pub fn keep(&self, store: &Path) -> Result<()> {
+        let kept = store.join(KEPT_MANIFESTS);
+        std::fs::create_dir_all(&kept).map_err(|e| Error::io(&kept, e))?;
+        write_synced(&kept.join(format!("{}.json", self.generation)), &self.to_bytes()?)?;
+        sync_dir(&kept)
     }
 
     /// Every file this manifest lists, by name (relative to the store):
@@ -487,6 +506,102 @@ pub fn has_kept_manifests(store: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// The newest generation after `generation` whose kept manifest
+/// (`manifests/<n>.json`) is whole: one was published after the manifest
+/// of `generation`. A damaged kept copy does not count (`store repair`
+/// passes over it to an older one).
+pub fn kept_after(store: &Path, generation: u64) -> Option<u64> {
+    let mut later: Vec<u64> = std::fs::read_dir(store.join(KEPT_MANIFESTS))
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json")?.parse::<u64>().ok())
+        .filter(|&kept| kept > generation)
+        .collect();
+    later.sort_unstable_by(|a, b| b.cmp(a));
+    later.into_iter().find(|kept| {
+        let path = store.join(KEPT_MANIFESTS).join(format!("{kept}.json"));
+        std::fs::read(&path).is_ok_and(|bytes| Manifest::parse(&bytes, &path).is_ok_and(|m| m.generation == *kept))
+    })
+}
+
+/// What an ingest and `store verify` say of a manifest of
+/// generation `generation` behind the kept one of `newest`.
+pub fn manifest_behind(store: &Path, generation: u64, newest: u64) -> String {
+    let kept = store.join(KEPT_MANIFESTS).join(format!("{newest}.json"));
+    format!(
+        "is generation {generation}, but generation {newest} was published after it ({}): an older \
+         manifest was put back; nothing was changed. To return to generation {newest}, copy that file over \
+         {MANIFEST}; to roll back on purpose, delete the kept manifests above {generation}",
+        kept.display()
+    )
+}
+
+/// What a store folder without a `manifest.json` holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WithoutManifest {
+    /// Nothing (or no folder, or only the writer lock): a new store.
+    Empty,
+    /// The files of a first ingest that has not published
+    /// ([`FIRST_INGEST`]).
+    FirstIngest,
+    /// Kept manifests: a store whose `manifest.json` was lost.
+    Lost,
+    /// Other files: not a store, or one whose manifests were all lost.
+    Foreign,
+}
+
+impl WithoutManifest {
+    /// What the folder `store`, which has no `manifest.json`, holds.
+    pub fn of(store: &Path) -> WithoutManifest {
+        if has_kept_manifests(store) {
+            return WithoutManifest::Lost;
+        }
+        if store.join(FIRST_INGEST).exists() {
+            return WithoutManifest::FirstIngest;
+        }
+        let foreign = std::fs::read_dir(store)
+            .is_ok_and(|mut entries| entries.any(|e| e.map_or(true, |e| e.file_name() != generation::LOCK_FILE)));
+        if foreign {
+            WithoutManifest::Foreign
+        } else {
+            WithoutManifest::Empty
+        }
+    }
+
+    /// Whether an ingest may make a new store there.
+    pub fn may_start(self) -> bool {
+        matches!(self, WithoutManifest::Empty | WithoutManifest::FirstIngest)
+    }
+
+    /// Why a command that needs a published generation refuses `store`.
+    pub fn error(self, store: &Path) -> Error {
+        match self {
+            WithoutManifest::Lost => no_manifest(store),
+            WithoutManifest::FirstIngest if generation::publisher_at_work(store) => Error::io(
+                store,
+                "has no generation published yet: its first ingest is at work (it holds .ingest.lock); try \
+                 again when it ends",
+            ),
+            WithoutManifest::FirstIngest => Error::io(
+                store,
+                "has no generation published yet: its first ingest stopped before it published; run the \
+                 ingest again",
+            ),
+            WithoutManifest::Empty => {
+                Error::io(store, format!("not a telemeter store (no {MANIFEST}; run `telemeter ingest` first)"))
+            }
+            WithoutManifest::Foreign => Error::io(
+                store,
+                format!(
+                    "holds files but no {MANIFEST} and no kept manifests: not a telemeter store, or one \
+                     whose manifests were all lost; nothing was read, written or deleted (a new store \
+                     needs a new or empty folder)"
+                ),
+            ),
+        }
+    }
+}
+
 /// The error for a store folder that holds a store's files but no
 /// manifest: refused by every command, nothing changed.
 pub fn no_manifest(store: &Path) -> Error {
@@ -529,23 +644,7 @@ impl Store {
         let mut failure = None;
         for _ in 0..OPEN_ATTEMPTS {
             let Some((manifest, bytes)) = Manifest::read_bytes(dir)? else {
-                // The first ingest keeps its manifest's copy just before
-                // it publishes: while it works, there is no generation
-                // yet, and nothing to repair.
-                if has_kept_manifests(dir) && generation::publisher_at_work(dir) {
-                    return Err(Error::io(
-                        dir,
-                        "has no generation published yet: an ingest is at work on this store (it holds \
-                         .ingest.lock); try again when it ends",
-                    ));
-                }
-                if has_kept_manifests(dir) {
-                    return Err(no_manifest(dir));
-                }
-                return Err(Error::io(
-                    dir,
-                    format!("not a telemeter store (no {MANIFEST}; run `telemeter ingest` first)"),
-                ));
+                return Err(WithoutManifest::of(dir).error(dir));
             };
             let generation = manifest.generation;
             let store = |lease, unleased| Store { dir: dir.to_owned(), manifest, _lease: lease, unleased };
@@ -823,20 +922,40 @@ mod tests {
     use crate::time::{parse_date, Granularity, Window};
     use chrono_tz::Tz;
 
-    /// A store folder whose first ingest is at work (it holds the writer
-    /// lock and has kept its manifest's copy, but not published it) is
-    /// not a store to repair; once no publisher holds the lock, it is.
+    /// A folder without a manifest says what it holds: nothing, a first
+    /// ingest at work or stopped, a lost manifest (kept ones to repair
+    /// from), or files that are not a store's. Only the first two may
+    /// become a new store.
     #[test]
-    fn a_store_whose_first_ingest_is_at_work_is_not_called_damaged() {
+    fn a_folder_without_a_manifest_says_what_it_holds() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(KEPT_MANIFESTS)).unwrap();
-        std::fs::write(dir.path().join(KEPT_MANIFESTS).join("1.json"), b"{}").unwrap();
-        let lock = generation::lock(dir.path()).unwrap();
-        let error = Store::open(dir.path()).unwrap_err().chain();
-        assert!(error.contains("no generation published yet: an ingest is at work"), "{error}");
+        let store = dir.path();
+        let says = |what: &str| {
+            let error = Store::open(store).unwrap_err().chain();
+            assert!(error.contains(what), "{error}");
+        };
+        assert_eq!(WithoutManifest::of(&store.join("absent")), WithoutManifest::Empty);
+        let lock = generation::lock(store).unwrap();
+        assert_eq!(WithoutManifest::of(store), WithoutManifest::Empty);
+        says("run `telemeter ingest` first");
+
+        std::fs::write(store.join(FIRST_INGEST), b"i1").unwrap();
+        std::fs::create_dir_all(store.join("records")).unwrap();
+        assert_eq!(WithoutManifest::of(store), WithoutManifest::FirstIngest);
+        says("its first ingest is at work");
         drop(lock);
-        let error = Store::open(dir.path()).unwrap_err().chain();
-        assert!(error.contains("store repair"), "{error}");
+        says("its first ingest stopped before it published");
+        assert!(WithoutManifest::of(store).may_start());
+
+        std::fs::remove_file(store.join(FIRST_INGEST)).unwrap();
+        assert_eq!(WithoutManifest::of(store), WithoutManifest::Foreign);
+        assert!(!WithoutManifest::of(store).may_start());
+        says("holds files but no manifest.json and no kept manifests");
+
+        std::fs::create_dir_all(store.join(KEPT_MANIFESTS)).unwrap();
+        std::fs::write(store.join(KEPT_MANIFESTS).join("1.json"), b"{}").unwrap();
+        assert_eq!(WithoutManifest::of(store), WithoutManifest::Lost);
+        says("store repair");
     }
 
     /// A manifest as earlier versions wrote it reads back and writes again

@@ -40,6 +40,9 @@ pub enum ManifestState {
     Missing,
     /// It cannot be read or does not match its checksum (the reason).
     Damaged(String),
+    /// Whole, but a later generation was published after it (the newest
+    /// kept manifest's): an older manifest was put back.
+    Behind(u64),
 }
 
 /// What [`verify`] found.
@@ -93,10 +96,10 @@ pub fn verify(store: &Path) -> Result<Verified> {
         }
     };
     let findings = check_files(store, &manifest);
-    let state = if manifest.format >= super::SUMS_FORMAT {
-        ManifestState::Good
-    } else {
-        ManifestState::NoSums(manifest.format)
+    let state = match super::kept_after(store, manifest.generation) {
+        Some(newest) => ManifestState::Behind(newest),
+        _ if manifest.format >= super::SUMS_FORMAT => ManifestState::Good,
+        _ => ManifestState::NoSums(manifest.format),
     };
     Ok(Verified {
         manifest: state,

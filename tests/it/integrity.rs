@@ -466,3 +466,73 @@ fn repair_rebuilds_damaged_rollups_and_index_from_the_records() {
     telemeter(&["store", "repair", "--store", s(&store)]).ok();
     telemeter(&["history", "--store", s(&store), "--kind", "calls", "--record-id", "c030"]).ok();
 }
+
+/// A folder with no manifest and no kept manifests is not taken for a new
+/// store unless it is empty: an ingest into a store that lost all its
+/// manifests, or into a folder of other files, is refused and deletes
+/// nothing, and readers do not advise an ingest there.
+#[test]
+fn an_ingest_into_a_folder_of_files_without_a_manifest_is_refused() {
+    let (dir, store) = sample_store();
+    std::fs::remove_file(store.join("manifest.json")).expect("delete");
+    std::fs::remove_dir_all(store.join("manifests")).expect("delete");
+    let foreign = dir.path().join("home");
+    common::write(&foreign, "records/2025-invoices.pdf", b"%PDF");
+    common::write(&foreign, "accounts/customers.xlsx", b"PK");
+    for folder in [&store, &foreign] {
+        let before = tree(folder);
+        let run = telemeter(&["ingest", "--data", s(&common::sample_data()), "--store", s(folder)]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(run.stderr.contains("holds files but no manifest.json and no kept manifests"), "{}", run.stderr);
+        assert!(run.stderr.contains("nothing was read, written or deleted"), "{}", run.stderr);
+        assert_eq!(tree(folder), before, "the refused ingest changed {}", folder.display());
+        let read = answer(folder, "MA001SHGA32ZDQYG9N8T", DAY);
+        assert_eq!(read.code, 1, "{}", read.stderr);
+        assert!(!read.stderr.contains("run `telemeter ingest`"), "{}", read.stderr);
+    }
+}
+
+/// A first ingest that stopped before it published (here a bad row) leaves
+/// its marker: the next ingest makes the store there, and collects what
+/// the stopped one left.
+#[test]
+fn a_first_ingest_that_stopped_is_followed_by_one_that_publishes() {
+    let dir = common::temp_dir();
+    let (data, store) = (dir.path().join("data"), dir.path().join("store"));
+    common::copy_tree(&common::sample_data(), &data);
+    let calls = data.join("calls/2026/11/20.csv");
+    let good = std::fs::read_to_string(&calls).expect("calls");
+    std::fs::write(&calls, format!("{good}bad,row\n")).expect("a bad row");
+    assert_eq!(telemeter(&["ingest", "--data", s(&data), "--store", s(&store)]).code, 1);
+    assert!(store.join(".first-ingest").exists(), "the stopped ingest's marker stays");
+    let read = answer(&store, "MA001SHGA32ZDQYG9N8T", DAY);
+    assert!(read.stderr.contains("its first ingest stopped before it published"), "{}", read.stderr);
+    common::write(&store, "records/calls/left-00000.parquet", b"a killed run's file");
+    std::fs::write(&calls, good).expect("fixed");
+    telemeter(&["ingest", "--data", s(&data), "--store", s(&store)]).ok();
+    assert!(!store.join(".first-ingest").exists(), "the marker goes once a generation is published");
+    assert!(!store.join("records/calls/left-00000.parquet").exists(), "the leftover is collected");
+    answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).ok();
+}
+
+/// An older manifest put back over a newer one is found by `store verify`
+/// and refused by the next ingest, which would otherwise delete the newer
+/// generation's files; the newest kept copy put back recovers it.
+#[test]
+fn an_older_manifest_put_back_is_refused_and_named() {
+    let (_dir, store) = sample_store();
+    telemeter(&["ingest", "--data", s(&common::root().join("sample_corrections")), "--store", s(&store)]).ok();
+    let newest = answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout;
+    std::fs::copy(store.join("manifests/1.json"), store.join("manifest.json")).expect("roll back");
+    let verify = telemeter(&["store", "verify", "--store", s(&store)]);
+    assert_eq!(verify.code, 1, "{}", verify.stdout);
+    assert!(verify.stdout.contains("is generation 1, but generation 2 was published after it"), "{}", verify.stdout);
+    let before = tree(&store);
+    let late = telemeter(&["ingest", "--data", s(&common::sample_data()), "--store", s(&store)]);
+    assert_eq!(late.code, 1, "{}", late.stderr);
+    assert!(late.stderr.contains("an older manifest was put back; nothing was changed"), "{}", late.stderr);
+    assert_eq!(tree(&store), before, "the refused ingest changed the store");
+    std::fs::copy(store.join("manifests/2.json"), store.join("manifest.json")).expect("forward");
+    telemeter(&["store", "verify", "--store", s(&store)]).ok();
+    assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest);
+}
