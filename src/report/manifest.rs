@@ -46,6 +46,10 @@ pub(super) struct StoreEntry {
     /// and later).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) manifest_checksum: Option<String>,
+    /// Rows the store's ingests set aside, never stored (so never in this
+    /// report), and the files that list them.
+    pub(super) set_aside_at_ingest: u64,
+    pub(super) rejected: Vec<String>,
 }
 
 /// The months that changed since a previous report of the same store:
@@ -82,6 +86,8 @@ impl StoreEntry {
             generation: manifest.generation,
             ingest: manifest.ingests.last().map(|ingest| ingest.id.clone()),
             manifest_checksum: manifest.checksum.clone(),
+            set_aside_at_ingest: manifest.ingests.iter().map(|ingest| ingest.rows.set_aside).sum(),
+            rejected: manifest.ingests.iter().filter_map(|ingest| ingest.rejected.clone()).collect(),
         }
     }
 }

@@ -242,6 +242,9 @@ fn write_all(
         used: counts.used,
         set_aside: counts.set_aside,
         duplicates: counts.duplicates,
+        superseded: counts.superseded,
+        voids: counts.voids,
+        set_aside_at_ingest: store.map(|store| store.manifest.ingests.iter().map(|ingest| ingest.rows.set_aside).sum()),
     };
     write_file(
         &staging.join("index.html"),

@@ -669,6 +669,48 @@ fn bad_rows_are_set_aside_and_counted() {
     assert_eq!(json(&out.join("MA100001/page-0001.json"))["meta"]["total_spend"].to_string(), json_decimal(total));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("2 set aside"), "{stderr}");
+
+    // From a store, the rows its ingest set aside are never read, and the
+    // report says so: in its manifest and on index.html.
+    let store = dir.path().join("store");
+    let s = |path: &Path| path.to_str().expect("utf-8").to_owned();
+    let (data_arg, store_arg) = (s(&data), s(&store));
+    let ingest = run(&["ingest", "--data", &data_arg, "--store", &store_arg, "--on-bad-row", "set-aside"]);
+    assert!(ingest.status.success(), "{}", String::from_utf8_lossy(&ingest.stderr));
+    let from_store = dir.path().join("from-store");
+    let out_arg = s(&from_store);
+    let args = ["report", "--store", &store_arg, "--out", &out_arg, "--query", SAMPLE_QUERY, "--now", NOW];
+    assert!(run(&args).status.success());
+    let manifest = json(&from_store.join("manifest.json"));
+    assert_eq!(manifest["store"]["set_aside_at_ingest"], 2, "{manifest}");
+    assert_eq!(manifest["store"]["rejected"].as_array().map(Vec::len), Some(1), "{manifest}");
+    let index = std::fs::read_to_string(from_store.join("index.html")).expect("index");
+    assert!(index.contains("Set aside at ingest</div><div class=\"v\">2<"), "{index}");
+}
+
+/// The cards of index.html add up to the rows read: superseded rows and
+/// voids are shown when a delivery has them.
+#[test]
+fn index_cards_add_up_with_corrections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    crate::common::copy_tree(&crate::common::sample_data(), &data);
+    for kind in ["calls", "charges", "voids"] {
+        crate::common::copy_tree(&crate::common::root().join("sample_corrections").join(kind), &data.join(kind));
+    }
+    let out = dir.path().join("out");
+    let output =
+        report(&data, &out, &["--query", "granularity=month&from_date=2026-10-01&to_date=2026-12-01", "--now", NOW]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index = std::fs::read_to_string(out.join("index.html")).expect("index");
+    let card = |label: &str| -> u64 {
+        let at = index.find(&format!("{label}</div><div class=\"v\">")).unwrap_or_else(|| panic!("{label}: {index}"));
+        let rest = &index[at + label.len() + "</div><div class=\"v\">".len()..];
+        rest[..rest.find('<').expect("end")].replace(',', "").parse().expect("a count")
+    };
+    let shown = ["Used", "Set aside", "Duplicates", "Superseded", "Voids"].map(card);
+    assert!(shown[3] > 0 && shown[4] > 0, "{shown:?}");
+    assert_eq!(card("Rows read"), shown.iter().sum::<u64>(), "{shown:?}");
 }
 
 #[test]

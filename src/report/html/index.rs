@@ -47,6 +47,12 @@ pub struct IndexCounts {
     pub set_aside: u64,
     /// Duplicate rows.
     pub duplicates: u64,
+    /// Rows an earlier version of their record replaced.
+    pub superseded: u64,
+    /// Rows of `voids/`.
+    pub voids: u64,
+    /// Read from a store: the rows its ingests set aside (never stored).
+    pub set_aside_at_ingest: Option<u64>,
 }
 
 /// `index.html`: every account with its total spend, grouped by currency
@@ -95,6 +101,15 @@ pub fn index(
     card(&mut out, "", "Used", &grouped(counts.used.into()));
     card(&mut out, "", "Set aside", &grouped(counts.set_aside.into()));
     card(&mut out, "", "Duplicates", &grouped(counts.duplicates.into()));
+    // Shown when there are any, so that the cards add up to the rows read.
+    for (label, count) in [("Superseded", counts.superseded), ("Voids", counts.voids)] {
+        if count > 0 {
+            card(&mut out, "", label, &grouped(count.into()));
+        }
+    }
+    if let Some(count) = counts.set_aside_at_ingest.filter(|&count| count > 0) {
+        card(&mut out, "", "Set aside at ingest", &grouped(count.into()));
+    }
     out.push_str("</div>\n<section><h2>Accounts by spend</h2><div class=\"scroll\"><table><thead><tr>");
     out.push_str(
         "<th>Account</th><th>Period</th><th>Time zone</th><th class=\"n\">Usage rows</th>\
