@@ -30,6 +30,10 @@ use super::files::Format;
 use super::split::Split;
 use crate::error::{Error, Result};
 
+/// The largest zstd window a `.csv.zst` frame may ask for: 2^31 bytes,
+/// zstd's own limit (`zstd --long=31`).
+const ZSTD_WINDOW_LOG_MAX: u32 = 31;
+
 /// The bytes of the file at `path`, decoded as `format` says.
 ///
 /// A 0-byte file of any format decodes to no bytes (no records), like a
@@ -95,8 +99,12 @@ impl<'p> Stream<'p> {
             Format::Csv | Format::Parquet => (Box::new(handle), None),
             Format::CsvGz => (gunzip(handle).map_err(|e| Error::io(path, e))?, Some("gzip")),
             Format::CsvZst => {
-                let decoder = zstd::stream::read::Decoder::new(handle)
-                    .map_err(|e| Error::io(path, format!("not a readable zstd file: {e}")))?;
+                let unreadable = |e: std::io::Error| Error::io(path, format!("not a readable zstd file: {e}"));
+                let mut decoder = zstd::stream::read::Decoder::new(handle).map_err(unreadable)?;
+                // Frames made with `zstd --long` (windows past the default
+                // 128 MiB limit, up to zstd's 2 GiB) are read; the window
+                // is memory the decode holds.
+                decoder.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(unreadable)?;
                 (Box::new(decoder), Some("zstd"))
             }
         };
@@ -213,6 +221,23 @@ mod tests {
     use std::io::Write;
 
     use super::*;
+
+    /// A frame written with `zstd --long=31` (a window past the default
+    /// 128 MiB limit, its size unknown to the encoder) is read.
+    #[test]
+    fn a_zstd_frame_with_a_long_window_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = b"a,b\n1,2\n".repeat(1000);
+        let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        encoder.long_distance_matching(true).unwrap();
+        encoder.window_log(ZSTD_WINDOW_LOG_MAX).unwrap();
+        encoder.write_all(&text).unwrap();
+        let zst = dir.path().join("long.csv.zst");
+        std::fs::write(&zst, encoder.finish().unwrap()).unwrap();
+        let mut plain = zstd::stream::read::Decoder::new(std::fs::File::open(&zst).unwrap()).unwrap();
+        assert!(plain.read_to_end(&mut Vec::new()).is_err(), "a default decoder refuses the frame");
+        assert_eq!(read(&zst, Format::CsvZst).unwrap(), text);
+    }
 
     #[test]
     fn every_format_decodes_to_the_same_bytes() {
