@@ -29,6 +29,9 @@ enum Values<'a> {
     Null,
     Text(Vec<Option<&'a str>>),
     OwnedText(Vec<Option<String>>),
+    /// Strings as older writers store them (BYTE_ARRAY without the UTF8
+    /// annotation): checked as UTF-8 row by row, as CSV text is.
+    Bytes(Vec<Option<&'a [u8]>>),
     Int(Vec<Option<i64>>),
     UInt(Vec<Option<u64>>),
     Decimal(Vec<Option<i128>>, usize),
@@ -41,6 +44,7 @@ impl Values<'_> {
         match self {
             Values::Text(v) => v.iter().flatten().map(|s| s.len()).sum(),
             Values::OwnedText(v) => v.iter().flatten().map(String::len).sum(),
+            Values::Bytes(v) => v.iter().flatten().map(|b| b.len()).sum(),
             _ => 0,
         }
     }
@@ -50,6 +54,7 @@ impl Values<'_> {
             Values::Null => Field::Null,
             Values::Text(v) => v[row].map_or(Field::Null, |s| Field::Text(s.as_bytes())),
             Values::OwnedText(v) => v[row].as_deref().map_or(Field::Null, |s| Field::Text(s.as_bytes())),
+            Values::Bytes(v) => v[row].map_or(Field::Null, Field::Text),
             Values::Int(v) => v[row].map_or(Field::Null, |i| Field::Int(i as i128)),
             Values::UInt(v) => v[row].map_or(Field::Null, |i| Field::Int(i as i128)),
             Values::Decimal(v, scale) => {
@@ -381,6 +386,7 @@ fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: 
     Ok(match (&dtype, expected) {
         (DataType::Null, _) => Values::Null,
         (DataType::String, _) => Values::Text(column.str().map_err(polars)?.iter().collect()),
+        (DataType::Binary, _) => Values::Bytes(column.binary().map_err(polars)?.iter().collect()),
         (DataType::Int64, ColumnType::Text) => {
             Values::OwnedText(column.i64().map_err(polars)?.iter().map(|v| v.map(|i| i.to_string())).collect())
         }

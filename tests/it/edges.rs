@@ -480,6 +480,89 @@ fn parquet_integer_text_columns_and_dictionary_strings_read_like_strings() {
     assert_eq!(store_summary(&outcome.store).ok(), expected);
 }
 
+/// Strings stored as plain binary (BYTE_ARRAY without the UTF8
+/// annotation, as older Spark, Hive and Impala write them) read as the
+/// same strings; a value that is not UTF-8 is that row's error, naming its
+/// row and column, and set aside alone with `set-aside`.
+#[test]
+fn parquet_binary_columns_read_like_strings() {
+    use polars::prelude::{Column, DataFrame, IntoColumn, NamedFrom, Series};
+    let rows: [[&[u8]; 12]; 2] = [
+        [
+            b"1",
+            b"A1",
+            b"",
+            b"2026-11-20T10:00:00Z",
+            b"voice",
+            b"pstn",
+            b"outbound",
+            b"US",
+            b"60",
+            b"0.013",
+            b"0.001",
+            b"4000",
+        ],
+        [
+            b"2",
+            b"A1",
+            b"S1",
+            b"2026-11-20T11:00:00Z",
+            b"zentrunk",
+            b"sip",
+            b"inbound",
+            b"",
+            b"30",
+            b"0.004",
+            b"0",
+            b"3010",
+        ],
+    ];
+    let names = CALLS_HEADER.trim_end().split(',').collect::<Vec<_>>();
+    let frame = |rows: &[[&[u8]; 12]]| {
+        let columns: Vec<Column> = (0..names.len())
+            .map(|i| Series::new(names[i].into(), rows.iter().map(|r| r[i]).collect::<Vec<&[u8]>>()).into_column())
+            .collect();
+        DataFrame::new(rows.len(), columns).expect("frame")
+    };
+    let work = temp_dir();
+    let text = |r: &[&[u8]; 12]| r.map(|f| std::str::from_utf8(f).expect("UTF-8")).join(",");
+    let plain = work.path().join("plain");
+    write(&plain, "calls/c.csv", format!("{CALLS_HEADER}{}\n{}\n", text(&rows[0]), text(&rows[1])));
+    let binary = work.path().join("binary");
+    crate::common::write_frame(&binary.join("calls/c.parquet"), frame(&rows));
+    let expected = summary(&plain, "A1", QUERY, &[]);
+    let expected = expected.ok();
+    let outcome = run_all(&binary, work.path(), &[]);
+    assert_eq!(outcome.summary.ok(), expected);
+    outcome.ingest.ok();
+    assert_eq!(store_summary(&outcome.store).ok(), expected);
+
+    let mut bad = rows.to_vec();
+    bad.push([
+        b"3\xff",
+        b"A1",
+        b"",
+        b"2026-11-20T12:00:00Z",
+        b"voice",
+        b"pstn",
+        b"outbound",
+        b"US",
+        b"1",
+        b"9",
+        b"0",
+        b"",
+    ]);
+    let damaged = work.path().join("damaged");
+    crate::common::write_frame(&damaged.join("calls/c.parquet"), frame(&bad));
+    let refused = summary(&damaged, "A1", QUERY, &[]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("calls/c.parquet: row 3: column 'record_id'"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("is not valid UTF-8"), "{}", refused.stderr);
+    let outcome = run_all(&damaged, &work.path().join("set-aside"), &["--on-bad-row", "set-aside"]);
+    assert!(outcome.ingest.ok().contains("total           read          3  used          2  set aside        1"));
+    assert_eq!(store_summary(&outcome.store).ok(), expected);
+}
+
 #[test]
 fn empty_files_of_every_form_hold_no_records() {
     let zstd_of = |bytes: &[u8]| zstd::stream::encode_all(bytes, 3).expect("zstd");
