@@ -21,6 +21,9 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// What the log gets beyond the message (a 502's cause).
     pub detail: Option<String>,
+    /// Whether the connection closes after this answer (`connection:
+    /// close`): the request's body was not read whole.
+    pub close: bool,
 }
 
 /// The error of a response, left in its extensions for the middleware to
@@ -36,7 +39,12 @@ pub struct PendingError {
 impl ApiError {
     /// An error with `status` and `message`.
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into(), retry_after: None, detail: None }
+        ApiError { status, message: message.into(), retry_after: None, detail: None, close: false }
+    }
+
+    /// The error, answered on a connection that then closes.
+    pub fn closing(self) -> ApiError {
+        ApiError { close: true, ..self }
     }
 
     /// 404 `not found`.
@@ -73,6 +81,9 @@ impl IntoResponse for ApiError {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(seconds) = self.retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.close {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"telemeter\""));

@@ -68,6 +68,11 @@ pub const MAX_HEADERS: usize = 100;
 /// is a 431.
 pub const MAX_HEADER_BYTES: usize = 65_536;
 
+/// The most bytes of a request body the server reads (and drops: no route
+/// takes a body) before it answers, so that the connection stays usable;
+/// a longer body is refused (413) and the connection closed.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
 /// Where log lines go (stderr in `telemeter serve`).
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -231,9 +236,13 @@ async fn requests(State(server): State<Arc<Server>>, mut request: Request, next:
     request.extensions_mut().insert(ApiId(api_id.clone()));
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
-    let mut response = match over_limits(&request).or_else(|| malformed(&request)) {
-        Some(refusal) => refusal.into_response(),
-        None => next.run(request).await,
+    let refused = match over_limits(&request).or_else(|| malformed(&request)) {
+        Some(refusal) => Err(refusal),
+        None => drain_body(request).await,
+    };
+    let mut response = match refused {
+        Err(refusal) => refusal.into_response(),
+        Ok(request) => next.run(request).await,
     };
     let mut detail = None;
     if let Some(pending) = response.extensions_mut().remove::<PendingError>() {
@@ -255,6 +264,33 @@ async fn requests(State(server): State<Arc<Server>>, mut request: Request, next:
     }
     (server.log)(&line.to_string());
     response
+}
+
+/// The request with its body read and dropped (no route takes one), so
+/// that the connection can carry the next request; a body over
+/// [`MAX_BODY_BYTES`] (413) or whose framing is broken (400, a bad chunk
+/// size) is refused, and the connection closed after the answer.
+async fn drain_body(request: Request) -> Result<Request, ApiError> {
+    let (parts, body) = request.into_parts();
+    if hyper::body::Body::is_end_stream(&body) {
+        return Ok(Request::from_parts(parts, body));
+    }
+    match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(_) => Ok(Request::from_parts(parts, Body::empty())),
+        Err(e) => {
+            let too_long =
+                std::error::Error::source(&e).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            let refusal = if too_long {
+                let message = format!(
+                    "request body too large: no route takes a body, and at most {MAX_BODY_BYTES} bytes are read"
+                );
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message)
+            } else {
+                ApiError::new(StatusCode::BAD_REQUEST, format!("malformed request body: {e}"))
+            };
+            Err(refusal.closing())
+        }
+    }
 }
 
 /// The refusal of a request whose target or header fields are over the

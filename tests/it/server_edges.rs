@@ -191,3 +191,48 @@ fn a_doubled_authorization_and_a_missing_or_doubled_host_are_400() {
     // HTTP/1.0 has no Host requirement.
     assert_eq!(request("GET /healthz HTTP/1.0\r\n").status, 200);
 }
+
+/// No route takes a body: one of up to 1 MiB is read and dropped, and the
+/// connection carries the next request; a longer one is refused (413), a
+/// broken chunked one too (400), each saying the connection closes.
+#[test]
+fn a_request_body_is_read_and_dropped_or_refused_with_the_connection_closed() {
+    let (_data, server) = serve(&[]);
+    let auth = basic(A, "token-a");
+    let recording = format!("/v1/Account/{A}/Recording/nope/");
+    let endpoint = format!("/v1/Account/{A}/Endpoint/E1/");
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    for size in [8 << 10, 64 << 10, 1 << 20] {
+        let head = format!(
+            "DELETE {recording} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nContent-Length: {size}\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&vec![b'x'; size]).unwrap();
+        let answer = read_response(&mut reader, false).unwrap();
+        assert_eq!(answer.status, 404, "{size}: {}", answer.text());
+        assert_eq!(answer.header("connection"), None, "{size}");
+        let next = format!("GET {endpoint} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n");
+        stream.write_all(next.as_bytes()).unwrap();
+        let answer = read_response(&mut reader, false).unwrap();
+        assert_eq!(answer.status, 200, "{size}: the next request is read as one: {}", answer.text());
+    }
+
+    let size = (1 << 20) + 1;
+    let head =
+        format!("DELETE {recording} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nContent-Length: {size}\r\n\r\n");
+    let mut request = head.into_bytes();
+    request.extend(vec![b'x'; size]);
+    let answer = raw(server.addr, &request);
+    assert_eq!(answer.status, 413, "{}", answer.text());
+    assert_eq!(answer.header("connection"), Some("close"));
+    assert!(json(&answer)["error"].as_str().unwrap().contains("request body too large"), "{}", answer.text());
+
+    let chunked = format!(
+        "GET {endpoint} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"
+    );
+    let answer = raw(server.addr, chunked.as_bytes());
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert_eq!(answer.header("connection"), Some("close"));
+}
