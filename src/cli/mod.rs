@@ -96,6 +96,19 @@ pub enum Command {
     SparkTask(spark_task::Args),
 }
 
+/// Ignores SIGXFSZ: a write past the file-size limit (`ulimit -f`) then
+/// fails with EFBIG, an error naming its file, where the signal would
+/// have ended the process without a word (and without removing what the
+/// run wrote).
+#[allow(unsafe_code)]
+fn ignore_file_size_limit_signal() {
+    // SAFETY: sets the disposition of one signal to SIG_IGN before any
+    // thread starts; no handler runs, so nothing is shared with one.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// Runs the command line; the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -105,6 +118,7 @@ pub fn main() -> ExitCode {
     crate::parquet::quiet_caught_panics();
     // A thread refused its signal stack is out of memory, said as such.
     memory::report_thread_start_failures();
+    ignore_file_size_limit_signal();
     // The allocator's setup, before any thread starts (cli::memory).
     match &cli.command {
         Command::Summary(args) if args.source.store.is_some() => memory::for_one_answer(),

@@ -1,5 +1,6 @@
-//! A full disk under a store: an ingest that runs out of space fails
-//! naming the condition and leaves exactly the files it found, and every
+//! A full disk under a store (and a file-size limit): an ingest that runs
+//! out of space fails naming the condition and leaves exactly the files
+//! it found, and every
 //! reader (`summary --store`, `report --store`, `serve --store`) answers
 //! the previous generation as before, on a disk with no byte free.
 //!
@@ -345,4 +346,30 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
     let left: Vec<String> = unlisted(&on_tmpfs).into_iter().filter(|f| !previous.contains(f)).collect();
     assert_eq!(left, Vec::<String>::new(), "files of no generation beside the new one");
     drop(mounted);
+}
+
+/// A write past the file-size limit (`ulimit -f`) is an error naming its
+/// file, not a signal that ends the ingest without a word; the store
+/// keeps its generation.
+#[test]
+fn a_file_size_limit_fails_the_ingest_with_a_message() {
+    let temp = common::temp_dir();
+    let s = |path: &Path| path.to_str().expect("UTF-8").to_owned();
+    let store = temp.path().join("store");
+    common::telemeter(&["ingest", "--data", &s(&common::sample_data()), "--store", &s(&store)]).ok();
+    let more = temp.path().join("more");
+    let generated = ["generate", "-o", &s(&more), "--calls", "30000", "--start", "2026-08-01", "--seed", "7"];
+    common::telemeter(&generated).ok();
+    let before = listed(&store);
+    let mut command = Command::new("sh");
+    let script =
+        format!("ulimit -f 256; exec {} ingest --data '{}' --store '{}'", common::binary(), s(&more), s(&store));
+    command.args(["-c", &script]);
+    let run = run_command(&[], command);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("File too large"), "{}", run.stderr);
+    assert!(run.stderr.contains(&s(&store)), "names the file: {}", run.stderr);
+    assert_eq!(listed(&store), before);
+    assert!(unlisted(&store).is_empty(), "{:?}", unlisted(&store));
+    common::telemeter(&["store", "verify", "--store", &s(&store)]).ok();
 }
