@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use super::create_parent;
 use super::index::{self, IndexEntry};
 use super::ingest::corrections::Applied;
-use super::ingest::fold::Rollups;
+use super::ingest::fold::{PublishedTerms, Rollups};
 use super::ingest::terms::{BuildResources, IngestReport, PreviousResources, ResourceChanges};
 use super::parquet_io::{self, RecordRows};
 use super::{Manifest, WithoutManifest, FORMAT_VERSION, KEPT_MANIFESTS, MANIFEST};
@@ -383,20 +383,21 @@ pub(in crate::store) fn finish(
     }
     // Each account's months are those of its zone in the accounts this
     // generation publishes.
-    // A new accounts file may move accounts to other zones.
-    let (accounts, moved) = match &accounts_bytes {
+    // A new accounts file may move accounts to other zones or currencies.
+    let (accounts, changed) = match &accounts_bytes {
         Some(bytes) => {
             let accounts = Accounts::parse(bytes, "accounts.csv")?;
-            let moved = match &stored {
+            let changed = match &stored {
                 _ if manifest.accounts_csv == old.accounts_csv => BTreeMap::new(),
-                Some(stored) => moved_zones(&Accounts::parse(stored, "accounts.csv")?, &accounts, &old),
-                None => moved_zones(&stored_accounts(store, &old)?, &accounts, &old),
+                Some(stored) => changed_terms(&Accounts::parse(stored, "accounts.csv")?, &accounts, &old),
+                None => changed_terms(&stored_accounts(store, &old)?, &accounts, &old),
             };
-            (accounts, moved)
+            (accounts, changed)
         }
         None => (stored_accounts(store, &old)?, BTreeMap::new()),
     };
-    let zones = super::ingest::fold::Zones { accounts: &accounts, moved_from: &moved };
+    report.notices.extend(currency_notices(&changed, &accounts));
+    let zones = super::ingest::fold::Zones { accounts: &accounts, changed: &changed };
     let mut ledger = rollups.write(store, id, &old, &mut manifest, zones, &syncer)?;
     super::changes::book(&mut ledger, &applied.bookings, &accounts)?;
     let corrections = match applied.rows.is_empty() {
@@ -455,15 +456,36 @@ pub(in crate::store) fn finish(
     Ok(report)
 }
 
-/// The accounts with rollups in `old` whose zone (UTC without one) is
-/// another in `accounts` than in `published`: each with its published
-/// zone. Their months move (`MonthSums::move_row`).
-fn moved_zones(published: &Accounts, accounts: &Accounts, old: &Manifest) -> BTreeMap<String, chrono_tz::Tz> {
+/// The accounts with rollups in `old` whose zone (UTC without one) or
+/// currency (USD without one) is another in `accounts` than in
+/// `published`: each with its published terms. Their rows are booked
+/// again (`MonthSums::move_row`).
+fn changed_terms(published: &Accounts, accounts: &Accounts, old: &Manifest) -> BTreeMap<String, PublishedTerms> {
     let zone = |accounts: &Accounts, id: &str| accounts.get(id).and_then(|a| a.timezone).unwrap_or(chrono_tz::UTC);
     old.rollups
         .keys()
-        .filter(|id| zone(published, id) != zone(accounts, id))
-        .map(|id| (id.clone(), zone(published, id)))
+        .filter_map(|id| {
+            let currency_changes = published.currency(id) != accounts.currency(id);
+            let terms = PublishedTerms { zone: zone(published, id), currency_changes };
+            (currency_changes || terms.zone != zone(accounts, id)).then(|| (id.clone(), terms))
+        })
+        .collect()
+}
+
+/// A warning for each account of `changed` whose currency changes: its
+/// stored amounts are now shown in the new currency, and its months are
+/// restated in the change ledger.
+fn currency_notices(changed: &BTreeMap<String, PublishedTerms>, accounts: &Accounts) -> Vec<crate::error::Notice> {
+    changed
+        .iter()
+        .filter(|(_, terms)| terms.currency_changes)
+        .map(|(id, _)| {
+            crate::error::Notice(format!(
+                "account {id}: its currency is now {}: its stored amounts are unchanged and shown in {0}; every \
+                 month it has records in is booked as restated (see `telemeter changes`)",
+                accounts.currency(id)
+            ))
+        })
         .collect()
 }
 

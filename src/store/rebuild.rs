@@ -199,7 +199,7 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
     next.rollups.retain(|account, _| !accounts.contains(account));
     // A rebuild changes no account's months: its ledger is not kept.
     let (zones, moved) = (crate::records::accounts::Accounts::default(), std::collections::BTreeMap::new());
-    let zones = super::ingest::fold::Zones { accounts: &zones, moved_from: &moved };
+    let zones = super::ingest::fold::Zones { accounts: &zones, changed: &moved };
     rollups.write(store, &id, &previous, &mut next, zones, &syncer)?;
     let sums = syncer.wait()?;
     for folder in ["index", "rollups"] {

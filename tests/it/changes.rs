@@ -194,6 +194,61 @@ fn a_zone_change_books_the_records_it_moves_between_months() {
     assert_eq!(manifest["changes_since"]["months"], months, "{manifest}");
 }
 
+/// An accounts.csv that changes an account's currency (or drops the
+/// account, whose currency is then USD) relabels its stored money: the
+/// ingest warns, naming the account and the currency, and books every
+/// month it has records in as restated, amounts unchanged, so that the
+/// re-invoicing job hears of it. A zone and a currency changed together
+/// book the moves once.
+#[test]
+fn a_currency_change_books_every_month_as_restated() {
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    let day = dir.path().join("day");
+    common::write(&day, "accounts.csv", "auth_id,currency,timezone\nEU1,EUR,\nNY1,USD,America/New_York\nUTC1,USD,\n");
+    let calls = [
+        call("e1", "EU1", "2027-01-01T05:00:00Z", 60, "1.5"),
+        call("e2", "EU1", "2027-02-15T05:00:00Z", 30, "0.25"),
+        call("e3", "EU1", "2027-02-16T05:00:00Z", 30, "0.25"),
+        call("u1", "UTC1", "2027-01-01T05:00:00Z", 60, "2"),
+        call("n1", "NY1", "2027-01-03T03:00:00Z", 90, "0.5"),
+    ];
+    common::write(&day, "calls/day.csv", format!("{CALLS_HEADER}{}", calls.concat()));
+    ingest(&day, &store);
+    // EU1 becomes USD; UTC1 becomes GBP and moves to Los Angeles, where
+    // u1 is on 31 December; NY1 stays.
+    let relabel = dir.path().join("relabel");
+    common::write(
+        &relabel,
+        "accounts.csv",
+        "auth_id,currency,timezone\nEU1,USD,\nNY1,USD,America/New_York\nUTC1,GBP,America/Los_Angeles\n",
+    );
+    let run = telemeter(&["ingest", "--data", s(&relabel), "--store", s(&store)]);
+    run.ok();
+    assert!(run.stderr.contains("account EU1: its currency is now USD"), "{}", run.stderr);
+    assert!(run.stderr.contains("account UTC1: its currency is now GBP"), "{}", run.stderr);
+    assert!(!run.stderr.contains("account NY1"), "{}", run.stderr);
+    assert_eq!(
+        changes(&store, &["--since", "1"]),
+        vec![
+            "EU1,2027-01,voice,0,1,0,0,0.0,0.0,0.0".to_owned(),
+            "EU1,2027-02,voice,0,2,0,0,0.0,0.0,0.0".to_owned(),
+            "UTC1,2026-12,voice,0,1,0,1,60.0,2.0,0.001".to_owned(),
+            "UTC1,2027-01,voice,0,1,0,-1,-60.0,-2.0,-0.001".to_owned(),
+        ]
+    );
+    // Dropping EU1 gives it USD again: nothing to book.
+    let dropped = dir.path().join("dropped");
+    common::write(
+        &dropped,
+        "accounts.csv",
+        "auth_id,currency,timezone\nNY1,USD,America/New_York\nUTC1,GBP,America/Los_Angeles\n",
+    );
+    let run = telemeter(&["ingest", "--data", s(&dropped), "--store", s(&store)]);
+    run.ok();
+    assert!(!run.stderr.contains("its currency is now"), "{}", run.stderr);
+}
+
 /// Every record kind of sample_data/ delivered in one ingest, or split by
 /// kind into deliveries in two orders: the same ledger summed since 0,
 /// with as many records added as the ingests used.

@@ -258,8 +258,9 @@ impl Rollups {
     /// An account's published file (listed by `old`) is checked against its
     /// sum before it is read. The change the new groups make to each
     /// account's months (in its zone of `zones.accounts`) is the ledger
-    /// returned; the accounts of `zones.moved_from` are merged too, and
-    /// their published rows that fall in another month are booked as moved.
+    /// returned; the accounts of `zones.changed` are merged too, and their
+    /// published rows are booked again: as moved when they fall in another
+    /// month, as restated in theirs when the currency changes.
     pub(in crate::store) fn write(
         mut self,
         store: &Path,
@@ -269,7 +270,7 @@ impl Rollups {
         zones: Zones<'_>,
         syncer: &Syncer,
     ) -> Result<Ledger> {
-        let Zones { accounts: zones, moved_from: moved } = zones;
+        let Zones { accounts: zones, changed } = zones;
         for rows in self.minus.values_mut() {
             rows.sort_by_key(|row| row.slot);
         }
@@ -301,8 +302,8 @@ impl Rollups {
         for account in self.minus.keys() {
             accounts.entry(account).or_insert((shard_of(account), &[]));
         }
-        // (Accounts with rollups in `old` only: `generation::moved_zones`.)
-        for account in moved.keys() {
+        // (Accounts with rollups in `old` only: `generation::changed_terms`.)
+        for account in changed.keys() {
             accounts.entry(account).or_insert((shard_of(account), &[]));
         }
 
@@ -375,8 +376,8 @@ impl Rollups {
                         let result = account_inputs(store, previous, &taken[s].1, account).and_then(|inputs| {
                             let zone = zones.get(account).and_then(|a| a.timezone).unwrap_or(chrono_tz::UTC);
                             let minus = minus.get(account).map_or(&[][..], |rows| &rows[..]);
-                            let moved_from = moved.get(account).copied();
-                            let merge = AccountMerge { account, zone, moved_from, groups, inputs, minus };
+                            let published = changed.get(account).copied();
+                            let merge = AccountMerge { account, zone, published, groups, inputs, minus };
                             publish_account(&shards[s].strings, store, id, merge, syncer)
                         });
                         if let Ok(mut done) = finished.lock() {
@@ -428,9 +429,20 @@ pub(in crate::store) struct Zones<'a> {
     /// Each account's zone in the accounts being published (UTC without
     /// one).
     pub(in crate::store) accounts: &'a Accounts,
-    /// The accounts whose zone those accounts change, each with its zone
-    /// in the published generation.
-    pub(in crate::store) moved_from: &'a BTreeMap<String, chrono_tz::Tz>,
+    /// The accounts whose zone or currency those accounts change, each
+    /// with its terms in the published generation.
+    pub(in crate::store) changed: &'a BTreeMap<String, PublishedTerms>,
+}
+
+/// An account's terms in the published generation, when the accounts
+/// being published change them: its published rows are booked again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::store) struct PublishedTerms {
+    /// Its zone there: rows whose month differs move from that month.
+    pub(in crate::store) zone: chrono_tz::Tz,
+    /// Whether its currency changes: every row is restated in its month
+    /// (the same amounts, now in another currency).
+    pub(in crate::store) currency_changes: bool,
 }
 
 /// One shard of a fold written by [`Rollups::spill_all`]: its strings (in
@@ -677,7 +689,7 @@ mod tests {
                     "t",
                     &old,
                     &mut manifest,
-                    Zones { accounts: &zones, moved_from: &BTreeMap::new() },
+                    Zones { accounts: &zones, changed: &BTreeMap::new() },
                     &syncer,
                 )
                 .expect("written");

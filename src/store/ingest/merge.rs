@@ -76,10 +76,9 @@ pub(super) struct Published {
 pub(super) struct AccountMerge<'a> {
     pub(super) account: &'a str,
     pub(super) zone: chrono_tz::Tz,
-    /// The zone of its months in the published generation, when this
-    /// ingest's accounts.csv gives it another: its published rows whose
-    /// month differs in the two zones move from one to the other.
-    pub(super) moved_from: Option<chrono_tz::Tz>,
+    /// Its terms in the published generation, when this ingest's
+    /// accounts.csv changes them: its published rows are booked again.
+    pub(super) published: Option<super::fold::PublishedTerms>,
     pub(super) groups: Groups<'a>,
     pub(super) inputs: Vec<Input>,
     /// Rows that stopped counting, sorted by slot: subtracted from their
@@ -95,14 +94,14 @@ pub(super) fn publish_account(
     merge: AccountMerge<'_>,
     syncer: &Syncer,
 ) -> Result<Published> {
-    let AccountMerge { account, zone, moved_from, groups, inputs, minus } = merge;
+    let AccountMerge { account, zone, published, groups, inputs, minus } = merge;
     let names: Vec<(i64, String)> = crate::store::GRAINS
         .iter()
         .map(|grain| (*grain, format!("rollups/{}/{id}-{grain}s.parquet", account_folder(account))))
         .collect();
     let paths: Vec<PathBuf> = names.iter().map(|(_, name)| store.join(name)).collect();
     create_parent(&paths[0])?;
-    let mut months = MonthSums::new(zone, moved_from);
+    let mut months = MonthSums::new(zone, published);
     let rows = MergeRows { groups, inputs: &inputs, minus };
     merge_account(shared, account, rows, &paths, &mut months, syncer)?;
     let files = names.into_iter().map(|(grain, name)| RollupFileName { account: account.to_owned(), grain, name });
@@ -123,30 +122,39 @@ struct MonthSums {
     current: Option<Month>,
     by_product: [Totals; Product::ALL.len()],
     done: std::collections::BTreeMap<(Month, Product), Totals>,
-    /// The months of the published zone, when it changed.
+    /// The months of the published zone, when the account's terms changed.
     moved_from: Option<DayMonths>,
+    /// Whether its currency changed: every published row is restated.
+    currency_changes: bool,
     moves: std::collections::BTreeMap<(Month, Product), Change>,
 }
 
 impl MonthSums {
-    fn new(zone: chrono_tz::Tz, moved_from: Option<chrono_tz::Tz>) -> MonthSums {
+    fn new(zone: chrono_tz::Tz, published: Option<super::fold::PublishedTerms>) -> MonthSums {
         MonthSums {
             months: DayMonths::new(zone),
             current: None,
             by_product: Default::default(),
             done: Default::default(),
-            moved_from: moved_from.map(DayMonths::new),
+            moved_from: published.map(|published| DayMonths::new(published.zone)),
+            currency_changes: published.is_some_and(|published| published.currency_changes),
             moves: Default::default(),
         }
     }
 
-    /// Books a published row of `slot` (in the UTC day from `day`) whose
-    /// month in the published zone is not its month now (nothing when the
-    /// zone did not change).
+    /// Books a published row of `slot` (in the UTC day from `day`) again
+    /// when the account's terms changed: as moved when its month in the
+    /// published zone is not its month now, as restated in its month when
+    /// only the currency changed (nothing when neither did).
     fn move_row(&mut self, day: i64, slot: i64, product: Product, totals: &Totals) -> Result<()> {
         let Some(from) = self.moved_from.as_mut() else { return Ok(()) };
         let (before, after) = (from.month(day, slot)?, self.months.month(day, slot)?);
         if before == after {
+            if self.currency_changes {
+                let restated = Change { records_restated: totals.records, ..Change::default() };
+                let slot = self.moves.entry((after, product)).or_default();
+                *slot = slot.checked_add(&restated).ok_or_else(overflow)?;
+            }
             return Ok(());
         }
         let entered = Change { records_added: 0, records_restated: totals.records, ..Change::added(totals)? };
