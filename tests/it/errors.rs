@@ -336,6 +336,19 @@ fn a_file_whose_lines_end_with_cr_alone_is_named_for_it() {
     assert!(message.contains("must end with LF or CRLF"), "{message}");
 }
 
+/// A compressed or Parquet export saved under a `.csv` name is named for
+/// what it holds, not read as text with odd line endings.
+#[test]
+fn a_binary_file_named_csv_is_named_for_its_format() {
+    let zstd = zstd::stream::encode_all(CALLS.as_bytes(), 3).expect("zstd");
+    for (bytes, said) in
+        [(gzip(CALLS.as_bytes()), "holds gzip data (`.csv.gz`)"), (zstd, "holds zstd data (`.csv.zst`)")]
+    {
+        let message = bad_data(&[("calls/a.csv", &bytes)]);
+        assert_eq!(message, format!("calls/a.csv: {said}, not CSV text: name it for its format"));
+    }
+}
+
 #[test]
 fn a_conflicting_duplicate_names_both_places() {
     let resent = "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,surcharge,hangup_cause\n\

@@ -211,6 +211,9 @@ impl Header {
     /// The header of a file that starts with `bytes` (its first line, or
     /// all of it), or `None` for a blank file, which holds no rows.
     fn read(file: &InputFile, bytes: &[u8]) -> Result<Option<Header>> {
+        if let Some(format) = binary_format(bytes) {
+            return Err(file.bad_file(format!("holds {format}, not CSV text: name it for its format")));
+        }
         let text = super::decode::strip_bom(bytes);
         if text.iter().all(|b| b.is_ascii_whitespace()) {
             return Ok(None);
@@ -334,6 +337,18 @@ impl Reader<'_> {
             _ => whole(),
         }
     }
+}
+
+/// The format of a file whose first bytes are another format's magic
+/// number (gzip, zstd, Parquet): a compressed export saved as `.csv`, or
+/// one compressed twice.
+fn binary_format(bytes: &[u8]) -> Option<&'static str> {
+    const MAGIC: [(&[u8], &str); 3] = [
+        (b"\x1f\x8b", "gzip data (`.csv.gz`)"),
+        (b"\x28\xb5\x2f\xfd", "zstd data (`.csv.zst`)"),
+        (b"PAR1", "a Parquet file (`.parquet`)"),
+    ];
+    MAGIC.iter().find(|(magic, _)| bytes.starts_with(magic)).map(|(_, format)| *format)
 }
 
 /// The header index of each contract column, then of the kind's optional
