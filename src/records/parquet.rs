@@ -146,39 +146,53 @@ impl<'f> Parts<'f> {
             Wanted::Picked(picked) => self.parquet.read_picked(read, groups.clone(), picked),
         };
         let frame = frame.map_err(|e| file.renamed(e))?;
-        let mut prepared: Vec<(Column, ColumnType)> = Vec::new();
-        for (index, name) in read.iter().enumerate() {
-            let column = frame.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
-            prepared.push((widen(file, column)?, kind.column_type(index + skip)));
-        }
-        let mut columns = Vec::with_capacity(prepared.len());
-        for ((column, expected), name) in prepared.iter().zip(read) {
-            columns.push(decode(file, column, *expected, name)?);
-        }
         // Each row of the frame and its row in the part.
-        let rows: Box<dyn ExactSizeIterator<Item = (usize, usize)>> = match wanted {
-            Wanted::Range(rows) => Box::new((rows.start..rows.end.min(frame.height())).map(|row| (row, row))),
-            Wanted::Picked(picked) => Box::new(picked.iter().copied().enumerate()),
+        let rows: Vec<(usize, usize)> = match wanted {
+            Wanted::Range(rows) => (rows.start..rows.end.min(frame.height())).map(|row| (row, row)).collect(),
+            Wanted::Picked(picked) => picked.iter().copied().enumerate().collect(),
         };
-        if S::ONE_PER_CHUNK {
-            // A sink that keeps every row keeps its text: about a third of
-            // a CSV line, which `reserve` is told of.
-            let text = columns.first().map_or(0, Values::text_bytes) * 3;
-            sink.reserve(rows.len(), text / frame.height().max(1) * rows.len());
-        }
-        let mut fields = [Field::Ascii(NO_ID); 16];
-        let fields = &mut fields[..columns.len() + skip];
-        for (row, in_part) in rows {
-            for (slot, values) in fields[skip..].iter_mut().zip(&columns) {
-                *slot = values.field(row);
+        // The frame's columns are taken as values a slice of rows at a
+        // time: values take 16 bytes a text field and row, about what the
+        // frame itself holds, so a row group of millions of rows (Spark's
+        // 128 MiB ones, or DuckDB's when told) is not held twice.
+        let mut reserved = false;
+        for slice in rows.chunk_by(|a, b| a.0 / SLICE_ROWS == b.0 / SLICE_ROWS) {
+            let start = slice[0].0 / SLICE_ROWS * SLICE_ROWS;
+            let part_of = frame.slice(start as i64, SLICE_ROWS);
+            let mut prepared: Vec<(Column, ColumnType)> = Vec::new();
+            for (index, name) in read.iter().enumerate() {
+                let column = part_of.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
+                prepared.push((widen(file, column)?, kind.column_type(index + skip)));
             }
-            if !sink.row(first + in_part as u64 + 1, fields) {
-                return Ok(false);
+            let mut columns = Vec::with_capacity(prepared.len());
+            for ((column, expected), name) in prepared.iter().zip(read) {
+                columns.push(decode(file, column, *expected, name)?);
+            }
+            if S::ONE_PER_CHUNK && !reserved {
+                // A sink that keeps every row keeps its text: about a
+                // third of a CSV line, which `reserve` is told of (from
+                // the first slice's).
+                let text = columns.first().map_or(0, Values::text_bytes) * 3;
+                sink.reserve(rows.len(), text / part_of.height().max(1) * rows.len());
+                reserved = true;
+            }
+            let mut fields = [Field::Ascii(NO_ID); 16];
+            let fields = &mut fields[..read.len() + skip];
+            for &(row, in_part) in slice {
+                for (slot, values) in fields[skip..].iter_mut().zip(&columns) {
+                    *slot = values.field(row - start);
+                }
+                if !sink.row(first + in_part as u64 + 1, fields) {
+                    return Ok(false);
+                }
             }
         }
         Ok(true)
     }
 }
+
+/// Rows of a decoded part taken as values at a time ([`Parts::read_rows_of`]).
+const SLICE_ROWS: usize = 1 << 16;
 
 /// Row groups of `groups` rows each cut into parts of at least `part_rows`
 /// rows (the last one may hold fewer): (first row, row groups) of each.

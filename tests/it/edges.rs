@@ -563,6 +563,72 @@ fn parquet_binary_columns_read_like_strings() {
     assert_eq!(store_summary(&outcome.store).ok(), expected);
 }
 
+/// A row group of more rows than a slice of values (here 150,000 in one
+/// group) reads as the same rows as CSV, whole and with a correction
+/// that picks rows across its slices.
+#[test]
+fn a_large_row_group_reads_as_its_csv() {
+    let rows = 150_000usize;
+    let names: Vec<&str> = CALLS_HEADER.trim_end().split(',').collect();
+    let row = |i: usize| -> [String; 12] {
+        [
+            format!("c{i}"),
+            format!("A{}", i % 3),
+            String::new(),
+            format!("2026-11-{:02}T{:02}:{:02}:00Z", 1 + i % 20, i % 24, i % 60),
+            "voice".into(),
+            "pstn".into(),
+            "outbound".into(),
+            "US".into(),
+            format!("{}", i % 600),
+            format!("0.{:03}", i % 1000),
+            "0".into(),
+            "4000".into(),
+        ]
+    };
+    let all: Vec<[String; 12]> = (0..rows).map(row).collect();
+    let work = temp_dir();
+    let csv = work.path().join("csv");
+    let mut text = CALLS_HEADER.to_owned();
+    for r in &all {
+        text.push_str(&r.join(","));
+        text.push('\n');
+    }
+    write(&csv, "calls/c.csv", text);
+    let parquet = work.path().join("parquet");
+    {
+        use polars::prelude::{Column, DataFrame, IntoColumn, NamedFrom, Series};
+        let columns: Vec<Column> = (0..names.len())
+            .map(|c| {
+                Series::new(names[c].into(), all.iter().map(|r| r[c].as_str()).collect::<Vec<&str>>()).into_column()
+            })
+            .collect();
+        crate::common::write_frame(&parquet.join("calls/c.parquet"), DataFrame::new(rows, columns).expect("frame"));
+    }
+    let revised = |data: &Path| {
+        let revisions = [3usize, 70_000, 140_001]
+            .map(|i| format!("{},A0,,2026-11-05T00:00:00Z,voice,pstn,outbound,US,1,9,0,4000,1\n", all[i][0]))
+            .concat();
+        let header = CALLS_HEADER.trim_end();
+        write(data, "calls/revised.csv", format!("{header},revision\n{revisions}"));
+    };
+    for account in ["A0", "A1"] {
+        assert_eq!(summary(&parquet, account, QUERY, &[]).ok(), summary(&csv, account, QUERY, &[]).ok());
+    }
+    let stores: Vec<PathBuf> = [&csv, &parquet]
+        .iter()
+        .map(|data| {
+            let store = data.with_extension("store");
+            telemeter(&["ingest", "--data", s(data), "--store", s(&store)]).ok();
+            let again = data.with_extension("revised");
+            revised(&again);
+            telemeter(&["ingest", "--data", s(&again), "--store", s(&store)]).ok();
+            store
+        })
+        .collect();
+    assert_eq!(store_summary(&stores[0]).ok(), store_summary(&stores[1]).ok());
+}
+
 #[test]
 fn empty_files_of_every_form_hold_no_records() {
     let zstd_of = |bytes: &[u8]| zstd::stream::encode_all(bytes, 3).expect("zstd");
