@@ -33,7 +33,7 @@ use crate::dataset::Source;
 use crate::resources::{self, ResourceDb};
 use crate::server::listen::Limits;
 use crate::server::rate::{RateLimiter, SystemClock};
-use crate::server::{self, Current, Generation, Server, DEFAULT_SIP_DOMAIN, RATE_LIMIT, RATE_WINDOW};
+use crate::server::{self, Current, Generation, Server, DEFAULT_SIP_DOMAIN, RATE_DB, RATE_LIMIT, RATE_WINDOW};
 
 /// Arguments of `serve`.
 #[derive(Debug, clap::Args)]
@@ -129,13 +129,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         idle_timeout: args.idle_timeout,
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
     };
+    // The rate limit's log, shared with the other servers of the store (or
+    // data folder) beside its deletions; this process's own when it cannot
+    // be written there.
+    let rate_limit = usize::try_from(args.rate_limit).unwrap_or(usize::MAX);
+    let clock = Arc::new(SystemClock::default());
+    let rate_log = generation.resources.deletions_path().with_file_name(RATE_DB);
+    let rate = match RateLimiter::shared(rate_limit, RATE_WINDOW, clock.clone(), &rate_log) {
+        Ok(shared) => shared,
+        Err(e) => {
+            let message = format!("{}: the rate limit holds for this server alone", e.chain());
+            log(&serde_json::json!({"event": "warning", "message": message}));
+            RateLimiter::new(rate_limit, RATE_WINDOW, clock)
+        }
+    };
     let server = Arc::new(Server {
         current: Current::new(generation),
-        rate: RateLimiter::new(
-            usize::try_from(args.rate_limit).unwrap_or(usize::MAX),
-            RATE_WINDOW,
-            Arc::new(SystemClock::default()),
-        ),
+        rate,
         token_key,
         sip_domain: args.sip_domain,
         trust_proxy_header: args.trust_proxy_header,

@@ -469,6 +469,12 @@ impl ResourceDb {
         &self.path
     }
 
+    /// The deletions database: the folder of the runtime state that
+    /// servers of one store (or data folder) share.
+    pub fn deletions_path(&self) -> &Path {
+        &self.deletions
+    }
+
     /// Whether deletions can be recorded: `false` for a store on a
     /// read-only mount (or one this process may not write), where
     /// [`ResourceDb::delete_recording`] is refused.

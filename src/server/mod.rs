@@ -58,6 +58,10 @@ use rate::RateLimiter;
 pub const RATE_LIMIT: usize = 20;
 /// The rate limit's window.
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+
+/// The rate limit's log that servers of one store (or data folder) share,
+/// beside the deletions database ([`rate::RateLimiter::shared`]).
+pub const RATE_DB: &str = "rate.sqlite";
 /// The SIP domain of `sip_uri` when none is configured.
 pub const DEFAULT_SIP_DOMAIN: &str = "sip.telemeter.local";
 /// The longest request target (path and query) answered; longer is a 414.

@@ -117,10 +117,10 @@ fn files(dir: &Path) -> Vec<String> {
 
 /// The files of `store` that are neither listed by its manifest nor its
 /// own state (the manifest, the lock, the page-token key, the deletions
-/// database).
+/// database, the servers' shared rate-limit log).
 fn unlisted(store: &Path) -> Vec<String> {
     let listed = listed(store);
-    let state = ["manifest.json", ".ingest.lock", "token.key", "deletions.sqlite"];
+    let state = ["manifest.json", ".ingest.lock", "token.key", "deletions.sqlite", "rate.sqlite"];
     // The kept copies of published manifests (`manifests/<generation>.json`),
     // never one of a generation that was not published.
     let manifest: serde_json::Value =
@@ -276,11 +276,12 @@ fn a_full_disk_fails_the_ingest_cleanly_and_every_reader_answers_as_before() {
     };
     let (on_tmpfs, balloon) = (mounted.dir.join("store"), mounted.dir.join("balloon"));
     copy_tree(&store, &on_tmpfs);
-    let found = files(&on_tmpfs);
     assert_eq!(unlisted(&on_tmpfs), Vec::<String>::new(), "the copied store holds files of its own");
     let out = temp.path().join("report");
     let before = answers(&on_tmpfs, &out, false);
     assert_eq!(before.served.0, 200, "{}", before.served.1);
+    // (After a server has run: it keeps its rate-limit log there.)
+    let found = files(&on_tmpfs);
 
     // Free space from a few pages to 1.3 times what the ingest leaves
     // (below its peak): each run stops at another point of its work.

@@ -555,6 +555,25 @@ fn the_twenty_first_summary_in_a_minute_is_429() {
     assert_eq!(get(&mut c, &format!("/v1/Account/{A}/Recording/"), &basic(A, "token-a")).status, 200);
 }
 
+/// Two servers of one data folder (as behind a load balancer) share the
+/// limit: an account gets 20 summaries a minute between them, not 20 from
+/// each.
+#[test]
+fn two_servers_share_the_rate_limit() {
+    let data = data_dir();
+    let db = data.path().join("state/db.sqlite");
+    let one = Server::start(data.path(), &db, "127.0.0.1:0", &[]);
+    let two = Server::start(data.path(), &db, "127.0.0.1:0", &[]);
+    let (mut a, mut b) = (one.client(), two.client());
+    let path = format!("/v1/Account/{A}/UsageSummary/");
+    let mut statuses = std::collections::BTreeMap::new();
+    for i in 0..30 {
+        let client = if i % 2 == 0 { &mut a } else { &mut b };
+        *statuses.entry(get(client, &path, &basic(A, "token-a")).status).or_insert(0) += 1;
+    }
+    assert_eq!(statuses, std::collections::BTreeMap::from([(200, 20), (429, 10)]));
+}
+
 #[test]
 fn allowlists_over_ipv6_and_a_trusted_proxy() {
     let data = data_dir();
