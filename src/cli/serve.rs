@@ -65,8 +65,8 @@ pub struct Args {
     /// published. 0: never reload (answer from the generation of startup).
     #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_seconds)]
     pub reload_interval: Duration,
-    /// Seconds from the first byte of a request head to its end; a slower
-    /// head closes the connection.
+    /// Seconds from the first byte of a request head to its end, and from
+    /// its end to the end of its body; a slower one closes the connection.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_positive_seconds)]
     pub header_read_timeout: Duration,
     /// Seconds a connection may stay open without a request in flight (after
@@ -150,6 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sip_domain: args.sip_domain,
         trust_proxy_header: args.trust_proxy_header,
         fixed_now: args.now,
+        body_read_timeout: args.header_read_timeout,
         log: Arc::new(|line: &str| eprintln!("{line}")),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start tokio")?;

@@ -155,6 +155,9 @@ pub struct Server {
     pub trust_proxy_header: Option<String>,
     /// A fixed "now" (tests); `None` reads the clock.
     pub fixed_now: Option<DateTime<Utc>>,
+    /// How long a request's body may take to arrive once its head has
+    /// (`--header-read-timeout`, as for the head).
+    pub body_read_timeout: Duration,
     /// The request log.
     pub log: LogSink,
 }
@@ -241,12 +244,20 @@ async fn requests(State(server): State<Arc<Server>>, mut request: Request, next:
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
     let refused = match over_limits(&request).or_else(|| malformed(&request)) {
+        // Its body, if any, is left unread: the connection closes.
+        Some(refusal) if !hyper::body::Body::is_end_stream(request.body()) => Err(refusal.closing()),
         Some(refusal) => Err(refusal),
-        None => drain_body(request).await,
+        None => drain_body(request, server.body_read_timeout).await,
     };
     let mut response = match refused {
         Err(refusal) => refusal.into_response(),
-        Ok(request) => next.run(request).await,
+        Ok((request, close)) => {
+            let mut response = next.run(request).await;
+            if close {
+                response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
+        }
     };
     let mut detail = None;
     if let Some(pending) = response.extensions_mut().remove::<PendingError>() {
@@ -271,28 +282,51 @@ async fn requests(State(server): State<Arc<Server>>, mut request: Request, next:
 }
 
 /// The request with its body read and dropped (no route takes one), so
-/// that the connection can carry the next request; a body over
-/// [`MAX_BODY_BYTES`] (413) or whose framing is broken (400, a bad chunk
-/// size) is refused, and the connection closed after the answer.
-async fn drain_body(request: Request) -> Result<Request, ApiError> {
-    let (parts, body) = request.into_parts();
+/// that the connection can carry the next request, and whether the
+/// connection closes after the answer. Refused, and the connection closed:
+/// a body over [`MAX_BODY_BYTES`] (413, at once when its length says so),
+/// one whose framing is broken (400), one that does not arrive within
+/// `timeout` (408: the connection counts as busy meanwhile,
+/// which no idle timeout cuts). A client that waits for `100 Continue`
+/// before sending its body is not invited to send it: its request is
+/// answered without the body, and the connection closed.
+async fn drain_body(request: Request, timeout: Duration) -> Result<(Request, bool), ApiError> {
+    use http_body_util::BodyExt;
+    let (parts, mut body) = request.into_parts();
     if hyper::body::Body::is_end_stream(&body) {
-        return Ok(Request::from_parts(parts, body));
+        return Ok((Request::from_parts(parts, body), false));
     }
-    match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(_) => Ok(Request::from_parts(parts, Body::empty())),
-        Err(e) => {
-            let too_long =
-                std::error::Error::source(&e).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            let refusal = if too_long {
-                let message = format!(
-                    "request body too large: no route takes a body, and at most {MAX_BODY_BYTES} bytes are read"
-                );
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message)
-            } else {
-                ApiError::new(StatusCode::BAD_REQUEST, format!("malformed request body: {e}"))
-            };
-            Err(refusal.closing())
+    let too_large = || {
+        let message =
+            format!("request body too large: no route takes a body, and at most {MAX_BODY_BYTES} bytes are read");
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message).closing()
+    };
+    if hyper::body::Body::size_hint(&body).lower() > MAX_BODY_BYTES as u64 {
+        return Err(too_large());
+    }
+    if parts.headers.contains_key(header::EXPECT) {
+        return Ok((Request::from_parts(parts, Body::empty()), true));
+    }
+    let drained = tokio::time::timeout(timeout, async {
+        let mut read = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                ApiError::new(StatusCode::BAD_REQUEST, format!("malformed request body: {e}")).closing()
+            })?;
+            read = read.saturating_add(frame.data_ref().map_or(0, |data| data.len()));
+            if read > MAX_BODY_BYTES {
+                return Err(too_large());
+            }
+        }
+        Ok(())
+    })
+    .await;
+    match drained {
+        Ok(Ok(())) => Ok((Request::from_parts(parts, Body::empty()), false)),
+        Ok(Err(refusal)) => Err(refusal),
+        Err(_) => {
+            let message = format!("request body not received within {} seconds", timeout.as_secs_f64());
+            Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, message).closing())
         }
     }
 }
@@ -371,6 +405,7 @@ mod tests {
             sip_domain: DEFAULT_SIP_DOMAIN.to_owned(),
             trust_proxy_header: None,
             fixed_now: DateTime::parse_from_rfc3339("2026-11-21T00:00:00Z").ok().map(|t| t.with_timezone(&Utc)),
+            body_read_timeout: Duration::from_secs(10),
             log: Arc::new(move |line: &str| logs.lock().unwrap().push(line.to_owned())),
         };
         (dir, Arc::new(server))

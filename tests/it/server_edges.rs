@@ -236,3 +236,33 @@ fn a_request_body_is_read_and_dropped_or_refused_with_the_connection_closed() {
     assert_eq!(answer.status, 400, "{}", answer.text());
     assert_eq!(answer.header("connection"), Some("close"));
 }
+
+/// A body is never waited for without bound: one whose length is over the
+/// limit is refused before a byte of it arrives, one that arrives too
+/// slowly is a 408 after `--header-read-timeout`, and a client that waits
+/// for `100 Continue` is answered without being invited to send it; each
+/// closes the connection.
+#[test]
+fn a_request_body_is_not_waited_for_without_bound() {
+    let (_data, server) = serve(&["--header-read-timeout", "1"]);
+    let auth = basic(A, "token-a");
+    let recording = format!("/v1/Account/{A}/Recording/nope/");
+    let head = |extra: &str| {
+        format!("DELETE {recording} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n{extra}\r\n").into_bytes()
+    };
+    let started = Instant::now();
+    let answer = raw(server.addr, &head("Content-Length: 2097152\r\n"));
+    assert_eq!(answer.status, 413, "{}", answer.text());
+    assert_eq!(answer.header("connection"), Some("close"));
+
+    let mut slow = head("Content-Length: 10\r\n");
+    slow.extend_from_slice(b"x");
+    let answer = raw(server.addr, &slow);
+    assert_eq!(answer.status, 408, "{}", answer.text());
+    assert_eq!(answer.header("connection"), Some("close"));
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+
+    let answer = raw(server.addr, &head("Content-Length: 10\r\nExpect: 100-continue\r\n"));
+    assert_eq!(answer.status, 404, "answered, not invited: {}", answer.text());
+    assert_eq!(answer.header("connection"), Some("close"));
+}
