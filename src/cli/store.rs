@@ -91,8 +91,13 @@ fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
         writeln!(out, "every listed file is whole; {DELETIONS_DB} is refused (above)")?;
     } else if whole {
         writeln!(out, "ok: every listed file is whole")?;
-    } else if matches!(verified.manifest, ManifestState::Behind(_)) && verified.findings.is_empty() {
-        writeln!(out, "not ok: manifest.json is behind the newest kept manifest (above)")?;
+    } else if matches!(verified.manifest, ManifestState::Behind(_)) {
+        // Repair refuses it too: the manifest goes first.
+        writeln!(
+            out,
+            "not ok: manifest.json is behind the newest kept manifest (above); {} listed file(s) damaged or missing",
+            verified.findings.len()
+        )?;
     } else {
         writeln!(
             out,
@@ -137,7 +142,9 @@ fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
         Some(generation) => writeln!(
             out,
             "left the files no generation lists: those of a generation after {generation} may be whole \
-             (to recover it, put its manifest back as manifest.json; the next ingest deletes them)"
+             (the kept manifests passed over are in manifests/{}/; to recover one, put it back as \
+             manifest.json; the next ingest deletes them)",
+            verify::PASSED_OVER
         )?,
         None => writeln!(out, "removed {} file(s) no generation lists", repaired.removed)?,
     }

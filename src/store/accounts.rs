@@ -20,8 +20,13 @@ use crate::error::{Error, Result};
 /// the current accounts file (`None`: the store has none); every other file
 /// of the generation is kept. Returns the new generation's number.
 pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>>) -> Result<u64> {
+    // Refused before the lock is taken, so that a first ingest at work is
+    // told apart from this command's own lock.
+    read(store)?;
     let lock = generation::lock(store)?;
     let old = read(store)?;
+    // As an ingest: a later generation's files are not collected.
+    generation::check_not_behind(store, &old)?;
     let current = read_accounts(store, &old)?;
     let bytes = edit(current.as_ref().map(|(_, bytes)| bytes.as_slice()))?;
     crate::records::accounts::Accounts::parse(&bytes, "accounts.csv")?;

@@ -85,8 +85,8 @@ pub(in crate::store) fn open(store: &Path, id: &str) -> Result<Opened> {
         None => {
             // Marks the folder as this new store's before anything else is
             // written there.
-            let marker = store.join(super::FIRST_INGEST);
-            std::fs::write(&marker, id).map_err(|e| Error::io(&marker, e))?;
+            super::write_synced(&store.join(super::FIRST_INGEST), id.as_bytes())?;
+            super::sync_dir(store)?;
             // The store's own page-token key, made with the store (a
             // published store that lost it gets a new one from the next
             // command that seals tokens, which says so: never silently

@@ -46,9 +46,9 @@
 //! ```
 //!
 //! Published files are never modified. An ingest writes new files, then
-//! publishes them by writing `manifests/<generation>.json` and
-//! `manifest.json.tmp-<ingest>` and renaming the latter over
-//! `manifest.json` (atomic on POSIX file systems). Readers read the manifest
+//! publishes them by writing `manifest.json.tmp-<ingest>` and renaming it
+//! over `manifest.json` (atomic on POSIX file systems), then keeps its copy
+//! as `manifests/<generation>.json`. Readers read the manifest
 //! once and only open files it lists, so a crash or a kill at any point
 //! leaves the previous generation answering; files of an unpublished ingest
 //! are orphans that the next ingest ignores (and may overwrite). A reader
@@ -64,9 +64,13 @@
 //! ([`Listed::check`]): the store answer hashes the rollup file it read, an
 //! ingest the index files and the previous rollups it reads, and so on;
 //! a mismatch is an error naming the file and saying to run `telemeter
-//! store verify` and `store repair` (`verify.rs`). A folder that holds
-//! kept manifests but no readable `manifest.json` is refused by every
-//! command, nothing deleted ([`no_manifest`]).
+//! store verify` and `store repair` (`verify.rs`). A folder without a
+//! readable `manifest.json` is a new store only when it is empty or its
+//! first ingest's (`.first-ingest`); otherwise every command refuses it,
+//! nothing deleted ([`WithoutManifest`]). A `manifest.json` older than a
+//! whole kept one was put back by hand: what builds on it (an ingest,
+//! `accounts set-token`, `store repair`) refuses it, as its collection
+//! would delete the later generation ([`kept_after`]).
 //!
 //! The columns of records and rollup files, with their types and
 //! encodings, are declared in `layout.rs`, the files' one contract.
@@ -383,9 +387,9 @@ impl Manifest {
         serde_json::to_vec_pretty(&manifest).map_err(|e| Error::Internal(format!("cannot write manifest: {e}")))
     }
 
-    /// Publishes this manifest atomically: its copy kept as
-    /// `manifests/<generation>.json` (synced), then a temporary file,
-    /// synced, renamed over `manifest.json`, then the directory synced.
+    /// Publishes this manifest atomically: a temporary file, synced,
+    /// renamed over `manifest.json`, the directory synced; then its copy
+    /// kept as `manifests/<generation>.json`.
     pub fn publish(&self, store: &Path, ingest_id: &str) -> Result<()> {
         let text = self.to_bytes()?;
         let temporary = store.join(format!("{MANIFEST}.tmp-{ingest_id}"));
@@ -395,13 +399,12 @@ impl Manifest {
         sync_dir(store)?;
         // Kept after the commit, so that no kept manifest names a
         // generation that was never published (a killed run's would be
-        // restored by `store repair`). One lost between the two is written
-        // by the next ingest ([`Manifest::keep`]).
-        self.keep(store)?;
-        match std::fs::remove_file(store.join(FIRST_INGEST)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(store.join(FIRST_INGEST), e)),
-            _ => Ok(()),
-        }
+        // restored by `store repair`). Both steps are best effort: the
+        // generation is published, and the next ingest writes a kept copy
+        // that is missing and removes the marker.
+        let _ = self.keep(store);
+        let _ = std::fs::remove_file(store.join(FIRST_INGEST));
+        Ok(())
     }
 
     /// Writes this published manifest's kept copy,
@@ -559,8 +562,11 @@ impl WithoutManifest {
         if store.join(FIRST_INGEST).exists() {
             return WithoutManifest::FirstIngest;
         }
+        // Hidden entries (the lock, `.DS_Store`, a `.gitkeep`) and a mount
+        // point's `lost+found` are no one's data.
+        let ours = |name: &std::ffi::OsStr| name.to_str().is_some_and(|n| n.starts_with('.') || n == "lost+found");
         let foreign = std::fs::read_dir(store)
-            .is_ok_and(|mut entries| entries.any(|e| e.map_or(true, |e| e.file_name() != generation::LOCK_FILE)));
+            .is_ok_and(|mut entries| entries.any(|e| e.map_or(true, |e| !ours(&e.file_name()))));
         if foreign {
             WithoutManifest::Foreign
         } else {

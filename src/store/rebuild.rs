@@ -19,8 +19,8 @@
 //!    `source_file` and `source_line` columns, the source's position in
 //!    the manifest's `sources`).
 //! 4. The new manifest is the old one with the rebuilt files' names and
-//!    sums, one generation on, published as an ingest publishes (kept copy,
-//!    temporary file renamed over `manifest.json`); files neither
+//!    sums, one generation on, published as an ingest publishes (temporary
+//!    file renamed over `manifest.json`, then the kept copy); files neither
 //!    generation lists are collected as after an ingest.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -135,6 +135,26 @@ fn check_files(store: &Path, manifest: &Manifest) -> Vec<Finding> {
         .collect()
 }
 
+/// The folder under `manifests/` that repair moves the kept manifests it
+/// passed over to: out of the generations an ingest builds on, still
+/// there to recover from.
+pub const PASSED_OVER: &str = "passed-over";
+
+/// Moves each passed-over kept manifest to [`PASSED_OVER`].
+fn set_aside_passed_over(store: &Path, passed_over: &[(PathBuf, String)]) -> Result<()> {
+    let folder = store.join(KEPT_MANIFESTS).join(PASSED_OVER);
+    for (path, _) in passed_over {
+        let Some(name) = path.file_name() else { continue };
+        std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+        std::fs::rename(path, folder.join(name)).map_err(|e| Error::io(path, e))?;
+    }
+    if !passed_over.is_empty() {
+        super::sync_dir(&folder)?;
+        super::sync_dir(&store.join(KEPT_MANIFESTS))?;
+    }
+    Ok(())
+}
+
 /// The kept manifests of `store`, newest generation first.
 fn kept_manifests(store: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let folder = store.join(KEPT_MANIFESTS);
@@ -189,7 +209,12 @@ pub fn repair(store: &Path) -> Result<Repaired> {
     let lock = generation::lock(store)?;
     let mut repaired = Repaired::default();
     let manifest = match Manifest::read(store) {
-        Ok(Some(manifest)) => manifest,
+        Ok(Some(manifest)) => {
+            // Put back over a later generation: its files are not
+            // collected, nor is its kept manifest overwritten by a rebuild.
+            generation::check_not_behind(store, &manifest)?;
+            manifest
+        }
         Ok(None) | Err(_) => {
             let mut found = None;
             for (generation, path) in kept_manifests(store)? {
@@ -238,6 +263,9 @@ pub fn repair(store: &Path) -> Result<Repaired> {
             std::fs::rename(&temporary, &path).map_err(|e| Error::io(&path, e))?;
             super::sync_dir(store)?;
             repaired.restored = Some(manifest.generation);
+            // The later kept manifests passed over go aside, kept for the
+            // user, so that the next ingest builds on the restored one.
+            set_aside_passed_over(store, &repaired.passed_over)?;
             manifest
         }
     };

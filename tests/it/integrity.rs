@@ -257,11 +257,31 @@ fn repair_that_goes_back_a_generation_leaves_the_newer_files() {
     assert!(said.contains(&format!("store verify --store {}`", s(&store))), "names the store: {said}");
     let after = tree(&store);
     let lost: Vec<&String> = before.keys().filter(|name| !after.contains_key(*name)).collect();
-    assert!(lost.is_empty(), "repair deleted {lost:?}");
+    assert_eq!(lost, ["manifests/2.json"], "repair deleted {lost:?}");
+    assert_eq!(after.get("manifests/passed-over/2.json"), before.get("manifests/2.json"), "set aside");
+    assert!(said.contains("manifests/passed-over/"), "{said}");
 
     std::fs::write(store.join("manifest.json"), &published).expect("put back");
     telemeter(&["store", "verify", "--store", s(&store)]).ok();
     assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest, "generation 2 answers again");
+}
+
+/// When a later generation's kept manifest is whole but one of its files
+/// is not, repair restores the one before and sets the later kept
+/// manifest aside, so that the next ingest builds on the restored one.
+#[test]
+fn an_ingest_after_a_repair_that_went_back_builds_on_it() {
+    let (_dir, store) = sample_store();
+    telemeter(&["ingest", "--data", s(&common::root().join("sample_corrections")), "--store", s(&store)]).ok();
+    let corrections = manifest(&store)["ingests"][1]["corrections"].as_str().expect("a corrections file").to_owned();
+    std::fs::remove_file(store.join("manifest.json")).expect("lose the manifest");
+    std::fs::remove_file(store.join(&corrections)).expect("lose a file of generation 2");
+    let repair = telemeter(&["store", "repair", "--store", s(&store)]);
+    assert!(repair.ok().contains("restored manifest.json from the kept manifest of generation 1"), "{}", repair.stdout);
+    assert!(store.join("manifests/passed-over/2.json").exists());
+    telemeter(&["store", "verify", "--store", s(&store)]).ok();
+    let late = telemeter(&["ingest", "--data", s(&common::root().join("sample_corrections")), "--store", s(&store)]);
+    assert!(late.ok().contains("published generation 2"), "{}", late.stdout);
 }
 
 /// The recordings deleted through the API are in `deletions.sqlite`,
@@ -532,6 +552,26 @@ fn an_older_manifest_put_back_is_refused_and_named() {
     assert_eq!(late.code, 1, "{}", late.stderr);
     assert!(late.stderr.contains("an older manifest was put back; nothing was changed"), "{}", late.stderr);
     assert_eq!(tree(&store), before, "the refused ingest changed the store");
+    // Nor does anything else that would build on it.
+    let set_token = || {
+        use std::io::Write;
+        let mut command = common::command();
+        command.args(["accounts", "set-token", "MA001SHGA32ZDQYG9N8T", "--store", s(&store)]);
+        command.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+        let mut child = command.stderr(std::process::Stdio::piped()).spawn().expect("set-token");
+        child.stdin.take().expect("stdin").write_all(b"another-token\n").expect("the token");
+        let output = child.wait_with_output().expect("set-token ends");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    };
+    for run in [telemeter(&["store", "repair", "--store", s(&store)]), set_token()] {
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(run.stderr.contains("an older manifest was put back"), "{}", run.stderr);
+    }
+    assert_eq!(tree(&store), before, "a refused command changed the store");
     std::fs::copy(store.join("manifests/2.json"), store.join("manifest.json")).expect("forward");
     telemeter(&["store", "verify", "--store", s(&store)]).ok();
     assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest);
