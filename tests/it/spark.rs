@@ -1113,6 +1113,60 @@ fn spark_applies_corrections_as_the_local_engine() {
     assert_same_stores(&spark, &local, &remote, &accounts);
 }
 
+/// Where the engines could part: bad void rows are set aside first in
+/// both (the local ingest reads voids before the kinds) and are the first
+/// error with `fail`; a damaged gzip file is the same one-line error, not
+/// a failed job; a currency change is warned of by both.
+#[test]
+fn spark_orders_voids_first_and_says_what_the_local_engine_says() {
+    let Some(spark) = spark() else { return };
+    let master = "local[2]";
+    let temp = tempfile::tempdir().expect("tempdir");
+    let sample = crate::common::sample_data();
+    let accounts = accounts_of(&[&sample]);
+    let (local, remote) = (temp.path().join("local"), temp.path().join("spark"));
+    ingest_both(&spark, &sample, &local, &remote, &[], master);
+
+    let bad = temp.path().join("bad");
+    std::fs::copy(sample.join("accounts.csv"), {
+        std::fs::create_dir_all(&bad).expect("folder");
+        bad.join("accounts.csv")
+    })
+    .expect("accounts.csv");
+    put(
+        &bad,
+        "calls/a.csv",
+        &format!(
+            "{}c1,MA001SHGA32ZDQYG9N8T,,2026-11-01T00:00:00Z,voice,pstn,sideways,US,60,0.01,0,4000\n",
+            crate::common::CALLS_HEADER
+        ),
+    );
+    put(&bad, "voids/v.csv", "kind,record_id,revision,reason\ncalls,c9,0,x\n");
+    let (by_local, by_spark) = ingest_both(&spark, &bad, &local, &remote, &[], master);
+    let said = |output: &Output| String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or_default().to_owned();
+    assert!(said(&by_local).contains("voids/v.csv:2: column 'revision'"), "{}", said(&by_local));
+    assert_eq!(said(&by_local).replace(s(&local), ""), said(&by_spark).replace(s(&remote), ""));
+    ingest_both(&spark, &bad, &local, &remote, &["--on-bad-row", "set-aside"], master);
+    assert_same_stores(&spark, &local, &remote, &accounts);
+
+    let damaged = temp.path().join("damaged");
+    put(&damaged, "messages/broken.csv.gz", "garbage");
+    let (by_local, by_spark) = ingest_both(&spark, &damaged, &local, &remote, &[], master);
+    assert!(said(&by_local).ends_with("messages/broken.csv.gz: not a readable gzip file: invalid gzip header"));
+    assert_eq!(said(&by_local).replace(s(&local), ""), said(&by_spark).replace(s(&remote), ""));
+
+    let relabel = temp.path().join("relabel");
+    let text = std::fs::read_to_string(sample.join("accounts.csv")).expect("accounts.csv");
+    let changed = text.replacen(",EUR,", ",GBP,", 1);
+    assert_ne!(changed, text, "sample_data has a EUR account");
+    put(&relabel, "accounts.csv", &changed);
+    let (by_local, by_spark) = ingest_both(&spark, &relabel, &local, &remote, &[], master);
+    for output in [&by_local, &by_spark] {
+        assert!(String::from_utf8_lossy(&output.stderr).contains("its currency is now GBP"));
+    }
+    assert_same_stores(&spark, &local, &remote, &accounts);
+}
+
 /// The driver JVM's class archive: saved by the first job, used by the
 /// next; one cut on disk (which would kill the JVM with SIGBUS if mapped)
 /// is set aside and saved again, and the ingest is the same.

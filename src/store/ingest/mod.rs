@@ -168,6 +168,19 @@ pub(in crate::store) struct Shared<'a> {
     pub(in crate::store) syncer: &'a Syncer,
 }
 
+/// With `--on-bad-row fail`, the first bad row of the delivery's voids:
+/// a local run reads them before the kinds, so its first error is theirs;
+/// the Spark engine, which reads them after its job, checks them first
+/// with this.
+pub(in crate::store) fn check_voids(options: &IngestOptions, inventory: &Inventory) -> Result<()> {
+    if options.on_bad_row != crate::records::bad_rows::OnBadRow::Fail {
+        return Ok(());
+    }
+    let files: Vec<(u32, &InputFile)> =
+        inventory.files.iter().enumerate().filter(|(_, f)| f.kind == Kind::Voids).map(|(i, f)| (i as u32, f)).collect();
+    read_batch(options, &files).map(drop)
+}
+
 /// Reads the voids of a delivery and applies its corrections to what the
 /// Spark publish wrote ([`Taken`]), as a local run does after its kinds:
 /// the generation, ready to finish.
@@ -188,7 +201,12 @@ pub(in crate::store) fn correct(shared: Shared<'_>, taken: Taken) -> Result<(Tak
         registries,
         touched,
     };
+    let kinds_rejects = run.report.rejects.len();
     let voids = run.read_voids()?;
+    // A local run reads the voids before the kinds: their set-aside rows
+    // come first in the rejected-rows file.
+    let voids_rejects = run.report.rejects.len() - kinds_rejects;
+    run.report.rejects.rotate_right(voids_rejects);
     let applied = run.resolve(voids)?;
     let taken = Taken { manifest: run.manifest, rollups: run.rollups, report: run.report, touched: BTreeMap::new() };
     Ok((taken, applied))

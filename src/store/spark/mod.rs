@@ -386,6 +386,7 @@ fn ingest_opened(
             let inventory = crate::records::files::Inventory::scan(dir)?;
             let prepared = opened.read_inputs(dir, store, id, inventory, options.resources)?;
             options.progress.tell(started(&prepared.inventory));
+            super::ingest::check_voids(options, &prepared.inventory)?;
             Before::Prepared(prepared)
         }
         // The input is known after the job, which lists it.
@@ -416,8 +417,11 @@ fn ingest_opened(
                 (opened.read_inputs(&staging.join("side"), store, id, inventory, options.resources)?, notices)
             }
         };
-        let report = publish(store, options, &staging, prepared, result, job, filters)?;
-        Ok(IngestReport { notices, ..report })
+        let mut report = publish(store, options, &staging, prepared, result, job, filters)?;
+        // The listing's notices first, as the local engine prints its
+        // inventory's before it reads; then the publish's own.
+        report.notices.splice(0..0, notices);
+        Ok(report)
     });
     // Scratch of this ingest: published files were copied out of it.
     let _ = std::fs::remove_dir_all(&staging);

@@ -191,6 +191,20 @@ fn check_in_runs(
             reason: message,
             whole_file: true,
         }),
+        // The input file itself cannot be read (a damaged gzip or zstd
+        // stream, a Parquet file cut short): its error, as the local engine
+        // says it, not a failed task for Spark to run again.
+        Err(Error::Io { path, source }) if path == file.path || path.as_os_str() == file.name.as_str() => {
+            Some(TaskError {
+                file: file.name.clone(),
+                line: 0,
+                is_row: false,
+                column: String::new(),
+                value: String::new(),
+                reason: source.to_string(),
+                whole_file: true,
+            })
+        }
         Err(e) => return Err(e),
     };
     if error.is_some() {
