@@ -1,16 +1,18 @@
 //! Parquet input, through polars: each contract column may hold its natural
 //! type (timestamp, integer, decimal) or the string form.
 //!
-//! Integers of every width, signed or unsigned, are read as integers and
-//! dictionary-encoded (categorical) strings as strings; ranges are left to
-//! [`super::parse_record`], so that an out-of-range value is a bad row like
-//! its CSV form. A 0-byte file holds no rows, like a 0-byte CSV file.
+//! Integers of every width, signed or unsigned, are read as integers,
+//! dictionary-encoded (categorical) strings as strings, and plain binary
+//! (BYTE_ARRAY without the UTF8 annotation) as text checked row by row as
+//! UTF-8; ranges are left to [`super::parse_record`], so that an
+//! out-of-range value is a bad row like its CSV form. A 0-byte file holds
+//! no rows, like a 0-byte CSV file.
 //!
 //! A file is read in parts (runs of row groups, [`read_parts`]: in
 //! parallel, so that a large file is neither one core's work nor all in
 //! memory at once as columns). A part's columns are turned into plain
-//! vectors once, then its rows are handed to the same [`RowSink`] as CSV
-//! rows, numbered from 1 in the file.
+//! vectors a slice of rows at a time, and those rows handed to the same
+//! [`RowSink`] as CSV rows, numbered from 1 in the file.
 
 use std::ops::Range;
 

@@ -33,8 +33,9 @@ pub(super) struct InputEntry {
     pub(super) sha256: String,
 }
 
-/// The store generation a report was built from: what a later
-/// `telemeter changes --since-report` starts after.
+/// The store generation a report was built from (what a later
+/// `telemeter changes --since-report` starts after), and the rows its
+/// ingests set aside, which no report of it holds.
 #[derive(Debug, Serialize)]
 pub(super) struct StoreEntry {
     /// The generation the report read (its manifest read once).
@@ -47,8 +48,9 @@ pub(super) struct StoreEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) manifest_checksum: Option<String>,
     /// Rows the store's ingests set aside, never stored (so never in this
-    /// report), and the files that list them.
+    /// report).
     pub(super) set_aside_at_ingest: u64,
+    /// The store's files that list those rows (`rejected/<ingest>.csv`).
     pub(super) rejected: Vec<String>,
 }
 
@@ -86,7 +88,7 @@ impl StoreEntry {
             generation: manifest.generation,
             ingest: manifest.ingests.last().map(|ingest| ingest.id.clone()),
             manifest_checksum: manifest.checksum.clone(),
-            set_aside_at_ingest: manifest.ingests.iter().map(|ingest| ingest.rows.set_aside).sum(),
+            set_aside_at_ingest: manifest.set_aside(),
             rejected: manifest.ingests.iter().filter_map(|ingest| ingest.rejected.clone()).collect(),
         }
     }

@@ -244,7 +244,7 @@ fn write_all(
         duplicates: counts.duplicates,
         superseded: counts.superseded,
         voids: counts.voids,
-        set_aside_at_ingest: store.map(|store| store.manifest.ingests.iter().map(|ingest| ingest.rows.set_aside).sum()),
+        set_aside_at_ingest: store.map(|store| store.manifest.set_aside()),
     };
     write_file(
         &staging.join("index.html"),

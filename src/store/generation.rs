@@ -397,8 +397,8 @@ pub(in crate::store) fn finish(
         None => (stored_accounts(store, &old)?, BTreeMap::new()),
     };
     report.notices.extend(currency_notices(&changed, &accounts));
-    let zones = super::ingest::fold::Zones { accounts: &accounts, changed: &changed };
-    let mut ledger = rollups.write(store, id, &old, &mut manifest, zones, &syncer)?;
+    let terms = super::ingest::fold::AccountTerms { accounts: &accounts, changed: &changed };
+    let mut ledger = rollups.write(store, id, &old, &mut manifest, terms, &syncer)?;
     super::changes::book(&mut ledger, &applied.bookings, &accounts)?;
     let corrections = match applied.rows.is_empty() {
         true => None,
@@ -459,7 +459,7 @@ pub(in crate::store) fn finish(
 /// The accounts with rollups in `old` whose zone (UTC without one) or
 /// currency (USD without one) is another in `accounts` than in
 /// `published`: each with its published terms. Their rows are booked
-/// again (`MonthSums::move_row`).
+/// again (`MonthSums::rebook_row`).
 fn changed_terms(published: &Accounts, accounts: &Accounts, old: &Manifest) -> BTreeMap<String, PublishedTerms> {
     let zone = |accounts: &Accounts, id: &str| accounts.get(id).and_then(|a| a.timezone).unwrap_or(chrono_tz::UTC);
     old.rollups

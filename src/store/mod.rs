@@ -416,6 +416,11 @@ impl Manifest {
         sync_dir(&kept)
     }
 
+    /// Rows its ingests set aside (never stored), over all of them.
+    pub fn set_aside(&self) -> u64 {
+        self.ingests.iter().map(|ingest| ingest.rows.set_aside).sum()
+    }
+
     /// Every file this manifest lists, by name (relative to the store):
     /// records and index files, rollups, the accounts file, the
     /// resources database, the rejected-rows files.

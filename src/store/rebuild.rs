@@ -198,9 +198,9 @@ pub(super) fn rebuild(store: &Path, manifest: &Manifest, findings: &[Finding]) -
     previous.rollups.retain(|account, _| !accounts.contains(account));
     next.rollups.retain(|account, _| !accounts.contains(account));
     // A rebuild changes no account's months: its ledger is not kept.
-    let (zones, moved) = (crate::records::accounts::Accounts::default(), std::collections::BTreeMap::new());
-    let zones = super::ingest::fold::Zones { accounts: &zones, changed: &moved };
-    rollups.write(store, &id, &previous, &mut next, zones, &syncer)?;
+    let (zones, changed) = (crate::records::accounts::Accounts::default(), std::collections::BTreeMap::new());
+    let terms = super::ingest::fold::AccountTerms { accounts: &zones, changed: &changed };
+    rollups.write(store, &id, &previous, &mut next, terms, &syncer)?;
     let sums = syncer.wait()?;
     for folder in ["index", "rollups"] {
         let path = store.join(folder);

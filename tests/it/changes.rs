@@ -30,6 +30,13 @@ fn changes(store: &Path, args: &[&str]) -> Vec<String> {
     lines.collect()
 }
 
+/// The generation the store's manifest holds.
+fn manifest_generation(store: &Path) -> u64 {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("manifest.json")).expect("manifest")).expect("JSON");
+    manifest["generation"].as_u64().expect("a generation")
+}
+
 const ACCOUNTS: &str = "auth_id,currency,timezone\nNY1,USD,America/New_York\nUTC1,USD,\n";
 
 fn call(id: &str, auth_id: &str, time: &str, seconds: u32, amount: &str) -> String {
@@ -205,13 +212,18 @@ fn a_currency_change_books_every_month_as_restated() {
     let dir = common::temp_dir();
     let store = dir.path().join("store");
     let day = dir.path().join("day");
-    common::write(&day, "accounts.csv", "auth_id,currency,timezone\nEU1,EUR,\nNY1,USD,America/New_York\nUTC1,USD,\n");
+    common::write(
+        &day,
+        "accounts.csv",
+        "auth_id,currency,timezone\nEU1,EUR,\nEU2,EUR,\nNY1,USD,America/New_York\nUTC1,USD,\n",
+    );
     let calls = [
         call("e1", "EU1", "2027-01-01T05:00:00Z", 60, "1.5"),
         call("e2", "EU1", "2027-02-15T05:00:00Z", 30, "0.25"),
         call("e3", "EU1", "2027-02-16T05:00:00Z", 30, "0.25"),
         call("u1", "UTC1", "2027-01-01T05:00:00Z", 60, "2"),
         call("n1", "NY1", "2027-01-03T03:00:00Z", 90, "0.5"),
+        call("f1", "EU2", "2027-01-04T03:00:00Z", 90, "0.75"),
     ];
     common::write(&day, "calls/day.csv", format!("{CALLS_HEADER}{}", calls.concat()));
     ingest(&day, &store);
@@ -221,13 +233,13 @@ fn a_currency_change_books_every_month_as_restated() {
     common::write(
         &relabel,
         "accounts.csv",
-        "auth_id,currency,timezone\nEU1,USD,\nNY1,USD,America/New_York\nUTC1,GBP,America/Los_Angeles\n",
+        "auth_id,currency,timezone\nEU1,USD,\nEU2,EUR,\nNY1,USD,America/New_York\nUTC1,GBP,America/Los_Angeles\n",
     );
     let run = telemeter(&["ingest", "--data", s(&relabel), "--store", s(&store)]);
     run.ok();
     assert!(run.stderr.contains("account EU1: its currency is now USD"), "{}", run.stderr);
     assert!(run.stderr.contains("account UTC1: its currency is now GBP"), "{}", run.stderr);
-    assert!(!run.stderr.contains("account NY1"), "{}", run.stderr);
+    assert!(!run.stderr.contains("account NY1") && !run.stderr.contains("account EU2"), "{}", run.stderr);
     assert_eq!(
         changes(&store, &["--since", "1"]),
         vec![
@@ -237,7 +249,8 @@ fn a_currency_change_books_every_month_as_restated() {
             "UTC1,2027-01,voice,0,1,0,-1,-60.0,-2.0,-0.001".to_owned(),
         ]
     );
-    // Dropping EU1 gives it USD again: nothing to book.
+    // Dropping EU1 gives it USD, as it is: nothing to book; dropping EU2
+    // moves it from EUR to USD.
     let dropped = dir.path().join("dropped");
     common::write(
         &dropped,
@@ -246,7 +259,13 @@ fn a_currency_change_books_every_month_as_restated() {
     );
     let run = telemeter(&["ingest", "--data", s(&dropped), "--store", s(&store)]);
     run.ok();
-    assert!(!run.stderr.contains("its currency is now"), "{}", run.stderr);
+    assert!(run.stderr.contains("account EU2: its currency is now USD"), "{}", run.stderr);
+    assert!(!run.stderr.contains("account EU1"), "{}", run.stderr);
+    let since = manifest_generation(&store) - 1;
+    assert_eq!(
+        changes(&store, &["--since", &since.to_string()]),
+        vec!["EU2,2027-01,voice,0,1,0,0,0.0,0.0,0.0".to_owned()]
+    );
 }
 
 /// Every record kind of sample_data/ delivered in one ingest, or split by

@@ -341,11 +341,15 @@ fn a_file_whose_lines_end_with_cr_alone_is_named_for_it() {
 #[test]
 fn a_binary_file_named_csv_is_named_for_its_format() {
     let zstd = zstd::stream::encode_all(CALLS.as_bytes(), 3).expect("zstd");
-    for (bytes, said) in
-        [(gzip(CALLS.as_bytes()), "holds gzip data (`.csv.gz`)"), (zstd, "holds zstd data (`.csv.zst`)")]
-    {
-        let message = bad_data(&[("calls/a.csv", &bytes)]);
-        assert_eq!(message, format!("calls/a.csv: {said}, not CSV text: name it for its format"));
+    let cases = [
+        ("calls/a.csv", gzip(CALLS.as_bytes()), "holds gzip data, not CSV text: name it `.csv.gz`"),
+        ("calls/a.csv", zstd, "holds zstd data, not CSV text: name it `.csv.zst`"),
+        ("calls/a.csv", b"PAR1\x15\x04".to_vec(), "holds a Parquet file, not CSV text: name it `.parquet`"),
+        ("calls/a.csv.gz", gzip(&gzip(CALLS.as_bytes())), "holds gzip data once decompressed: it was compressed twice"),
+    ];
+    for (name, bytes, said) in cases {
+        let message = bad_data(&[(name, &bytes)]);
+        assert_eq!(message, format!("{name}: {said}"));
     }
 }
 

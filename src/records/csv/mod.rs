@@ -211,8 +211,12 @@ impl Header {
     /// The header of a file that starts with `bytes` (its first line, or
     /// all of it), or `None` for a blank file, which holds no rows.
     fn read(file: &InputFile, bytes: &[u8]) -> Result<Option<Header>> {
-        if let Some(format) = binary_format(bytes) {
-            return Err(file.bad_file(format!("holds {format}, not CSV text: name it for its format")));
+        if let Some((format, suffix)) = binary_format(bytes) {
+            let why = match file.name.ends_with(suffix) {
+                true => format!("holds {format} once decompressed: it was compressed twice"),
+                false => format!("holds {format}, not CSV text: name it `{suffix}`"),
+            };
+            return Err(file.bad_file(why));
         }
         let text = super::decode::strip_bom(bytes);
         if text.iter().all(|b| b.is_ascii_whitespace()) {
@@ -342,13 +346,13 @@ impl Reader<'_> {
 /// The format of a file whose first bytes are another format's magic
 /// number (gzip, zstd, Parquet): a compressed export saved as `.csv`, or
 /// one compressed twice.
-fn binary_format(bytes: &[u8]) -> Option<&'static str> {
-    const MAGIC: [(&[u8], &str); 3] = [
-        (b"\x1f\x8b", "gzip data (`.csv.gz`)"),
-        (b"\x28\xb5\x2f\xfd", "zstd data (`.csv.zst`)"),
-        (b"PAR1", "a Parquet file (`.parquet`)"),
+fn binary_format(bytes: &[u8]) -> Option<(&'static str, &'static str)> {
+    const MAGIC: [(&[u8], &str, &str); 3] = [
+        (b"\x1f\x8b", "gzip data", ".csv.gz"),
+        (b"\x28\xb5\x2f\xfd", "zstd data", ".csv.zst"),
+        (b"PAR1", "a Parquet file", ".parquet"),
     ];
-    MAGIC.iter().find(|(magic, _)| bytes.starts_with(magic)).map(|(_, format)| *format)
+    MAGIC.iter().find(|(magic, _, _)| bytes.starts_with(magic)).map(|(_, format, suffix)| (*format, *suffix))
 }
 
 /// The header index of each contract column, then of the kind's optional

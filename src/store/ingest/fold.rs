@@ -18,6 +18,7 @@ use rayon::prelude::*;
 
 use super::chunk::{Chunk, ChunkFold, Row, Texts, AUTH_ID, CODE, SUBACCOUNT, TYPE};
 use super::key::{shard_of, Groups, MinusRow, RollupKey, SHARDS};
+pub(in crate::store) use super::merge::PublishedTerms;
 use super::merge::{account_inputs, publish_account, AccountMerge, Published, RollupFileName};
 use super::spill::{account_ends, account_in_order, gather, sorted_order, PartialRun, Spill, NARROW_BYTES, WIDE_BYTES};
 use super::table::{GroupTable, Sums};
@@ -257,8 +258,8 @@ impl Rollups {
     ///
     /// An account's published file (listed by `old`) is checked against its
     /// sum before it is read. The change the new groups make to each
-    /// account's months (in its zone of `zones.accounts`) is the ledger
-    /// returned; the accounts of `zones.changed` are merged too, and their
+    /// account's months (in its zone of `terms.accounts`) is the ledger
+    /// returned; the accounts of `terms.changed` are merged too, and their
     /// published rows are booked again: as moved when they fall in another
     /// month, as restated in theirs when the currency changes.
     pub(in crate::store) fn write(
@@ -267,10 +268,10 @@ impl Rollups {
         id: &str,
         old: &Manifest,
         manifest: &mut Manifest,
-        zones: Zones<'_>,
+        terms: AccountTerms<'_>,
         syncer: &Syncer,
     ) -> Result<Ledger> {
-        let Zones { accounts: zones, changed } = zones;
+        let AccountTerms { accounts: zones, changed } = terms;
         for rows in self.minus.values_mut() {
             rows.sort_by_key(|row| row.slot);
         }
@@ -423,26 +424,16 @@ impl Rollups {
     }
 }
 
-/// The zones of the months a publish books changes in
-/// ([`Rollups::write`]).
-pub(in crate::store) struct Zones<'a> {
+/// The accounts' terms a publish books changes by ([`Rollups::write`]):
+/// the zones of their months, and the accounts whose zone or currency
+/// changes.
+pub(in crate::store) struct AccountTerms<'a> {
     /// Each account's zone in the accounts being published (UTC without
     /// one).
     pub(in crate::store) accounts: &'a Accounts,
     /// The accounts whose zone or currency those accounts change, each
     /// with its terms in the published generation.
     pub(in crate::store) changed: &'a BTreeMap<String, PublishedTerms>,
-}
-
-/// An account's terms in the published generation, when the accounts
-/// being published change them: its published rows are booked again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::store) struct PublishedTerms {
-    /// Its zone there: rows whose month differs move from that month.
-    pub(in crate::store) zone: chrono_tz::Tz,
-    /// Whether its currency changes: every row is restated in its month
-    /// (the same amounts, now in another currency).
-    pub(in crate::store) currency_changes: bool,
 }
 
 /// One shard of a fold written by [`Rollups::spill_all`]: its strings (in
@@ -689,7 +680,7 @@ mod tests {
                     "t",
                     &old,
                     &mut manifest,
-                    Zones { accounts: &zones, changed: &BTreeMap::new() },
+                    AccountTerms { accounts: &zones, changed: &BTreeMap::new() },
                     &syncer,
                 )
                 .expect("written");

@@ -71,6 +71,17 @@ pub(super) struct Published {
     pub(super) changes: Ledger,
 }
 
+/// An account's terms in the published generation, when the accounts
+/// being published change them: its published rows are booked again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::store) struct PublishedTerms {
+    /// Its zone there: rows whose month differs move from that month.
+    pub(in crate::store) zone: chrono_tz::Tz,
+    /// Whether its currency changes: every row is restated in its month
+    /// (the same amounts, now in another currency).
+    pub(in crate::store) currency_changes: bool,
+}
+
 /// One account to merge: its id, the time zone of its months, its groups
 /// in memory and its other inputs ([`account_inputs`]).
 pub(super) struct AccountMerge<'a> {
@@ -78,7 +89,7 @@ pub(super) struct AccountMerge<'a> {
     pub(super) zone: chrono_tz::Tz,
     /// Its terms in the published generation, when this ingest's
     /// accounts.csv changes them: its published rows are booked again.
-    pub(super) published: Option<super::fold::PublishedTerms>,
+    pub(super) published: Option<PublishedTerms>,
     pub(super) groups: Groups<'a>,
     pub(super) inputs: Vec<Input>,
     /// Rows that stopped counting, sorted by slot: subtracted from their
@@ -113,32 +124,33 @@ pub(super) fn publish_account(
 /// sums of the current month are kept by product in an array and added
 /// to the map only when the month changes.
 ///
-/// When the account's zone changed, the published rows whose month is
-/// another in the new zone are booked too ([`MonthSums::move_row`]): their
-/// sums leave the old month and enter the new one, and both count their
-/// records as restated, as a restated record's months do.
+/// When the account's terms changed, its published rows are booked again
+/// ([`MonthSums::rebook_row`]): a row whose month is another in the new
+/// zone leaves the old month and enters the new one, both counting its
+/// records as restated, as a restated record's months do; with a new
+/// currency, every row is restated in its month, its sums unchanged.
 struct MonthSums {
     months: DayMonths,
     current: Option<Month>,
     by_product: [Totals; Product::ALL.len()],
     done: std::collections::BTreeMap<(Month, Product), Totals>,
     /// The months of the published zone, when the account's terms changed.
-    moved_from: Option<DayMonths>,
+    published_months: Option<DayMonths>,
     /// Whether its currency changed: every published row is restated.
     currency_changes: bool,
-    moves: std::collections::BTreeMap<(Month, Product), Change>,
+    rebooked: std::collections::BTreeMap<(Month, Product), Change>,
 }
 
 impl MonthSums {
-    fn new(zone: chrono_tz::Tz, published: Option<super::fold::PublishedTerms>) -> MonthSums {
+    fn new(zone: chrono_tz::Tz, published: Option<PublishedTerms>) -> MonthSums {
         MonthSums {
             months: DayMonths::new(zone),
             current: None,
             by_product: Default::default(),
             done: Default::default(),
-            moved_from: published.map(|published| DayMonths::new(published.zone)),
+            published_months: published.map(|published| DayMonths::new(published.zone)),
             currency_changes: published.is_some_and(|published| published.currency_changes),
-            moves: Default::default(),
+            rebooked: Default::default(),
         }
     }
 
@@ -146,13 +158,13 @@ impl MonthSums {
     /// when the account's terms changed: as moved when its month in the
     /// published zone is not its month now, as restated in its month when
     /// only the currency changed (nothing when neither did).
-    fn move_row(&mut self, day: i64, slot: i64, product: Product, totals: &Totals) -> Result<()> {
-        let Some(from) = self.moved_from.as_mut() else { return Ok(()) };
+    fn rebook_row(&mut self, day: i64, slot: i64, product: Product, totals: &Totals) -> Result<()> {
+        let Some(from) = self.published_months.as_mut() else { return Ok(()) };
         let (before, after) = (from.month(day, slot)?, self.months.month(day, slot)?);
         if before == after {
             if self.currency_changes {
                 let restated = Change { records_restated: totals.records, ..Change::default() };
-                let slot = self.moves.entry((after, product)).or_default();
+                let slot = self.rebooked.entry((after, product)).or_default();
                 *slot = slot.checked_add(&restated).ok_or_else(overflow)?;
             }
             return Ok(());
@@ -167,7 +179,7 @@ impl MonthSums {
             ..Change::default()
         };
         for (month, change) in [(before, left), (after, entered)] {
-            let slot = self.moves.entry((month, product)).or_default();
+            let slot = self.rebooked.entry((month, product)).or_default();
             *slot = slot.checked_add(&change).ok_or_else(overflow)?;
         }
         Ok(())
@@ -205,7 +217,7 @@ impl MonthSums {
             let key = ChangeKey { auth_id: account.to_owned(), month, product };
             changes::add(&mut ledger, key, &Change::added(&totals)?)?;
         }
-        for ((month, product), change) in self.moves {
+        for ((month, product), change) in self.rebooked {
             changes::add(&mut ledger, ChangeKey { auth_id: account.to_owned(), month, product }, &change)?;
         }
         Ok(ledger)
@@ -288,7 +300,7 @@ fn merge_account(
                 if fresh {
                     months.add(start, row.0.slot, row.0.dims.product, &row.1)?;
                 } else {
-                    months.move_row(start, row.0.slot, row.0.dims.product, &row.1)?;
+                    months.rebook_row(start, row.0.slot, row.0.dims.product, &row.1)?;
                 }
                 day_rows.rows.push(row);
             }
