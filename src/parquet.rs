@@ -586,6 +586,15 @@ impl<'p> ParquetFile<'p> {
     fn decode(&self, reader: ParquetReader<Cursor<&[u8]>>, rows: usize) -> Result<DataFrame> {
         let frame = match guarded(|| reader.finish()) {
             Ok(frame) => frame.map_err(|e| unreadable(self.path, e))?,
+            // polars decodes on threads of its own: one it cannot start is
+            // the process's limits, not damage in the file.
+            Err(panic) if panic.contains("spawn") => {
+                return Err(Error::Limit(format!(
+                    "{}: cannot decode it: {panic}; raise the process's memory or process limit \
+                     (ulimit -v, ulimit -u)",
+                    self.path.display()
+                )))
+            }
             Err(panic) => return Err(unreadable(self.path, format!("its pages do not decode ({panic})"))),
         };
         for column in frame.columns() {

@@ -169,7 +169,7 @@ fn out_of_memory_at(what: &str) -> ! {
     let _ = writeln!(
         cursor,
         "error: out of memory: cannot {what}; raise the process's memory limit \
-         (ulimit -v) or lower the command's budgets (ingest --batch-mb)"
+         (ulimit -v), or lower an ingest's budgets (--batch-mb)"
     );
     let written = cursor.position() as usize;
     let _ = std::io::stderr().lock().write_all(&line[..written]);

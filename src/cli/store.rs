@@ -82,6 +82,14 @@ fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     for finding in &verified.findings {
         writeln!(out, "{}: {}", finding.name, finding.problem)?;
     }
+    if verified.unlisted > 0 {
+        writeln!(
+            out,
+            "{} file(s) no kept generation lists: left by a failed or killed ingest (or written by one at work); \
+             the next ingest or `telemeter store repair` removes them",
+            verified.unlisted
+        )?;
+    }
     let deletions = deletions_refused(store);
     if let Some(why) = &deletions {
         writeln!(out, "{DELETIONS_DB}: {why}")?;

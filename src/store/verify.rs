@@ -58,6 +58,9 @@ pub struct Verified {
     pub findings: Vec<Finding>,
     /// Kept manifests found (`manifests/*.json`).
     pub kept: usize,
+    /// Files in the generation folders that no kept manifest lists: left
+    /// by a failed or killed ingest (or being written by one at work).
+    pub unlisted: usize,
 }
 
 impl Verified {
@@ -82,6 +85,7 @@ pub fn verify(store: &Path) -> Result<Verified> {
                 files: 0,
                 findings: vec![],
                 kept,
+                unlisted: 0,
             })
         }
         Err(e) => {
@@ -92,6 +96,7 @@ pub fn verify(store: &Path) -> Result<Verified> {
                 files: 0,
                 findings: vec![],
                 kept,
+                unlisted: 0,
             });
         }
     };
@@ -107,7 +112,33 @@ pub fn verify(store: &Path) -> Result<Verified> {
         files: manifest.listed().len(),
         findings,
         kept,
+        unlisted: unlisted(store, &manifest),
     })
+}
+
+/// How many files of the generation folders neither `manifest` nor a kept
+/// manifest lists.
+fn unlisted(store: &Path, manifest: &Manifest) -> usize {
+    let kept: Vec<Manifest> = kept_manifests(store)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(_, path)| Manifest::parse(&std::fs::read(&path).ok()?, &path).ok())
+        .collect();
+    let listed: std::collections::HashSet<&str> =
+        std::iter::once(manifest).chain(&kept).flat_map(Manifest::listed).collect();
+    generation::GENERATION_FOLDERS
+        .iter()
+        .flat_map(|folder| {
+            let mut files = Vec::new();
+            let _ = crate::records::files::walk(&store.join(folder), &mut files);
+            files
+        })
+        .filter(|path| {
+            let name: Vec<&str> =
+                path.strip_prefix(store).map(|r| r.iter().filter_map(|p| p.to_str()).collect()).unwrap_or_default();
+            !listed.contains(name.join("/").as_str())
+        })
+        .count()
 }
 
 /// Every file `manifest` lists that is missing, unreadable or damaged (a

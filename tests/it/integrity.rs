@@ -576,3 +576,16 @@ fn an_older_manifest_put_back_is_refused_and_named() {
     telemeter(&["store", "verify", "--store", s(&store)]).ok();
     assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest);
 }
+
+/// Files a killed ingest left are no damage (verify exits 0) but are
+/// named, with what removes them.
+#[test]
+fn verify_counts_the_files_a_killed_ingest_left() {
+    let (_dir, store) = sample_store();
+    common::write(&store, "records/calls/killed-00000.parquet", b"half a file");
+    let verify = telemeter(&["store", "verify", "--store", s(&store)]);
+    assert!(verify.ok().contains("1 file(s) no kept generation lists"), "{}", verify.stdout);
+    telemeter(&["store", "repair", "--store", s(&store)]).ok();
+    let verify = telemeter(&["store", "verify", "--store", s(&store)]);
+    assert!(!verify.ok().contains("no kept generation lists"), "{}", verify.stdout);
+}
