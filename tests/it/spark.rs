@@ -624,6 +624,32 @@ fn spark_splits_a_large_csv_file_where_its_lines_start() {
     let text = ok(&by_local);
     assert!(text.contains("set aside        6"), "{text}");
     assert_same_stores(&spark, &local, &remote, &accounts);
+
+    // A quoted description whose lines run across a cut: the local engine
+    // reads it; a split cannot tell that it starts inside a field, and the
+    // one before it says its split ends inside the field.
+    let spanning = temp.path().join("spanning");
+    let row = |i: usize| format!("x{i},MA1,2026-11-20T00:00:00Z,CNAM Lookup,1,0.01\n");
+    let mut text = String::from("record_id,auth_id,timestamp,description,units,amount\n");
+    let mut rows = 0;
+    while text.len() < (1 << 20) - 100 {
+        text.push_str(&row(rows));
+        rows += 1;
+    }
+    // Lines of 2 bytes from 100 bytes before the first MiB to 100 after.
+    text.push_str(&format!("long,MA1,2026-11-20T00:00:00Z,\"{}\",1,0.01\n", "a\n".repeat(100)));
+    (rows..rows + 5_000).for_each(|i| text.push_str(&row(i)));
+    let long_line = rows + 2;
+    put(&spanning, "charges/c.csv", &text);
+    let store = |name: &str| temp.path().join(name);
+    let (local_store, spark_store) = (store("spanning-local"), store("spanning-spark"));
+    ok(&run(&spark, &["ingest", "--data", s(&spanning), "--store", s(&local_store)]));
+    let args = ["ingest", "--data", s(&spanning), "--store", s(&spark_store), "--engine", "spark"];
+    let by_spark = run(&spark, &[&args[..], &["--spark-master", master, "--spark-split-mb", "1"]].concat());
+    assert_eq!(by_spark.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&by_spark.stderr).into_owned();
+    let at = format!("charges/c.csv:{long_line}:");
+    assert!(said.contains(&at) && said.contains("by the end of its Spark split"), "{said}");
 }
 
 /// Files at a URI are streamed by Spark's text source, never held whole

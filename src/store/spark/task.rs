@@ -132,6 +132,12 @@ pub fn check_task(input: TaskInput<'_>, on_bad_row: OnBadRow, out: &Path) -> Res
     check_in_runs(&file, source, split, on_bad_row, out, TASK_RUN_LINES)
 }
 
+/// What a quoted field left open at a split's end is said to reach (for
+/// "by the end of the input"): a split cannot tell that its cut falls
+/// inside a field (decisions.md).
+const SPLIT_END: &str = "by the end of its Spark split (a plain CSV file past --spark-split-mb is cut where lines \
+                         start, and a quoted field across a cut is refused; the local engine reads it)";
+
 /// [`check_task`] of `file` (or of its `split`), reading `run_lines`
 /// lines at a time.
 fn check_in_runs(
@@ -181,7 +187,14 @@ fn check_in_runs(
     })();
     let error = match written {
         Ok(()) => None,
-        Err(Error::BadRecord(bad)) => Some(TaskError::from(&*bad)),
+        Err(Error::BadRecord(bad)) => {
+            let mut error = TaskError::from(&*bad);
+            // A split ends at a cut, not at the file's end: say so.
+            if split.is_some() {
+                error.reason = error.reason.replace("by the end of the input", SPLIT_END);
+            }
+            Some(error)
+        }
         Err(Error::BadFile { path, message }) => Some(TaskError {
             file: path.to_string_lossy().into_owned(),
             line: 0,
