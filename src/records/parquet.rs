@@ -16,7 +16,7 @@
 
 use std::ops::Range;
 
-use polars::prelude::{Column, DataType, TimeUnit};
+use polars::prelude::{Column, DataFrame, DataType, TimeUnit};
 use rayon::prelude::*;
 
 use super::csv::RowSink;
@@ -139,58 +139,121 @@ impl<'f> Parts<'f> {
         wanted: Wanted<'_>,
         sink: &mut S,
     ) -> Result<bool> {
-        let ((first, groups), kind) = (part, file.kind);
-        // Without its id column, a row's first field is [`NO_ID`].
-        let skip = usize::from(self.without_id);
-        let read = &self.columns[skip..];
+        let (frame, rows) = self.frame_of(file, part, wanted)?;
+        // The frame's columns are taken as values a slice of rows at a
+        // time: values take 16 bytes a text field and row, about what the
+        // frame itself holds, so a row group of millions of rows (Spark's
+        // 128 MiB ones, or DuckDB's when told) is not held twice.
+        let mut reserve = Some(rows.len());
+        for slice in slices(&rows) {
+            if !self.slice_into(file, &frame, part.0, slice, reserve.take(), sink)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The part's rows that are `wanted`, decoded: the frame, and each of
+    /// its rows with its row in the part.
+    fn frame_of(
+        &self,
+        file: &InputFile,
+        (_, groups): &(u64, Range<usize>),
+        wanted: Wanted<'_>,
+    ) -> Result<(DataFrame, Vec<(usize, usize)>)> {
+        let read = &self.columns[usize::from(self.without_id)..];
         let frame = match wanted {
             Wanted::Range(_) => self.parquet.read_row_groups(read, groups.clone()),
             Wanted::Picked(picked) => self.parquet.read_picked(read, groups.clone(), picked),
         };
         let frame = frame.map_err(|e| file.renamed(e))?;
-        // Each row of the frame and its row in the part.
         let rows: Vec<(usize, usize)> = match wanted {
             Wanted::Range(rows) => (rows.start..rows.end.min(frame.height())).map(|row| (row, row)).collect(),
             Wanted::Picked(picked) => picked.iter().copied().enumerate().collect(),
         };
-        // The frame's columns are taken as values a slice of rows at a
-        // time: values take 16 bytes a text field and row, about what the
-        // frame itself holds, so a row group of millions of rows (Spark's
-        // 128 MiB ones, or DuckDB's when told) is not held twice.
-        let mut reserved = false;
-        for slice in rows.chunk_by(|a, b| a.0 / SLICE_ROWS == b.0 / SLICE_ROWS) {
-            let start = slice[0].0 / SLICE_ROWS * SLICE_ROWS;
-            let part_of = frame.slice(start as i64, SLICE_ROWS);
-            let mut prepared: Vec<(Column, ColumnType)> = Vec::new();
-            for (index, name) in read.iter().enumerate() {
-                let column = part_of.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
-                prepared.push((widen(file, column)?, kind.column_type(index + skip)));
+        Ok((frame, rows))
+    }
+
+    /// Hands the rows `slice` of `frame` (one [`SLICE_ROWS`] run of it) to
+    /// `sink`, numbered from `first` + 1; `reserve`: the rows the sink will
+    /// be given in all, when this is its first slice. Whether the sink asks
+    /// for more.
+    fn slice_into<S: RowSink>(
+        &self,
+        file: &InputFile,
+        frame: &DataFrame,
+        first: u64,
+        slice: &[(usize, usize)],
+        reserve: Option<usize>,
+        sink: &mut S,
+    ) -> Result<bool> {
+        // Without its id column, a row's first field is [`NO_ID`].
+        let skip = usize::from(self.without_id);
+        let read = &self.columns[skip..];
+        let start = slice.first().map_or(0, |row| row.0 / SLICE_ROWS * SLICE_ROWS);
+        let part_of = frame.slice(start as i64, SLICE_ROWS);
+        let mut prepared: Vec<(Column, ColumnType)> = Vec::new();
+        for (index, name) in read.iter().enumerate() {
+            let column = part_of.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
+            prepared.push((widen(file, column)?, file.kind.column_type(index + skip)));
+        }
+        let mut columns = Vec::with_capacity(prepared.len());
+        for ((column, expected), name) in prepared.iter().zip(read) {
+            columns.push(decode(file, column, *expected, name)?);
+        }
+        if let (true, Some(rows)) = (S::ONE_PER_CHUNK, reserve) {
+            // A sink that keeps every row keeps its text: about a third of
+            // a CSV line, which `reserve` is told of (from this slice's).
+            let text = columns.first().map_or(0, Values::text_bytes) * 3;
+            sink.reserve(rows, text / part_of.height().max(1) * rows);
+        }
+        let mut fields = [Field::Ascii(NO_ID); 16];
+        let fields = &mut fields[..read.len() + skip];
+        for &(row, in_part) in slice {
+            for (slot, values) in fields[skip..].iter_mut().zip(&columns) {
+                *slot = values.field(row - start);
             }
-            let mut columns = Vec::with_capacity(prepared.len());
-            for ((column, expected), name) in prepared.iter().zip(read) {
-                columns.push(decode(file, column, *expected, name)?);
-            }
-            if S::ONE_PER_CHUNK && !reserved {
-                // A sink that keeps every row keeps its text: about a
-                // third of a CSV line, which `reserve` is told of (from
-                // the first slice's).
-                let text = columns.first().map_or(0, Values::text_bytes) * 3;
-                sink.reserve(rows.len(), text / part_of.height().max(1) * rows.len());
-                reserved = true;
-            }
-            let mut fields = [Field::Ascii(NO_ID); 16];
-            let fields = &mut fields[..read.len() + skip];
-            for &(row, in_part) in slice {
-                for (slot, values) in fields[skip..].iter_mut().zip(&columns) {
-                    *slot = values.field(row - start);
-                }
-                if !sink.row(first + in_part as u64 + 1, fields) {
-                    return Ok(false);
-                }
+            if !sink.row(first + in_part as u64 + 1, fields) {
+                return Ok(false);
             }
         }
         Ok(true)
     }
+
+    /// A part of more than two slices of wanted rows, decoded once and
+    /// read a slice at a time in parallel, a sink each: a file of one
+    /// large row group is not one core's work.
+    fn read_sliced<S, F>(
+        &self,
+        file: &InputFile,
+        part: &(u64, Range<usize>),
+        wanted: &Range<u64>,
+        make_sink: &F,
+    ) -> Result<Vec<S>>
+    where
+        S: RowSink + Send,
+        F: Fn() -> S + Sync,
+    {
+        let first = part.0;
+        let rows = wanted.start.saturating_sub(first) as usize..wanted.end.saturating_sub(first) as usize;
+        let (frame, rows) = self.frame_of(file, part, Wanted::Range(rows))?;
+        let read: Vec<Result<S>> = slices(&rows)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|slice| {
+                let mut sink = make_sink();
+                self.slice_into(file, &frame, first, slice, Some(slice.len()), &mut sink)?;
+                Ok(sink)
+            })
+            .collect();
+        read.into_iter().collect()
+    }
+}
+
+/// The runs of `rows` (frame row, row in the part) in one [`SLICE_ROWS`]
+/// slice of the frame each.
+fn slices(rows: &[(usize, usize)]) -> impl Iterator<Item = &[(usize, usize)]> {
+    rows.chunk_by(|a, b| a.0 / SLICE_ROWS == b.0 / SLICE_ROWS)
 }
 
 /// Rows of a decoded part taken as values at a time ([`Parts::read_rows_of`]).
@@ -295,6 +358,30 @@ impl Parts<'_> {
             .filter(|((first, _), end)| *first < wanted.end && *end > wanted.start)
             .map(|(part, _)| part)
             .collect();
+        // A part of more wanted rows than two slices is read a slice at a
+        // time in parallel (one large row group); then each part gets
+        // sinks of its own, in order.
+        let groups: Vec<usize> = self.parquet.row_groups().collect();
+        let wanted_rows = |(first, range): &(u64, Range<usize>)| {
+            let end = first + groups.get(range.clone()).map_or(0, |g| g.iter().sum::<usize>()) as u64;
+            end.min(wanted.end).saturating_sub((*first).max(wanted.start))
+        };
+        let large = |part: &&(u64, Range<usize>)| wanted_rows(part) > 2 * SLICE_ROWS as u64;
+        if parts.iter().any(large) {
+            let read: Vec<Result<Vec<S>>> = parts
+                .par_iter()
+                .map(|part| match large(part) {
+                    true => self.read_sliced(file, part, &wanted, &make_sink),
+                    false => {
+                        let mut sink = make_sink();
+                        self.read(file, part, &wanted, &mut sink)?;
+                        Ok(vec![sink])
+                    }
+                })
+                .collect();
+            let read: Vec<Vec<S>> = read.into_iter().collect::<Result<_>>()?;
+            return Ok(read.into_iter().flatten().collect());
+        }
         // Collected in order, so that the error is the first part's.
         let read: Vec<Result<S>> = if S::ONE_PER_CHUNK {
             parts

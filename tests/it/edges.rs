@@ -627,6 +627,23 @@ fn a_large_row_group_reads_as_its_csv() {
         })
         .collect();
     assert_eq!(store_summary(&stores[0]).ok(), store_summary(&stores[1]).ok());
+
+    // Bad rows in two slices read in parallel: the first is the error.
+    let mut bad = all.clone();
+    bad[140_000][4] = "fax".into();
+    bad[100_000][4] = "fax".into();
+    let damaged = work.path().join("damaged");
+    {
+        use polars::prelude::{Column, DataFrame, IntoColumn, NamedFrom, Series};
+        let columns: Vec<Column> = (0..names.len())
+            .map(|c| {
+                Series::new(names[c].into(), bad.iter().map(|r| r[c].as_str()).collect::<Vec<&str>>()).into_column()
+            })
+            .collect();
+        crate::common::write_frame(&damaged.join("calls/c.parquet"), DataFrame::new(rows, columns).expect("frame"));
+    }
+    let refused = summary(&damaged, "A0", QUERY, &[]);
+    assert!(refused.stderr.contains("calls/c.parquet: row 100001: column 'product': 'fax'"), "{}", refused.stderr);
 }
 
 #[test]
