@@ -109,6 +109,17 @@ fn duckdb_and_polars_examples_give_the_reports_spend_per_country() {
     );
     common::write(&late, "accounts.csv", std::fs::read(common::sample_data().join("accounts.csv")).expect("accounts"));
     common::telemeter(&["ingest", "--quiet", "--data", &s(&late), "--store", &s(&store)]).ok();
+    // A correcting delivery: revisions and a void, whose stored older
+    // versions stop counting (the corrections file names them).
+    common::telemeter(&[
+        "ingest",
+        "--quiet",
+        "--data",
+        &s(&common::root().join("sample_corrections")),
+        "--store",
+        &s(&store),
+    ])
+    .ok();
     // An unpublished ingest's records file: the same calls again, under a
     // name no manifest lists.
     let calls = store.join("records/calls");
