@@ -95,6 +95,7 @@ DATA FOLDER (--data DIR):
   messages/           message records
   transcriptions/     transcription records
   charges/            other charges
+  voids/              withdrawals: kind record_id revision (at least 1) reason
   endpoints.csv, registrations.csv, recordings/
                       the server's other resources (optional)
   Record folders hold any number of .csv, .csv.gz, .csv.zst or .parquet files, in
@@ -108,10 +109,13 @@ DATA FOLDER (--data DIR):
     transcriptions  record_id auth_id subaccount_auth timestamp type
                     duration_seconds amount
     charges         record_id auth_id timestamp description units amount
-  Timestamps are RFC 3339 (2026-11-20T13:45:01Z; no offset means UTC); amounts are
-  decimals with at most 9 digits after the point; direction is inbound or
-  outbound; country two upper-case letters or empty; subaccount_auth empty means
-  the parent account. Rows with one record_id and the same content count once.
+  Each kind may add a revision column (0 when missing): of a record_id's
+  versions and voids, the highest revision counts, and a void there withdraws
+  the record. Timestamps are RFC 3339 (2026-11-20T13:45:01Z; no offset means
+  UTC); amounts are decimals with at most 9 digits after the point; direction
+  is inbound or outbound; country two upper-case letters or empty;
+  subaccount_auth empty means the parent account. Rows with one record_id (and
+  revision) and the same content count once.
 ";
 
 /// The examples of each command: (command, text). Every line starting with

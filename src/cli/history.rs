@@ -35,7 +35,7 @@ pub enum Format {
     /// Each version's source and columns, aligned, for a terminal.
     Table,
     /// One JSON object a version: `ingest`, `source_file`, `source_line`,
-    /// `counts` and `record` (the columns as text).
+    /// `revision`, `void`, `counts` and `record` (the columns as text).
     Jsonl,
 }
 

@@ -251,7 +251,7 @@ fn on_progress(progress: &Arc<Progress>, engine: EngineArg) -> OnProgress {
 fn spark_options(args: &Args) -> anyhow::Result<store::spark::SparkOptions> {
     let home = std::env::var_os("SPARK_HOME").filter(|h| !h.is_empty()).context(
         "--engine spark needs SPARK_HOME: a Spark 4 installation whose bin/spark-submit runs the job \
-         (see README, 'Running on Spark')",
+         (see docs/guide.md, 'Running on Spark')",
     )?;
     let spark_submit = PathBuf::from(home).join("bin").join("spark-submit");
     anyhow::ensure!(spark_submit.exists(), "{} does not exist (check SPARK_HOME)", spark_submit.display());

@@ -146,7 +146,7 @@ fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     if let Some(why) = &repaired.not_rebuilt {
         writeln!(out, "not rebuilt: {why}")?;
     }
-    match repaired.restored {
+    match repaired.restored.filter(|_| !repaired.passed_over.is_empty()) {
         Some(generation) => writeln!(
             out,
             "left the files no generation lists: those of a generation after {generation} may be whole \

@@ -79,7 +79,7 @@ pub fn local_data(text: &OsStr) -> Result<PathBuf> {
         Error::Usage(format!(
             "'{}' is a {}:// location: this command reads a directory on this machine (a path or a \
                  file:// URI); data on another filesystem is read by Spark: `telemeter ingest --engine spark \
-                 --data {} --store STORE`, then answer from the store (README, 'Running on Spark')",
+                 --data {} --store STORE`, then answer from the store (docs/guide.md, 'Running on Spark')",
             uri.text, uri.scheme, uri.text
         ))
     })

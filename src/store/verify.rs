@@ -13,7 +13,8 @@
 //!   whose every file verifies is published again as `manifest.json`
 //!   (the same bytes); then the files no kept generation lists (partial
 //!   files of failed or killed ingests, leftover temporary manifests) are
-//!   deleted, as after a publish. Damaged or missing rollup and index
+//!   deleted, as after a publish, unless a later kept manifest was passed
+//!   over. Damaged or missing rollup and index
 //!   files are rebuilt from the records files and published as the next
 //!   generation (`rebuild.rs`). A listed file that is not derived
 //!   (records, accounts, resources, rejected rows, change ledgers) and
@@ -214,7 +215,8 @@ pub struct Repaired {
     /// Kept manifests passed over (damaged, or listing a damaged or
     /// missing file), with why.
     pub passed_over: Vec<(PathBuf, String)>,
-    /// Files no kept generation lists, deleted (none when `restored`).
+    /// Files no kept generation lists, deleted (none when a later kept
+    /// manifest was passed over).
     pub removed: usize,
     /// Listed files still damaged or missing (not rebuilt).
     pub damaged: Vec<Finding>,
@@ -230,8 +232,8 @@ pub struct Repaired {
 /// Repairs `store`: restores `manifest.json` from the newest kept manifest
 /// that verifies when it is missing or damaged, rebuilds damaged rollup
 /// and index files from the records files (a new generation), then
-/// deletes files no kept generation lists, unless it restored
-/// `manifest.json` (a later generation's files may be whole). Listed files
+/// deletes files no kept generation lists, unless it passed over a later
+/// kept manifest (that generation's files may be whole). Listed files
 /// that stay damaged are in the answer.
 pub fn repair(store: &Path) -> Result<Repaired> {
     if !store.is_dir() {
@@ -329,11 +331,11 @@ pub fn repair(store: &Path) -> Result<Repaired> {
             .find(|(generation, _)| *generation + 1 == manifest.generation)
             .and_then(|(_, path)| Manifest::parse(&std::fs::read(&path).ok()?, &path).ok())
     });
-    // Files no kept generation lists are deleted, unless manifest.json was
-    // restored from an older generation: a later one's manifests are
-    // damaged, but its records files may be whole, and are left for the
-    // user to recover (the next ingest's collection deletes them).
-    if repaired.restored.is_none() {
+    // Files no kept generation lists are deleted, unless repair passed over
+    // a later kept manifest: that generation's manifests are damaged, but
+    // its records files may be whole, and are left for the user to recover
+    // (the next ingest's collection deletes them).
+    if repaired.passed_over.is_empty() {
         let keep: Vec<&Manifest> = std::iter::once(&manifest).chain(&previous).collect();
         repaired.removed = generation::collect_garbage(store, &keep);
     }

@@ -301,7 +301,7 @@ fn unreadable(uri: &str, message: &str) -> Error {
     let hint = if no_connector {
         " (a scheme other than file:// and hdfs:// needs its Hadoop connector on Spark's classpath, e.g. \
          --spark-conf spark.jars.packages=org.apache.hadoop:hadoop-aws:<Spark's Hadoop version> for s3a://: \
-         README, 'Running on Spark')"
+         docs/guide.md, 'Running on Spark')"
     } else {
         ""
     };
