@@ -99,6 +99,13 @@ fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
         writeln!(out, "every listed file is whole; {DELETIONS_DB} is refused (above)")?;
     } else if whole {
         writeln!(out, "ok: every listed file is whole")?;
+    } else if verified.manifest == ManifestState::Missing
+        && crate::store::WithoutManifest::of(store) == crate::store::WithoutManifest::FirstIngest
+    {
+        writeln!(
+            out,
+            "no generation published yet: the store's first ingest stopped before it published; run it again"
+        )?;
     } else if matches!(verified.manifest, ManifestState::Behind(_)) {
         // Repair refuses it too: the manifest goes first.
         writeln!(

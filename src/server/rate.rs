@@ -87,7 +87,10 @@ impl RateLimiter {
     pub fn shared(limit: usize, window: Duration, clock: Arc<dyn Clock>, path: &Path) -> Result<RateLimiter> {
         let fail = |e: rusqlite::Error| Error::io(path, format!("the shared rate-limit log: {e}"));
         let connection = Connection::open(path).map_err(fail)?;
-        connection.busy_timeout(Duration::from_secs(2)).map_err(fail)?;
+        // Other servers hold the lock for a transaction of microseconds;
+        // one held longer (a stuck process) is not waited for: this
+        // process's own log decides meanwhile.
+        connection.busy_timeout(Duration::from_millis(20)).map_err(fail)?;
         // Runtime state that a crash may lose (the window restarts), in a
         // rollback journal that lives only for a transaction: no files are
         // left beside it while servers run, or when the disk is full.

@@ -27,6 +27,7 @@ pub fn publish_accounts(store: &Path, edit: impl FnOnce(Option<&[u8]>) -> Result
     let old = read(store)?;
     // As an ingest: a later generation's files are not collected.
     generation::check_not_behind(store, &old)?;
+    old.keep_current(store)?;
     let current = read_accounts(store, &old)?;
     let bytes = edit(current.as_ref().map(|(_, bytes)| bytes.as_slice()))?;
     crate::records::accounts::Accounts::parse(&bytes, "accounts.csv")?;

@@ -24,7 +24,7 @@ use super::ingest::corrections::Applied;
 use super::ingest::fold::{PublishedTerms, Rollups};
 use super::ingest::terms::{BuildResources, IngestReport, PreviousResources, ResourceChanges};
 use super::parquet_io::{self, RecordRows};
-use super::{Manifest, WithoutManifest, FORMAT_VERSION, KEPT_MANIFESTS, MANIFEST};
+use super::{Manifest, WithoutManifest, FORMAT_VERSION, MANIFEST};
 use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Result};
 use crate::records::accounts::Accounts;
@@ -75,9 +75,7 @@ pub(in crate::store) fn open(store: &Path, id: &str) -> Result<Opened> {
     let old = match Manifest::read(store)? {
         Some(old) => {
             check_not_behind(store, &old)?;
-            if old.generation > 0 && !store.join(KEPT_MANIFESTS).join(format!("{}.json", old.generation)).exists() {
-                old.keep(store)?;
-            }
+            old.keep_current(store)?;
             old
         }
         None if found.is_some() => return Err(super::no_manifest(store)),

@@ -394,17 +394,39 @@ impl Manifest {
         let text = self.to_bytes()?;
         let temporary = store.join(format!("{MANIFEST}.tmp-{ingest_id}"));
         write_synced(&temporary, &text)?;
+        // A first ingest's marker goes before its commit: a folder that has
+        // held a published manifest is never taken for a new store again
+        // (killed in between, it holds a run's files and no marker: refused,
+        // nothing deleted).
+        let marker = store.join(FIRST_INGEST);
+        if marker.exists() {
+            std::fs::remove_file(&marker).map_err(|e| Error::io(&marker, e))?;
+            sync_dir(store)?;
+        }
         let path = store.join(MANIFEST);
         std::fs::rename(&temporary, &path).map_err(|e| Error::io(&path, e))?;
         sync_dir(store)?;
         // Kept after the commit, so that no kept manifest names a
         // generation that was never published (a killed run's would be
-        // restored by `store repair`). Both steps are best effort: the
-        // generation is published, and the next ingest writes a kept copy
-        // that is missing and removes the marker.
+        // restored by `store repair`). Best effort: the generation is
+        // published, and the next publisher writes a kept copy that is
+        // missing or not whole ([`Manifest::keep_current`]).
         let _ = self.keep(store);
-        let _ = std::fs::remove_file(store.join(FIRST_INGEST));
         Ok(())
+    }
+
+    /// Writes this published manifest's kept copy unless it is there
+    /// whole (the same bytes): a publish killed or failed after its commit
+    /// may have left none, or a cut one.
+    pub fn keep_current(&self, store: &Path) -> Result<()> {
+        if self.generation == 0 || self.format < SUMS_FORMAT {
+            return Ok(());
+        }
+        let kept = store.join(KEPT_MANIFESTS).join(format!("{}.json", self.generation));
+        match std::fs::read(&kept) {
+            Ok(bytes) if bytes == self.to_bytes()? => Ok(()),
+            _ => self.keep(store),
+        }
     }
 
     /// Writes this published manifest's kept copy,
@@ -412,7 +434,10 @@ impl Manifest {
     pub fn keep(&self, store: &Path) -> Result<()> {
         let kept = store.join(KEPT_MANIFESTS);
         std::fs::create_dir_all(&kept).map_err(|e| Error::io(&kept, e))?;
-        write_synced(&kept.join(format!("{}.json", self.generation)), &self.to_bytes()?)?;
+        // Whole or not at all: written beside, then renamed.
+        let (path, temporary) = (kept.join(format!("{}.json", self.generation)), kept.join(".tmp-kept"));
+        write_synced(&temporary, &self.to_bytes()?)?;
+        std::fs::rename(&temporary, &path).map_err(|e| Error::io(&path, e))?;
         sync_dir(&kept)
     }
 

@@ -167,6 +167,13 @@ fn check_files(store: &Path, manifest: &Manifest) -> Vec<Finding> {
         .collect()
 }
 
+/// Whether the file `name` of `manifest` is derived from its records files
+/// (a rollup or index file), which repair rebuilds.
+fn is_derived(manifest: &Manifest, name: &str) -> bool {
+    manifest.rollups.values().any(|files| files.values().any(|file| file == name))
+        || manifest.kinds.values().any(|files| files.index.iter().any(|file| file == name))
+}
+
 /// The folder under `manifests/` that repair moves the kept manifests it
 /// passed over to: out of the generations an ingest builds on, still
 /// there to recover from.
@@ -270,7 +277,10 @@ pub fn repair(store: &Path) -> Result<Repaired> {
                         continue;
                     }
                 };
+                // Damaged rollup or index files are rebuilt from the
+                // records below: only other damage passes a generation over.
                 let findings = check_files(store, &manifest);
+                let findings: Vec<Finding> = findings.into_iter().filter(|f| !is_derived(&manifest, &f.name)).collect();
                 if let Some(first) = findings.first() {
                     let why =
                         format!("{} of its files do not verify ({}: {})", findings.len(), first.name, first.problem);
@@ -290,26 +300,21 @@ pub fn repair(store: &Path) -> Result<Repaired> {
                     ),
                 ));
             };
+            // The later kept manifests passed over go aside first, kept for
+            // the user, so that what builds on the restored one (this
+            // repair run again too, if it is killed) finds it the newest.
+            set_aside_passed_over(store, &repaired.passed_over)?;
             let temporary = store.join(format!("{MANIFEST}.tmp-repair"));
             super::write_synced(&temporary, &bytes)?;
             let path = store.join(MANIFEST);
             std::fs::rename(&temporary, &path).map_err(|e| Error::io(&path, e))?;
             super::sync_dir(store)?;
             repaired.restored = Some(manifest.generation);
-            // The later kept manifests passed over go aside, kept for the
-            // user, so that the next ingest builds on the restored one.
-            set_aside_passed_over(store, &repaired.passed_over)?;
             manifest
         }
     };
-    // The current generation's kept copy, if it was lost.
-    let kept = store.join(KEPT_MANIFESTS).join(format!("{}.json", manifest.generation));
-    if manifest.format >= super::SUMS_FORMAT && !kept.exists() {
-        let folder = store.join(KEPT_MANIFESTS);
-        std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
-        super::write_synced(&kept, &manifest.to_bytes()?)?;
-        super::sync_dir(&folder)?;
-    }
+    // The current generation's kept copy, if it was lost or cut.
+    manifest.keep_current(store)?;
     let findings = check_files(store, &manifest);
     let (manifest, previous) = match super::rebuild::rebuild(store, &manifest, &findings)? {
         Outcome::Published(next, rebuilt) => {

@@ -589,3 +589,47 @@ fn verify_counts_the_files_a_killed_ingest_left() {
     let verify = telemeter(&["store", "verify", "--store", s(&store)]);
     assert!(!verify.ok().contains("no kept generation lists"), "{}", verify.stdout);
 }
+
+/// A kept copy cut short (a kill while it was written) is written whole
+/// again by the next publisher, so a later loss of `manifest.json` is
+/// still repaired to the published generation.
+#[test]
+fn a_cut_kept_copy_is_written_again() {
+    let (_dir, store) = sample_store();
+    let kept = store.join("manifests/1.json");
+    let whole = std::fs::read(&kept).expect("kept copy");
+    std::fs::write(&kept, b"").expect("cut it");
+    let late = common::root().join("sample_corrections");
+    telemeter(&["ingest", "--data", s(&late), "--store", s(&store)]).ok();
+    assert_eq!(std::fs::read(&kept).expect("kept copy"), whole, "written whole again");
+    let newest = answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout;
+    std::fs::write(store.join("manifest.json"), b"{").expect("damage");
+    let repair = telemeter(&["store", "repair", "--store", s(&store)]);
+    assert!(repair.ok().contains("restored manifest.json from the kept manifest of generation 2"), "{}", repair.stdout);
+    assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest);
+}
+
+/// Repair does not roll back past a generation whose only damage is a
+/// derived file: with `manifest.json` lost and a rollup file of the newest
+/// generation damaged, it restores that generation and rebuilds the
+/// rollup from its records, and the answers are as before.
+#[test]
+fn repair_restores_the_newest_generation_and_rebuilds_what_is_derived() {
+    let (_dir, store) = sample_store();
+    let late = common::root().join("sample_corrections");
+    telemeter(&["ingest", "--data", s(&late), "--store", s(&store)]).ok();
+    let before = answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout;
+    let rollup = manifest(&store)["rollups"]["MA001SHGA32ZDQYG9N8T"]["86400"].as_str().expect("a rollup").to_owned();
+    let mut bytes = std::fs::read(store.join(&rollup)).expect("rollup");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(store.join(&rollup), bytes).expect("damage");
+    std::fs::write(store.join("manifest.json"), b"{").expect("damage");
+    let repair = telemeter(&["store", "repair", "--store", s(&store)]);
+    let said = repair.ok();
+    assert!(said.contains("restored manifest.json from the kept manifest of generation 2"), "{said}");
+    assert!(said.contains("rebuilt the rollups of account MA001SHGA32ZDQYG9N8T"), "{said}");
+    assert!(!said.contains("passed over"), "{said}");
+    telemeter(&["store", "verify", "--store", s(&store)]).ok();
+    assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, before);
+}
