@@ -595,16 +595,18 @@ fn a_large_row_group_reads_as_its_csv() {
         text.push('\n');
     }
     write(&csv, "calls/c.csv", text);
-    let parquet = work.path().join("parquet");
-    {
+    // The rows as one Parquet file of string columns: one row group.
+    let write_parquet = |data: &Path, rows_of: &[[String; 12]]| {
         use polars::prelude::{Column, DataFrame, IntoColumn, NamedFrom, Series};
         let columns: Vec<Column> = (0..names.len())
             .map(|c| {
-                Series::new(names[c].into(), all.iter().map(|r| r[c].as_str()).collect::<Vec<&str>>()).into_column()
+                Series::new(names[c].into(), rows_of.iter().map(|r| r[c].as_str()).collect::<Vec<&str>>()).into_column()
             })
             .collect();
-        crate::common::write_frame(&parquet.join("calls/c.parquet"), DataFrame::new(rows, columns).expect("frame"));
-    }
+        crate::common::write_frame(&data.join("calls/c.parquet"), DataFrame::new(rows, columns).expect("frame"));
+    };
+    let parquet = work.path().join("parquet");
+    write_parquet(&parquet, &all);
     let revised = |data: &Path| {
         let revisions = [3usize, 70_000, 140_001]
             .map(|i| format!("{},A0,,2026-11-05T00:00:00Z,voice,pstn,outbound,US,1,9,0,4000,1\n", all[i][0]))
@@ -633,15 +635,7 @@ fn a_large_row_group_reads_as_its_csv() {
     bad[140_000][4] = "fax".into();
     bad[100_000][4] = "fax".into();
     let damaged = work.path().join("damaged");
-    {
-        use polars::prelude::{Column, DataFrame, IntoColumn, NamedFrom, Series};
-        let columns: Vec<Column> = (0..names.len())
-            .map(|c| {
-                Series::new(names[c].into(), bad.iter().map(|r| r[c].as_str()).collect::<Vec<&str>>()).into_column()
-            })
-            .collect();
-        crate::common::write_frame(&damaged.join("calls/c.parquet"), DataFrame::new(rows, columns).expect("frame"));
-    }
+    write_parquet(&damaged, &bad);
     let refused = summary(&damaged, "A0", QUERY, &[]);
     assert!(refused.stderr.contains("calls/c.parquet: row 100001: column 'product': 'fax'"), "{}", refused.stderr);
 }
