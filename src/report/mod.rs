@@ -119,10 +119,17 @@ pub fn write_reports(
     }
 }
 
+/// The longest account folder name: file systems take 255 bytes, and an
+/// id of 128 bytes can encode to 384.
+const MAX_DIR_BYTES: usize = 200;
+
 /// The folder of an account inside the output folder: the `auth_id` with
 /// every byte outside `[A-Za-z0-9._-]` percent-encoded, a leading `.`
 /// encoded (no hidden or `..` folders), and names of the run's own files
-/// (`index.html`, `manifest.json`, `rejected.csv`) made distinct.
+/// (`index.html`, `manifest.json`, `rejected.csv`) made distinct. A name
+/// past [`MAX_DIR_BYTES`] keeps its first encoded characters and ends in
+/// `~` and the id's 64-bit hash (`~` is always encoded otherwise, so no
+/// two ids share a folder but by a hash collision).
 pub fn account_dir(auth_id: &str) -> String {
     let mut out = String::with_capacity(auth_id.len());
     for (i, b) in auth_id.bytes().enumerate() {
@@ -135,6 +142,14 @@ pub fn account_dir(auth_id: &str) -> String {
     }
     if matches!(out.as_str(), "index.html" | "manifest.json" | "rejected.csv") {
         out = out.replacen('.', "%2E", 1);
+    }
+    if out.len() > MAX_DIR_BYTES {
+        // Cut before an escape it would split: `%` is never plain.
+        let mut cut = MAX_DIR_BYTES - 17;
+        while let Some(at) = out[..cut].rfind('%').filter(|&at| at + 3 > cut) {
+            cut = at;
+        }
+        out = format!("{}~{:016x}", &out[..cut], xxhash_rust::xxh3::xxh3_64(auth_id.as_bytes()));
     }
     out
 }
@@ -501,6 +516,16 @@ mod tests {
         assert_eq!(account_dir("a/b c%"), "a%2Fb%20c%25");
         assert_eq!(account_dir("index.html"), "index%2Ehtml");
         assert_eq!(account_dir("é"), "%C3%A9");
+        // A long id (128 bytes may encode to 384) is cut whole escapes
+        // short and keeps its hash: two ids with one prefix stay apart.
+        for id in ["é".repeat(64), "<".repeat(128), format!("{}a", "é".repeat(63)), "x".repeat(128)] {
+            let dir = account_dir(&id);
+            assert!(dir.len() <= MAX_DIR_BYTES, "{} bytes: {dir}", dir.len());
+            let prefix = dir.split('~').next().expect("a prefix");
+            assert!(!prefix.ends_with('%') && !prefix[prefix.len().saturating_sub(2)..].starts_with('%'), "{dir}");
+        }
+        assert_ne!(account_dir(&"é".repeat(64)), account_dir(&format!("{}a", "é".repeat(63))));
+        assert_eq!(account_dir(&"x".repeat(128)), "x".repeat(128));
     }
 
     /// The pass's byte counts reach the run's one progress callback: every
