@@ -158,9 +158,16 @@ fn read_csv(path: &Path, name: &str, format: Format) -> Result<Table> {
         .map(|h| h.trim().to_owned())
         .collect();
     let mut rows = Vec::new();
+    // Lines counted from the record's byte offset: after a CRLF line the
+    // reader puts the record at the line's `\n` (its own count is one
+    // short), so the record starts after it.
+    let (mut counted_to, mut line) = (0usize, 1u64);
     for record in reader.records() {
         let record = record.map_err(|e| Error::io(path, e))?;
-        let line = record.position().map_or(0, |p| p.line());
+        let at = record.position().map_or(0, |p| p.byte() as usize).min(bytes.len());
+        let at = if bytes.get(at) == Some(&b'\n') { at + 1 } else { at };
+        line += memchr::memchr_iter(b'\n', &bytes[counted_to.min(at)..at]).count() as u64;
+        counted_to = at;
         rows.push((line, record.iter().map(str::to_owned).collect()));
     }
     Ok(Table { name: name.to_owned(), header, rows, is_parquet: false })
@@ -242,6 +249,10 @@ fn read_endpoints(data: &Path) -> Result<BTreeMap<String, Endpoint>> {
                 return Err(bad(location(), column, value, "is empty; expected a value"));
             }
         }
+        // Ids are records.md's ids (resources.md: its column types).
+        for (column, value) in [("endpoint_id", endpoint_id), ("auth_id", auth_id)] {
+            crate::records::check_id(value).map_err(|reason| bad(location(), column, value, reason))?;
+        }
         let hash = match (password, password_md5) {
             (Some(p), None) => md5_hex(cell(Some(p))),
             (Some(p), Some(_)) if !cell(Some(p)).is_empty() => md5_hex(cell(Some(p))),
@@ -302,6 +313,8 @@ fn read_registrations(data: &Path) -> Result<Vec<Registration>> {
         if endpoint_id.is_empty() {
             return Err(bad(table.location(*line), "endpoint_id", "", "is empty; expected a value"));
         }
+        crate::records::check_id(endpoint_id)
+            .map_err(|reason| bad(table.location(*line), "endpoint_id", endpoint_id, reason))?;
         out.push(Registration {
             endpoint_id: endpoint_id.to_owned(),
             sip_contact: cell(Some(contact)).to_owned(),
@@ -389,6 +402,10 @@ fn recording_row(index: &[Option<usize>; 16], row: &[String], location: &Locatio
         if *required && cell(i).is_empty() && !matches!(*column, "recording_url") {
             return Err(bad(location.clone(), column, "", "is empty; expected a value"));
         }
+    }
+    // Ids are records.md's ids (resources.md: its column types).
+    for (i, column) in [(0, "recording_id"), (1, "auth_id")] {
+        crate::records::check_id(cell(i)).map_err(|reason| bad(location.clone(), column, cell(i), reason))?;
     }
     let format = cell(11);
     if !matches!(format, "wav" | "mp3") {
@@ -494,6 +511,21 @@ R2,A,SA,C2,+1555,+1666,room,CU,,,https://r/2.wav,wav,conference,1763646301000,17
             error,
             "recordings/r.csv:2: column 'recording_format': 'ogg' is not a recording format (wav or mp3)"
         );
+        // The same row as line 3 of a CRLF file, after a good one.
+        let crlf = RECORDINGS.replace("mp3,normal", "ogg,normal").replace('\n', "\r\n");
+        let (header, row) = crlf.split_once("\r\n").unwrap();
+        let good = RECORDINGS.lines().nth(1).unwrap().replace("R1", "R0");
+        write(dir, "recordings/r.csv", &format!("{header}\r\n{good}\r\n{row}"));
+        let error = load(dir, &dir.join("db.sqlite")).unwrap_err().to_string();
+        assert!(error.starts_with("recordings/r.csv:3: column 'recording_format'"), "{error}");
+        // Ids are checked as records.md's: at most 128 bytes, no control
+        // character.
+        write(dir, "recordings/r.csv", &RECORDINGS.replace("R1,", &format!("{},", "R".repeat(129))));
+        let error = load(dir, &dir.join("db.sqlite")).unwrap_err().to_string();
+        assert!(error.contains("column 'recording_id'") && error.contains("longer than 128 bytes"), "{error}");
+        write(dir, "recordings/r.csv", &RECORDINGS.replace("R1,A,", "R1,A\u{1}B,"));
+        let error = load(dir, &dir.join("db.sqlite")).unwrap_err().to_string();
+        assert!(error.contains("recordings/r.csv:2: column 'auth_id'"), "{error}");
         write(dir, "recordings/r.csv", &RECORDINGS.replace("1763646646100", "1.5e3"));
         let error = load(dir, &dir.join("db.sqlite")).unwrap_err().to_string();
         assert!(error.contains("column 'recording_end_ms': '1.5e3'"), "{error}");
