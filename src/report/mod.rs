@@ -101,6 +101,9 @@ pub fn write_reports(
     match result {
         Ok(mut outcome) => {
             outcome.notices.extend(swap_into_place(&staging, out)?);
+            // A run killed between its two renames left the report before
+            // in `.old` (kept while OUT was missing): OUT is back now.
+            remove_stale(out);
             // An account asked for by name whose report is empty is said,
             // as `summary` says it (with `all`, idle accounts are expected).
             if matches!(request.batch.accounts, AccountScope::Some(_)) {
@@ -127,8 +130,8 @@ const MAX_DIR_BYTES: usize = 200;
 /// every byte outside `[A-Za-z0-9._-]` percent-encoded, a leading `.`
 /// encoded (no hidden or `..` folders), and names of the run's own files
 /// (`index.html`, `manifest.json`, `rejected.csv`) made distinct. A name
-/// past [`MAX_DIR_BYTES`] keeps its first encoded characters and ends in
-/// `~` and the id's 64-bit hash (`~` is always encoded otherwise, so no
+/// past 200 bytes (`MAX_DIR_BYTES`) keeps its first encoded characters
+/// and ends in `~` and the id's 64-bit hash (`~` is always encoded otherwise, so no
 /// two ids share a folder but by a hash collision).
 pub fn account_dir(auth_id: &str) -> String {
     let mut out = String::with_capacity(auth_id.len());

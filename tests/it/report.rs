@@ -517,6 +517,15 @@ fn leftovers_of_killed_runs_are_removed() {
         .collect();
     left.sort();
     assert_eq!(left, [".other.tmp-999999999".to_owned(), live]);
+
+    // Killed between its renames, a run leaves OUT missing and the report
+    // before only in `.old`: kept by the next run's start, removed once
+    // that run has put OUT back.
+    std::fs::rename(&out, dir.path().join(".out.old-999999997")).expect("as a killed run leaves it");
+    let again = report(&data, &out, &["--query", SAMPLE_QUERY, "--now", NOW, "--quiet"]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(out.join("manifest.json").exists());
+    assert!(!dir.path().join(".out.old-999999997").exists(), "the old copy is removed");
 }
 
 /// With every account (the default), an account that only records know,
