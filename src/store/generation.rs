@@ -65,8 +65,8 @@ pub(in crate::store) fn open(store: &Path, id: &str) -> Result<Opened> {
     // A store whose manifest is lost or damaged, or a folder of other
     // files, is refused before anything is created, written or deleted.
     let found = Manifest::read(store)?;
-    if found.is_none() && !WithoutManifest::of(store).may_start() {
-        return Err(WithoutManifest::of(store).error(store));
+    if found.is_none() {
+        WithoutManifest::of(store).check_new(store)?;
     }
     std::fs::create_dir_all(store).map_err(|e| Error::io(store, e))?;
     let lock = lock(store)?;
@@ -79,8 +79,8 @@ pub(in crate::store) fn open(store: &Path, id: &str) -> Result<Opened> {
             old
         }
         None if found.is_some() => return Err(super::no_manifest(store)),
-        None if !WithoutManifest::of(store).may_start() => return Err(WithoutManifest::of(store).error(store)),
         None => {
+            WithoutManifest::of(store).check_new(store)?;
             // Marks the folder as this new store's before anything else is
             // written there.
             super::write_synced(&store.join(super::FIRST_INGEST), id.as_bytes())?;
@@ -569,18 +569,8 @@ pub(in crate::store) fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usi
     let generations: std::collections::HashSet<u64> =
         keep.iter().copied().chain(&held).map(|manifest| manifest.generation).collect();
     removed += collect_kept_manifests(store, &generations);
-    for folder in GENERATION_FOLDERS {
-        let mut files = Vec::new();
-        // A folder that is missing or cannot be read all through: what was
-        // found is still handled.
-        let _ = crate::records::files::walk(&store.join(folder), &mut files);
-        for path in files {
-            let Ok(relative) = path.strip_prefix(store) else { continue };
-            let name: Vec<&str> = relative.iter().filter_map(|part| part.to_str()).collect();
-            if !listed.contains(name.join("/").as_str()) && std::fs::remove_file(&path).is_ok() {
-                removed += 1;
-            }
-        }
+    for path in unlisted_files(store, &listed) {
+        removed += usize::from(std::fs::remove_file(&path).is_ok());
     }
     if let Ok(entries) = std::fs::read_dir(store) {
         for entry in entries.flatten() {
@@ -600,22 +590,28 @@ pub(in crate::store) fn collect_garbage(store: &Path, keep: &[&Manifest]) -> usi
     removed
 }
 
+/// The files of the generation folders whose name (relative to `store`)
+/// is not in `listed`. A folder that is missing or cannot be read all
+/// through: what was found.
+pub(in crate::store) fn unlisted_files(store: &Path, listed: &std::collections::HashSet<&str>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for folder in GENERATION_FOLDERS {
+        let _ = crate::records::files::walk(&store.join(folder), &mut files);
+    }
+    files.retain(|path| {
+        let name: Vec<&str> =
+            path.strip_prefix(store).map(|r| r.iter().filter_map(|part| part.to_str()).collect()).unwrap_or_default();
+        !listed.contains(name.join("/").as_str())
+    });
+    files
+}
+
 /// Deletes the kept manifests (`manifests/<generation>.json`) but the
 /// newest [`KEEP_MANIFESTS`](super::KEEP_MANIFESTS) and those of `generations`;
 /// returns how many were deleted. Files whose name is not a generation's
 /// are left alone.
 fn collect_kept_manifests(store: &Path, generations: &std::collections::HashSet<u64>) -> usize {
-    let folder = store.join(super::KEPT_MANIFESTS);
-    let Ok(entries) = std::fs::read_dir(&folder) else { return 0 };
-    let mut kept: Vec<(u64, PathBuf)> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.file_name();
-            let generation = name.to_str()?.strip_suffix(".json")?.parse::<u64>().ok()?;
-            Some((generation, entry.path()))
-        })
-        .collect();
-    kept.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
+    let kept = super::kept_manifests(store).unwrap_or_default();
     let mut removed = 0;
     for (generation, path) in kept.into_iter().skip(super::KEEP_MANIFESTS) {
         if !generations.contains(&generation) && std::fs::remove_file(&path).is_ok() {

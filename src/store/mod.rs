@@ -544,17 +544,38 @@ pub fn has_kept_manifests(store: &Path) -> bool {
 /// of `generation`. A damaged kept copy does not count (`store repair`
 /// passes over it to an older one).
 pub fn kept_after(store: &Path, generation: u64) -> Option<u64> {
-    let mut later: Vec<u64> = std::fs::read_dir(store.join(KEPT_MANIFESTS))
+    kept_manifests(store)
         .ok()?
+        .into_iter()
+        .take_while(|(kept, _)| *kept > generation)
+        .find(|(kept, path)| read_kept(path, *kept).is_some())
+        .map(|(kept, _)| kept)
+}
+
+/// The kept manifests of `store` (`manifests/<generation>.json`), newest
+/// generation first: none when the folder is missing.
+pub(crate) fn kept_manifests(store: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let folder = store.join(KEPT_MANIFESTS);
+    let entries = match std::fs::read_dir(&folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&folder, e)),
+    };
+    let mut kept: Vec<(u64, PathBuf)> = entries
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json")?.parse::<u64>().ok())
-        .filter(|&kept| kept > generation)
+        .filter_map(|entry| {
+            let generation = entry.file_name().to_str()?.strip_suffix(".json")?.parse::<u64>().ok()?;
+            Some((generation, entry.path()))
+        })
         .collect();
-    later.sort_unstable_by(|a, b| b.cmp(a));
-    later.into_iter().find(|kept| {
-        let path = store.join(KEPT_MANIFESTS).join(format!("{kept}.json"));
-        std::fs::read(&path).is_ok_and(|bytes| Manifest::parse(&bytes, &path).is_ok_and(|m| m.generation == *kept))
-    })
+    kept.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
+    Ok(kept)
+}
+
+/// The kept manifest at `path` when it is whole and of `generation`.
+pub(crate) fn read_kept(path: &Path, generation: u64) -> Option<Manifest> {
+    let manifest = Manifest::parse(&std::fs::read(path).ok()?, path).ok()?;
+    (manifest.generation == generation).then_some(manifest)
 }
 
 /// What an ingest and `store verify` say of a manifest of
@@ -607,6 +628,14 @@ impl WithoutManifest {
     /// Whether an ingest may make a new store there.
     pub fn may_start(self) -> bool {
         matches!(self, WithoutManifest::Empty | WithoutManifest::FirstIngest)
+    }
+
+    /// `Ok` when an ingest may make a new store in `store`, else why not.
+    pub fn check_new(self, store: &Path) -> Result<()> {
+        match self.may_start() {
+            true => Ok(()),
+            false => Err(self.error(store)),
+        }
     }
 
     /// Why a command that needs a published generation refuses `store`.

@@ -27,7 +27,7 @@ use rayon::prelude::*;
 
 pub use super::finding::{Finding, Problem};
 use super::rebuild::Outcome;
-use super::{generation, FileSum, Manifest, KEPT_MANIFESTS, MANIFEST};
+use super::{generation, kept_manifests, read_kept, FileSum, Manifest, KEPT_MANIFESTS, MANIFEST};
 use crate::error::{Error, Result};
 
 /// The state of `manifest.json`.
@@ -123,23 +123,11 @@ fn unlisted(store: &Path, manifest: &Manifest) -> usize {
     let kept: Vec<Manifest> = kept_manifests(store)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|(_, path)| Manifest::parse(&std::fs::read(&path).ok()?, &path).ok())
+        .filter_map(|(generation, path)| read_kept(&path, generation))
         .collect();
     let listed: std::collections::HashSet<&str> =
         std::iter::once(manifest).chain(&kept).flat_map(Manifest::listed).collect();
-    generation::GENERATION_FOLDERS
-        .iter()
-        .flat_map(|folder| {
-            let mut files = Vec::new();
-            let _ = crate::records::files::walk(&store.join(folder), &mut files);
-            files
-        })
-        .filter(|path| {
-            let name: Vec<&str> =
-                path.strip_prefix(store).map(|r| r.iter().filter_map(|p| p.to_str()).collect()).unwrap_or_default();
-            !listed.contains(name.join("/").as_str())
-        })
-        .count()
+    generation::unlisted_files(store, &listed).len()
 }
 
 /// Every file `manifest` lists that is missing, unreadable or damaged (a
@@ -192,25 +180,6 @@ fn set_aside_passed_over(store: &Path, passed_over: &[(PathBuf, String)]) -> Res
         super::sync_dir(&store.join(KEPT_MANIFESTS))?;
     }
     Ok(())
-}
-
-/// The kept manifests of `store`, newest generation first.
-fn kept_manifests(store: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let folder = store.join(KEPT_MANIFESTS);
-    let entries = match std::fs::read_dir(&folder) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(&folder, e)),
-    };
-    let mut kept: Vec<(u64, PathBuf)> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let generation = entry.file_name().to_str()?.strip_suffix(".json")?.parse::<u64>().ok()?;
-            Some((generation, entry.path()))
-        })
-        .collect();
-    kept.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
-    Ok(kept)
 }
 
 /// What [`repair`] did.
@@ -334,7 +303,7 @@ pub fn repair(store: &Path) -> Result<Repaired> {
             .ok()?
             .into_iter()
             .find(|(generation, _)| *generation + 1 == manifest.generation)
-            .and_then(|(_, path)| Manifest::parse(&std::fs::read(&path).ok()?, &path).ok())
+            .and_then(|(generation, path)| read_kept(&path, generation))
     });
     // Files no kept generation lists are deleted, unless repair passed over
     // a later kept manifest: that generation's manifests are damaged, but
