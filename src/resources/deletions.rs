@@ -1,5 +1,6 @@
 //! The database that holds the recordings deleted through the API: the
-//! one thing a server writes at runtime. A lost deletion is a deleted
+//! one state a server writes at runtime that must last (its rate-limit
+//! log, `server::rate`, may be lost). A lost deletion is a deleted
 //! recording shown again, so the file is written durably and a lost or
 //! damaged one is found, never silently forgotten.
 //!

@@ -36,11 +36,15 @@
 //! resources/<ingest>.sqlite           endpoints, registrations, recordings as
 //!                                     of an ingest (`resources::generation`:
 //!                                     the previous one plus that ingest's inputs)
-//! deletions.sqlite                    recordings deleted through the API: the
-//!                                     one file written at runtime (by the
-//!                                     server), outside the generations
+//! deletions.sqlite                    recordings deleted through the API:
+//!                                     written at runtime (by the server),
+//!                                     outside the generations
 //! deletions.sqlite.count              how many deletions it holds: its loss
 //!                                     is found (`resources::deletions`)
+//! rate.sqlite                         the servers' shared rate-limit log
+//!                                     (runtime state a crash may lose)
+//! .first-ingest                       while the first ingest works: the
+//!                                     folder is its new store
 //! token.key                           the store's page-token key: random,
 //!                                     mode 0600, made with the store
 //! ```
