@@ -170,8 +170,11 @@ pub(super) fn check_replaceable(out: &Path) -> Result<()> {
 /// old one that cannot be removed is no failure of the run: it is said
 /// (`Some`), and a later run removes it ([`remove_stale`]).
 pub(super) fn swap_into_place(staging: &Path, out: &Path) -> Result<Option<Notice>> {
+    sync_tree(staging)?;
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if std::fs::symlink_metadata(out).is_err() {
-        return std::fs::rename(staging, out).map(|()| None).map_err(|e| Error::io(out, e));
+        std::fs::rename(staging, out).map_err(|e| Error::io(out, e))?;
+        return crate::durable::sync_dir(parent).map(|()| None);
     }
     let old = sibling(out, "old")?;
     if old.exists() {
@@ -182,6 +185,7 @@ pub(super) fn swap_into_place(staging: &Path, out: &Path) -> Result<Option<Notic
         let _ = std::fs::rename(&old, out);
         return Err(Error::io(out, e));
     }
+    crate::durable::sync_dir(parent)?;
     Ok(std::fs::remove_dir_all(&old).err().map(|e| {
         Notice(format!(
             "the report is written to {}; the earlier one, moved aside to {}, could not be removed ({e}): \
@@ -190,6 +194,26 @@ pub(super) fn swap_into_place(staging: &Path, out: &Path) -> Result<Option<Notic
             old.display()
         ))
     }))
+}
+
+/// Syncs every file and folder under `dir`, so that the rename that
+/// publishes it never shows, after a crash, a report whose files are empty
+/// or missing. The syncs run in parallel, so that the file system commits
+/// concurrent ones together (`bench/run.sh` times the report of every
+/// account).
+fn sync_tree(dir: &Path) -> Result<()> {
+    let mut paths = vec![dir.to_owned()];
+    let mut next = 0;
+    while let Some(path) = paths.get(next).cloned() {
+        next += 1;
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).map_err(|e| Error::io(&path, e))? {
+                paths.push(entry.map_err(|e| Error::io(&path, e))?.path());
+            }
+        }
+    }
+    // A folder's sync makes its entries durable, a file's its data.
+    paths.par_iter().try_for_each(|path| File::open(path).and_then(|f| f.sync_all()).map_err(|e| Error::io(path, e)))
 }
 
 #[cfg(test)]
