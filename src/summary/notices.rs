@@ -86,9 +86,15 @@ fn is_empty(summary: &Summary) -> bool {
 }
 
 /// What is said of an account that neither `accounts.csv` nor any record
-/// knows (`summary`'s notice; `report` adds that it wrote no folder).
+/// knows (`summary`'s notice; `report` adds that it wrote no folder). A
+/// subaccount is no account of its own: records name it beside their
+/// parent, so its id asked for as an account is told where its usage is.
 pub fn unknown_account(auth_id: &str) -> String {
-    format!("account {} is not in accounts.csv and has no records", crate::error::printable(auth_id))
+    let id = crate::error::printable(auth_id);
+    format!(
+        "account {id} is not in accounts.csv and has no records \
+         (a subaccount's usage is in its parent account's summary, with subaccount_auth={id})"
+    )
 }
 
 /// The local date of UTC second `secs` in `tz` (the instant's own text

@@ -96,7 +96,9 @@ fn a_data_directory_without_record_folders_or_with_strange_files_is_named() {
                 "warning: {} has no calls/, messages/, transcriptions/ or charges/ folder: nothing to read",
                 empty.display()
             ),
-            "warning: account A1 is not in accounts.csv and has no records".to_owned(),
+            "warning: account A1 is not in accounts.csv and has no records \
+             (a subaccount's usage is in its parent account's summary, with subaccount_auth=A1)"
+                .to_owned(),
         ]
     );
 
@@ -178,7 +180,11 @@ fn an_unknown_account_is_named_and_its_answer_unchanged() {
     // NOSUCH and MA004DEFGZHA3AU3ZWLC (a row in accounts.csv, no records) answer the same
     // empty usage but for the account id; only NOSUCH is unknown.
     let said_nosuch = said(&sample_data(), "NOSUCH", "");
-    assert_eq!(said_nosuch, ["warning: account NOSUCH is not in accounts.csv and has no records"]);
+    assert_eq!(
+        said_nosuch,
+        ["warning: account NOSUCH is not in accounts.csv and has no records \
+             (a subaccount's usage is in its parent account's summary, with subaccount_auth=NOSUCH)"]
+    );
     let run = summary(&sample_data(), "NOSUCH", "", &[]);
     assert_eq!(run.code, 0);
     assert!(run.stdout.contains("\"usage\":[]"), "{}", run.stdout);
@@ -201,7 +207,11 @@ fn an_unknown_account_is_named_and_its_answer_unchanged() {
     };
     let stored = from_store("NOSUCH", "");
     assert_eq!(stored.stdout, run.stdout);
-    assert_eq!(warnings(&stored.stderr), ["warning: account NOSUCH is not in accounts.csv and has no records"]);
+    assert_eq!(
+        warnings(&stored.stderr),
+        ["warning: account NOSUCH is not in accounts.csv and has no records \
+             (a subaccount's usage is in its parent account's summary, with subaccount_auth=NOSUCH)"]
+    );
     // An account with usage in the window: nothing to say.
     assert!(warnings(&from_store("MA001SHGA32ZDQYG9N8T", "").stderr).is_empty());
 }
@@ -334,7 +344,12 @@ fn report_writes_no_folder_for_an_account_no_one_knows() {
     assert!(md004[0].starts_with("warning: no usage for MA004DEFGZHA3AU3ZWLC between"), "{md004:?}");
     assert_eq!(
         warnings(&run.stderr),
-        ["warning: account NOSUCH is not in accounts.csv and has no records: no report written for it", &md004[0]]
+        [
+            "warning: account NOSUCH is not in accounts.csv and has no records \
+             (a subaccount's usage is in its parent account's summary, with subaccount_auth=NOSUCH): \
+             no report written for it",
+            &md004[0]
+        ]
     );
     assert!(!with.join("NOSUCH").exists());
     // MA004DEFGZHA3AU3ZWLC (in accounts.csv, no records) still gets its report.
