@@ -178,14 +178,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &report.rejected_file {
         println!("set-aside rows: {}", path.display());
     }
-    if report.published && !report.tokens_dropped.is_empty() {
+    if report.published && !report.tokens.dropped.is_empty() {
         super::warn(&format!(
             "{}'s accounts.csv gives no token to {} account(s) that had one in the store ({}): their API \
              requests are now refused (401); set tokens in the data folder's accounts.csv \
              (telemeter accounts set-token ACCOUNT --data DIR) so that ingests keep them",
             args.data.display(),
-            report.tokens_dropped.len(),
-            report.tokens_dropped.join(", ")
+            report.tokens.dropped.len(),
+            report.tokens.dropped.join(", ")
+        ));
+    }
+    if report.published && !report.tokens.replaced.is_empty() {
+        super::warn(&format!(
+            "{}'s accounts.csv gives {} account(s) another token than the store's ({}): the store's tokens \
+             are now refused (401) and the data folder's accepted, even one rotated away with `accounts \
+             set-token --store`; set tokens in the data folder's accounts.csv \
+             (telemeter accounts set-token ACCOUNT --data DIR) so that ingests keep them",
+            args.data.display(),
+            report.tokens.replaced.len(),
+            report.tokens.replaced.join(", ")
         ));
     }
     if report.published {

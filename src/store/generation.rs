@@ -59,8 +59,14 @@ pub(in crate::store) struct Opened {
 
 /// Checks the id, creates the store, takes its lock, reads the manifest.
 pub(in crate::store) fn open(store: &Path, id: &str) -> Result<Opened> {
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
-        return Err(Error::Usage(format!("ingest id '{id}' must be non-empty: letters, digits, '-', '_' or '.'")));
+    // A letter or digit first: never `.` or `..`, which name the staging
+    // folder's parent, nor a hidden file.
+    let starts_plain = id.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric());
+    if !starts_plain || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+        return Err(Error::Usage(format!(
+            "ingest id '{}' must be letters, digits, '-', '_' or '.', starting with a letter or digit",
+            crate::error::printable(id)
+        )));
     }
     // A store whose manifest is lost or damaged, or a folder of other
     // files, is refused before anything is created, written or deleted.
@@ -306,9 +312,10 @@ pub(in crate::store) fn publisher_at_work(store: &Path) -> bool {
 
 /// Ends an ingest whose new records and index files are written and whose
 /// new rows are in `rollups` (and whose resources database
-/// [`Opened::read_inputs`] built): writes the rejected rows, copies accounts, writes the rollups and publishes the manifest (the one
-/// commit point), then deletes files no generation needs. Nothing is
-/// published when nothing changed and no row was set aside.
+/// [`Opened::read_inputs`] built): writes the rejected rows, copies
+/// accounts, writes the rollups and publishes the manifest (the one commit
+/// point), then deletes files no generation needs. Nothing is published
+/// when nothing changed and no row was set aside, unless the store is new.
 pub(in crate::store) fn finish(
     store: &Path,
     id: &str,
@@ -336,9 +343,15 @@ pub(in crate::store) fn finish(
     }
 
     // Rows set aside publish a generation too: it lists their file, which
-    // the collection of unlisted files would otherwise delete.
-    let mut changed =
-        report.total().used > 0 || resources_changed || !applied.rows.is_empty() || report.rejected_file.is_some();
+    // the collection of unlisted files would otherwise delete. So does a
+    // first ingest with nothing to store (a quiet first night): the store
+    // exists then, empty, and answers.
+    let first = old.generation == 0;
+    let mut changed = first
+        || report.total().used > 0
+        || resources_changed
+        || !applied.rows.is_empty()
+        || report.rejected_file.is_some();
     // The accounts file of the published generation, when this ingest
     // brings one: what its tokens and zones are compared with.
     let mut stored = None;
@@ -358,7 +371,7 @@ pub(in crate::store) fn finish(
         };
         if stored.as_ref() != Some(bytes) {
             if let Some(stored) = &stored {
-                report.tokens_dropped = tokens_dropped(stored, bytes);
+                report.tokens = TokenChanges::of(stored, bytes);
             }
             let name = format!("accounts/{id}.csv");
             create_parent(&store.join(&name))?;
@@ -689,20 +702,40 @@ pub(in crate::store) struct Written {
     pub(in crate::store) index: String,
 }
 
-/// The accounts that have a token in `old` (an accounts file) and none in
-/// `new` (no row, or an empty `auth_token_sha256`): an ingest publishing
-/// `new` over `old` takes their credentials away, which the command says.
-/// A file that does not parse has no tokens.
-pub(in crate::store) fn tokens_dropped(old: &[u8], new: &[u8]) -> Vec<String> {
-    use crate::records::accounts::Accounts;
-    let (Ok(old), Ok(new)) = (Accounts::parse(old, "accounts.csv"), Accounts::parse(new, "accounts.csv")) else {
-        return Vec::new();
-    };
-    old.iter()
-        .filter(|account| account.auth_token_sha256.is_some())
-        .filter(|account| new.get(&account.auth_id).is_none_or(|row| row.auth_token_sha256.is_none()))
-        .map(|account| account.auth_id.clone())
-        .collect()
+/// What publishing a new accounts file over the stored one does to the
+/// accounts' API tokens, which the command says: the token is the one
+/// credential `serve` checks, so a change an operator did not make (a
+/// token rotated with `accounts set-token` and not in the data folder) must
+/// not pass unseen.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenChanges {
+    /// Accounts that had a token and have none (no row, or an empty
+    /// `auth_token_sha256`): their requests are refused.
+    pub dropped: Vec<String>,
+    /// Accounts whose token is another one: the stored one stops working,
+    /// and the new file's (perhaps one rotated away) works again.
+    pub replaced: Vec<String>,
+}
+
+impl TokenChanges {
+    /// The changes from accounts file `old` to `new`. A file that does not
+    /// parse has no tokens.
+    pub(in crate::store) fn of(old: &[u8], new: &[u8]) -> TokenChanges {
+        use crate::records::accounts::Accounts;
+        let (Ok(old), Ok(new)) = (Accounts::parse(old, "accounts.csv"), Accounts::parse(new, "accounts.csv")) else {
+            return TokenChanges::default();
+        };
+        let mut changes = TokenChanges::default();
+        for account in old.iter() {
+            let Some(token) = &account.auth_token_sha256 else { continue };
+            match new.get(&account.auth_id).and_then(|row| row.auth_token_sha256.as_ref()) {
+                None => changes.dropped.push(account.auth_id.clone()),
+                Some(other) if other != token => changes.replaced.push(account.auth_id.clone()),
+                Some(_) => {}
+            }
+        }
+        changes
+    }
 }
 
 #[cfg(test)]
@@ -715,7 +748,7 @@ mod tests {
     fn a_bad_id_is_usage_and_too_many_files_a_limit() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = dir.path().join("store");
-        for id in ["", "../x", "a b"] {
+        for id in ["", "../x", "a b", ".", "..", ".hidden", "-x"] {
             let error = open(&store, id).err().expect("refused");
             assert!(matches!(error, Error::Usage(_)), "{id}: {error}");
         }
@@ -818,13 +851,22 @@ mod tests {
     }
 
     #[test]
-    fn a_token_is_dropped_when_the_new_row_has_none_or_there_is_no_row() {
+    fn a_token_is_dropped_when_the_new_row_has_none_and_replaced_when_it_differs() {
         let hash = |c: &str| c.repeat(64);
-        let old = format!("auth_id,auth_token_sha256\nA,{}\nB,{}\nC,{}\nD,\n", hash("a"), hash("b"), hash("c"));
-        let new = format!("auth_id,auth_token_sha256\nA,\nB,{}\nD,{}\n", hash("2"), hash("d"));
+        let old = format!(
+            "auth_id,auth_token_sha256\nA,{}\nB,{}\nC,{}\nD,\nE,{}\n",
+            hash("a"),
+            hash("b"),
+            hash("c"),
+            hash("e")
+        );
+        let new = format!("auth_id,auth_token_sha256\nA,\nB,{}\nD,{}\nE,{}\n", hash("2"), hash("d"), hash("e"));
         let (old, new) = (old.as_bytes(), new.as_bytes());
-        assert_eq!(tokens_dropped(old, new), ["A", "C"]);
-        assert_eq!(tokens_dropped(old, b"auth_id\nA\n"), ["A", "B", "C"]);
-        assert!(tokens_dropped(b"not, a file", new).is_empty());
+        let changes = TokenChanges::of(old, new);
+        assert_eq!(changes.dropped, ["A", "C"]);
+        // D gains a token and E keeps its own: neither is said.
+        assert_eq!(changes.replaced, ["B"]);
+        assert_eq!(TokenChanges::of(old, b"auth_id\nA\n").dropped, ["A", "B", "C", "E"]);
+        assert_eq!(TokenChanges::of(b"not, a file", new), TokenChanges::default());
     }
 }

@@ -129,6 +129,7 @@ use crate::records::accounts::Accounts;
 use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::Kind;
 
+pub use generation::TokenChanges;
 pub use ingest::{
     ingest, BuildResources, IngestOptions, IngestProgress, IngestReport, OnProgress, PreviousResources, ResourceChanges,
 };

@@ -586,3 +586,24 @@ fn rows_set_aside_are_kept_when_nothing_else_is_new() {
     assert_eq!(rejects.len(), 2, "both ingests' rejected files are kept");
     assert!(rejects.iter().all(|bytes| String::from_utf8_lossy(bytes).contains(",amount,-1,")));
 }
+
+/// A first ingest with nothing to store (a quiet first night: no folder,
+/// or files of headers only) publishes an empty store that every command
+/// reads; the next ingest of nothing leaves it as it is.
+#[test]
+fn a_first_ingest_of_nothing_publishes_an_empty_store() {
+    let temp = temp_dir();
+    let (data, store) = (temp.path().join("data"), temp.path().join("store"));
+    write(
+        &data,
+        "calls/a.csv",
+        "timestamp,record_id,product,type,auth_id,subaccount_auth,direction,country,hangup_cause,billed_seconds,surcharge,amount\n",
+    );
+    let first = ingest(&data, &store, &[]);
+    assert!(first.ok().contains("published generation 1"), "{}", first.stdout);
+    telemeter(&["store", "verify", "--store", s(&store)]).ok();
+    let summary = telemeter(&["summary", "--store", s(&store), "--auth-id", "MA001", "--now", "2026-11-21T12:00:00Z"]);
+    assert!(summary.ok().contains("\"usage\":[]"), "{}", summary.stdout);
+    let again = ingest(&data, &store, &[]);
+    assert!(again.ok().contains("nothing new: the store is unchanged at generation 1"), "{}", again.stdout);
+}

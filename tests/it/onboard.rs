@@ -426,6 +426,20 @@ fn a_generated_store_is_served_once_an_account_has_a_token() {
     assert!(again.stderr.contains("warning:") && again.stderr.contains(&format!("({account})")), "{}", again.stderr);
     let listed = telemeter(&["accounts", "list", "--store", store_s]).ok().to_owned();
     assert!(listed.lines().any(|l| l.starts_with(&account) && l.split_whitespace().nth(3) == Some("-")), "{listed}");
+
+    // A token the data folder gives (none before) is no change to warn of; one
+    // rotated in the store and brought back by the data folder's file is.
+    assert_eq!(set_token("leaked\n", &[&account, "--add", "--data", data_s]).code, 0);
+    let gained = telemeter(&["ingest", "--data", data_s, "--store", store_s]);
+    assert!(!gained.ok().is_empty() && !gained.stderr.contains("warning:"), "{}", gained.stderr);
+    assert_eq!(set_token("rotated\n", &[&account, "--store", store_s]).code, 0);
+    let back = telemeter(&["ingest", "--data", data_s, "--store", store_s]);
+    back.ok();
+    assert!(
+        back.stderr.contains("another token than the store's") && back.stderr.contains(&format!("({account})")),
+        "{}",
+        back.stderr
+    );
 }
 
 #[test]

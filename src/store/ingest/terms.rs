@@ -185,9 +185,8 @@ pub struct IngestReport {
     /// What this ingest did to the resources (endpoints, registrations,
     /// recordings), when the data directory has any of them.
     pub resources: Option<ResourceChanges>,
-    /// Accounts whose API token the new accounts.csv removed (they had one
-    /// in the store, and the data folder's file gives none).
-    pub tokens_dropped: Vec<String>,
+    /// Accounts whose API token the new accounts.csv removed or replaced.
+    pub tokens: crate::store::TokenChanges,
     /// Stored records (of earlier ingests) whose version a higher
     /// revision of this ingest replaced.
     pub stored_superseded: u64,
