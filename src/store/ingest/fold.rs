@@ -382,7 +382,7 @@ impl Rollups {
                             publish_account(&shards[s].strings, store, id, merge, syncer)
                         });
                         if let Ok(mut done) = finished.lock() {
-                            done.push(result);
+                            done.push((account.to_owned(), result));
                         }
                         let Ok(mut readers) = readers.lock() else { continue };
                         for path in partial_files(s, account) {
@@ -408,12 +408,15 @@ impl Rollups {
             }
         });
         started?;
-        let written: Vec<Result<Published>> = done.into_inner().unwrap_or_default();
+        let mut written: Vec<(String, Result<Published>)> = done.into_inner().unwrap_or_default();
         if written.len() != n_accounts {
             return Err(Error::Internal("a rollup merge thread failed".to_owned()));
         }
+        // In account order, whatever order the merges ended in: the first
+        // error is the same on every run.
+        written.sort_by(|a, b| a.0.cmp(&b.0));
         let mut ledger = Ledger::new();
-        for result in written {
+        for (_, result) in written {
             let Published { files, changes } = result?;
             for RollupFileName { account, grain, name } in files {
                 manifest.rollups.entry(account).or_default().insert(grain, name);
