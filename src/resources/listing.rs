@@ -182,7 +182,7 @@ impl ListQuery {
             let days = parse_count(value)
                 .and_then(|d| i64::try_from(d).ok())
                 .filter(|d| *d <= 1_000_000)
-                .ok_or_else(|| bad(key, value, "expected a whole number of days"))?;
+                .ok_or_else(|| bad(key, value, "expected a whole number of days from 0 to 1000000"))?;
             let (at_least, at_most) = match *key {
                 "recording_storage_duration" => (Some(days), Some(days)),
                 "recording_storage_duration__gt" => (Some(days + 1), None),

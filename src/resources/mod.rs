@@ -549,6 +549,9 @@ impl ResourceDb {
         let filter = conditions.join(" AND ");
         let tables = self.tables;
         self.with(|c| {
+            // One read transaction: the count and the page see the same
+            // recordings, though another server deletes one between them.
+            let c = c.transaction()?;
             let total: i64 = c
                 .prepare_cached(&format!("SELECT COUNT(*) FROM {tables}.recordings AS r WHERE {filter}"))?
                 .query_row(params_from_iter(values.iter()), |row| row.get(0))?;
@@ -562,6 +565,8 @@ impl ResourceDb {
             let rows = statement
                 .query_map(params_from_iter(page_values.iter()), recording_from_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
+            drop(statement);
+            c.finish()?;
             Ok((total.max(0) as u64, rows))
         })
     }

@@ -249,9 +249,15 @@ const NOT_UNRESERVED: &percent_encoding::AsciiSet =
 
 /// `text` as one segment of a URI's path, so that an id holding `/`, `%`
 /// or a space names itself when the link is followed (an id of letters,
-/// digits, `-`, `.`, `_` and `~` is unchanged).
+/// digits, `-`, `.`, `_` and `~` is unchanged, but for the ids `.` and
+/// `..`: clients remove such segments before they send a path, RFC 3986
+/// section 5.2.4, so their dots are encoded).
 pub fn path_segment(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, NOT_UNRESERVED).to_string()
+    match text {
+        "." => "%2E".to_owned(),
+        ".." => "%2E%2E".to_owned(),
+        _ => percent_encoding::utf8_percent_encode(text, NOT_UNRESERVED).to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +270,10 @@ mod tests {
         assert_eq!(path_segment("9f3c-41.a_b~"), "9f3c-41.a_b~");
         assert_eq!(path_segment("a/b"), "a%2Fb");
         assert_eq!(path_segment("rec%41 x"), "rec%2541%20x");
+        // Dot segments a client would remove, not send.
+        assert_eq!(path_segment("."), "%2E");
+        assert_eq!(path_segment(".."), "%2E%2E");
+        assert_eq!(path_segment("..."), "...");
         assert_eq!(path_segment("é"), "%C3%A9");
     }
 
