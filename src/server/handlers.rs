@@ -24,8 +24,12 @@ pub(super) async fn healthz() -> Response {
     json_response(StatusCode::OK, r#"{"status":"ok"}"#.to_owned())
 }
 
-pub(super) async fn openapi() -> Response {
-    json_response(StatusCode::OK, OPENAPI.to_owned())
+/// The schema, with this server's rate limit in its text.
+pub(super) async fn openapi(State(server): State<Arc<Server>>) -> Response {
+    let text = OPENAPI
+        .replace("{RATE_LIMIT}", &server.rate.limit().to_string())
+        .replace("{RATE_WINDOW}", &server.rate.window().as_secs().to_string());
+    json_response(StatusCode::OK, text)
 }
 
 pub(super) async fn not_found() -> ApiError {
@@ -64,7 +68,13 @@ pub(super) async fn usage_summary(
     Authorized { auth_id, generation }: Authorized,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    if let Err(wait) = server.rate.admit(&auth_id) {
+    // On the blocking pool: a limit shared through the store's database
+    // may wait on its lock, which must not hold an async worker.
+    let admitted = {
+        let (server, auth_id) = (server.clone(), auth_id.clone());
+        blocking(move || Ok(server.rate.admit(&auth_id))).await?
+    };
+    if let Err(wait) = admitted {
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         return Err(ApiError {
             retry_after: Some(seconds.max(1)),

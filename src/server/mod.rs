@@ -66,6 +66,9 @@ pub const RATE_DB: &str = "rate.sqlite";
 pub const DEFAULT_SIP_DOMAIN: &str = "sip.telemeter.local";
 /// The longest request target (path and query) answered; longer is a 414.
 pub const MAX_URI_BYTES: usize = 8192;
+/// Bytes of `page_token=...` pairs not counted against [`MAX_URI_BYTES`]
+/// (a token is under 100).
+pub const PAGE_TOKEN_ROOM: usize = 256;
 /// The most header fields in a request; more is a 431.
 pub const MAX_HEADERS: usize = 100;
 /// The most bytes of header fields (names and values) in a request; more
@@ -335,7 +338,12 @@ async fn drain_body(request: Request, timeout: Duration) -> Result<(Request, boo
 /// limits ([`MAX_URI_BYTES`], [`MAX_HEADERS`], [`MAX_HEADER_BYTES`]).
 fn over_limits(request: &Request) -> Option<ApiError> {
     let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
-    if target > MAX_URI_BYTES {
+    // A page token is not counted (up to [`PAGE_TOKEN_ROOM`] bytes): a
+    // request answered with a `next_page_token` can ask for its next page.
+    let token = request.uri().query().map_or(0, |query| {
+        query.split('&').filter(|pair| pair.starts_with("page_token=")).map(|pair| pair.len() + 1).sum::<usize>()
+    });
+    if target - token.min(PAGE_TOKEN_ROOM).min(target) > MAX_URI_BYTES {
         let message = format!("URI too long: the request target is {target} bytes, over {MAX_URI_BYTES}");
         return Some(ApiError::new(StatusCode::URI_TOO_LONG, message));
     }

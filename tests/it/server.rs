@@ -572,6 +572,15 @@ fn two_servers_share_the_rate_limit() {
         *statuses.entry(get(client, &path, &basic(A, "token-a")).status).or_insert(0) += 1;
     }
     assert_eq!(statuses, std::collections::BTreeMap::from([(200, 20), (429, 10)]));
+
+    // The schema states the limit the server keeps.
+    let three = Server::start(data.path(), &db, "127.0.0.1:0", &["--rate-limit", "3"]);
+    let openapi = json(&three.client().request("GET", "/openapi.json", &[]).unwrap());
+    let text = openapi.to_string();
+    assert!(
+        text.contains("rate limit: 3 requests per 60 s") && text.contains("More than 3 requests in 60 s"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -633,6 +642,8 @@ fn routing_errors_health_and_openapi() {
     );
     let openapi = json(&c.request("GET", "/openapi.json", &[]).unwrap());
     assert!(openapi["openapi"].as_str().unwrap().starts_with("3."));
+    let summary = &openapi["paths"]["/v1/Account/{auth_id}/UsageSummary/"]["get"]["summary"];
+    assert!(summary.as_str().unwrap().contains("rate limit: 20 requests per 60 s"), "{summary}");
     let paths = openapi["paths"].as_object().unwrap();
     for path in [
         "/v1/Account/{auth_id}/UsageSummary/",

@@ -139,6 +139,27 @@ fn requests_hyper_refuses_have_the_error_body() {
 }
 
 #[test]
+fn a_page_token_is_not_counted_against_the_target_limit() {
+    let (_data, server) = serve(&[]);
+    let long = |n: usize| "a".repeat(n);
+    // A page-1 request just under the limit (an unknown key, dropped, fills
+    // it) can ask for its next page: the page token is not counted.
+    let auth = basic(A, "token-a");
+    let base = format!(
+        "/v1/Account/{A}/UsageSummary/?granularity=day&page_size=1&from_date=2026-11-01&to_date=2026-11-22&pad="
+    );
+    let first = format!("{base}{}", long(8192 - base.len()));
+    let page = get(&mut server.client(), &first, &auth);
+    assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
+    let token = json(&page)["meta"]["next_page_token"].as_str().expect("a next page").to_owned();
+    let next = get(&mut server.client(), &format!("{first}&page_token={token}"), &auth);
+    assert_eq!(next.status, 200, "{}", String::from_utf8_lossy(&next.body));
+    // One byte more is over, token or not.
+    let over = get(&mut server.client(), &format!("{first}a&page_token={token}"), &auth);
+    assert_error(&over, 414, "URI");
+}
+
+#[test]
 fn control_characters_in_messages_are_escaped() {
     let (_data, server) = serve(&[]);
     let mut c = server.client();
