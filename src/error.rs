@@ -86,9 +86,16 @@ pub struct BadRequest {
 }
 
 impl BadRequest {
-    /// A 400 for `parameter` with `message`.
+    /// A 400 for `parameter` with `message`, its control characters
+    /// escaped ([`printable`]): messages quote request values, which a
+    /// terminal must not take for commands.
     pub fn new(parameter: impl Into<String>, message: impl Into<String>) -> BadRequest {
-        BadRequest { parameter: parameter.into(), message: message.into() }
+        let message = message.into();
+        let message = match printable(&message) {
+            std::borrow::Cow::Borrowed(_) => message,
+            std::borrow::Cow::Owned(escaped) => escaped,
+        };
+        BadRequest { parameter: parameter.into(), message }
     }
 }
 

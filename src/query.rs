@@ -91,6 +91,7 @@ impl UsageParams {
     /// Parses a raw query string (`a=1&b=2`, percent-encoded, `+` for space).
     pub fn parse_query(query: &str) -> Result<UsageParams, BadRequest> {
         let query = query.strip_prefix('?').unwrap_or(query);
+        check_utf8(query)?;
         UsageParams::from_pairs(form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())))
     }
 
@@ -115,6 +116,7 @@ impl UsageParams {
                     if value.is_empty() {
                         return Err(bad(key, value, "expected a non-empty subaccount auth ID"));
                     }
+                    crate::records::check_id(value).map_err(|why| bad(key, value, &format!("an auth ID {why}")))?;
                     params.subaccount_auth = Some(value.to_owned());
                 }
                 "granularity" => {
@@ -129,8 +131,17 @@ impl UsageParams {
                         params.to_date = Some(date);
                     }
                 }
-                "error_code" => params.error_code = Some(value.to_owned()),
-                "hangup_cause" => params.hangup_cause = Some(value.to_owned()),
+                "error_code" | "hangup_cause" => {
+                    if value.chars().any(char::is_control) {
+                        return Err(bad(key, value, "a code has no control character"));
+                    }
+                    let code = Some(value.to_owned());
+                    if key == "error_code" {
+                        params.error_code = code;
+                    } else {
+                        params.hangup_cause = code;
+                    }
+                }
                 "direction" => {
                     params.direction = Some(
                         Direction::parse(value.as_bytes())
@@ -268,6 +279,23 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// A 400 for a known key whose value is not UTF-8 once percent-decoded:
+/// decoding would put U+FFFD in its place, a value the client never sent.
+fn check_utf8(query: &str) -> Result<(), BadRequest> {
+    let decode = |text: &str| percent_encoding::percent_decode_str(&text.replace('+', " ")).collect::<Vec<u8>>();
+    for pair in query.split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = decode(key);
+        let Some(key) = std::str::from_utf8(&key).ok().and_then(|key| KEYS.iter().find(|k| **k == key)) else {
+            continue;
+        };
+        if std::str::from_utf8(&decode(value)).is_err() {
+            return Err(BadRequest::new(*key, format!("invalid {key} '{value}': not UTF-8 once percent-decoded")));
+        }
+    }
+    Ok(())
+}
+
 fn bad(key: &str, value: &str, allowed: &str) -> BadRequest {
     BadRequest::new(key, format!("invalid {key} '{value}': {allowed}"))
 }
@@ -389,6 +417,33 @@ fn refused(text: &str, refusal: Refusal) -> BadRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value that is no text, or an id or code with a control character,
+    /// is a 400 naming its key, not a value the client never sent.
+    #[test]
+    fn values_that_are_not_text_are_refused() {
+        for (query, key) in [
+            ("subaccount_auth=SA%FF", "subaccount_auth"),
+            ("subaccount_auth=SA%00x", "subaccount_auth"),
+            ("error_code=4%C3", "error_code"),
+            ("hangup_cause=40%0A00", "hangup_cause"),
+        ] {
+            let error = UsageParams::parse_query(query).expect_err(query);
+            assert_eq!(error.parameter, key, "{query}: {}", error.message);
+        }
+        // Unknown keys are dropped, however they are encoded; U+FFFD sent is kept.
+        assert!(UsageParams::parse_query("x=%FF&%FF=1").is_ok());
+        let sent = UsageParams::parse_query("subaccount_auth=SA%EF%BF%BD").expect("U+FFFD is text");
+        assert_eq!(sent.subaccount_auth.as_deref(), Some("SA\u{fffd}"));
+    }
+
+    /// A request value quoted in a 400 (the CLI prints it on the terminal).
+    #[test]
+    fn control_characters_of_request_values_are_escaped() {
+        let params = UsageParams::parse_query("granularity=%1B%5B31mday").expect_err("a bad granularity");
+        assert!(params.message.contains("'\\u{1b}[31mday'"), "{}", params.message);
+        assert!(!params.message.chars().any(char::is_control), "{}", params.message);
+    }
 
     fn error(query: &str) -> String {
         UsageParams::parse_query(query).unwrap_err().message
