@@ -35,9 +35,16 @@ impl Allowlist {
                 }
                 Some(_) => return Err(bad("unreadable prefix length")),
             };
+            // An IPv4-mapped block (`::ffff:10.0.0.0/104`) is the IPv4 block
+            // it maps: callers are matched as IPv4 ([`Allowlist::allows`]).
             blocks.push(match ip {
                 IpAddr::V4(v4) => Block::V4 { net: u32::from(v4) & mask32(prefix), prefix },
-                IpAddr::V6(v6) => Block::V6 { net: u128::from(v6) & mask128(prefix), prefix },
+                IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                    Some(v4) if prefix >= 96 => {
+                        Block::V4 { net: u32::from(v4) & mask32(prefix - 96), prefix: prefix - 96 }
+                    }
+                    _ => Block::V6 { net: u128::from(v6) & mask128(prefix), prefix },
+                },
             });
         }
         Ok(Allowlist { blocks, text: text.to_owned() })
@@ -103,6 +110,11 @@ mod tests {
         assert!(list.allows(ip("::1")));
         assert!(!list.allows(ip("127.0.0.1")));
         assert!(list.allows(ip("::ffff:10.1.2.3")));
+        // Written as IPv4-mapped IPv6, an entry allows its IPv4 callers.
+        let mapped = Allowlist::parse("::ffff:10.0.0.0/104 ::ffff:192.0.2.7").unwrap();
+        assert!(mapped.allows(ip("10.9.8.7")) && mapped.allows(ip("::ffff:10.9.8.7")));
+        assert!(mapped.allows(ip("192.0.2.7")) && !mapped.allows(ip("192.0.2.8")));
+        assert!(!mapped.allows(ip("11.0.0.1")));
         assert!(Allowlist::parse("").unwrap().allows(ip("203.0.113.9")));
         assert!(Allowlist::parse("0.0.0.0/0").unwrap().allows(ip("203.0.113.9")));
         assert!(!Allowlist::parse("0.0.0.0/0").unwrap().allows(ip("::2")));

@@ -167,9 +167,10 @@ pub fn timestamp_in_range(t: Instant) -> bool {
     FIRST <= t && t < END
 }
 
-/// Checks one row of `kind`, given its fields in [`Kind::columns`] order.
+/// Checks one row of `kind`, given its fields in [`Kind::columns`] order
+/// (a field missing at the end is taken for an empty one).
 pub fn parse_record<'a>(kind: Kind, fields: &[Field<'a>]) -> Result<Record<'a>, FieldError> {
-    let f = |i: usize| fields[i];
+    let f = |i: usize| fields.get(i).copied().unwrap_or(Field::Null);
     let mut record = Record {
         record_id: id(f(0), 0)?,
         auth_id: id(f(1), 1)?,
@@ -258,9 +259,10 @@ fn revision(field: Field<'_>, column: usize) -> Result<u64, FieldError> {
 }
 
 /// Checks one row of `voids/`, given its fields in [`Kind::columns`] order
-/// (`reason` after them when the file has it).
+/// (`reason` after them when the file has it; a field missing at the end
+/// is taken for an empty one).
 pub fn parse_void<'a>(fields: &[Field<'a>]) -> Result<Void<'a>, FieldError> {
-    let f = |i: usize| fields[i];
+    let f = |i: usize| fields.get(i).copied().unwrap_or(Field::Null);
     let record_id = id(f(0), 0)?;
     let kind = text(f(1), 1)?;
     let kind = Kind::of_name(kind)
@@ -493,6 +495,15 @@ mod tests {
     /// A call's fields (hangup cause 4000).
     const CALL: [&str; 12] =
         ["c1", "A1", "", "2026-11-20T13:45:01Z", "voice", "pstn", "outbound", "US", "61", "0.0170", "0.002", "4000"];
+
+    /// A short row is refused, not a panic: its missing fields are empty.
+    #[test]
+    fn a_short_row_is_an_error() {
+        let error = parse_record(Kind::Calls, &texts(&CALL[..3])).expect_err("refused");
+        assert_eq!(error.column, 3, "{error:?}");
+        assert!(parse_record(Kind::Calls, &[]).is_err());
+        assert!(parse_void(&texts(&["c1"])).is_err());
+    }
 
     #[test]
     fn parses_a_call() {
