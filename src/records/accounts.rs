@@ -58,8 +58,26 @@ impl Accounts {
         let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
         let mut lines = body.split(|b| *b == b'\n');
         let header_line = lines.next().unwrap_or_default();
+        let header_line = header_line.strip_suffix(b"\r").unwrap_or(header_line);
         let headers = crate::records::csv::split_line(header_line)
             .map_err(|reason| Error::bad_file(name, format!("unreadable header (line 1): {reason}")))?;
+        // A header that is not what it seems would default every account's
+        // currency to USD without a word: a carriage return inside it (a
+        // file of `\r` line endings is one line), or a column given twice.
+        for (k, header) in headers.iter().enumerate() {
+            let shown = String::from_utf8_lossy(header);
+            if header.contains(&b'\r') {
+                let why = format!(
+                    "the header (line 1) holds a carriage return in column '{}': lines must end in \\n or \\r\\n",
+                    crate::error::printable(&shown)
+                );
+                return Err(Error::bad_file(name, why));
+            }
+            if headers[..k].contains(header) {
+                let why = format!("column '{}' appears more than once in the header", crate::error::printable(&shown));
+                return Err(Error::bad_file(name, why));
+            }
+        }
         let index = |column: &str| headers.iter().position(|h| h == column.as_bytes());
         let Some(auth_column) = index("auth_id") else {
             return Err(Error::bad_file(name, "missing required column 'auth_id'"));
@@ -90,7 +108,8 @@ impl Accounts {
             let cell = |column: Option<usize>, label: &str| -> Result<String> {
                 let Some(column) = column else { return Ok(String::new()) };
                 let bytes = record.get(column).ok_or_else(|| bad(&location, label, "", "is missing (short row)"))?;
-                String::from_utf8(bytes.clone()).map_err(|_| bad(&location, label, "", "is not valid UTF-8"))
+                String::from_utf8(bytes.clone())
+                    .map_err(|_| bad(&location, label, &String::from_utf8_lossy(bytes), "is not valid UTF-8"))
             };
             let auth_id = cell(Some(auth_column), "auth_id")?;
             if auth_id.is_empty() {
@@ -222,6 +241,25 @@ mod tests {
         assert_eq!(accounts.currency("A2"), "USD");
         assert_eq!(accounts.currency("nobody"), "USD");
         assert_eq!(accounts.name("A1"), None);
+    }
+
+    /// A header that would leave every currency at its default is refused:
+    /// `\r` line endings (one line), a `\r` in a cell, a column twice.
+    /// CRLF is read as LF; a value that is not UTF-8 is shown.
+    #[test]
+    fn a_damaged_header_is_refused_not_read_as_no_currency() {
+        for (bytes, said) in [
+            (&b"auth_id,currency\rA1,EUR\rA2,GBP\r"[..], "carriage return"),
+            (b"auth_id,curr\rency\nA1,EUR\n", "carriage return"),
+            (b"auth_id,currency,currency\nA2,GBP,EUR\n", "appears more than once"),
+        ] {
+            let error = Accounts::parse(bytes, "accounts.csv").expect_err("refused").to_string();
+            assert!(error.contains("accounts.csv") && error.contains(said), "{error}");
+        }
+        let crlf = Accounts::parse(b"auth_id,allowed_ips\r\nA1,10.0.0.1\r\n", "accounts.csv").unwrap();
+        assert!(crlf.get("A1").is_some_and(|a| !a.allowlist.is_open()));
+        let error = Accounts::parse(b"auth_id,currency\nA1,E\xffR\n", "accounts.csv").expect_err("not UTF-8");
+        assert!(error.to_string().contains("'E\u{fffd}R'"), "{error}");
     }
 
     /// Two rows of one account must agree: the second names the file, its
