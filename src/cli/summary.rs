@@ -18,7 +18,7 @@ pub struct Args {
     #[command(flatten)]
     pub source: super::SourceArgs,
     /// The account (the `{auth_id}` of the API path).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_auth_id)]
     pub auth_id: String,
     /// The HTTP query string, exactly as the API receives it.
     #[arg(long, default_value = "", allow_hyphen_values = true)]
@@ -361,4 +361,14 @@ fn table_width() -> Option<usize> {
     // points at a live, writable `winsize`; fd 1 is open (stdout).
     let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
     (ok && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// An account id as the API path would carry it: an id of the records
+/// contract (non-empty, at most 128 bytes, no control character).
+fn parse_auth_id(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("an account id is not empty".to_owned());
+    }
+    crate::records::check_id(text).map_err(|why| format!("an account id {why}"))?;
+    Ok(text.to_owned())
 }

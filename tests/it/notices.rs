@@ -426,3 +426,15 @@ fn a_report_of_every_account_with_no_usage_in_its_window_says_where_the_data_is(
         assert!(warnings(&timely.stderr).is_empty(), "{source}: {}", timely.stderr);
     }
 }
+
+/// An account id no API path could carry (empty, a control character) is
+/// a usage error naming the flag, not an answer for it.
+#[test]
+fn an_account_id_that_is_no_id_is_refused() {
+    let data = sample_data();
+    for id in ["", "MA\u{1}"] {
+        let run = telemeter(&["summary", "--data", data.to_str().unwrap(), "--auth-id", id, "--now", NOW]);
+        assert_eq!(run.code, 2, "{id:?}: {}", run.stderr);
+        assert!(run.stderr.contains("--auth-id") && run.stdout.is_empty(), "{}", run.stderr);
+    }
+}
