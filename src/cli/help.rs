@@ -87,7 +87,8 @@ const ENVIRONMENT: &[Var] = &[
 const DATA_FOLDER: &str = "\
 DATA FOLDER (--data DIR):
   accounts.csv        one row per account. Columns: auth_id; currency (3 letters,
-                      default USD); optional timezone (IANA name, for reports),
+                      default USD); optional timezone (IANA name: the account's
+                      days and months in every answer, when a request names none),
                       auth_token_sha256 (hex SHA-256 of the account's API token:
                       see `telemeter accounts set-token`) and allowed_ips (IPs or
                       CIDR blocks, space-separated; empty: any address)
