@@ -2,7 +2,8 @@
 //! checks `manifest.json` and every file it lists against their sums and
 //! names each missing or damaged one (exit 1 when any is); `repair`
 //! restores a missing or damaged `manifest.json` from the newest kept
-//! manifest whose files verify, rebuilds damaged rollup and index files
+//! manifest whose money files verify (exit 1 when it passed a later one
+//! over), rebuilds damaged rollup and index files
 //! from the records files, and deletes files no generation lists
 //! (`store::verify`, `store::rebuild`).
 
@@ -34,7 +35,7 @@ pub enum Action {
         store: PathBuf,
     },
     /// Restore a missing or damaged manifest.json from the newest kept
-    /// manifest (manifests/) whose files verify, rebuild damaged rollup and
+    /// manifest (manifests/) whose records verify, rebuild damaged rollup and
     /// index files from the records files, and delete files no generation
     /// lists.
     Repair {
@@ -170,10 +171,13 @@ fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     if let Some(why) = &deletions {
         writeln!(out, "{DELETIONS_DB}: {why}")?;
     }
-    let whole = repaired.damaged.is_empty() && deletions.is_none();
+    // A store rolled back past a generation is answered from, but is not
+    // whole: the exit status says so to the job that ran the repair.
+    let whole = repaired.damaged.is_empty() && deletions.is_none() && repaired.passed_over.is_empty();
     if repaired.damaged.is_empty() {
         let ok = if whole { "ok: " } else { "" };
-        writeln!(out, "{ok}generation {}, every listed file is whole", repaired.generation)?;
+        let back = if repaired.passed_over.is_empty() { "" } else { " (rolled back past the generations passed over)" };
+        writeln!(out, "{ok}generation {}{back}, every listed file is whole", repaired.generation)?;
     } else {
         writeln!(
             out,

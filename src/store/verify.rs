@@ -155,11 +155,18 @@ fn check_files(store: &Path, manifest: &Manifest) -> Vec<Finding> {
         .collect()
 }
 
-/// Whether the file `name` of `manifest` is derived from its records files
-/// (a rollup or index file), which repair rebuilds.
-fn is_derived(manifest: &Manifest, name: &str) -> bool {
+/// Whether damage to the file `name` of `manifest` leaves its money whole,
+/// so that repair keeps its generation rather than roll the store back: a
+/// file derived from the records files (a rollup or index file, which
+/// repair rebuilds), or an ingest's record of what it did (its rejected
+/// rows or its ledger of changes, which repair names as still damaged).
+fn spares_money(manifest: &Manifest, name: &str) -> bool {
     manifest.rollups.values().any(|files| files.values().any(|file| file == name))
         || manifest.kinds.values().any(|files| files.index.iter().any(|file| file == name))
+        || manifest
+            .ingests
+            .iter()
+            .any(|ingest| ingest.rejected.as_deref() == Some(name) || ingest.changes.as_deref() == Some(name))
 }
 
 /// The folder under `manifests/` that repair moves the kept manifests it
@@ -247,9 +254,11 @@ pub fn repair(store: &Path) -> Result<Repaired> {
                     }
                 };
                 // Damaged rollup or index files are rebuilt from the
-                // records below: only other damage passes a generation over.
+                // records below, and damaged records of what an ingest did
+                // are named: only damage to money passes a generation over.
                 let findings = check_files(store, &manifest);
-                let findings: Vec<Finding> = findings.into_iter().filter(|f| !is_derived(&manifest, &f.name)).collect();
+                let findings: Vec<Finding> =
+                    findings.into_iter().filter(|f| !spares_money(&manifest, &f.name)).collect();
                 if let Some(first) = findings.first() {
                     let why =
                         format!("{} of its files do not verify ({}: {})", findings.len(), first.name, first.problem);

@@ -57,6 +57,12 @@ impl Run {
         assert_eq!(self.code, 0, "expected success; stderr:\n{}\nstdout:\n{}", self.stderr, self.stdout);
         &self.stdout
     }
+
+    /// Asserts exit `code` and returns stdout.
+    pub fn exited(&self, code: i32) -> &str {
+        assert_eq!(self.code, code, "expected exit {code}; stderr:\n{}\nstdout:\n{}", self.stderr, self.stdout);
+        &self.stdout
+    }
 }
 
 /// The page-token key of the tests' runs (`TELEMETER_TOKEN_KEY`), so that

@@ -251,8 +251,10 @@ fn repair_that_goes_back_a_generation_leaves_the_newer_files() {
     }
     let before = tree(&store);
     let repair = telemeter(&["store", "repair", "--store", s(&store)]);
-    let said = repair.ok();
+    // Rolled back: answered from, not whole (exit 1).
+    let said = repair.exited(1);
     assert!(said.contains("restored manifest.json from the kept manifest of generation 1"), "{said}");
+    assert!(said.contains("rolled back past the generations passed over"), "{said}");
     assert!(said.contains("left the files no generation lists"), "{said}");
     assert!(said.contains(&format!("store verify --store {}`", s(&store))), "names the store: {said}");
     let after = tree(&store);
@@ -277,7 +279,8 @@ fn an_ingest_after_a_repair_that_went_back_builds_on_it() {
     std::fs::remove_file(store.join("manifest.json")).expect("lose the manifest");
     std::fs::remove_file(store.join(&corrections)).expect("lose a file of generation 2");
     let repair = telemeter(&["store", "repair", "--store", s(&store)]);
-    assert!(repair.ok().contains("restored manifest.json from the kept manifest of generation 1"), "{}", repair.stdout);
+    let said = repair.exited(1);
+    assert!(said.contains("restored manifest.json from the kept manifest of generation 1"), "{said}");
     assert!(store.join("manifests/passed-over/2.json").exists());
     telemeter(&["store", "verify", "--store", s(&store)]).ok();
     let late = telemeter(&["ingest", "--data", s(&common::root().join("sample_corrections")), "--store", s(&store)]);
@@ -606,6 +609,34 @@ fn a_cut_kept_copy_is_written_again() {
     std::fs::write(store.join("manifest.json"), b"{").expect("damage");
     let repair = telemeter(&["store", "repair", "--store", s(&store)]);
     assert!(repair.ok().contains("restored manifest.json from the kept manifest of generation 2"), "{}", repair.stdout);
+    assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest);
+}
+
+/// Nor past a generation whose only damage is an ingest's rejected-rows
+/// file (a record of what it did, not money): with `manifest.json` damaged
+/// too, repair restores that generation, names the file, exits 1, and the
+/// answers are the newest.
+#[test]
+fn repair_keeps_the_newest_generation_when_only_its_rejected_rows_are_damaged() {
+    let (dir, store) = sample_store();
+    let late = dir.path().join("late");
+    common::write(
+        &late,
+        "charges/a.csv",
+        "record_id,auth_id,timestamp,description,units,amount\nz1,MA001SHGA32ZDQYG9N8T,2026-11-20T00:00:00Z,d,1,2\n\
+         z2,MA001SHGA32ZDQYG9N8T,2026-11-20T00:00:00Z,d,1,-1\n",
+    );
+    telemeter(&["ingest", "--data", s(&late), "--store", s(&store), "--on-bad-row", "set-aside"]).ok();
+    let newest = answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout;
+    let rejected = manifest(&store)["ingests"][1]["rejected"].as_str().expect("a rejected file").to_owned();
+    let mut bytes = std::fs::read(store.join(&rejected)).expect("rejected rows");
+    bytes[0] ^= 0x20;
+    std::fs::write(store.join(&rejected), bytes).expect("damage");
+    std::fs::write(store.join("manifest.json"), b"{").expect("damage");
+    let repair = telemeter(&["store", "repair", "--store", s(&store)]);
+    let said = repair.exited(1);
+    assert!(said.contains("restored manifest.json from the kept manifest of generation 2"), "{said}");
+    assert!(!said.contains("passed over") && said.contains(&rejected), "{said}");
     assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest);
 }
 
