@@ -583,7 +583,7 @@ pub(crate) fn read_kept(path: &Path, generation: u64) -> Option<Manifest> {
     (manifest.generation == generation).then_some(manifest)
 }
 
-/// What an ingest and `store verify` say of a manifest of
+/// What an ingest, a reader and `store verify` say of a manifest of
 /// generation `generation` behind the kept one of `newest`.
 pub fn manifest_behind(store: &Path, generation: u64, newest: u64) -> String {
     let kept = store.join(KEPT_MANIFESTS).join(format!("{newest}.json"));
@@ -701,6 +701,18 @@ pub struct Store {
     pub unleased: Option<String>,
 }
 
+/// Refuses a `manifest.json` of `generation` behind a whole kept manifest
+/// of a later one (an older manifest put back), which would answer with
+/// older money: unless a publish raced this check and `manifest.json` is
+/// that later generation now.
+fn check_current(dir: &Path, generation: u64) -> Result<()> {
+    let Some(newest) = kept_after(dir, generation) else { return Ok(()) };
+    if Manifest::read(dir)?.is_some_and(|now| now.generation >= newest) {
+        return Ok(());
+    }
+    Err(Error::io(dir.join(MANIFEST), manifest_behind(dir, generation, newest)))
+}
+
 /// How many times [`Store::open`] starts over when a publish races it.
 const OPEN_ATTEMPTS: usize = 10;
 
@@ -722,6 +734,7 @@ impl Store {
                 Ok(lease::Taken::Unwritable(why)) => return Ok(store(None, Some(why))),
                 Ok(lease::Taken::Held(lease)) => {
                     if Manifest::read(dir)?.is_some_and(|now| now.generation == generation) {
+                        check_current(dir, generation)?;
                         return Ok(store(Some(Arc::new(lease)), None));
                     }
                 }

@@ -540,7 +540,8 @@ fn a_first_ingest_that_stopped_is_followed_by_one_that_publishes() {
 
 /// An older manifest put back over a newer one is found by `store verify`
 /// and refused by the next ingest, which would otherwise delete the newer
-/// generation's files; the newest kept copy put back recovers it.
+/// generation's files, and by readers, which would answer older money; the
+/// newest kept copy put back recovers it.
 #[test]
 fn an_older_manifest_put_back_is_refused_and_named() {
     let (_dir, store) = sample_store();
@@ -575,6 +576,10 @@ fn an_older_manifest_put_back_is_refused_and_named() {
         assert!(run.stderr.contains("an older manifest was put back"), "{}", run.stderr);
     }
     assert_eq!(tree(&store), before, "a refused command changed the store");
+    // Nor is it answered from: its money is older than what was published.
+    let read = answer(&store, "MA001SHGA32ZDQYG9N8T", DAY);
+    assert_eq!(read.code, 1, "{}", read.stdout);
+    assert!(read.stderr.contains("an older manifest was put back"), "{}", read.stderr);
     std::fs::copy(store.join("manifests/2.json"), store.join("manifest.json")).expect("forward");
     telemeter(&["store", "verify", "--store", s(&store)]).ok();
     assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest);
