@@ -615,7 +615,7 @@ impl WithoutManifest {
         if has_kept_manifests(store) {
             return WithoutManifest::Lost;
         }
-        if store.join(FIRST_INGEST).exists() {
+        if store.join(FIRST_INGEST).exists() || first_commit_cut(store) {
             return WithoutManifest::FirstIngest;
         }
         // Hidden entries (the lock, `.DS_Store`, a `.gitkeep`) and a mount
@@ -670,6 +670,22 @@ impl WithoutManifest {
             ),
         }
     }
+}
+
+/// Whether `store` holds the whole manifest of a generation 1 that was
+/// never renamed into place: a first ingest killed at its commit, after
+/// it removed its [`FIRST_INGEST`] marker (the manifest is written and
+/// synced before), so the folder is that store's, unpublished.
+fn first_commit_cut(store: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(store) else { return false };
+    let prefix = format!("{MANIFEST}.tmp-");
+    entries.flatten().any(|entry| {
+        entry.file_name().to_str().is_some_and(|name| name.starts_with(&prefix))
+            && std::fs::read(entry.path())
+                .ok()
+                .and_then(|bytes| Manifest::parse(&bytes, &entry.path()).ok())
+                .is_some_and(|manifest| manifest.generation == 1)
+    })
 }
 
 /// The error for a store folder that holds a store's files but no
@@ -1034,6 +1050,22 @@ mod tests {
         assert_eq!(WithoutManifest::of(store), WithoutManifest::Foreign);
         assert!(!WithoutManifest::of(store).may_start());
         says("holds files but no manifest.json and no kept manifests");
+
+        // Killed at its commit: the marker gone, the whole manifest of
+        // generation 1 not yet renamed into place. A damaged one, or one of
+        // another generation, is no such sign.
+        let manifest = Manifest { format: FORMAT_VERSION, generation: 1, ..Manifest::default() };
+        let temporary = store.join(format!("{MANIFEST}.tmp-i1"));
+        let mut bytes = manifest.to_bytes().unwrap();
+        std::fs::write(&temporary, &bytes[..bytes.len() - 2]).unwrap();
+        assert_eq!(WithoutManifest::of(store), WithoutManifest::Foreign);
+        std::fs::write(&temporary, Manifest { generation: 2, ..manifest.clone() }.to_bytes().unwrap()).unwrap();
+        assert_eq!(WithoutManifest::of(store), WithoutManifest::Foreign);
+        bytes = manifest.to_bytes().unwrap();
+        std::fs::write(&temporary, &bytes).unwrap();
+        assert_eq!(WithoutManifest::of(store), WithoutManifest::FirstIngest);
+        says("its first ingest stopped before it published");
+        std::fs::remove_file(&temporary).unwrap();
 
         std::fs::create_dir_all(store.join(KEPT_MANIFESTS)).unwrap();
         std::fs::write(store.join(KEPT_MANIFESTS).join("1.json"), b"{}").unwrap();

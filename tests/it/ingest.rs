@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::common::{telemeter, temp_dir, write, Run};
+use crate::common::{sample_data, telemeter, temp_dir, write, Run};
 
 fn s(path: &Path) -> &str {
     path.to_str().expect("UTF-8 path")
@@ -606,4 +606,23 @@ fn a_first_ingest_of_nothing_publishes_an_empty_store() {
     assert!(summary.ok().contains("\"usage\":[]"), "{}", summary.stdout);
     let again = ingest(&data, &store, &[]);
     assert!(again.ok().contains("nothing new: the store is unchanged at generation 1"), "{}", again.stdout);
+}
+
+/// A first ingest killed at its commit (its marker removed, its whole
+/// manifest not yet renamed into place) leaves a folder the next ingest
+/// takes for that store, unpublished: run again, it publishes the same
+/// answers.
+#[test]
+fn a_first_ingest_killed_at_its_commit_is_run_again() {
+    let temp = temp_dir();
+    let store = temp.path().join("store");
+    ingest(&sample_data(), &store, &[]).ok();
+    let first = answer(&store, "MA001SHGA32ZDQYG9N8T");
+    std::fs::rename(store.join("manifest.json"), store.join("manifest.json.tmp-killed")).expect("cut the commit");
+    std::fs::remove_dir_all(store.join("manifests")).expect("no kept copy yet");
+    let refused = telemeter(&["store", "verify", "--store", s(&store)]);
+    assert!(refused.stdout.contains("first ingest stopped before it published"), "{}", refused.stdout);
+    let again = ingest(&sample_data(), &store, &[]);
+    assert!(again.ok().contains("published generation 1"), "{}", again.stdout);
+    assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T"), first);
 }
