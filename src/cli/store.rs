@@ -83,6 +83,9 @@ fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     for finding in &verified.findings {
         writeln!(out, "{}: {}", finding.name, finding.problem)?;
     }
+    for (path, why) in &verified.damaged_kept {
+        writeln!(out, "{}: damaged kept manifest: {why}", path.display())?;
+    }
     if verified.unlisted > 0 {
         writeln!(
             out,
@@ -119,6 +122,7 @@ fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
             out,
             "{} file(s) damaged or missing; run `telemeter store repair --store {shown}`",
             verified.findings.len()
+                + verified.damaged_kept.len()
                 + usize::from(!matches!(verified.manifest, ManifestState::Good | ManifestState::NoSums(_)))
         )?;
     }
@@ -166,6 +170,14 @@ fn repair(store: &std::path::Path) -> anyhow::Result<ExitCode> {
     }
     for finding in &repaired.damaged {
         writeln!(out, "{}: {}", finding.name, finding.problem)?;
+    }
+    for (path, why) in &repaired.set_aside {
+        writeln!(
+            out,
+            "set aside the damaged kept manifest {} in manifests/{}/: {why}",
+            path.display(),
+            verify::PASSED_OVER
+        )?;
     }
     let deletions = deletions_refused(store);
     if let Some(why) = &deletions {

@@ -62,13 +62,38 @@ pub struct Verified {
     /// Files in the generation folders that no kept manifest lists: left
     /// by a failed or killed ingest (or being written by one at work).
     pub unlisted: usize,
+    /// Kept manifests that are damaged (or hold another generation than
+    /// their name), with why: repair can restore none of them.
+    pub damaged_kept: Vec<(PathBuf, String)>,
 }
 
 impl Verified {
     /// Whether everything checked is whole.
     pub fn is_whole(&self) -> bool {
-        matches!(self.manifest, ManifestState::Good | ManifestState::NoSums(_)) && self.findings.is_empty()
+        matches!(self.manifest, ManifestState::Good | ManifestState::NoSums(_))
+            && self.findings.is_empty()
+            && self.damaged_kept.is_empty()
     }
+}
+
+/// The kept manifests of `store` that do not read whole as the generation
+/// their name says, with why.
+fn damaged_kept(store: &Path) -> Vec<(PathBuf, String)> {
+    kept_manifests(store)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(generation, path)| {
+            let why = match std::fs::read(&path) {
+                Err(e) => e.to_string(),
+                Ok(bytes) => match Manifest::parse(&bytes, &path) {
+                    Ok(manifest) if manifest.generation == generation => return None,
+                    Ok(manifest) => format!("it holds generation {}, not {generation}", manifest.generation),
+                    Err(e) => e.chain(),
+                },
+            };
+            Some((path, why))
+        })
+        .collect()
 }
 
 /// Checks `store`'s manifest and every file it lists.
@@ -87,6 +112,7 @@ pub fn verify(store: &Path) -> Result<Verified> {
                 findings: vec![],
                 kept,
                 unlisted: 0,
+                damaged_kept: damaged_kept(store),
             })
         }
         Err(e) => {
@@ -98,6 +124,7 @@ pub fn verify(store: &Path) -> Result<Verified> {
                 findings: vec![],
                 kept,
                 unlisted: 0,
+                damaged_kept: damaged_kept(store),
             });
         }
     };
@@ -114,6 +141,7 @@ pub fn verify(store: &Path) -> Result<Verified> {
         findings,
         kept,
         unlisted: unlisted(store, &manifest),
+        damaged_kept: damaged_kept(store),
     })
 }
 
@@ -210,6 +238,9 @@ pub struct Repaired {
     pub not_rebuilt: Option<String>,
     /// The generation the store answers from afterwards.
     pub generation: u64,
+    /// Damaged kept manifests of no use to a repair, moved to
+    /// [`PASSED_OVER`], with why.
+    pub set_aside: Vec<(PathBuf, String)>,
 }
 
 /// Repairs `store`: restores `manifest.json` from the newest kept manifest
@@ -324,6 +355,10 @@ pub fn repair(store: &Path) -> Result<Repaired> {
     }
     repaired.damaged = check_files(store, &manifest);
     repaired.generation = manifest.generation;
+    // Damaged kept manifests restore nothing: set aside, named.
+    let unreadable = damaged_kept(store);
+    set_aside_passed_over(store, &unreadable)?;
+    repaired.set_aside = unreadable;
     drop(lock);
     Ok(repaired)
 }

@@ -669,3 +669,22 @@ fn repair_restores_the_newest_generation_and_rebuilds_what_is_derived() {
     telemeter(&["store", "verify", "--store", s(&store)]).ok();
     assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, before);
 }
+
+/// A damaged kept manifest (repair could restore nothing from it) is named
+/// by `store verify`; `store repair` sets it aside, and the store verifies.
+#[test]
+fn a_damaged_kept_manifest_is_named_and_set_aside() {
+    let (_dir, store) = sample_store();
+    telemeter(&["ingest", "--data", s(&common::root().join("sample_corrections")), "--store", s(&store)]).ok();
+    let newest = answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout;
+    std::fs::write(store.join("manifests/1.json"), b"{\"cut").expect("damage");
+    let verify = telemeter(&["store", "verify", "--store", s(&store)]);
+    let said = verify.exited(1);
+    assert!(said.contains("1.json: damaged kept manifest"), "{said}");
+    let repair = telemeter(&["store", "repair", "--store", s(&store)]);
+    let said = repair.ok();
+    assert!(said.contains("set aside the damaged kept manifest") && said.contains("1.json"), "{said}");
+    assert!(store.join("manifests/passed-over/1.json").exists());
+    telemeter(&["store", "verify", "--store", s(&store)]).ok();
+    assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T", DAY).stdout, newest);
+}
