@@ -304,11 +304,14 @@ impl Table {
             out.push_str("\n\n");
         }
         let mut fit = Fit::WHOLE;
+        let mut widest = 0;
         if self.rows.is_empty() {
             out.push_str("no usage rows\n");
         } else {
             let (grid, fitted) = self.fitted_grid(width)?;
+            let start = out.len();
             grid.render(&mut out);
+            widest = out[start..].lines().map(|line| line.chars().count()).max().unwrap_or(0);
             fit = fitted;
         }
         if let Some(charges) = &self.charges {
@@ -330,11 +333,14 @@ impl Table {
                 Some(_) => steps.push("REASON shortened"),
                 None => steps.push("REASON left out"),
             }
-            notes.push(format!(
-                "fitted to {} columns: {} (--format csv or json has every field)",
-                width.unwrap_or_default(),
-                steps.join(", ")
-            ));
+            // Said as done only when the table does fit: the other columns
+            // are never cut.
+            let width = width.unwrap_or_default();
+            let done = match widest > width {
+                true => format!("shortened for {width} columns, still {widest} wide"),
+                false => format!("fitted to {width} columns"),
+            };
+            notes.push(format!("{done}: {} (--format csv or json has every field)", steps.join(", ")));
         }
         if let Some(total) = self.total_spend {
             let what = if self.charges.is_some() { "usage and other charges" } else { "usage" };
@@ -674,6 +680,15 @@ mod tests {
         assert!(shortened.contains(" A reason that is much l...  "), "{shortened}");
         let narrow = table.render_within(Some(60)).unwrap();
         assert!(!narrow.lines().nth(2).unwrap().contains("REASON"), "{narrow}");
+        // Still wider than asked: said so, not "fitted".
+        let still = grid_width(&narrow);
+        if still > 60 {
+            assert!(narrow.contains(&format!("shortened for 60 columns, still {still} wide")), "{narrow}");
+        } else {
+            assert!(narrow.contains("fitted to 60 columns"), "{narrow}");
+        }
+        let tiny = table.render_within(Some(10)).unwrap();
+        assert!(tiny.contains("shortened for 10 columns, still") && !tiny.contains("fitted to"), "{tiny}");
         assert!(narrow.contains("REASON left out"), "{narrow}");
         // The numbers are the same in every form.
         for text in [&dated, &shortened, &narrow] {
