@@ -84,6 +84,25 @@ fn values_table(out: &mut String, summary: &Summary, stats: &Stats, present: &[u
     out.push_str("</tbody></table></div></details>");
 }
 
+/// The plot's left margin: the layout's, or more for long tick labels (a
+/// digit is about 0.62 of the font's size, and 10 px of room).
+fn axis_margin(layout: &Layout, ticks: &[(i128, String)]) -> f64 {
+    let longest = ticks.iter().map(|(_, label)| label.chars().count()).max().unwrap_or(0);
+    layout.left.max((longest as f64 * layout.font * 0.62 + 10.0).ceil())
+}
+
+/// An axis value as written in the pages' tables: its integer part grouped
+/// by thousands, its decimals as few as it has (`1,500,000`, `0.05`).
+fn axis_label(value: Amount) -> String {
+    let plain = value.to_plain_string();
+    let (whole, fraction) = plain.split_once('.').unwrap_or((&plain, ""));
+    let grouped = whole.parse::<u128>().map_or_else(|_| whole.to_owned(), super::format::grouped);
+    match fraction {
+        "" => grouped,
+        fraction => format!("{grouped}.{fraction}"),
+    }
+}
+
 fn capitalized(word: &str) -> String {
     let mut chars = word.chars();
     chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
@@ -104,7 +123,12 @@ fn bar_chart(out: &mut String, summary: &Summary, stats: &Stats, present: &[usiz
     let max = totals.iter().copied().max().unwrap_or(0).max(1);
     let step = nice_step(max);
     let top = (max + step - 1) / step * step;
-    let Layout { width, height, left, font, .. } = *layout;
+    let Layout { width, height, font, .. } = *layout;
+    // The axis labels, grouped (`50,000,000`), and a margin wide enough
+    // for the longest (a digit is about 0.62 of the font's size).
+    let ticks: Vec<(i128, String)> =
+        (0..=top / step).map(|k| k * step).map(|tick| (tick, axis_label(Amount::from_nanos(tick)))).collect();
+    let left = axis_margin(layout, &ticks);
     let n = stats.by_bucket.len().max(1);
     // Few bars: each one's total is printed above it (room made at the top).
     let labelled = n <= layout.labels;
@@ -121,18 +145,10 @@ fn bar_chart(out: &mut String, summary: &Summary, stats: &Stats, present: &[usiz
         layout.class,
         summary.request.params.granularity.as_str()
     );
-    let mut tick = 0i128;
-    while tick <= top {
-        let ty = y(tick);
+    for (tick, label) in &ticks {
+        let ty = y(*tick);
         w!(out, "<line x1=\"{left}\" x2=\"{}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" stroke=\"#e3e7ee\"/>", width - right);
-        w!(
-            out,
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            left - 6.0,
-            ty + 4.0,
-            Amount::from_nanos(tick).to_plain_string()
-        );
-        tick += step;
+        w!(out, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>", left - 6.0, ty + 4.0);
     }
     let tz = summary.buckets.tz();
     let granularity = summary.request.params.granularity;
@@ -231,5 +247,20 @@ mod tests {
         assert_eq!(nice_step(100 * unit), 50 * unit);
         assert_eq!(nice_step(7 * unit / 100), 2 * unit / 100);
         assert_eq!(nice_step(1), 1);
+    }
+
+    /// Axis labels are grouped as the tables' numbers are, and the margin
+    /// holds the longest: a JPY account's 100 million is not cut off.
+    #[test]
+    fn axis_labels_are_grouped_and_fit_their_margin() {
+        let unit = 1_000_000_000i128;
+        assert_eq!(axis_label(Amount::from_nanos(150_000_000 * unit)), "150,000,000");
+        assert_eq!(axis_label(Amount::from_nanos(5 * unit / 100)), "0.05");
+        assert_eq!(axis_label(Amount::from_nanos(0)), "0");
+        let layout = Layout { class: "narrow", width: 420.0, height: 280.0, left: 44.0, labels: 5, font: 12.0 };
+        let small = [(0, "0".to_owned()), (unit, "1".to_owned())];
+        assert_eq!(axis_margin(&layout, &small), 44.0);
+        let large = [(0, "0".to_owned()), (150_000_000 * unit, "150,000,000".to_owned())];
+        assert!(axis_margin(&layout, &large) >= 11.0 * 12.0 * 0.6 + 6.0, "{}", axis_margin(&layout, &large));
     }
 }
