@@ -215,6 +215,11 @@ fn names_and_periods_read_as_a_customer_reads_them() {
     assert!(named.contains(period), "the window as dates, the last one included");
     let first_row = "<tr><td title=\"2026-11-14T00:00:00Z to 2026-11-15T00:00:00Z, end excluded\">2026-11-14</td>";
     assert!(named.contains(first_row), "a day bucket is its date");
+    // Its transcription (0.10 on 2026-11-15) has no country or direction:
+    // both tables say it is not in them, with its spend.
+    let outside = "Transcriptions (";
+    assert_eq!(named.matches(outside).count(), 2, "{named}");
+    assert!(named.contains("0.10") && named.contains("have no country or direction: not in this table."));
     let unnamed = read(&out.join("MA003GM22SVQQT8ZPDNQ").join("report.html"));
     assert!(unnamed.contains("<h1>MA003GM22SVQQT8ZPDNQ</h1>"), "no row in accounts.csv: the id");
     let index = read(&out.join("index.html"));

@@ -212,8 +212,24 @@ fn account_head(out: &mut String, page: &AccountPage<'_>) -> Result<()> {
     chart::spend_over_time(out, summary, &stats)?;
 
     out.push_str("<div class=\"grid2\">");
-    dimension_table(out, "By country", "Country", &stats.by_country, currency)?;
-    dimension_table(out, "By direction", "Direction", &stats.by_direction, currency)?;
+    // Usage of products without a country or direction (transcriptions)
+    // is not in those tables: said under each, with its spend, so that
+    // their sums are not taken for the account's.
+    let mut outside = 0i128;
+    for ((product, _), dim) in &stats.by_type {
+        if !product.has_country_and_direction() {
+            add(&mut outside, dim.amount)?;
+        }
+    }
+    let outside = (outside != 0).then(|| {
+        format!(
+            "Transcriptions ({} {}) have no country or direction: not in this table.",
+            money(Amount::from_nanos(outside)),
+            esc(currency)
+        )
+    });
+    dimension_table(out, "By country", "Country", &stats.by_country, currency, outside.as_deref())?;
+    dimension_table(out, "By direction", "Direction", &stats.by_direction, currency, outside.as_deref())?;
     out.push_str("</div>\n");
     type_table(out, &stats, currency);
 
@@ -317,10 +333,15 @@ fn dimension_table(
     column: &str,
     rows: &BTreeMap<String, Dim>,
     currency: &str,
+    outside: Option<&str>,
 ) -> Result<()> {
     w!(out, "<section><h2>{title}</h2>");
     if rows.is_empty() {
-        out.push_str("<p class=\"empty\">No message, voice or zentrunk usage.</p></section>");
+        out.push_str("<p class=\"empty\">No message, voice or zentrunk usage.</p>");
+        if let Some(note) = outside {
+            w!(out, "<p class=\"note\">{note}</p>");
+        }
+        out.push_str("</section>");
         return Ok(());
     }
     let mut sorted: Vec<(&String, &Dim)> = rows.iter().collect();
@@ -353,7 +374,11 @@ fn dimension_table(
         money_html(out, Amount::from_nanos(dim.amount), currency);
         out.push_str("</td></tr>");
     }
-    out.push_str("</tbody></table></div></section>");
+    out.push_str("</tbody></table></div>");
+    if let Some(note) = outside {
+        w!(out, "<p class=\"note\">{note}</p>");
+    }
+    out.push_str("</section>");
     Ok(())
 }
 
