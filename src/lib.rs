@@ -21,7 +21,8 @@
 //! - `threads`: our own threads, started so that one the system will not
 //!   give is an error, never a panic.
 //! - [`query`], [`token`]: the request: query string to a checked
-//!   [`query::UsageRequest`]; page tokens. Every 400 is raised here.
+//!   [`query::UsageRequest`]; page tokens. The 400s of the parameters and
+//!   the window are raised here, a stale page token's by the page.
 //! - `intern`: the one string interner (ids, and their ranks in byte order).
 //! - [`aggregate`]: one parallel pass from files to grouped totals; the
 //!   selector, the totals, the report's row order (`aggregate::dims`, its
@@ -30,7 +31,8 @@
 //!   [`dataset::Source`] that is a raw data directory or a store.
 //! - [`store`]: `ingest` once into Parquet records and 15-minute rollups
 //!   (`store/ingest/`: the run and publish, the row sink `chunk`, `dedup`
-//!   against the index, `rollups` spilled and merged per account); answers
+//!   against the index, the rollups folded (`fold`), spilled (`spill`) and
+//!   merged per account (`merge`)); answers
 //!   from the rollups (`store/answer.rs`).
 //! - [`summary`]: the one core of `summary`, `report` and `serve`:
 //!   `resolve` a request, `build` a [`summary::Summary`] (`build_many`: many

@@ -1,5 +1,7 @@
 //! The usage summary request: a query string (or CLI flags) in, a checked
-//! [`UsageRequest`] out. Every 400 of the usage summary is raised here.
+//! [`UsageRequest`] out. The 400s of the parameters and the window are
+//! raised here; a page token cut from other data is refused by the page
+//! (`summary::Summary::page`).
 //!
 //! The HTTP server and `summary --query` share this code: repeated keys,
 //! comma lists and percent-encoding are read the same way, unknown keys are

@@ -1,5 +1,6 @@
-//! The store's Parquet files, column by column: normalized records and the
-//! dedup index (rollups are in `super::rollup`). Money is DECIMAL(38,9)
+//! The store's Parquet files, column by column: the normalized records
+//! (rollups are in `super::rollup`; the dedup index is `super::index`'s own
+//! binary layout). Money is DECIMAL(38,9)
 //! (the exact nanos), counts are Int64, timestamps are nanosecond UTC;
 //! nothing passes through floats.
 
