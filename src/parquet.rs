@@ -521,6 +521,21 @@ impl<'p> ParquetFile<'p> {
         Ok(out)
     }
 
+    /// The columns declared UUID (16 bytes, as DuckDB writes its `UUID`
+    /// type), which are read as their text (`8-4-4-4-12` hex digits).
+    pub(crate) fn uuid_columns(&self) -> Vec<String> {
+        use polars_parquet::parquet::schema::types::{ParquetType, PrimitiveLogicalType};
+        let fields = self.metadata.schema().fields().iter();
+        fields
+            .filter_map(|field| match field {
+                ParquetType::PrimitiveType(column) if column.logical_type == Some(PrimitiveLogicalType::Uuid) => {
+                    Some(column.field_info.name.to_string())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The first of columns `names` declared a DECIMAL of more than 38
     /// digits, which polars does not read: its name, precision and scale.
     pub(crate) fn wide_decimal(&self, names: &[&str]) -> Option<(String, usize, usize)> {

@@ -84,6 +84,8 @@ struct Parts<'f> {
     columns: Vec<&'static str>,
     /// Whether the id column (the first) is left unread ([`read_found`]).
     without_id: bool,
+    /// The columns declared UUID ([`ParquetFile::uuid_columns`]).
+    uuids: Vec<String>,
 }
 
 /// The record id of a row read without its id column.
@@ -112,7 +114,8 @@ impl<'f> Parts<'f> {
             )));
         }
         let parts = cut(parquet.row_groups(), PART_ROWS);
-        Ok(Some(Parts { parquet, parts, columns, without_id: false }))
+        let uuids = parquet.uuid_columns();
+        Ok(Some(Parts { parquet, parts, columns, without_id: false, uuids }))
     }
 
     /// Reads the rows of the part `(first, groups)` that are in `wanted`
@@ -195,7 +198,11 @@ impl<'f> Parts<'f> {
         let mut prepared: Vec<(Column, ColumnType)> = Vec::new();
         for (index, name) in read.iter().enumerate() {
             let column = part_of.column(name).map_err(|e| file.bad_file(format!("column '{name}': {e}")))?;
-            prepared.push((widen(file, column)?, file.kind.column_type(index + skip)));
+            let column = match self.uuids.iter().any(|uuid| uuid == name) {
+                true => uuid_text(file, column)?,
+                false => widen(file, column)?,
+            };
+            prepared.push((column, file.kind.column_type(index + skip)));
         }
         let mut columns = Vec::with_capacity(prepared.len());
         for ((column, expected), name) in prepared.iter().zip(read) {
@@ -480,6 +487,28 @@ fn widen(file: &InputFile, column: &Column) -> Result<Column> {
         DataType::Categorical(..) | DataType::Enum(..) => cast(&DataType::String),
         _ => Ok(column.clone()),
     }
+}
+
+/// A UUID column's 16-byte values as their text, lower-case
+/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (RFC 9562), as DuckDB and
+/// pyarrow show them; a value of another length is left as it is (and
+/// refused as text that is not UTF-8, naming its row).
+fn uuid_text(file: &InputFile, column: &Column) -> Result<Column> {
+    let DataType::Binary = column.dtype() else { return Ok(column.clone()) };
+    let bytes = column.binary().map_err(|e| file.bad_file(format!("column '{}': {e}", column.name())))?;
+    if bytes.iter().flatten().any(|value| value.len() != 16) {
+        return Ok(column.clone());
+    }
+    let text: polars::prelude::StringChunked = bytes
+        .iter()
+        .map(|value| {
+            value.map(|b| {
+                let hex: String = b.iter().map(|byte| format!("{byte:02x}")).collect();
+                format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+            })
+        })
+        .collect();
+    Ok(polars::prelude::IntoColumn::into_column(text.with_name(column.name().clone())))
 }
 
 fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: &str) -> Result<Values<'a>> {

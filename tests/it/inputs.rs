@@ -424,3 +424,28 @@ fn off_calendar_times_and_over_long_texts_say_why() {
         }
     }
 }
+
+/// A Parquet file DuckDB wrote, its `record_id` of DuckDB's `UUID` type
+/// (16 bytes, logical type UUID): the ids read as their text, as DuckDB
+/// and pyarrow show them. Written by DuckDB 2.0.1: `COPY (SELECT
+/// '4e6f1c2a-…'::uuid AS record_id, …) TO '….parquet' (FORMAT parquet)`.
+#[test]
+fn a_duckdb_uuid_column_is_read_as_its_text() {
+    let data = common::root().join("tests/inputs/duckdb_uuid");
+    let dir = common::temp_dir();
+    let store = dir.path().join("store");
+    common::telemeter(&["ingest", "--data", s(&data), "--store", s(&store)]).ok();
+    let shown = common::telemeter(&[
+        "history",
+        "--store",
+        s(&store),
+        "--kind",
+        "calls",
+        "--record-id",
+        "4e6f1c2a-9b1d-4c3e-8f7a-0123456789ab",
+    ]);
+    assert!(shown.ok().contains("from calls/2026-11-20.parquet line 1"), "{}", shown.stdout);
+    let query = "granularity=day&from_date=2026-11-20&to_date=2026-11-21";
+    let answer = common::summary(&data, "MA001", query, &[]);
+    assert!(answer.ok().contains("\"total_spend\":0.07"), "{}", answer.stdout);
+}
