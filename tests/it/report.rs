@@ -695,6 +695,8 @@ fn bad_rows_are_set_aside_and_counted() {
     assert_eq!(manifest["store"]["rejected"].as_array().map(Vec::len), Some(1), "{manifest}");
     let index = std::fs::read_to_string(from_store.join("index.html")).expect("index");
     assert!(index.contains("Set aside at ingest</div><div class=\"v\">2<"), "{index}");
+    // Its rows read are the stored ones, and are called so.
+    assert!(index.contains(">Stored rows read</div>") && !index.contains(">Rows read</div>"), "{index}");
 }
 
 /// The cards of index.html add up to the rows read: superseded rows and

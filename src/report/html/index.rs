@@ -97,7 +97,10 @@ pub fn index(
         w!(value, " <small>{}</small>", esc(currency));
         card(&mut out, "main", "Total spend", &value);
     }
-    card(&mut out, "", "Rows read", &grouped(counts.read.into()));
+    // From a store, the rows read are those it stores: its ingests left
+    // the duplicates out, and counted them (the manifest's ingests).
+    let read = if counts.set_aside_at_ingest.is_some() { "Stored rows read" } else { "Rows read" };
+    card(&mut out, "", read, &grouped(counts.read.into()));
     card(&mut out, "", "Used", &grouped(counts.used.into()));
     card(&mut out, "", "Set aside", &grouped(counts.set_aside.into()));
     card(&mut out, "", "Duplicates", &grouped(counts.duplicates.into()));
