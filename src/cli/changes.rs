@@ -57,6 +57,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let ledger = changes::since(&store, since, args.account.as_deref())
         .with_context(|| format!("cannot sum the changes since generation {since}"))?;
+    // An id no one knows (a typo) is said, not answered with an empty ledger alone.
+    if let Some(account) = &args.account {
+        let known = store.manifest.rollups.contains_key(account) || store.accounts()?.get(account).is_some();
+        if !known {
+            super::warn(&format!(
+                "account {} is not in the store's accounts.csv and has no records there",
+                crate::error::printable(account)
+            ));
+        }
+    }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.format {
         Format::Table => table(&mut out, &ledger, since, store.manifest.generation)?,

@@ -210,7 +210,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     $ telemeter serve --store store --listen 127.0.0.1:8080
   Then, with the token given by `telemeter accounts set-token`:
     $ curl -u MA001SHGA32ZDQYG9N8T:my-secret-token 'http://127.0.0.1:8080/v1/Account/MA001SHGA32ZDQYG9N8T/UsageSummary/?from_date=2026-11-01&to_date=2026-11-21'
-  Serve a data folder (re-read on every request; for small data sets):
+  Serve a data folder (records re-read on every request, tokens read at start; for small data sets):
     $ telemeter serve --data mydata --listen 127.0.0.1:8080
 ",
     ),

@@ -90,6 +90,11 @@ fn each_ingest_books_its_records_in_the_months_of_the_accounts_zone() {
     );
     assert_eq!(changes(&store, &["--since", "0", "--account", "UTC1"]), vec![first[2].clone()]);
     assert!(changes(&store, &["--since", "2"]).is_empty());
+    // An account no one knows is said, beside the empty ledger; a known one is not.
+    let unknown = telemeter(&["changes", "--store", s(&store), "--since", "0", "--account", "MA999"]);
+    assert!(unknown.ok().lines().count() <= 3 && unknown.stderr.contains("account MA999 is not"), "{}", unknown.stderr);
+    let known = telemeter(&["changes", "--store", s(&store), "--since", "0", "--account", "UTC1"]);
+    assert!(!known.ok().is_empty() && !known.stderr.contains("is not in"), "{}", known.stderr);
 
     // A delivery of nothing new publishes nothing and changes nothing.
     ingest(&late, &store);
