@@ -118,7 +118,9 @@ impl UsageParams {
                     if value.is_empty() {
                         return Err(bad(key, value, "expected a non-empty subaccount auth ID"));
                     }
-                    crate::records::check_id(value).map_err(|why| bad(key, value, &format!("an auth ID {why}")))?;
+                    if value.chars().any(char::is_control) {
+                        return Err(bad(key, value, "an auth ID has no control character"));
+                    }
                     params.subaccount_auth = Some(value.to_owned());
                 }
                 "granularity" => {

@@ -154,7 +154,7 @@ fn page_tokens_that_are_not_ours_or_not_for_this_request_are_400s() {
     refused(
         "MA001SHGA32ZDQYG9N8T",
         "page_token=%00%FF",
-        "invalid page_token '\0\u{FFFD}': not a page token issued by this service",
+        "invalid page_token '\\u{0}\u{FFFD}': not a page token issued by this service",
     );
 
     // Every single-character change of the token is refused, never a crash.
