@@ -22,7 +22,7 @@ use super::create_parent;
 use super::index::{self, IndexEntry};
 use super::ingest::corrections::Applied;
 use super::ingest::fold::{PublishedTerms, Rollups};
-use super::ingest::terms::{BuildResources, IngestReport, PreviousResources, ResourceChanges};
+use super::ingest::options::{BuildResources, IngestReport, PreviousResources, ResourceChanges};
 use super::parquet_io::{self, RecordRows};
 use super::{Manifest, WithoutManifest, FORMAT_VERSION, MANIFEST};
 use crate::durable::Syncer;

@@ -276,8 +276,8 @@ impl Rollups {
             rows.sort_by_key(|row| row.slot);
         }
         // Each shard's groups by account, and its partial files by account.
-        type Taken = (ByAccount, BTreeMap<String, Vec<PartialRun>>);
-        let taken: Vec<Taken> = self
+        type ShardGroups = (ByAccount, BTreeMap<String, Vec<PartialRun>>);
+        let taken: Vec<ShardGroups> = self
             .shards
             .par_iter_mut()
             .map(|shard| {

@@ -18,7 +18,7 @@
 //!   kind and batch by batch, publish); the generation itself is opened,
 //!   published and, on failure, discarded by `store::generation` (any
 //!   error, a full disk included, leaves the store's files as they were);
-//! - `terms.rs`: the options, progress events and report;
+//! - `options.rs`: the options, progress events and report;
 //! - `batches.rs`: how the input is cut into batches (shared with the
 //!   Spark engine);
 //! - `chunk.rs`: the row sink that reads one file or CSV chunk into rows
@@ -74,10 +74,10 @@ mod merge;
 mod spill;
 mod strings;
 mod table;
-pub(in crate::store) mod terms;
+pub(in crate::store) mod options;
 
 pub(crate) use dedup::load_filter;
-pub use terms::{
+pub use options::{
     BuildResources, IngestOptions, IngestProgress, IngestReport, OnProgress, PreviousResources, ResourceChanges,
 };
 
@@ -104,7 +104,7 @@ use chunk::{check_file, Chunk, ChunkFold, Kept, Mark};
 use corrections::{Registry, RunVersion, RunVoid};
 use dedup::{loaded_filter, stored_index, KindState, Pending};
 use fold::Rollups;
-use terms::started;
+use options::started;
 
 /// Ingests `data` into `store` (created when missing). A failed ingest
 /// (any error) leaves the store as it was: nothing is published, and what

@@ -80,7 +80,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use serde::{Deserialize, Serialize};
 
 use super::generation;
-use super::ingest::terms::{started, IngestOptions, IngestProgress, IngestReport};
+use super::ingest::options::{started, IngestOptions, IngestProgress, IngestReport};
 use super::location::{DataLocation, Uri};
 use super::Manifest;
 use crate::aggregate::OnBadRow;

@@ -24,7 +24,7 @@ use super::super::ingest::chunk::NewVersion;
 use super::super::ingest::corrections::{self, RunVersion};
 use super::super::ingest::dedup::Pending;
 use super::super::ingest::fold::Rollups;
-use super::super::ingest::terms::{IngestOptions, IngestProgress, IngestReport};
+use super::super::ingest::options::{IngestOptions, IngestProgress, IngestReport};
 use super::super::ingest::{self};
 use super::super::parquet_io::{polars_error, read_frame};
 use super::super::KindFiles;
