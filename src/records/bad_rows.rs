@@ -25,13 +25,6 @@ pub enum OnBadRow {
     SetAside,
 }
 
-/// The most rows one sink (a file, or a part of a large CSV file) sets
-/// aside before the file is refused whole. A set-aside row is held in
-/// memory (about 400 bytes) until the run writes it out, and a small
-/// compressed file can hold millions of bad lines: this bounds that memory
-/// to about 400 MB a sink.
-pub const MAX_SET_ASIDE: usize = 1_000_000;
-
 /// A row's place in a run over many files, file index first: the first
 /// failing row is the one with the lowest position.
 #[inline]
@@ -50,8 +43,6 @@ pub struct BadRows<'a> {
     /// yet, shared by the sinks of a run so that they stop early.
     stop: Option<&'a AtomicU64>,
     rejects: Vec<BadRecord>,
-    /// [`MAX_SET_ASIDE`], but in tests.
-    max_set_aside: usize,
     error: Option<BadRecord>,
 }
 
@@ -66,7 +57,6 @@ impl<'a> BadRows<'a> {
             is_parquet: input.format == Format::Parquet,
             stop,
             rejects: Vec::new(),
-            max_set_aside: MAX_SET_ASIDE,
             error: None,
         }
     }
@@ -85,14 +75,6 @@ impl<'a> BadRows<'a> {
         let location = Location { file: self.file_name.clone(), line, is_row: self.is_parquet };
         let bad = BadRecord { location, column: column.to_owned(), value, reason };
         match self.on_bad_row {
-            OnBadRow::SetAside if self.rejects.len() >= self.max_set_aside => {
-                let reason = format!(
-                    "{} (and more than {} of this file's rows are set aside: a file this broken is refused \
-                     whole, as it is not the export it looks like)",
-                    bad.reason, self.max_set_aside
-                );
-                self.unframed(line, &bad.column, bad.value, reason)
-            }
             OnBadRow::SetAside => {
                 self.rejects.push(bad);
                 true
@@ -211,21 +193,6 @@ mod tests {
             String::from_utf8(rejected_csv(bad_rows.rejects()).unwrap()).unwrap(),
             "file,line,column,value,reason\ncalls/a.parquet,41,-,x,is odd\n"
         );
-    }
-
-    /// Past its limit of rows set aside, a sink stops with an error in
-    /// set-aside mode too: its memory is bounded.
-    #[test]
-    fn a_file_past_the_set_aside_limit_is_refused_whole() {
-        let mut bad_rows = BadRows::new(&input("calls/a.csv.gz", Format::CsvGz), 0, OnBadRow::SetAside, None);
-        bad_rows.max_set_aside = 3;
-        for line in 2..5 {
-            assert!(bad_rows.reject(line, "-", String::new(), "is empty".into()));
-        }
-        assert!(!bad_rows.reject(5, "-", String::new(), "is empty".into()));
-        assert_eq!(bad_rows.rejects().len(), 3);
-        let error = bad_rows.take_error().expect("the file is refused").to_string();
-        assert!(error.starts_with("calls/a.csv.gz:5:") && error.contains("more than 3 of this file's rows"), "{error}");
     }
 
     #[test]
