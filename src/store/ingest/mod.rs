@@ -71,10 +71,10 @@ pub(in crate::store) mod dedup;
 pub(in crate::store) mod fold;
 mod key;
 mod merge;
+pub(in crate::store) mod options;
 mod spill;
 mod strings;
 mod table;
-pub(in crate::store) mod options;
 
 pub(crate) use dedup::load_filter;
 pub use options::{
