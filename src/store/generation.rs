@@ -183,6 +183,28 @@ impl Drop for Unpublished {
     fn drop(&mut self) {
         if self.armed {
             discard(&self.store, &self.id, &self.old);
+            if self.old.generation == 0 {
+                undo_new_store(&self.store);
+            }
+        }
+    }
+}
+
+/// After a failed first ingest whose files are gone: the folder empty
+/// again, when nothing else is in it. Its page-token key, lock and marker
+/// go (the marker last); the folder stays. Anything else (files of an
+/// earlier killed first ingest) keeps the marker, for the next ingest to
+/// start over.
+fn undo_new_store(store: &Path) {
+    if !matches!(Manifest::read(store), Ok(None)) {
+        return;
+    }
+    let made = [super::TOKEN_KEY, LOCK_FILE, super::FIRST_INGEST];
+    let Ok(entries) = std::fs::read_dir(store) else { return };
+    let only_ours = entries.flatten().all(|entry| entry.file_name().to_str().is_some_and(|name| made.contains(&name)));
+    if only_ours {
+        for name in made {
+            let _ = std::fs::remove_file(store.join(name));
         }
     }
 }

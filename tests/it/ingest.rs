@@ -626,3 +626,22 @@ fn a_first_ingest_killed_at_its_commit_is_run_again() {
     assert!(again.ok().contains("published generation 1"), "{}", again.stdout);
     assert_eq!(answer(&store, "MA001SHGA32ZDQYG9N8T"), first);
 }
+
+/// A first ingest that fails (a bad row) leaves the folder empty, as a
+/// failed ingest leaves a store as it was: no marker, key or lock that
+/// would make readers say a first ingest stopped.
+#[test]
+fn a_failed_first_ingest_leaves_an_empty_folder() {
+    let temp = temp_dir();
+    let (data, store) = (temp.path().join("data"), temp.path().join("store"));
+    let header = "record_id,auth_id,timestamp,description,units,amount\n";
+    write(&data, "charges/a.csv", format!("{header}b0,MA001,2026-11-01T00:00:00Z,d,1,-1\n"));
+    let failed = ingest(&data, &store, &[]);
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    let left: Vec<String> = std::fs::read_dir(&store)
+        .map(|entries| entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left {left:?}");
+    let read = telemeter(&["summary", "--store", s(&store), "--auth-id", "MA001"]);
+    assert!(read.stderr.contains("not a telemeter store"), "{}", read.stderr);
+}
