@@ -499,16 +499,16 @@ fn uuid_text(file: &InputFile, column: &Column) -> Result<Column> {
     if bytes.iter().flatten().any(|value| value.len() != 16) {
         return Ok(column.clone());
     }
-    let text: polars::prelude::StringChunked = bytes
-        .iter()
-        .map(|value| {
-            value.map(|b| {
-                let hex: String = b.iter().map(|byte| format!("{byte:02x}")).collect();
-                format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
-            })
-        })
-        .collect();
-    Ok(polars::prelude::IntoColumn::into_column(text.with_name(column.name().clone())))
+    // Each value written into one buffer, then appended: no allocation a row.
+    let mut buffer = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let mut text = polars::prelude::StringChunkedBuilder::new(column.name().clone(), bytes.len());
+    for value in bytes.iter() {
+        match value.and_then(|b| uuid::Uuid::from_slice(b).ok()) {
+            Some(id) => text.append_value(id.hyphenated().encode_lower(&mut buffer)),
+            None => text.append_null(),
+        }
+    }
+    Ok(polars::prelude::IntoColumn::into_column(text.finish()))
 }
 
 fn decode<'a>(file: &InputFile, column: &'a Column, expected: ColumnType, name: &str) -> Result<Values<'a>> {
