@@ -65,15 +65,11 @@ impl Accounts {
         // currency to USD without a word: a carriage return inside it (a
         // file of `\r` line endings is one line), or a column given twice.
         for (k, header) in headers.iter().enumerate() {
-            let shown = String::from_utf8_lossy(header);
             if header.contains(&b'\r') {
-                let why = format!(
-                    "the header (line 1) holds a carriage return in column '{}': lines must end in \\n or \\r\\n",
-                    crate::error::printable(&shown)
-                );
-                return Err(Error::bad_file(name, why));
+                return Err(Error::bad_file(name, crate::records::csv::CR_IN_HEADER));
             }
             if headers[..k].contains(header) {
+                let shown = String::from_utf8_lossy(header);
                 let why = format!("column '{}' appears more than once in the header", crate::error::printable(&shown));
                 return Err(Error::bad_file(name, why));
             }

@@ -355,14 +355,16 @@ fn binary_format(bytes: &[u8]) -> Option<(&'static str, &'static str)> {
     MAGIC.iter().find(|(magic, _, _)| bytes.starts_with(magic)).map(|(_, format, suffix)| (*format, *suffix))
 }
 
+/// Why a header holding a carriage return is refused (records files and
+/// `accounts.csv` alike).
+pub(crate) const CR_IN_HEADER: &str = "the header line holds a carriage return: its lines seem to end with CR alone \
+     (classic Mac OS), where they must end with LF or CRLF";
+
 /// The header index of each contract column, then of the kind's optional
 /// column when the header has it.
 fn map_columns(file: &InputFile, names: &[String]) -> Result<Vec<usize>> {
     if names.iter().any(|name| name.contains('\r')) {
-        return Err(file.bad_file(
-            "the header line holds a carriage return: its lines seem to end with CR alone (classic Mac OS), \
-             where they must end with LF or CRLF",
-        ));
+        return Err(file.bad_file(CR_IN_HEADER));
     }
     let optional = file.kind.optional_column();
     let has_optional = names.iter().any(|n| n == optional);
