@@ -579,8 +579,18 @@ pub(crate) fn kept_manifests(store: &Path) -> Result<Vec<(u64, PathBuf)>> {
 
 /// The kept manifest at `path` when it is whole and of `generation`.
 pub(crate) fn read_kept(path: &Path, generation: u64) -> Option<Manifest> {
-    let manifest = Manifest::parse(&std::fs::read(path).ok()?, path).ok()?;
-    (manifest.generation == generation).then_some(manifest)
+    read_kept_or_why(path, generation).ok().map(|(manifest, _)| manifest)
+}
+
+/// The kept manifest at `path` and its bytes, when it reads whole as
+/// generation `generation`; else why not.
+pub(crate) fn read_kept_or_why(path: &Path, generation: u64) -> std::result::Result<(Manifest, Vec<u8>), String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    match Manifest::parse(&bytes, path) {
+        Ok(manifest) if manifest.generation == generation => Ok((manifest, bytes)),
+        Ok(manifest) => Err(format!("it holds generation {}, not {generation}", manifest.generation)),
+        Err(e) => Err(e.chain()),
+    }
 }
 
 /// What an ingest, a reader and `store verify` say of a manifest of

@@ -27,7 +27,7 @@ use rayon::prelude::*;
 
 pub use super::finding::{Finding, Problem};
 use super::rebuild::Outcome;
-use super::{generation, kept_manifests, read_kept, FileSum, Manifest, KEPT_MANIFESTS, MANIFEST};
+use super::{generation, kept_manifests, read_kept, read_kept_or_why, FileSum, Manifest, KEPT_MANIFESTS, MANIFEST};
 use crate::error::{Error, Result};
 
 /// The state of `manifest.json`.
@@ -79,21 +79,8 @@ impl Verified {
 /// The kept manifests of `store` that do not read whole as the generation
 /// their name says, with why.
 fn damaged_kept(store: &Path) -> Vec<(PathBuf, String)> {
-    kept_manifests(store)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|(generation, path)| {
-            let why = match std::fs::read(&path) {
-                Err(e) => e.to_string(),
-                Ok(bytes) => match Manifest::parse(&bytes, &path) {
-                    Ok(manifest) if manifest.generation == generation => return None,
-                    Ok(manifest) => format!("it holds generation {}, not {generation}", manifest.generation),
-                    Err(e) => e.chain(),
-                },
-            };
-            Some((path, why))
-        })
-        .collect()
+    let kept = kept_manifests(store).unwrap_or_default().into_iter();
+    kept.filter_map(|(generation, path)| read_kept_or_why(&path, generation).err().map(|why| (path, why))).collect()
 }
 
 /// Checks `store`'s manifest and every file it lists.
@@ -265,22 +252,10 @@ pub fn repair(store: &Path) -> Result<Repaired> {
         Ok(None) | Err(_) => {
             let mut found = None;
             for (generation, path) in kept_manifests(store)? {
-                let bytes = match std::fs::read(&path) {
-                    Ok(bytes) => bytes,
-                    Err(e) => {
-                        repaired.passed_over.push((path, e.to_string()));
-                        continue;
-                    }
-                };
-                let manifest = match Manifest::parse(&bytes, &path) {
-                    Ok(manifest) if manifest.generation == generation => manifest,
-                    Ok(manifest) => {
-                        let why = format!("it holds generation {}, not {generation}", manifest.generation);
+                let (manifest, bytes) = match read_kept_or_why(&path, generation) {
+                    Ok(read) => read,
+                    Err(why) => {
                         repaired.passed_over.push((path, why));
-                        continue;
-                    }
-                    Err(e) => {
-                        repaired.passed_over.push((path, e.chain()));
                         continue;
                     }
                 };
