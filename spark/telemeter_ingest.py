@@ -14,7 +14,7 @@ and the staging folder. The job writes, under that folder:
                               size and id hash; every 4096th row's offset
   checked/<n>.<s>.index       their dedup entries (id and content hashes,
                               place), by id-hash partition
-  checked/<n>.<s>.rejects.json
+  checked/<n>.<s>.rejects.csv
                               its rows set aside (--on-bad-row set-aside)
   dedup.json                  each kind's entries files, new and stored
   dups/<kind>/part-*.parquet  repeated rows: their place and that of the

@@ -56,6 +56,10 @@ pub struct AggregateOptions<'a> {
     /// Called with the bytes of the input files fully read so far, each time
     /// one more file is (from the pass's threads, so not always in order).
     pub on_read: Option<&'a (dyn Fn(u64) + Sync)>,
+    /// With [`OnBadRow::SetAside`]: a folder where the rows each file sets
+    /// aside are written as soon as it is read ([`Aggregate::spooled`]),
+    /// rather than held ([`Aggregate::rejects`]) until the pass ends.
+    pub spool: Option<&'a Path>,
 }
 
 impl std::fmt::Debug for AggregateOptions<'_> {
@@ -63,6 +67,7 @@ impl std::fmt::Debug for AggregateOptions<'_> {
         f.debug_struct("AggregateOptions")
             .field("on_bad_row", &self.on_bad_row)
             .field("on_read", &self.on_read.map(|_| "Fn(u64)"))
+            .field("spool", &self.spool)
             .finish()
     }
 }
@@ -74,8 +79,11 @@ pub struct Aggregate {
     pub groups: Groups,
     /// Counts per kind.
     pub tallies: BTreeMap<Kind, Tally>,
-    /// Rows set aside, in file order.
+    /// Rows set aside, in file order (none with [`AggregateOptions::spool`]).
     pub rejects: Vec<BadRecord>,
+    /// With [`AggregateOptions::spool`]: the files of the rows set aside,
+    /// in file order, for [`write_rejected`](crate::records::bad_rows::write_rejected).
+    pub spooled: Vec<crate::records::bad_rows::RejectSpool>,
     /// The files read.
     pub inventory: Inventory,
     /// The times of the records of each account in the selector's scope

@@ -3,6 +3,7 @@
 //! partitions that merge in parallel, sorted by [`report_order`].
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
@@ -13,7 +14,7 @@ use super::rows::{sum_repeated, AccountRows, PackedKey};
 use super::{sum_sorted, AccountScope, AggregateOptions, GroupKey, Groups, OnBadRow, Selector, Span, Tally, Totals};
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::intern::{self, Interner};
-use crate::records::bad_rows::{position, BadRows};
+use crate::records::bad_rows::{position, BadRows, RejectSpool};
 use crate::records::csv::RowSink;
 use crate::records::dedup::{self, Conflict, Entry, Origin, Place, Revised, ScanEntries, ScanRevised, PARTITIONS};
 use crate::records::files::{Format, InputFile, Inventory};
@@ -103,6 +104,15 @@ fn scan_files_once<'s>(
         .map(|(index, file)| {
             let skipped = inventory.skipped_rows.get(&(index as u32));
             let scanned = scan_file(file, skipped, index as u32, selector, options.on_bad_row, fail_at, 0);
+            let scanned = match options.spool {
+                Some(folder) => scanned.and_then(|mut scans| {
+                    for (part, scan) in scans.iter_mut().enumerate() {
+                        scan.spool_rejects(folder.join(format!("{index}.{part}.part")))?;
+                    }
+                    Ok(scans)
+                }),
+                None => scanned,
+            };
             if let Some(on_read) = options.on_read {
                 on_read(bytes_read.fetch_add(file.size, Ordering::Relaxed) + file.size);
             }
@@ -304,6 +314,7 @@ fn merge_ids(scans: Vec<Scan<'_>>) -> Result<MergedIds> {
     let folded: Vec<Folded> = scans.into_par_iter().zip(ids).map(|(scan, ids)| scan.fold(&ids)).collect();
     let mut tallies: BTreeMap<Kind, Tally> = BTreeMap::new();
     let mut rejects = Vec::new();
+    let mut spooled = Vec::new();
     let mut span = None;
     let mut span_by_id: FxHashMap<u32, Span> = FxHashMap::default();
     let mut parts: Vec<Vec<Vec<(IdKey, Totals)>>> =
@@ -311,6 +322,7 @@ fn merge_ids(scans: Vec<Scan<'_>>) -> Result<MergedIds> {
     for scan in folded {
         *tallies.entry(scan.kind).or_default() += scan.tally;
         rejects.extend(scan.rejects);
+        spooled.extend(scan.spooled);
         span = Span::merge_opt(span, scan.span);
         for (account, account_span) in scan.spans {
             span_by_id.entry(account).and_modify(|s| *s = s.merge(account_span)).or_insert(account_span);
@@ -339,7 +351,7 @@ fn merge_ids(scans: Vec<Scan<'_>>) -> Result<MergedIds> {
     order.par_sort_unstable();
     let groups_by_id: IdGroups = order.par_iter().map(|&(_, i)| groups_by_id[i]).collect();
     let spans = span_by_id.into_iter().map(|(id, s)| (strings.get(id).to_owned(), s)).collect();
-    let merged = Merged { groups: Groups::default(), tallies, rejects, spans, span };
+    let merged = Merged { groups: Groups::default(), tallies, rejects, spooled, spans, span };
     Ok(MergedIds { strings, groups: groups_by_id, merged })
 }
 
@@ -349,6 +361,7 @@ pub(super) struct Merged {
     pub(super) groups: Groups,
     pub(super) tallies: BTreeMap<Kind, Tally>,
     pub(super) rejects: Vec<BadRecord>,
+    pub(super) spooled: Vec<RejectSpool>,
     pub(super) spans: BTreeMap<String, Span>,
     pub(super) span: Option<Span>,
 }
@@ -356,8 +369,8 @@ pub(super) struct Merged {
 impl Merged {
     /// The aggregate of a pass over `inventory`'s files.
     pub(super) fn into_aggregate(self, inventory: Inventory) -> super::Aggregate {
-        let Merged { groups, tallies, rejects, spans, span } = self;
-        super::Aggregate { groups, tallies, rejects, inventory, spans, span }
+        let Merged { groups, tallies, rejects, spooled, spans, span } = self;
+        super::Aggregate { groups, tallies, rejects, spooled, inventory, spans, span }
     }
 }
 
@@ -492,6 +505,7 @@ struct Folded {
     parts: Vec<Vec<(IdKey, Totals)>>,
     tally: Tally,
     rejects: Vec<BadRecord>,
+    spooled: Option<RejectSpool>,
     /// Record times per account, by shared string id.
     spans: Vec<(u32, Span)>,
     span: Option<Span>,
@@ -504,6 +518,9 @@ pub struct Scan<'s> {
     skipped: Option<&'s std::collections::HashSet<u64>>,
     selector: &'s Selector,
     bad_rows: BadRows<'s>,
+    /// The rows set aside, once written to a file
+    /// ([`AggregateOptions::spool`]), and how many.
+    spooled: Option<(RejectSpool, u64)>,
     kind: Kind,
     file: u32,
     strings: Interner,
@@ -543,6 +560,17 @@ pub struct Scan<'s> {
 const NO_SPAN: Span = Span { first: i64::MAX, last: i64::MIN };
 
 impl<'s> Scan<'s> {
+    /// Writes the rows set aside to a file at `path`, out of memory.
+    fn spool_rejects(&mut self, path: PathBuf) -> Result<()> {
+        let rejects = self.bad_rows.take_rejects();
+        if !rejects.is_empty() {
+            let mut spool = RejectSpool::new(path);
+            spool.append(&rejects)?;
+            self.spooled = Some((spool, rejects.len() as u64));
+        }
+        Ok(())
+    }
+
     fn new(
         file: &'s InputFile,
         index: u32,
@@ -556,6 +584,7 @@ impl<'s> Scan<'s> {
             skipped,
             selector,
             bad_rows: BadRows::new(file, index, on_bad_row, fail_at),
+            spooled: None,
             kind: file.kind,
             file: index,
             strings: Interner::with_empty(),
@@ -701,7 +730,8 @@ impl<'s> Scan<'s> {
             parts[merge_part_of(&key)].push((key, totals));
         }
         let rejects = self.bad_rows.take_rejects();
-        let set_aside = rejects.len() as u64;
+        let (spooled, spooled_rows) = self.spooled.take().map_or((None, 0), |(spool, rows)| (Some(spool), rows));
+        let set_aside = rejects.len() as u64 + spooled_rows;
         let duplicates = self.duplicates.len() as u64;
         let superseded = self.superseded.len() as u64;
         let current = self.read - set_aside - duplicates - superseded;
@@ -710,7 +740,7 @@ impl<'s> Scan<'s> {
         let spans =
             self.spans.iter().enumerate().filter(|(_, s)| s.first <= s.last).map(|(id, s)| (ids[id], *s)).collect();
         let span = (self.span.first <= self.span.last).then_some(self.span);
-        Folded { kind: self.kind, parts, tally, rejects, spans, span }
+        Folded { kind: self.kind, parts, tally, rejects, spooled, spans, span }
     }
 }
 
@@ -806,7 +836,7 @@ mod tests {
         std::fs::write(dir.path().join("charges/a.csv"), text).unwrap();
         let selector =
             Selector::everything(super::super::Bucketing { default: None, by_account: FxHashMap::default() });
-        let options = AggregateOptions { on_bad_row: OnBadRow::Fail, on_read: None };
+        let options = AggregateOptions { on_bad_row: OnBadRow::Fail, ..AggregateOptions::default() };
         let aggregate = crate::aggregate::aggregate(dir.path(), &selector, options)?;
         Ok(aggregate.tallies.get(&Kind::Charges).copied().unwrap_or_default())
     }

@@ -434,7 +434,7 @@ fn check_aggregate(kind: Kind, bytes: &[u8], rows: Option<&[Row]>) {
     }
     let everything =
         || Selector::everything(Bucketing::shared(Buckets::from_bounds(vec![i64::MIN, i64::MAX], Tz::UTC)));
-    let set_aside = AggregateOptions { on_bad_row: OnBadRow::SetAside, on_read: None };
+    let set_aside = AggregateOptions { on_bad_row: OnBadRow::SetAside, ..AggregateOptions::default() };
     let set_aside = aggregate::aggregate(&dir, &everything(), set_aside);
     let fail = aggregate::aggregate(&dir, &everything(), AggregateOptions::default());
     let _ = std::fs::remove_dir_all(&dir);

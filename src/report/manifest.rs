@@ -114,12 +114,10 @@ pub(super) fn check_counts(batch: &Batch) -> Result<Tally> {
         }
         all += *tally;
     }
-    if all.set_aside != batch.aggregate.rejects.len() as u64 {
-        return Err(Error::Internal(format!(
-            "{} rows set aside but {} listed",
-            all.set_aside,
-            batch.aggregate.rejects.len()
-        )));
+    let aggregate = &batch.aggregate;
+    let listed = aggregate.rejects.len() as u64 + aggregate.spooled.iter().map(|s| s.rows()).sum::<u64>();
+    if all.set_aside != listed {
+        return Err(Error::Internal(format!("{} rows set aside but {listed} listed", all.set_aside)));
     }
     Ok(all)
 }

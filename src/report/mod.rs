@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::aggregate::{AccountScope, OnBadRow, Tally};
+use crate::aggregate::{AccountScope, AggregateOptions, OnBadRow, Tally};
 use crate::dataset::{Dataset, Inputs};
 use crate::error::{Error, Notice, Result};
 use crate::money::Amount;
@@ -74,32 +74,9 @@ pub fn write_reports(
 ) -> Result<Outcome> {
     check_replaceable(out)?;
     remove_stale(out);
-    let inputs = dataset.inputs()?;
-    let bytes = inputs.inventory.files.iter().map(|f| f.size).sum();
-    progress(Progress::Reading { files: inputs.inventory.files.len(), bytes });
-    let on_read = |bytes| progress(Progress::Read { bytes });
-    let (batch, hashed) =
-        rayon::join(|| build_many(dataset, &request.batch, key, Some(&on_read)), || hash_inputs(&inputs));
-    let (batch, hashed) = (batch?, hashed?);
-    check_inputs_unchanged(&inputs, &dataset.inputs()?)?;
-    let counts = check_counts(&batch)?;
-    // From a store, its rollups are also held against its records' totals:
-    // the reconciliation below compares the pages with the rollups, this
-    // the rollups with the records.
-    if let crate::dataset::Source::Store(store) = &dataset.source {
-        store.check_rollups()?;
-    }
-    progress(Progress::Writing { rows_read: counts.read, accounts: batch.summaries.len() });
-
     let staging = staging_dir(out, "tmp")?;
-    let store = match &dataset.source {
-        crate::dataset::Source::Store(store) => Some(store),
-        crate::dataset::Source::Raw(_) => None,
-    };
-    let read = Read { batch: &batch, accounts: &dataset.accounts, inputs: &inputs, hashed: &hashed, counts, store };
-    let result = write_all(&read, request, key, &staging, progress);
-    match result {
-        Ok(mut outcome) => {
+    match read_and_write(dataset, request, key, &staging, progress) {
+        Ok((mut outcome, batch)) => {
             outcome.notices.extend(swap_into_place(&staging, out)?);
             // A run killed between its two renames left the report before
             // in `.old` (kept while OUT was missing): OUT is back now.
@@ -121,6 +98,51 @@ pub fn write_reports(
         }
     }
 }
+
+/// The pass over `dataset` and every file of the report, written to
+/// `staging`; the pass's rows set aside go to disk as they are read
+/// (`staging/.set-aside/`, gone once `rejected.csv` is written).
+fn read_and_write(
+    dataset: &Dataset,
+    request: &ReportRequest<'_>,
+    key: &TokenKey,
+    staging: &Path,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<(Outcome, Batch)> {
+    let inputs = dataset.inputs()?;
+    let bytes = inputs.inventory.files.iter().map(|f| f.size).sum();
+    progress(Progress::Reading { files: inputs.inventory.files.len(), bytes });
+    let on_read = |bytes| progress(Progress::Read { bytes });
+    let spool = staging.join(SPOOL);
+    let pass = AggregateOptions { on_bad_row: request.batch.on_bad_row, on_read: Some(&on_read), spool: Some(&spool) };
+    let (batch, hashed) = rayon::join(|| build_many(dataset, &request.batch, key, pass), || hash_inputs(&inputs));
+    let (mut batch, hashed) = (batch?, hashed?);
+    check_inputs_unchanged(&inputs, &dataset.inputs()?)?;
+    let counts = check_counts(&batch)?;
+    // From a store, its rollups are also held against its records' totals:
+    // the reconciliation below compares the pages with the rollups, this
+    // the rollups with the records.
+    if let crate::dataset::Source::Store(store) = &dataset.source {
+        store.check_rollups()?;
+    }
+    progress(Progress::Writing { rows_read: counts.read, accounts: batch.summaries.len() });
+    if request.batch.on_bad_row == OnBadRow::SetAside {
+        let spooled = std::mem::take(&mut batch.aggregate.spooled);
+        crate::records::bad_rows::write_rejected(&staging.join("rejected.csv"), spooled)?;
+        let _ = std::fs::remove_dir(&spool);
+    }
+    let store = match &dataset.source {
+        crate::dataset::Source::Store(store) => Some(store),
+        crate::dataset::Source::Raw(_) => None,
+    };
+    let read = Read { batch: &batch, accounts: &dataset.accounts, inputs: &inputs, hashed: &hashed, counts, store };
+    let outcome = write_all(&read, request, key, staging, progress)?;
+    Ok((outcome, batch))
+}
+
+/// The folder of the staging folder where a pass writes the rows it sets
+/// aside.
+const SPOOL: &str = ".set-aside";
 
 /// The longest account folder name: file systems take 255 bytes, and an
 /// id of 128 bytes can encode to 384.
@@ -238,9 +260,6 @@ fn write_all(
         *spend = spend.checked_add(w.total_spend).ok_or_else(overflow)?;
     }
 
-    if request.batch.on_bad_row == OnBadRow::SetAside {
-        write_file(&staging.join("rejected.csv"), &crate::records::bad_rows::rejected_csv(&batch.aggregate.rejects)?)?;
-    }
     let entries: Vec<html::IndexEntry<'_>> = written
         .iter()
         .map(|w| html::IndexEntry {

@@ -26,7 +26,7 @@ use super::ingest::options::{BuildResources, IngestReport, PreviousResources, Re
 use super::parquet_io::{self, RecordRows};
 use super::{Manifest, WithoutManifest, FORMAT_VERSION, MANIFEST};
 use crate::durable::Syncer;
-use crate::error::{BadRecord, Error, Result};
+use crate::error::{Error, Result};
 use crate::records::accounts::Accounts;
 use crate::records::files::Inventory;
 use crate::records::Kind;
@@ -347,7 +347,7 @@ pub(in crate::store) fn finish(
     mut report: IngestReport,
     syncer: Syncer,
 ) -> Result<IngestReport> {
-    let Folded { rollups, applied } = folded;
+    let Folded { rollups, applied, set_aside } = folded;
     let Prepared { lock, old, inventory, accounts_bytes, resources, resources_name } = prepared;
     let resources_changed = resources.as_ref().is_some_and(|changes| changes.changed);
     if resources_changed {
@@ -356,11 +356,9 @@ pub(in crate::store) fn finish(
     report.resources = resources;
     // The sums of the files written here from bytes in hand.
     let mut sums = std::collections::HashMap::new();
-    if !report.rejects.is_empty() {
-        let folder = store.join("rejected");
-        std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
-        let path = folder.join(format!("{id}.csv"));
-        sums.insert(path.clone(), write_rejects(&path, &report.rejects)?);
+    if !set_aside.is_empty() {
+        let path = store.join("rejected").join(format!("{id}.csv"));
+        sums.insert(path.clone(), crate::records::bad_rows::write_rejected(&path, set_aside.into_spools())?);
         report.rejected_file = Some(path);
     }
 
@@ -563,11 +561,12 @@ pub(in crate::store) fn record_sums(
     Ok(())
 }
 
-/// What an ingest folded: its rollups, and what its corrections leave to
-/// the publish.
+/// What an ingest leaves to the publish: its rollups, what its
+/// corrections did, and the rows it set aside.
 pub(in crate::store) struct Folded {
     pub(in crate::store) rollups: Rollups,
     pub(in crate::store) applied: Applied,
+    pub(in crate::store) set_aside: super::ingest::SetAside,
 }
 
 /// The folders of the store that hold generation files.
@@ -678,14 +677,6 @@ fn read_accounts(data: &Path) -> Result<Option<Vec<u8>>> {
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
     Accounts::parse(&bytes, "accounts.csv")?;
     Ok(Some(bytes))
-}
-
-/// The set-aside rows, in the same CSV as `report`'s `rejected.csv`; the
-/// file's sum.
-fn write_rejects(path: &Path, rejects: &[BadRecord]) -> Result<crate::checksum::FileSum> {
-    let bytes = crate::records::bad_rows::rejected_csv(rejects)?;
-    super::write_synced(path, &bytes)?;
-    Ok(crate::checksum::FileSum::of(&bytes))
 }
 
 /// Writes new rows of `kind` as the records file and the index file number

@@ -128,13 +128,13 @@ pub struct Batch {
 /// zone, when `accounts.csv` names one and the request does not) in one
 /// pass over `dataset`. With [`AccountScope::All`], every account with a
 /// row in `accounts.csv` or any record (in the window or not) is reported.
-/// `on_read`, when given, hears the bytes of input files read so far (see
-/// [`AggregateOptions::on_read`]).
+/// `pass` says who hears the bytes read and where set-aside rows go; the
+/// request's `on_bad_row` is the one used.
 pub fn build_many(
     dataset: &Dataset,
     request: &BatchRequest<'_>,
     key: &TokenKey,
-    on_read: Option<&(dyn Fn(u64) + Sync)>,
+    pass: AggregateOptions<'_>,
 ) -> Result<Batch> {
     let BatchRequest { params, accounts, now, on_bad_row } = *request;
     let resolve = |auth_id: &str| resolve(dataset, auth_id, params.clone(), now, key);
@@ -153,7 +153,7 @@ pub fn build_many(
     let default = matches!(accounts, AccountScope::All).then(|| default_request.window.buckets(params.granularity));
     let bucketing = Bucketing { default: default.clone(), by_account };
     let selector = selector(params, accounts.clone(), bucketing);
-    let aggregate = dataset.aggregate(&selector, AggregateOptions { on_bad_row, on_read })?;
+    let aggregate = dataset.aggregate(&selector, AggregateOptions { on_bad_row, ..pass })?;
     // Every account the records know, with `all` (the spans cover each
     // account of the scope, whatever the window): one whose records are
     // all outside the window gets its empty report, as an account of

@@ -545,6 +545,27 @@ fn a_kinds_last_conflict_comes_before_a_bad_row_of_the_next_kind() {
     assert_eq!(manifest(&store), before);
 }
 
+/// Rows set aside are written to disk as they are read, not held; an
+/// ingest that fails after setting some aside deletes what it wrote of
+/// them.
+#[test]
+fn a_failed_ingest_deletes_the_rows_it_set_aside() {
+    let (_temp, second, store, before) = store_of_call_c1();
+    let bad = call_row("b1", "2026-11-20", "lots");
+    put(&second, "calls/a.csv", &format!("{CALLS_HEADER}{bad}{}", c20("c2", "0.017")));
+    put(&second, "calls/b.csv", &format!("{CALLS_HEADER}{}", c20("c1", "0.018")));
+    let output = ingest(&second, &store, &["--batch-mb", "0", "--on-bad-row", "set-aside"]);
+    fails_on_c1(&output, "calls/b.csv:2", "calls/a.csv", &store, &before);
+    assert_eq!(walk(&store.join("rejected")), Vec::<PathBuf>::new());
+    // Without the conflict: the row, in the one rejected-rows file.
+    std::fs::remove_file(second.join("calls/b.csv")).expect("remove");
+    assert!(ingest(&second, &store, &["--batch-mb", "0", "--on-bad-row", "set-aside"]).status.success());
+    let rejected = walk(&store.join("rejected"));
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    let text = std::fs::read_to_string(&rejected[0]).expect("rejected file");
+    assert!(text.starts_with("file,line,column,value,reason\ncalls/a.csv,2,amount,lots,"), "{text}");
+}
+
 #[test]
 fn a_failed_or_killed_ingest_leaves_the_store_as_it_was() {
     let temp = tempfile::tempdir().expect("tempdir");

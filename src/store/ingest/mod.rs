@@ -95,6 +95,7 @@ use crate::aggregate::Tally;
 use crate::durable::Syncer;
 use crate::error::{Error, Location, Result};
 use crate::money::Amount;
+use crate::records::bad_rows::RejectSpool;
 use crate::records::dedup::Place;
 use crate::records::files::{InputFile, Inventory};
 use crate::records::pieces::Pieces;
@@ -134,6 +135,7 @@ fn ingest_opened(data: &Path, store: &Path, opened: Opened, options: &IngestOpti
         manifest: prepared.old.clone(),
         rollups: Rollups::default(),
         report: IngestReport { id: id.clone(), files: prepared.inventory.files.len(), ..IngestReport::default() },
+        set_aside: SetAside::new(store, id),
         batches: 0,
         registries: &registries,
         touched: BTreeMap::new(),
@@ -143,7 +145,7 @@ fn ingest_opened(data: &Path, store: &Path, opened: Opened, options: &IngestOpti
     let applied = run.resolve(voids)?;
     let (report, manifest, rollups) = (run.report, run.manifest, run.rollups);
     options.progress.tell(IngestProgress::Publishing);
-    let folded = generation::Folded { rollups, applied };
+    let folded = generation::Folded { rollups, applied, set_aside: run.set_aside };
     generation::finish(store, id, prepared, manifest, folded, report, syncer)
 }
 
@@ -153,8 +155,38 @@ pub(in crate::store) struct Taken {
     pub(in crate::store) manifest: Manifest,
     pub(in crate::store) rollups: Rollups,
     pub(in crate::store) report: IngestReport,
+    /// The rows set aside so far (the kinds').
+    pub(in crate::store) set_aside: SetAside,
     /// The new versions a correction may touch, by kind.
     pub(in crate::store) touched: BTreeMap<Kind, Vec<RunVersion>>,
+}
+
+/// The rows an ingest sets aside, on disk in the store's `rejected/`
+/// folder as they come (never held: a delivery may set aside every row of
+/// a day) until the publish writes them as `rejected/<ingest>.csv`: the
+/// voids' rows first, then the kinds', whatever order they were read in.
+/// A run that fails deletes them; a killed one leaves them to the
+/// collection of unlisted files.
+#[derive(Debug)]
+pub(in crate::store) struct SetAside {
+    pub(in crate::store) voids: RejectSpool,
+    pub(in crate::store) kinds: RejectSpool,
+}
+
+impl SetAside {
+    pub(in crate::store) fn new(store: &Path, id: &str) -> SetAside {
+        let spool = |part: &str| RejectSpool::new(store.join("rejected").join(format!("{id}.{part}.part")));
+        SetAside { voids: spool("voids"), kinds: spool("kinds") }
+    }
+
+    pub(in crate::store) fn is_empty(&self) -> bool {
+        self.voids.is_empty() && self.kinds.is_empty()
+    }
+
+    /// The spools in the file's order.
+    pub(in crate::store) fn into_spools(self) -> Vec<RejectSpool> {
+        vec![self.voids, self.kinds]
+    }
 }
 
 /// What the Spark publish shares with a local run: the store, the options,
@@ -186,7 +218,7 @@ pub(in crate::store) fn check_voids(options: &IngestOptions, inventory: &Invento
 /// the generation, ready to finish.
 pub(in crate::store) fn correct(shared: Shared<'_>, taken: Taken) -> Result<(Taken, corrections::Applied)> {
     let Shared { store, options, inventory, old, registries, syncer } = shared;
-    let Taken { manifest, rollups, report, touched } = taken;
+    let Taken { manifest, rollups, report, set_aside, touched } = taken;
     let mut run = Run {
         store,
         syncer,
@@ -197,18 +229,15 @@ pub(in crate::store) fn correct(shared: Shared<'_>, taken: Taken) -> Result<(Tak
         manifest,
         rollups,
         report,
+        set_aside,
         batches: 0,
         registries,
         touched,
     };
-    let kinds_rejects = run.report.rejects.len();
     let voids = run.read_voids()?;
-    // A local run reads the voids before the kinds: their set-aside rows
-    // come first in the rejected-rows file.
-    let voids_rejects = run.report.rejects.len() - kinds_rejects;
-    run.report.rejects.rotate_right(voids_rejects);
     let applied = run.resolve(voids)?;
-    let taken = Taken { manifest: run.manifest, rollups: run.rollups, report: run.report, touched: BTreeMap::new() };
+    let (manifest, rollups, report, set_aside) = (run.manifest, run.rollups, run.report, run.set_aside);
+    let taken = Taken { manifest, rollups, report, set_aside, touched: BTreeMap::new() };
     Ok((taken, applied))
 }
 
@@ -224,6 +253,7 @@ struct Run<'a> {
     manifest: Manifest,
     rollups: Rollups,
     report: IngestReport,
+    set_aside: SetAside,
     batches: u64,
     /// What earlier ingests recorded of corrections, by kind.
     registries: &'a BTreeMap<Kind, Registry>,
@@ -286,9 +316,9 @@ impl Run<'_> {
         let mut seen: std::collections::HashMap<(Kind, String, u64), (String, Place)> = Default::default();
         for mut chunk in chunks {
             tally.read += chunk.read;
-            let mut rejects = chunk.bad_rows.take_rejects();
+            let rejects = chunk.bad_rows.take_rejects();
             tally.set_aside += rejects.len() as u64;
-            self.report.rejects.append(&mut rejects);
+            self.set_aside.voids.append(&rejects)?;
             let source_file = chunk.file_name().to_owned();
             for void in std::mem::take(&mut chunk.voids) {
                 let place = Place { file: base + void.place.file, line: void.place.line };
@@ -517,9 +547,9 @@ impl Run<'_> {
         let marks = self.dedup(state, &chunks)?;
         for chunk in chunks.iter_mut() {
             state.tally.read += chunk.read;
-            let mut rejects = chunk.bad_rows.take_rejects();
+            let rejects = chunk.bad_rows.take_rejects();
             state.tally.set_aside += rejects.len() as u64;
-            self.report.rejects.append(&mut rejects);
+            self.set_aside.kinds.append(&rejects)?;
         }
         for (chunk, marks) in chunks.iter().zip(&marks) {
             for (row, mark) in chunk.rows.iter().zip(marks) {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::aggregate::{OnBadRow, Tally};
-use crate::error::{BadRecord, Result};
+use crate::error::Result;
 use crate::records::files::Inventory;
 use crate::records::Kind;
 
@@ -172,9 +172,7 @@ pub struct IngestReport {
     pub files: usize,
     /// Counts per kind: `read = used + set_aside + duplicates`.
     pub tallies: BTreeMap<Kind, Tally>,
-    /// Rows set aside, in file order.
-    pub rejects: Vec<BadRecord>,
-    /// Where they were written, when there were any.
+    /// Where the rows set aside were written, when there were any.
     pub rejected_file: Option<PathBuf>,
     /// Superseded or orphaned files deleted after publishing.
     pub removed: usize,

@@ -20,7 +20,7 @@
 //!    `.places`, every 4096th row's offset to `.offsets`: `rows.rs`),
 //!    their dedup entries (id hash, content hash, place) to
 //!    `.index` (the store's index layout) and its set-aside rows to
-//!    `.rejects.json`;
+//!    `.rejects.csv`;
 //! 2. one Spark task per kind and range of id-hash partitions runs
 //!    `spark-task dedup` ([`dedup_task`]): those partitions of the store's
 //!    index files, then of the new entries, in (file, line) order: a

@@ -31,7 +31,6 @@ use super::super::KindFiles;
 use super::dedup::{First, REPEAT_COLUMNS};
 use super::filters::StoredFilters;
 use super::rows::{read_places, CheckedFile, RowPlace, RowsFile};
-use super::task::TaskError;
 use super::write::{read_folded, write_segments, Segment, WritePlan, WriteSummary, WriteTask};
 use super::{path_text, Job, JobError, JobResult, KindResult};
 use crate::aggregate::Tally;
@@ -88,6 +87,7 @@ pub(super) fn publish(
     };
     let mut manifest = old.clone();
     let mut report = IngestReport { id: id.to_owned(), files: inventory.files.len(), ..IngestReport::default() };
+    let mut set_aside = ingest::SetAside::new(store, id);
     // The corrections earlier ingests stored, and the new versions this one
     // writes that a correction may touch (as the local ingest notes them).
     let registries = corrections::registries(store, old)?;
@@ -215,8 +215,7 @@ pub(super) fn publish(
         let mut with_rejects: Vec<&CheckedFile> = with_rejects.collect();
         with_rejects.sort_by_key(|c| (c.index, c.split));
         for checked in with_rejects {
-            let rejects: Vec<TaskError> = super::read_json(&checked.rejects, "a rejects file")?;
-            report.rejects.extend(rejects.into_iter().map(BadRecord::from));
+            set_aside.kinds.append_kept(&checked.rejects)?;
         }
     }
     // The check tasks' files (gigabytes of page cache for a large ingest)
@@ -235,12 +234,13 @@ pub(super) fn publish(
     };
     // The voids and the corrections, as the local ingest applies them.
     let shared = ingest::Shared { store, options, inventory, old, registries: &registries, syncer: &syncer };
-    let report =
-        ingest::correct(shared, ingest::Taken { manifest, rollups, report, touched }).and_then(|(taken, applied)| {
+    let report = ingest::correct(shared, ingest::Taken { manifest, rollups, report, set_aside, touched }).and_then(
+        |(taken, applied)| {
             options.progress.tell(IngestProgress::Publishing);
-            let folded = generation::Folded { rollups: taken.rollups, applied };
+            let folded = generation::Folded { rollups: taken.rollups, applied, set_aside: taken.set_aside };
             generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer)
-        });
+        },
+    );
     if let Some(clearing) = clearing {
         let _ = clearing.join();
     }

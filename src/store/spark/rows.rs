@@ -122,7 +122,7 @@ impl CheckedFile {
             places: file("places"),
             offsets: file("offsets"),
             entries: file("index"),
-            rejects: file("rejects.json"),
+            rejects: file("rejects.csv"),
         }
     }
 

@@ -11,7 +11,8 @@ use super::super::ingest::chunk;
 use super::rows::{CheckedFile, RowsWriter};
 use crate::aggregate::OnBadRow;
 use crate::durable::Syncer;
-use crate::error::{BadRecord, Error, Location, Result};
+use crate::error::{BadRecord, Error, Result};
+use crate::records::bad_rows::RejectSpool;
 use crate::records::dedup::Place;
 use crate::records::files::{Format, InputFile};
 use crate::records::pieces::Pieces;
@@ -71,17 +72,6 @@ impl From<&BadRecord> for TaskError {
     }
 }
 
-impl From<TaskError> for BadRecord {
-    fn from(e: TaskError) -> BadRecord {
-        BadRecord {
-            location: Location { file: e.file, line: e.line, is_row: e.is_row },
-            column: e.column,
-            value: e.value,
-            reason: e.reason,
-        }
-    }
-}
-
 /// A split of a plain CSV file (`records::split`) and its number, which
 /// names its checked files.
 #[derive(Clone, Copy, Debug)]
@@ -114,7 +104,8 @@ pub struct TaskInput<'a> {
 /// their dedup entries to `out/<source>.<split>.index` (an index file: id
 /// and content hashes, place as (source, line), by id-hash partition, for
 /// the dedup tasks) and its set-aside rows to
-/// `out/<source>.<split>.rejects.json` (`rows::CheckedFile`). A bad row with
+/// `out/<source>.<split>.rejects.csv` (`rows::CheckedFile`: the rows of
+/// `rejected.csv`, written as they come). A bad row with
 /// [`OnBadRow::Fail`] is reported in the summary, not as an `Err` (the job
 /// picks the first one over all files). The file is read in runs of
 /// `TASK_RUN_LINES` (1M) lines, each appended to the checked-rows file, so
@@ -150,8 +141,8 @@ fn check_in_runs(
 ) -> Result<TaskSummary> {
     let number = split.map_or(0, |split| split.number);
     let mut summary = TaskSummary { index: source, split: number, read: 0, valid: 0, set_aside: 0, error: None };
-    let mut rejects: Vec<TaskError> = Vec::new();
     let checked = CheckedFile::in_folder(out, source, number);
+    let mut rejects = RejectSpool::new(checked.rejects.clone());
     let mut entries: Vec<IndexEntry> = Vec::new();
     let written = (|| -> Result<()> {
         let mut pieces = match &split {
@@ -164,7 +155,8 @@ fn check_in_runs(
             let chunks = chunk::check_run(source, file, &mut pieces, run_lines, on_bad_row)?;
             for chunk in &chunks {
                 summary.read += chunk.read();
-                rejects.extend(chunk.rejects().iter().map(TaskError::from));
+                summary.set_aside += chunk.rejects().len() as u64;
+                rejects.append(chunk.rejects())?;
                 for (view, seen) in chunk.valid_rows() {
                     let writer = match &mut writer {
                         Some(writer) => writer,
@@ -227,11 +219,7 @@ fn check_in_runs(
         }
         return Ok(TaskSummary { index: source, split: number, read: 0, valid: 0, set_aside: 0, error });
     }
-    summary.set_aside = rejects.len() as u64;
-    if !rejects.is_empty() {
-        let bytes = serde_json::to_vec(&rejects).map_err(|e| Error::Internal(format!("rejects: {e}")))?;
-        super::super::write_synced(&checked.rejects, &bytes)?;
-    }
+    rejects.keep()?;
     Ok(summary)
 }
 
@@ -270,12 +258,12 @@ mod tests {
             let out = dir.path().join(format!("out-{run_lines}-{on_bad_row:?}"));
             let summary = check_in_runs(&file, 3, None, on_bad_row, &out, run_lines).expect("checked");
             let frame = std::fs::read(out.join("3.0.rows")).ok();
-            let rejects = std::fs::read_to_string(out.join("3.0.rejects.json")).unwrap_or_default();
+            let rejects = std::fs::read_to_string(out.join("3.0.rejects.csv")).unwrap_or_default();
             (serde_json::to_string(&summary).expect("json"), frame, rejects)
         };
         let (summary, frame, rejects) = checked(u64::MAX, OnBadRow::SetAside);
         assert!(summary.contains("\"read\":100,\"valid\":99,\"set_aside\":1"), "{summary} {rejects}");
-        assert!(rejects.contains("\"line\":42"), "{rejects}");
+        assert!(rejects.starts_with("charges/a.csv,42,"), "{rejects}");
         let frame = frame.expect("valid rows");
         let rows = RowsFile::read(&dir.path().join(format!("out-{}-{:?}/3.0.rows", u64::MAX, OnBadRow::SetAside)))
             .expect("a checked-rows file");
