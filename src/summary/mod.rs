@@ -257,13 +257,20 @@ impl Summary {
     }
 
     /// The snapshot this result's page tokens carry: a digest of every row
-    /// of every page, the other charges and the currency (the same digest
-    /// that goes into `api_id`). The same data answers the same request
-    /// with the same snapshot, from raw files or a store.
+    /// of every page, the other charges and the currency (the digest that
+    /// goes into `api_id`), with the time zone and every bucket boundary:
+    /// rows are numbered by bucket, so an account whose zone changed
+    /// between pages would otherwise keep its snapshot while each row's
+    /// dates moved. The same data answers the same request with the same
+    /// snapshot, from raw files or a store.
     pub fn snapshot(&self) -> [u8; 16] {
-        let mut snapshot = [0u8; 16];
-        snapshot.copy_from_slice(&self.content_digest[..16]);
-        snapshot
+        let mut stream = Vec::with_capacity(64 + 8 * self.buckets.bounds().len());
+        stream.extend_from_slice(&self.content_digest);
+        text_field(&mut stream, self.buckets.tz().name());
+        for bound in self.buckets.bounds() {
+            stream.extend_from_slice(&bound.to_le_bytes());
+        }
+        xxhash_rust::xxh3::xxh3_128(&stream).to_le_bytes()
     }
 
     /// The page whose first row is `offset`, as the API returns it.

@@ -107,6 +107,38 @@ fn a_token_replayed_after_a_new_generation_of_the_store_is_refused() {
     });
 }
 
+/// Page 1 in New York, then the account's zone changes to Kolkata, where
+/// each call falls on the same local day: the same rows, numbered by the
+/// same buckets, but every date moved, so page 2 with the token is refused.
+fn replay_after_zone_change(source: &str, dir: &Path, path: &Path, change: &dyn Fn()) {
+    write(dir, "accounts.csv", "auth_id,currency,timezone\nA1,USD,America/New_York\n");
+    change();
+    let first = json(run_summary(source, path, QUERY).ok());
+    assert_eq!(first["usage"][0]["from_date"], "2026-11-10T00:00:00-05:00");
+    let token = first["meta"]["next_page_token"].as_str().expect("a token").to_owned();
+    write(dir, "accounts.csv", "auth_id,currency,timezone\nA1,USD,Asia/Kolkata\n");
+    change();
+    let replayed = run_summary(source, path, &with_token(QUERY, &token));
+    assert_refused(&replayed, &["page_token", "data changed", "page 1"]);
+    let fresh = json(run_summary(source, path, QUERY).ok());
+    assert_eq!(fresh["usage"][0]["from_date"], "2026-11-10T00:00:00+05:30");
+}
+
+#[test]
+fn a_token_replayed_after_the_account_changed_its_zone_is_refused() {
+    let dir = temp_dir();
+    five_days(dir.path());
+    replay_after_zone_change("--data", dir.path(), dir.path(), &|| {});
+    let temp = temp_dir();
+    let (data, store) = (temp.path().join("data"), temp.path().join("store"));
+    five_days(&data);
+    let ingest = || {
+        let args = ["ingest", "--data", data.to_str().expect("UTF-8"), "--store", store.to_str().expect("UTF-8")];
+        common::telemeter(&args).ok();
+    };
+    replay_after_zone_change("--store", &data, &store, &ingest);
+}
+
 #[test]
 fn a_token_forged_with_the_public_key_of_earlier_versions_is_refused() {
     let dir = temp_dir();
