@@ -490,12 +490,35 @@ pub fn local_midnight(tz: Tz, date: NaiveDate) -> i64 {
     for step in 0..=96 {
         let local: NaiveDateTime = midnight + chrono::Duration::minutes(15 * step);
         match tz.from_local_datetime(&local) {
-            LocalResult::Single(t) => return t.timestamp(),
-            LocalResult::Ambiguous(a, _) => return a.timestamp(),
+            LocalResult::Single(t) if step == 0 => return t.timestamp(),
+            LocalResult::Ambiguous(a, _) if step == 0 => return a.timestamp(),
+            // Midnight is in a gap, which ends at or before this instant,
+            // and not always on a quarter hour (Kiritimati's 1979 jump
+            // from -10:40 ended at 00:40): the end to the second.
+            LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => return gap_end(tz, date, t.timestamp()),
             LocalResult::None => continue,
         }
     }
     midnight.and_utc().timestamp()
+}
+
+/// The first second whose local date in `tz` is `date` or later, given
+/// `after`, one that is, a quarter hour or less past the end of a gap at
+/// the date's midnight: by bisection over the day before it.
+fn gap_end(tz: Tz, date: NaiveDate, after: i64) -> i64 {
+    let reached = |secs: i64| {
+        DateTime::from_timestamp(secs, 0).is_none_or(|t| tz.from_utc_datetime(&t.naive_utc()).date_naive() >= date)
+    };
+    let (mut low, mut high) = (after - 86_400, after);
+    while high - low > 1 {
+        let middle = low + (high - low) / 2;
+        if reached(middle) {
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    high
 }
 
 /// Sorted bucket boundaries in UTC seconds: bucket `i` is
@@ -546,6 +569,11 @@ impl Buckets {
         Interval { start: start.copied().unwrap_or(0), end: end.copied().unwrap_or(0) }
     }
 
+    /// Every boundary, in UTC seconds, ascending.
+    pub fn bounds(&self) -> &[i64] {
+        &self.bounds
+    }
+
     /// The time zone the boundaries are written in.
     pub fn tz(&self) -> Tz {
         self.tz
@@ -572,6 +600,25 @@ pub fn format_instant(secs: i64, tz: Tz) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_date_that_starts_inside_a_gap_starts_where_the_gap_ends() {
+        let date = |text: &str| parse_date(text).expect("a date");
+        // Kiritimati, 1979-10-01: 23:59:59 at -10:40 is followed by 00:40
+        // at -10:00, off the quarter hours.
+        let kiritimati: Tz = "Pacific/Kiritimati".parse().expect("a zone");
+        assert_eq!(local_midnight(kiritimati, date("1979-10-01")), at("1979-10-01T10:40:00Z"));
+        // Monrovia, 1972-01-07: from -00:44:30 to UTC.
+        let monrovia: Tz = "Africa/Monrovia".parse().expect("a zone");
+        assert_eq!(local_midnight(monrovia, date("1972-01-07")), at("1972-01-07T00:44:30Z"));
+        // Sao Paulo, 2018-11-04: midnight became 01:00, on the hour.
+        let sao_paulo: Tz = "America/Sao_Paulo".parse().expect("a zone");
+        assert_eq!(local_midnight(sao_paulo, date("2018-11-04")), at("2018-11-04T03:00:00Z"));
+        // Apia skipped 2011-12-30: it starts with the 31st.
+        let apia: Tz = "Pacific/Apia".parse().expect("a zone");
+        assert_eq!(local_midnight(apia, date("2011-12-30")), local_midnight(apia, date("2011-12-31")));
+        assert_eq!(local_midnight(apia, date("2011-12-31")), at("2011-12-30T10:00:00Z"));
+    }
+
     #[test]
     fn dates_off_the_calendar_say_why() {
         use super::{check_date, DateError};
