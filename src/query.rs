@@ -390,8 +390,14 @@ impl UsageRequest {
                 let defaults = Window::default_dates(now, tz);
                 let from = params.from_date.unwrap_or(defaults.from);
                 let to = params.to_date.unwrap_or(defaults.to);
+                // A date the request did not send is said to be a default.
+                let defaulted = match (params.from_date, params.to_date) {
+                    (None, Some(_)) => format!(" (from_date defaults to 7 days before today: {from})"),
+                    (Some(_), None) => format!(" (to_date defaults to today: {to})"),
+                    _ => String::new(),
+                };
                 let window = Window::new(from, to, params.granularity, tz)
-                    .map_err(|e| BadRequest::new(e.parameter, e.message))?;
+                    .map_err(|e| BadRequest::new(e.parameter, format!("{}{defaulted}", e.message)))?;
                 (window, 0, None)
             }
         };

@@ -92,8 +92,18 @@ fn the_window_must_be_ordered() {
         "from_date=2026-11-11&to_date=2026-11-10",
         "from_date 2026-11-11 must be before to_date 2026-11-10",
     );
-    // A from_date after the default to_date (today, from --now).
-    refused("MA001SHGA32ZDQYG9N8T", "from_date=2026-12-01", "from_date 2026-12-01 must be before to_date 2026-11-21");
+    // A from_date after the default to_date (today, from --now), and a
+    // to_date before the default from_date: the default is said.
+    refused(
+        "MA001SHGA32ZDQYG9N8T",
+        "from_date=2026-12-01",
+        "from_date 2026-12-01 must be before to_date 2026-11-21 (to_date defaults to today: 2026-11-21)",
+    );
+    refused(
+        "MA001SHGA32ZDQYG9N8T",
+        "to_date=2026-03-01",
+        "from_date 2026-11-14 must be before to_date 2026-03-01 (from_date defaults to 7 days before today: 2026-11-14)",
+    );
 }
 
 #[test]
