@@ -92,9 +92,7 @@ impl Default for UsageParams {
 impl UsageParams {
     /// Parses a raw query string (`a=1&b=2`, percent-encoded, `+` for space).
     pub fn parse_query(query: &str) -> Result<UsageParams, BadRequest> {
-        let query = query.strip_prefix('?').unwrap_or(query);
-        check_utf8(query)?;
-        UsageParams::from_pairs(form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())))
+        UsageParams::from_pairs(decode_query(query)?)
     }
 
     /// Checks decoded key/value pairs, in the order given.
@@ -281,6 +279,15 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// The key/value pairs of a raw query string (`?a=1&b=2`, percent-encoded,
+/// `+` for space), in order; a known key whose value is not UTF-8 once
+/// decoded is a 400 ([`check_utf8`]).
+pub fn decode_query(query: &str) -> Result<Vec<(String, String)>, BadRequest> {
+    let query = query.strip_prefix('?').unwrap_or(query);
+    check_utf8(query)?;
+    Ok(form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect())
 }
 
 /// A 400 for a known key whose value is not UTF-8 once percent-decoded:

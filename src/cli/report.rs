@@ -61,9 +61,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(bad) => return bad_request(&bad.message),
     };
     // Decoded once: the same pairs are checked and their dropped keys said.
-    let query = args.query.strip_prefix('?').unwrap_or(&args.query);
-    let pairs: Vec<(String, String)> =
-        form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    let pairs = match crate::query::decode_query(&args.query) {
+        Ok(pairs) => pairs,
+        Err(bad) => return bad_request(&bad.message),
+    };
     let params = match UsageParams::from_pairs(pairs.iter().cloned()) {
         Ok(params) => params,
         Err(bad) => return bad_request(&bad.message),

@@ -93,10 +93,8 @@ pub enum Format {
 
 impl Args {
     /// The query's pairs followed by the flags', as one list.
-    pub fn pairs(&self) -> Vec<(String, String)> {
-        let query = self.query.strip_prefix('?').unwrap_or(&self.query);
-        let mut pairs: Vec<(String, String)> =
-            form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    pub fn pairs(&self) -> Result<Vec<(String, String)>, BadRequest> {
+        let mut pairs = crate::query::decode_query(&self.query)?;
         let flags = [
             ("granularity", &self.granularity),
             ("from_date", &self.from_date),
@@ -116,7 +114,7 @@ impl Args {
             }
         }
         pairs.extend(self.product.iter().map(|p| ("product".to_owned(), p.clone())));
-        pairs
+        Ok(pairs)
     }
 }
 
@@ -128,7 +126,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let name = name.unwrap_or_default();
         return Ok(super::usage_error(&format!("--pretty indents JSON; it does not apply to --format {name}")));
     }
-    let pairs = args.pairs();
+    let pairs = match args.pairs() {
+        Ok(pairs) => pairs,
+        Err(bad) => return bad_request(&args, &bad),
+    };
     if args.all_pages && pairs.iter().any(|(key, value)| key == "page_token" && !value.is_empty()) {
         return Ok(super::usage_error(
             "--all-pages writes every page from the first; it takes no page token (--page-token, or page_token \
@@ -332,8 +333,9 @@ fn bad_request(args: &Args, bad: &BadRequest) -> anyhow::Result<ExitCode> {
     use sha2::Digest;
     let mut hash = sha2::Sha256::new();
     hash.update(args.auth_id.as_bytes());
-    for (key, value) in args.pairs() {
-        hash.update(format!("{key}={value}&").as_bytes());
+    match args.pairs() {
+        Ok(pairs) => pairs.iter().for_each(|(key, value)| hash.update(format!("{key}={value}&").as_bytes())),
+        Err(_) => hash.update(args.query.as_bytes()),
     }
     hash.update(bad.message.as_bytes());
     let api_id = summary::uuid_text(&hash.finalize());

@@ -70,6 +70,8 @@ fn malformed_parameters_are_400s_naming_parameter_value_and_what_is_allowed() {
             "timezone=Mars/Olympus",
             "invalid timezone 'Mars/Olympus': expected an IANA time zone name, e.g. America/New_York",
         ),
+        // Not a value U+FFFD in its place: the server's 400 too.
+        ("subaccount_auth=SA%FF", "invalid subaccount_auth 'SA%FF': not UTF-8 once percent-decoded"),
         (
             "granularity=day&granularity=hour",
             "parameter granularity is given more than once with different values ('day', 'hour'): give it once",
@@ -163,9 +165,10 @@ fn page_tokens_that_are_not_ours_or_not_for_this_request_are_400s() {
     );
     refused(
         "MA001SHGA32ZDQYG9N8T",
-        "page_token=%00%FF",
+        "page_token=%00%EF%BF%BD",
         "invalid page_token '\\u{0}\u{FFFD}': not a page token issued by this service",
     );
+    refused("MA001SHGA32ZDQYG9N8T", "page_token=%00%FF", "invalid page_token '%00%FF': not UTF-8 once percent-decoded");
 
     // Every single-character change of the token is refused, never a crash.
     let mut tampered_count = 0;

@@ -265,6 +265,11 @@ fn report_takes_a_bad_now_and_a_dashed_query_as_bad_requests() {
         common::telemeter(&["report", "--data", data, "--out", out, "--query", "-x=1&granularity=week", "--quiet"]);
     assert_eq!(bad_query.code, 2, "{}", bad_query.stderr);
     assert!(bad_query.stderr.contains("invalid granularity 'week'"), "{}", bad_query.stderr);
+    let not_utf8 = common::telemeter(&["report", "--data", data, "--out", out, "--query", "country=U%FF", "--quiet"]);
+    assert_eq!(
+        (not_utf8.code, not_utf8.stderr.as_str()),
+        (2, "error: invalid country 'U%FF': not UTF-8 once percent-decoded\n")
+    );
     let fine = common::telemeter(&["report", "--data", data, "--out", out, "--query", "-x=1", "--now", NOW, "--quiet"]);
     fine.ok();
 }
