@@ -27,7 +27,7 @@ use super::super::ingest::fold::Rollups;
 use super::super::ingest::options::{IngestOptions, IngestProgress, IngestReport};
 use super::super::ingest::{self};
 use super::super::parquet_io::{polars_error, read_frame};
-use super::super::KindFiles;
+use super::super::{KindFiles, Manifest};
 use super::dedup::{First, REPEAT_COLUMNS};
 use super::filters::StoredFilters;
 use super::rows::{read_places, CheckedFile, RowPlace, RowsFile};
@@ -38,7 +38,7 @@ use crate::durable::Syncer;
 use crate::error::{BadRecord, Error, Location, Result};
 use crate::money::Amount;
 use crate::records::dedup::{IdHash, Place};
-use crate::records::files::{Format, InputFile};
+use crate::records::files::{Format, InputFile, Inventory};
 use crate::records::Kind;
 
 /// Turns the job's result into a published generation (or its error).
@@ -54,86 +54,34 @@ pub(super) fn publish(
     let id = &options.ingest_id;
     let inventory = &prepared.inventory;
     let old = &prepared.old;
-    let base = old.sources.len() as u32;
     if let Some(error) = result.error {
-        return Err(match error {
-            JobError::BadRecord { file, whole_file: true, reason, .. } => Error::bad_file(file, reason),
-            JobError::BadRecord { file, line, is_row, column, value, reason, whole_file: false } => {
-                Error::from(BadRecord { location: Location { file, line, is_row }, column, value, reason })
-            }
-            JobError::Conflict { kind, clash } => {
-                let kind = Kind::of_name(&kind)
-                    .ok_or_else(|| Error::Internal(format!("the Spark job named an unknown kind '{kind}'")))?;
-                let first = match clash.first {
-                    First::New { file, line } => new_place(inventory, file, line),
-                    First::Stored { source, line } => {
-                        let name = old.sources.get(source as usize).cloned();
-                        stored_place(name.unwrap_or_else(|| format!("source #{source}")), line)
-                    }
-                };
-                let record_id = record_id_at(staging, clash.second_file, clash.second_line)?;
-                Error::Conflict {
-                    kind: kind.name(),
-                    record_id,
-                    first,
-                    second: new_place(inventory, clash.second_file, clash.second_line),
-                }
-            }
-            JobError::Unreadable { uri, message } => super::unreadable(&uri, &message),
-        });
+        return Err(job_error(error, inventory, old, staging)?);
     }
     let Some(mut job) = job else {
         return Err(Error::Internal("the Spark job ended before its write stage".to_owned()));
     };
-    let mut manifest = old.clone();
-    let mut report = IngestReport { id: id.to_owned(), files: inventory.files.len(), ..IngestReport::default() };
-    let mut set_aside = ingest::SetAside::new(store, id);
     // The corrections earlier ingests stored, and the new versions this one
     // writes that a correction may touch (as the local ingest notes them).
     let registries = corrections::registries(store, old)?;
     let names: Vec<&str> = inventory.files.iter().map(|f| f.name.as_str()).collect();
-    // What the check tasks wrote, by input file: each split's files.
-    let mut checked_files = CheckedFile::all_in(&staging.join("checked"))?;
-    let writes = staging.join("writes");
-    let folded = staging.join("folded");
-    std::fs::create_dir_all(&writes).map_err(|e| Error::io(&writes, e))?;
-    let mut tasks: Vec<WriteTask> = Vec::new();
-    let mut kinds: Vec<KindPlan> = Vec::new();
     // Loading since the job started, unless the inventory came from the
     // job (a DATA URI).
-    let mut filters =
-        filters.unwrap_or_else(|| StoredFilters::start(store, old, &inventory.files, options.filter_bytes));
-    for kind in Kind::ALL {
-        let of_kind = crate::records::files::of_kind(&inventory.files, kind);
-        let checked: Vec<CheckedFile> =
-            of_kind.iter().flat_map(|(index, _)| checked_files.remove(index).unwrap_or_default()).collect();
-        let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
-        let dups = staging.join("dups").join(kind.name());
-        let plan = KindWrites { kind, old, dups: &dups, writes: &writes, options, registered };
-        kinds.push(plan.plan(&of_kind, inventory, checked, &mut filters, &mut tasks)?);
-    }
+    let filters = filters.unwrap_or_else(|| StoredFilters::start(store, old, &inventory.files, options.filter_bytes));
+    let (kinds, tasks) = plan_writes(staging, options, inventory, old, &registries, filters)?;
     // The executors write the files and fold their rows; this waits for
     // them, then takes in their groups.
+    let folded = staging.join("folded");
     let plan = WritePlan {
         store: path_text(&std::path::absolute(store).map_err(|e| Error::io(store, e))?)?,
         ingest_id: id.to_owned(),
         checked: path_text(&staging.join("checked"))?,
         folded: path_text(&folded)?,
-        base,
+        base: old.sources.len() as u32,
         names: names.iter().map(|n| (*n).to_owned()).collect(),
         tasks,
     };
     job.start_writes(&plan)?;
-    let written = job.result()?;
-    let mut summaries: Vec<Option<WriteSummary>> = (0..plan.tasks.len()).map(|_| None).collect();
-    for summary in written.writes {
-        let task = summary.task;
-        match summaries.get_mut(task) {
-            Some(slot @ None) => *slot = Some(summary),
-            Some(Some(_)) => return Err(Error::Internal(format!("the Spark job reported write task {task} twice"))),
-            None => return Err(Error::Internal(format!("the Spark job reported write task {task}, not in its plan"))),
-        }
-    }
+    let summaries = by_task(job.result()?.writes, plan.tasks.len())?;
     // Every task's rollup groups, merged into each account's files at the
     // publish.
     let mut rollups = Rollups::default();
@@ -145,22 +93,160 @@ pub(super) fn publish(
     // Syncs what this publish writes from here on; the executors synced
     // theirs, and their sums are the manifest's.
     let syncer = Syncer::background();
-    let mut touched: BTreeMap<Kind, Vec<RunVersion>> = BTreeMap::new();
-    let mut source_names = corrections::Names::default();
+    let mut written = Written {
+        store,
+        base: plan.base,
+        names: &names,
+        planned: &plan.tasks,
+        summaries,
+        syncer: &syncer,
+        source_names: corrections::Names::default(),
+    };
+    let mut taken = ingest::Taken {
+        manifest: old.clone(),
+        rollups,
+        report: IngestReport { id: id.to_owned(), files: inventory.files.len(), ..IngestReport::default() },
+        set_aside: ingest::SetAside::new(store, id),
+        touched: BTreeMap::new(),
+    };
+    let none = KindResult::default();
     for plan_of_kind in kinds {
-        let KindPlan { kind, mut files, listed, tasks: mine, checked, rowless, .. } = plan_of_kind;
-        let counts = result.kinds.get(kind.name());
-        let counts = match counts {
-            Some(c) => c,
-            None => &KindResult::default(),
-        };
+        let counts = result.kinds.get(plan_of_kind.kind.name()).unwrap_or(&none);
+        written.take_kind(plan_of_kind, counts, &mut taken)?;
+    }
+    // The check tasks' files (gigabytes of page cache for a large ingest)
+    // are not read again: they go while the rollups merge.
+    let clearing = clear(staging.join("checked"));
+    // The voids and the corrections, as the local ingest applies them.
+    let shared = ingest::Shared { store, options, inventory, old, registries: &registries, syncer: &syncer };
+    let report = ingest::correct(shared, taken).and_then(|(taken, applied)| {
+        options.progress.tell(IngestProgress::Publishing);
+        let folded = generation::Folded { rollups: taken.rollups, applied, set_aside: taken.set_aside };
+        generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer)
+    });
+    if let Some(clearing) = clearing {
+        let _ = clearing.join();
+    }
+    job.end();
+    report
+}
+
+/// The error the job reported, as the local engine says it.
+fn job_error(error: JobError, inventory: &Inventory, old: &Manifest, staging: &Path) -> Result<Error> {
+    Ok(match error {
+        JobError::BadRecord { file, whole_file: true, reason, .. } => Error::bad_file(file, reason),
+        JobError::BadRecord { file, line, is_row, column, value, reason, whole_file: false } => {
+            Error::from(BadRecord { location: Location { file, line, is_row }, column, value, reason })
+        }
+        JobError::Conflict { kind, clash } => {
+            let kind = Kind::of_name(&kind)
+                .ok_or_else(|| Error::Internal(format!("the Spark job named an unknown kind '{kind}'")))?;
+            let first = match clash.first {
+                First::New { file, line } => new_place(inventory, file, line),
+                First::Stored { source, line } => {
+                    let name = old.sources.get(source as usize).cloned();
+                    stored_place(name.unwrap_or_else(|| format!("source #{source}")), line)
+                }
+            };
+            let record_id = record_id_at(staging, clash.second_file, clash.second_line)?;
+            Error::Conflict {
+                kind: kind.name(),
+                record_id,
+                first,
+                second: new_place(inventory, clash.second_file, clash.second_line),
+            }
+        }
+        JobError::Unreadable { uri, message } => super::unreadable(&uri, &message),
+    })
+}
+
+/// Each kind's new rows cut into records files as the local ingest cuts
+/// them ([`KindWrites::plan`]): the plans, and the write tasks of them all.
+fn plan_writes(
+    staging: &Path,
+    options: &IngestOptions,
+    inventory: &Inventory,
+    old: &Manifest,
+    registries: &BTreeMap<Kind, corrections::Registry>,
+    mut filters: StoredFilters,
+) -> Result<(Vec<KindPlan>, Vec<WriteTask>)> {
+    // What the check tasks wrote, by input file: each split's files.
+    let mut checked_files = CheckedFile::all_in(&staging.join("checked"))?;
+    let writes = staging.join("writes");
+    std::fs::create_dir_all(&writes).map_err(|e| Error::io(&writes, e))?;
+    let mut tasks: Vec<WriteTask> = Vec::new();
+    let mut kinds: Vec<KindPlan> = Vec::new();
+    for kind in Kind::ALL {
+        let of_kind = crate::records::files::of_kind(&inventory.files, kind);
+        let checked: Vec<CheckedFile> =
+            of_kind.iter().flat_map(|(index, _)| checked_files.remove(index).unwrap_or_default()).collect();
+        let registered = registries.get(&kind).map(|r| &r.noted).filter(|noted| !noted.is_empty());
+        let dups = staging.join("dups").join(kind.name());
+        let plan = KindWrites { kind, old, dups: &dups, writes: &writes, options, registered };
+        kinds.push(plan.plan(&of_kind, inventory, checked, &mut filters, &mut tasks)?);
+    }
+    Ok((kinds, tasks))
+}
+
+/// The write tasks' summaries by task number: each task once, and only
+/// the plan's.
+fn by_task(summaries: Vec<WriteSummary>, tasks: usize) -> Result<Vec<Option<WriteSummary>>> {
+    let mut by_task: Vec<Option<WriteSummary>> = (0..tasks).map(|_| None).collect();
+    for summary in summaries {
+        let task = summary.task;
+        match by_task.get_mut(task) {
+            Some(slot @ None) => *slot = Some(summary),
+            Some(Some(_)) => return Err(Error::Internal(format!("the Spark job reported write task {task} twice"))),
+            None => return Err(Error::Internal(format!("the Spark job reported write task {task}, not in its plan"))),
+        }
+    }
+    Ok(by_task)
+}
+
+/// Removes `folder` on a thread of its own (now, when no thread is to
+/// spare); the thread to join.
+fn clear(folder: PathBuf) -> Option<std::thread::JoinHandle<std::io::Result<()>>> {
+    let clearing = crate::threads::spawn("telemeter-clear", {
+        let folder = folder.clone();
+        move || std::fs::remove_dir_all(folder)
+    });
+    match clearing {
+        Ok(clearing) => Some(clearing),
+        Err(_) => {
+            let _ = std::fs::remove_dir_all(&folder);
+            None
+        }
+    }
+}
+
+/// What the write tasks wrote, for [`Written::take_kind`].
+struct Written<'a> {
+    store: &'a Path,
+    /// The first source number of this ingest's files.
+    base: u32,
+    /// The input files' names.
+    names: &'a [&'a str],
+    planned: &'a [WriteTask],
+    /// Each task's summary, until taken.
+    summaries: Vec<Option<WriteSummary>>,
+    syncer: &'a Syncer,
+    source_names: corrections::Names,
+}
+
+impl Written<'_> {
+    /// Takes one kind's written files into the generation: their names
+    /// and sums in the manifest, its counts (checked against the job's),
+    /// the versions a correction may touch, and its rows set aside, in
+    /// file and split (so line) order.
+    fn take_kind(&mut self, plan: KindPlan, counts: &KindResult, taken: &mut ingest::Taken) -> Result<()> {
+        let KindPlan { kind, mut files, listed, tasks, checked, rowless } = plan;
         let (mut used, mut sum) = (0, 0i128);
-        let noted = touched.entry(kind).or_default();
-        for task in mine {
-            let summary = summaries[task]
+        let noted = taken.touched.entry(kind).or_default();
+        for task in tasks {
+            let summary = self.summaries[task]
                 .take()
                 .ok_or_else(|| Error::Internal(format!("the Spark job did not write file {task} of its plan")))?;
-            if summary.rows != plan.tasks[task].rows {
+            if summary.rows != self.planned[task].rows {
                 return Err(Error::Internal(format!("write task {task} wrote {} rows, not its plan's", summary.rows)));
             }
             used += summary.rows;
@@ -170,11 +256,11 @@ pub(super) fn publish(
             })?;
             let records: Arc<str> = Arc::from(summary.records.as_str());
             noted.extend(summary.touched.iter().map(|t| {
-                let source_file = names.get(t.seen.file as usize).copied().unwrap_or("");
+                let source_file = self.names.get(t.seen.file as usize).copied().unwrap_or("");
                 let version = NewVersion { record_id: &t.record_id, revision: t.revision, seen: t.seen, source_file };
-                RunVersion::of(&version, &records, base, &mut source_names)
+                RunVersion::of(&version, &records, self.base, &mut self.source_names)
             }));
-            syncer.add_sums(summary.sums.into_iter().map(|(name, sum)| (store.join(name), sum)));
+            self.syncer.add_sums(summary.sums.into_iter().map(|(name, sum)| (self.store.join(name), sum)));
             files.records.push(summary.records);
             files.index.push(summary.index);
         }
@@ -198,7 +284,7 @@ pub(super) fn publish(
             )));
         }
         let amount = files
-            .total_amount(kind, store)?
+            .total_amount(kind, self.store)?
             .checked_add(Amount::from_nanos(sum))
             .ok_or_else(|| Error::Internal(format!("sum overflow of {kind} amounts")))?;
         files.count += used;
@@ -206,46 +292,18 @@ pub(super) fn publish(
         // As the local ingest: a kind with input files (even empty ones) is
         // listed; a kind without any is left as it was.
         if listed {
-            manifest.kinds.insert(kind.name().to_owned(), files);
+            taken.manifest.kinds.insert(kind.name().to_owned(), files);
         }
-        report.tallies.insert(kind, tally);
-        // The set-aside rows of each split, in file and split (so line) order.
+        taken.report.tallies.insert(kind, tally);
         let with_rejects = checked.iter().chain(&rowless);
         let with_rejects = with_rejects.filter(|c| counts.rejected_files.contains(&c.index) && c.rejects.exists());
         let mut with_rejects: Vec<&CheckedFile> = with_rejects.collect();
         with_rejects.sort_by_key(|c| (c.index, c.split));
         for checked in with_rejects {
-            set_aside.kinds.append_kept(&checked.rejects)?;
+            taken.set_aside.kinds.append_kept(&checked.rejects)?;
         }
+        Ok(())
     }
-    // The check tasks' files (gigabytes of page cache for a large ingest)
-    // are not read again: they go while the rollups merge.
-    let checked_dir = staging.join("checked");
-    let clearing = match crate::threads::spawn("telemeter-clear", {
-        let checked_dir = checked_dir.clone();
-        move || std::fs::remove_dir_all(checked_dir)
-    }) {
-        Ok(clearing) => Some(clearing),
-        // No thread to spare: they go now instead.
-        Err(_) => {
-            let _ = std::fs::remove_dir_all(&checked_dir);
-            None
-        }
-    };
-    // The voids and the corrections, as the local ingest applies them.
-    let shared = ingest::Shared { store, options, inventory, old, registries: &registries, syncer: &syncer };
-    let report = ingest::correct(shared, ingest::Taken { manifest, rollups, report, set_aside, touched }).and_then(
-        |(taken, applied)| {
-            options.progress.tell(IngestProgress::Publishing);
-            let folded = generation::Folded { rollups: taken.rollups, applied, set_aside: taken.set_aside };
-            generation::finish(store, id, prepared, taken.manifest, folded, taken.report, syncer)
-        },
-    );
-    if let Some(clearing) = clearing {
-        let _ = clearing.join();
-    }
-    job.end();
-    report
 }
 
 /// One kind's part of the write plan, and what its publish needs.
