@@ -561,12 +561,42 @@ pub(in crate::store) fn record_sums(
     Ok(())
 }
 
+/// The rows an ingest sets aside, on disk in the store's `rejected/`
+/// folder as they come (never held: a delivery may set aside every row of
+/// a day) until the publish writes them as `rejected/<ingest>.csv`: the
+/// voids' rows first, then the kinds', whatever order they were read in.
+/// A run that fails deletes them; a killed one leaves them to the
+/// collection of unlisted files.
+#[derive(Debug)]
+pub(in crate::store) struct SetAside {
+    pub(in crate::store) voids: crate::records::bad_rows::RejectSpool,
+    pub(in crate::store) kinds: crate::records::bad_rows::RejectSpool,
+}
+
+impl SetAside {
+    pub(in crate::store) fn new(store: &Path, id: &str) -> SetAside {
+        let spool = |part: &str| {
+            crate::records::bad_rows::RejectSpool::new(store.join("rejected").join(format!("{id}.{part}.part")))
+        };
+        SetAside { voids: spool("voids"), kinds: spool("kinds") }
+    }
+
+    pub(in crate::store) fn is_empty(&self) -> bool {
+        self.voids.is_empty() && self.kinds.is_empty()
+    }
+
+    /// The spools in the file's order.
+    pub(in crate::store) fn into_spools(self) -> Vec<crate::records::bad_rows::RejectSpool> {
+        vec![self.voids, self.kinds]
+    }
+}
+
 /// What an ingest leaves to the publish: its rollups, what its
 /// corrections did, and the rows it set aside.
 pub(in crate::store) struct Folded {
     pub(in crate::store) rollups: Rollups,
     pub(in crate::store) applied: Applied,
-    pub(in crate::store) set_aside: super::ingest::SetAside,
+    pub(in crate::store) set_aside: SetAside,
 }
 
 /// The folders of the store that hold generation files.

@@ -95,7 +95,6 @@ use crate::aggregate::Tally;
 use crate::durable::Syncer;
 use crate::error::{Error, Location, Result};
 use crate::money::Amount;
-use crate::records::bad_rows::RejectSpool;
 use crate::records::dedup::Place;
 use crate::records::files::{InputFile, Inventory};
 use crate::records::pieces::Pieces;
@@ -135,7 +134,7 @@ fn ingest_opened(data: &Path, store: &Path, opened: Opened, options: &IngestOpti
         manifest: prepared.old.clone(),
         rollups: Rollups::default(),
         report: IngestReport { id: id.clone(), files: prepared.inventory.files.len(), ..IngestReport::default() },
-        set_aside: SetAside::new(store, id),
+        set_aside: generation::SetAside::new(store, id),
         batches: 0,
         registries: &registries,
         touched: BTreeMap::new(),
@@ -156,37 +155,9 @@ pub(in crate::store) struct Taken {
     pub(in crate::store) rollups: Rollups,
     pub(in crate::store) report: IngestReport,
     /// The rows set aside so far (the kinds').
-    pub(in crate::store) set_aside: SetAside,
+    pub(in crate::store) set_aside: generation::SetAside,
     /// The new versions a correction may touch, by kind.
     pub(in crate::store) touched: BTreeMap<Kind, Vec<RunVersion>>,
-}
-
-/// The rows an ingest sets aside, on disk in the store's `rejected/`
-/// folder as they come (never held: a delivery may set aside every row of
-/// a day) until the publish writes them as `rejected/<ingest>.csv`: the
-/// voids' rows first, then the kinds', whatever order they were read in.
-/// A run that fails deletes them; a killed one leaves them to the
-/// collection of unlisted files.
-#[derive(Debug)]
-pub(in crate::store) struct SetAside {
-    pub(in crate::store) voids: RejectSpool,
-    pub(in crate::store) kinds: RejectSpool,
-}
-
-impl SetAside {
-    pub(in crate::store) fn new(store: &Path, id: &str) -> SetAside {
-        let spool = |part: &str| RejectSpool::new(store.join("rejected").join(format!("{id}.{part}.part")));
-        SetAside { voids: spool("voids"), kinds: spool("kinds") }
-    }
-
-    pub(in crate::store) fn is_empty(&self) -> bool {
-        self.voids.is_empty() && self.kinds.is_empty()
-    }
-
-    /// The spools in the file's order.
-    pub(in crate::store) fn into_spools(self) -> Vec<RejectSpool> {
-        vec![self.voids, self.kinds]
-    }
 }
 
 /// What the Spark publish shares with a local run: the store, the options,
@@ -253,7 +224,7 @@ struct Run<'a> {
     manifest: Manifest,
     rollups: Rollups,
     report: IngestReport,
-    set_aside: SetAside,
+    set_aside: generation::SetAside,
     batches: u64,
     /// What earlier ingests recorded of corrections, by kind.
     registries: &'a BTreeMap<Kind, Registry>,
