@@ -370,6 +370,14 @@ pub(super) trait Sources: Sync {
 /// Resolves the records of one kind that this ingest's corrections touch:
 /// decides which version counts, subtracts what stopped counting from
 /// `rollups`, and returns the counts, bookings and corrections rows.
+///
+/// 1. The touched records: every id of this ingest's versions above
+///    revision 0 (or of a record the registry knows) and of its voids.
+/// 2. Their candidates: the versions and voids earlier ingests noted, the
+///    revision-0 rows of every index file (stored and this ingest's),
+///    this ingest's versions and voids.
+/// 3. Each record decided in id order ([`decide`]); the rows that stopped
+///    counting or replace one are read back into the rollups.
 pub(super) fn resolve(
     store: &Path,
     old: &Manifest,
@@ -390,61 +398,8 @@ pub(super) fn resolve(
     if touched.is_empty() {
         return Ok(out);
     }
-    let mut candidates: FxHashMap<IdHash, Vec<Candidate>> = FxHashMap::default();
-    for id in touched.keys() {
-        let list = candidates.entry(*id).or_default();
-        for noted in registry.noted.get(id).into_iter().flatten() {
-            let counted = !noted.void && !registry.dropped.contains(&noted.at);
-            list.push(Candidate {
-                revision: noted.revision,
-                void: noted.void,
-                at: noted.at.clone(),
-                stored: true,
-                counted,
-                origin: Origin::Noted { ingest: noted.ingest.clone() },
-            });
-        }
-    }
-    // Revision-0 versions, stored or of this ingest: one partition of each
-    // index file per touched id's partition.
-    let mut partitions: BTreeMap<usize, FxHashSet<IdHash>> = BTreeMap::new();
-    for id in touched.keys() {
-        partitions.entry(id.partition()).or_default().insert(*id);
-    }
-    let found: Vec<Result<Vec<Found>>> = index
-        .par_iter()
-        .enumerate()
-        .map(|(f, indexed)| {
-            let mut found = Vec::new();
-            for (p, ids) in &partitions {
-                indexed.index.for_each_in(*p, |entry| {
-                    if ids.contains(&entry.id) {
-                        found.push((f, entry.id, index::unpack(entry.place)));
-                    }
-                })?;
-            }
-            Ok(found)
-        })
-        .collect();
-    let mut run_rev0: FxHashSet<VersionAt> = FxHashSet::default();
-    let records: Vec<Arc<str>> = index.iter().map(|indexed| indexed.records.clone()).collect();
-    let mut source_files: FxHashMap<u32, Arc<str>> = FxHashMap::default();
-    for found in found {
-        for (f, id, place) in found? {
-            let records = records[f].clone();
-            let record_id = touched.get(&id).cloned().unwrap_or_default();
-            let source_file =
-                source_files.entry(place.file).or_insert_with(|| sources.source_file(place.file).into()).clone();
-            let at = VersionAt { records, record_id, source_file, line: place.line };
-            let stored = f < stored_index;
-            let counted = stored && !registry.dropped.contains(&at);
-            if !stored {
-                run_rev0.insert(at.clone());
-            }
-            let candidate = Candidate { revision: 0, void: false, at, stored, counted, origin: Origin::Row(place) };
-            candidates.entry(id).or_default().push(candidate);
-        }
-    }
+    let mut candidates = noted_candidates(registry, &touched);
+    let run_rev0 = revision_zero_candidates(&index, stored_index, registry, &touched, sources, &mut candidates)?;
     for v in versions {
         if v.revision == 0 && run_rev0.contains(&v.at) {
             continue;
@@ -486,78 +441,165 @@ pub(super) fn resolve(
     // Decide each record, in id order (the same on every run).
     let mut ids: Vec<IdHash> = candidates.keys().copied().collect();
     ids.sort_unstable();
-    // Rows to read back: (version, role).
     let mut to_read: Vec<(VersionAt, Role)> = Vec::new();
     for id in ids {
-        let Some(list) = candidates.get_mut(&id) else { continue };
-        list.sort_by_key(|c| (c.revision, c.void, c.stored));
-        for pair in list.windows(2) {
-            let (a, b) = (&pair[0], &pair[1]);
-            if a.revision == b.revision && a.void != b.void && !(a.stored && b.stored) {
-                let place = |c: &Candidate| match &c.origin {
-                    Origin::Row(place) => sources.location(*place),
-                    Origin::Noted { ingest } => Location {
-                        file: crate::store::source_name(&c.at.source_file, ingest),
-                        line: c.at.line,
-                        is_row: false,
-                    },
-                };
-                return Err(Error::Conflict {
-                    kind: kind.name(),
-                    record_id: a.at.record_id.clone(),
-                    first: place(a),
-                    second: place(b),
-                });
-            }
-        }
-        let Some(winner) = list.iter().max_by_key(|c| (c.revision, c.void)).cloned() else { continue };
-        let old = list.iter().filter(|c| c.stored).max_by_key(|c| (c.revision, c.void)).cloned();
-        let old_counted = old.as_ref().filter(|o| o.counted && !o.void).cloned();
-        for c in list.iter() {
-            if c.stored {
-                continue;
-            }
-            let wins = c.at == winner.at && c.void == winner.void && !winner.stored;
-            if c.void {
-                if wins {
-                    out.voids += 1;
-                } else {
-                    out.superseded_voids += 1;
-                }
-                continue;
-            }
-            if c.revision > 0 {
-                out.corrections.push(Correction {
-                    kind,
-                    revision: c.revision,
-                    entry: Entry::Version,
-                    at: c.at.clone(),
-                    reason: String::new(),
-                });
-            }
-            if !wins {
-                out.superseded_versions += 1;
-                out.corrections.push(dropped(kind, c));
-                to_read.push((c.at.clone(), Role::RunDropped));
-            }
-        }
-        // A stored winner is the old one, still counting.
-        if let Some(o) = old_counted.filter(|_| !winner.stored) {
-            // The stored version that counted no longer does.
-            out.corrections.push(dropped(kind, &o));
-            if winner.void {
-                out.stored_withdrawn += 1;
-                to_read.push((o.at.clone(), Role::StoredWithdrawn));
-            } else {
-                out.stored_superseded += 1;
-                to_read.push((o.at.clone(), Role::StoredReplaced));
-                let of = to_read.len() - 1;
-                to_read.push((winner.at.clone(), Role::Replacing { of }));
-            }
+        if let Some(list) = candidates.get_mut(&id) {
+            decide(kind, list, sources, &mut out, &mut to_read)?;
         }
     }
     read_back(store, old, kind, to_read, rollups, &mut out)?;
     Ok(out)
+}
+
+/// The versions and voids of `touched` records that earlier ingests
+/// noted in their corrections files.
+fn noted_candidates(registry: &Registry, touched: &FxHashMap<IdHash, String>) -> FxHashMap<IdHash, Vec<Candidate>> {
+    let mut candidates: FxHashMap<IdHash, Vec<Candidate>> = FxHashMap::default();
+    for id in touched.keys() {
+        let list = candidates.entry(*id).or_default();
+        for noted in registry.noted.get(id).into_iter().flatten() {
+            let counted = !noted.void && !registry.dropped.contains(&noted.at);
+            list.push(Candidate {
+                revision: noted.revision,
+                void: noted.void,
+                at: noted.at.clone(),
+                stored: true,
+                counted,
+                origin: Origin::Noted { ingest: noted.ingest.clone() },
+            });
+        }
+    }
+    candidates
+}
+
+/// The revision-0 versions of `touched` records, stored or of this
+/// ingest, added to `candidates`: one partition of each index file per
+/// touched id's partition, the files read in parallel. Returns this
+/// ingest's (which its own versions repeat).
+fn revision_zero_candidates(
+    index: &[IndexedRecords],
+    stored_index: usize,
+    registry: &Registry,
+    touched: &FxHashMap<IdHash, String>,
+    sources: &dyn Sources,
+    candidates: &mut FxHashMap<IdHash, Vec<Candidate>>,
+) -> Result<FxHashSet<VersionAt>> {
+    let mut partitions: BTreeMap<usize, FxHashSet<IdHash>> = BTreeMap::new();
+    for id in touched.keys() {
+        partitions.entry(id.partition()).or_default().insert(*id);
+    }
+    let found: Vec<Result<Vec<Found>>> = index
+        .par_iter()
+        .enumerate()
+        .map(|(f, indexed)| {
+            let mut found = Vec::new();
+            for (p, ids) in &partitions {
+                indexed.index.for_each_in(*p, |entry| {
+                    if ids.contains(&entry.id) {
+                        found.push((f, entry.id, index::unpack(entry.place)));
+                    }
+                })?;
+            }
+            Ok(found)
+        })
+        .collect();
+    let mut run_rev0: FxHashSet<VersionAt> = FxHashSet::default();
+    let mut source_files: FxHashMap<u32, Arc<str>> = FxHashMap::default();
+    for found in found {
+        for (f, id, place) in found? {
+            let records = index[f].records.clone();
+            let record_id = touched.get(&id).cloned().unwrap_or_default();
+            let source_file =
+                source_files.entry(place.file).or_insert_with(|| sources.source_file(place.file).into()).clone();
+            let at = VersionAt { records, record_id, source_file, line: place.line };
+            let stored = f < stored_index;
+            let counted = stored && !registry.dropped.contains(&at);
+            if !stored {
+                run_rev0.insert(at.clone());
+            }
+            let candidate = Candidate { revision: 0, void: false, at, stored, counted, origin: Origin::Row(place) };
+            candidates.entry(id).or_default().push(candidate);
+        }
+    }
+    Ok(run_rev0)
+}
+
+/// Decides one record from its candidates: a version and a void of one
+/// revision (not both stored) are a conflict; otherwise the highest
+/// revision wins (a void over a version). Counts this ingest's versions
+/// and voids, writes the corrections rows, and lists in `to_read` the
+/// rows to read back: this ingest's versions that lost, and a stored one
+/// that stopped counting with the one that replaces it.
+fn decide(
+    kind: Kind,
+    list: &mut [Candidate],
+    sources: &dyn Sources,
+    out: &mut Resolved,
+    to_read: &mut Vec<(VersionAt, Role)>,
+) -> Result<()> {
+    list.sort_by_key(|c| (c.revision, c.void, c.stored));
+    for pair in list.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.revision == b.revision && a.void != b.void && !(a.stored && b.stored) {
+            let place = |c: &Candidate| match &c.origin {
+                Origin::Row(place) => sources.location(*place),
+                Origin::Noted { ingest } => Location {
+                    file: crate::store::source_name(&c.at.source_file, ingest),
+                    line: c.at.line,
+                    is_row: false,
+                },
+            };
+            return Err(Error::Conflict {
+                kind: kind.name(),
+                record_id: a.at.record_id.clone(),
+                first: place(a),
+                second: place(b),
+            });
+        }
+    }
+    let Some(winner) = list.iter().max_by_key(|c| (c.revision, c.void)).cloned() else { return Ok(()) };
+    let old = list.iter().filter(|c| c.stored).max_by_key(|c| (c.revision, c.void)).cloned();
+    let old_counted = old.as_ref().filter(|o| o.counted && !o.void).cloned();
+    for c in list.iter().filter(|c| !c.stored) {
+        let wins = c.at == winner.at && c.void == winner.void && !winner.stored;
+        if c.void {
+            if wins {
+                out.voids += 1;
+            } else {
+                out.superseded_voids += 1;
+            }
+            continue;
+        }
+        if c.revision > 0 {
+            out.corrections.push(Correction {
+                kind,
+                revision: c.revision,
+                entry: Entry::Version,
+                at: c.at.clone(),
+                reason: String::new(),
+            });
+        }
+        if !wins {
+            out.superseded_versions += 1;
+            out.corrections.push(dropped(kind, c));
+            to_read.push((c.at.clone(), Role::RunDropped));
+        }
+    }
+    // A stored winner is the old one, still counting.
+    if let Some(o) = old_counted.filter(|_| !winner.stored) {
+        // The stored version that counted no longer does.
+        out.corrections.push(dropped(kind, &o));
+        if winner.void {
+            out.stored_withdrawn += 1;
+            to_read.push((o.at.clone(), Role::StoredWithdrawn));
+        } else {
+            out.stored_superseded += 1;
+            to_read.push((o.at.clone(), Role::StoredReplaced));
+            let of = to_read.len() - 1;
+            to_read.push((winner.at.clone(), Role::Replacing { of }));
+        }
+    }
+    Ok(())
 }
 
 /// The corrections row of a version that stopped counting.
