@@ -283,7 +283,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The key/value pairs of a raw query string (`?a=1&b=2`, percent-encoded,
 /// `+` for space), in order; a known key whose value is not UTF-8 once
-/// decoded is a 400 ([`check_utf8`]).
+/// decoded is a 400.
 pub fn decode_query(query: &str) -> Result<Vec<(String, String)>, BadRequest> {
     let query = query.strip_prefix('?').unwrap_or(query);
     check_utf8(query)?;
