@@ -221,7 +221,7 @@ mod tests {
     use crate::aggregate::dims::Dims;
     use crate::intern::Interner;
     use crate::records::{Country, Direction, Product};
-    use crate::store::ingest::strings::AccountStrings;
+    use crate::store::ingest::strings::{AccountStrings, SortedStrings};
 
     /// Rollup rows come out of [`sum_grain`] by slot, then in the report's
     /// order of their text ([`Dims`] over the strings, an empty subaccount
@@ -234,7 +234,8 @@ mod tests {
         for text in ["sms", "", "S2", "voice", "4000", "Number Charges", "é"] {
             shared.intern(text);
         }
-        let mut strings = AccountStrings::new(&shared);
+        let sorted = SortedStrings::new(&shared);
+        let mut strings = AccountStrings::new(&sorted);
         let older = ["S1", "30007", "mms", "A", "voice", "3010"];
         let mut texts: Vec<u32> = older.iter().map(|text| strings.id(text)).collect();
         texts.extend(0..shared.len() as u32);
@@ -267,8 +268,7 @@ mod tests {
             };
             (key.slot - (key.slot - start).rem_euclid(grain), order)
         };
-        let ranks = strings.ranks().clone();
-        let orders: Vec<u128> = rows.iter().map(|(key, _)| key.order().map(|id| ranks[id as usize]).packed()).collect();
+        let orders: Vec<u128> = rows.iter().map(|(key, _)| key.order().map(|id| strings.rank(id)).packed()).collect();
         // These few strings' ranks fit 64-bit keys. The same orders with
         // 2^32 added to every type rank order alike, but take 128-bit keys:
         // both give the same sums.

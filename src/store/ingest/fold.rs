@@ -21,6 +21,7 @@ use super::key::{shard_of, Groups, MinusRow, RollupKey, SHARDS};
 pub(in crate::store) use super::merge::PublishedTerms;
 use super::merge::{account_inputs, publish_account, AccountMerge, Published, RollupFileName};
 use super::spill::{account_ends, account_in_order, gather, sorted_order, PartialRun, Spill, NARROW_BYTES, WIDE_BYTES};
+use super::strings::SortedStrings;
 use super::table::{GroupTable, Sums};
 use crate::aggregate::dims::Dims;
 use crate::aggregate::Totals;
@@ -346,7 +347,10 @@ impl Rollups {
         let jobs = std::sync::Mutex::new(accounts.into_iter());
         let done = std::sync::Mutex::new(Vec::new());
         let previous = old;
-        let (shards, taken, finished, readers, partial_files) = (&self.shards, &taken, &done, &readers, &partial_files);
+        // Each shard's strings sorted once, for all its accounts' merges.
+        let sorted: Vec<SortedStrings<'_>> =
+            self.shards.par_iter().map(|shard| SortedStrings::new(&shard.strings)).collect();
+        let (shards, taken, finished, readers, partial_files) = (&sorted, &taken, &done, &readers, &partial_files);
         let minus = &self.minus;
         let started = std::thread::scope(|scope| -> Result<()> {
             // A partial file is deleted once no merge is left to read it, on
@@ -379,7 +383,7 @@ impl Rollups {
                             let minus = minus.get(account).map_or(&[][..], |rows| &rows[..]);
                             let published = changed.get(account).copied();
                             let merge = AccountMerge { account, zone, published, groups, inputs, minus };
-                            publish_account(&shards[s].strings, store, id, merge, syncer)
+                            publish_account(&shards[s], store, id, merge, syncer)
                         });
                         if let Ok(mut done) = finished.lock() {
                             done.push((account.to_owned(), result));

@@ -13,12 +13,11 @@ use std::path::{Path, PathBuf};
 use super::day::{sort_day, sum_grain, DayRows, DayScratch};
 use super::key::{Groups, MinusRow, RollupKey};
 use super::spill::{decode_partial, PartialRun, NARROW_BYTES, WIDE_BYTES};
-use super::strings::AccountStrings;
+use super::strings::{AccountStrings, SortedStrings};
 use crate::aggregate::dims::Dims;
 use crate::aggregate::Totals;
 use crate::durable::Syncer;
 use crate::error::{Error, Result};
-use crate::intern::Interner;
 use crate::records::Product;
 use crate::store::changes::{self, overflow, Change, ChangeKey, DayMonths, Ledger, Month};
 use crate::store::parquet_io;
@@ -99,7 +98,7 @@ pub(super) struct AccountMerge<'a> {
 
 /// Merges and writes the rollup files of one account.
 pub(super) fn publish_account(
-    shared: &Interner,
+    shared: &SortedStrings<'_>,
     store: &Path,
     id: &str,
     merge: AccountMerge<'_>,
@@ -241,7 +240,7 @@ struct MergeRows<'a> {
 /// from that order ([`sum_grain`]); so memory holds one day of the
 /// account, not all of it.
 fn merge_account(
-    shared: &Interner,
+    shared: &SortedStrings<'_>,
     account: &str,
     rows: MergeRows<'_>,
     paths: &[PathBuf],
@@ -313,12 +312,8 @@ fn merge_account(
             subtract(&mut day_rows.rows, &minus[minus_at..minus_end], account)?;
             minus_at = minus_end;
         }
-        {
-            let ranks = strings.ranks();
-            let rank = |id: u32| ranks.get(id as usize).copied().unwrap_or(u32::MAX);
-            day_rows.orders.clear();
-            day_rows.orders.extend(day_rows.rows.iter().map(|(key, _)| key.order().map(rank).packed()));
-        }
+        day_rows.orders.clear();
+        day_rows.orders.extend(day_rows.rows.iter().map(|(key, _)| key.order().map(|id| strings.rank(id)).packed()));
         sort_day(&day_rows, start, &mut scratch.keys, &mut scratch.sorted)?;
         for (output, grain) in outputs.iter_mut().zip(crate::store::GRAINS) {
             sum_grain(start, grain, &mut scratch, &mut output.buffer, &overflow)?;
@@ -607,6 +602,7 @@ fn account_folder(account: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intern::Interner;
 
     /// A published rollup file whose slot is off the 15-minute grid (a
     /// damaged store, or a file from another writer) is an error naming the
@@ -625,7 +621,8 @@ mod tests {
             let mut writer = rollup::RollupWriter::create(&path).expect("created");
             writer.write(&[row(0), row(slot)]).expect("written");
             writer.finish(&Syncer::at_once()).expect("finished");
-            let mut strings = AccountStrings::new(&shared);
+            let sorted = SortedStrings::new(&shared);
+            let mut strings = AccountStrings::new(&sorted);
             let mut cursor = Cursor::input(&Input::File(path.clone()), 1024).expect("opened");
             match cursor.peek_slot(&mut strings, 0) {
                 Ok(first) => {
@@ -729,7 +726,8 @@ mod tests {
             crate::store::GRAINS.iter().map(|g| dir.path().join(format!("{g}.parquet"))).collect();
         let mut months = MonthSums::new(chrono_tz::UTC, None);
         let rows = MergeRows { groups: &memory, inputs: &inputs, minus: &[] };
-        merge_account(&shared, "MA1", rows, &paths, &mut months, &Syncer::at_once()).expect("merged");
+        merge_account(&SortedStrings::new(&shared), "MA1", rows, &paths, &mut months, &Syncer::at_once())
+            .expect("merged");
         for (path, grain) in paths.iter().zip(crate::store::GRAINS) {
             let group = |slot: i64, subaccount: &str, rest: String, type_: &str, code: &str| {
                 (
