@@ -317,8 +317,7 @@ fn merge_ids(scans: Vec<Scan<'_>>) -> Result<MergedIds> {
     let mut spooled = Vec::new();
     let mut span = None;
     let mut span_by_id: FxHashMap<u32, Span> = FxHashMap::default();
-    let mut parts: Vec<Vec<Vec<(IdKey, Totals)>>> =
-        (0..MERGE_PARTS).map(|_| Vec::with_capacity(folded.len())).collect();
+    let mut parts: Vec<Vec<Vec<(IdKey, Totals)>>> = (0..MERGE_PARTS).map(|_| Vec::new()).collect();
     for scan in folded {
         *tallies.entry(scan.kind).or_default() += scan.tally;
         rejects.extend(scan.rejects);
@@ -461,6 +460,7 @@ fn report_order(key: &IdKey, ranks: &[u32]) -> ReportOrder {
 /// `bench/ab.sh`'s `aggregate/all` and `bench/run.sh`'s every-account
 /// report).
 const MERGE_PARTS: usize = 256;
+const _: () = assert!(MERGE_PARTS <= 1 << u8::BITS);
 
 /// The merge partition of a key in the shared ids: bits of its hash that
 /// the partition's own hash map does not use to place it.
@@ -714,20 +714,24 @@ impl<'s> Scan<'s> {
             totals[row.group as usize].add_row(row);
             selected += 1;
         }
-        // Room for a partition's share and some: few grow (each growth a
-        // copy; 1.3M groups in 104 scans for the largest account).
-        let room = self.groups.len() * 5 / (4 * MERGE_PARTS) + 4;
-        let mut parts: Vec<Vec<(IdKey, Totals)>> = (0..MERGE_PARTS).map(|_| Vec::with_capacity(room)).collect();
-        for (key, totals) in self.groups.iter().zip(totals) {
-            if totals.records == 0 {
-                continue;
-            }
-            let key = IdKey {
-                account: ids[key.account as usize],
-                bucket: key.bucket,
-                dims: key.dims.map_text(|id| ids[id as usize], |id| ids[id as usize]),
-            };
-            parts[merge_part_of(&key)].push((key, totals));
+        // Each partition's groups in a vector of exactly their number: no
+        // growth copies (1.3M groups in 104 scans for the largest account),
+        // and no room held for none (a pass over 15,000 small files holds
+        // all their scans' partitions at once).
+        let shared = |key: &IdKey| IdKey {
+            account: ids[key.account as usize],
+            bucket: key.bucket,
+            dims: key.dims.map_text(|id| ids[id as usize], |id| ids[id as usize]),
+        };
+        let kept = || self.groups.iter().zip(&totals).filter(|(_, totals)| totals.records > 0);
+        let of_part: Vec<u8> = kept().map(|(key, _)| merge_part_of(&shared(key)) as u8).collect();
+        let mut counts = [0usize; MERGE_PARTS];
+        for part in &of_part {
+            counts[*part as usize] += 1;
+        }
+        let mut parts: Vec<Vec<(IdKey, Totals)>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
+        for ((key, totals), part) in kept().zip(of_part) {
+            parts[part as usize].push((shared(key), *totals));
         }
         let rejects = self.bad_rows.take_rejects();
         let (spooled, spooled_rows) = self.spooled.take().map_or((None, 0), |(spool, rows)| (Some(spool), rows));
