@@ -75,13 +75,19 @@ fn replay_after_change(source: &str, dir: &Path, path: &Path, change: &dyn Fn())
     assert_eq!(second["usage"].as_array().expect("usage").len(), 2);
     assert_eq!(second["usage"][0]["from_date"], "2026-11-13T00:00:00Z");
 
-    add_first_row(dir);
-    change();
-    let replayed = run_summary(source, path, &with_token(QUERY, &token));
-    assert_refused(&replayed, &["page_token", "data changed", "page 1"]);
     // Starting again from page 1 shows the new row first.
-    let fresh = json(run_summary(source, path, QUERY).ok());
-    assert_eq!(fresh["usage"][0]["from_date"], "2026-11-09T00:00:00Z");
+    refused_after(source, path, &token, &|| add_first_row(dir), change, "2026-11-09T00:00:00Z");
+}
+
+/// `alter`s the data and `change` publishes it: `token`, of page 1 before,
+/// is refused, and page 1 again starts at `fresh`.
+fn refused_after(source: &str, path: &Path, token: &str, alter: &dyn Fn(), change: &dyn Fn(), fresh: &str) {
+    alter();
+    change();
+    let replayed = run_summary(source, path, &with_token(QUERY, token));
+    assert_refused(&replayed, &["page_token", "data changed", "page 1"]);
+    let fresh_page = json(run_summary(source, path, QUERY).ok());
+    assert_eq!(fresh_page["usage"][0]["from_date"], fresh);
 }
 
 #[test]
@@ -116,12 +122,8 @@ fn replay_after_zone_change(source: &str, dir: &Path, path: &Path, change: &dyn 
     let first = json(run_summary(source, path, QUERY).ok());
     assert_eq!(first["usage"][0]["from_date"], "2026-11-10T00:00:00-05:00");
     let token = first["meta"]["next_page_token"].as_str().expect("a token").to_owned();
-    write(dir, "accounts.csv", "auth_id,currency,timezone\nA1,USD,Asia/Kolkata\n");
-    change();
-    let replayed = run_summary(source, path, &with_token(QUERY, &token));
-    assert_refused(&replayed, &["page_token", "data changed", "page 1"]);
-    let fresh = json(run_summary(source, path, QUERY).ok());
-    assert_eq!(fresh["usage"][0]["from_date"], "2026-11-10T00:00:00+05:30");
+    let to_kolkata = || drop(write(dir, "accounts.csv", "auth_id,currency,timezone\nA1,USD,Asia/Kolkata\n"));
+    refused_after(source, path, &token, &to_kolkata, change, "2026-11-10T00:00:00+05:30");
 }
 
 #[test]
