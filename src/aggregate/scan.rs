@@ -519,8 +519,8 @@ pub struct Scan<'s> {
     selector: &'s Selector,
     bad_rows: BadRows<'s>,
     /// The rows set aside, once written to a file
-    /// ([`AggregateOptions::spool`]), and how many.
-    spooled: Option<(RejectSpool, u64)>,
+    /// ([`AggregateOptions::spool`]).
+    spooled: Option<RejectSpool>,
     kind: Kind,
     file: u32,
     strings: Interner,
@@ -566,7 +566,7 @@ impl<'s> Scan<'s> {
         if !rejects.is_empty() {
             let mut spool = RejectSpool::new(path);
             spool.append(&rejects)?;
-            self.spooled = Some((spool, rejects.len() as u64));
+            self.spooled = Some(spool);
         }
         Ok(())
     }
@@ -734,8 +734,8 @@ impl<'s> Scan<'s> {
             parts[part as usize].push((shared(key), *totals));
         }
         let rejects = self.bad_rows.take_rejects();
-        let (spooled, spooled_rows) = self.spooled.take().map_or((None, 0), |(spool, rows)| (Some(spool), rows));
-        let set_aside = rejects.len() as u64 + spooled_rows;
+        let spooled = self.spooled.take();
+        let set_aside = rejects.len() as u64 + spooled.as_ref().map_or(0, RejectSpool::rows);
         let duplicates = self.duplicates.len() as u64;
         let superseded = self.superseded.len() as u64;
         let current = self.read - set_aside - duplicates - superseded;
