@@ -133,6 +133,7 @@ fn pass<T>(
     let fail_at = AtomicU64::new(u64::MAX);
     let mut scans = scan::scan_files(inventory, selector, options, &fail_at)?;
     scan::drop_duplicates(&mut scans, inventory, selector)?;
+    scan::current_spans(&mut scans, inventory, selector)?;
     merge(scans)
 }
 

@@ -176,6 +176,53 @@ pub(super) fn drop_duplicates(scans: &mut [Scan<'_>], inventory: &Inventory, sel
     Ok(())
 }
 
+/// Keeps in the scans' spans the times of current rows only: a file with
+/// rows that [`drop_duplicates`] found superseded or withdrawn (they
+/// count nowhere, corrections.md) is read again without them, and its
+/// spans are those of that reading. So an account whose every row was
+/// superseded (moved to another account, say) or withdrawn is not one the
+/// data knows, as it is not in a store, which keeps current rows only.
+/// Files without such rows, most of them, are not read again.
+pub(super) fn current_spans(scans: &mut [Scan<'_>], inventory: &Inventory, selector: &Selector) -> Result<()> {
+    let mut by_file: BTreeMap<u32, std::collections::HashSet<u64>> = BTreeMap::new();
+    for scan in scans.iter().filter(|scan| scan.kind != Kind::Voids && !scan.superseded.is_empty()) {
+        by_file.entry(scan.file).or_default().extend(scan.superseded.iter().copied());
+    }
+    for (file, mut skipped) in by_file {
+        skipped.extend(inventory.skipped_rows.get(&file).into_iter().flatten().copied());
+        let input = &inventory.files[file as usize];
+        let again = scan_file(input, Some(&skipped), file, selector, OnBadRow::SetAside, None, 0)?;
+        let mut spans: BTreeMap<&str, Span> = BTreeMap::new();
+        let mut span: Option<Span> = None;
+        for scan in &again {
+            for (id, found) in scan.spans.iter().enumerate().filter(|(_, s)| s.first <= s.last) {
+                let text = scan.strings.get(id as u32);
+                spans.entry(text).and_modify(|s| *s = s.merge(*found)).or_insert(*found);
+            }
+            if scan.span.first <= scan.span.last {
+                span = Some(span.map_or(scan.span, |s| s.merge(scan.span)));
+            }
+        }
+        let mut of_file = scans.iter_mut().filter(|scan| scan.file == file);
+        if let Some(first) = of_file.next() {
+            first.spans.fill(NO_SPAN);
+            first.span = span.unwrap_or(NO_SPAN);
+            for (text, found) in spans {
+                let id = first.strings.intern(text) as usize;
+                if id >= first.spans.len() {
+                    first.spans.resize(id + 1, NO_SPAN);
+                }
+                first.spans[id] = found;
+            }
+        }
+        for scan in of_file {
+            scan.spans.fill(NO_SPAN);
+            scan.span = NO_SPAN;
+        }
+    }
+    Ok(())
+}
+
 /// Places grouped by file, each file's lines sorted.
 fn lines_by_file(places: FxHashSet<Place>) -> FxHashMap<u32, Vec<u64>> {
     let mut by_file: FxHashMap<u32, Vec<u64>> = FxHashMap::default();

@@ -709,3 +709,46 @@ fn a_store_answers_from_its_records_with_only_current_versions() {
     assert_eq!(stored, raw);
     assert_eq!(raw["meta"]["total_spend"].as_f64(), Some(0.8), "{raw}");
 }
+
+/// An account whose every row was moved to another account (a revision
+/// with another `auth_id`) or withdrawn counts nowhere: `report` over the
+/// raw files writes no folder for it, as `report` over a store (which
+/// keeps current rows only) does not, and the folders they write match.
+#[test]
+fn an_account_whose_rows_all_moved_or_were_withdrawn_gets_no_report() {
+    let temp = temp_dir();
+    let (data, store) = (temp.path().join("data"), temp.path().join("store"));
+    write(&data, "accounts.csv", "auth_id,currency\nA1,USD\n");
+    let header = "record_id,auth_id,subaccount_auth,timestamp,product,type,direction,country,billed_seconds,amount,\
+                  surcharge,hangup_cause,revision";
+    let call = |id: &str, account: &str, revision: u8| {
+        format!("{id},{account},,2026-11-20T10:00:00Z,voice,pstn,outbound,US,60,0.01,0,4000,{revision}\n")
+    };
+    let calls = format!(
+        "{header}\n{}{}{}{}",
+        call("r1", "A2", 0),
+        call("r1", "A1", 1),
+        call("r2", "A3", 0),
+        call("r3", "A4", 0)
+    );
+    write(&data, "calls/a.csv", calls);
+    write(&data, "voids/v.csv", "kind,record_id,revision,reason\ncalls,r2,1,not billable\n");
+    let s = |path: &Path| path.to_str().expect("UTF-8 path").to_owned();
+    telemeter(&["ingest", "--quiet", "--data", &s(&data), "--store", &s(&store)]).ok();
+    let now = crate::common::NOW;
+    let mut folders = Vec::new();
+    for (source, path, out) in [("--data", &data, "raw"), ("--store", &store, "stored")] {
+        let out = temp.path().join(out);
+        telemeter(&["report", "--quiet", source, &s(path), "--out", &s(&out), "--now", now, "--formats", "json"]).ok();
+        let mut names: Vec<String> = std::fs::read_dir(&out)
+            .expect("the report")
+            .flatten()
+            .filter(|entry| entry.path().is_dir())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        folders.push(names);
+    }
+    assert_eq!(folders[0], ["A1", "A4"], "A2's row moved to A1 and A3's was withdrawn");
+    assert_eq!(folders[0], folders[1]);
+}
