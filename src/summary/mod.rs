@@ -127,7 +127,8 @@ pub struct Batch {
 /// Answers `request` for every account it names (each in its own time
 /// zone, when `accounts.csv` names one and the request does not) in one
 /// pass over `dataset`. With [`AccountScope::All`], every account with a
-/// row in `accounts.csv` or any record (in the window or not) is reported.
+/// row in `accounts.csv` or any current record (in the window or not; a
+/// superseded or withdrawn one counts nowhere) is reported.
 /// `pass` says who hears the bytes read and where set-aside rows go; the
 /// request's `on_bad_row` is the one used.
 pub fn build_many(
