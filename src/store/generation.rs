@@ -568,17 +568,17 @@ pub(in crate::store) fn record_sums(
 /// A run that fails deletes them; a killed one leaves them to the
 /// collection of unlisted files.
 #[derive(Debug)]
-pub(in crate::store) struct SetAside {
+pub(in crate::store) struct RejectedRows {
     pub(in crate::store) voids: crate::records::bad_rows::RejectSpool,
     pub(in crate::store) kinds: crate::records::bad_rows::RejectSpool,
 }
 
-impl SetAside {
-    pub(in crate::store) fn new(store: &Path, id: &str) -> SetAside {
+impl RejectedRows {
+    pub(in crate::store) fn new(store: &Path, id: &str) -> RejectedRows {
         let spool = |part: &str| {
             crate::records::bad_rows::RejectSpool::new(store.join("rejected").join(format!("{id}.{part}.part")))
         };
-        SetAside { voids: spool("voids"), kinds: spool("kinds") }
+        RejectedRows { voids: spool("voids"), kinds: spool("kinds") }
     }
 
     pub(in crate::store) fn is_empty(&self) -> bool {
@@ -596,7 +596,7 @@ impl SetAside {
 pub(in crate::store) struct Folded {
     pub(in crate::store) rollups: Rollups,
     pub(in crate::store) applied: Applied,
-    pub(in crate::store) set_aside: SetAside,
+    pub(in crate::store) set_aside: RejectedRows,
 }
 
 /// The folders of the store that hold generation files.

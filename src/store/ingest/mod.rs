@@ -134,7 +134,7 @@ fn ingest_opened(data: &Path, store: &Path, opened: Opened, options: &IngestOpti
         manifest: prepared.old.clone(),
         rollups: Rollups::default(),
         report: IngestReport { id: id.clone(), files: prepared.inventory.files.len(), ..IngestReport::default() },
-        set_aside: generation::SetAside::new(store, id),
+        set_aside: generation::RejectedRows::new(store, id),
         batches: 0,
         registries: &registries,
         touched: BTreeMap::new(),
@@ -155,7 +155,7 @@ pub(in crate::store) struct Taken {
     pub(in crate::store) rollups: Rollups,
     pub(in crate::store) report: IngestReport,
     /// The rows set aside so far (the kinds').
-    pub(in crate::store) set_aside: generation::SetAside,
+    pub(in crate::store) set_aside: generation::RejectedRows,
     /// The new versions a correction may touch, by kind.
     pub(in crate::store) touched: BTreeMap<Kind, Vec<RunVersion>>,
 }
@@ -224,7 +224,7 @@ struct Run<'a> {
     manifest: Manifest,
     rollups: Rollups,
     report: IngestReport,
-    set_aside: generation::SetAside,
+    set_aside: generation::RejectedRows,
     batches: u64,
     /// What earlier ingests recorded of corrections, by kind.
     registries: &'a BTreeMap<Kind, Registry>,

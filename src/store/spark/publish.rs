@@ -106,7 +106,7 @@ pub(super) fn publish(
         manifest: old.clone(),
         rollups,
         report: IngestReport { id: id.to_owned(), files: inventory.files.len(), ..IngestReport::default() },
-        set_aside: generation::SetAside::new(store, id),
+        set_aside: generation::RejectedRows::new(store, id),
         touched: BTreeMap::new(),
     };
     let none = KindResult::default();
